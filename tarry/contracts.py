@@ -1,0 +1,244 @@
+"""The durable contracts of an agent run.
+
+Everything here crosses a process boundary and lands in Temporal history: the
+workflow's input and result, its signals, updates and queries, and the inputs
+and outputs of its activities. A run in flight must still decode these after an
+upgrade, so every field added later needs a default, and names never change.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+WORKFLOW_TYPE = "AgentRun"
+DEFAULT_TASK_QUEUE = "tarry"
+LLM_ACTIVITY = "call_llm"
+FINISH_TOOL = "finish"
+MAX_INPUT_BYTES = 256 * 1024
+"""The largest reply `send` accepts; the validator rejects more before history sees it."""
+
+
+class Phase(StrEnum):
+    RUNNING = "Running"
+    WAITING_USER = "WaitingUser"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+
+    @property
+    def ended(self) -> bool:
+        return self in (Phase.COMPLETED, Phase.FAILED)
+
+
+class Mode(StrEnum):
+    CHAT = "chat"
+    """An answer without tool calls waits for the user."""
+    TASK = "task"
+    """An answer without tool calls completes the run."""
+
+
+class ErrorCode(StrEnum):
+    """Structured codes carried by errors, warnings and failed tool results."""
+
+    LLM_AUTH_FAILED = "LLM_AUTH_FAILED"
+    LLM_RATE_LIMITED = "LLM_RATE_LIMITED"
+    LLM_TIMEOUT = "LLM_TIMEOUT"
+    LLM_HTTP_ERROR = "LLM_HTTP_ERROR"
+    LLM_BAD_RESPONSE = "LLM_BAD_RESPONSE"
+    LLM_UNKNOWN_PROFILE = "LLM_UNKNOWN_PROFILE"
+    TOOL_INVALID_ARGUMENTS = "TOOL_INVALID_ARGUMENTS"
+    TOOL_NOT_FOUND = "TOOL_NOT_FOUND"
+    TOOL_FAILED = "TOOL_FAILED"
+    TOOL_TIMEOUT = "TOOL_TIMEOUT"
+    TOOL_FORBIDDEN = "TOOL_FORBIDDEN"
+    ENGINE_ABORTED = "ENGINE_ABORTED"
+    ENGINE_MAX_TURNS = "ENGINE_MAX_TURNS"
+    ENGINE_LOOP_DETECTED = "ENGINE_LOOP_DETECTED"
+    INPUT_EMPTY = "INPUT_EMPTY"
+    INPUT_TOO_LARGE = "INPUT_TOO_LARGE"
+    RUN_ENDED = "RUN_ENDED"
+    RUN_NOT_FOUND = "RUN_NOT_FOUND"
+
+
+class ErrorInfo(BaseModel):
+    code: ErrorCode
+    message: str
+    details: dict[str, Any] | None = None
+
+
+# --- Messages, in the OpenAI chat format -----------------------------------
+
+
+class FunctionCall(BaseModel):
+    name: str
+    arguments: str
+    """The model's raw argument text; it is meant to be JSON but may not be."""
+
+
+class ToolCall(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class ChatMessage(BaseModel):
+    """One message of the transcript, as `chat.completions` takes it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+        )
+
+
+# --- Workflow input, result and messages -----------------------------------
+
+
+class Timeouts(BaseModel):
+    """How long each step may take. JSON takes seconds (`30`) or ISO 8601 (`"PT30S"`)."""
+
+    llm_attempt: timedelta = timedelta(minutes=5)
+    """One HTTP call to the model, including waiting for the whole answer."""
+    llm_heartbeat: timedelta = timedelta(seconds=10)
+    """How soon a call whose worker died is noticed and retried elsewhere."""
+    llm_retry_window: timedelta = timedelta(hours=2)
+    """How long transient faults (5xx, 429, timeouts, refused connections) are retried."""
+    tool: timedelta = timedelta(minutes=2)
+    """One attempt of one tool call."""
+
+
+class RunInput(BaseModel):
+    """How to start a run. Only `prompt` is needed; `{"prompt": "..."}` is a valid input."""
+
+    prompt: str = ""
+    """The first user message; empty starts the run in `WaitingUser`."""
+    system: str | None = None
+    model: str = "default"
+    """The name of a model profile configured on the workers, never a key or URL."""
+    tools: list[str] | None = None
+    """The tools this run may use; null allows every tool the workers register."""
+    mode: Mode = Mode.CHAT
+    max_turns: int = Field(default=20, ge=1)
+    """LLM calls allowed since the last user input before the run asks the user."""
+    max_repeated_failures: int = Field(default=3, ge=1)
+    """How often the same failing tool call may repeat before the run asks the user."""
+    bad_response_attempts: int = Field(default=3, ge=1)
+    """Calls in a row answered with garbage (`LLM_BAD_RESPONSE`) before the run fails."""
+    timeouts: Timeouts = Timeouts()
+
+
+class UserInput(BaseModel):
+    """A reply: the payload of the `user_input` signal and the `send` update."""
+
+    text: str
+    id: str | None = None
+    """A client message id; a second message with an id the run has seen is ignored."""
+
+
+class StopRequest(BaseModel):
+    reason: str | None = None
+
+
+class TranscriptQuery(BaseModel):
+    start: int = Field(default=0, ge=0)
+
+
+class RunState(BaseModel):
+    """What the `state` query answers: small, whatever the length of the run."""
+
+    phase: Phase
+    turn: int = 0
+    """LLM calls so far."""
+    turns_since_input: int = 0
+    usage: Usage = Usage()
+    last_assistant_text: str | None = None
+    error: ErrorInfo | None = None
+    warning: ErrorCode | None = None
+    pending_inputs: int = 0
+    message_count: int = 0
+
+
+class RunResult(BaseModel):
+    phase: Phase
+    output: str | None = None
+    """The `finish` tool's result, or the last assistant text."""
+    error: ErrorInfo | None = None
+    usage: Usage = Usage()
+    turns: int = 0
+
+
+# --- Activity contracts -----------------------------------------------------
+
+
+class FinishArguments(BaseModel):
+    """The arguments of the built-in `finish` tool, which the workflow itself handles."""
+
+    result: str
+
+
+class LlmRequest(BaseModel):
+    profile: str
+    """The model profile name; the worker resolves it to a URL, a model and a key."""
+    messages: list[ChatMessage]
+    tools: list[str] | None = None
+    """The tools to offer, by name; null offers every registered tool."""
+    turn: int
+
+
+class LlmResponse(BaseModel):
+    message: ChatMessage
+    usage: Usage = Usage()
+    finish_reason: str | None = None
+    model: str | None = None
+    """The model that answered, as the provider names it."""
+    offered_tools: list[str] = []
+    """The tools that were offered; a call to any other is `TOOL_NOT_FOUND`."""
+
+
+class ToolInvocation(BaseModel):
+    run_id: str
+    """The workflow id: it names the run's workspace."""
+    call_id: str
+    arguments: str
+    """The model's raw argument text; the tool host parses and validates it."""
+
+
+class ToolResult(BaseModel):
+    """What a tool call gives back; its JSON is the `content` of the tool message."""
+
+    ok: bool
+    data: Any = None
+    error: ErrorInfo | None = None
+
+    @classmethod
+    def success(cls, data: Any) -> ToolResult:
+        return cls(ok=True, data=data)
+
+    @classmethod
+    def failure(
+        cls, code: ErrorCode, message: str, details: dict[str, Any] | None = None
+    ) -> ToolResult:
+        return cls(ok=False, error=ErrorInfo(code=code, message=message, details=details))
+
+    def to_content(self) -> str:
+        """The tool message content: `{"ok": true, "data": ...}` or `{"ok": false, "error": ...}`."""
+        if self.ok:
+            return self.model_dump_json(include={"ok", "data"})
+        return self.model_dump_json(include={"ok", "error"}, exclude_none=True)
