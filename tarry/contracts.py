@@ -187,10 +187,12 @@ class RunResult(BaseModel):
 # --- Activity contracts -----------------------------------------------------
 
 
+# The arguments of the built-in `finish` tool, which the workflow itself handles.
+# Its docstring and field description are what the model reads.
 class FinishArguments(BaseModel):
-    """The arguments of the built-in `finish` tool, which the workflow itself handles."""
+    """Ends the run. Call it once the task is done."""
 
-    result: str
+    result: str = Field(description="The final result of the task, for the user.")
 
 
 class LlmRequest(BaseModel):
@@ -238,7 +240,7 @@ class ToolResult(BaseModel):
         return cls(ok=False, error=ErrorInfo(code=code, message=message, details=details))
 
     def to_content(self) -> str:
-        """The tool message content: `{"ok": true, "data": ...}` or `{"ok": false, "error": ...}`."""
+        """Tool message content: `{"ok": true, "data": ...}` or `{"ok": false, "error": {...}}`."""
         if self.ok:
             return self.model_dump_json(include={"ok", "data"})
         return self.model_dump_json(include={"ok", "error"}, exclude_none=True)

@@ -1,0 +1,212 @@
+"""The `call_llm` activity: one OpenAI-compatible `chat.completions` call over httpx.
+
+Every failure leaves here as an `ApplicationError` whose `type` is an `ErrorCode`,
+so the workflow's retry policy can tell a provider's bad minute (retried) from a
+wrong key (not retried), and the run's error names the cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.tools import ToolHost
+from tarry.contracts import (
+    LLM_ACTIVITY,
+    ChatMessage,
+    ErrorCode,
+    LlmRequest,
+    LlmResponse,
+    ToolCall,
+    Usage,
+)
+from tarry.settings import ModelProfile
+
+# Status codes worth another attempt: the provider may answer differently next time.
+_RETRYABLE_STATUS = frozenset({408, 409})
+
+
+class ModelClient:
+    """Holds the worker's model profiles and one pooled HTTP client for all calls."""
+
+    def __init__(
+        self,
+        profiles: Mapping[str, ModelProfile],
+        tools: ToolHost,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._profiles = dict(profiles)
+        self._tools = tools
+        self._http = http or httpx.AsyncClient()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    @activity.defn(name=LLM_ACTIVITY)
+    async def call_llm(self, request: LlmRequest) -> LlmResponse:
+        profile = self._profiles.get(request.profile)
+        if profile is None:
+            raise _error(
+                ErrorCode.LLM_UNKNOWN_PROFILE,
+                f"no model profile {request.profile!r} on this worker; "
+                f"configured: {', '.join(sorted(self._profiles))}",
+                retryable=False,
+            )
+        tool_specs = self._tools.specs(request.tools)
+        body = {
+            "model": profile.model,
+            "messages": [m.model_dump(exclude_none=True) for m in request.messages],
+            "tools": tool_specs,
+            "tool_choice": "auto",
+        }
+        async with _heartbeating():
+            response = await self._post(request.profile, profile, body)
+        return _parse_answer(response, request.turn, [s["function"]["name"] for s in tool_specs])
+
+    async def _post(self, name: str, profile: ModelProfile, body: dict[str, Any]) -> httpx.Response:
+        headers = {}
+        if profile.api_key is not None:
+            headers["Authorization"] = f"Bearer {profile.api_key.get_secret_value()}"
+        url = profile.base_url.rstrip("/") + "/chat/completions"
+        try:
+            response = await self._http.post(
+                url, json=body, headers=headers, timeout=profile.request_timeout
+            )
+        except httpx.TimeoutException as e:
+            raise _error(
+                ErrorCode.LLM_TIMEOUT,
+                f"model {name!r} did not answer within {profile.request_timeout:g}s ({url})",
+            ) from e
+        except httpx.TransportError as e:
+            raise _error(
+                ErrorCode.LLM_HTTP_ERROR, f"cannot reach model {name!r} at {url}: {e}"
+            ) from e
+        _raise_for_status(name, response)
+        return response
+
+
+def _raise_for_status(profile: str, response: httpx.Response) -> None:
+    status = response.status_code
+    if status < 300:
+        return
+    detail = f"model {profile!r} answered HTTP {status}: {response.text[:300]}"
+    if status in (401, 403):
+        raise _error(
+            ErrorCode.LLM_AUTH_FAILED,
+            f"{detail}. Check the API key of model profile {profile!r} on the worker.",
+            retryable=False,
+        )
+    if status == 429:
+        raise _error(ErrorCode.LLM_RATE_LIMITED, detail, retry_after=_retry_after(response.headers))
+    retryable = status >= 500 or status in _RETRYABLE_STATUS
+    raise _error(ErrorCode.LLM_HTTP_ERROR, detail, retryable=retryable)
+
+
+def _retry_after(headers: httpx.Headers) -> timedelta | None:
+    """`Retry-After` as seconds or as an HTTP date; None when absent or unreadable."""
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return timedelta(seconds=max(0.0, float(value)))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    date = headers.get("date")
+    now = parsedate_to_datetime(date) if date else None
+    return max(timedelta(0), when - now) if now else None
+
+
+def _parse_answer(response: httpx.Response, turn: int, offered: list[str]) -> LlmResponse:
+    """Reads `choices[0].message`, tolerating the shapes real providers send."""
+    try:
+        answer = response.json()
+        choice = answer["choices"][0]
+        raw = choice["message"]
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        raise _error(
+            ErrorCode.LLM_BAD_RESPONSE,
+            f"the model's answer has no choices[0].message: {response.text[:300]!r}",
+            retryable=False,  # the workflow gives these a small budget of their own
+        ) from e
+    try:
+        message = ChatMessage(
+            role="assistant",
+            content=_text_of(raw.get("content")),
+            tool_calls=[_tool_call(c, turn, i) for i, c in enumerate(raw.get("tool_calls") or [])]
+            or None,
+        )
+        usage = Usage.model_validate(answer.get("usage") or {})
+    except (ValidationError, AttributeError, TypeError) as e:
+        raise _error(
+            ErrorCode.LLM_BAD_RESPONSE, f"the model's message is malformed: {e}", retryable=False
+        ) from e
+    return LlmResponse(
+        message=message,
+        usage=usage,
+        finish_reason=choice.get("finish_reason"),
+        model=answer.get("model"),
+        offered_tools=offered,
+    )
+
+
+def _text_of(content: Any) -> str | None:
+    """Content may be a string, null, or a list of parts (`{"type": "text", "text": ...}`)."""
+    if content is None or isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content if isinstance(p, dict)) or None
+
+
+def _tool_call(raw: dict[str, Any], turn: int, index: int) -> ToolCall:
+    function = raw.get("function") or {}
+    arguments = function.get("arguments", "")
+    return ToolCall.model_validate(
+        {
+            # Some providers omit the id; the workflow needs one to pair call and result.
+            "id": raw.get("id") or f"call_{turn}_{index}",
+            "function": {
+                "name": function.get("name", ""),
+                "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+            },
+        }
+    )
+
+
+def _error(
+    code: ErrorCode, message: str, *, retryable: bool = True, retry_after: timedelta | None = None
+) -> ApplicationError:
+    return ApplicationError(
+        message, type=code, non_retryable=not retryable, next_retry_delay=retry_after
+    )
+
+
+@asynccontextmanager
+async def _heartbeating() -> AsyncIterator[None]:
+    """Heartbeats while the call runs, so a dead worker is noticed within the heartbeat
+    timeout and a cancelled run's cancellation reaches (and aborts) the HTTP request."""
+    timeout = activity.info().heartbeat_timeout
+    interval = timeout.total_seconds() / 3 if timeout else 5.0
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(interval)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()

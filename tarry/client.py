@@ -1,0 +1,193 @@
+"""The Python client: start agent runs and talk to them.
+
+    tarry = await Tarry.connect()
+    run = await tarry.start("Summarise notes.md")
+    state = await run.wait_for({Phase.WAITING_USER})
+    state = await run.send("Thanks, now write it to summary.md")
+
+Errors a caller can act on raise `TarryError` with an `ErrorCode`, never a raw RPC error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Collection
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import timedelta
+
+from temporalio.client import (
+    Client,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from tarry.contracts import (
+    DEFAULT_TASK_QUEUE,
+    MAX_INPUT_BYTES,
+    WORKFLOW_TYPE,
+    ChatMessage,
+    ErrorCode,
+    Phase,
+    RunInput,
+    RunResult,
+    RunState,
+    StopRequest,
+    TranscriptQuery,
+    UserInput,
+)
+from tarry.settings import TarrySettings
+
+
+class TarryError(Exception):
+    """An error with a structured code, e.g. `RUN_NOT_FOUND` or `INPUT_EMPTY`."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+async def connect_temporal(settings: TarrySettings | None = None) -> Client:
+    """A Temporal client with the pydantic data converter every Tarry process uses."""
+    settings = settings or TarrySettings()
+    return await Client.connect(
+        settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        data_converter=pydantic_data_converter,
+    )
+
+
+class Tarry:
+    """Starts runs and finds them again by id."""
+
+    def __init__(self, client: Client, task_queue: str = DEFAULT_TASK_QUEUE) -> None:
+        self.client = client
+        self.task_queue = task_queue
+
+    @classmethod
+    async def connect(cls, settings: TarrySettings | None = None) -> Tarry:
+        settings = settings or TarrySettings()
+        return cls(await connect_temporal(settings), settings.tarry_task_queue)
+
+    async def start(self, input: RunInput | str, *, run_id: str | None = None) -> RunHandle:
+        """Starts a run; `run_id` defaults to `run-<short uuid>`."""
+        if isinstance(input, str):
+            input = RunInput(prompt=input)
+        run_id = run_id or f"run-{uuid.uuid4().hex[:8]}"
+        handle = await self.client.start_workflow(
+            WORKFLOW_TYPE,
+            input,
+            id=run_id,
+            task_queue=self.task_queue,
+            result_type=RunResult,
+        )
+        return RunHandle(handle)
+
+    def get(self, run_id: str) -> RunHandle:
+        """A handle to an existing run; it is checked on first use."""
+        return RunHandle(self.client.get_workflow_handle(run_id, result_type=RunResult))
+
+
+class RunHandle:
+    """One agent run, by workflow id (it follows the run across its whole chain)."""
+
+    def __init__(self, handle: WorkflowHandle[object, RunResult]) -> None:
+        self._handle = handle
+
+    @property
+    def id(self) -> str:
+        return self._handle.id
+
+    async def reply(self, text: str, *, id: str | None = None) -> None:
+        """Queues a reply (the `user_input` signal); it is delivered at the next turn
+        boundary. Retrying with the same `id` never delivers it twice."""
+        _check_text(text)
+        async with self._errors():
+            await self._handle.signal("user_input", UserInput(text=text, id=id))
+
+    async def send(self, text: str, *, id: str | None = None) -> RunState:
+        """Delivers a reply and waits for the run's next stop point (the `send` update)."""
+        async with self._errors():
+            state: RunState = await self._handle.execute_update(
+                "send",
+                UserInput(text=text, id=id),
+                # The same message id is the same update: the server answers a retry
+                # with the first call's outcome instead of running it again.
+                id=f"send-{id}" if id else None,
+                result_type=RunState,
+            )
+        return state
+
+    async def pause(self) -> None:
+        async with self._errors():
+            await self._handle.signal("pause")
+
+    async def stop(self, reason: str | None = None) -> None:
+        async with self._errors():
+            await self._handle.signal("stop", StopRequest(reason=reason))
+
+    async def state(self) -> RunState:
+        async with self._errors():
+            state: RunState = await self._handle.query("state", result_type=RunState)
+        return state
+
+    async def transcript(self, start: int = 0) -> list[ChatMessage]:
+        async with self._errors():
+            messages: list[ChatMessage] = await self._handle.query(
+                "transcript", TranscriptQuery(start=start), result_type=list[ChatMessage]
+            )
+        return messages
+
+    async def wait_for(
+        self,
+        phases: Collection[Phase],
+        timeout: float | timedelta = 60.0,  # noqa: ASYNC109 - the public contract names it
+    ) -> RunState:
+        """Polls `state` until the run is in one of `phases`; raises TimeoutError."""
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        async with asyncio.timeout(seconds):
+            # A query is the only view of a phase; polling it costs no history.
+            while (state := await self.state()).phase not in phases:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        return state
+
+    async def result(self) -> RunResult:
+        async with self._errors():
+            return await self._handle.result()
+
+    def _errors(self) -> AbstractAsyncContextManager[None]:
+        return _translated_errors(self.id)
+
+
+@asynccontextmanager
+async def _translated_errors(run_id: str) -> AsyncIterator[None]:
+    """Turns the RPC and update errors a caller can act on into `TarryError`s."""
+    try:
+        yield
+    except RPCError as e:
+        if e.status is not RPCStatusCode.NOT_FOUND:
+            raise
+        if "completed" in e.message:
+            raise TarryError(ErrorCode.RUN_ENDED, f"run {run_id!r} has ended") from e
+        raise TarryError(
+            ErrorCode.RUN_NOT_FOUND,
+            f"no run {run_id!r}; check the id with `temporal workflow list`",
+        ) from e
+    except WorkflowUpdateFailedError as e:
+        cause = e.cause
+        if isinstance(cause, ApplicationError) and cause.type in set(ErrorCode):
+            raise TarryError(ErrorCode(cause.type), cause.message) from e
+        raise
+
+
+def _check_text(text: str) -> None:
+    if not text.strip():
+        raise TarryError(ErrorCode.INPUT_EMPTY, "the reply is empty")
+    if len(text.encode()) > MAX_INPUT_BYTES:
+        raise TarryError(
+            ErrorCode.INPUT_TOO_LARGE, f"the reply is over the {MAX_INPUT_BYTES}-byte limit"
+        )

@@ -1,0 +1,58 @@
+"""Configuration: where Temporal is, and the model profiles the workers hold.
+
+Settings come from the environment first (`TEMPORAL_ADDRESS`, `OPENAI_API_KEY`, ...),
+then from an optional TOML file of named model profiles. API keys live here, on the
+worker, and nowhere else: a workflow names a profile, so no key enters history.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from tarry.contracts import DEFAULT_TASK_QUEUE
+
+
+class ModelProfile(BaseModel):
+    """One OpenAI-compatible endpoint and the model to ask there."""
+
+    base_url: str = "https://api.openai.com/v1"
+    model: str = "gpt-4o-mini"
+    api_key: SecretStr | None = None
+    request_timeout: float = Field(default=120.0, gt=0)
+    """Seconds one HTTP call may take; past that the call fails with `LLM_TIMEOUT`."""
+
+
+class TarrySettings(BaseSettings):
+    """Everything a worker or a client reads from its environment."""
+
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore")
+
+    temporal_address: str = "127.0.0.1:7233"
+    temporal_namespace: str = "default"
+    tarry_task_queue: str = DEFAULT_TASK_QUEUE
+    openai_base_url: str = "https://api.openai.com/v1"
+    openai_api_key: SecretStr | None = None
+    tarry_model: str = "gpt-4o-mini"
+    tarry_models_file: Path | None = None
+    """A TOML file of named profiles: `[profiles.NAME]` tables of `ModelProfile` fields."""
+    tarry_workspace_root: Path = Path(".tarry/workspaces")
+    """Each run's file tools are confined to `<root>/<run id>`."""
+
+    def model_profiles(self) -> dict[str, ModelProfile]:
+        """The `default` profile from the environment, plus the file's named profiles."""
+        profiles = {
+            "default": ModelProfile(
+                base_url=self.openai_base_url,
+                model=self.tarry_model,
+                api_key=self.openai_api_key,
+            )
+        }
+        if self.tarry_models_file is not None:
+            with self.tarry_models_file.open("rb") as f:
+                table = tomllib.load(f).get("profiles", {})
+            profiles |= {name: ModelProfile.model_validate(p) for name, p in table.items()}
+        return profiles

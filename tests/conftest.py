@@ -1,0 +1,162 @@
+"""Real parts for every test: a Temporal dev server started by the session, a worker
+per test on its own task queue, and the scripted model over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
+
+from activities.llm import ModelClient
+from activities.tools import BUILTIN_TOOLS, Tool, ToolHost
+from tarry.client import RunHandle, Tarry
+from tarry.contracts import ChatMessage, RunInput, Timeouts
+from tarry.entrypoint import exit_now
+from tarry.scripted_llm import ScriptedModel
+from tarry.servers import dev_server_args, find_binary
+from tarry.settings import ModelProfile
+from workers.worker import build_worker
+from workflows.agent_run import AgentRunWorkflow
+
+CANARY_KEY = "sk-tarry-canary-0c7f3b9e1d"
+"""The API key every test worker holds; it must never show up in history."""
+HISTORIES = Path(__file__).parent / "histories"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-histories",
+        action="store_true",
+        help="write the histories of end-to-end runs to tests/histories/ for replay tests",
+    )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # Leave before interpreter finalisation, where the SDK may abort (sdk-python #300).
+    # pytest has printed its summary and set the exit status by now.
+    exit_now(int(getattr(config, "_tarry_exitstatus", 0)))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config._tarry_exitstatus = exitstatus  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+async def temporal(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
+    db = tmp_path_factory.mktemp("temporal") / "temporal.db"
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        dev_server_existing_path=str(find_binary("temporal")),
+        dev_server_database_filename=str(db),
+        dev_server_extra_args=dev_server_args(),
+    )
+    yield env.client
+    await env.shutdown()
+
+
+@dataclass
+class Agent:
+    """A worker on its own task queue, its scripted model, and the runs it started."""
+
+    tarry: Tarry
+    model: ScriptedModel
+    workspace_root: Path
+    runs: list[RunHandle] = field(default_factory=list)
+
+    async def start(
+        self, prompt: str = "", *, run_id: str | None = None, **input: Any
+    ) -> RunHandle:
+        input.setdefault("timeouts", FAST_TIMEOUTS)
+        run = await self.tarry.start(RunInput(prompt=prompt, **input), run_id=run_id)
+        self.runs.append(run)
+        return run
+
+    async def history_json(self, run: RunHandle) -> str:
+        history = await self.tarry.client.get_workflow_handle(run.id).fetch_history()
+        return history.to_json()
+
+
+def tool_result(message: ChatMessage) -> Any:
+    """The parsed `ToolResult` JSON of a tool message."""
+    assert message.role == "tool"
+    assert message.content is not None
+    return json.loads(message.content)
+
+
+# Short enough that a cancelled model call or a dead worker is noticed in a second or two.
+FAST_TIMEOUTS = Timeouts(llm_heartbeat=2, llm_attempt=30, tool=10)
+
+
+@pytest.fixture
+async def agent_factory(
+    temporal: Client, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[Any]:
+    """Starts agents (worker + scripted model) with the given profile settings."""
+    started: list[tuple[Agent, Any]] = []
+
+    async def make(*, tools: Sequence[Tool] = (), **profile: Any) -> Agent:
+        model = ScriptedModel()
+        await model.start()
+        profiles = {
+            "default": ModelProfile(
+                base_url=model.base_url,
+                model="scripted",
+                api_key=SecretStr(CANARY_KEY),
+                **profile,
+            )
+        }
+        task_queue = f"test-{uuid.uuid4().hex[:8]}"
+        host = ToolHost(tmp_path / "workspaces", (*BUILTIN_TOOLS, *tools))
+        models = ModelClient(profiles, host)
+        worker = build_worker(temporal, task_queue, models, host)
+        await worker.__aenter__()
+        agent = Agent(Tarry(temporal, task_queue), model, tmp_path / "workspaces")
+        started.append((agent, (worker, models)))
+        return agent
+
+    yield make
+
+    for agent, (worker, models) in started:
+        await _check_replay(agent, request)
+        await worker.__aexit__(None, None, None)
+        await models.aclose()
+        await agent.model.close()
+
+
+@pytest.fixture
+async def agent(agent_factory: Any) -> Agent:
+    made: Agent = await agent_factory()
+    return made
+
+
+async def _check_replay(agent: Agent, request: pytest.FixtureRequest) -> None:
+    """Every run a test started must replay without non-determinism."""
+    replayer = Replayer(workflows=[AgentRunWorkflow], data_converter=pydantic_data_converter)
+    for i, run in enumerate(agent.runs):
+        history = await agent.tarry.client.get_workflow_handle(run.id).fetch_history()
+        await replayer.replay_workflow(history)
+        if request.config.getoption("--record-histories"):
+            name = re.sub(r"\W+", "_", request.node.name)
+            HISTORIES.mkdir(exist_ok=True)
+            (HISTORIES / f"{name}_{i}.json").write_text(history.to_json())
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests configure models explicitly; a developer's real key must never be used."""
+    for name in list(os.environ):
+        if name.startswith(("OPENAI_", "TARRY_", "TEMPORAL_")):
+            monkeypatch.delenv(name)

@@ -1,0 +1,246 @@
+"""The scripted model, exercised over real HTTP as the LLM activity calls it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tarry.contracts import Usage
+from tarry.scripted_llm import ScriptedModel, ScriptedToolCall, call, calls, fail, say
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[ScriptedModel]:
+    async with ScriptedModel() as m:
+        yield m
+
+
+@pytest.fixture
+async def client(model: ScriptedModel) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=model.base_url, timeout=5.0) as c:
+        yield c
+
+
+async def chat(client: httpx.AsyncClient, **extra: Any) -> httpx.Response:
+    return await client.post(
+        "/chat/completions", json={"model": "m1", "messages": MESSAGES, **extra}
+    )
+
+
+async def test_base_url_reports_the_real_port(model: ScriptedModel) -> None:
+    assert model.base_url.startswith("http://127.0.0.1:")
+    assert model.base_url.endswith("/v1")
+    assert not model.base_url.startswith("http://127.0.0.1:0/")
+
+
+async def test_text_answer_has_the_openai_shape(
+    model: ScriptedModel, client: httpx.AsyncClient
+) -> None:
+    model.add(say("hello"))
+    response = await chat(client)
+    assert response.status_code == 200
+    assert response.json() == {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "m1",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "hello"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+    assert model.remaining == 0
+
+
+async def test_scripted_usage_and_finish_reason_are_sent(
+    model: ScriptedModel, client: httpx.AsyncClient
+) -> None:
+    usage = Usage(prompt_tokens=7, completion_tokens=3, total_tokens=10)
+    model.add(say("cut", usage=usage, finish_reason="length"))
+    answer = (await chat(client)).json()
+    assert answer["choices"][0]["finish_reason"] == "length"
+    assert answer["usage"] == usage.model_dump()
+
+
+async def test_tool_calls_send_dict_args_as_json_and_str_args_verbatim(
+    model: ScriptedModel, client: httpx.AsyncClient
+) -> None:
+    model.add(
+        call("ls", {"path": "."}),
+        calls(
+            ScriptedToolCall(name="read", arguments={"path": "a b"}, id="mine"),
+            ScriptedToolCall(name="write", arguments="{not json"),
+        ),
+    )
+    first = (await chat(client)).json()["choices"][0]
+    assert first["finish_reason"] == "tool_calls"
+    assert first["message"] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1_0",
+                "type": "function",
+                "function": {"name": "ls", "arguments": '{"path": "."}'},
+            }
+        ],
+    }
+    second = (await chat(client)).json()["choices"][0]["message"]["tool_calls"]
+    assert [c["id"] for c in second] == ["mine", "call_2_1"]
+    assert json.loads(second[0]["function"]["arguments"]) == {"path": "a b"}
+    assert second[1]["function"]["arguments"] == "{not json"
+
+
+async def test_steps_are_consumed_in_order_across_an_error_step(
+    model: ScriptedModel, client: httpx.AsyncClient
+) -> None:
+    model.add(fail(500), say("recovered"))
+    first = await chat(client)
+    assert first.status_code == 500
+    assert first.json()["error"]["type"] == "server_error"
+    second = await chat(client)
+    assert second.json()["choices"][0]["message"]["content"] == "recovered"
+    assert [r.step for r in model.requests] == [0, 1]
+
+
+async def test_error_step_sends_its_headers_and_message(
+    model: ScriptedModel, client: httpx.AsyncClient
+) -> None:
+    model.add(fail(429, headers={"Retry-After": "1"}, content="slow down"))
+    response = await chat(client)
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "1"
+    assert response.json() == {"error": {"message": "slow down", "type": "rate_limit_error"}}
+
+
+async def test_raw_body_is_sent_verbatim(model: ScriptedModel, client: httpx.AsyncClient) -> None:
+    model.add(say("ignored", body="not json"))
+    response = await chat(client)
+    assert response.status_code == 200
+    assert response.text == "not json"
+
+
+async def test_exhausted_script_answers_400_with_a_clear_message(
+    model: ScriptedModel, client: httpx.AsyncClient
+) -> None:
+    model.add(say("only one"))
+    await chat(client)
+    response = await chat(client)
+    assert response.status_code == 400
+    message = response.json()["error"]["message"]
+    assert "scripted model: script exhausted after 1 requests" in message
+    assert model.requests[-1].step == -1
+
+
+async def test_request_without_messages_is_rejected(
+    model: ScriptedModel, client: httpx.AsyncClient
+) -> None:
+    model.add(say("kept"))
+    assert (await client.post("/chat/completions", content=b"{oops")).status_code == 400
+    assert (await client.post("/chat/completions", json={"model": "m"})).status_code == 400
+    assert model.remaining == 1
+    assert [r.body for r in model.requests] == [{"model": "m"}]
+
+
+async def test_request_body_is_recorded(model: ScriptedModel, client: httpx.AsyncClient) -> None:
+    model.add(say("hi"))
+    await chat(client, temperature=0)
+    recorded = model.requests[0]
+    assert recorded.body == {"model": "m1", "messages": MESSAGES, "temperature": 0}
+    assert recorded.answered
+    assert not recorded.cancelled
+
+
+async def test_authorization_header_is_recorded(model: ScriptedModel) -> None:
+    model.add(say("hi"))
+    async with httpx.AsyncClient(headers={"Authorization": "Bearer k"}) as c:
+        await c.post(f"{model.base_url}/chat/completions", json={"messages": MESSAGES})
+    headers = model.requests[0].headers
+    assert headers["authorization"] == headers["Authorization"] == "Bearer k"
+
+
+@pytest.mark.parametrize("how", ["client timeout", "task cancelled"])
+async def test_client_that_disconnects_during_a_delay_is_recorded_as_cancelled(
+    model: ScriptedModel, how: str
+) -> None:
+    model.add(say("too late", delay=30))
+    timeout = 0.2 if how == "client timeout" else 30
+    async with httpx.AsyncClient(base_url=model.base_url, timeout=timeout) as c:
+        if how == "client timeout":
+            with pytest.raises(httpx.ReadTimeout):
+                await chat(c)
+        else:
+            task = asyncio.create_task(chat(c))
+            await model.wait_for_requests(1)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+    # The server notices the hang-up asynchronously: poll for it, for at most 5 s.
+    for _ in range(500):
+        if model.requests[0].cancelled:
+            break
+        await asyncio.sleep(0.01)
+    assert model.requests[0].cancelled
+    assert not model.requests[0].answered
+
+
+async def test_wait_for_requests_returns_the_nth_request(
+    model: ScriptedModel, client: httpx.AsyncClient
+) -> None:
+    model.add(say("a"), say("b"))
+    waiter = asyncio.create_task(model.wait_for_requests(2))
+    await chat(client, n=1)
+    assert not waiter.done()
+    await chat(client, n=2)
+    recorded = await waiter
+    assert recorded.body["n"] == 2
+    assert recorded.step == 1
+
+
+async def test_wait_for_requests_times_out_clearly(model: ScriptedModel) -> None:
+    with pytest.raises(
+        TimeoutError, match=r"0 requests arrived, expected at least 1 within 0\.05s"
+    ):
+        await model.wait_for_requests(1, timeout=0.05)
+
+
+async def test_models_lists_the_scripted_model(client: httpx.AsyncClient) -> None:
+    response = await client.get("/models")
+    assert response.json() == {"object": "list", "data": [{"id": "scripted", "object": "model"}]}
+
+
+async def test_cli_serves_a_script_until_sigterm(tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([say("from file").model_dump()]))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tarry.scripted_llm", "--port", "0", "--script", str(script),
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 10)).decode().strip()
+        assert line.startswith("scripted model listening on http://127.0.0.1:")
+        async with httpx.AsyncClient() as c:
+            url = line.rsplit(" ", 1)[1] + "/chat/completions"
+            answer = (await c.post(url, json={"messages": MESSAGES})).json()
+        assert answer["choices"][0]["message"]["content"] == "from file"
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()

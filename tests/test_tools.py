@@ -1,0 +1,386 @@
+"""The tool host: schemas from signatures, validation, error mapping and workspace confinement.
+
+Tool calls run through Temporal's own activity test environment where the test is
+about the activity, and through `ToolHost.invoke` directly for the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from temporalio import activity
+from temporalio.testing import ActivityEnvironment
+
+from activities.tools import (
+    BUILTIN_TOOLS,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolHost,
+    list_files,
+    read_file,
+    tool,
+)
+from tarry.contracts import FINISH_TOOL, ErrorCode, ToolInvocation, ToolResult
+
+RUN_ID = "run-1"
+
+
+def invocation(arguments: str, run_id: str = RUN_ID) -> ToolInvocation:
+    return ToolInvocation(run_id=run_id, call_id="call-1", arguments=arguments)
+
+
+def activity_named(host: ToolHost, name: str) -> Callable[..., Any]:
+    for fn in host.activities():
+        defn = activity._Definition.from_callable(fn)
+        if defn is not None and defn.name == name:
+            return fn
+    raise LookupError(name)
+
+
+async def run_activity(host: ToolHost, name: str, arguments: str) -> ToolResult:
+    """Call a tool the way a worker does: as the activity named after it."""
+    result = await ActivityEnvironment().run(activity_named(host, name), invocation(arguments))
+    assert isinstance(result, ToolResult)
+    return result
+
+
+def names_in(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+def assert_failed(result: ToolResult, code: ErrorCode) -> str:
+    assert not result.ok
+    assert result.error is not None
+    assert result.error.code == code
+    return result.error.message
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> ToolHost:
+    return ToolHost(tmp_path / "workspaces")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """The workspace of RUN_ID, made up front so tests can plant files and symlinks in it."""
+    path = tmp_path / "workspaces" / RUN_ID
+    path.mkdir(parents=True)
+    return path
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A directory next to the workspace root, which no tool may reach."""
+    path = tmp_path / "outside"
+    path.mkdir()
+    (path / "secret.txt").write_text("top secret")
+    return path
+
+
+@tool
+def search(ctx: ToolContext, query: str, limit: int = 10, exact: bool | None = None) -> str:
+    """Search the notes.
+
+    Everything after the first paragraph is for programmers, not for the model.
+    """
+    return query
+
+
+# --- Schemas ----------------------------------------------------------------
+
+
+def test_schema_comes_from_signature() -> None:
+    parameters = search.spec()["function"]["parameters"]
+    assert set(parameters["properties"]) == {"query", "limit", "exact"}
+    assert parameters["required"] == ["query"]
+    assert parameters["properties"]["limit"]["default"] == 10
+    assert parameters["properties"]["limit"]["type"] == "integer"
+    assert parameters["additionalProperties"] is False
+
+
+def test_tool_context_is_injected_not_in_schema() -> None:
+    assert search.context_param == "ctx"
+    assert "ctx" not in search.arguments.model_fields
+
+
+def test_spec_is_an_openai_function_with_the_docstrings_first_paragraph() -> None:
+    spec = search.spec()
+    assert spec["type"] == "function"
+    assert spec["function"]["name"] == "search"
+    assert spec["function"]["description"] == "Search the notes."
+
+
+def test_decorator_takes_a_name_and_description() -> None:
+    @tool(name="lookup", description="Look something up.")
+    def find(term: str) -> str:
+        return term
+
+    assert isinstance(find, Tool)
+    assert find.spec()["function"]["name"] == "lookup"
+    assert find.spec()["function"]["description"] == "Look something up."
+
+
+def test_list_files_path_defaults_to_workspace_root() -> None:
+    parameters = list_files.spec()["function"]["parameters"]
+    assert parameters["properties"]["path"]["default"] == "."
+    assert "required" not in parameters
+
+
+def test_variadic_parameters_are_refused() -> None:
+    def variadic(*paths: str) -> None:
+        return None
+
+    with pytest.raises(TypeError, match="paths"):
+        tool(variadic)
+
+
+# --- The host ---------------------------------------------------------------
+
+
+def test_names_are_the_registered_tools_and_finish(host: ToolHost) -> None:
+    assert host.names == ["read_file", "write_file", "list_files", FINISH_TOOL]
+
+
+def test_specs_respect_the_allowed_list_and_always_include_finish(host: ToolHost) -> None:
+    names = [s["function"]["name"] for s in host.specs(["list_files", "read_file", "nope"])]
+    assert names == ["read_file", "list_files", FINISH_TOOL]
+    assert [s["function"]["name"] for s in host.specs([])] == [FINISH_TOOL]
+
+
+def test_specs_of_none_offers_every_tool(host: ToolHost) -> None:
+    assert [s["function"]["name"] for s in host.specs(None)] == host.names
+    finish = host.specs(None)[-1]["function"]
+    assert finish["parameters"]["required"] == ["result"]
+
+
+def test_register_rejects_a_duplicate_name(host: ToolHost) -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        host.register(read_file)
+
+
+def test_register_rejects_finish(tmp_path: Path) -> None:
+    @tool(name=FINISH_TOOL)
+    def finish(result: str) -> str:
+        return result
+
+    with pytest.raises(ValueError, match="reserved"):
+        ToolHost(tmp_path, tools=[finish])
+
+
+def test_each_activity_is_named_after_its_tool(host: ToolHost) -> None:
+    names = []
+    for fn in host.activities():
+        defn = activity._Definition.from_callable(fn)
+        assert defn is not None
+        names.append(defn.name)
+    assert names == [t.name for t in BUILTIN_TOOLS]
+
+
+# --- Built-in tools through their activities --------------------------------
+
+
+async def test_write_then_read_round_trip(host: ToolHost, tmp_path: Path) -> None:
+    written = await run_activity(host, "write_file", '{"path": "notes/a.txt", "content": "héllo"}')
+    assert written.ok
+    assert written.data == {"path": "notes/a.txt", "bytes": 6}
+    assert (tmp_path / "workspaces" / RUN_ID / "notes" / "a.txt").read_text() == "héllo"
+
+    read = await run_activity(host, "read_file", '{"path": "notes/a.txt"}')
+    assert read.ok
+    assert read.data == "héllo"
+
+
+async def test_list_files_marks_directories(host: ToolHost, workspace: Path) -> None:
+    (workspace / "src").mkdir()
+    (workspace / "b.txt").write_text("b")
+    (workspace / "a.txt").write_text("a")
+    result = await run_activity(host, "list_files", "{}")
+    assert result.ok
+    assert result.data == ["a.txt", "b.txt", "src/"]
+
+
+async def test_read_of_a_missing_file_fails_clearly(host: ToolHost) -> None:
+    result = await run_activity(host, "read_file", '{"path": "missing.txt"}')
+    assert assert_failed(result, ErrorCode.TOOL_FAILED) == "no such file: missing.txt"
+
+
+async def test_read_of_a_directory_fails_clearly(host: ToolHost, workspace: Path) -> None:
+    (workspace / "src").mkdir()
+    result = await run_activity(host, "read_file", '{"path": "src"}')
+    assert "is a directory" in assert_failed(result, ErrorCode.TOOL_FAILED)
+
+
+async def test_a_run_id_that_escapes_the_root_is_forbidden(host: ToolHost, tmp_path: Path) -> None:
+    fn = activity_named(host, "write_file")
+    args = '{"path": "x.txt", "content": "x"}'
+    result = await ActivityEnvironment().run(fn, invocation(args, run_id="../escaped"))
+    assert_failed(result, ErrorCode.TOOL_FORBIDDEN)
+    assert not (tmp_path / "escaped").exists()
+
+
+# --- Argument errors --------------------------------------------------------
+
+
+async def test_arguments_that_are_not_json_are_invalid(host: ToolHost) -> None:
+    result = await run_activity(host, "read_file", "{path: a.txt")
+    message = assert_failed(result, ErrorCode.TOOL_INVALID_ARGUMENTS)
+    assert message.startswith("arguments are not valid JSON")
+
+
+async def test_arguments_that_are_not_an_object_are_invalid(host: ToolHost) -> None:
+    result = await host.invoke("read_file", invocation('["a.txt"]'))
+    assert "JSON object" in assert_failed(result, ErrorCode.TOOL_INVALID_ARGUMENTS)
+
+
+async def test_schema_mismatch_is_invalid_with_details(host: ToolHost) -> None:
+    result = await host.invoke("write_file", invocation('{"path": 3, "extra": 1}'))
+    message = assert_failed(result, ErrorCode.TOOL_INVALID_ARGUMENTS)
+    assert "content: Field required" in message
+    assert result.error is not None
+    assert result.error.details is not None
+    errors = result.error.details["errors"]
+    assert {(tuple(e["loc"]), e["type"]) for e in errors} == {
+        (("path",), "string_type"),
+        (("content",), "missing"),
+        (("extra",), "extra_forbidden"),
+    }
+    # The details must survive the trip through history as JSON.
+    assert ToolResult.model_validate_json(result.model_dump_json()) == result
+
+
+async def test_unknown_tool_is_not_found(host: ToolHost) -> None:
+    result = await host.invoke("delete_everything", invocation("{}"))
+    assert "delete_everything" in assert_failed(result, ErrorCode.TOOL_NOT_FOUND)
+
+
+# --- Confinement to the workspace -------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["../outside/secret.txt", "notes/../a.txt", ".."])
+async def test_dot_dot_is_forbidden(host: ToolHost, workspace: Path, path: str) -> None:
+    (workspace / "a.txt").write_text("inside")
+    result = await run_activity(host, "read_file", f'{{"path": "{path}"}}')
+    assert_failed(result, ErrorCode.TOOL_FORBIDDEN)
+
+
+async def test_absolute_path_is_forbidden(host: ToolHost, workspace: Path) -> None:
+    (workspace / "a.txt").write_text("inside")
+    result = await run_activity(host, "read_file", f'{{"path": "{workspace / "a.txt"}"}}')
+    assert_failed(result, ErrorCode.TOOL_FORBIDDEN)
+
+
+async def test_nul_byte_in_path_is_forbidden(host: ToolHost) -> None:
+    result = await host.invoke("read_file", invocation('{"path": "a\\u0000.txt"}'))
+    assert_failed(result, ErrorCode.TOOL_FORBIDDEN)
+
+
+async def test_reading_through_a_symlink_out_is_forbidden(
+    host: ToolHost, workspace: Path, outside: Path
+) -> None:
+    (workspace / "link").symlink_to(outside)
+    result = await run_activity(host, "read_file", '{"path": "link/secret.txt"}')
+    assert_failed(result, ErrorCode.TOOL_FORBIDDEN)
+    assert result.data is None
+
+
+async def test_writing_through_a_symlink_out_is_forbidden(
+    host: ToolHost, workspace: Path, outside: Path
+) -> None:
+    (workspace / "link").symlink_to(outside)
+    (workspace / "file-link").symlink_to(outside / "secret.txt")
+    for path in ("link/new.txt", "file-link"):
+        args = f'{{"path": "{path}", "content": "pwned"}}'
+        assert_failed(await run_activity(host, "write_file", args), ErrorCode.TOOL_FORBIDDEN)
+    assert names_in(outside) == ["secret.txt"]
+    assert (outside / "secret.txt").read_text() == "top secret"
+
+
+async def test_listing_through_a_symlink_out_is_forbidden(
+    host: ToolHost, workspace: Path, outside: Path
+) -> None:
+    (workspace / "link").symlink_to(outside)
+    result = await run_activity(host, "list_files", '{"path": "link"}')
+    assert_failed(result, ErrorCode.TOOL_FORBIDDEN)
+
+
+async def test_a_symlink_within_the_workspace_is_followed(host: ToolHost, workspace: Path) -> None:
+    (workspace / "real.txt").write_text("real")
+    (workspace / "alias.txt").symlink_to(workspace / "real.txt")
+    result = await run_activity(host, "read_file", '{"path": "alias.txt"}')
+    assert result.ok
+    assert result.data == "real"
+
+
+# --- Custom tools -----------------------------------------------------------
+
+
+class Note(BaseModel):
+    title: str
+    tags: list[str]
+
+
+async def test_a_raising_tool_fails_with_its_message(tmp_path: Path) -> None:
+    @tool
+    def explode() -> None:
+        raise ValueError("boom")
+
+    result = await ToolHost(tmp_path, [explode]).invoke("explode", invocation("{}"))
+    assert assert_failed(result, ErrorCode.TOOL_FAILED) == "ValueError: boom"
+
+
+async def test_a_tool_error_keeps_its_code_and_details(tmp_path: Path) -> None:
+    @tool
+    def guarded() -> None:
+        raise ToolError(ErrorCode.TOOL_FORBIDDEN, "not today", {"retry": False})
+
+    result = await ToolHost(tmp_path, [guarded]).invoke("guarded", invocation("{}"))
+    assert assert_failed(result, ErrorCode.TOOL_FORBIDDEN) == "not today"
+    assert result.error is not None
+    assert result.error.details == {"retry": False}
+
+
+async def test_an_async_tool_is_awaited(tmp_path: Path) -> None:
+    @tool
+    async def double(n: int) -> int:
+        await asyncio.sleep(0)
+        return n * 2
+
+    host = ToolHost(tmp_path, [double])
+    result = await ActivityEnvironment().run(
+        activity_named(host, "double"), invocation('{"n": 21}')
+    )
+    assert result.ok
+    assert result.data == 42
+
+
+async def test_a_returned_model_becomes_json(tmp_path: Path) -> None:
+    @tool
+    def make_note(title: str) -> Note:
+        return Note(title=title, tags=["x"])
+
+    result = await ToolHost(tmp_path, [make_note]).invoke("make_note", invocation('{"title": "t"}'))
+    assert result.ok
+    assert result.data == {"title": "t", "tags": ["x"]}
+
+
+async def test_cancelling_the_activity_cancels_the_tool(tmp_path: Path) -> None:
+    started = asyncio.Event()
+
+    @tool
+    async def wait_forever() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    env = ActivityEnvironment()
+    fn = activity_named(ToolHost(tmp_path, [wait_forever]), "wait_forever")
+    task = asyncio.ensure_future(env.run(fn, invocation("{}")))
+    await started.wait()
+    env.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

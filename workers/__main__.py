@@ -1,0 +1,26 @@
+"""`python -m workers`: one worker process, configured from the environment."""
+
+from __future__ import annotations
+
+import logging
+from typing import NoReturn
+
+from tarry.entrypoint import run_main
+from tarry.settings import TarrySettings
+from workers.worker import run_worker
+
+
+async def _main() -> int:
+    await run_worker(TarrySettings())
+    return 0
+
+
+def main() -> NoReturn:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    run_main(_main)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""The worker: runs `AgentRun` workflows, the `call_llm` activity and every tool."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.llm import ModelClient
+from activities.tools import ToolHost
+from tarry.client import connect_temporal
+from tarry.settings import TarrySettings
+from workflows.agent_run import AgentRunWorkflow
+
+log = logging.getLogger("tarry.worker")
+
+
+def build_worker(client: Client, task_queue: str, models: ModelClient, tools: ToolHost) -> Worker:
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[AgentRunWorkflow],
+        activities=[models.call_llm, *tools.activities()],
+    )
+
+
+async def run_worker(settings: TarrySettings) -> None:
+    """Serves until SIGINT or SIGTERM, then lets in-flight tasks finish and returns."""
+    client = await connect_temporal(settings)
+    tools = ToolHost(settings.tarry_workspace_root)
+    models = ModelClient(settings.model_profiles(), tools)
+    worker = build_worker(client, settings.tarry_task_queue, models, tools)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with worker:
+        log.info(
+            "worker ready: task queue %r on %s, tools: %s",
+            settings.tarry_task_queue,
+            settings.temporal_address,
+            ", ".join(tools.names),
+        )
+        await stop.wait()
+        log.info("shutting down")
+    await models.aclose()

@@ -1,0 +1,344 @@
+"""`AgentRun`: one agent conversation as a durable state machine.
+
+Running → (LLM call → tool calls)* → WaitingUser → ... → Completed or Failed.
+
+Signal and update handlers only record intent in `RunMemory`; the main loop alone
+moves the run, at turn boundaries. That keeps every decision in one place and makes
+the order of replies, pauses and stops exactly the order the loop saw them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
+    from tarry.contracts import (
+        FINISH_TOOL,
+        LLM_ACTIVITY,
+        MAX_INPUT_BYTES,
+        WORKFLOW_TYPE,
+        ChatMessage,
+        ErrorCode,
+        ErrorInfo,
+        FinishArguments,
+        LlmRequest,
+        LlmResponse,
+        Mode,
+        Phase,
+        RunInput,
+        RunResult,
+        RunState,
+        StopRequest,
+        ToolCall,
+        ToolInvocation,
+        ToolResult,
+        TranscriptQuery,
+        UserInput,
+    )
+    from workflows.memory import QueuedInput, RunMemory, call_fingerprint
+
+REPEAT_HINT = "You are repeating the same tool call; try a different approach."
+REPEAT_HINT_AFTER = 5
+
+_LLM_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(minutes=1),
+    # Bad responses have their own, smaller budget: see `_ask_model`.
+    non_retryable_error_types=[
+        ErrorCode.LLM_AUTH_FAILED,
+        ErrorCode.LLM_UNKNOWN_PROFILE,
+        ErrorCode.LLM_BAD_RESPONSE,
+    ],
+)
+_CODES = frozenset(ErrorCode)
+_TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+
+
+@workflow.defn(name=WORKFLOW_TYPE)
+class AgentRunWorkflow:
+    @workflow.init
+    def __init__(self, input: RunInput) -> None:
+        self._input = input
+        self._m = RunMemory()
+        if input.prompt:
+            self._receive(UserInput(text=input.prompt))
+        else:
+            self._settle(Phase.WAITING_USER)
+
+    @workflow.run
+    async def run(self, input: RunInput) -> RunResult:
+        while not self._m.phase.ended:
+            if self._m.phase is Phase.WAITING_USER:
+                await workflow.wait_condition(lambda: bool(self._m.inbox) or self._m.stop_requested)
+                if self._m.stop_requested:
+                    self._settle(Phase.COMPLETED)
+                    break
+                self._m.phase = Phase.RUNNING
+            await self._step()
+        # A `send` caller is owed its answer before the run closes.
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        m = self._m
+        return RunResult(phase=m.phase, output=m.output, error=m.error, usage=m.usage, turns=m.turn)
+
+    # --- Handlers: they record intent; the main loop acts on it -----------------
+
+    @workflow.signal
+    def user_input(self, input: UserInput) -> None:
+        if self._m.phase.ended:
+            workflow.logger.warning("reply to an ended run ignored")
+        elif not input.text.strip():
+            self._m.warning = ErrorCode.INPUT_EMPTY
+        else:
+            self._receive(input)
+
+    @workflow.signal
+    def pause(self) -> None:
+        # A run that already waits has nothing to pause; a stale request must not
+        # swallow the answer to the next reply.
+        if self._m.phase is Phase.RUNNING:
+            self._m.pause_requested = True
+
+    @workflow.signal
+    def stop(self, request: StopRequest | None = None) -> None:
+        self._m.stop_requested = True
+        self._m.stop_reason = request.reason if request else None
+
+    @workflow.update
+    async def send(self, input: UserInput) -> RunState:
+        """Deliver a reply and answer with the state at the run's next stop point."""
+        seq = self._receive(input)
+        await workflow.wait_condition(lambda: self._m.answered >= seq)
+        return self._m.state()
+
+    @send.validator
+    def _validate_send(self, input: UserInput) -> None:
+        # Rejected updates never enter history: nothing is lost and nothing is stored.
+        if self._m.phase.ended:
+            raise ApplicationError(
+                f"the run has ended ({self._m.phase}); start a new run to continue",
+                type=ErrorCode.RUN_ENDED,
+            )
+        if not input.text.strip():
+            raise ApplicationError("the reply is empty", type=ErrorCode.INPUT_EMPTY)
+        size = len(input.text.encode())
+        if size > MAX_INPUT_BYTES:
+            raise ApplicationError(
+                f"the reply has {size} bytes; the limit is {MAX_INPUT_BYTES}",
+                type=ErrorCode.INPUT_TOO_LARGE,
+            )
+
+    @workflow.query
+    def state(self) -> RunState:
+        return self._m.state()
+
+    @workflow.query
+    def transcript(self, query: TranscriptQuery | None = None) -> list[ChatMessage]:
+        return self._m.transcript[(query or TranscriptQuery()).start :]
+
+    # --- The loop ---------------------------------------------------------------
+
+    async def _step(self) -> None:
+        """One turn boundary and, unless something stops the run there, one turn."""
+        m = self._m
+        self._deliver_inbox()
+        if m.stop_requested:
+            return self._abort()
+        if m.pause_requested:
+            m.pause_requested = False
+            return self._settle(Phase.WAITING_USER)
+        if m.turns_since_input >= self._input.max_turns:
+            m.warning = ErrorCode.ENGINE_MAX_TURNS
+            return self._settle(Phase.WAITING_USER)
+        if m.streak >= REPEAT_HINT_AFTER:
+            m.streak = 0
+            m.transcript.append(ChatMessage(role="user", content=REPEAT_HINT))
+
+        answer = await self._ask_model()
+        if answer is None:
+            return
+        m.turn += 1
+        m.turns_since_input += 1
+        m.usage += answer.usage
+        m.transcript.append(answer.message)
+        if answer.message.content:
+            m.last_assistant_text = answer.message.content
+        if answer.message.tool_calls:
+            await self._run_tools(answer.message.tool_calls, answer.offered_tools)
+        elif self._input.mode is Mode.TASK:
+            m.output = m.last_assistant_text
+            self._settle(Phase.COMPLETED)
+        else:
+            self._settle(Phase.WAITING_USER)
+
+    async def _ask_model(self) -> LlmResponse | None:
+        """The LLM activity, cancelled by `stop`; None when the run ended instead."""
+        m = self._m
+        request = LlmRequest(
+            profile=self._input.model,
+            messages=self._messages(),
+            tools=self._input.tools,
+            turn=m.turn + 1,
+        )
+        for attempt in range(1, self._input.bad_response_attempts + 1):
+            try:
+                return await self._call_model(request)
+            except ActivityError as e:
+                if isinstance(e.cause, CancelledError):
+                    self._abort()
+                    return None
+                error = _error_of(e, default=ErrorCode.LLM_HTTP_ERROR)
+                budget_left = attempt < self._input.bad_response_attempts
+                if error.code is ErrorCode.LLM_BAD_RESPONSE and budget_left:
+                    continue
+                self._fail(error.code, error.message)
+                return None
+        raise AssertionError("unreachable: the last attempt returns or fails the run")
+
+    async def _call_model(self, request: LlmRequest) -> LlmResponse:
+        timeouts = self._input.timeouts
+        call = workflow.start_activity(
+            LLM_ACTIVITY,
+            request,
+            result_type=LlmResponse,
+            start_to_close_timeout=timeouts.llm_attempt,
+            heartbeat_timeout=timeouts.llm_heartbeat,
+            schedule_to_close_timeout=timeouts.llm_retry_window,
+            retry_policy=_LLM_RETRY,
+            # Wait for the activity to confirm, so its HTTP request is really aborted.
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            summary=f"turn {request.turn} · {self._input.model}",
+        )
+        await workflow.wait_condition(lambda: call.done() or self._m.stop_requested)
+        call.cancel()  # a no-op when the call is done
+        response: LlmResponse = await call
+        return response
+
+    async def _run_tools(self, calls: list[ToolCall], offered: list[str]) -> None:
+        """Runs every call concurrently; records results in the order of the calls."""
+        m = self._m
+        results = await asyncio.gather(*(self._run_tool(c, offered) for c in calls))
+        finished: str | None = None
+        for call, result in zip(calls, results, strict=True):
+            m.transcript.append(
+                ChatMessage(role="tool", tool_call_id=call.id, content=result.to_content())
+            )
+            self._track_streak(call.function.name)
+            if call.function.name == FINISH_TOOL and result.ok:
+                finished = str(result.data)
+            elif not result.ok:
+                key = call_fingerprint(call)
+                m.failures[key] = m.failures.get(key, 0) + 1
+                if m.failures[key] >= self._input.max_repeated_failures:
+                    m.warning = ErrorCode.ENGINE_LOOP_DETECTED
+        if finished is not None:
+            m.output = finished
+            self._settle(Phase.COMPLETED)
+        elif m.warning is ErrorCode.ENGINE_LOOP_DETECTED:
+            self._settle(Phase.WAITING_USER)
+
+    async def _run_tool(self, call: ToolCall, offered: list[str]) -> ToolResult:
+        name = call.function.name
+        if name not in offered:
+            return ToolResult.failure(
+                ErrorCode.TOOL_NOT_FOUND,
+                f"no tool {name!r} in this run; available: {', '.join(offered)}",
+            )
+        if name == FINISH_TOOL:
+            try:
+                args = FinishArguments.model_validate_json(call.function.arguments)
+            except ValidationError as e:
+                return ToolResult.failure(ErrorCode.TOOL_INVALID_ARGUMENTS, str(e))
+            return ToolResult.success(args.result)
+        try:
+            result: ToolResult = await workflow.execute_activity(
+                name,
+                ToolInvocation(
+                    run_id=workflow.info().workflow_id,
+                    call_id=call.id,
+                    arguments=call.function.arguments,
+                ),
+                result_type=ToolResult,
+                start_to_close_timeout=self._input.timeouts.tool,
+                retry_policy=_TOOL_RETRY,
+                summary=f"{name} {call.function.arguments[:60]}",
+            )
+        except ActivityError as e:
+            return ToolResult(ok=False, error=_error_of(e, default=ErrorCode.TOOL_FAILED))
+        return result
+
+    # --- State changes ------------------------------------------------------------
+
+    def _receive(self, input: UserInput) -> int:
+        """Queues a reply once; returns the `seq` it was (or had been) queued as."""
+        m = self._m
+        if input.id is not None and input.id in m.seen_ids:
+            return m.seen_ids[input.id]
+        m.received += 1
+        if input.id is not None:
+            m.seen_ids[input.id] = m.received
+        m.inbox.append(QueuedInput(seq=m.received, input=input))
+        return m.received
+
+    def _deliver_inbox(self) -> None:
+        m = self._m
+        if not m.inbox:
+            return
+        for queued in m.inbox:
+            m.transcript.append(ChatMessage(role="user", content=queued.input.text))
+        m.inbox = []
+        m.turns_since_input = 0
+        m.warning = None
+        m.failures = {}
+
+    def _track_streak(self, tool: str) -> None:
+        m = self._m
+        m.streak = m.streak + 1 if tool == m.streak_tool else 1
+        m.streak_tool = tool
+
+    def _abort(self) -> None:
+        reason = f": {self._m.stop_reason}" if self._m.stop_reason else ""
+        self._fail(ErrorCode.ENGINE_ABORTED, f"stopped by the user{reason}")
+
+    def _fail(self, code: ErrorCode, message: str) -> None:
+        self._m.error = ErrorInfo(code=code, message=message)
+        self._settle(Phase.FAILED)
+
+    def _settle(self, phase: Phase) -> None:
+        """Moves to a stop point: every reply delivered so far now has its answer."""
+        m = self._m
+        m.phase = phase
+        delivered = m.inbox[0].seq - 1 if m.inbox else m.received
+        m.answered = m.received if phase.ended else delivered
+
+    def _messages(self) -> list[ChatMessage]:
+        system = (
+            [ChatMessage(role="system", content=self._input.system)] if self._input.system else []
+        )
+        return system + self._m.transcript
+
+
+def _error_of(e: ActivityError, *, default: ErrorCode) -> ErrorInfo:
+    """The code and message of the failure behind an activity error.
+
+    A retry window that runs out surfaces as a timeout whose cause is the last
+    attempt's failure, so our own coded error is looked for down the whole chain."""
+    timed_out = False
+    cause: BaseException | None = e.cause
+    while cause is not None:
+        if isinstance(cause, ApplicationError) and cause.type in _CODES:
+            return ErrorInfo(code=ErrorCode(cause.type), message=cause.message)
+        timed_out = timed_out or isinstance(cause, TimeoutError)
+        cause = cause.__cause__
+    if timed_out:
+        code = (
+            ErrorCode.LLM_TIMEOUT if default is ErrorCode.LLM_HTTP_ERROR else ErrorCode.TOOL_TIMEOUT
+        )
+        return ErrorInfo(code=code, message=f"timed out: {e.cause}")
+    return ErrorInfo(code=default, message=str(e.cause or e))

@@ -1,0 +1,79 @@
+"""All the state of one agent run, in one model.
+
+The workflow keeps nothing outside `RunMemory`: queries read it, handlers record
+intent in it, the main loop advances it. Because it is one serialisable model it can
+also be handed to the next run of a continue-as-new chain unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel
+
+from tarry.contracts import (
+    ChatMessage,
+    ErrorCode,
+    ErrorInfo,
+    Phase,
+    RunState,
+    ToolCall,
+    Usage,
+    UserInput,
+)
+
+
+class QueuedInput(BaseModel):
+    """A reply waiting for the next turn boundary; `seq` orders and names it."""
+
+    seq: int
+    input: UserInput
+
+
+class RunMemory(BaseModel):
+    phase: Phase = Phase.RUNNING
+    transcript: list[ChatMessage] = []
+    inbox: list[QueuedInput] = []
+    seen_ids: dict[str, int] = {}
+    """Client message ids already received, with the `seq` they were queued as."""
+    received: int = 0
+    """The `seq` of the newest reply received."""
+    answered: int = 0
+    """Every reply up to this `seq` has been delivered and followed by a stop point."""
+    turn: int = 0
+    turns_since_input: int = 0
+    usage: Usage = Usage()
+    last_assistant_text: str | None = None
+    output: str | None = None
+    error: ErrorInfo | None = None
+    warning: ErrorCode | None = None
+    failures: dict[str, int] = {}
+    """How often each failing call (tool name + canonical arguments) failed."""
+    streak_tool: str | None = None
+    streak: int = 0
+    """How many calls in a row went to `streak_tool`."""
+    pause_requested: bool = False
+    stop_reason: str | None = None
+    stop_requested: bool = False
+
+    def state(self) -> RunState:
+        return RunState(
+            phase=self.phase,
+            turn=self.turn,
+            turns_since_input=self.turns_since_input,
+            usage=self.usage,
+            last_assistant_text=self.last_assistant_text,
+            error=self.error,
+            warning=self.warning,
+            pending_inputs=len(self.inbox),
+            message_count=len(self.transcript),
+        )
+
+
+def call_fingerprint(call: ToolCall) -> str:
+    """Tool name plus canonical JSON of the arguments: the same call, however it is spaced."""
+    try:
+        arguments = json.dumps(json.loads(call.function.arguments), sort_keys=True)
+    except ValueError:
+        arguments = call.function.arguments
+    return f"{call.function.name}:{arguments}"
