@@ -82,15 +82,19 @@ class ModelClient:
             response = await self._http.post(
                 url, json=body, headers=headers, timeout=profile.request_timeout
             )
+        # `from None` throughout: httpx's chained causes carry deep stack traces that
+        # can push the failure past the server's size limit, which would lose the code.
         except httpx.TimeoutException as e:
             raise _error(
                 ErrorCode.LLM_TIMEOUT,
-                f"model {name!r} did not answer within {profile.request_timeout:g}s ({url})",
-            ) from e
+                f"model {name!r} did not answer within {profile.request_timeout:g}s "
+                f"({type(e).__name__}, {url})",
+            ) from None
         except httpx.TransportError as e:
             raise _error(
-                ErrorCode.LLM_HTTP_ERROR, f"cannot reach model {name!r} at {url}: {e}"
-            ) from e
+                ErrorCode.LLM_HTTP_ERROR,
+                f"cannot reach model {name!r} at {url}: {type(e).__name__} {e}",
+            ) from None
         _raise_for_status(name, response)
         return response
 
@@ -136,12 +140,12 @@ def _parse_answer(response: httpx.Response, turn: int, offered: list[str]) -> Ll
         answer = response.json()
         choice = answer["choices"][0]
         raw = choice["message"]
-    except (ValueError, KeyError, IndexError, TypeError) as e:
+    except (ValueError, KeyError, IndexError, TypeError):
         raise _error(
             ErrorCode.LLM_BAD_RESPONSE,
             f"the model's answer has no choices[0].message: {response.text[:300]!r}",
             retryable=False,  # the workflow gives these a small budget of their own
-        ) from e
+        ) from None
     try:
         message = ChatMessage(
             role="assistant",
@@ -153,7 +157,7 @@ def _parse_answer(response: httpx.Response, turn: int, offered: list[str]) -> Ll
     except (ValidationError, AttributeError, TypeError) as e:
         raise _error(
             ErrorCode.LLM_BAD_RESPONSE, f"the model's message is malformed: {e}", retryable=False
-        ) from e
+        ) from None
     return LlmResponse(
         message=message,
         usage=usage,

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from pydantic import SecretStr
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -67,6 +68,18 @@ async def temporal(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cl
     await env.shutdown()
 
 
+@pytest.fixture(scope="session")
+async def time_skipping(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
+    """The Java test server: timers, timeouts and retry backoff pass in an instant
+    while a test awaits a run's result."""
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter,
+        test_server_existing_path=str(find_binary("temporal-test-server")),
+    )
+    yield env.client
+    await env.shutdown()
+
+
 @dataclass
 class Agent:
     """A worker on its own task queue, its scripted model, and the runs it started."""
@@ -88,6 +101,22 @@ class Agent:
         history = await self.tarry.client.get_workflow_handle(run.id).fetch_history()
         return history.to_json()
 
+    async def event_types(self, run: RunHandle) -> list[str]:
+        """The run's history as event type names, e.g. `ACTIVITY_TASK_SCHEDULED`."""
+        history = await self.tarry.client.get_workflow_handle(run.id).fetch_history()
+        return [EventType.Name(e.event_type).removeprefix("EVENT_TYPE_") for e in history.events]
+
+    async def retries(self, run: RunHandle) -> list[tuple[int, str]]:
+        """(attempt, error code before it) for each activity that needed more than one
+        attempt; history records only the last attempt and the failure before it."""
+        history = await self.tarry.client.get_workflow_handle(run.id).fetch_history()
+        started = [e.activity_task_started_event_attributes for e in history.events]
+        return [
+            (s.attempt, s.last_failure.application_failure_info.type or s.last_failure.message)
+            for s in started
+            if s.attempt > 1
+        ]
+
 
 def tool_result(message: ChatMessage) -> Any:
     """The parsed `ToolResult` JSON of a tool message."""
@@ -107,7 +136,9 @@ async def agent_factory(
     """Starts agents (worker + scripted model) with the given profile settings."""
     started: list[tuple[Agent, Any]] = []
 
-    async def make(*, tools: Sequence[Tool] = (), **profile: Any) -> Agent:
+    async def make(
+        *, tools: Sequence[Tool] = (), client: Client | None = None, **profile: Any
+    ) -> Agent:
         model = ScriptedModel()
         await model.start()
         profiles = {
@@ -121,9 +152,10 @@ async def agent_factory(
         task_queue = f"test-{uuid.uuid4().hex[:8]}"
         host = ToolHost(tmp_path / "workspaces", (*BUILTIN_TOOLS, *tools))
         models = ModelClient(profiles, host)
-        worker = build_worker(temporal, task_queue, models, host)
+        client = client or temporal
+        worker = build_worker(client, task_queue, models, host)
         await worker.__aenter__()
-        agent = Agent(Tarry(temporal, task_queue), model, tmp_path / "workspaces")
+        agent = Agent(Tarry(client, task_queue), model, tmp_path / "workspaces")
         started.append((agent, (worker, models)))
         return agent
 

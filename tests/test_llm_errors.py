@@ -20,6 +20,7 @@ async def test_auth_failure_fails_fast_after_one_attempt_naming_the_profile(agen
     assert result.error.code is ErrorCode.LLM_AUTH_FAILED
     assert "'default'" in result.error.message
     assert len(agent.model.requests) == 1
+    assert await agent.retries(run) == []
 
 
 async def test_rate_limit_with_retry_after_is_retried(agent: Agent) -> None:
@@ -29,7 +30,7 @@ async def test_rate_limit_with_retry_after_is_retried(agent: Agent) -> None:
     state = await run.wait_for(WAITING)
 
     assert state.last_assistant_text == "there you are"
-    assert len(agent.model.requests) == 2
+    assert await agent.retries(run) == [(2, ErrorCode.LLM_RATE_LIMITED)]
 
 
 async def test_server_errors_are_retried_until_an_answer_comes(agent: Agent) -> None:
@@ -40,7 +41,7 @@ async def test_server_errors_are_retried_until_an_answer_comes(agent: Agent) -> 
 
     assert state.last_assistant_text == "back again"
     assert state.error is None
-    assert len(agent.model.requests) == 3
+    assert await agent.retries(run) == [(3, ErrorCode.LLM_HTTP_ERROR)]
 
 
 async def test_a_client_error_is_not_retried(agent: Agent) -> None:
@@ -83,6 +84,7 @@ async def test_a_slow_answer_times_out_and_is_retried(agent_factory: object) -> 
     state = await run.wait_for(WAITING)
 
     assert state.last_assistant_text == "quick this time"
+    assert await agent.retries(run) == [(2, ErrorCode.LLM_TIMEOUT)]
     assert agent.model.requests[0].cancelled
     assert [m.content for m in await run.transcript()] == ["hello", "quick this time"]
 
