@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from temporalio.common import SearchAttributeKey
 
 WORKFLOW_TYPE = "AgentRun"
 DEFAULT_TASK_QUEUE = "tarry"
@@ -20,6 +21,12 @@ LLM_ACTIVITY = "call_llm"
 FINISH_TOOL = "finish"
 MAX_INPUT_BYTES = 256 * 1024
 """The largest reply `send` accepts; the validator rejects more before history sees it."""
+
+# Search attributes, upserted on every phase change, so operators can list runs by phase.
+PHASE_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryPhase")
+TURNS_ATTRIBUTE = SearchAttributeKey.for_int("TarryTurns")
+MODEL_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryModel")
+SEARCH_ATTRIBUTES = (PHASE_ATTRIBUTE, TURNS_ATTRIBUTE, MODEL_ATTRIBUTE)
 
 
 class Phase(StrEnum):
