@@ -23,7 +23,7 @@ from temporalio.worker import Replayer
 from activities.llm import ModelClient
 from activities.tools import BUILTIN_TOOLS, Tool, ToolHost
 from tarry.client import RunHandle, Tarry
-from tarry.contracts import ChatMessage, RunInput, Timeouts
+from tarry.contracts import SEARCH_ATTRIBUTES, ChatMessage, RunInput, Timeouts
 from tarry.entrypoint import exit_now
 from tarry.scripted_llm import ScriptedModel
 from tarry.servers import dev_server_args, find_binary
@@ -63,6 +63,7 @@ async def temporal(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cl
         dev_server_existing_path=str(find_binary("temporal")),
         dev_server_database_filename=str(db),
         dev_server_extra_args=dev_server_args(),
+        search_attributes=SEARCH_ATTRIBUTES,
     )
     yield env.client
     await env.shutdown()
