@@ -39,6 +39,7 @@ from tarry.contracts import (
     TranscriptQuery,
     UserInput,
 )
+from tarry.render import shorten
 from tarry.settings import TarrySettings
 
 
@@ -84,6 +85,8 @@ class Tarry:
             id=run_id,
             task_queue=self.task_queue,
             result_type=RunResult,
+            # The UI's run list shows this, so runs can be told apart at a glance.
+            static_summary=_summary_of(input.prompt),
         )
         return RunHandle(handle)
 
@@ -182,6 +185,12 @@ async def _translated_errors(run_id: str) -> AsyncIterator[None]:
         if isinstance(cause, ApplicationError) and cause.type in set(ErrorCode):
             raise TarryError(ErrorCode(cause.type), cause.message) from e
         raise
+
+
+def _summary_of(prompt: str) -> str:
+    """The prompt's first line, shortened: what the UI's run list shows for a run."""
+    first_line = next((line for line in prompt.splitlines() if line.strip()), "")
+    return shorten(first_line, 80) if first_line else "(waiting for a first message)"
 
 
 def _check_text(text: str) -> None:

@@ -6,7 +6,19 @@ from __future__ import annotations
 import shutil
 import sys
 import sysconfig
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.client import Client
+from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
+
+from tarry.contracts import SEARCH_ATTRIBUTES
 
 # The dev server polls its task queues at 20 requests per second by default, which adds
 # ~45 ms to every workflow task that follows an activity. Agents take many such steps.
@@ -35,3 +47,47 @@ def dev_server_args() -> list[str]:
     for key, value in LOW_LATENCY_CONFIG.items():
         args += ["--dynamic-config-value", f"{key}={value}"]
     return args
+
+
+_INDEXED_TYPES = {
+    SearchAttributeIndexedValueType.KEYWORD: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    SearchAttributeIndexedValueType.INT: IndexedValueType.INDEXED_VALUE_TYPE_INT,
+}
+
+
+async def missing_search_attributes(client: Client, namespace: str) -> list[str]:
+    """Tarry's search attributes the namespace lacks; without them every workflow task
+    of a run would fail (`search attribute ... is not defined`) and retry forever."""
+    response = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=namespace)
+    )
+    return [key.name for key in SEARCH_ATTRIBUTES if key.name not in response.custom_attributes]
+
+
+async def register_search_attributes(client: Client, namespace: str) -> None:
+    """Adds whichever of Tarry's search attributes the namespace lacks."""
+    missing = set(await missing_search_attributes(client, namespace))
+    await add_search_attributes(
+        client, namespace, [k for k in SEARCH_ATTRIBUTES if k.name in missing]
+    )
+
+
+async def add_search_attributes(
+    client: Client, namespace: str, keys: Sequence[SearchAttributeKey[Any]] = SEARCH_ATTRIBUTES
+) -> None:
+    if keys:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(
+                namespace=namespace,
+                search_attributes={k.name: _INDEXED_TYPES[k.indexed_value_type] for k in keys},
+            )
+        )
+
+
+def search_attribute_command(namespace: str) -> str:
+    """The one `temporal` command that registers Tarry's search attributes on a cluster."""
+    flags = " ".join(
+        f"--name {key.name} --type {key.indexed_value_type.name.capitalize()}"
+        for key in SEARCH_ATTRIBUTES
+    )
+    return f"temporal operator search-attribute create --namespace {namespace} {flags}"

@@ -3,6 +3,7 @@ per test on its own task queue, and the scripted model over real HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -26,7 +27,7 @@ from tarry.client import RunHandle, Tarry
 from tarry.contracts import SEARCH_ATTRIBUTES, ChatMessage, RunInput, Timeouts
 from tarry.entrypoint import exit_now
 from tarry.scripted_llm import ScriptedModel
-from tarry.servers import dev_server_args, find_binary
+from tarry.servers import add_search_attributes, dev_server_args, find_binary
 from tarry.settings import ModelProfile
 from workers.worker import build_worker
 from workflows.agent_run import AgentRunWorkflow
@@ -55,6 +56,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.config._tarry_exitstatus = exitstatus  # type: ignore[attr-defined]
 
 
+async def temporal_cli(client: Client, *args: str) -> str:
+    """Runs the real `temporal` CLI against the test server; returns its standard output."""
+    process = await asyncio.create_subprocess_exec(
+        str(find_binary("temporal")),
+        *args,
+        "--address",
+        client.service_client.config.target_host,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    return out.decode()
+
+
 @pytest.fixture(scope="session")
 async def temporal(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
     db = tmp_path_factory.mktemp("temporal") / "temporal.db"
@@ -77,6 +93,8 @@ async def time_skipping(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterat
         data_converter=pydantic_data_converter,
         test_server_existing_path=str(find_binary("temporal-test-server")),
     )
+    # The Java test server can add search attributes but not list them.
+    await add_search_attributes(env.client, "default")
     yield env.client
     await env.shutdown()
 

@@ -16,25 +16,9 @@ from temporalio.client import Client
 from tarry.client import Tarry
 from tarry.contracts import Phase
 from tarry.scripted_llm import ScriptedModel, say
-from tarry.servers import find_binary
-from tests.conftest import CANARY_KEY, Agent
+from tests.conftest import CANARY_KEY, Agent, temporal_cli
 
 WAITING = {Phase.WAITING_USER}
-
-
-async def temporal_cli(client: Client, *args: str) -> str:
-    """Runs `temporal <args>` against the test server; returns its standard output."""
-    process = await asyncio.create_subprocess_exec(
-        str(find_binary("temporal")),
-        *args,
-        "--address",
-        client.service_client.config.target_host,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await process.communicate()
-    assert process.returncode == 0, err.decode()
-    return out.decode()
 
 
 async def test_a_run_started_and_answered_with_plain_json_from_the_temporal_cli(

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import logging
+import sys
 from typing import NoReturn
 
 from tarry.entrypoint import run_main
 from tarry.settings import TarrySettings
-from workers.worker import run_worker
+from workers.worker import WorkerSetupError, run_worker
 
 
 async def _main() -> int:
-    await run_worker(TarrySettings())
+    try:
+        await run_worker(TarrySettings())
+    except WorkerSetupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -7,11 +7,13 @@ import logging
 import signal
 
 from temporalio.client import Client
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.llm import ModelClient
 from activities.tools import ToolHost
 from tarry.client import connect_temporal
+from tarry.servers import missing_search_attributes, search_attribute_command
 from tarry.settings import TarrySettings
 from workflows.agent_run import AgentRunWorkflow
 
@@ -27,9 +29,30 @@ def build_worker(client: Client, task_queue: str, models: ModelClient, tools: To
     )
 
 
+class WorkerSetupError(Exception):
+    """The worker cannot serve runs as configured; the message says what to do."""
+
+
+async def check_search_attributes(client: Client, namespace: str) -> None:
+    """Refuses to start where runs could not record their phase: on such a namespace
+    every workflow task would fail (`search attribute ... is not defined`) forever."""
+    try:
+        missing = await missing_search_attributes(client, namespace)
+    except RPCError as e:
+        # Some deployments do not let workers read the namespace's schema; carry on.
+        log.warning("cannot check Tarry's search attributes (%s); runs need them", e.message)
+        return
+    if missing:
+        raise WorkerSetupError(
+            f"namespace {namespace!r} lacks the search attributes {', '.join(missing)}; "
+            f"create them with: {search_attribute_command(namespace)}"
+        )
+
+
 async def run_worker(settings: TarrySettings) -> None:
     """Serves until SIGINT or SIGTERM, then lets in-flight tasks finish and returns."""
     client = await connect_temporal(settings)
+    await check_search_attributes(client, settings.temporal_namespace)
     tools = ToolHost(settings.tarry_workspace_root)
     models = ModelClient(settings.model_profiles(), tools)
     worker = build_worker(client, settings.tarry_task_queue, models, tools)

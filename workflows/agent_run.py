@@ -23,6 +23,9 @@ with workflow.unsafe.imports_passed_through():
         FINISH_TOOL,
         LLM_ACTIVITY,
         MAX_INPUT_BYTES,
+        MODEL_ATTRIBUTE,
+        PHASE_ATTRIBUTE,
+        TURNS_ATTRIBUTE,
         WORKFLOW_TYPE,
         ChatMessage,
         ErrorCode,
@@ -42,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         TranscriptQuery,
         UserInput,
     )
+    from workflows.details import current_details, llm_summary, tool_summary
     from workflows.memory import QueuedInput, RunMemory, call_fingerprint
 
 REPEAT_HINT = "You are repeating the same tool call; try a different approach."
@@ -70,17 +74,18 @@ class AgentRunWorkflow:
         if input.prompt:
             self._receive(UserInput(text=input.prompt))
         else:
-            self._settle(Phase.WAITING_USER)
+            self._m.phase = Phase.WAITING_USER
 
     @workflow.run
     async def run(self, input: RunInput) -> RunResult:
+        self._enter(self._m.phase)
         while not self._m.phase.ended:
             if self._m.phase is Phase.WAITING_USER:
                 await workflow.wait_condition(lambda: bool(self._m.inbox) or self._m.stop_requested)
                 if self._m.stop_requested:
                     self._settle(Phase.COMPLETED)
                     break
-                self._m.phase = Phase.RUNNING
+                self._enter(Phase.RUNNING)
             await self._step()
         # A `send` caller is owed its answer before the run closes.
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -169,6 +174,7 @@ class AgentRunWorkflow:
         m.transcript.append(answer.message)
         if answer.message.content:
             m.last_assistant_text = answer.message.content
+        workflow.set_current_details(current_details(m, self._input))
         if answer.message.tool_calls:
             await self._run_tools(answer.message.tool_calls, answer.offered_tools)
         elif self._input.mode is Mode.TASK:
@@ -213,7 +219,7 @@ class AgentRunWorkflow:
             retry_policy=_LLM_RETRY,
             # Wait for the activity to confirm, so its HTTP request is really aborted.
             cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-            summary=f"turn {request.turn} · {self._input.model}",
+            summary=llm_summary(request.turn, self._input.model),
         )
         await workflow.wait_condition(lambda: call.done() or self._m.stop_requested)
         call.cancel()  # a no-op when the call is done
@@ -267,7 +273,7 @@ class AgentRunWorkflow:
                 result_type=ToolResult,
                 start_to_close_timeout=self._input.timeouts.tool,
                 retry_policy=_TOOL_RETRY,
-                summary=f"{name} {call.function.arguments[:60]}",
+                summary=tool_summary(name, call.function.arguments),
             )
         except ActivityError as e:
             return ToolResult(ok=False, error=_error_of(e, default=ErrorCode.TOOL_FAILED))
@@ -310,12 +316,25 @@ class AgentRunWorkflow:
         self._m.error = ErrorInfo(code=code, message=message)
         self._settle(Phase.FAILED)
 
+    def _enter(self, phase: Phase) -> None:
+        """Every phase change is visible: search attributes to list runs by, details to read."""
+        m = self._m
+        m.phase = phase
+        workflow.upsert_search_attributes(
+            [
+                PHASE_ATTRIBUTE.value_set(phase.value),
+                TURNS_ATTRIBUTE.value_set(m.turn),
+                MODEL_ATTRIBUTE.value_set(self._input.model),
+            ]
+        )
+        workflow.set_current_details(current_details(m, self._input))
+
     def _settle(self, phase: Phase) -> None:
         """Moves to a stop point: every reply delivered so far now has its answer."""
         m = self._m
-        m.phase = phase
         delivered = m.inbox[0].seq - 1 if m.inbox else m.received
         m.answered = m.received if phase.ended else delivered
+        self._enter(phase)
 
     def _messages(self) -> list[ChatMessage]:
         system = (

@@ -1,0 +1,59 @@
+"""What the Temporal UI shows of a run: activity summaries and the current details.
+
+An operator with fifty runs open reads these instead of base64 payloads, so they say
+what a step is (`turn 3 · default`, `read_file notes.md`) and where a run stands.
+Pure functions of workflow state: deterministic, safe to call on every change.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tarry.contracts import RunInput
+from workflows.memory import RunMemory
+
+_SUMMARY_LIMIT = 80
+_VALUE_LIMIT = 40
+
+
+def _shorten(text: str, limit: int) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def llm_summary(turn: int, profile: str) -> str:
+    return f"turn {turn} · {profile}"
+
+
+def tool_summary(name: str, arguments: str) -> str:
+    """`read_file notes.md`: the tool and its argument values, each shortened."""
+    try:
+        parsed: Any = json.loads(arguments)
+    except ValueError:
+        parsed = arguments
+    if isinstance(parsed, dict):
+        values = [v if isinstance(v, str) else json.dumps(v) for v in parsed.values()]
+    else:
+        values = [str(parsed)]
+    shown = " ".join(_shorten(v, _VALUE_LIMIT) for v in values)
+    return _shorten(f"{name} {shown}".strip(), _SUMMARY_LIMIT)
+
+
+def current_details(memory: RunMemory, input: RunInput) -> str:
+    """Markdown for the UI's "current details": phase, turn, tokens, the question, trouble."""
+    m = memory
+    lines = [
+        f"**{m.phase}** · turn {m.turn} · {m.usage.total_tokens} tokens · model `{input.model}`"
+    ]
+    if m.last_assistant_text:
+        label = "Result" if m.output is not None else "Agent said"
+        text = m.output if m.output is not None else m.last_assistant_text
+        lines.append(f"**{label}:** {_shorten(text, 300)}")
+    if m.inbox:
+        lines.append(f"**Replies queued:** {len(m.inbox)}")
+    if m.warning:
+        lines.append(f"**Warning:** `{m.warning}`")
+    if m.error:
+        lines.append(f"**Error:** `{m.error.code}`: {_shorten(m.error.message, 300)}")
+    return "\n\n".join(lines)
