@@ -85,6 +85,21 @@ async def test_pause_stops_at_the_next_turn_boundary(agent: Agent) -> None:
     assert len(agent.model.requests) == 1
 
 
+async def test_a_pause_overtaken_by_a_stop_point_does_not_swallow_the_next_reply(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("Which colour?", delay=1.0), say("Blue it is."))
+    run = await agent.start("paint it")
+    await agent.model.wait_for_requests(1)
+    await run.pause()
+    await run.wait_for(WAITING)
+
+    state = await run.send("blue")
+
+    assert state.last_assistant_text == "Blue it is."
+    assert state.turn == 2
+
+
 async def test_stop_during_a_model_call_aborts_the_run_and_cancels_the_request(
     agent: Agent,
 ) -> None:
@@ -128,6 +143,7 @@ async def test_stop_while_waiting_for_the_user_completes_the_run(agent: Agent) -
     result = await run.result()
     assert result.phase is Phase.COMPLETED
     assert result.error is None
+    assert result.output == "Anything else?"
     assert roles(await run.transcript()) == ["user", "assistant"]
 
 

@@ -90,7 +90,8 @@ class AgentRunWorkflow:
         # A `send` caller is owed its answer before the run closes.
         await workflow.wait_condition(workflow.all_handlers_finished)
         m = self._m
-        return RunResult(phase=m.phase, output=m.output, error=m.error, usage=m.usage, turns=m.turn)
+        output = m.output if m.output is not None else m.last_assistant_text
+        return RunResult(phase=m.phase, output=output, error=m.error, usage=m.usage, turns=m.turn)
 
     # --- Handlers: they record intent; the main loop acts on it -----------------
 
@@ -192,7 +193,8 @@ class AgentRunWorkflow:
             tools=self._input.tools,
             turn=m.turn + 1,
         )
-        for attempt in range(1, self._input.bad_response_attempts + 1):
+        bad_responses_left = self._input.bad_response_attempts
+        while True:
             try:
                 return await self._call_model(request)
             except ActivityError as e:
@@ -200,12 +202,12 @@ class AgentRunWorkflow:
                     self._abort()
                     return None
                 error = _error_of(e, default=ErrorCode.LLM_HTTP_ERROR)
-                budget_left = attempt < self._input.bad_response_attempts
-                if error.code is ErrorCode.LLM_BAD_RESPONSE and budget_left:
-                    continue
+                if error.code is ErrorCode.LLM_BAD_RESPONSE:
+                    bad_responses_left -= 1
+                    if bad_responses_left > 0:
+                        continue
                 self._fail(error.code, error.message)
                 return None
-        raise AssertionError("unreachable: the last attempt returns or fails the run")
 
     async def _call_model(self, request: LlmRequest) -> LlmResponse:
         timeouts = self._input.timeouts
@@ -334,6 +336,7 @@ class AgentRunWorkflow:
         m = self._m
         delivered = m.inbox[0].seq - 1 if m.inbox else m.received
         m.answered = m.received if phase.ended else delivered
+        m.pause_requested = False  # any stop point is the pause a caller asked for
         self._enter(phase)
 
     def _messages(self) -> list[ChatMessage]:
