@@ -178,7 +178,7 @@ async def _translated_errors(run_id: str) -> AsyncIterator[None]:
             raise TarryError(ErrorCode.RUN_ENDED, f"run {run_id!r} has ended") from e
         raise TarryError(
             ErrorCode.RUN_NOT_FOUND,
-            f"no run {run_id!r}; check the id with `temporal workflow list`",
+            f"no run {run_id!r}; `tarry list` shows the runs there are",
         ) from e
     except WorkflowUpdateFailedError as e:
         cause = e.cause

@@ -8,12 +8,13 @@ output is not a terminal or `NO_COLOR` is set.
 from __future__ import annotations
 
 import json
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
-from tarry.contracts import ChatMessage, ToolCall
+from tarry.contracts import ChatMessage, Phase, RunState, ToolCall
 
 _ROLE_STYLE = {"user": ("you", "bold cyan"), "assistant": ("agent", "bold green")}
 _SHORT = 80
@@ -72,3 +73,44 @@ def message_text(message: ChatMessage) -> Text:
 def print_messages(console: Console, messages: list[ChatMessage]) -> None:
     for message in messages:
         console.print(message_text(message))
+
+
+def state_text(run_id: str, state: RunState) -> Text:
+    """Where a run stands, as `tarry status` and the chat's `/status` show it."""
+    usage = state.usage
+    error = f"{state.error.code}: {state.error.message}" if state.error else "-"
+    rows = {
+        "run": run_id,
+        "phase": str(state.phase),
+        "turn": f"{state.turn} ({state.turns_since_input} since the last reply)",
+        "usage": f"{usage.total_tokens} tokens "
+        f"({usage.prompt_tokens} prompt, {usage.completion_tokens} completion)",
+        "messages": str(state.message_count),
+        "pending": f"{state.pending_inputs} replies",
+        "warning": str(state.warning or "-"),
+        "error": error,
+    }
+    width = max(map(len, rows)) + 2
+    return Text("\n").join(
+        Text.assemble((label.ljust(width), "bold"), value) for label, value in rows.items()
+    )
+
+
+def print_stop_line(console: Console, state: RunState) -> None:
+    """What a person should know at a stop point besides the messages: the run ended,
+    failed, or waits because of a warning (too many turns, a loop)."""
+    if state.phase is Phase.COMPLETED:
+        console.print(Text("run completed", style="bold green"))
+    elif state.phase is Phase.FAILED:
+        error = state.error
+        detail = f": {error.code}: {error.message}" if error else ""
+        console.print(Text(f"run failed{detail}", style="bold red"))
+    elif state.warning:
+        console.print(Text(f"warning: {state.warning}", style="yellow"))
+
+
+def thinking(console: Console) -> AbstractContextManager[object]:
+    """A "thinking…" spinner while a run works; only on a terminal that can erase it."""
+    if console.is_terminal and not console.is_dumb_terminal:
+        return console.status("thinking…")
+    return nullcontext()

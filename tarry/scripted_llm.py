@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 from multidict import CIMultiDict
@@ -147,14 +147,39 @@ def _completion(n: int, step: ScriptStep, request: dict[str, Any]) -> dict[str, 
     }
 
 
+ECHO_PREFIX = "(offline scripted model) You said: "
+
+
+def _echo(request: dict[str, Any]) -> ScriptStep:
+    """The answer past the end of the script: the last user message, said back."""
+    said = next(
+        (
+            m.get("content")
+            for m in reversed(request["messages"])
+            if isinstance(m, dict) and m.get("role") == "user"
+        ),
+        None,
+    )
+    return say(ECHO_PREFIX + (said if isinstance(said, str) else "(nothing)"))
+
+
 class ScriptedModel:
     """A chat-completions server on 127.0.0.1 that answers from a FIFO of script steps."""
 
     def __init__(
-        self, steps: Iterable[ScriptStep] = (), *, host: str = "127.0.0.1", port: int = 0
+        self,
+        steps: Iterable[ScriptStep] = (),
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        when_exhausted: Literal["error", "echo"] = "error",
     ) -> None:
+        """`when_exhausted="echo"` answers every request past the script with a short
+        deterministic text instead of HTTP 400, for people chatting with `tarry dev`;
+        tests keep the default, so an unplanned extra call fails loudly."""
         self.requests: list[RecordedRequest] = []
         self._steps: deque[ScriptStep] = deque(steps)
+        self._when_exhausted = when_exhausted
         self._used = 0
         self._host, self._port = host, port
         self._arrival = asyncio.Event()
@@ -233,6 +258,8 @@ class ScriptedModel:
             return _error(400, "scripted model: the request has no `messages` list")
         if not self._steps:
             self._record(body, request, -1).settle()
+            if self._when_exhausted == "echo":
+                return web.json_response(_completion(len(self.requests), _echo(body), body))
             return _error(400, f"scripted model: script exhausted after {self._used} requests")
         step = self._steps.popleft()
         recorded = self._record(body, request, self._used)
@@ -258,7 +285,7 @@ class ScriptedModel:
         )
 
 
-async def _serve(model: ScriptedModel) -> None:
+async def serve(model: ScriptedModel) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -278,7 +305,7 @@ def main() -> None:
     steps = (
         TypeAdapter(list[ScriptStep]).validate_json(args.script.read_text()) if args.script else []
     )
-    asyncio.run(_serve(ScriptedModel(steps, host=args.host, port=args.port)))
+    asyncio.run(serve(ScriptedModel(steps, host=args.host, port=args.port)))
 
 
 if __name__ == "__main__":

@@ -84,10 +84,17 @@ async def add_search_attributes(
         )
 
 
+def cli_type(key: SearchAttributeKey[Any]) -> str:
+    """`Keyword`, `Int`, `KeywordList`: how the `temporal` CLI spells a search attribute type."""
+    return "".join(part.capitalize() for part in key.indexed_value_type.name.split("_"))
+
+
+def search_attribute_specs() -> list[str]:
+    """Tarry's search attributes as `NAME=Type`, as `start-dev --search-attribute` takes them."""
+    return [f"{key.name}={cli_type(key)}" for key in SEARCH_ATTRIBUTES]
+
+
 def search_attribute_command(namespace: str) -> str:
     """The one `temporal` command that registers Tarry's search attributes on a cluster."""
-    flags = " ".join(
-        f"--name {key.name} --type {key.indexed_value_type.name.capitalize()}"
-        for key in SEARCH_ATTRIBUTES
-    )
+    flags = " ".join(f"--name {key.name} --type {cli_type(key)}" for key in SEARCH_ATTRIBUTES)
     return f"temporal operator search-attribute create --namespace {namespace} {flags}"

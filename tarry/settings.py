@@ -41,6 +41,8 @@ class TarrySettings(BaseSettings):
     """A TOML file of named profiles: `[profiles.NAME]` tables of `ModelProfile` fields."""
     tarry_workspace_root: Path = Path(".tarry/workspaces")
     """Each run's file tools are confined to `<root>/<run id>`."""
+    tarry_ui_port: int | None = Field(default=None, ge=1, le=65535)
+    """The Web UI port of the dev server `tarry dev` starts; None: the gRPC port + 1000."""
 
     def model_profiles(self) -> dict[str, ModelProfile]:
         """The `default` profile from the environment, plus the file's named profiles."""

@@ -1,0 +1,23 @@
+# The Tarry worker for docker-compose.yml: `python -m workers`, configured from
+# the environment (TEMPORAL_ADDRESS, OPENAI_BASE_URL, OPENAI_API_KEY, TARRY_MODEL, ...).
+FROM python:3.11-slim
+
+ENV PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+
+WORKDIR /app
+COPY . .
+# The same install step as scripts/_venv.sh, which the README's commands run, so the
+# image runs exactly what the tests ran. tests/test_compose.py keeps the two equal.
+RUN python -m pip install --quiet -e '.[dev]'
+
+# Not root: the worker runs tools on behalf of a model. Its workspaces live in a
+# volume, which Docker seeds with this directory's owner on first use.
+RUN useradd --create-home --uid 1000 tarry \
+    && mkdir -p /data/workspaces \
+    && chown -R tarry:tarry /data
+USER tarry
+ENV TARRY_WORKSPACE_ROOT=/data/workspaces
+
+CMD ["python", "-m", "workers"]

@@ -1,0 +1,454 @@
+"""`tarry`: start agent runs, talk to them and watch them from a shell.
+
+Every command that prints data takes `--json` for scripts: plain JSON on stdout, never
+colour. Errors are one line on stderr (`error: CODE: message`) and a non-zero exit,
+never a traceback. Connection settings come from the environment (`TEMPORAL_ADDRESS`,
+`TEMPORAL_NAMESPACE`, `TARRY_TASK_QUEUE`), as for every Tarry process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import datetime
+from importlib.metadata import version
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import to_jsonable_python
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from temporalio.client import WorkflowExecution
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
+
+from tarry.chat import converse, exchange, follow
+from tarry.client import RunHandle, Tarry, TarryError
+from tarry.contracts import (
+    MODEL_ATTRIBUTE,
+    PHASE_ATTRIBUTE,
+    TURNS_ATTRIBUTE,
+    WORKFLOW_TYPE,
+    ChatMessage,
+    Mode,
+    Phase,
+    RunInput,
+)
+from tarry.entrypoint import exit_now
+from tarry.render import message_text, print_stop_line, shorten, state_text, thinking
+from tarry.settings import TarrySettings
+
+T = TypeVar("T")
+
+CONNECT_TIMEOUT_SECONDS = 5.0
+"""A refused connection fails at once; this bounds one that hangs (a firewall)."""
+DEFAULT_DATA_DIR = Path(".tarry")
+
+console = Console(highlight=False)
+
+app = typer.Typer(
+    name="tarry",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+RunId = Annotated[
+    str, typer.Argument(metavar="RUN", help="The run id, as `tarry start` printed it.")
+]
+Message = Annotated[
+    str, typer.Argument(metavar="TEXT", help="The message; `-` reads it from standard input.")
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print plain JSON instead of text.")]
+DataDir = Annotated[Path, typer.Option(help="Where the local server keeps its data.")]
+
+
+class CliError(Exception):
+    """A failure this command line diagnoses itself, with what to do about it."""
+
+
+# --- Running a command: connect, run, turn errors into one line ---------------------
+
+
+def _fail(message: str, exit_code: int = 1) -> NoReturn:
+    sys.stderr.write(f"error: {message}\n")
+    raise typer.Exit(exit_code)
+
+
+def _run(main: Coroutine[Any, Any, T]) -> T:
+    """Runs a command's async body; every error a person can act on becomes one line."""
+    try:
+        return asyncio.run(main)
+    except TarryError as e:
+        _fail(f"{e.code}: {e.message}")
+    except CliError as e:
+        _fail(str(e))
+    except WorkflowAlreadyStartedError as e:
+        _fail(f"a run with id {e.workflow_id!r} already exists")
+    except RPCError as e:
+        _fail(f"{e.status.name}: {e.message}")
+    except ValidationError as e:
+        _fail(shorten(str(e), 300))
+    except TimeoutError:
+        _fail("timed out waiting for the run")
+    except OSError as e:
+        _fail(str(e))
+
+
+async def _connect(settings: TarrySettings) -> Tarry:
+    address = settings.temporal_address
+    try:
+        async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+            return await Tarry.connect(settings)
+    # The SDK reports a failed connection as a bare RuntimeError.
+    except (RuntimeError, TimeoutError) as e:
+        raise CliError(
+            f"cannot reach Temporal at {address}; start it with `tarry dev` or set TEMPORAL_ADDRESS"
+        ) from e
+
+
+def _with_tarry(action: Callable[[Tarry], Awaitable[T]]) -> T:
+    async def connected() -> T:
+        return await action(await _connect(TarrySettings()))
+
+    return _run(connected())
+
+
+def _with_run(run_id: str, action: Callable[[RunHandle], Awaitable[T]]) -> T:
+    return _with_tarry(lambda tarry: action(tarry.get(run_id)))
+
+
+# --- Output -------------------------------------------------------------------------
+
+
+def _emit(data: Any) -> None:
+    """One JSON document on its own line: no colour, no wrapping, flushed at once so a
+    reader of `watch --json` sees each message as it comes."""
+    sys.stdout.write(json.dumps(to_jsonable_python(data)) + "\n")
+    sys.stdout.flush()
+
+
+def _output(data: Any, as_json: bool, view: RenderableType) -> None:
+    """`data` as JSON for scripts, or its rich `view` for people."""
+    if as_json:
+        _emit(data)
+    else:
+        console.print(view)
+
+
+def _messages_view(messages: list[ChatMessage]) -> Group:
+    return Group(*(message_text(m) for m in messages))
+
+
+def _read(text: str) -> str:
+    """The text itself, or standard input for `-` (without its final newline)."""
+    return sys.stdin.read().rstrip("\r\n") if text == "-" else text
+
+
+# --- Commands -----------------------------------------------------------------------
+
+
+def _show_version(show: bool) -> None:
+    if show:
+        print(f"tarry {version('tarry')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Durable, human-in-the-loop LLM agent runs on Temporal.
+
+    Connection settings come from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and
+    TARRY_TASK_QUEUE.
+    """
+
+
+@app.command()
+def start(
+    prompt: Annotated[
+        str,
+        typer.Argument(
+            metavar="PROMPT", help="The first message; `-` reads stdin; empty waits for one."
+        ),
+    ] = "",
+    model: Annotated[str, typer.Option(help="The model profile the workers use.")] = "default",
+    system: Annotated[str | None, typer.Option(help="A system prompt.")] = None,
+    tool: Annotated[
+        list[str] | None,
+        typer.Option(help="A tool the run may use; repeat it; none given allows all."),
+    ] = None,
+    mode: Annotated[
+        Mode, typer.Option(help="chat waits for you after each answer; task ends on one.")
+    ] = Mode.CHAT,
+    run_id: Annotated[
+        str | None, typer.Option("--id", help="The run id; a fresh one by default.")
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Start a run and print its id; the run goes on without this command."""
+    input = RunInput(prompt=_read(prompt), model=model, system=system, tools=tool, mode=mode)
+
+    async def begin(tarry: Tarry) -> str:
+        return (await tarry.start(input, run_id=run_id)).id
+
+    started = _with_tarry(begin)
+    _output({"run_id": started}, as_json, Text(started))
+
+
+@app.command()
+def reply(run_id: RunId, text: Message) -> None:
+    """Queue a reply; the run reads it at its next turn boundary. Does not wait."""
+    message = _read(text)
+    _with_run(run_id, lambda run: run.reply(message))
+
+
+@app.command()
+def send(run_id: RunId, text: Message, as_json: AsJson = False) -> None:
+    """Send a reply and wait for the agent's answer, showing its tool calls as they happen.
+
+    Ctrl-C meanwhile pauses the run at its next turn boundary. With --json, prints the
+    run's state at the answer instead.
+    """
+    message = _read(text)
+    if as_json:
+        _emit(_with_run(run_id, lambda run: run.send(message)))
+        return
+    print_stop_line(console, _with_run(run_id, lambda run: exchange(run, message, console)))
+
+
+@app.command()
+def pause(run_id: RunId) -> None:
+    """Ask the run to stop at its next turn boundary and wait for a reply."""
+    _with_run(run_id, lambda run: run.pause())
+
+
+@app.command()
+def stop(
+    run_id: RunId,
+    reason: Annotated[str | None, typer.Option(help="Why; kept in the run's error.")] = None,
+) -> None:
+    """End the run: a waiting run completes, a working one is aborted at once."""
+    _with_run(run_id, lambda run: run.stop(reason))
+
+
+@app.command()
+def status(run_id: RunId, as_json: AsJson = False) -> None:
+    """Show where the run stands: phase, turn, token usage, warning, error, pending replies."""
+    state = _with_run(run_id, lambda run: run.state())
+    _output(state, as_json, state_text(run_id, state))
+
+
+@app.command()
+def show(
+    run_id: RunId,
+    start: Annotated[int, typer.Option("--from", min=0, help="The first message to show.")] = 0,
+    as_json: AsJson = False,
+) -> None:
+    """Print the run's transcript."""
+    messages = _with_run(run_id, lambda run: run.transcript(start=start))
+    _output(messages, as_json, _messages_view(messages))
+
+
+@app.command()
+def watch(
+    run_id: RunId,
+    start: Annotated[int, typer.Option("--from", min=0, help="The first message to show.")] = 0,
+    as_json: AsJson = False,
+) -> None:
+    """Follow the run live until it waits for a reply or ends.
+
+    Prints its messages as they appear; with --json, one JSON message per line.
+    """
+
+    async def follow_live(run: RunHandle) -> None:
+        if as_json:
+            await follow(run, start, _emit)
+            return
+        with thinking(console):
+            state = await follow(run, start, lambda m: console.print(message_text(m)))
+        print_stop_line(console, state)
+
+    _with_run(run_id, follow_live)
+
+
+class RunRow(BaseModel):
+    """One line of `tarry list`; the search attributes are None on runs without them."""
+
+    run_id: str
+    phase: str | None
+    turns: int | None
+    model: str | None
+    started: datetime
+
+    @classmethod
+    def of(cls, execution: WorkflowExecution) -> RunRow:
+        attributes = execution.typed_search_attributes
+        return cls(
+            run_id=execution.id,
+            phase=attributes.get(PHASE_ATTRIBUTE),
+            turns=attributes.get(TURNS_ATTRIBUTE),
+            model=attributes.get(MODEL_ATTRIBUTE),
+            started=execution.start_time,
+        )
+
+
+def _phase(name: str | None) -> Phase | None:
+    """`--phase`, checked here rather than by typer so a typo is one line, like every error."""
+    if name is None:
+        return None
+    by_name = {phase.lower(): phase for phase in Phase}
+    if (phase := by_name.get(name.lower())) is None:
+        _fail(f"unknown phase {name!r}; use one of {', '.join(Phase)}", exit_code=2)
+    return phase
+
+
+def _runs_table(rows: list[RunRow]) -> Table:
+    table = Table("run", "phase", "turns", "model", "started", box=None, pad_edge=False)
+    for row in rows:
+        table.add_row(
+            row.run_id,
+            row.phase or "-",
+            "-" if row.turns is None else str(row.turns),
+            row.model or "-",
+            row.started.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
+        )
+    return table
+
+
+@app.command("list")
+def list_runs(
+    phase: Annotated[
+        str | None, typer.Option(help="Only runs in this phase: " + ", ".join(Phase) + ".")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 20,
+    as_json: AsJson = False,
+) -> None:
+    """List runs with their phase, turns and model; open runs first, newest first."""
+    query = f"WorkflowType = '{WORKFLOW_TYPE}'"
+    if (wanted := _phase(phase)) is not None:
+        query += f" AND {PHASE_ATTRIBUTE.name} = '{wanted}'"
+
+    async def find(tarry: Tarry) -> list[RunRow]:
+        return [RunRow.of(e) async for e in tarry.client.list_workflows(query, limit=limit)]
+
+    rows = _with_tarry(find)
+    _output(rows, as_json, _runs_table(rows))
+
+
+@app.command("chat")
+def chat_command(
+    run_id: Annotated[
+        str | None, typer.Argument(metavar="RUN", help="A run to pick up; a new one if none.")
+    ] = None,
+) -> None:
+    """Talk with a run in the terminal: a new one, or RUN where it was left.
+
+    Leaving the chat (/quit, Ctrl-D) leaves the run waiting for the next message.
+    """
+    _with_tarry(lambda tarry: converse(tarry, run_id, console))
+
+
+@app.command()
+def worker() -> None:
+    """Run a worker: it executes runs, model calls and tools until Ctrl-C or SIGTERM.
+
+    Model profiles come from OPENAI_BASE_URL, OPENAI_API_KEY, TARRY_MODEL and
+    TARRY_MODELS_FILE.
+    """
+    from workers.worker import WorkerSetupError, run_worker
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = TarrySettings()
+
+    async def serve() -> None:
+        await _connect(settings)  # a missing server is one line here, not a traceback later
+        try:
+            await run_worker(settings)
+        except WorkerSetupError as e:
+            raise CliError(str(e)) from None
+
+    _run(serve())
+
+
+@app.command("scripted-model")
+def scripted_model(
+    host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="The port to listen on.")] = 8765,
+    script: Annotated[
+        Path | None,
+        typer.Option(exists=True, dir_okay=False, help="A JSON file: a list of script steps."),
+    ] = None,
+) -> None:
+    """Serve the offline scripted model, an OpenAI-compatible endpoint, until Ctrl-C."""
+    from tarry.scripted_llm import ScriptedModel, ScriptStep, serve
+
+    async def serve_script() -> None:
+        steps = TypeAdapter(list[ScriptStep]).validate_json(script.read_text()) if script else []
+        await serve(ScriptedModel(steps, host=host, port=port))
+
+    _run(serve_script())
+
+
+@app.command()
+def dev(data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
+    """Run all a run needs on this machine until Ctrl-C: Temporal, a model and a worker.
+
+    The model is the offline scripted one unless one is configured; runs survive a
+    restart, kept in --data-dir.
+    """
+    from tarry.devstack import serve_dev
+
+    raise typer.Exit(_run(serve_dev(TarrySettings(), data_dir)))
+
+
+@app.command()
+def demo(
+    keep: Annotated[
+        bool,
+        typer.Option("--keep", help="Keep the stack up afterwards, to look at the run in the UI."),
+    ] = False,
+    reply: Annotated[
+        str | None,
+        typer.Option(help="The answer to the agent's question, when a real model is configured."),
+    ] = None,
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+) -> None:
+    """Show one human-in-the-loop run end to end on the local stack of `tarry dev`.
+
+    With no model configured, the offline scripted model plays the agent and the
+    reply is scripted too: no key, no network, no keyboard.
+    """
+    from tarry.demo import run_demo
+
+    raise typer.Exit(_run(run_demo(TarrySettings(), data_dir, keep=keep, reply=reply)))
+
+
+def main() -> NoReturn:
+    """The `tarry` script. It leaves through `exit_now`, as every entry point must, because
+    the Temporal SDK can abort the interpreter at exit (sdk-python #300)."""
+    try:
+        app(prog_name="tarry")
+        code = 0
+    except SystemExit as e:
+        # typer ends with SystemExit, also on success; usage errors keep click's message.
+        code = e.code if isinstance(e.code, int) else int(e.code is not None)
+    except Exception as e:
+        sys.stderr.write(f"error: unexpected {type(e).__name__}: {shorten(str(e), 300)}\n")
+        code = 1
+    exit_now(code)

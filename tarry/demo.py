@@ -1,0 +1,245 @@
+"""`tarry demo`: one human-in-the-loop run, end to end, on the dev stack.
+
+The agent looks through a small workspace of meeting notes, asks the human who should
+own an action item, gets the answer through the `user_input` signal, writes a checklist
+and finishes. With no model configured the offline scripted model plays the agent
+(the script below), and the human's reply is scripted too, so the demo needs no key,
+no network and no keyboard. With a real model the same prompt is sent; the reply is
+`--reply` or typed at a prompt, since a real model's question can't be predicted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import threading
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from tarry.client import RunHandle
+from tarry.contracts import ChatMessage, Phase, RunInput, RunState
+from tarry.devstack import DevStack, DevStackError, dev_stack, stop_signals, unless_stopped
+from tarry.render import message_text, print_messages, thinking
+from tarry.scripted_llm import call, say
+from tarry.settings import TarrySettings
+
+SEED_FILES = {
+    "notes.md": """\
+# Planning meeting, Tuesday
+
+Attendees: Ana, Priya, Sam
+
+- Sam updates the pricing page before the launch.
+- Ana drafts the customer email by Thursday.
+- Someone needs to write the Q3 launch blog post.
+- Next meeting: Monday 10:00.
+""",
+    "todo.md": """\
+# To do
+
+- [ ] Book the venue for the offsite
+- [ ] Renew the domain
+""",
+}
+
+SYSTEM = (
+    "You are a careful assistant working on the files in a small workspace, through "
+    "your tools. When something you need is missing, ask the user one short question "
+    "and wait for the answer. Call `finish` once the task is done."
+)
+PROMPT = (
+    "Turn the action items from my meeting notes into a checklist in actions.md, "
+    "one line per item with its owner. If an item has no owner, ask me who should take it."
+)
+SCRIPTED_REPLY = "Priya, please. She wrote the last one."
+
+ACTIONS_MD = """\
+# Action items
+
+- [ ] Update the pricing page before the launch (Sam)
+- [ ] Draft the customer email by Thursday (Ana)
+- [ ] Write the Q3 launch blog post (Priya)
+"""
+
+# What the offline scripted model answers, call by call: the agent's side of the demo.
+SCRIPT = (
+    call("list_files", content="Let me see what's in the workspace first."),
+    call("read_file", {"path": "notes.md"}, content="notes.md looks like the meeting notes."),
+    say(
+        "I found three action items. Sam has the pricing page and Ana the customer "
+        "email, but nobody owns the Q3 launch blog post. Who should take it?"
+    ),
+    call(
+        "write_file",
+        {"path": "actions.md", "content": ACTIONS_MD},
+        content="Thanks! Writing the checklist with Priya on the blog post.",
+    ),
+    call(
+        "finish",
+        {"result": "Wrote actions.md: 3 action items, owned by Sam, Ana and Priya."},
+    ),
+)
+
+Replies = Callable[[], Awaitable[str | None]]
+"""The human's next reply; None when there is none (the run is then stopped)."""
+
+
+async def run_demo(
+    settings: TarrySettings, data_dir: Path, *, keep: bool, reply: str | None
+) -> int:
+    """Runs the demo on the dev stack; 0 when the run completed.
+
+    `reply` answers the agent's first question when a real model is configured (the
+    scripted model's question always gets the scripted answer). `keep` leaves the
+    stack up after the run until Ctrl-C, to look at the run in the UI.
+    """
+    console = Console(highlight=False)
+    async with stop_signals() as stop:
+        try:
+            async with dev_stack(settings, data_dir, script=SCRIPT, isolate_on_reuse=True) as stack:
+                for line in stack.summary():
+                    console.print(line, markup=False, soft_wrap=True)
+                demo = _demo_run(stack, console, _replies(stack, reply))
+                code = await unless_stopped(stop, stack.while_up(demo))
+                if code is None:
+                    console.print("Interrupted: stopping the stack.")
+                    return 130
+                if keep:
+                    console.print("\nThe stack stays up. Ctrl-C to stop.")
+                    await stop.wait()
+                return code
+        except DevStackError as e:
+            print(f"error: {e}", file=sys.stderr, flush=True)
+            return 1
+
+
+def seed_workspace(workspace: Path) -> None:
+    """Writes the demo's files into a run's workspace, `<workspace_root>/<run id>`."""
+    workspace.mkdir(parents=True, exist_ok=True)
+    for name, text in SEED_FILES.items():
+        (workspace / name).write_text(text, encoding="utf-8")
+
+
+async def _demo_run(stack: DevStack, console: Console, replies: Replies) -> int:
+    """Starts the run and sees it through; the demo's exit code."""
+    run_id = f"demo-{uuid.uuid4().hex[:8]}"
+    workspace = stack.workspace_root / run_id
+    # Tools create the workspace on first use; seeding first puts the notes in it.
+    await asyncio.to_thread(seed_workspace, workspace)
+    console.print(
+        f"\nWorkspace  {workspace} ({', '.join(SEED_FILES)})\n", markup=False, soft_wrap=True
+    )
+    run = await stack.tarry.start(RunInput(prompt=PROMPT, system=SYSTEM), run_id=run_id)
+    printer = _TranscriptPrinter(console)
+    state = await printer.follow(run, after=0)
+    while state.phase is Phase.WAITING_USER:
+        text = await replies()
+        if text is None:
+            console.print("No reply to give: stopping the run.")
+            await run.stop("the demo had no reply to give")
+            state = await run.wait_for({Phase.COMPLETED, Phase.FAILED})
+            _print_outcome(console, stack, run_id, state)
+            return 1
+        printer.sent(text)
+        await run.reply(text)
+        state = await printer.follow(run, after=state.message_count)
+    _print_outcome(console, stack, run_id, state)
+    return 0 if state.phase is Phase.COMPLETED else 1
+
+
+class _TranscriptPrinter:
+    """Prints a run's new messages as they appear, each once."""
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+        self._printed = 0
+        self._sent: deque[str] = deque()
+        """Replies already printed when sent; the transcript's copies are skipped."""
+
+    def sent(self, text: str) -> None:
+        self._console.print(message_text(ChatMessage(role="user", content=text)))
+        self._sent.append(text)
+
+    async def follow(self, run: RunHandle, *, after: int) -> RunState:
+        """Prints messages until the run stops with more than `after` messages.
+
+        `after` guards against the state from before a reply arrived: until the
+        workflow takes the signal in, the run still reads as waiting for it.
+        """
+        with thinking(self._console):
+            while True:
+                # The state first: a transcript read after it holds every message up to it.
+                state = await run.state()
+                self._print(await run.transcript(start=self._printed))
+                if state.phase is not Phase.RUNNING and state.message_count > after:
+                    return state
+                await asyncio.sleep(0.1)
+
+    def _print(self, messages: list[ChatMessage]) -> None:
+        self._printed += len(messages)
+        for message in messages:
+            if message.role == "user" and self._sent and message.content == self._sent[0]:
+                self._sent.popleft()
+                continue
+            print_messages(self._console, [message])
+
+
+def _print_outcome(console: Console, stack: DevStack, run_id: str, state: RunState) -> None:
+    style = "bold green" if state.phase is Phase.COMPLETED else "bold red"
+    console.print()
+    console.print(Text(f"{state.phase} ", style=style) + Text(f"run {run_id}"))
+    lines = [f"UI         {stack.run_url(run_id)}", f"Files      {stack.workspace_root / run_id}"]
+    if state.error is not None:
+        lines.insert(0, f"Error      {state.error.code}: {state.error.message}")
+    for line in lines:
+        console.print(line, markup=False, soft_wrap=True)
+
+
+def _replies(stack: DevStack, reply: str | None) -> Replies:
+    """The scripted reply for the scripted model; else `reply`, then the keyboard."""
+    queued = deque([SCRIPTED_REPLY] if stack.scripted is not None else [reply] if reply else [])
+    interactive = stack.scripted is None
+
+    async def next_reply() -> str | None:
+        if queued:
+            return queued.popleft()
+        while interactive and (line := await _read_line("your reply> ")) is not None:
+            if line.strip():
+                return line
+        return None
+
+    return next_reply
+
+
+async def _read_line(prompt: str) -> str | None:
+    """A line from stdin without blocking the event loop; None at end of input.
+
+    The read runs on a daemon thread, not the loop's executor: a person who presses
+    Ctrl-C instead of answering leaves `input()` blocked, and the executor's shutdown
+    would wait for that line forever. The process leaves through `exit_now`, which does
+    not wait for daemon threads.
+    """
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str | None] = loop.create_future()
+
+    def settle(value: str | None) -> None:
+        if not answer.done():
+            answer.set_result(value)
+
+    def read() -> None:
+        try:
+            line: str | None = input(prompt)
+        except EOFError:
+            line = None
+        # The loop may have closed while we waited: then nobody wants the line.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, line)
+
+    threading.Thread(target=read, name="tarry-demo-input", daemon=True).start()
+    return await answer

@@ -1,0 +1,493 @@
+"""`tarry dev`: everything a run needs on one machine, in one process tree, offline.
+
+A Temporal dev server (persisted in SQLite, so runs survive a restart), an
+OpenAI-compatible model (the offline scripted one unless a model is configured) and
+a worker. `dev_stack` is the context manager that brings the three up and takes
+down exactly what it started; `serve_dev` (`tarry dev`) and the demo share it.
+
+A problem the user can fix (a busy port, no `temporal` binary, a data directory
+that cannot be written) is a `DevStackError` whose message is one line saying
+what to do; `serve_dev` prints it without a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import shlex
+import signal
+import sys
+import uuid
+from collections.abc import AsyncIterator, Coroutine, Iterable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import Worker
+
+from activities.llm import ModelClient
+from activities.tools import ToolHost
+from tarry.client import Tarry, connect_temporal
+from tarry.scripted_llm import ScriptedModel, ScriptStep
+from tarry.servers import (
+    dev_server_args,
+    find_binary,
+    register_search_attributes,
+    search_attribute_specs,
+)
+from tarry.settings import ModelProfile, TarrySettings
+from workers.worker import build_worker
+
+T = TypeVar("T")
+
+SERVER_IP = "127.0.0.1"
+READY_TIMEOUT = 60.0
+"""Seconds a fresh dev server may take to answer; the first start creates the database."""
+PROBE_TIMEOUT = 5.0
+"""Seconds to wait for whatever listens on the Temporal port to prove it is Temporal."""
+STOP_TIMEOUT = 15.0
+"""Seconds the dev server gets to stop after SIGTERM before it is killed."""
+
+
+_LOG_HEADER = "--- tarry dev starts: "
+
+
+class DevStackError(Exception):
+    """A problem the user can fix; the message is one line that says how."""
+
+
+def uses_offline_model(settings: TarrySettings) -> bool:
+    """No model configured (neither OPENAI_BASE_URL nor OPENAI_API_KEY): use the scripted one."""
+    return settings.openai_api_key is None and "openai_base_url" not in settings.model_fields_set
+
+
+def ui_port(settings: TarrySettings) -> int:
+    """TARRY_UI_PORT, else the gRPC port + 1000 as the `temporal` CLI does (8233)."""
+    return settings.tarry_ui_port or _split_address(settings.temporal_address)[1] + 1000
+
+
+@dataclass(frozen=True)
+class DevStack:
+    """What `dev_stack` brought up (or found) and how to reach it."""
+
+    client: Client
+    settings: TarrySettings
+    task_queue: str
+    """The queue the stack's worker polls; start runs there."""
+    server: asyncio.subprocess.Process | None
+    """The dev server process; None when one already listened on TEMPORAL_ADDRESS."""
+    worker: asyncio.Task[None]
+    """The worker's `run()`; it ends only at shutdown or on a fatal error."""
+    ui_url: str
+    model: str
+    """Which model answers, for people: the scripted one or a profile's URL."""
+    data_dir: Path
+    workspace_root: Path
+    scripted: ScriptedModel | None
+
+    @property
+    def started_server(self) -> bool:
+        return self.server is not None
+
+    @property
+    def tarry(self) -> Tarry:
+        return Tarry(self.client, self.task_queue)
+
+    async def while_up(self, work: Coroutine[Any, Any, T]) -> T:
+        """Runs `work` while the stack is up. Should the dev server or the worker stop
+        first, `work` is cancelled and `DevStackError` says which: a worker whose server
+        died only retries, and a person would see nothing happen."""
+        finished = await _race(work, self._watch())
+        assert finished is not None, "_watch only ever raises"
+        return finished.result()
+
+    async def _watch(self) -> None:
+        watched: set[asyncio.Future[Any]] = {self.worker}
+        if self.server is not None:
+            watched.add(asyncio.ensure_future(self.server.wait()))
+        try:
+            await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for future in watched - {self.worker}:
+                future.cancel()
+        if self.server is not None and self.server.returncode is not None:
+            raise DevStackError(
+                f"the Temporal dev server stopped (exit code {self.server.returncode}); "
+                f"its log is {_log_path(self.data_dir)}"
+            )
+        error = None if self.worker.cancelled() else self.worker.exception()
+        cause = f": {_one_line(error)}" if error else ""
+        raise DevStackError(f"the worker stopped{cause}")
+
+    def run_url(self, run_id: str) -> str:
+        return f"{self.ui_url}/namespaces/{self.settings.temporal_namespace}/workflows/{run_id}"
+
+    def summary(self) -> list[str]:
+        """The few lines that tell a person where everything is."""
+        s = self.settings
+        server = "started here" if self.started_server else "already running: reused, left running"
+        return [
+            f"Temporal   {s.temporal_address} (namespace {s.temporal_namespace}; {server})",
+            f"Web UI     {self.ui_url}",
+            f"Model      {self.model}",
+            f"Worker     task queue {self.task_queue}; workspaces in {self.workspace_root}",
+            f"Data       {self.data_dir}",
+        ]
+
+
+@asynccontextmanager
+async def dev_stack(
+    settings: TarrySettings,
+    data_dir: Path,
+    *,
+    script: Iterable[ScriptStep] = (),
+    isolate_on_reuse: bool = False,
+) -> AsyncIterator[DevStack]:
+    """Starts (or reuses) the dev server, the model and a worker; stops what it started.
+
+    `script` is what the offline scripted model answers first; past it the model echoes
+    the user. `isolate_on_reuse` gives the worker a task queue of its own when a server
+    was already running, because a worker already polling the shared queue (another
+    `tarry dev`, with another model) would otherwise pick up the caller's runs.
+    """
+    data_dir = _prepare_data_dir(data_dir)
+    host, port = _split_address(settings.temporal_address)
+    async with AsyncExitStack() as stack:
+        server = None
+        client = await _reuse_server(settings, host, port)
+        if client is None:
+            server = await _start_server(stack, settings, data_dir)
+            client = await _wait_until_serving(settings, server, data_dir)
+        await _ensure_search_attributes(client, settings)
+        scripted = None
+        if uses_offline_model(settings):
+            scripted = ScriptedModel(script, when_exhausted="echo")
+            await scripted.start()
+            stack.push_async_callback(scripted.close)
+        queue = settings.tarry_task_queue
+        if isolate_on_reuse and server is None:
+            queue = f"{queue}-{uuid.uuid4().hex[:8]}"
+        workspace_root = _workspace_root(settings, data_dir)
+        worker = _start_worker(stack, client, settings, queue, workspace_root, scripted)
+        yield DevStack(
+            client=client,
+            settings=settings,
+            task_queue=queue,
+            server=server,
+            worker=worker,
+            ui_url=f"http://{SERVER_IP}:{ui_port(settings)}",
+            model=_describe_model(settings, scripted),
+            data_dir=data_dir,
+            workspace_root=workspace_root,
+            scripted=scripted,
+        )
+
+
+async def serve_dev(settings: TarrySettings, data_dir: Path) -> int:
+    """`tarry dev`: serves until SIGINT or SIGTERM (0), or until a `DevStackError` (1)."""
+    async with stop_signals() as stop:
+        try:
+            async with dev_stack(settings, data_dir) as stack:
+                for line in [*stack.summary(), "Ctrl-C to stop."]:
+                    print(line, flush=True)
+                await unless_stopped(stop, stack.while_up(asyncio.Event().wait()))
+                print("stopping…", flush=True)
+        except DevStackError as e:
+            print(f"error: {e}", file=sys.stderr, flush=True)
+            return 1
+    return 0
+
+
+# --- Signals ------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def stop_signals() -> AsyncIterator[asyncio.Event]:
+    """SIGINT and SIGTERM set the event, for the whole block.
+
+    The whole block, shutdown included: a second Ctrl-C while the stack stops must not
+    interrupt the shutdown halfway and leave the dev server running with nobody to stop
+    it. SIGTERM too, so `kill` stops the stack as cleanly as Ctrl-C does.
+    """
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        yield stop
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+
+
+async def unless_stopped(stop: asyncio.Event, work: Coroutine[Any, Any, T]) -> T | None:
+    """Runs `work` to its end, or cancels it once `stop` is set and returns None."""
+    finished = await _race(work, stop.wait())
+    return None if finished is None else finished.result()
+
+
+async def _race(
+    work: Coroutine[Any, Any, T], rival: Coroutine[Any, Any, object]
+) -> asyncio.Task[T] | None:
+    """Runs `work` until it or `rival` ends; the other is cancelled.
+
+    Returns the finished task of `work`, or None when `rival` ended first (an error
+    of `rival` is raised instead). Neither task outlives the call, also when the call
+    itself is cancelled.
+    """
+    tasks = (asyncio.create_task(work), asyncio.create_task(rival))
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    done, lost = tasks
+    if not done.cancelled():
+        return done
+    lost.result()
+    return None
+
+
+# --- The pieces -----------------------------------------------------------------
+
+
+def _split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise DevStackError(f"TEMPORAL_ADDRESS must be HOST:PORT, not {address!r}")
+    return host, int(port)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _prepare_data_dir(data_dir: Path) -> Path:
+    """The data directory, absolute, created and known to be writable."""
+    data_dir = data_dir.resolve()
+    # Checked by writing, not by permission bits: root passes every access check, and a
+    # read-only mount or a file in the way fails only when something is written.
+    probe = data_dir / f".tarry-write-test-{uuid.uuid4().hex[:8]}"
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+        raise DevStackError(
+            f"cannot write to the data directory {data_dir} ({reason}); "
+            "choose a writable directory with --data-dir"
+        ) from None
+    return data_dir
+
+
+async def _listening(host: str, port: int) -> bool:
+    try:
+        async with asyncio.timeout(PROBE_TIMEOUT):
+            _, writer = await asyncio.open_connection(host, port)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
+async def _connect(settings: TarrySettings, timeout: float) -> Client | None:  # noqa: ASYNC109
+    """A client if a Temporal server answers within `timeout`, else None."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await connect_temporal(settings)
+    except (RuntimeError, TimeoutError):  # the SDK's connect failures are RuntimeErrors
+        return None
+
+
+async def _reuse_server(settings: TarrySettings, host: str, port: int) -> Client | None:
+    """A client of the server already on TEMPORAL_ADDRESS; None when nothing listens there."""
+    if not await _listening(host, port):
+        if not _is_loopback(host):
+            raise DevStackError(
+                f"no Temporal server answers at {settings.temporal_address}, and a dev server "
+                "can only be started on this machine; start that server or unset TEMPORAL_ADDRESS"
+            )
+        return None
+    client = await _connect(settings, PROBE_TIMEOUT)
+    if client is None:
+        raise DevStackError(
+            f"port {port} is in use by something that is not a Temporal server; stop it "
+            "or set TEMPORAL_ADDRESS to a free port, e.g. TEMPORAL_ADDRESS=127.0.0.1:7300"
+        )
+    return client
+
+
+def _server_command(settings: TarrySettings, data_dir: Path) -> list[str]:
+    """The `temporal server start-dev` command line of the stack's dev server."""
+    try:
+        binary = find_binary("temporal")
+    except FileNotFoundError as e:
+        raise DevStackError(str(e)) from None
+    port = _split_address(settings.temporal_address)[1]
+    attributes = [arg for spec in search_attribute_specs() for arg in ("--search-attribute", spec)]
+    return [
+        str(binary), "server", "start-dev",
+        "--ip", SERVER_IP,
+        "--port", str(port),
+        "--ui-port", str(ui_port(settings)),
+        "--db-filename", str(data_dir / "temporal.db"),
+        "--namespace", settings.temporal_namespace,
+        *attributes,
+        "--log-level", "warn",
+        *dev_server_args(),
+    ]  # fmt: skip
+
+
+async def _start_server(
+    stack: AsyncExitStack, settings: TarrySettings, data_dir: Path
+) -> asyncio.subprocess.Process:
+    """Starts the dev server, its output going to `<data_dir>/temporal.log`."""
+    command = _server_command(settings, data_dir)
+    ui = ui_port(settings)
+    if await _listening(SERVER_IP, ui):
+        raise DevStackError(
+            f"the Web UI port {ui} is in use; stop what uses it or set TARRY_UI_PORT to a free port"
+        )
+    with _log_path(data_dir).open("ab") as log:
+        # The log outlives restarts; a header tells each start's output apart.
+        log.write(f"{_LOG_HEADER}{shlex.join(command)}\n".encode())
+        log.flush()
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log,
+            stderr=asyncio.subprocess.STDOUT,
+            # Its own session: Ctrl-C in the terminal reaches only us, and we stop the
+            # server after the worker, which would otherwise lose its server mid-shutdown.
+            start_new_session=True,
+        )
+    stack.push_async_callback(_stop_server, process)
+    return process
+
+
+def _log_path(data_dir: Path) -> Path:
+    return data_dir / "temporal.log"
+
+
+async def _wait_until_serving(
+    settings: TarrySettings, process: asyncio.subprocess.Process, data_dir: Path
+) -> Client:
+    log_path = _log_path(data_dir)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + READY_TIMEOUT
+    while True:
+        if process.returncode is not None:
+            raise DevStackError(
+                f"the Temporal dev server exited ({_last_line(log_path)}); its log is {log_path}"
+            )
+        if client := await _connect(settings, 2.0):
+            return client
+        if loop.time() > deadline:
+            raise DevStackError(
+                f"the Temporal dev server did not answer within {READY_TIMEOUT:.0f}s; "
+                f"its log is {log_path}"
+            )
+        await asyncio.sleep(0.2)
+
+
+def _last_line(log_path: Path) -> str:
+    """The last line the server wrote since its latest start: usually why it stopped."""
+    latest = log_path.read_text(errors="replace").rpartition(_LOG_HEADER)[2]
+    lines = latest.strip().splitlines()[1:]  # the first is the header's command line
+    return lines[-1].strip() if lines else "no output"
+
+
+async def _stop_server(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):  # it may have exited just now
+            process.terminate()
+        try:
+            async with asyncio.timeout(STOP_TIMEOUT):
+                await process.wait()
+                return
+        except TimeoutError:
+            process.kill()
+    await process.wait()
+
+
+async def _ensure_search_attributes(client: Client, settings: TarrySettings) -> None:
+    """Adds the search attributes a server lacks: a reused server may predate Tarry."""
+    namespace = settings.temporal_namespace
+    try:
+        await register_search_attributes(client, namespace)
+    except RPCError as e:
+        if e.status is RPCStatusCode.NOT_FOUND:
+            raise DevStackError(
+                f"the Temporal server at {settings.temporal_address} has no namespace "
+                f"{namespace!r}; create it with `temporal operator namespace create {namespace}`"
+            ) from None
+        raise
+
+
+def _workspace_root(settings: TarrySettings, data_dir: Path) -> Path:
+    if "tarry_workspace_root" in settings.model_fields_set:
+        return settings.tarry_workspace_root.resolve()
+    return data_dir / "workspaces"
+
+
+def _profiles(settings: TarrySettings, scripted: ScriptedModel | None) -> dict[str, ModelProfile]:
+    profiles = settings.model_profiles()
+    if scripted is not None:
+        profiles["default"] = ModelProfile(base_url=scripted.base_url, model="scripted")
+    return profiles
+
+
+def _describe_model(settings: TarrySettings, scripted: ScriptedModel | None) -> str:
+    if scripted is not None:
+        return f"offline scripted model at {scripted.base_url} (no OPENAI_* set)"
+    default = settings.model_profiles()["default"]
+    return f"{default.model} at {default.base_url}"
+
+
+def _start_worker(
+    stack: AsyncExitStack,
+    client: Client,
+    settings: TarrySettings,
+    task_queue: str,
+    workspace_root: Path,
+    scripted: ScriptedModel | None,
+) -> asyncio.Task[None]:
+    tools = ToolHost(workspace_root)
+    models = ModelClient(_profiles(settings, scripted), tools)
+    # Closed after the worker stops (callbacks run last-in, first-out): a call still
+    # finishing during shutdown needs its HTTP client.
+    stack.push_async_callback(models.aclose)
+    worker = build_worker(client, task_queue, models, tools)
+    # `run()` in a task of our own, not `async with worker`: on a fatal error that
+    # cancels the task that entered it, which would end `tarry dev` in a traceback.
+    running = asyncio.create_task(worker.run())
+    stack.push_async_callback(_stop_worker, worker, running)
+    return running
+
+
+async def _stop_worker(worker: Worker, running: asyncio.Task[None]) -> None:
+    if not running.done():
+        await worker.shutdown()
+    # A fatal error was reported while serving (`DevStack.while_up`); at shutdown it
+    # changes nothing, and raising it would skip stopping the server.
+    with contextlib.suppress(Exception):
+        await running
+
+
+def _one_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__

@@ -1,0 +1,575 @@
+"""The `tarry` command line as a person or a script meets it: the installed entry point
+run as its own process against the test server, served by the test's in-process worker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+
+import httpx
+import pytest
+from temporalio.client import Client
+
+from activities.tools import Tool, tool
+from tarry.client import RunHandle, Tarry
+from tarry.contracts import ErrorCode, Phase, RunState
+from tarry.scripted_llm import ScriptedModel, call, say
+from tests.conftest import CANARY_KEY, Agent
+
+TARRY = Path(sys.executable).parent / "tarry"
+WAITING = {Phase.WAITING_USER}
+CLOSED_PORT = "127.0.0.1:1"
+
+
+def cli_env(address: str, task_queue: str) -> dict[str, str]:
+    """This environment without Tarry's or Temporal's settings, pointed at the test server."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("OPENAI_", "TARRY_", "TEMPORAL_"))
+    }
+    return env | {"TEMPORAL_ADDRESS": address, "TARRY_TASK_QUEUE": task_queue, "NO_COLOR": "1"}
+
+
+def agent_env(agent: Agent) -> dict[str, str]:
+    """The environment of a command line that `agent`'s worker serves."""
+    return cli_env(agent.tarry.client.service_client.config.target_host, agent.tarry.task_queue)
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def assert_one_error_line(self, starting: str) -> None:
+        """Failed with one line on stderr that starts with `starting`, and no traceback."""
+        assert self.code != 0, self.out
+        assert len(self.err.splitlines()) == 1, self.err
+        assert self.err.startswith(starting), self.err
+        assert "Traceback" not in self.out + self.err
+
+
+@dataclass
+class Cli:
+    """Runs `tarry` as a subprocess; awaiting it keeps the test's worker serving."""
+
+    env: dict[str, str]
+    agent: Agent
+
+    async def spawn(self, *args: str) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            str(TARRY),
+            *args,
+            env=self.env,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+
+    async def __call__(self, *args: str, stdin: str = "") -> Result:
+        process = await self.spawn(*args)
+        return await finish(process, stdin)
+
+    async def ok(self, *args: str, stdin: str = "") -> str:
+        """Standard output of a command that must succeed quietly."""
+        result = await self(*args, stdin=stdin)
+        assert (result.code, result.err) == (0, ""), result
+        return result.out
+
+    async def start(self, *args: str, stdin: str = "") -> RunHandle:
+        """`tarry start --json ...`; the run joins the agent's runs for the replay check."""
+        run_id = json.loads(await self.ok("start", "--json", *args, stdin=stdin))["run_id"]
+        run = self.agent.tarry.get(run_id)
+        self.agent.runs.append(run)
+        return run
+
+
+async def finish(process: asyncio.subprocess.Process, stdin: str = "") -> Result:
+    out, err = await asyncio.wait_for(process.communicate(stdin.encode()), timeout=60)
+    assert process.returncode is not None
+    return Result(process.returncode, out.decode(), err.decode())
+
+
+@pytest.fixture
+def cli(agent: Agent) -> Cli:
+    return Cli(agent_env(agent), agent)
+
+
+@dataclass
+class Gate:
+    """A tool that blocks until the test opens it: a run held mid-turn, without sleeps."""
+
+    entered: asyncio.Event = field(default_factory=asyncio.Event)
+    opened: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def tool(self) -> Tool:
+        async def gate() -> str:
+            """Waits for the test."""
+            self.entered.set()
+            await self.opened.wait()
+            return "opened"
+
+        return tool(gate)
+
+
+@pytest.fixture
+async def gated(agent_factory: Callable[..., Awaitable[Agent]]) -> tuple[Cli, Gate]:
+    """A command line whose worker also offers the `gate` tool."""
+    gate = Gate()
+    agent = await agent_factory(tools=[gate.tool()])
+    return Cli(agent_env(agent), agent), gate
+
+
+async def until_listed(client: Client, query: str, run_id: str) -> None:
+    """Visibility trails history by a moment; wait until `query` finds the run."""
+    query = f"{query} AND WorkflowId = '{run_id}'"
+    async with asyncio.timeout(10):
+        # Visibility has no change notification to wait on.
+        while not (await client.count_workflows(query)).count:
+            await asyncio.sleep(0.05)
+
+
+# --- Starting and reading runs ---------------------------------------------------------
+
+
+async def test_start_prints_the_run_id_of_a_run_that_then_answers(cli: Cli) -> None:
+    cli.agent.model.add(say("Hello!"))
+
+    out = await cli.ok("start", "hi")
+
+    run = cli.agent.tarry.get(out.strip())
+    cli.agent.runs.append(run)
+    assert out == f"{run.id}\n"
+    state = await run.wait_for(WAITING)
+    assert state.last_assistant_text == "Hello!"
+
+
+async def test_start_options_reach_the_run(cli: Cli) -> None:
+    cli.agent.model.add(say("42"))
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+
+    run = await cli.start(
+        "six times seven?", "--id", run_id, "--system", "Be brief.", "--tool", "read_file",
+        "--mode", "task",
+    )  # fmt: skip
+
+    assert run.id == run_id
+    result = await run.result()
+    assert (result.phase, result.output) == (Phase.COMPLETED, "42")
+    request = cli.agent.model.requests[0].body
+    assert request["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert [t["function"]["name"] for t in request["tools"]] == ["read_file", "finish"]
+
+
+async def test_start_reads_the_prompt_from_stdin_for_a_dash(cli: Cli) -> None:
+    cli.agent.model.add(say("Got it."))
+
+    run = await cli.start("-", stdin="line one\nline two\n")
+
+    await run.wait_for(WAITING)
+    assert (await run.transcript())[0].content == "line one\nline two"
+
+
+async def test_status_shows_phase_turn_and_usage(cli: Cli) -> None:
+    cli.agent.model.add(say("Hello!"))
+    run = await cli.start("hi")
+    await run.wait_for(WAITING)
+
+    out = await cli.ok("status", run.id)
+
+    fields = dict(line.split(maxsplit=1) for line in out.splitlines())
+    assert fields == {
+        "run": run.id,
+        "phase": "WaitingUser",
+        "turn": "1 (1 since the last reply)",
+        "usage": "15 tokens (10 prompt, 5 completion)",
+        "messages": "2",
+        "pending": "0 replies",
+        "warning": "-",
+        "error": "-",
+    }
+
+
+async def test_status_json_is_the_run_state(cli: Cli) -> None:
+    cli.agent.model.add(say("Hello!"))
+    run = await cli.start("hi")
+    await run.wait_for(WAITING)
+
+    state = RunState.model_validate_json(await cli.ok("status", run.id, "--json"))
+
+    assert state == await run.state()
+
+
+async def test_show_prints_the_transcript(cli: Cli) -> None:
+    cli.agent.model.add(call("list_files"), say("Nothing here."))
+    run = await cli.start("what is there?")
+    await run.wait_for(WAITING)
+
+    out = await cli.ok("show", run.id)
+
+    assert out.splitlines() == [
+        "you: what is there?",
+        "    → list_files()",
+        "    ← []",
+        "agent: Nothing here.",
+    ]
+
+
+async def test_show_json_from_n_lists_the_later_messages(cli: Cli) -> None:
+    cli.agent.model.add(say("Hello!"))
+    run = await cli.start("hi")
+    await run.wait_for(WAITING)
+
+    messages = json.loads(await cli.ok("show", run.id, "--from", "1", "--json"))
+
+    assert [(m["role"], m["content"]) for m in messages] == [("assistant", "Hello!")]
+
+
+# --- Talking to runs ---------------------------------------------------------------------
+
+
+async def test_reply_queues_a_message_the_run_answers(cli: Cli) -> None:
+    cli.agent.model.add(say("Your name?"), say("Hi, Ada."))
+    run = await cli.start("hello")
+    await run.wait_for(WAITING)
+
+    assert await cli.ok("reply", run.id, "Ada") == ""
+
+    await cli.agent.model.wait_for_requests(2)
+    state = await run.wait_for(WAITING)
+    assert state.last_assistant_text == "Hi, Ada."
+
+
+async def test_reply_reads_the_text_from_stdin_for_a_dash(cli: Cli) -> None:
+    cli.agent.model.add(say("Your name?"), say("Hi, Ada."))
+    run = await cli.start("hello")
+    await run.wait_for(WAITING)
+
+    await cli.ok("reply", run.id, "-", stdin="Ada Lovelace\n")
+
+    await cli.agent.model.wait_for_requests(2)
+    await run.wait_for(WAITING)
+    assert [m.content for m in await run.transcript() if m.role == "user"] == [
+        "hello",
+        "Ada Lovelace",
+    ]
+
+
+async def test_send_waits_and_prints_the_tool_calls_and_the_answer(cli: Cli) -> None:
+    cli.agent.model.add(say("Your name?"), call("list_files"), say("No files, Ada."))
+    run = await cli.start("hello")
+    await run.wait_for(WAITING)
+
+    out = await cli.ok("send", run.id, "Ada")
+
+    assert out.splitlines() == ["    → list_files()", "    ← []", "agent: No files, Ada."]
+
+
+async def test_send_json_prints_the_run_state_at_the_answer(cli: Cli) -> None:
+    cli.agent.model.add(say("Your name?"), say("Hi, Ada."))
+    run = await cli.start("hello")
+    await run.wait_for(WAITING)
+
+    state = RunState.model_validate_json(await cli.ok("send", run.id, "Ada", "--json"))
+
+    assert (state.phase, state.turn, state.last_assistant_text) == (
+        Phase.WAITING_USER,
+        2,
+        "Hi, Ada.",
+    )
+
+
+async def test_pause_stops_a_working_run_at_the_next_turn_boundary(
+    gated: tuple[Cli, Gate],
+) -> None:
+    cli, gate = gated
+    cli.agent.model.add(call("gate"), say("never asked"))
+    run = await cli.start("go")
+    await gate.entered.wait()
+
+    await cli.ok("pause", run.id)
+    gate.opened.set()
+
+    state = await run.wait_for(WAITING)
+    assert [m.role for m in await run.transcript()] == ["user", "assistant", "tool"]
+    assert state.turn == 1
+    assert len(cli.agent.model.requests) == 1
+
+
+async def test_ctrl_c_during_send_pauses_the_run_and_a_second_one_leaves(
+    gated: tuple[Cli, Gate],
+) -> None:
+    cli, gate = gated
+    cli.agent.model.add(call("gate"), say("never asked"))
+    run = await cli.start("go")
+    await gate.entered.wait()
+    sending = await cli.spawn("send", run.id, "hurry up")
+    assert sending.stdout is not None
+    async with asyncio.timeout(30):
+        # Queued in the run: the command is following it and handles Ctrl-C.
+        while (await run.state()).pending_inputs == 0:
+            await asyncio.sleep(0.05)
+
+        sending.send_signal(signal.SIGINT)
+        said = await sending.stdout.readline()
+    sending.send_signal(signal.SIGINT)
+    result = await finish(sending)
+    gate.opened.set()
+
+    assert said.decode().startswith("pausing at the next turn boundary")
+    assert (result.code, result.err) == (130, "")
+    state = await run.wait_for(WAITING)
+    assert state.turn == 1
+    assert len(cli.agent.model.requests) == 1
+
+
+async def test_stop_with_a_reason_aborts_a_working_run(gated: tuple[Cli, Gate]) -> None:
+    cli, gate = gated
+    cli.agent.model.add(call("gate"), say("never asked"))
+    run = await cli.start("go")
+    await gate.entered.wait()
+
+    await cli.ok("stop", run.id, "--reason", "changed my mind")
+    gate.opened.set()
+
+    result = await run.result()
+    assert result.phase is Phase.FAILED
+    assert result.error is not None
+    assert result.error.code is ErrorCode.ENGINE_ABORTED
+    assert "changed my mind" in result.error.message
+    assert len(cli.agent.model.requests) == 1
+
+
+async def test_stop_completes_a_waiting_run(cli: Cli) -> None:
+    cli.agent.model.add(say("Hello!"))
+    run = await cli.start("hi")
+    await run.wait_for(WAITING)
+
+    await cli.ok("stop", run.id)
+
+    assert (await run.result()).phase is Phase.COMPLETED
+
+
+# --- Following runs --------------------------------------------------------------------
+
+
+async def test_watch_prints_messages_as_they_come_and_exits_at_the_stop_point(
+    gated: tuple[Cli, Gate],
+) -> None:
+    cli, gate = gated
+    cli.agent.model.add(call("gate"), say("Through."))
+    run = await cli.start("go")
+    await gate.entered.wait()
+
+    watching = await cli.spawn("watch", run.id)
+    assert watching.stdout is not None
+    async with asyncio.timeout(30):
+        so_far = [await watching.stdout.readline() for _ in range(2)]
+    gate.opened.set()
+    result = await finish(watching)
+
+    assert [line.decode() for line in so_far] == ["you: go\n", "    → gate()\n"]
+    assert (result.code, result.err) == (0, "")
+    assert result.out.splitlines() == ["    ← opened", "agent: Through."]
+
+
+async def test_watch_json_prints_one_message_per_line(cli: Cli) -> None:
+    cli.agent.model.add(say("Hello!"))
+    run = await cli.start("hi")
+
+    out = await cli.ok("watch", run.id, "--json")
+
+    assert [json.loads(line)["content"] for line in out.splitlines()] == ["hi", "Hello!"]
+
+
+async def test_watch_says_when_the_run_has_ended(cli: Cli) -> None:
+    cli.agent.model.add(say("42"))
+    run = await cli.start("six times seven?", "--mode", "task")
+
+    out = await cli.ok("watch", run.id)
+
+    assert out.splitlines()[-1] == "run completed"
+
+
+async def test_list_shows_a_run_with_its_phase_turns_and_model(cli: Cli) -> None:
+    cli.agent.model.add(say("Hello!"))
+    run = await cli.start("hi")
+    await run.wait_for(WAITING)
+    await until_listed(cli.agent.tarry.client, "TarryPhase = 'WaitingUser'", run.id)
+
+    out = await cli.ok("list")
+
+    row = next(line.split() for line in out.splitlines() if run.id in line)
+    assert row[:4] == [run.id, "WaitingUser", "1", "default"]
+
+
+async def test_list_by_phase_finds_waiting_runs_and_not_completed_ones(cli: Cli) -> None:
+    cli.agent.model.add(say("Hello!"), say("42"))
+    waiting = await cli.start("hi")
+    await waiting.wait_for(WAITING)
+    completed = await cli.start("six times seven?", "--mode", "task")
+    await completed.result()
+    client = cli.agent.tarry.client
+    await until_listed(client, "TarryPhase = 'WaitingUser'", waiting.id)
+    await until_listed(client, "TarryPhase = 'Completed'", completed.id)
+
+    out = await cli.ok("list", "--phase", "WaitingUser", "--limit", "1000", "--json")
+
+    rows = {row["run_id"]: row for row in json.loads(out)}
+    assert rows[waiting.id]["phase"] == "WaitingUser"
+    assert completed.id not in rows
+    assert {row["phase"] for row in rows.values()} == {"WaitingUser"}
+
+
+async def test_version_prints_the_package_version(cli: Cli) -> None:
+    assert await cli.ok("--version") == f"tarry {version('tarry')}\n"
+
+
+# --- Errors: one line on stderr, a non-zero exit -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status"],
+        ["show"],
+        ["watch"],
+        ["reply", "hi"],
+        ["send", "hi"],
+        ["pause"],
+        ["stop"],
+    ],
+)
+async def test_an_unknown_run_is_one_error_line(cli: Cli, command: list[str]) -> None:
+    name, *rest = command
+
+    result = await cli(name, "run-nosuchrun", *rest)
+
+    result.assert_one_error_line("error: RUN_NOT_FOUND: no run 'run-nosuchrun'")
+
+
+async def test_a_reply_to_an_ended_run_is_one_error_line(cli: Cli) -> None:
+    cli.agent.model.add(say("42"))
+    run = await cli.start("six times seven?", "--mode", "task")
+    await run.result()
+
+    result = await cli("reply", run.id, "more")
+
+    result.assert_one_error_line("error: RUN_ENDED: ")
+
+
+async def test_sending_to_an_ended_run_is_one_error_line(cli: Cli) -> None:
+    cli.agent.model.add(say("42"))
+    run = await cli.start("six times seven?", "--mode", "task")
+    await run.result()
+
+    result = await cli("send", run.id, "more")
+
+    result.assert_one_error_line("error: RUN_ENDED: ")
+
+
+@pytest.mark.parametrize("command", ["reply", "send"])
+async def test_an_empty_message_is_one_error_line(cli: Cli, command: str) -> None:
+    cli.agent.model.add(say("Hello!"))
+    run = await cli.start("hi")
+    await run.wait_for(WAITING)
+
+    result = await cli(command, run.id, "-", stdin="  \n")
+
+    result.assert_one_error_line("error: INPUT_EMPTY: ")
+    assert (await run.state()).message_count == 2
+
+
+@pytest.mark.parametrize("command", [["status", "run-x"], ["start", "hi"], ["list"], ["worker"]])
+async def test_an_unreachable_server_is_one_error_line(cli: Cli, command: list[str]) -> None:
+    cli.env["TEMPORAL_ADDRESS"] = CLOSED_PORT
+
+    result = await cli(*command)
+
+    result.assert_one_error_line(f"error: cannot reach Temporal at {CLOSED_PORT}; ")
+    assert "tarry dev" in result.err
+    assert "TEMPORAL_ADDRESS" in result.err
+
+
+async def test_an_invalid_phase_is_one_error_line(cli: Cli) -> None:
+    result = await cli("list", "--phase", "Sleeping")
+
+    result.assert_one_error_line("error: unknown phase 'Sleeping'; ")
+    assert result.code == 2
+
+
+async def test_starting_a_run_id_twice_is_one_error_line(cli: Cli) -> None:
+    cli.agent.model.add(say("Hello!"))
+    run = await cli.start("hi")
+
+    result = await cli("start", "hi again", "--id", run.id)
+
+    result.assert_one_error_line(f"error: a run with id {run.id!r} already exists")
+
+
+async def test_a_usage_error_exits_2_without_a_traceback(cli: Cli) -> None:
+    result = await cli("start", "--mode", "sometimes")
+
+    assert result.code == 2
+    assert "--mode" in result.err
+    assert "Traceback" not in result.err
+
+
+# --- Serving ------------------------------------------------------------------------------
+
+
+async def test_worker_serves_runs_until_sigterm(temporal: Client, tmp_path: Path) -> None:
+    task_queue = f"test-{uuid.uuid4().hex[:8]}"
+    async with ScriptedModel([say("Hello from tarry worker.")]) as model:
+        env = cli_env(temporal.service_client.config.target_host, task_queue) | {
+            "OPENAI_BASE_URL": model.base_url,
+            "OPENAI_API_KEY": CANARY_KEY,
+            "TARRY_MODEL": "scripted",
+            "TARRY_WORKSPACE_ROOT": str(tmp_path),
+        }
+        worker = await asyncio.create_subprocess_exec(
+            str(TARRY), "worker", env=env, stderr=asyncio.subprocess.PIPE
+        )
+        assert worker.stderr is not None
+        async with asyncio.timeout(30):
+            while b"worker ready" not in await worker.stderr.readline():
+                pass
+
+        run = await Tarry(temporal, task_queue).start("hello")
+        state = await run.wait_for(WAITING)
+        worker.send_signal(signal.SIGTERM)
+        logs = await asyncio.wait_for(worker.stderr.read(), timeout=30)
+        code = await worker.wait()
+
+    assert state.last_assistant_text == "Hello from tarry worker."
+    assert code == 0, logs.decode()
+
+
+async def test_scripted_model_serves_its_script_until_ctrl_c(tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"content": "scripted hello"}]))
+    model = await asyncio.create_subprocess_exec(
+        str(TARRY), "scripted-model", "--port", "0", "--script", str(script),
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert model.stdout is not None
+    async with asyncio.timeout(30):
+        base_url = (await model.stdout.readline()).decode().split()[-1]
+
+    async with httpx.AsyncClient() as http:
+        response = await http.post(
+            f"{base_url}/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]}
+        )
+    model.send_signal(signal.SIGINT)
+
+    assert response.json()["choices"][0]["message"]["content"] == "scripted hello"
+    assert await asyncio.wait_for(model.wait(), timeout=30) == 0
