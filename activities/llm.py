@@ -65,13 +65,16 @@ class ModelClient:
         tool_specs = self._tools.specs(request.tools)
         body = {
             "model": profile.model,
-            "messages": [m.model_dump(exclude_none=True) for m in request.messages],
+            "messages": [m.for_model() for m in request.messages],
             "tools": tool_specs,
             "tool_choice": "auto",
         }
         async with _heartbeating():
             response = await self._post(request.profile, profile, body)
-        return _parse_answer(response, request.turn, [s["function"]["name"] for s in tool_specs])
+        answer = _parse_answer(response, request.turn)
+        answer.offered_tools = [s["function"]["name"] for s in tool_specs]
+        answer.gated_tools = self._tools.gated(request.tools, request.require_approval)
+        return answer
 
     async def _post(self, name: str, profile: ModelProfile, body: dict[str, Any]) -> httpx.Response:
         headers = {}
@@ -134,7 +137,7 @@ def _retry_after(headers: httpx.Headers) -> timedelta | None:
     return max(timedelta(0), when - now) if now else None
 
 
-def _parse_answer(response: httpx.Response, turn: int, offered: list[str]) -> LlmResponse:
+def _parse_answer(response: httpx.Response, turn: int) -> LlmResponse:
     """Reads `choices[0].message`, tolerating the shapes real providers send."""
     try:
         answer = response.json()
@@ -163,7 +166,6 @@ def _parse_answer(response: httpx.Response, turn: int, offered: list[str]) -> Ll
         usage=usage,
         finish_reason=choice.get("finish_reason"),
         model=answer.get("model"),
-        offered_tools=offered,
     )
 
 

@@ -77,6 +77,8 @@ class Tool:
     fn: Callable[..., Any]
     context_param: str | None = None
     """The parameter that receives the `ToolContext`, if the function takes one."""
+    approval: bool = False
+    """Every call waits for a person's decision, whatever the run asks."""
 
     def spec(self) -> dict[str, Any]:
         """The entry for the `tools` list of an OpenAI chat completion request."""
@@ -94,7 +96,9 @@ def _function_spec(name: str, description: str, arguments: type[BaseModel]) -> d
     }
 
 
-def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None) -> Tool:
+def _make_tool(
+    fn: Callable[..., Any], name: str | None, description: str | None, approval: bool
+) -> Tool:
     tool_name = name or fn.__name__
     # Resolve string annotations, keeping `Annotated` metadata such as descriptions.
     hints = inspect.get_annotations(fn, eval_str=True)
@@ -116,25 +120,28 @@ def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None
         # The docstring's first paragraph, unwrapped: the rest is for programmers.
         paragraph = (inspect.getdoc(fn) or "").split("\n\n")[0]
         description = " ".join(paragraph.split())
-    return Tool(tool_name, description, arguments, fn, context_param)
+    return Tool(tool_name, description, arguments, fn, context_param, approval)
 
 
 @overload
 def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *, name: str | None = None, description: str | None = None, approval: bool = False
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
     *,
     name: str | None = None,
     description: str | None = None,
+    approval: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a typed function a tool: `@tool` or `@tool(name=..., description=...)`."""
+    """Make a typed function a tool: `@tool` or `@tool(name=..., description=..., approval=True)`.
+
+    `approval=True` makes every call wait for a person's decision before it runs."""
     if fn is not None:
-        return _make_tool(fn, name, description)
-    return lambda f: _make_tool(f, name, description)
+        return _make_tool(fn, name, description, approval)
+    return lambda f: _make_tool(f, name, description, approval)
 
 
 # --- Built-in tools ---------------------------------------------------------
@@ -207,6 +214,18 @@ class ToolHost:
         """The specs of the allowed tools (None: all), in registration order, `finish` last."""
         offered = [t for t in self._tools.values() if allowed is None or t.name in allowed]
         return [*(t.spec() for t in offered), _FINISH_SPEC]
+
+    def gated(
+        self, allowed: Sequence[str] | None, require_approval: Sequence[str]
+    ) -> dict[str, dict[str, Any]]:
+        """The allowed tools whose calls need a decision, with their argument schemas:
+        those the run names (`*`: all) and those that declare `approval=True`."""
+        return {
+            t.name: t.arguments.model_json_schema()
+            for t in self._tools.values()
+            if (allowed is None or t.name in allowed)
+            and (t.approval or "*" in require_approval or t.name in require_approval)
+        }
 
     async def invoke(self, name: str, invocation: ToolInvocation) -> ToolResult:
         """Run one tool call; every failure of the call itself becomes a failed result."""

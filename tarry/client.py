@@ -15,6 +15,7 @@ import uuid
 from collections.abc import AsyncIterator, Collection
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
+from typing import Any
 
 from temporalio.client import (
     Client,
@@ -30,6 +31,7 @@ from tarry.contracts import (
     MAX_INPUT_BYTES,
     WORKFLOW_TYPE,
     ChatMessage,
+    Decision,
     ErrorCode,
     Phase,
     RunInput,
@@ -122,6 +124,37 @@ class RunHandle:
                 # with the first call's outcome instead of running it again.
                 id=f"send-{id}" if id else None,
                 result_type=RunState,
+            )
+        return state
+
+    async def approve(
+        self,
+        call_id: str | None = None,
+        *,
+        approved: bool = True,
+        reason: str | None = None,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        """Decides on a gated tool call (all pending calls when `call_id` is None) with the
+        `approve` signal. Sent twice, the first decision stands."""
+        decision = Decision(call_id=call_id, approved=approved, reason=reason, arguments=arguments)
+        async with self._errors():
+            await self._handle.signal("approve", decision)
+
+    async def decide(
+        self,
+        call_id: str | None = None,
+        *,
+        approved: bool = True,
+        reason: str | None = None,
+        arguments: dict[str, Any] | None = None,
+    ) -> RunState:
+        """Like `approve`, but checked first (`APPROVAL_*` codes) and answered with the
+        state at the run's next stop point (the `decide` update)."""
+        decision = Decision(call_id=call_id, approved=approved, reason=reason, arguments=arguments)
+        async with self._errors():
+            state: RunState = await self._handle.execute_update(
+                "decide", decision, result_type=RunState
             )
         return state
 

@@ -8,7 +8,7 @@ upgrade, so every field added later needs a default, and names never change.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -26,7 +26,8 @@ MAX_INPUT_BYTES = 256 * 1024
 PHASE_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryPhase")
 TURNS_ATTRIBUTE = SearchAttributeKey.for_int("TarryTurns")
 MODEL_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryModel")
-SEARCH_ATTRIBUTES = (PHASE_ATTRIBUTE, TURNS_ATTRIBUTE, MODEL_ATTRIBUTE)
+WAITING_FOR_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryWaitingFor")
+SEARCH_ATTRIBUTES = (PHASE_ATTRIBUTE, TURNS_ATTRIBUTE, MODEL_ATTRIBUTE, WAITING_FOR_ATTRIBUTE)
 
 
 class Phase(StrEnum):
@@ -38,6 +39,20 @@ class Phase(StrEnum):
     @property
     def ended(self) -> bool:
         return self in (Phase.COMPLETED, Phase.FAILED)
+
+
+class WaitingFor(StrEnum):
+    """What a `WaitingUser` run waits for."""
+
+    INPUT = "input"
+    APPROVAL = "approval"
+
+
+class ApprovalDefault(StrEnum):
+    """What happens to a gated call nobody decided on before its deadline."""
+
+    REJECT = "reject"
+    APPROVE = "approve"
 
 
 class Mode(StrEnum):
@@ -61,6 +76,12 @@ class ErrorCode(StrEnum):
     TOOL_FAILED = "TOOL_FAILED"
     TOOL_TIMEOUT = "TOOL_TIMEOUT"
     TOOL_FORBIDDEN = "TOOL_FORBIDDEN"
+    TOOL_REJECTED = "TOOL_REJECTED"
+    TOOL_APPROVAL_EXPIRED = "TOOL_APPROVAL_EXPIRED"
+    APPROVAL_NOTHING_PENDING = "APPROVAL_NOTHING_PENDING"
+    APPROVAL_UNKNOWN_CALL = "APPROVAL_UNKNOWN_CALL"
+    APPROVAL_ALREADY_DECIDED = "APPROVAL_ALREADY_DECIDED"
+    APPROVAL_INVALID_ARGUMENTS = "APPROVAL_INVALID_ARGUMENTS"
     ENGINE_ABORTED = "ENGINE_ABORTED"
     ENGINE_MAX_TURNS = "ENGINE_MAX_TURNS"
     ENGINE_LOOP_DETECTED = "ENGINE_LOOP_DETECTED"
@@ -91,6 +112,17 @@ class ToolCall(BaseModel):
     function: FunctionCall
 
 
+class DecisionRecord(BaseModel):
+    """How a gated tool call was decided: kept with its tool message, never sent to the model."""
+
+    approved: bool
+    reason: str | None = None
+    arguments: dict[str, Any] | None = None
+    """The edited arguments the tool ran with, when a person edited them."""
+    by: Literal["signal", "update", "deadline", "stop"]
+    at: datetime
+
+
 class ChatMessage(BaseModel):
     """One message of the transcript, as `chat.completions` takes it."""
 
@@ -100,6 +132,12 @@ class ChatMessage(BaseModel):
     content: str | None = None
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
+    decision: DecisionRecord | None = None
+    """Transcript metadata on a gated call's tool message; not part of what the model sees."""
+
+    def for_model(self) -> dict[str, Any]:
+        """The message as the provider takes it: no nulls, no Tarry metadata."""
+        return self.model_dump(mode="json", exclude_none=True, exclude={"decision"})
 
 
 class Usage(BaseModel):
@@ -149,6 +187,11 @@ class RunInput(BaseModel):
     bad_response_attempts: int = Field(default=3, ge=1)
     """Calls in a row answered with garbage (`LLM_BAD_RESPONSE`) before the run fails."""
     timeouts: Timeouts = Timeouts()
+    require_approval: list[str] = []
+    """Tools whose calls wait for a person's decision; `["*"]` is every tool but `finish`."""
+    approval_timeout: timedelta | None = None
+    """How long a gated call waits for a decision; null waits forever."""
+    approval_default: ApprovalDefault = ApprovalDefault.REJECT
 
 
 class UserInput(BaseModel):
@@ -161,6 +204,26 @@ class UserInput(BaseModel):
 
 class StopRequest(BaseModel):
     reason: str | None = None
+
+
+class Decision(BaseModel):
+    """The payload of the `approve` signal and the `decide` update."""
+
+    call_id: str | None = None
+    """The call decided on; null decides every pending call."""
+    approved: bool
+    reason: str | None = None
+    """Told to the model when the call is rejected."""
+    arguments: dict[str, Any] | None = None
+    """Edited arguments to run the call with, checked against the tool's schema."""
+
+
+class PendingApproval(BaseModel):
+    call_id: str
+    tool: str
+    arguments: str
+    """The model's argument text, as it asked."""
+    deadline: datetime | None = None
 
 
 class TranscriptQuery(BaseModel):
@@ -180,6 +243,8 @@ class RunState(BaseModel):
     warning: ErrorCode | None = None
     pending_inputs: int = 0
     message_count: int = 0
+    waiting_for: WaitingFor | None = None
+    pending_approvals: list[PendingApproval] = []
 
 
 class RunResult(BaseModel):
@@ -209,6 +274,8 @@ class LlmRequest(BaseModel):
     tools: list[str] | None = None
     """The tools to offer, by name; null offers every registered tool."""
     turn: int
+    require_approval: list[str] = []
+    """The run's gated tools; the answer says which offered tools need a decision."""
 
 
 class LlmResponse(BaseModel):
@@ -219,6 +286,8 @@ class LlmResponse(BaseModel):
     """The model that answered, as the provider names it."""
     offered_tools: list[str] = []
     """The tools that were offered; a call to any other is `TOOL_NOT_FOUND`."""
+    gated_tools: dict[str, dict[str, Any]] = {}
+    """The offered tools whose calls need a decision, with their argument schemas."""
 
 
 class ToolInvocation(BaseModel):

@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import re
+import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -69,6 +70,31 @@ async def temporal_cli(client: Client, *args: str) -> str:
     out, err = await process.communicate()
     assert process.returncode == 0, err.decode()
     return out.decode()
+
+
+async def worker_process(
+    client: Client, task_queue: str, model: ScriptedModel, workspace_root: Path
+) -> asyncio.subprocess.Process:
+    """`python -m workers` as its own process, configured from the environment, once
+    it says it is ready. Its standard error is a pipe: read it or kill the process."""
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "workers",
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            "TEMPORAL_ADDRESS": client.service_client.config.target_host,
+            "TARRY_TASK_QUEUE": task_queue,
+            "OPENAI_BASE_URL": model.base_url,
+            "OPENAI_API_KEY": CANARY_KEY,
+            "TARRY_MODEL": "scripted",
+            "TARRY_WORKSPACE_ROOT": str(workspace_root),
+        },
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert worker.stderr is not None
+    async with asyncio.timeout(30):
+        while b"worker ready" not in await worker.stderr.readline():
+            pass
+    return worker
 
 
 @pytest.fixture(scope="session")

@@ -131,6 +131,7 @@ def test_the_search_attributes_created_are_exactly_tarrys() -> None:
         "TarryPhase": "Keyword",
         "TarryTurns": "Int",
         "TarryModel": "Keyword",
+        "TarryWaitingFor": "Keyword",
     }
 
 

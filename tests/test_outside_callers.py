@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import sys
 import uuid
 from pathlib import Path
 
@@ -16,7 +14,7 @@ from temporalio.client import Client
 from tarry.client import Tarry
 from tarry.contracts import Phase
 from tarry.scripted_llm import ScriptedModel, say
-from tests.conftest import CANARY_KEY, Agent, temporal_cli
+from tests.conftest import Agent, temporal_cli, worker_process
 
 WAITING = {Phase.WAITING_USER}
 
@@ -81,23 +79,8 @@ async def test_the_worker_process_serves_runs_and_stops_cleanly_on_sigterm(
 ) -> None:
     task_queue = f"test-{uuid.uuid4().hex[:8]}"
     async with ScriptedModel([say("Hello from the worker process.")]) as model:
-        worker = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "workers",
-            env={
-                "PATH": os.environ.get("PATH", ""),
-                "TEMPORAL_ADDRESS": temporal.service_client.config.target_host,
-                "TARRY_TASK_QUEUE": task_queue,
-                "OPENAI_BASE_URL": model.base_url,
-                "OPENAI_API_KEY": CANARY_KEY,
-                "TARRY_MODEL": "scripted",
-                "TARRY_WORKSPACE_ROOT": str(tmp_path),
-            },
-            stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+        worker = await worker_process(temporal, task_queue, model, tmp_path)
         assert worker.stderr is not None
-        async with asyncio.timeout(30):
-            while b"worker ready" not in await worker.stderr.readline():
-                pass
 
         run = await Tarry(temporal, task_queue).start("hello")
         state = await run.wait_for(WAITING)

@@ -10,11 +10,14 @@ the order of replies, pauses and stops exactly the order the loop saw them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import TimeoutError as TimeoutFailure
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
@@ -26,14 +29,19 @@ with workflow.unsafe.imports_passed_through():
         MODEL_ATTRIBUTE,
         PHASE_ATTRIBUTE,
         TURNS_ATTRIBUTE,
+        WAITING_FOR_ATTRIBUTE,
         WORKFLOW_TYPE,
+        ApprovalDefault,
         ChatMessage,
+        Decision,
+        DecisionRecord,
         ErrorCode,
         ErrorInfo,
         FinishArguments,
         LlmRequest,
         LlmResponse,
         Mode,
+        PendingApproval,
         Phase,
         RunInput,
         RunResult,
@@ -45,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
         TranscriptQuery,
         UserInput,
     )
+    from workflows import approvals
     from workflows.details import current_details, llm_summary, tool_summary
     from workflows.memory import QueuedInput, RunMemory, call_fingerprint
 
@@ -116,6 +125,27 @@ class AgentRunWorkflow:
         self._m.stop_requested = True
         self._m.stop_reason = request.reason if request else None
 
+    @workflow.signal
+    def approve(self, decision: Decision) -> None:
+        if problem := approvals.decision_problem(self._m, decision):
+            # A signal cannot answer; a bad decision changes nothing and is logged.
+            workflow.logger.warning("approve signal ignored: %s", problem.message)
+            return
+        approvals.record(self._m, decision, "signal", workflow.now())
+
+    @workflow.update
+    async def decide(self, decision: Decision) -> RunState:
+        """Decide on pending tool calls and answer with the state at the next stop point."""
+        stops = self._m.stops
+        approvals.record(self._m, decision, "update", workflow.now())
+        await workflow.wait_condition(lambda: self._m.stops > stops)
+        return self._m.state()
+
+    @decide.validator
+    def _validate_decide(self, decision: Decision) -> None:
+        if problem := approvals.decision_problem(self._m, decision):
+            raise problem
+
     @workflow.update
     async def send(self, input: UserInput) -> RunState:
         """Deliver a reply and answer with the state at the run's next stop point."""
@@ -177,7 +207,7 @@ class AgentRunWorkflow:
             m.last_assistant_text = answer.message.content
         workflow.set_current_details(current_details(m, self._input))
         if answer.message.tool_calls:
-            await self._run_tools(answer.message.tool_calls, answer.offered_tools)
+            await self._run_tools(answer.message.tool_calls, answer)
         elif self._input.mode is Mode.TASK:
             m.output = m.last_assistant_text
             self._settle(Phase.COMPLETED)
@@ -192,6 +222,7 @@ class AgentRunWorkflow:
             messages=self._messages(),
             tools=self._input.tools,
             turn=m.turn + 1,
+            require_approval=self._input.require_approval,
         )
         bad_responses_left = self._input.bad_response_attempts
         while True:
@@ -228,14 +259,35 @@ class AgentRunWorkflow:
         response: LlmResponse = await call
         return response
 
-    async def _run_tools(self, calls: list[ToolCall], offered: list[str]) -> None:
-        """Runs every call concurrently; records results in the order of the calls."""
+    async def _run_tools(self, calls: list[ToolCall], answer: LlmResponse) -> None:
+        """Runs every call concurrently, gated ones once decided; records the results
+        in the order of the calls."""
         m = self._m
-        results = await asyncio.gather(*(self._run_tool(c, offered) for c in calls))
+        gated = [c for c in calls if c.function.name in answer.gated_tools]
+        if gated:
+            m.gated_schemas = answer.gated_tools
+            timeout = self._input.approval_timeout
+            deadline = workflow.now() + timeout if timeout else None
+            m.pending = [
+                PendingApproval(
+                    call_id=c.id,
+                    tool=c.function.name,
+                    arguments=c.function.arguments,
+                    deadline=deadline,
+                )
+                for c in gated
+            ]
+            self._settle(Phase.WAITING_USER)
+        results = await asyncio.gather(*(self._run_tool(c, answer.offered_tools) for c in calls))
         finished: str | None = None
         for call, result in zip(calls, results, strict=True):
             m.transcript.append(
-                ChatMessage(role="tool", tool_call_id=call.id, content=result.to_content())
+                ChatMessage(
+                    role="tool",
+                    tool_call_id=call.id,
+                    content=result.to_content(),
+                    decision=m.decisions.pop(call.id, None),
+                )
             )
             self._track_streak(call.function.name)
             if call.function.name == FINISH_TOOL and result.ok:
@@ -245,7 +297,11 @@ class AgentRunWorkflow:
                 m.failures[key] = m.failures.get(key, 0) + 1
                 if m.failures[key] >= self._input.max_repeated_failures:
                     m.warning = ErrorCode.ENGINE_LOOP_DETECTED
-        if finished is not None:
+        stopped_while_pending = bool(m.pending) and m.stop_requested
+        m.pending = []
+        if finished is not None or stopped_while_pending:
+            # A stop while calls waited for a decision rejected them: the run ends as a
+            # stop while waiting does.
             m.output = finished
             self._settle(Phase.COMPLETED)
         elif m.warning is ErrorCode.ENGINE_LOOP_DETECTED:
@@ -264,22 +320,45 @@ class AgentRunWorkflow:
             except ValidationError as e:
                 return ToolResult.failure(ErrorCode.TOOL_INVALID_ARGUMENTS, str(e))
             return ToolResult.success(args.result)
+        arguments = call.function.arguments
+        if any(p.call_id == call.id for p in self._m.pending):
+            decision = await self._decision_on(call)
+            if not decision.approved:
+                return _rejection(decision)
+            if decision.arguments is not None:
+                arguments = json.dumps(decision.arguments)
         try:
             result: ToolResult = await workflow.execute_activity(
                 name,
                 ToolInvocation(
-                    run_id=workflow.info().workflow_id,
-                    call_id=call.id,
-                    arguments=call.function.arguments,
+                    run_id=workflow.info().workflow_id, call_id=call.id, arguments=arguments
                 ),
                 result_type=ToolResult,
                 start_to_close_timeout=self._input.timeouts.tool,
                 retry_policy=_TOOL_RETRY,
-                summary=tool_summary(name, call.function.arguments),
+                summary=tool_summary(name, arguments),
             )
         except ActivityError as e:
             return ToolResult(ok=False, error=_error_of(e, default=ErrorCode.TOOL_FAILED))
         return result
+
+    async def _decision_on(self, call: ToolCall) -> DecisionRecord:
+        """Waits for a person's decision on a gated call: a durable wait that may last
+        weeks, ended by a decision, a stop, or the deadline's default."""
+        m = self._m
+        with contextlib.suppress(TimeoutError):  # the deadline passed: its default applies
+            await workflow.wait_condition(
+                lambda: call.id in m.decisions or m.stop_requested,
+                timeout=self._input.approval_timeout,
+                timeout_summary=f"approval deadline for {call.function.name}",
+            )
+        if call.id not in m.decisions:
+            by = "stop" if m.stop_requested else "deadline"
+            approve = by == "deadline" and self._input.approval_default is ApprovalDefault.APPROVE
+            m.decisions[call.id] = DecisionRecord(approved=approve, by=by, at=workflow.now())
+        if m.phase is Phase.WAITING_USER and not m.undecided() and not m.stop_requested:
+            self._enter(Phase.RUNNING)
+        return m.decisions[call.id]
 
     # --- State changes ------------------------------------------------------------
 
@@ -322,11 +401,15 @@ class AgentRunWorkflow:
         """Every phase change is visible: search attributes to list runs by, details to read."""
         m = self._m
         m.phase = phase
+        waiting_for = m.waiting_for()
         workflow.upsert_search_attributes(
             [
                 PHASE_ATTRIBUTE.value_set(phase.value),
                 TURNS_ATTRIBUTE.value_set(m.turn),
                 MODEL_ATTRIBUTE.value_set(self._input.model),
+                WAITING_FOR_ATTRIBUTE.value_set(waiting_for.value)
+                if waiting_for
+                else WAITING_FOR_ATTRIBUTE.value_unset(),
             ]
         )
         workflow.set_current_details(current_details(m, self._input))
@@ -336,6 +419,7 @@ class AgentRunWorkflow:
         m = self._m
         delivered = m.inbox[0].seq - 1 if m.inbox else m.received
         m.answered = m.received if phase.ended else delivered
+        m.stops += 1
         m.pause_requested = False  # any stop point is the pause a caller asked for
         self._enter(phase)
 
@@ -344,6 +428,17 @@ class AgentRunWorkflow:
             [ChatMessage(role="system", content=self._input.system)] if self._input.system else []
         )
         return system + self._m.transcript
+
+
+def _rejection(decision: DecisionRecord) -> ToolResult:
+    """The tool result the model sees for a call that did not run."""
+    if decision.by == "deadline":
+        return ToolResult.failure(
+            ErrorCode.TOOL_APPROVAL_EXPIRED, "nobody decided on this call before its deadline"
+        )
+    if decision.by == "stop":
+        return ToolResult.failure(ErrorCode.TOOL_REJECTED, "the run was stopped before a decision")
+    return ToolResult.failure(ErrorCode.TOOL_REJECTED, decision.reason or "rejected by the user")
 
 
 def _error_of(e: ActivityError, *, default: ErrorCode) -> ErrorInfo:
@@ -356,7 +451,7 @@ def _error_of(e: ActivityError, *, default: ErrorCode) -> ErrorInfo:
     while cause is not None:
         if isinstance(cause, ApplicationError) and cause.type in _CODES:
             return ErrorInfo(code=ErrorCode(cause.type), message=cause.message)
-        timed_out = timed_out or isinstance(cause, TimeoutError)
+        timed_out = timed_out or isinstance(cause, TimeoutFailure)
         cause = cause.__cause__
     if timed_out:
         code = (

@@ -50,6 +50,12 @@ def current_details(memory: RunMemory, input: RunInput) -> str:
         label = "Result" if m.output is not None else "Agent said"
         text = m.output if m.output is not None else m.last_assistant_text
         lines.append(f"**{label}:** {_shorten(text, 300)}")
+    for pending in m.undecided():
+        deadline = f", default at {pending.deadline:%Y-%m-%d %H:%M} UTC" if pending.deadline else ""
+        lines.append(
+            f"**Waiting for approval:** `{tool_summary(pending.tool, pending.arguments)}` "
+            f"(call `{pending.call_id}`{deadline})"
+        )
     if m.inbox:
         lines.append(f"**Replies queued:** {len(m.inbox)}")
     if m.warning:

@@ -8,18 +8,22 @@ also be handed to the next run of a continue-as-new chain unchanged.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pydantic import BaseModel
 
 from tarry.contracts import (
     ChatMessage,
+    DecisionRecord,
     ErrorCode,
     ErrorInfo,
+    PendingApproval,
     Phase,
     RunState,
     ToolCall,
     Usage,
     UserInput,
+    WaitingFor,
 )
 
 
@@ -55,6 +59,22 @@ class RunMemory(BaseModel):
     pause_requested: bool = False
     stop_reason: str | None = None
     stop_requested: bool = False
+    stops: int = 0
+    """How many stop points the run has reached; a `decide` caller waits for the next."""
+    pending: list[PendingApproval] = []
+    """The gated calls of the current answer; they stay until their tool messages exist."""
+    decisions: dict[str, DecisionRecord] = {}
+    """Decisions on pending calls, by call id: the first one for a call wins."""
+    gated_schemas: dict[str, dict[str, Any]] = {}
+    """The argument schemas of the gated tools, to check edited arguments against."""
+
+    def undecided(self) -> list[PendingApproval]:
+        return [p for p in self.pending if p.call_id not in self.decisions]
+
+    def waiting_for(self) -> WaitingFor | None:
+        if self.phase is not Phase.WAITING_USER:
+            return None
+        return WaitingFor.APPROVAL if self.undecided() else WaitingFor.INPUT
 
     def state(self) -> RunState:
         return RunState(
@@ -67,6 +87,8 @@ class RunMemory(BaseModel):
             warning=self.warning,
             pending_inputs=len(self.inbox),
             message_count=len(self.transcript),
+            waiting_for=self.waiting_for(),
+            pending_approvals=self.undecided(),
         )
 
 

@@ -1,0 +1,72 @@
+"""The rules of approval gates: which decisions a run takes, and how they are recorded.
+
+Shared by the `approve` signal (a bad decision is ignored: a signal cannot answer) and
+the `decide` update (its validator rejects the same decisions with the same codes,
+before anything enters history). Pure functions of `RunMemory`: deterministic.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+import jsonschema
+from temporalio.exceptions import ApplicationError
+
+from tarry.contracts import Decision, DecisionRecord, ErrorCode
+from workflows.memory import RunMemory
+
+
+def decision_problem(memory: RunMemory, decision: Decision) -> ApplicationError | None:
+    """Why the run cannot take `decision`, or None when it can."""
+    undecided = memory.undecided()
+    if not undecided:
+        return ApplicationError(
+            "no tool call waits for a decision", type=ErrorCode.APPROVAL_NOTHING_PENDING
+        )
+    if decision.call_id is not None and decision.call_id in memory.decisions:
+        return ApplicationError(
+            f"call {decision.call_id!r} has been decided already",
+            type=ErrorCode.APPROVAL_ALREADY_DECIDED,
+        )
+    target = next((p for p in undecided if p.call_id == decision.call_id), None)
+    if decision.call_id is not None and target is None:
+        waiting = ", ".join(p.call_id for p in undecided)
+        return ApplicationError(
+            f"no pending call {decision.call_id!r}; pending: {waiting}",
+            type=ErrorCode.APPROVAL_UNKNOWN_CALL,
+        )
+    if decision.arguments is None or not decision.approved:
+        return None
+    if target is None:
+        return ApplicationError(
+            "edited arguments belong to one call: give its call_id",
+            type=ErrorCode.APPROVAL_INVALID_ARGUMENTS,
+        )
+    try:
+        jsonschema.validate(decision.arguments, memory.gated_schemas[target.tool])
+    except jsonschema.ValidationError as e:
+        return ApplicationError(
+            f"the edited arguments do not fit {target.tool}: {e.message}",
+            type=ErrorCode.APPROVAL_INVALID_ARGUMENTS,
+        )
+    return None
+
+
+def record(
+    memory: RunMemory,
+    decision: Decision,
+    by: Literal["signal", "update"],
+    at: datetime,
+) -> None:
+    """Records `decision` for its call, or for every undecided call when it names none.
+    A call already decided keeps its first decision."""
+    for pending in memory.undecided():
+        if decision.call_id in (None, pending.call_id):
+            memory.decisions[pending.call_id] = DecisionRecord(
+                approved=decision.approved,
+                reason=decision.reason,
+                arguments=decision.arguments if decision.approved else None,
+                by=by,
+                at=at,
+            )
