@@ -74,6 +74,7 @@ class ModelClient:
         answer = _parse_answer(response, request.turn)
         answer.offered_tools = [s["function"]["name"] for s in tool_specs]
         answer.gated_tools = self._tools.gated(request.tools, request.require_approval)
+        answer.non_idempotent_tools = self._tools.non_idempotent(request.tools)
         return answer
 
     async def _post(self, name: str, profile: ModelProfile, body: dict[str, Any]) -> httpx.Response:

@@ -79,6 +79,9 @@ class Tool:
     """The parameter that receives the `ToolContext`, if the function takes one."""
     approval: bool = False
     """Every call waits for a person's decision, whatever the run asks."""
+    idempotent: bool = True
+    """Running a call twice does no harm, so a call cut short (its worker died) is retried.
+    False: one attempt only, and the model hears `TOOL_OUTCOME_UNKNOWN` if it is cut short."""
 
     def spec(self) -> dict[str, Any]:
         """The entry for the `tools` list of an OpenAI chat completion request."""
@@ -97,7 +100,11 @@ def _function_spec(name: str, description: str, arguments: type[BaseModel]) -> d
 
 
 def _make_tool(
-    fn: Callable[..., Any], name: str | None, description: str | None, approval: bool
+    fn: Callable[..., Any],
+    name: str | None,
+    description: str | None,
+    approval: bool,
+    idempotent: bool,
 ) -> Tool:
     tool_name = name or fn.__name__
     # Resolve string annotations, keeping `Annotated` metadata such as descriptions.
@@ -120,14 +127,18 @@ def _make_tool(
         # The docstring's first paragraph, unwrapped: the rest is for programmers.
         paragraph = (inspect.getdoc(fn) or "").split("\n\n")[0]
         description = " ".join(paragraph.split())
-    return Tool(tool_name, description, arguments, fn, context_param, approval)
+    return Tool(tool_name, description, arguments, fn, context_param, approval, idempotent)
 
 
 @overload
 def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, approval: bool = False
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    approval: bool = False,
+    idempotent: bool = True,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -135,13 +146,15 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     approval: bool = False,
+    idempotent: bool = True,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a typed function a tool: `@tool` or `@tool(name=..., description=..., approval=True)`.
 
-    `approval=True` makes every call wait for a person's decision before it runs."""
+    `approval=True` makes every call wait for a person's decision before it runs;
+    `idempotent=False` (sending mail, paying) runs each call at most once."""
     if fn is not None:
-        return _make_tool(fn, name, description, approval)
-    return lambda f: _make_tool(f, name, description, approval)
+        return _make_tool(fn, name, description, approval, idempotent)
+    return lambda f: _make_tool(f, name, description, approval, idempotent)
 
 
 # --- Built-in tools ---------------------------------------------------------
@@ -226,6 +239,14 @@ class ToolHost:
             if (allowed is None or t.name in allowed)
             and (t.approval or "*" in require_approval or t.name in require_approval)
         }
+
+    def non_idempotent(self, allowed: Sequence[str] | None) -> list[str]:
+        """The allowed tools that must not run twice."""
+        return [
+            t.name
+            for t in self._tools.values()
+            if (allowed is None or t.name in allowed) and not t.idempotent
+        ]
 
     async def invoke(self, name: str, invocation: ToolInvocation) -> ToolResult:
         """Run one tool call; every failure of the call itself becomes a failed result."""

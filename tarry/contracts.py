@@ -78,6 +78,7 @@ class ErrorCode(StrEnum):
     TOOL_FORBIDDEN = "TOOL_FORBIDDEN"
     TOOL_REJECTED = "TOOL_REJECTED"
     TOOL_APPROVAL_EXPIRED = "TOOL_APPROVAL_EXPIRED"
+    TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
     APPROVAL_NOTHING_PENDING = "APPROVAL_NOTHING_PENDING"
     APPROVAL_UNKNOWN_CALL = "APPROVAL_UNKNOWN_CALL"
     APPROVAL_ALREADY_DECIDED = "APPROVAL_ALREADY_DECIDED"
@@ -288,6 +289,8 @@ class LlmResponse(BaseModel):
     """The tools that were offered; a call to any other is `TOOL_NOT_FOUND`."""
     gated_tools: dict[str, dict[str, Any]] = {}
     """The offered tools whose calls need a decision, with their argument schemas."""
+    non_idempotent_tools: list[str] = []
+    """The offered tools that must not run twice: one attempt each, never retried."""
 
 
 class ToolInvocation(BaseModel):

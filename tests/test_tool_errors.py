@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 from activities.tools import tool
-from tarry.contracts import ErrorCode, Phase
+from tarry.contracts import ErrorCode, Phase, Timeouts
 from tarry.scripted_llm import call, say
 from tests.conftest import Agent, tool_result
 
@@ -87,3 +88,53 @@ async def test_a_raising_tool(agent_factory: Any) -> None:
 
     assert error["code"] == ErrorCode.TOOL_FAILED
     assert "out of flux" in error["message"]
+
+
+STARTS: dict[str, int] = {}
+
+
+async def _hang(name: str) -> str:
+    STARTS[name] = STARTS.get(name, 0) + 1
+    await asyncio.sleep(60)
+    return "unreachable in these tests"
+
+
+@tool(idempotent=False)
+async def charge_card(amount: int) -> str:
+    """Charges the card; must never run twice."""
+    return await _hang("charge_card")
+
+
+@tool
+async def fetch_quote(symbol: str) -> str:
+    """Fetches a quote; harmless to repeat."""
+    return await _hang("fetch_quote")
+
+
+ONE_SECOND_TOOLS = Timeouts(llm_heartbeat=2, tool=1)
+
+
+async def test_a_non_idempotent_tool_cut_short_runs_once_and_its_outcome_is_unknown(
+    agent_factory: Any,
+) -> None:
+    agent: Agent = await agent_factory(tools=[charge_card])
+    agent.model.add(call("charge_card", {"amount": 5}), say("I'll check before retrying."))
+    run = await agent.start("charge 5", timeouts=ONE_SECOND_TOOLS)
+
+    await run.wait_for({Phase.WAITING_USER})
+
+    error = tool_result((await run.transcript())[2])["error"]
+    assert error["code"] == ErrorCode.TOOL_OUTCOME_UNKNOWN
+    assert STARTS["charge_card"] == 1
+
+
+async def test_an_idempotent_tool_cut_short_is_retried(agent_factory: Any) -> None:
+    agent: Agent = await agent_factory(tools=[fetch_quote])
+    agent.model.add(call("fetch_quote", {"symbol": "TMP"}), say("The quote service is slow."))
+    run = await agent.start("quote TMP", timeouts=ONE_SECOND_TOOLS)
+
+    await run.wait_for({Phase.WAITING_USER}, timeout=30)
+
+    error = tool_result((await run.transcript())[2])["error"]
+    assert error["code"] == ErrorCode.TOOL_TIMEOUT
+    assert STARTS["fetch_quote"] == 3

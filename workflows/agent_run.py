@@ -72,6 +72,9 @@ _LLM_RETRY = RetryPolicy(
 )
 _CODES = frozenset(ErrorCode)
 _TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+# A tool that must not run twice gets one attempt: a retry after its worker died could
+# repeat a side effect (a mail sent, a payment made) that the first attempt completed.
+_TOOL_ONCE = RetryPolicy(maximum_attempts=1)
 
 
 @workflow.defn(name=WORKFLOW_TYPE)
@@ -278,7 +281,7 @@ class AgentRunWorkflow:
                 for c in gated
             ]
             self._settle(Phase.WAITING_USER)
-        results = await asyncio.gather(*(self._run_tool(c, answer.offered_tools) for c in calls))
+        results = await asyncio.gather(*(self._run_tool(c, answer) for c in calls))
         finished: str | None = None
         for call, result in zip(calls, results, strict=True):
             m.transcript.append(
@@ -307,8 +310,8 @@ class AgentRunWorkflow:
         elif m.warning is ErrorCode.ENGINE_LOOP_DETECTED:
             self._settle(Phase.WAITING_USER)
 
-    async def _run_tool(self, call: ToolCall, offered: list[str]) -> ToolResult:
-        name = call.function.name
+    async def _run_tool(self, call: ToolCall, answer: LlmResponse) -> ToolResult:
+        name, offered = call.function.name, answer.offered_tools
         if name not in offered:
             return ToolResult.failure(
                 ErrorCode.TOOL_NOT_FOUND,
@@ -327,6 +330,7 @@ class AgentRunWorkflow:
                 return _rejection(decision)
             if decision.arguments is not None:
                 arguments = json.dumps(decision.arguments)
+        once = name in answer.non_idempotent_tools
         try:
             result: ToolResult = await workflow.execute_activity(
                 name,
@@ -335,10 +339,16 @@ class AgentRunWorkflow:
                 ),
                 result_type=ToolResult,
                 start_to_close_timeout=self._input.timeouts.tool,
-                retry_policy=_TOOL_RETRY,
+                retry_policy=_TOOL_ONCE if once else _TOOL_RETRY,
                 summary=tool_summary(name, arguments),
             )
         except ActivityError as e:
+            if once:
+                return ToolResult.failure(
+                    ErrorCode.TOOL_OUTCOME_UNKNOWN,
+                    f"the call was cut short ({e.cause or e}); it may or may not have taken "
+                    "effect, and it was not run again: check before calling it again",
+                )
             return ToolResult(ok=False, error=_error_of(e, default=ErrorCode.TOOL_FAILED))
         return result
 
