@@ -16,7 +16,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -99,15 +99,19 @@ class ModelClient:
                 ErrorCode.LLM_HTTP_ERROR,
                 f"cannot reach model {name!r} at {url}: {type(e).__name__} {e}",
             ) from None
-        _raise_for_status(name, response)
+        _raise_for_status(name, response, profile.api_key)
         return response
 
 
-def _raise_for_status(profile: str, response: httpx.Response) -> None:
+def _raise_for_status(profile: str, response: httpx.Response, key: SecretStr | None) -> None:
     status = response.status_code
     if status < 300:
         return
-    detail = f"model {profile!r} answered HTTP {status}: {response.text[:300]}"
+    body = response.text[:300]
+    if key is not None:
+        # Some providers echo the key they were sent; the message goes into history.
+        body = body.replace(key.get_secret_value(), "***")
+    detail = f"model {profile!r} answered HTTP {status}: {body}"
     if status in (401, 403):
         raise _error(
             ErrorCode.LLM_AUTH_FAILED,
@@ -162,6 +166,13 @@ def _parse_answer(response: httpx.Response, turn: int) -> LlmResponse:
         raise _error(
             ErrorCode.LLM_BAD_RESPONSE, f"the model's message is malformed: {e}", retryable=False
         ) from None
+    if not message.content and not message.tool_calls:
+        # Nothing to show the user and nothing to do: asking again usually helps.
+        raise _error(
+            ErrorCode.LLM_BAD_RESPONSE,
+            "the model answered with neither text nor tool calls",
+            retryable=False,
+        )
     return LlmResponse(
         message=message,
         usage=usage,

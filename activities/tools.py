@@ -28,6 +28,10 @@ from temporalio import activity
 
 from tarry.contracts import FINISH_TOOL, ErrorCode, FinishArguments, ToolInvocation, ToolResult
 
+_MAX_PATH = 1024
+_MAX_NAME = 255
+"""Longer paths and names are refused before the filesystem fails on them."""
+
 
 class ToolError(Exception):
     """Raised by a tool to fail with a specific code and a message the model will read."""
@@ -59,10 +63,18 @@ class ToolContext:
             raise ToolError(
                 ErrorCode.TOOL_FORBIDDEN, f"path must stay inside the workspace: {path}"
             )
+        if len(path) > _MAX_PATH or any(len(part) > _MAX_NAME for part in relative.parts):
+            raise ToolError(ErrorCode.TOOL_FORBIDDEN, "path too long for the workspace")
         root = self.workspace.resolve()
         target = (root / relative).resolve()
         if not target.is_relative_to(root):
             raise ToolError(ErrorCode.TOOL_FORBIDDEN, f"path leads outside the workspace: {path}")
+        # A hard link is a second name for a file that may live outside: reading it
+        # would leak that file, writing it would change it.
+        if target.is_file() and target.stat().st_nlink > 1:
+            raise ToolError(
+                ErrorCode.TOOL_FORBIDDEN, f"{path} is hard-linked to a file outside the workspace"
+            )
         return target
 
 

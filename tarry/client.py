@@ -17,6 +17,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from temporalio.client import (
     Client,
     WorkflowHandle,
@@ -110,16 +111,17 @@ class RunHandle:
     async def reply(self, text: str, *, id: str | None = None) -> None:
         """Queues a reply (the `user_input` signal); it is delivered at the next turn
         boundary. Retrying with the same `id` never delivers it twice."""
+        message = _user_input(text, id)
         _check_text(text)
         async with self._errors():
-            await self._handle.signal("user_input", UserInput(text=text, id=id))
+            await self._handle.signal("user_input", message)
 
     async def send(self, text: str, *, id: str | None = None) -> RunState:
         """Delivers a reply and waits for the run's next stop point (the `send` update)."""
         async with self._errors():
             state: RunState = await self._handle.execute_update(
                 "send",
-                UserInput(text=text, id=id),
+                _user_input(text, id),
                 # The same message id is the same update: the server answers a retry
                 # with the first call's outcome instead of running it again.
                 id=f"send-{id}" if id else None,
@@ -224,6 +226,14 @@ def _summary_of(prompt: str) -> str:
     """The prompt's first line, shortened: what the UI's run list shows for a run."""
     first_line = next((line for line in prompt.splitlines() if line.strip()), "")
     return shorten(first_line, 80) if first_line else "(waiting for a first message)"
+
+
+def _user_input(text: str, id: str | None) -> UserInput:
+    try:
+        return UserInput(text=text, id=id)
+    except ValidationError as e:
+        message = str(e.errors()[0]["msg"]).removeprefix("Value error, ")
+        raise TarryError(ErrorCode.INPUT_INVALID, message) from None
 
 
 def _check_text(text: str) -> None:

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from temporalio.common import SearchAttributeKey
 
 WORKFLOW_TYPE = "AgentRun"
@@ -71,6 +71,7 @@ class ErrorCode(StrEnum):
     LLM_HTTP_ERROR = "LLM_HTTP_ERROR"
     LLM_BAD_RESPONSE = "LLM_BAD_RESPONSE"
     LLM_UNKNOWN_PROFILE = "LLM_UNKNOWN_PROFILE"
+    LLM_TRUNCATED = "LLM_TRUNCATED"
     TOOL_INVALID_ARGUMENTS = "TOOL_INVALID_ARGUMENTS"
     TOOL_NOT_FOUND = "TOOL_NOT_FOUND"
     TOOL_FAILED = "TOOL_FAILED"
@@ -88,6 +89,7 @@ class ErrorCode(StrEnum):
     ENGINE_LOOP_DETECTED = "ENGINE_LOOP_DETECTED"
     INPUT_EMPTY = "INPUT_EMPTY"
     INPUT_TOO_LARGE = "INPUT_TOO_LARGE"
+    INPUT_INVALID = "INPUT_INVALID"
     RUN_ENDED = "RUN_ENDED"
     RUN_NOT_FOUND = "RUN_NOT_FOUND"
 
@@ -201,6 +203,19 @@ class UserInput(BaseModel):
     text: str
     id: str | None = None
     """A client message id; a second message with an id the run has seen is ignored."""
+
+    @field_validator("text")
+    @classmethod
+    def _utf8(cls, text: str) -> str:
+        # JSON can carry unpaired surrogates (`"\udcff"`), which no provider accepts.
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            raise ValueError(
+                "the text is not valid UTF-8 (it has unpaired surrogates: "
+                "often bytes read with the wrong encoding)"
+            ) from None
+        return text
 
 
 class StopRequest(BaseModel):

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from tarry.contracts import Phase
-from tarry.scripted_llm import call, say
-from tests.conftest import CANARY_KEY, Agent
+import asyncio
+import signal
+import uuid
+from pathlib import Path
+
+from temporalio.client import Client
+
+from tarry.client import Tarry
+from tarry.contracts import ErrorCode, Phase
+from tarry.scripted_llm import ScriptedModel, call, fail, say
+from tests.conftest import CANARY_KEY, Agent, worker_process
 
 
 async def test_no_api_key_in_the_whole_history_of_a_run(agent: Agent) -> None:
@@ -24,3 +32,35 @@ async def test_no_api_key_in_the_whole_history_of_a_run(agent: Agent) -> None:
     # ... and it appears nowhere in what Temporal stored.
     assert CANARY_KEY not in history
     assert "call_llm" in history
+
+
+async def test_a_provider_that_echoes_the_key_does_not_leak_it_into_history(
+    agent: Agent,
+) -> None:
+    agent.model.add(fail(401, content=f"Incorrect API key provided: {CANARY_KEY}"))
+    run = await agent.start("hello")
+
+    result = await run.result()
+
+    assert result.error is not None
+    assert result.error.code is ErrorCode.LLM_AUTH_FAILED
+    assert "Incorrect API key provided: ***" in result.error.message
+    assert CANARY_KEY not in await agent.history_json(run)
+
+
+async def test_no_api_key_in_the_worker_process_logs(temporal: Client, tmp_path: Path) -> None:
+    task_queue = f"test-{uuid.uuid4().hex[:8]}"
+    script = [call("list_files", {}), fail(401, content=f"bad key {CANARY_KEY}")]
+    async with ScriptedModel(script) as model:
+        worker = await worker_process(temporal, task_queue, model, tmp_path)
+        run = await Tarry(temporal, task_queue).start("hello")
+        result = await run.result()
+        worker.send_signal(signal.SIGTERM)
+        assert worker.stderr is not None
+        logs = (await asyncio.wait_for(worker.stderr.read(), timeout=30)).decode()
+        await worker.wait()
+
+    assert result.error is not None
+    assert result.error.code is ErrorCode.LLM_AUTH_FAILED
+    assert "LLM_AUTH_FAILED" in logs  # the failure was logged ...
+    assert CANARY_KEY not in logs  # ... without the key

@@ -7,6 +7,8 @@ about the activity, and through `ToolHost.invoke` directly for the rest.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -307,6 +309,39 @@ async def test_listing_through_a_symlink_out_is_forbidden(
     (workspace / "link").symlink_to(outside)
     result = await run_activity(host, "list_files", '{"path": "link"}')
     assert_failed(result, ErrorCode.TOOL_FORBIDDEN)
+
+
+async def test_reading_a_hard_link_to_a_file_outside_is_forbidden(
+    host: ToolHost, workspace: Path, outside: Path
+) -> None:
+    os.link(outside / "secret.txt", workspace / "notes.txt")
+
+    result = await run_activity(host, "read_file", '{"path": "notes.txt"}')
+
+    assert "top secret" not in assert_failed(result, ErrorCode.TOOL_FORBIDDEN)
+
+
+async def test_writing_a_hard_link_to_a_file_outside_is_forbidden(
+    host: ToolHost, workspace: Path, outside: Path
+) -> None:
+    os.link(outside / "secret.txt", workspace / "notes.txt")
+
+    result = await run_activity(
+        host, "write_file", json.dumps({"path": "notes.txt", "content": "overwritten"})
+    )
+
+    assert_failed(result, ErrorCode.TOOL_FORBIDDEN)
+    assert (outside / "secret.txt").read_text() == "top secret"
+
+
+@pytest.mark.parametrize(
+    "path", ["a" * 300, "/".join(["deep"] * 300)], ids=["long name", "long path"]
+)
+async def test_very_long_paths_are_forbidden(host: ToolHost, workspace: Path, path: str) -> None:
+    result = await run_activity(host, "write_file", json.dumps({"path": path, "content": "x"}))
+
+    assert_failed(result, ErrorCode.TOOL_FORBIDDEN)
+    assert names_in(workspace) == []
 
 
 async def test_a_symlink_within_the_workspace_is_followed(host: ToolHost, workspace: Path) -> None:

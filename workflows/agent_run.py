@@ -208,6 +208,9 @@ class AgentRunWorkflow:
         m.transcript.append(answer.message)
         if answer.message.content:
             m.last_assistant_text = answer.message.content
+        if answer.finish_reason == "length":
+            # Cut off at the model's output limit: kept as it is, and flagged.
+            m.warning = ErrorCode.LLM_TRUNCATED
         workflow.set_current_details(current_details(m, self._input))
         if answer.message.tool_calls:
             await self._run_tools(answer.message.tool_calls, answer)
