@@ -3,26 +3,32 @@
 A run lives in Temporal, not in this process: the chat only shows what the run does,
 by polling its transcript while it works, and sends what the person types. So leaving
 the chat leaves the run waiting, and `tarry chat RUN` later picks it up where it was.
+A run that waits for a decision on tool calls is asked about each call in turn.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
 from tarry.client import RunHandle, Tarry, TarryError
-from tarry.contracts import ChatMessage, ErrorCode, Phase, RunState
-from tarry.render import message_text, print_stop_line, state_text, thinking
+from tarry.contracts import ChatMessage, ErrorCode, PendingApproval, Phase, RunState, WaitingFor
+from tarry.render import message_text, pending_line, print_stop_line, state_text, thinking
 
 POLL_SECONDS = 0.1
 """How often a working run's transcript is read: often enough to feel live, and a
 query costs the server no history."""
 PROMPT = "[bold cyan]you>[/] "
+APPROVE_PROMPT = Text("approve? [y]es / [n]o / [e]dit> ", style="bold magenta")
+REASON_PROMPT = Text("why not? (told to the agent; Enter for no reason)> ", style="bold magenta")
+ARGUMENTS_PROMPT = Text("arguments as JSON (Enter goes back)> ", style="bold magenta")
 HELP = (
     "/status shows the run · /pause · /stop [reason] ends it · /quit or Ctrl-D leaves it waiting"
     " · Ctrl-C while the agent works pauses it"
@@ -80,6 +86,23 @@ async def exchange(run: RunHandle, text: str, console: Console) -> RunState:
     return await _on_screen(run, start, console, typed=text, answer=run.send(text))
 
 
+async def judge(
+    run: RunHandle,
+    console: Console,
+    call_id: str | None = None,
+    *,
+    approved: bool = True,
+    reason: str | None = None,
+    arguments: dict[str, Any] | None = None,
+) -> RunState:
+    """Decides on gated calls with the `decide` update (see `decision`) and shows what
+    the run does next (the tool results, the answer) as it happens. Ctrl-C meanwhile
+    pauses the run."""
+    start = (await run.state()).message_count
+    answer = run.decide(call_id, approved=approved, reason=reason, arguments=arguments)
+    return await _on_screen(run, start, console, answer=answer)
+
+
 async def _on_screen(
     run: RunHandle,
     start: int,
@@ -120,16 +143,25 @@ async def _talk(run: RunHandle, state: RunState, console: Console) -> None:
     if _ended(state, console):
         return
     console.print(Text(HELP, style="dim"))
+    shown: str | None = None
+    """The pending call last shown, so a mistyped answer does not show it again."""
     while True:
-        line = _ask(console)
+        pending = _next_pending(state)
+        if pending is not None and pending.call_id != shown:
+            _show_pending(console, pending)
+            shown = pending.call_id
+        line = _ask(console, prompt=PROMPT if pending is None else APPROVE_PROMPT)
         if line is None or line == "/quit":
+            what = "waiting for approval" if pending else "waiting"
             console.print(
-                Text(f"left {run.id} waiting; `tarry chat {run.id}` picks it up", style="dim")
+                Text(f"left {run.id} {what}; `tarry chat {run.id}` picks it up", style="dim")
             )
             return
         try:
             if line.startswith("/"):
                 state = await _command(run, line, console)
+            elif pending is not None:
+                state = await _answer(run, pending, line, console)
             else:
                 state = await exchange(run, line, console)
         except TarryError as e:
@@ -144,9 +176,71 @@ async def _talk(run: RunHandle, state: RunState, console: Console) -> None:
 
 
 def _ended(state: RunState, console: Console) -> bool:
-    """Says what a person should know at a stop point; True once the run has ended."""
-    print_stop_line(console, state)
+    """Says what a person should know at a stop point; True once the run has ended.
+    Calls waiting for approval are left out: the chat asks about each in full."""
+    print_stop_line(console, state, approvals=False)
     return state.phase.ended
+
+
+def _next_pending(state: RunState) -> PendingApproval | None:
+    """The first call waiting for a decision, if the run waits for one."""
+    if state.waiting_for is WaitingFor.APPROVAL and state.pending_approvals:
+        return state.pending_approvals[0]
+    return None
+
+
+def _show_pending(console: Console, pending: PendingApproval) -> None:
+    """A call waiting for approval, with its arguments in full, as JSON to edit."""
+    line = f"waiting for approval: {pending_line(pending)}"
+    console.print(Text(line, style="yellow"), soft_wrap=True)
+    try:
+        arguments = json.dumps(json.loads(pending.arguments), ensure_ascii=False)
+    except ValueError:
+        arguments = pending.arguments
+    console.print(Text("  arguments: ", style="dim") + Text(arguments))
+    console.print(
+        Text("y runs it · n rejects it (you may say why) · e edits its arguments", style="dim")
+    )
+
+
+async def _answer(
+    run: RunHandle, pending: PendingApproval, line: str, console: Console
+) -> RunState:
+    """Acts on the answer to `approve?`; the state at the run's next stop point, or
+    the state as it is when the person took the answer back or mistyped it."""
+    answer = line.lower()
+    if answer in ("y", "yes"):
+        return await judge(run, console, pending.call_id)
+    if answer in ("n", "no"):
+        reason = _read_line(console, REASON_PROMPT)
+        if reason is None:
+            return await run.state()
+        return await judge(run, console, pending.call_id, approved=False, reason=reason or None)
+    if answer in ("e", "edit"):
+        while (arguments := _ask_arguments(console)) is not None:
+            try:
+                return await judge(run, console, pending.call_id, arguments=arguments)
+            except TarryError as e:
+                if e.code is not ErrorCode.APPROVAL_INVALID_ARGUMENTS:
+                    raise
+                console.print(Text(f"error: {e.code}: {e.message}", style="red"))
+        return await run.state()
+    console.print(Text("answer y, n or e; /quit leaves the call waiting", style="yellow"))
+    return await run.state()
+
+
+def _ask_arguments(console: Console) -> dict[str, Any] | None:
+    """Edited arguments, a JSON object; None when the person goes back (Enter, Ctrl-D)."""
+    while line := _read_line(console, ARGUMENTS_PROMPT):
+        try:
+            arguments = json.loads(line)
+        except ValueError as e:
+            console.print(Text(f"not JSON: {e}", style="red"))
+            continue
+        if isinstance(arguments, dict):
+            return arguments
+        console.print(Text('not a JSON object; write it like {"path": "notes.md"}', style="red"))
+    return None
 
 
 async def _command(run: RunHandle, line: str, console: Console) -> RunState:
@@ -161,24 +255,29 @@ async def _command(run: RunHandle, line: str, console: Console) -> RunState:
         console.print(Text("the run stops at its next turn boundary", style="dim"))
     state = await run.state()
     if name == "/status":
-        console.print(state_text(run.id, state))
+        console.print(state_text(run.id, state), soft_wrap=True)
     elif name != "/pause":
         console.print(Text(f"unknown command {name}; {HELP}", style="yellow"))
     return state
 
 
-def _ask(console: Console, hint: str | None = None) -> str | None:
+def _ask(console: Console, hint: str | None = None, prompt: str | Text = PROMPT) -> str | None:
     """The next non-empty line the person types; None when they leave (Ctrl-D, Ctrl-C)."""
     if hint:
         console.print(Text(hint, style="dim"))
-    while True:
-        try:
-            line = console.input(PROMPT).strip()
-        except (EOFError, KeyboardInterrupt):
-            console.print()
-            return None
+    while (line := _read_line(console, prompt)) is not None:
         if line:
             return line
+    return None
+
+
+def _read_line(console: Console, prompt: str | Text) -> str | None:
+    """The next line the person types, stripped, perhaps empty; None at Ctrl-D or Ctrl-C."""
+    try:
+        return console.input(prompt).strip()
+    except (EOFError, KeyboardInterrupt):
+        console.print()
+        return None
 
 
 @asynccontextmanager

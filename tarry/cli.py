@@ -28,17 +28,21 @@ from temporalio.client import WorkflowExecution
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from tarry.chat import converse, exchange, follow
+from tarry.chat import converse, exchange, follow, judge
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import (
     MODEL_ATTRIBUTE,
     PHASE_ATTRIBUTE,
     TURNS_ATTRIBUTE,
+    WAITING_FOR_ATTRIBUTE,
     WORKFLOW_TYPE,
     ChatMessage,
+    ErrorCode,
     Mode,
     Phase,
     RunInput,
+    RunState,
+    WaitingFor,
 )
 from tarry.entrypoint import exit_now
 from tarry.render import message_text, print_stop_line, shorten, state_text, thinking
@@ -231,6 +235,74 @@ def send(run_id: RunId, text: Message, as_json: AsJson = False) -> None:
 
 
 @app.command()
+def approve(
+    run_id: RunId,
+    call_id: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="CALL_ID",
+            help="The call to decide on, as `tarry status` shows it; all pending calls if none.",
+            show_default=False,
+        ),
+    ] = None,
+    reject: Annotated[
+        bool, typer.Option("--reject", help="Reject the call instead: the tool does not run.")
+    ] = False,
+    reason: Annotated[
+        str | None,
+        typer.Option(help="Why; the agent is told it when the call is rejected."),
+    ] = None,
+    args: Annotated[
+        str | None,
+        typer.Option(
+            "--args",
+            metavar="JSON",
+            help="Run the call with these arguments instead, a JSON object, checked against"
+            " the tool's schema.",
+        ),
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Decide on tool calls waiting for approval, then show what the run does next.
+
+    Approved calls run; a rejected call does not, and the agent is told so, with the
+    reason. Shows the tool results and the agent's answer as they happen, like `send`;
+    with --json, prints the run's state at its next stop point instead. A decision the
+    run cannot take (an unknown or already decided call, nothing pending, arguments
+    that do not fit the tool) changes nothing and is one error line.
+    """
+    arguments = _edited_arguments(args)
+    if arguments is not None and reject:
+        _fail("--args gives the arguments to run a call with; it cannot go with --reject", 2)
+
+    async def decide(run: RunHandle) -> RunState:
+        options: dict[str, Any] = {"approved": not reject, "reason": reason, "arguments": arguments}
+        if as_json:
+            return await run.decide(call_id, **options)
+        return await judge(run, console, call_id, **options)
+
+    state = _with_run(run_id, decide)
+    if as_json:
+        _emit(state)
+    else:
+        print_stop_line(console, state)
+
+
+def _edited_arguments(text: str | None) -> dict[str, Any] | None:
+    """`--args`, parsed here so a typo is one line and nothing reaches the run."""
+    if text is None:
+        return None
+    code = ErrorCode.APPROVAL_INVALID_ARGUMENTS
+    try:
+        arguments = json.loads(_read(text))
+    except ValueError as e:
+        _fail(f"{code}: --args is not JSON: {e}", exit_code=2)
+    if not isinstance(arguments, dict):
+        _fail(f"""{code}: --args must be a JSON object, like '{{"path": "notes.md"}}'""", 2)
+    return arguments
+
+
+@app.command()
 def pause(run_id: RunId) -> None:
     """Ask the run to stop at its next turn boundary and wait for a reply."""
     _with_run(run_id, lambda run: run.pause())
@@ -247,9 +319,13 @@ def stop(
 
 @app.command()
 def status(run_id: RunId, as_json: AsJson = False) -> None:
-    """Show where the run stands: phase, turn, token usage, warning, error, pending replies."""
+    """Show where the run stands: phase, turn, token usage, warning, error, pending replies,
+    and the tool calls waiting for approval."""
     state = _with_run(run_id, lambda run: run.state())
-    _output(state, as_json, state_text(run_id, state))
+    if as_json:
+        _emit(state)
+    else:
+        console.print(state_text(run_id, state), soft_wrap=True)
 
 
 @app.command()
@@ -269,7 +345,7 @@ def watch(
     start: Annotated[int, typer.Option("--from", min=0, help="The first message to show.")] = 0,
     as_json: AsJson = False,
 ) -> None:
-    """Follow the run live until it waits for a reply or ends.
+    """Follow the run live until it waits for a reply or a decision, or ends.
 
     Prints its messages as they appear; with --json, one JSON message per line.
     """
@@ -292,6 +368,7 @@ class RunRow(BaseModel):
     phase: str | None
     turns: int | None
     model: str | None
+    waiting_for: str | None = None
     started: datetime
 
     @classmethod
@@ -302,6 +379,7 @@ class RunRow(BaseModel):
             phase=attributes.get(PHASE_ATTRIBUTE),
             turns=attributes.get(TURNS_ATTRIBUTE),
             model=attributes.get(MODEL_ATTRIBUTE),
+            waiting_for=attributes.get(WAITING_FOR_ATTRIBUTE),
             started=execution.start_time,
         )
 
@@ -316,14 +394,27 @@ def _phase(name: str | None) -> Phase | None:
     return phase
 
 
+def _waiting_for(name: str | None) -> WaitingFor | None:
+    """`--waiting-for`, checked like `--phase`."""
+    if name is None:
+        return None
+    by_name = {value.lower(): value for value in WaitingFor}
+    if (waiting_for := by_name.get(name.lower())) is None:
+        _fail(f"unknown --waiting-for {name!r}; use one of {', '.join(WaitingFor)}", exit_code=2)
+    return waiting_for
+
+
 def _runs_table(rows: list[RunRow]) -> Table:
-    table = Table("run", "phase", "turns", "model", "started", box=None, pad_edge=False)
+    table = Table(
+        "run", "phase", "turns", "model", "waiting for", "started", box=None, pad_edge=False
+    )
     for row in rows:
         table.add_row(
             row.run_id,
             row.phase or "-",
             "-" if row.turns is None else str(row.turns),
             row.model or "-",
+            row.waiting_for or "-",
             row.started.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
         )
     return table
@@ -334,13 +425,25 @@ def list_runs(
     phase: Annotated[
         str | None, typer.Option(help="Only runs in this phase: " + ", ".join(Phase) + ".")
     ] = None,
+    waiting_for: Annotated[
+        str | None,
+        typer.Option(
+            "--waiting-for",
+            help="Only runs waiting for this: "
+            + " (a reply) or ".join(WaitingFor)
+            + " (a decision on tool calls).",
+        ),
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 20,
     as_json: AsJson = False,
 ) -> None:
-    """List runs with their phase, turns and model; open runs first, newest first."""
+    """List runs with their phase, turns, model and what they wait for; open runs first,
+    newest first."""
     query = f"WorkflowType = '{WORKFLOW_TYPE}'"
     if (wanted := _phase(phase)) is not None:
         query += f" AND {PHASE_ATTRIBUTE.name} = '{wanted}'"
+    if (awaited := _waiting_for(waiting_for)) is not None:
+        query += f" AND {WAITING_FOR_ATTRIBUTE.name} = '{awaited}'"
 
     async def find(tarry: Tarry) -> list[RunRow]:
         return [RunRow.of(e) async for e in tarry.client.list_workflows(query, limit=limit)]
@@ -357,6 +460,7 @@ def chat_command(
 ) -> None:
     """Talk with a run in the terminal: a new one, or RUN where it was left.
 
+    Tool calls waiting for approval are shown one by one to approve, reject or edit.
     Leaving the chat (/quit, Ctrl-D) leaves the run waiting for the next message.
     """
     _with_tarry(lambda tarry: converse(tarry, run_id, console))

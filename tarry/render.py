@@ -9,12 +9,22 @@ from __future__ import annotations
 
 import json
 from contextlib import AbstractContextManager, nullcontext
+from datetime import datetime
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
-from tarry.contracts import ChatMessage, Phase, RunState, ToolCall
+from tarry.contracts import (
+    ChatMessage,
+    DecisionRecord,
+    FunctionCall,
+    PendingApproval,
+    Phase,
+    RunState,
+    ToolCall,
+    WaitingFor,
+)
 
 _ROLE_STYLE = {"user": ("you", "bold cyan"), "assistant": ("agent", "bold green")}
 _SHORT = 80
@@ -32,11 +42,56 @@ def call_line(call: ToolCall) -> str:
         arguments: Any = json.loads(call.function.arguments)
     except ValueError:
         arguments = call.function.arguments
+    return f"{call.function.name}({arguments_line(arguments)})"
+
+
+def arguments_line(arguments: Any) -> str:
+    """`path="notes.md", limit=3`: tool arguments on one short line."""
     if isinstance(arguments, dict):
         shown = ", ".join(f"{k}={json.dumps(v)}" for k, v in arguments.items())
     else:
         shown = str(arguments)
-    return f"{call.function.name}({shorten(shown, 60)})"
+    return shorten(shown, 60)
+
+
+def when(at: datetime) -> str:
+    """A moment in local time: `12:03:04` today, with its date on any other day."""
+    local = at.astimezone()
+    today = datetime.now().astimezone().date()
+    return local.strftime("%H:%M:%S" if local.date() == today else "%Y-%m-%d %H:%M:%S")
+
+
+def pending_line(pending: PendingApproval) -> str:
+    """`write_file(path="a.md") [call_1_0]`: a call waiting for a decision, and its deadline."""
+    call = ToolCall(
+        id=pending.call_id, function=FunctionCall(name=pending.tool, arguments=pending.arguments)
+    )
+    line = f"{call_line(call)} [{pending.call_id}]"
+    return f"{line} · deadline {when(pending.deadline)}" if pending.deadline else line
+
+
+def decision_text(decision: DecisionRecord) -> Text:
+    """Who decided on a gated call, how and when: `✓ approved by update 12:03:04`, and
+    the arguments a person edited the call to run with, on a line of their own."""
+    at = when(decision.at)
+    if decision.by == "deadline":
+        head = (
+            f"✓ approved at deadline {at} (the run's default)"
+            if decision.approved
+            else f"✗ expired at deadline {at}"
+        )
+    elif decision.by == "stop":
+        head = f"✗ rejected: the run was stopped {at}"
+    else:
+        verdict = "✓ approved" if decision.approved else "✗ rejected"
+        head = f"{verdict} by {decision.by} {at}"
+    if decision.reason:
+        head += f": {json.dumps(decision.reason, ensure_ascii=False)}"
+    text = Text("    ").append(head, style="green" if decision.approved else "red")
+    if decision.arguments is not None:
+        edited = f"    ✎ ran with edited arguments: {arguments_line(decision.arguments)}"
+        text.append("\n").append(edited, style="magenta")
+    return text
 
 
 def result_line(content: str) -> Text:
@@ -56,7 +111,11 @@ def result_line(content: str) -> Text:
 def message_text(message: ChatMessage) -> Text:
     """One message as rich text; an assistant message with tool calls lists them."""
     if message.role == "tool":
-        return Text("    ← ", style="dim") + result_line(message.content or "")
+        result = Text("    ← ", style="dim") + result_line(message.content or "")
+        if message.decision is None:
+            return result
+        # The decision came before the result: read in that order.
+        return Text("\n").join([decision_text(message.decision), result])
     if message.role == "system":
         return Text(f"system: {shorten(message.content or '')}", style="dim")
     label, style = _ROLE_STYLE[message.role]
@@ -76,37 +135,51 @@ def print_messages(console: Console, messages: list[ChatMessage]) -> None:
 
 
 def state_text(run_id: str, state: RunState) -> Text:
-    """Where a run stands, as `tarry status` and the chat's `/status` show it."""
+    """Where a run stands, as `tarry status` and the chat's `/status` show it. Print it
+    with `soft_wrap=True`: a row folded at the screen's width would split a call id."""
     usage = state.usage
     error = f"{state.error.code}: {state.error.message}" if state.error else "-"
-    rows = {
-        "run": run_id,
-        "phase": str(state.phase),
+    rows = {"run": run_id, "phase": str(state.phase)}
+    # Only a run held by gated calls gets these rows; one waiting for a reply reads as ever.
+    approval = state.waiting_for is WaitingFor.APPROVAL
+    if approval:
+        rows["waiting for"] = str(state.waiting_for)
+    rows |= {
         "turn": f"{state.turn} ({state.turns_since_input} since the last reply)",
         "usage": f"{usage.total_tokens} tokens "
         f"({usage.prompt_tokens} prompt, {usage.completion_tokens} completion)",
         "messages": str(state.message_count),
         "pending": f"{state.pending_inputs} replies",
-        "warning": str(state.warning or "-"),
-        "error": error,
     }
+    if approval:
+        rows["approvals"] = "\n".join(pending_line(p) for p in state.pending_approvals)
+    rows |= {"warning": str(state.warning or "-"), "error": error}
     width = max(map(len, rows)) + 2
     return Text("\n").join(
-        Text.assemble((label.ljust(width), "bold"), value) for label, value in rows.items()
+        Text.assemble((label.ljust(width), "bold"), value.replace("\n", "\n" + " " * width))
+        for label, value in rows.items()
     )
 
 
-def print_stop_line(console: Console, state: RunState) -> None:
+def print_stop_line(console: Console, state: RunState, *, approvals: bool = True) -> None:
     """What a person should know at a stop point besides the messages: the run ended,
-    failed, or waits because of a warning (too many turns, a loop)."""
+    failed, waits for a decision on tool calls (unless `approvals` is False, for a
+    caller that asks about them itself), or waits because of a warning (too many
+    turns, a loop)."""
     if state.phase is Phase.COMPLETED:
         console.print(Text("run completed", style="bold green"))
     elif state.phase is Phase.FAILED:
         error = state.error
         detail = f": {error.code}: {error.message}" if error else ""
         console.print(Text(f"run failed{detail}", style="bold red"))
-    elif state.warning:
-        console.print(Text(f"warning: {state.warning}", style="yellow"))
+    else:
+        if approvals and state.waiting_for is WaitingFor.APPROVAL:
+            for pending in state.pending_approvals:
+                line = f"waiting for approval: {pending_line(pending)}"
+                # Never folded: the call id stays whole, for `tarry approve` and for grep.
+                console.print(Text(line, style="yellow"), soft_wrap=True)
+        if state.warning:
+            console.print(Text(f"warning: {state.warning}", style="yellow"))
 
 
 def thinking(console: Console) -> AbstractContextManager[object]:

@@ -195,9 +195,9 @@ async def test_a_tool_that_declares_approval_is_gated_in_every_run(agent_factory
     [
         ({"call_id": "nope"}, ErrorCode.APPROVAL_UNKNOWN_CALL),
         ({"call_id": "w1", "arguments": {"path": 3}}, ErrorCode.APPROVAL_INVALID_ARGUMENTS),
-        ({"arguments": WRITE}, ErrorCode.APPROVAL_INVALID_ARGUMENTS),
+        ({"arguments": {"path": 3}}, ErrorCode.APPROVAL_INVALID_ARGUMENTS),
     ],
-    ids=["unknown call", "arguments that fail the schema", "edited arguments with no call id"],
+    ids=["unknown call", "arguments that fail the schema", "the only call's bad arguments"],
 )
 async def test_decide_rejects_a_bad_decision_and_leaves_no_trace(
     agent: Agent, decision: dict[str, Any], code: ErrorCode
@@ -234,6 +234,31 @@ async def test_decide_rejects_a_call_decided_already(agent: Agent) -> None:
     assert not any("UPDATE" in event for event in await agent.event_types(run))
     assert (await run.decide("w2")).last_assistant_text == "Both written."
     assert (agent.workspace_root / run.id / "plan.md").exists()
+
+
+async def test_deciding_one_of_two_calls_answers_while_the_other_waits(agent: Agent) -> None:
+    agent.model.add(
+        calls(
+            ScriptedToolCall(name="write_file", arguments=WRITE, id="w1"),
+            ScriptedToolCall(name="write_file", arguments=WRITE | {"path": "b.md"}, id="w2"),
+        ),
+        say("Both written."),
+    )
+    run = await agent.start("write two plans", require_approval=["write_file"])
+    await run.wait_for(WAITING)
+
+    state = await run.decide("w1")
+
+    assert state.waiting_for is WaitingFor.APPROVAL
+    assert [p.call_id for p in state.pending_approvals] == ["w2"]
+
+
+async def test_edited_arguments_need_no_call_id_when_one_call_waits(agent: Agent) -> None:
+    run = await gated_run(agent, say("Written."))
+
+    await run.decide(arguments={"path": "plan.md", "content": "edited"})
+
+    assert (agent.workspace_root / run.id / "plan.md").read_text() == "edited"
 
 
 async def test_decide_rejects_a_run_with_nothing_pending(agent: Agent) -> None:

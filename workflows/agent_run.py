@@ -141,7 +141,9 @@ class AgentRunWorkflow:
         """Decide on pending tool calls and answer with the state at the next stop point."""
         stops = self._m.stops
         approvals.record(self._m, decision, "update", workflow.now())
-        await workflow.wait_condition(lambda: self._m.stops > stops)
+        # With other calls of the answer still undecided, the run stays at this stop point.
+        if not self._m.undecided():
+            await workflow.wait_condition(lambda: self._m.stops > stops)
         return self._m.state()
 
     @decide.validator

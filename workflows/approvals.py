@@ -13,23 +13,23 @@ from typing import Literal
 import jsonschema
 from temporalio.exceptions import ApplicationError
 
-from tarry.contracts import Decision, DecisionRecord, ErrorCode
+from tarry.contracts import Decision, DecisionRecord, ErrorCode, PendingApproval
 from workflows.memory import RunMemory
 
 
 def decision_problem(memory: RunMemory, decision: Decision) -> ApplicationError | None:
     """Why the run cannot take `decision`, or None when it can."""
-    undecided = memory.undecided()
-    if not undecided:
-        return ApplicationError(
-            "no tool call waits for a decision", type=ErrorCode.APPROVAL_NOTHING_PENDING
-        )
     if decision.call_id is not None and decision.call_id in memory.decisions:
         return ApplicationError(
             f"call {decision.call_id!r} has been decided already",
             type=ErrorCode.APPROVAL_ALREADY_DECIDED,
         )
-    target = next((p for p in undecided if p.call_id == decision.call_id), None)
+    undecided = memory.undecided()
+    if not undecided:
+        return ApplicationError(
+            "no tool call waits for a decision", type=ErrorCode.APPROVAL_NOTHING_PENDING
+        )
+    target = _target(memory, decision)
     if decision.call_id is not None and target is None:
         waiting = ", ".join(p.call_id for p in undecided)
         return ApplicationError(
@@ -51,6 +51,14 @@ def decision_problem(memory: RunMemory, decision: Decision) -> ApplicationError 
             type=ErrorCode.APPROVAL_INVALID_ARGUMENTS,
         )
     return None
+
+
+def _target(memory: RunMemory, decision: Decision) -> PendingApproval | None:
+    """The one call a decision is about: the one it names, or the only one pending."""
+    undecided = memory.undecided()
+    if decision.call_id is None:
+        return undecided[0] if len(undecided) == 1 else None
+    return next((p for p in undecided if p.call_id == decision.call_id), None)
 
 
 def record(
