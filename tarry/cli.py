@@ -30,6 +30,7 @@ from temporalio.service import RPCError
 
 from tarry.chat import converse, exchange, follow, judge
 from tarry.client import RunHandle, Tarry, TarryError
+from tarry.codec import EncryptionKeyError
 from tarry.contracts import (
     MODEL_ATTRIBUTE,
     PHASE_ATTRIBUTE,
@@ -92,7 +93,7 @@ def _run(main: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(main)
     except TarryError as e:
         _fail(f"{e.code}: {e.message}")
-    except CliError as e:
+    except (CliError, EncryptionKeyError) as e:
         _fail(str(e))
     except WorkflowAlreadyStartedError as e:
         _fail(f"a run with id {e.workflow_id!r} already exists")

@@ -23,10 +23,10 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from tarry.codec import data_converter
 from tarry.contracts import (
     DEFAULT_TASK_QUEUE,
     MAX_INPUT_BYTES,
@@ -56,12 +56,13 @@ class TarryError(Exception):
 
 
 async def connect_temporal(settings: TarrySettings | None = None) -> Client:
-    """A Temporal client with the pydantic data converter every Tarry process uses."""
+    """A Temporal client with the data converter every Tarry process uses: pydantic,
+    encrypting payloads when `TARRY_ENCRYPTION_KEY` is set (see `tarry.codec`)."""
     settings = settings or TarrySettings()
     return await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(settings),
     )
 
 

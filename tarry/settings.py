@@ -43,6 +43,10 @@ class TarrySettings(BaseSettings):
     """Each run's file tools are confined to `<root>/<run id>`."""
     tarry_ui_port: int | None = Field(default=None, ge=1, le=65535)
     """The Web UI port of the dev server `tarry dev` starts; None: the gRPC port + 1000."""
+    tarry_encryption_key: SecretStr | None = None
+    """A base64-encoded 32-byte AES-256 key (`tarry.codec.new_key()` makes one). Set, every
+    payload is encrypted before it reaches Temporal; every process of a deployment needs
+    the same key, and `tarry-codec-server` lets the Web UI decrypt with it."""
 
     def model_profiles(self) -> dict[str, ModelProfile]:
         """The `default` profile from the environment, plus the file's named profiles."""

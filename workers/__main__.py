@@ -6,6 +6,7 @@ import logging
 import sys
 from typing import NoReturn
 
+from tarry.codec import EncryptionKeyError
 from tarry.entrypoint import run_main
 from tarry.settings import TarrySettings
 from workers.worker import WorkerSetupError, run_worker
@@ -14,7 +15,7 @@ from workers.worker import WorkerSetupError, run_worker
 async def _main() -> int:
     try:
         await run_worker(TarrySettings())
-    except WorkerSetupError as e:
+    except (WorkerSetupError, EncryptionKeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0
