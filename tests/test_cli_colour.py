@@ -1,9 +1,11 @@
-"""Colour is for people at a terminal: never through a pipe, with `NO_COLOR`, or with --json."""
+"""The CLI at a terminal: colour only there (never through a pipe, with `NO_COLOR` or
+with --json), and shell completion."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 
 import pexpect
@@ -89,3 +91,15 @@ async def test_a_pipe_gets_no_colour(agent: Agent) -> None:
     assert process.returncode == 0
     assert not ANSI.search(out.decode())  # no styling at all
     assert str(message_text((await agent.tarry.get(run_id).transcript())[-1])) in out.decode()
+
+
+async def test_shell_completion_completes_command_names() -> None:
+    # What bash's completion function (`tarry --install-completion`) asks the CLI.
+    ask = {"_TARRY_COMPLETE": "complete_bash", "COMP_WORDS": "tarry st", "COMP_CWORD": "1"}
+    process = await asyncio.create_subprocess_exec(
+        str(TARRY), env=os.environ | ask, stdout=asyncio.subprocess.PIPE
+    )
+
+    out, _ = await process.communicate()
+
+    assert sorted(out.decode().split()) == ["start", "status", "stop"]
