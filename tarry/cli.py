@@ -225,8 +225,9 @@ def reply(run_id: RunId, text: Message) -> None:
 def send(run_id: RunId, text: Message, as_json: AsJson = False) -> None:
     """Send a reply and wait for the agent's answer, showing its tool calls as they happen.
 
-    Ctrl-C meanwhile pauses the run at its next turn boundary. With --json, prints the
-    run's state at the answer instead.
+    Ctrl-C meanwhile pauses the run at its next turn boundary (a reply it has already
+    received still gets its answer first). With --json, prints the run's state at the
+    answer instead.
     """
     message = _read(text)
     if as_json:

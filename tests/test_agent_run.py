@@ -100,6 +100,19 @@ async def test_a_pause_overtaken_by_a_stop_point_does_not_swallow_the_next_reply
     assert state.turn == 2
 
 
+async def test_a_reply_that_arrives_with_a_pause_is_answered(agent: Agent) -> None:
+    agent.model.add(call("list_files", {}, delay=1.0), say("Answering your note."))
+    run = await agent.start("look around")
+    await agent.model.wait_for_requests(1)
+
+    await run.pause()
+    await run.reply("also check the notes")
+
+    state = await run.wait_for(WAITING)
+    assert state.last_assistant_text == "Answering your note."
+    assert roles(await run.transcript()) == ["user", "assistant", "tool", "user", "assistant"]
+
+
 async def test_stop_during_a_model_call_aborts_the_run_and_cancels_the_request(
     agent: Agent,
 ) -> None:

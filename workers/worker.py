@@ -26,6 +26,11 @@ def build_worker(client: Client, task_queue: str, models: ModelClient, tools: To
         task_queue=task_queue,
         workflows=[AgentRunWorkflow],
         activities=[models.call_llm, *tools.activities()],
+        # Every workflow task replays the run's history instead of resuming a cached run.
+        # With the cache, a query served after another worker died, then an update, can
+        # leave a history that no longer replays (TMPRL1100) and the run stuck; shown by
+        # tests/test_worker_crash.py. Costs a replay per task; runs stay correct.
+        max_cached_workflows=0,
     )
 
 

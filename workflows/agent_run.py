@@ -395,6 +395,8 @@ class AgentRunWorkflow:
         for queued in m.inbox:
             m.transcript.append(ChatMessage(role="user", content=queued.input.text))
         m.inbox = []
+        # A reply delivered at the boundary a pause asked for is what the pause waits for.
+        m.pause_requested = False
         m.turns_since_input = 0
         m.warning = None
         m.failures = {}

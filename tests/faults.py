@@ -1,0 +1,630 @@
+"""A harness for fault tests on real processes: a dev server that can be stopped and
+started again on the same SQLite file and ports, worker processes that can be killed
+and replaced, a model whose answer is a pure function of the conversation, and
+helpers that spell out and compare exact transcripts.
+
+Nothing here mocks Temporal: every fault is a real signal to a real process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import difflib
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from aiohttp import web
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from tarry.client import RunHandle, Tarry, TarryError
+from tarry.contracts import (
+    ChatMessage,
+    FunctionCall,
+    RunInput,
+    RunResult,
+    Timeouts,
+    ToolCall,
+    ToolResult,
+)
+from tarry.servers import dev_server_args, find_binary, search_attribute_specs
+from workflows.agent_run import AgentRunWorkflow
+
+T = TypeVar("T")
+
+ROOT = Path(__file__).resolve().parent.parent
+"""The project root: worker processes run there, so `python -m tests.faults_worker` resolves."""
+HOST = "127.0.0.1"
+API_KEY = "sk-tarry-faults-3b1e"
+"""The key fault-test workers send; the test models accept any key."""
+
+CRASH_TIMEOUTS = Timeouts(llm_heartbeat=2, llm_attempt=30, tool=3)
+"""A dead worker's model call is noticed within 2 s (heartbeat), its tool call within 3 s
+(tools do not heartbeat: their attempt timeout is all there is)."""
+
+
+def free_port() -> int:
+    """A port nothing listens on right now: bound to port 0, then released."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def connect(address: str) -> Client:
+    return await Client.connect(address, data_converter=pydantic_data_converter)
+
+
+# --- Bounded waits that ride out faults ------------------------------------------
+
+
+async def eventually(
+    action: Callable[[], Awaitable[T]],
+    *,
+    timeout: float = 60.0,  # noqa: ASYNC109 - a deadline for the whole retry loop
+    attempt_timeout: float = 15.0,
+    what: str = "",
+) -> T:
+    """`action()` until it succeeds: while a server restarts or no worker answers, RPCs
+    fail or hang. A `TarryError` is an answer, not a fault, and is raised at once; after
+    `timeout` seconds the last failure is raised."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    delay = 0.1
+    while True:
+        try:
+            async with asyncio.timeout(min(attempt_timeout, max(0.1, deadline - loop.time()))):
+                return await action()
+        except TarryError:
+            raise
+        except Exception as e:
+            if loop.time() + delay > deadline:
+                raise TimeoutError(f"gave up after {timeout:g}s{f' ({what})' if what else ''}: "
+                                   f"{type(e).__name__}: {e}") from e  # fmt: skip
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 1.0)
+
+
+async def finished(run: RunHandle, timeout: float = 60.0) -> RunResult:  # noqa: ASYNC109
+    """The run's result, once it has ended; TimeoutError past `timeout`."""
+    async with asyncio.timeout(timeout):
+        return await run.result()
+
+
+async def wait_until(
+    check: Callable[[], Awaitable[bool]],
+    *,
+    timeout: float = 60.0,  # noqa: ASYNC109
+    interval: float = 0.1,
+    what: str = "a condition",
+) -> None:
+    """Polls `check()` (errors count as "not yet") until it is true; TimeoutError after."""
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                with contextlib.suppress(Exception):
+                    # One check may hang (a query while no worker answers): bound it too.
+                    async with asyncio.timeout(15.0):
+                        if await check():
+                            return
+                await asyncio.sleep(interval)
+    except TimeoutError:
+        raise TimeoutError(f"{what} not reached within {timeout:g}s") from None
+
+
+def line_count(path: Path) -> int:
+    """Lines in a file; 0 while it does not exist."""
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+async def wait_for_file_lines(path: Path, n: int, timeout: float = 30.0) -> None:  # noqa: ASYNC109
+    async def enough() -> bool:
+        return line_count(path) >= n
+
+    await wait_until(enough, timeout=timeout, interval=0.05, what=f"{n} line(s) in {path.name}")
+
+
+# --- Processes -------------------------------------------------------------------
+
+
+async def _end(process: asyncio.subprocess.Process, sig: int, timeout: float) -> None:  # noqa: ASYNC109
+    """Sends `sig` to the process group we started, then SIGKILL if it lingers."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        try:
+            async with asyncio.timeout(timeout):
+                await process.wait()
+                return
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+    await process.wait()
+
+
+def _read_from(path: Path, offset: int) -> bytes:
+    with path.open("rb") as f:
+        f.seek(offset)
+        return f.read()
+
+
+async def _wait_for_line(
+    process: asyncio.subprocess.Process,
+    log: Path,
+    offset: int,
+    marker: bytes,
+    timeout: float,  # noqa: ASYNC109
+) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while marker not in _read_from(log, offset):
+        if process.returncode is not None:
+            tail = _read_from(log, offset).decode(errors="replace").strip().splitlines()[-5:]
+            raise RuntimeError(f"process exited ({process.returncode}): " + " | ".join(tail))
+        if loop.time() > deadline:
+            raise TimeoutError(f"no {marker.decode()!r} in {log} within {timeout:g}s")
+        await asyncio.sleep(0.05)
+
+
+class DevServer:
+    """`temporal server start-dev` on a SQLite file, on ports fixed for its lifetime,
+    so it can be stopped (SIGTERM or SIGKILL) and started again where clients and
+    workers expect it, with every run it held."""
+
+    def __init__(self, data_dir: Path) -> None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = data_dir
+        self.db = data_dir / "temporal.db"
+        self.log = data_dir / "temporal.log"
+        self.port = free_port()
+        self._http_port = free_port()
+        self._metrics_port = free_port()
+        self.process: asyncio.subprocess.Process | None = None
+        self.starts = 0
+
+    @property
+    def address(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def command(self) -> list[str]:
+        attributes = [a for spec in search_attribute_specs() for a in ("--search-attribute", spec)]
+        return [
+            str(find_binary("temporal")), "server", "start-dev",
+            "--ip", HOST,
+            "--port", str(self.port),
+            "--http-port", str(self._http_port),
+            "--metrics-port", str(self._metrics_port),
+            "--headless",
+            "--db-filename", str(self.db),
+            *attributes,
+            "--log-level", "warn",
+            *dev_server_args(),
+        ]  # fmt: skip
+
+    async def start(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109
+        """Starts the server and returns once it answers RPCs."""
+        with self.log.open("ab") as log:
+            log.write(f"--- start {self.starts + 1}\n".encode())
+            log.flush()
+            self.process = await asyncio.create_subprocess_exec(
+                *self.command(),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+                # Its own process group: a Ctrl-C in the terminal is ours to handle, and
+                # stopping it reaches whatever it spawned.
+                start_new_session=True,
+            )
+        self.starts += 1
+        process = self.process
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            if process.returncode is not None:
+                raise RuntimeError(f"the dev server exited ({process.returncode}); see {self.log}")
+            try:
+                async with asyncio.timeout(2.0):
+                    client = await connect(self.address)
+                    await client.count_workflows()
+                return
+            except Exception:  # not up yet: refused, or not serving yet
+                if loop.time() > deadline:
+                    raise TimeoutError(
+                        f"the dev server did not answer within {timeout:g}s"
+                    ) from None
+                await asyncio.sleep(0.1)
+
+    async def stop(self, sig: int = signal.SIGTERM) -> None:
+        """SIGTERM lets it shut down; SIGKILL is a crash. Waits until it is gone."""
+        if self.process is not None:
+            await _end(self.process, sig, timeout=20.0)
+
+    async def restart(self, sig: int = signal.SIGTERM) -> None:
+        await self.stop(sig)
+        await self.start()
+
+    async def __aenter__(self) -> DevServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+class WorkerProcess:
+    """`python -m tests.faults_worker` (a Tarry worker with test tools) as a process of
+    its own, configured from the environment like `python -m workers`. Its output goes
+    to a log file, never a pipe nobody reads."""
+
+    def __init__(
+        self,
+        *,
+        address: str,
+        task_queue: str,
+        model_url: str,
+        workspace_root: Path,
+        log: Path,
+        module: str = "tests.faults_worker",
+    ) -> None:
+        self.address = address
+        self.task_queue = task_queue
+        self.model_url = model_url
+        self.workspace_root = workspace_root
+        self.log = log
+        self.module = module
+        self.process: asyncio.subprocess.Process | None = None
+        self.starts = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+    async def start(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109
+        """Starts the worker and returns once it says `worker ready`."""
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "TEMPORAL_ADDRESS": self.address,
+            "TARRY_TASK_QUEUE": self.task_queue,
+            "OPENAI_BASE_URL": self.model_url,
+            "OPENAI_API_KEY": API_KEY,
+            "TARRY_MODEL": "test-model",
+            "TARRY_WORKSPACE_ROOT": str(self.workspace_root),
+        }
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as log:
+            log.write(f"--- start {self.starts + 1}\n".encode())
+            log.flush()
+            offset = log.tell()
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", self.module,
+                cwd=ROOT,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        self.starts += 1
+        await _wait_for_line(self.process, self.log, offset, b"worker ready", timeout)
+
+    async def kill(self) -> None:
+        """SIGKILL: the worker dies mid-whatever, without a word to the server."""
+        if self.process is not None:
+            await _end(self.process, signal.SIGKILL, timeout=10.0)
+
+    async def stop(self) -> None:
+        if self.process is not None:
+            await _end(self.process, signal.SIGTERM, timeout=10.0)
+
+
+# --- A model whose answer is a pure function of the conversation -------------------
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What `FunctionModel` answers to one request."""
+
+    content: str | None = None
+    calls: Sequence[tuple[str, dict[str, Any]]] = ()
+    """Tool calls as (name, arguments), ids `call_<n>_<i>`: n is the assistant message's
+    number in the conversation, i the call's index, so a retried request gets the same."""
+    tag: str | None = None
+    """Names this answer: `reached(tag)` returns once a request was answered with it."""
+    hold: bool = False
+    """Answer only once `release(tag)` was called: the model call stays in flight."""
+    delay: float = 0.0
+
+
+Answer = Callable[[list[dict[str, Any]]], Reply]
+
+
+def call_id(messages: Sequence[dict[str, Any] | ChatMessage], index: int = 0) -> str:
+    """The id `FunctionModel` gives call `index` of its answer to `messages`."""
+    roles = [m.role if isinstance(m, ChatMessage) else m.get("role") for m in messages]
+    n = 1 + roles.count("assistant")
+    return f"call_{n}_{index}"
+
+
+class FunctionModel:
+    """An OpenAI-compatible chat-completions server whose answer is `answer(messages)`.
+
+    Unlike a script (a FIFO that a retried request would advance), a pure function
+    answers a retry exactly as it answered the first attempt: after any fault the
+    conversation goes on as if nothing happened, so the expected transcript is exact."""
+
+    def __init__(self, answer: Answer, *, port: int = 0) -> None:
+        self._answer = answer
+        self._port = port
+        self.requests = 0
+        self.answered = 0
+        self.tags: Counter[str] = Counter()
+        """How many requests each tag answered (more than one: a retried call)."""
+        self._reached: dict[str, asyncio.Event] = {}
+        self._released: dict[str, asyncio.Event] = {}
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self._runner.addresses[0][1]}/v1"
+
+    async def start(self) -> None:
+        await self._runner.setup()
+        await web.TCPSite(self._runner, HOST, self._port).start()
+
+    async def close(self) -> None:
+        await self._runner.cleanup()
+
+    async def __aenter__(self) -> FunctionModel:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    def _event(self, events: dict[str, asyncio.Event], tag: str) -> asyncio.Event:
+        return events.setdefault(tag, asyncio.Event())
+
+    async def reached(self, tag: str, timeout: float = 60.0) -> None:  # noqa: ASYNC109
+        """Returns once a request was (being) answered with `tag`."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._event(self._reached, tag).wait()
+        except TimeoutError:
+            raise TimeoutError(f"model: no request for {tag!r} within {timeout:g}s") from None
+
+    def release(self, tag: str) -> None:
+        self._event(self._released, tag).set()
+
+    async def _chat(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        messages: list[dict[str, Any]] = body["messages"]
+        self.requests += 1
+        reply = self._answer(messages)
+        if reply.tag is not None:
+            self.tags[reply.tag] += 1
+            self._event(self._reached, reply.tag).set()
+            if reply.hold:
+                await self._event(self._released, reply.tag).wait()
+        await asyncio.sleep(reply.delay)
+        self.answered += 1
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.calls:
+            message["tool_calls"] = [
+                tool_call(call_id(messages, i), name, args).model_dump()
+                for i, (name, args) in enumerate(reply.calls)
+            ]
+        prompt = 10 * len(messages)
+        return web.json_response(
+            {
+                "id": f"chatcmpl-{self.requests}",
+                "object": "chat.completion",
+                "created": 1_700_000_000,
+                "model": body.get("model", "function-model"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "finish_reason": "tool_calls" if reply.calls else "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": 5,
+                    "total_tokens": prompt + 5,
+                },
+            }
+        )
+
+
+def last_user_text(messages: Sequence[dict[str, Any]]) -> str:
+    return next((str(m.get("content")) for m in reversed(messages) if m["role"] == "user"), "")
+
+
+def answers_since_user(messages: Sequence[dict[str, Any]]) -> int:
+    """How many assistant messages follow the last user message."""
+    count = 0
+    for m in reversed(messages):
+        if m["role"] == "user":
+            break
+        count += m["role"] == "assistant"
+    return count
+
+
+# --- Exact transcripts ----------------------------------------------------------
+
+
+def tool_call(id: str, name: str, arguments: dict[str, Any]) -> ToolCall:
+    return ToolCall(id=id, function=FunctionCall(name=name, arguments=json.dumps(arguments)))
+
+
+def user(text: str) -> ChatMessage:
+    return ChatMessage(role="user", content=text)
+
+
+def assistant(text: str) -> ChatMessage:
+    return ChatMessage(role="assistant", content=text)
+
+
+def calling(*calls: ToolCall) -> ChatMessage:
+    return ChatMessage(role="assistant", tool_calls=list(calls))
+
+
+def tool_ok(call: ToolCall, data: Any) -> ChatMessage:
+    return ChatMessage(
+        role="tool", tool_call_id=call.id, content=ToolResult.success(data).to_content()
+    )
+
+
+def written(path: str, content: str) -> dict[str, Any]:
+    """What `write_file` answers."""
+    return {"path": path, "bytes": len(content.encode())}
+
+
+def _lines(messages: Iterable[ChatMessage]) -> list[str]:
+    return [m.model_dump_json(exclude_none=True) for m in messages]
+
+
+def transcript_diff(expected: Sequence[ChatMessage], actual: Sequence[ChatMessage]) -> str:
+    """A unified diff, one message per line; empty when the transcripts are equal."""
+    return "\n".join(
+        difflib.unified_diff(
+            _lines(expected), _lines(actual), "expected", "actual", lineterm="", n=2
+        )
+    )
+
+
+def assert_transcript(actual: Sequence[ChatMessage], expected: Sequence[ChatMessage]) -> None:
+    """Every message exactly once, in order; the assertion message is the diff."""
+    diff = transcript_diff(expected, actual)
+    assert not diff, "transcripts differ:\n" + diff
+
+
+# --- History ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What history keeps of one activity: the last attempt, and what failed before it."""
+
+    activity: str
+    attempts: int
+    last_failure: str
+    """The error code (`ApplicationError.type`) or message of the failure before it."""
+    scheduled: float
+    started: float
+    """Event times (seconds): skipped time on the time-skipping server."""
+
+
+async def activity_attempts(client: Client, run_id: str) -> list[Attempt]:
+    """One `Attempt` per activity the run started, in order."""
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    scheduled: dict[int, tuple[str, float]] = {}
+    attempts: list[Attempt] = []
+    for e in history.events:
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            name = e.activity_task_scheduled_event_attributes.activity_type.name
+            scheduled[e.event_id] = (name, e.event_time.ToDatetime().timestamp())
+        elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            s = e.activity_task_started_event_attributes
+            name, at = scheduled[s.scheduled_event_id]
+            failure = s.last_failure
+            attempts.append(
+                Attempt(
+                    activity=name,
+                    attempts=s.attempt,
+                    last_failure=failure.application_failure_info.type or failure.message,
+                    scheduled=at,
+                    started=e.event_time.ToDatetime().timestamp(),
+                )
+            )
+    return attempts
+
+
+async def workflow_task_failures(client: Client, run_id: str) -> list[str]:
+    """The messages of the run's failed workflow tasks: a run stuck on one (e.g. a
+    nondeterminism error) retries it forever and never moves again."""
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    return [
+        e.workflow_task_failed_event_attributes.failure.message
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+    ]
+
+
+async def check_replay(client: Client, run_ids: Iterable[str]) -> None:
+    """Each run's history, faults and all, replays without non-determinism."""
+    replayer = Replayer(workflows=[AgentRunWorkflow], data_converter=pydantic_data_converter)
+    for run_id in run_ids:
+        await replayer.replay_workflow(await client.get_workflow_handle(run_id).fetch_history())
+
+
+# --- A rig for crash tests: worker processes on a task queue of their own ------------
+
+
+@dataclass
+class CrashRig:
+    """Worker processes on a fresh task queue of a running server, and the runs started
+    through them. `close()` stops every worker it started and checks replay."""
+
+    client: Client
+    model_url: str
+    workspace_root: Path
+    log_dir: Path
+    task_queue: str = field(default_factory=lambda: f"faults-{uuid.uuid4().hex[:8]}")
+    workers: list[WorkerProcess] = field(default_factory=list)
+    runs: list[RunHandle] = field(default_factory=list)
+
+    @property
+    def tarry(self) -> Tarry:
+        return Tarry(self.client, self.task_queue)
+
+    async def worker(self) -> WorkerProcess:
+        """A new worker process, once it is ready."""
+        worker = WorkerProcess(
+            address=self.client.service_client.config.target_host,
+            task_queue=self.task_queue,
+            model_url=self.model_url,
+            workspace_root=self.workspace_root,
+            log=self.log_dir / f"worker-{len(self.workers) + 1}.log",
+        )
+        self.workers.append(worker)
+        await worker.start()
+        return worker
+
+    async def start(self, prompt: str, **input: Any) -> RunHandle:
+        input.setdefault("timeouts", CRASH_TIMEOUTS)
+        run = await self.tarry.start(RunInput(prompt=prompt, **input))
+        self.runs.append(run)
+        return run
+
+    def workspace(self, run: RunHandle) -> Path:
+        return self.workspace_root / run.id
+
+    async def close(self) -> None:
+        for worker in self.workers:
+            await worker.stop()
+        await check_replay(self.client, [run.id for run in self.runs])
+
+
+def elapsed(since: float) -> str:
+    return f"{time.monotonic() - since:.1f} s"

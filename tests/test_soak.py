@@ -1,0 +1,24 @@
+"""The chaos soak, small: ten runs while workers are killed and the server restarts.
+
+The full soak is `scripts/soak --runs 100` (see `tests/soak.py`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.soak import SoakConfig, run_soak
+
+
+@pytest.mark.soak
+async def test_ten_runs_end_exactly_while_workers_are_killed_and_the_server_restarts() -> None:
+    lines: list[str] = []
+    report = await run_soak(
+        SoakConfig(runs=10, workers=2, kill_every=2.0, server_restart_after=2, timeout=150),
+        say=lines.append,
+    )
+
+    summary = "\n".join(lines)
+    assert report.ok, summary
+    assert report.exact == 10, summary
+    assert report.chaos.kills >= 3, summary
+    assert report.chaos.server_restarts == 1, summary

@@ -1,0 +1,204 @@
+"""A worker killed (SIGKILL) mid-run: a new worker process takes over, and the run ends
+exactly as it would have without the crash, every message in its transcript once.
+
+Killed while it waits for an approval: `test_approvals.py::
+test_an_approval_survives_a_killed_worker_and_runs_the_tool_once`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from tarry.contracts import ErrorCode, Mode, Phase, RunInput
+from tarry.scripted_llm import ScriptedModel, call, say
+from tests.faults import (
+    CRASH_TIMEOUTS,
+    CrashRig,
+    activity_attempts,
+    assert_transcript,
+    assistant,
+    calling,
+    check_replay,
+    finished,
+    line_count,
+    tool_call,
+    tool_ok,
+    user,
+    wait_for_file_lines,
+    written,
+)
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[ScriptedModel]:
+    async with ScriptedModel() as scripted:
+        yield scripted
+
+
+@pytest.fixture
+async def rig(temporal: Client, model: ScriptedModel, tmp_path: Path) -> AsyncIterator[CrashRig]:
+    crash_rig = CrashRig(temporal, model.base_url, tmp_path / "workspaces", tmp_path / "logs")
+    yield crash_rig
+    await crash_rig.close()
+
+
+async def test_a_model_call_cut_off_by_a_killed_worker_is_asked_again_by_a_new_one(
+    rig: CrashRig, model: ScriptedModel
+) -> None:
+    # The first answer never comes: its worker dies while waiting. The same answer again
+    # for the retry, so the run reads as if nothing had happened.
+    model.add(say("Hello!", delay=60), say("Hello!"))
+    first = await rig.worker()
+    run = await rig.start("hi", mode=Mode.TASK)
+    await model.wait_for_requests(1)
+
+    await first.kill()
+    await rig.worker()
+    result = await finished(run)
+
+    assert result.phase is Phase.COMPLETED
+    assert result.output == "Hello!"
+    assert_transcript(await run.transcript(), [user("hi"), assistant("Hello!")])
+    async with asyncio.timeout(10):
+        await model.requests[0].settled.wait()
+    assert model.requests[0].cancelled  # the dead worker's connection went with it
+    assert model.requests[1].body["messages"] == model.requests[0].body["messages"]
+    assert len(model.requests) == 2
+
+
+async def test_an_idempotent_tool_cut_off_by_a_killed_worker_runs_again_on_a_new_one(
+    rig: CrashRig, model: ScriptedModel
+) -> None:
+    model.add(call("block", {"name": "b"}, id="b1"), say("Done."))
+    first = await rig.worker()
+    run = await rig.start("block once", mode=Mode.TASK)
+    starts = rig.workspace(run) / "b.starts"
+    await wait_for_file_lines(starts, 1)
+
+    await first.kill()
+    (rig.workspace(run) / "b.release").touch()
+    await rig.worker()
+    result = await finished(run)
+
+    assert result.phase is Phase.COMPLETED
+    b1 = tool_call("b1", "block", {"name": "b"})
+    assert_transcript(
+        await run.transcript(),
+        [user("block once"), calling(b1), tool_ok(b1, "released b"), assistant("Done.")],
+    )
+    assert line_count(starts) == 2  # it ran again: that is what retry means
+    block = [a for a in await activity_attempts(rig.client, run.id) if a.activity == "block"]
+    assert [a.attempts for a in block] == [2]
+
+
+async def test_a_non_idempotent_tool_cut_off_by_a_killed_worker_is_not_run_again(
+    rig: CrashRig, model: ScriptedModel
+) -> None:
+    model.add(call("block_once", {"name": "b"}, id="b1"), say("It may or may not have run."))
+    first = await rig.worker()
+    run = await rig.start("block once", mode=Mode.TASK)
+    starts = rig.workspace(run) / "b.starts"
+    await wait_for_file_lines(starts, 1)
+
+    await first.kill()
+    # Released, so that a wrong retry would run to completion and show.
+    (rig.workspace(run) / "b.release").touch()
+    await rig.worker()
+    result = await finished(run)
+
+    assert result.phase is Phase.COMPLETED
+    transcript = await run.transcript()
+    tool_message = transcript[2]
+    error = json.loads(tool_message.content or "{}")["error"]
+    assert error["code"] == ErrorCode.TOOL_OUTCOME_UNKNOWN
+    b1 = tool_call("b1", "block_once", {"name": "b"})
+    assert_transcript(
+        transcript,
+        [
+            user("block once"),
+            calling(b1),
+            tool_message,
+            assistant("It may or may not have run."),
+        ],
+    )
+    assert tool_message.tool_call_id == "b1"
+    assert model.requests[1].body["messages"][-1]["content"] == tool_message.content  # seen
+    assert line_count(starts) == 1
+    block = [a for a in await activity_attempts(rig.client, run.id) if a.activity == "block_once"]
+    assert [a.attempts for a in block] == [1]
+
+
+async def test_a_run_waiting_for_a_reply_outlives_its_worker(
+    rig: CrashRig, model: ScriptedModel
+) -> None:
+    plan = {"path": "plan.md", "content": "ship it"}
+    model.add(
+        say("What shall I write?"),
+        call("write_file", plan, id="w1"),
+        call("finish", {"result": "plan.md written"}, id="f1"),
+    )
+    first = await rig.worker()
+    run = await rig.start("hi")
+    await run.wait_for({Phase.WAITING_USER})
+
+    await first.kill()
+    await rig.worker()
+    state = await run.send("write the plan", id="m1")
+    result = await finished(run)
+
+    assert state.phase is Phase.COMPLETED
+    assert result.output == "plan.md written"
+    w1 = tool_call("w1", "write_file", plan)
+    f1 = tool_call("f1", "finish", {"result": "plan.md written"})
+    assert_transcript(
+        await run.transcript(),
+        [
+            user("hi"),
+            assistant("What shall I write?"),
+            user("write the plan"),
+            calling(w1),
+            tool_ok(w1, written("plan.md", "ship it")),
+            calling(f1),
+            tool_ok(f1, "plan.md written"),
+        ],
+    )
+    assert (rig.workspace(run) / "plan.md").read_text() == "ship it"
+
+
+async def test_a_reply_after_a_query_while_the_worker_was_dead_leaves_a_replayable_history(
+    rig: CrashRig, model: ScriptedModel
+) -> None:
+    model.add(call("block", {"name": "b"}, id="b1"), say("Done."), say("Hello to you."))
+    first = await rig.worker()
+    run = await rig.tarry.start(RunInput(prompt="block once", timeouts=CRASH_TIMEOUTS))
+    await wait_for_file_lines(rig.workspace(run) / "b.starts", 1)
+
+    await first.kill()
+    await rig.worker()
+    # A client asks for the state (as `wait_for` does): the query waits for the dead
+    # worker, then goes to the new one once the server gives up on the old (~10 s) ...
+    query = asyncio.create_task(run.state())
+    # ... by when the retried tool call has completed, its workflow task still queued
+    # for the dead worker.
+    (rig.workspace(run) / "b.release").touch()
+    await query
+    state = await run.send("hello", id="m1")
+
+    # The reply lands after the model's answer to the tool result, or (when the query
+    # left the run no time) at the boundary before it; either way every message once.
+    b1 = tool_call("b1", "block", {"name": "b"})
+    start = [user("block once"), calling(b1), tool_ok(b1, "released b")]
+    transcript = await run.transcript()
+    if transcript[3].role == "assistant":
+        expected = [*start, assistant("Done."), user("hello"), assistant("Hello to you.")]
+    else:
+        expected = [*start, user("hello"), assistant("Done.")]
+    assert_transcript(transcript, expected)
+    assert state.last_assistant_text == expected[-1].content
+    await check_replay(rig.client, [run.id])
