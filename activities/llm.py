@@ -20,6 +20,7 @@ from pydantic import SecretStr, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.context import ContextStore, estimate_tokens, fit_to_budget
 from activities.tools import ToolHost
 from tarry.contracts import (
     LLM_ACTIVITY,
@@ -37,16 +38,19 @@ _RETRYABLE_STATUS = frozenset({408, 409})
 
 
 class ModelClient:
-    """Holds the worker's model profiles and one pooled HTTP client for all calls."""
+    """Holds the worker's model profiles, the stored conversations and one pooled HTTP
+    client for all calls."""
 
     def __init__(
         self,
         profiles: Mapping[str, ModelProfile],
         tools: ToolHost,
+        contexts: ContextStore,
         http: httpx.AsyncClient | None = None,
     ) -> None:
         self._profiles = dict(profiles)
         self._tools = tools
+        self._contexts = contexts
         self._http = http or httpx.AsyncClient()
 
     async def aclose(self) -> None:
@@ -62,10 +66,14 @@ class ModelClient:
                 f"configured: {', '.join(sorted(self._profiles))}",
                 retryable=False,
             )
+        context, conversation = await self._contexts.extend(request.context, request.messages)
+        system = [ChatMessage(role="system", content=request.system)] if request.system else []
+        budget = profile.context_budget - sum(estimate_tokens(m) for m in system)
+        sent = fit_to_budget(conversation, budget)
         tool_specs = self._tools.specs(request.tools)
         body = {
             "model": profile.model,
-            "messages": [m.for_model() for m in request.messages],
+            "messages": [m.for_model() for m in system + sent],
             "tools": tool_specs,
             "tool_choice": "auto",
         }
@@ -75,6 +83,8 @@ class ModelClient:
         answer.offered_tools = [s["function"]["name"] for s in tool_specs]
         answer.gated_tools = self._tools.gated(request.tools, request.require_approval)
         answer.non_idempotent_tools = self._tools.non_idempotent(request.tools)
+        answer.context = context
+        answer.sent_messages = len(sent)
         return answer
 
     async def _post(self, name: str, profile: ModelProfile, body: dict[str, Any]) -> httpx.Response:

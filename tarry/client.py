@@ -39,6 +39,7 @@ from tarry.contracts import (
     RunResult,
     RunState,
     StopRequest,
+    TranscriptPage,
     TranscriptQuery,
     UserInput,
 )
@@ -175,10 +176,17 @@ class RunHandle:
         return state
 
     async def transcript(self, start: int = 0) -> list[ChatMessage]:
-        async with self._errors():
-            messages: list[ChatMessage] = await self._handle.query(
-                "transcript", TranscriptQuery(start=start), result_type=list[ChatMessage]
-            )
+        """The transcript from `start`, read page by page (each page a `transcript`
+        query small enough for the `temporal` CLI and the Web UI to show as text)."""
+        messages: list[ChatMessage] = []
+        next_start: int | None = start
+        while next_start is not None:
+            async with self._errors():
+                page: TranscriptPage = await self._handle.query(
+                    "transcript", TranscriptQuery(start=next_start), result_type=TranscriptPage
+                )
+            messages += page.messages
+            next_start = page.next_start
         return messages
 
     async def wait_for(

@@ -72,6 +72,7 @@ class ErrorCode(StrEnum):
     LLM_BAD_RESPONSE = "LLM_BAD_RESPONSE"
     LLM_UNKNOWN_PROFILE = "LLM_UNKNOWN_PROFILE"
     LLM_TRUNCATED = "LLM_TRUNCATED"
+    LLM_CONTEXT_MISSING = "LLM_CONTEXT_MISSING"
     TOOL_INVALID_ARGUMENTS = "TOOL_INVALID_ARGUMENTS"
     TOOL_NOT_FOUND = "TOOL_NOT_FOUND"
     TOOL_FAILED = "TOOL_FAILED"
@@ -195,6 +196,10 @@ class RunInput(BaseModel):
     approval_timeout: timedelta | None = None
     """How long a gated call waits for a decision; null waits forever."""
     approval_default: ApprovalDefault = ApprovalDefault.REJECT
+    continue_as_new_after_turns: int = Field(default=200, ge=1)
+    """LLM calls per run of the continue-as-new chain: the run hands its state to a fresh
+    run (same workflow id) at the first safe point after this many, or sooner when
+    Temporal suggests it, so a run of any length keeps a short history."""
 
 
 class UserInput(BaseModel):
@@ -242,8 +247,30 @@ class PendingApproval(BaseModel):
     deadline: datetime | None = None
 
 
+TRANSCRIPT_PAGE_BYTES = 128 * 1024
+"""A transcript page stops before this much JSON (but holds at least one message), so a
+query answer stays far below the size where payloads go to external storage and the
+`temporal` CLI and the Web UI would see a reference instead of text."""
+
+
 class TranscriptQuery(BaseModel):
     start: int = Field(default=0, ge=0)
+    limit: int = Field(default=100, ge=1)
+    """At most this many messages; fewer when they pass `TRANSCRIPT_PAGE_BYTES`."""
+
+
+class TranscriptPage(BaseModel):
+    """What the `transcript` query answers: `messages[start:next_start]` of `total`."""
+
+    messages: list[ChatMessage]
+    start: int
+    total: int
+
+    @property
+    def next_start(self) -> int | None:
+        """Where the next page starts; None after the last one."""
+        end = self.start + len(self.messages)
+        return end if end < self.total else None
 
 
 class RunState(BaseModel):
@@ -283,10 +310,26 @@ class FinishArguments(BaseModel):
     result: str = Field(description="The final result of the task, for the user.")
 
 
+class ContextRef(BaseModel):
+    """Names the transcript's first `count` messages, stored once outside history.
+
+    The LLM activity's input carries only the messages added since the last call plus
+    this reference, so each turn adds to history what is new in that turn, not the
+    whole conversation again (which would grow history with the square of its length)."""
+
+    claim: dict[str, str]
+    """The storage driver's claim on the newest stored node of the chain."""
+    count: int
+
+
 class LlmRequest(BaseModel):
     profile: str
     """The model profile name; the worker resolves it to a URL, a model and a key."""
+    system: str | None = None
+    context: ContextRef | None = None
+    """The transcript's stored prefix; null: `messages` is the whole conversation."""
     messages: list[ChatMessage]
+    """The messages after `context`'s prefix."""
     tools: list[str] | None = None
     """The tools to offer, by name; null offers every registered tool."""
     turn: int
@@ -306,6 +349,10 @@ class LlmResponse(BaseModel):
     """The offered tools whose calls need a decision, with their argument schemas."""
     non_idempotent_tools: list[str] = []
     """The offered tools that must not run twice: one attempt each, never retried."""
+    context: ContextRef | None = None
+    """The stored transcript the answer was written to, for the next call to extend."""
+    sent_messages: int = 0
+    """How many transcript messages fit the profile's context budget and were sent."""
 
 
 class ToolInvocation(BaseModel):

@@ -29,6 +29,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
+from activities.context import ContextStore
 from activities.llm import ModelClient
 from activities.tools import ToolHost
 from tarry.client import Tarry, connect_temporal
@@ -467,7 +468,8 @@ def _start_worker(
     scripted: ScriptedModel | None,
 ) -> asyncio.Task[None]:
     tools = ToolHost(workspace_root)
-    models = ModelClient(_profiles(settings, scripted), tools)
+    contexts = ContextStore.on_disk(settings.tarry_storage_dir, client.data_converter)
+    models = ModelClient(_profiles(settings, scripted), tools, contexts)
     # Closed after the worker stops (callbacks run last-in, first-out): a call still
     # finishing during shutdown needs its HTTP client.
     stack.push_async_callback(models.aclose)

@@ -24,6 +24,9 @@ class ModelProfile(BaseModel):
     api_key: SecretStr | None = None
     request_timeout: float = Field(default=120.0, gt=0)
     """Seconds one HTTP call may take; past that the call fails with `LLM_TIMEOUT`."""
+    context_budget: int = Field(default=100_000, gt=0)
+    """Tokens (estimated) of conversation sent per call: the system prompt plus the newest
+    messages that fit. The durable transcript always stays whole."""
 
 
 class TarrySettings(BaseSettings):
@@ -41,6 +44,9 @@ class TarrySettings(BaseSettings):
     """A TOML file of named profiles: `[profiles.NAME]` tables of `ModelProfile` fields."""
     tarry_workspace_root: Path = Path(".tarry/workspaces")
     """Each run's file tools are confined to `<root>/<run id>`."""
+    tarry_storage_dir: Path = Path(".tarry/payloads")
+    """Where large payloads and stored conversations live; every worker of a deployment
+    must share it."""
     tarry_ui_port: int | None = Field(default=None, ge=1, le=65535)
     """The Web UI port of the dev server `tarry dev` starts; None: the gRPC port + 1000."""
     tarry_encryption_key: SecretStr | None = None

@@ -22,6 +22,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
+from activities.context import ContextStore
 from activities.llm import ModelClient
 from activities.tools import BUILTIN_TOOLS, Tool, ToolHost
 from tarry.client import RunHandle, Tarry
@@ -196,8 +197,9 @@ async def agent_factory(
         }
         task_queue = f"test-{uuid.uuid4().hex[:8]}"
         host = ToolHost(tmp_path / "workspaces", (*BUILTIN_TOOLS, *tools))
-        models = ModelClient(profiles, host)
         client = client or temporal
+        contexts = ContextStore.on_disk(tmp_path / "payloads", client.data_converter)
+        models = ModelClient(profiles, host, contexts)
         worker = build_worker(client, task_queue, models, host)
         await worker.__aenter__()
         agent = Agent(Tarry(client, task_queue), model, tmp_path / "workspaces")

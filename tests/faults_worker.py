@@ -15,6 +15,7 @@ import os
 import signal
 from typing import NoReturn
 
+from activities.context import ContextStore
 from activities.llm import ModelClient
 from activities.tools import BUILTIN_TOOLS, Tool, ToolContext, ToolHost, tool
 from tarry.client import connect_temporal
@@ -44,7 +45,8 @@ async def _main() -> int:
     settings = TarrySettings()
     client = await connect_temporal(settings)
     tools = ToolHost(settings.tarry_workspace_root, (*BUILTIN_TOOLS, *FAULT_TOOLS))
-    models = ModelClient(settings.model_profiles(), tools)
+    contexts = ContextStore.on_disk(settings.tarry_storage_dir, client.data_converter)
+    models = ModelClient(settings.model_profiles(), tools, contexts)
     worker = build_worker(client, settings.tarry_task_queue, models, tools)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

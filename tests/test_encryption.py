@@ -24,6 +24,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from activities.context import ContextStore
 from activities.llm import ModelClient
 from activities.tools import ToolHost
 from tarry.client import RunHandle, Tarry, connect_temporal
@@ -83,7 +84,8 @@ async def encrypted(
         profile = ModelProfile(
             base_url=model.base_url, model="scripted", api_key=SecretStr(CANARY_KEY)
         )
-        models = ModelClient({"default": profile}, host)
+        contexts = ContextStore.on_disk(tmp_path_factory.mktemp("payloads"), client.data_converter)
+        models = ModelClient({"default": profile}, host, contexts)
         task_queue = f"test-{uuid.uuid4().hex[:8]}"
         async with build_worker(client, task_queue, models, host):
             run = await Tarry(client, task_queue).start(

@@ -46,7 +46,7 @@ async def test_a_run_started_and_answered_with_plain_json_from_the_temporal_cli(
         client, "workflow", "query", "--workflow-id", run_id, "--name", "transcript",
         "--output", "json",
     )  # fmt: skip
-    messages = json.loads(queried)["queryResult"][0]
+    messages = json.loads(queried)["queryResult"][0]["messages"]
     assert [m["content"] for m in messages] == [
         "hi",
         "Hello! Your name?",

@@ -17,6 +17,7 @@ import pytest
 from pydantic import SecretStr
 from temporalio.client import Client
 
+from activities.context import ContextStore
 from activities.llm import ModelClient
 from activities.tools import ToolHost
 from tarry.client import RunHandle, Tarry
@@ -100,7 +101,8 @@ async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
         )
         tools = ToolHost(tmp_path / "workspaces")
         profile = ModelProfile(base_url=model.base_url, model="m", api_key=SecretStr(API_KEY))
-        models = ModelClient({"default": profile}, tools)
+        contexts = ContextStore.on_disk(tmp_path / "payloads", client.data_converter)
+        models = ModelClient({"default": profile}, tools, contexts)
         try:
             await process_worker.start()
             async with build_worker(client, inprocess_queue, models, tools):

@@ -10,6 +10,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from activities.context import ContextStore
 from activities.llm import ModelClient
 from activities.tools import ToolHost
 from tarry.client import connect_temporal
@@ -59,7 +60,8 @@ async def run_worker(settings: TarrySettings) -> None:
     client = await connect_temporal(settings)
     await check_search_attributes(client, settings.temporal_namespace)
     tools = ToolHost(settings.tarry_workspace_root)
-    models = ModelClient(settings.model_profiles(), tools)
+    contexts = ContextStore.on_disk(settings.tarry_storage_dir, client.data_converter)
+    models = ModelClient(settings.model_profiles(), tools, contexts)
     worker = build_worker(client, settings.tarry_task_queue, models, tools)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -5,6 +5,10 @@ Running → (LLM call → tool calls)* → WaitingUser → ... → Completed or 
 Signal and update handlers only record intent in `RunMemory`; the main loop alone
 moves the run, at turn boundaries. That keeps every decision in one place and makes
 the order of replies, pauses and stops exactly the order the loop saw them.
+
+A run of any length keeps a short history: at a safe point (a turn boundary or while
+it waits for the user, with no handler in flight) it continues as new, handing its
+whole `RunMemory` to the next run of the chain under the same workflow id.
 """
 
 from __future__ import annotations
@@ -43,19 +47,25 @@ with workflow.unsafe.imports_passed_through():
         Mode,
         PendingApproval,
         Phase,
-        RunInput,
         RunResult,
         RunState,
         StopRequest,
         ToolCall,
         ToolInvocation,
         ToolResult,
+        TranscriptPage,
         TranscriptQuery,
         UserInput,
     )
     from workflows import approvals
     from workflows.details import current_details, llm_summary, tool_summary
-    from workflows.memory import QueuedInput, RunMemory, call_fingerprint
+    from workflows.memory import (
+        QueuedInput,
+        RunMemory,
+        WorkflowInput,
+        call_fingerprint,
+        transcript_page,
+    )
 
 REPEAT_HINT = "You are repeating the same tool call; try a different approach."
 REPEAT_HINT_AFTER = 5
@@ -75,28 +85,38 @@ _TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempt
 # A tool that must not run twice gets one attempt: a retry after its worker died could
 # repeat a side effect (a mail sent, a payment made) that the first attempt completed.
 _TOOL_ONCE = RetryPolicy(maximum_attempts=1)
+# Runs recorded before continue-as-new existed replay without it.
+_HAND_OVER_PATCH = "continue-as-new"
 
 
 @workflow.defn(name=WORKFLOW_TYPE)
 class AgentRunWorkflow:
     @workflow.init
-    def __init__(self, input: RunInput) -> None:
+    def __init__(self, input: WorkflowInput) -> None:
         self._input = input
-        self._m = RunMemory()
-        if input.prompt:
-            self._receive(UserInput(text=input.prompt))
+        self._keeps_its_history = False
+        if input.memory is not None:  # handed over by the previous run of the chain
+            self._m = input.memory
         else:
-            self._m.phase = Phase.WAITING_USER
+            self._m = RunMemory()
+            if input.prompt:
+                self._receive(UserInput(text=input.prompt))
+            else:
+                self._m.phase = Phase.WAITING_USER
 
     @workflow.run
-    async def run(self, input: RunInput) -> RunResult:
+    async def run(self, input: WorkflowInput) -> RunResult:
         self._enter(self._m.phase)
         while not self._m.phase.ended:
             if self._m.phase is Phase.WAITING_USER:
-                await workflow.wait_condition(lambda: bool(self._m.inbox) or self._m.stop_requested)
+                await workflow.wait_condition(
+                    lambda: bool(self._m.inbox) or self._m.stop_requested or self._hand_over_due()
+                )
                 if self._m.stop_requested:
                     self._settle(Phase.COMPLETED)
                     break
+                if not self._m.inbox:
+                    self._hand_over()
                 self._enter(Phase.RUNNING)
             await self._step()
         # A `send` caller is owed its answer before the run closes.
@@ -180,8 +200,8 @@ class AgentRunWorkflow:
         return self._m.state()
 
     @workflow.query
-    def transcript(self, query: TranscriptQuery | None = None) -> list[ChatMessage]:
-        return self._m.transcript[(query or TranscriptQuery()).start :]
+    def transcript(self, query: TranscriptQuery | None = None) -> TranscriptPage:
+        return transcript_page(self._m.transcript, query or TranscriptQuery())
 
     # --- The loop ---------------------------------------------------------------
 
@@ -197,6 +217,8 @@ class AgentRunWorkflow:
         if m.turns_since_input >= self._input.max_turns:
             m.warning = ErrorCode.ENGINE_MAX_TURNS
             return self._settle(Phase.WAITING_USER)
+        if self._hand_over_due():
+            self._hand_over()
         if m.streak >= REPEAT_HINT_AFTER:
             m.streak = 0
             m.transcript.append(ChatMessage(role="user", content=REPEAT_HINT))
@@ -206,6 +228,8 @@ class AgentRunWorkflow:
             return
         m.turn += 1
         m.turns_since_input += 1
+        m.segment_turns += 1
+        m.context = answer.context
         m.usage += answer.usage
         m.transcript.append(answer.message)
         if answer.message.content:
@@ -224,16 +248,9 @@ class AgentRunWorkflow:
 
     async def _ask_model(self) -> LlmResponse | None:
         """The LLM activity, cancelled by `stop`; None when the run ended instead."""
-        m = self._m
-        request = LlmRequest(
-            profile=self._input.model,
-            messages=self._messages(),
-            tools=self._input.tools,
-            turn=m.turn + 1,
-            require_approval=self._input.require_approval,
-        )
         bad_responses_left = self._input.bad_response_attempts
         while True:
+            request = self._llm_request()
             try:
                 return await self._call_model(request)
             except ActivityError as e:
@@ -241,6 +258,10 @@ class AgentRunWorkflow:
                     self._abort()
                     return None
                 error = _error_of(e, default=ErrorCode.LLM_HTTP_ERROR)
+                if error.code is ErrorCode.LLM_CONTEXT_MISSING and self._m.context:
+                    # This worker cannot read the stored conversation: send it whole once.
+                    self._m.context = None
+                    continue
                 if error.code is ErrorCode.LLM_BAD_RESPONSE:
                     bad_responses_left -= 1
                     if bad_responses_left > 0:
@@ -440,11 +461,40 @@ class AgentRunWorkflow:
         m.pause_requested = False  # any stop point is the pause a caller asked for
         self._enter(phase)
 
-    def _messages(self) -> list[ChatMessage]:
-        system = (
-            [ChatMessage(role="system", content=self._input.system)] if self._input.system else []
+    def _llm_request(self) -> LlmRequest:
+        """Only the messages the stored conversation lacks: history grows by each turn's
+        news, not by the whole conversation again (see `ContextRef`)."""
+        m = self._m
+        stored = m.context.count if m.context else 0
+        return LlmRequest(
+            profile=self._input.model,
+            system=self._input.system,
+            context=m.context,
+            messages=m.transcript[stored:],
+            tools=self._input.tools,
+            turn=m.turn + 1,
+            require_approval=self._input.require_approval,
         )
-        return system + self._m.transcript
+
+    # --- Continue-as-new ------------------------------------------------------------
+
+    def _hand_over_due(self) -> bool:
+        """Due, and no `send` or `decide` caller still waits for an answer from this run."""
+        due = (
+            self._m.segment_turns >= self._input.continue_as_new_after_turns
+            or workflow.info().is_continue_as_new_suggested()
+        )
+        return due and not self._keeps_its_history and workflow.all_handlers_finished()
+
+    def _hand_over(self) -> None:
+        """Continues as new with the whole memory. Signals and updates that arrive
+        meanwhile reach the next run: the server refuses to close this one while it has
+        unseen events, and the new run starts with everything this one knew."""
+        if not workflow.patched(_HAND_OVER_PATCH):
+            self._keeps_its_history = True  # started before continue-as-new existed
+            return
+        memory = self._m.model_copy(update={"segment_turns": 0})
+        workflow.continue_as_new(self._input.model_copy(update={"memory": memory}))
 
 
 def _rejection(decision: DecisionRecord) -> ToolResult:

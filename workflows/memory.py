@@ -13,14 +13,19 @@ from typing import Any
 from pydantic import BaseModel
 
 from tarry.contracts import (
+    TRANSCRIPT_PAGE_BYTES,
     ChatMessage,
+    ContextRef,
     DecisionRecord,
     ErrorCode,
     ErrorInfo,
     PendingApproval,
     Phase,
+    RunInput,
     RunState,
     ToolCall,
+    TranscriptPage,
+    TranscriptQuery,
     Usage,
     UserInput,
     WaitingFor,
@@ -46,6 +51,10 @@ class RunMemory(BaseModel):
     """Every reply up to this `seq` has been delivered and followed by a stop point."""
     turn: int = 0
     turns_since_input: int = 0
+    segment_turns: int = 0
+    """LLM calls in this run of the continue-as-new chain."""
+    context: ContextRef | None = None
+    """The stored conversation the last LLM call extended (see `ContextRef`)."""
     usage: Usage = Usage()
     last_assistant_text: str | None = None
     output: str | None = None
@@ -92,6 +101,13 @@ class RunMemory(BaseModel):
         )
 
 
+class WorkflowInput(RunInput):
+    """The workflow's argument: a `RunInput` as callers send it, or, within a
+    continue-as-new chain, the same input with the memory the previous run handed over."""
+
+    memory: RunMemory | None = None
+
+
 def call_fingerprint(call: ToolCall) -> str:
     """Tool name plus canonical JSON of the arguments: the same call, however it is spaced."""
     try:
@@ -99,3 +115,16 @@ def call_fingerprint(call: ToolCall) -> str:
     except ValueError:
         arguments = call.function.arguments
     return f"{call.function.name}:{arguments}"
+
+
+def transcript_page(transcript: list[ChatMessage], query: TranscriptQuery) -> TranscriptPage:
+    """Up to `query.limit` messages from `query.start`, stopping before the page's JSON
+    passes `TRANSCRIPT_PAGE_BYTES` (a first message bigger than that comes alone)."""
+    messages: list[ChatMessage] = []
+    size = 0
+    for message in transcript[query.start : query.start + query.limit]:
+        size += len(message.model_dump_json())
+        if messages and size > TRANSCRIPT_PAGE_BYTES:
+            break
+        messages.append(message)
+    return TranscriptPage(messages=messages, start=query.start, total=len(transcript))

@@ -1,0 +1,146 @@
+"""The conversation a model call sees: stored once, extended per turn, cut to a budget.
+
+The workflow sends the LLM activity only the messages added since its last call and a
+`ContextRef` to the rest. `ContextStore` keeps the rest as a chain of nodes (each the
+messages of one turn plus a reference to the node before) in the same storage driver
+that holds large payloads, encoded with the deployment's codec, so nothing is stored
+in plain text that Temporal would have seen encrypted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel
+from temporalio.converter import (
+    DataConverter,
+    StorageDriver,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+)
+from temporalio.exceptions import ApplicationError
+
+from tarry.contracts import ChatMessage, ContextRef, ErrorCode
+from tarry.storage import FileStorageDriver
+
+_CACHED_CONVERSATIONS = 256
+"""Conversations kept in memory per worker: a run's next call usually finds its prefix
+here and reads nothing from storage."""
+
+
+class _Node(BaseModel):
+    parent: ContextRef | None
+    messages: list[ChatMessage]
+
+
+class ContextStore:
+    """Conversation prefixes in a storage driver, with the newest ones cached."""
+
+    def __init__(self, driver: StorageDriver, converter: DataConverter) -> None:
+        self._driver = driver
+        self._converter = converter
+        self._cache: OrderedDict[str, list[ChatMessage]] = OrderedDict()
+
+    @classmethod
+    def on_disk(cls, root: Path, converter: DataConverter) -> ContextStore:
+        """Conversations as files under `root` (`tarry.storage.FileStorageDriver`)."""
+        return cls(FileStorageDriver(root), converter)
+
+    async def extend(
+        self, ref: ContextRef | None, messages: Sequence[ChatMessage]
+    ) -> tuple[ContextRef, list[ChatMessage]]:
+        """Stores `messages` after `ref`'s prefix; returns the new reference and the
+        whole conversation."""
+        prefix = await self.load(ref) if ref else []
+        if ref and not messages:
+            return ref, prefix
+        node = _Node(parent=ref, messages=list(messages))
+        [payload] = self._converter.payload_converter.to_payloads([node])
+        if self._converter.payload_codec:
+            [payload] = await self._converter.payload_codec.encode([payload])
+        [claim] = await self._driver.store(StorageDriverStoreContext(), [payload])
+        whole = prefix + node.messages
+        new = ContextRef(claim=dict(claim.claim_data), count=len(whole))
+        self._remember(new, whole)
+        return new, whole
+
+    async def load(self, ref: ContextRef) -> list[ChatMessage]:
+        """The conversation `ref` names; `LLM_CONTEXT_MISSING` when storage lacks it."""
+        # Walk back from the newest node to one this worker has cached, or to the start.
+        nodes: list[_Node] = []
+        whole: list[ChatMessage] = []
+        cursor: ContextRef | None = ref
+        while cursor is not None:
+            if (cached := self._cache.get(_key(cursor))) is not None:
+                whole = list(cached)
+                break
+            node = await self._read(cursor)
+            nodes.append(node)
+            cursor = node.parent
+        for node in reversed(nodes):
+            whole += node.messages
+        if len(whole) != ref.count:
+            raise _missing(f"the stored conversation has {len(whole)} messages, not {ref.count}")
+        self._remember(ref, whole)
+        return whole
+
+    async def _read(self, ref: ContextRef) -> _Node:
+        claim = StorageDriverClaim(claim_data=ref.claim)
+        try:
+            [payload] = await self._driver.retrieve(StorageDriverRetrieveContext(), [claim])
+            if self._converter.payload_codec:
+                [payload] = await self._converter.payload_codec.decode([payload])
+            [node] = self._converter.payload_converter.from_payloads([payload], [_Node])
+        except Exception as e:
+            raise _missing(f"{type(e).__name__}: {e}") from None
+        assert isinstance(node, _Node)
+        return node
+
+    def _remember(self, ref: ContextRef, whole: list[ChatMessage]) -> None:
+        key = _key(ref)
+        self._cache[key] = whole
+        self._cache.move_to_end(key)
+        while len(self._cache) > _CACHED_CONVERSATIONS:
+            self._cache.popitem(last=False)
+
+
+def fit_to_budget(messages: Sequence[ChatMessage], budget: int) -> list[ChatMessage]:
+    """The newest messages whose estimated tokens fit `budget`, never fewer than the
+    newest exchange. An assistant message and the tool results answering its calls stay
+    together: a provider refuses a tool result whose call it cannot see."""
+    groups: list[list[ChatMessage]] = []
+    for message in messages:
+        if message.role == "tool" and groups:
+            groups[-1].append(message)
+        else:
+            groups.append([message])
+    kept: list[list[ChatMessage]] = []
+    used = 0
+    for group in reversed(groups):
+        cost = sum(estimate_tokens(m) for m in group)
+        if kept and used + cost > budget:
+            break
+        kept.append(group)
+        used += cost
+    return [m for group in reversed(kept) for m in group]
+
+
+def estimate_tokens(message: ChatMessage) -> int:
+    """About four characters of JSON per token: close enough to budget by, no tokenizer."""
+    return len(json.dumps(message.for_model(), ensure_ascii=False)) // 4 + 1
+
+
+def _key(ref: ContextRef) -> str:
+    return json.dumps(ref.claim, sort_keys=True)
+
+
+def _missing(detail: str) -> ApplicationError:
+    return ApplicationError(
+        f"the stored conversation cannot be read ({detail}); the run sends it whole again",
+        type=ErrorCode.LLM_CONTEXT_MISSING,
+        non_retryable=True,
+    )

@@ -1,0 +1,92 @@
+"""The conversation a model call sees: stored once per message, cut to the profile's budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
+
+from activities.context import ContextStore, estimate_tokens, fit_to_budget
+from tarry.contracts import ChatMessage, ErrorCode, FunctionCall, Mode, Phase, ToolCall
+from tarry.scripted_llm import ScriptedToolCall, calls, say
+from tests.conftest import Agent
+
+
+def user(text: str) -> ChatMessage:
+    return ChatMessage(role="user", content=text)
+
+
+def calling(*ids: str) -> ChatMessage:
+    return ChatMessage(
+        role="assistant",
+        tool_calls=[ToolCall(id=i, function=FunctionCall(name="t", arguments="{}")) for i in ids],
+    )
+
+
+def result(id: str, text: str = "ok") -> ChatMessage:
+    return ChatMessage(role="tool", tool_call_id=id, content=text)
+
+
+async def test_a_stored_conversation_reads_back_on_another_worker(tmp_path: Path) -> None:
+    writer = ContextStore.on_disk(tmp_path, pydantic_data_converter)
+    first, _ = await writer.extend(None, [user("a"), user("b")])
+    second, whole = await writer.extend(first, [user("c")])
+
+    reader = ContextStore.on_disk(tmp_path, pydantic_data_converter)
+
+    assert await reader.load(second) == whole == [user("a"), user("b"), user("c")]
+
+
+async def test_a_conversation_the_store_lacks_is_llm_context_missing(tmp_path: Path) -> None:
+    ref, _ = await ContextStore.on_disk(tmp_path / "a", pydantic_data_converter).extend(
+        None, [user("a")]
+    )
+    elsewhere = ContextStore.on_disk(tmp_path / "b", pydantic_data_converter)
+
+    with pytest.raises(ApplicationError) as raised:
+        await elsewhere.load(ref)
+
+    assert raised.value.type == ErrorCode.LLM_CONTEXT_MISSING
+    assert raised.value.non_retryable
+
+
+def test_the_budget_keeps_the_newest_messages_that_fit() -> None:
+    messages = [user("x" * 400), user("y" * 400), user("z" * 400)]
+    budget = estimate_tokens(messages[0]) * 2
+
+    assert fit_to_budget(messages, budget) == messages[1:]
+
+
+def test_the_budget_never_separates_tool_results_from_their_call() -> None:
+    messages = [user("go"), calling("1", "2"), result("1", "r" * 400), result("2", "s" * 400)]
+    budget = estimate_tokens(messages[3]) + 1
+
+    assert fit_to_budget(messages, budget) == messages[1:]
+
+
+def test_the_budget_keeps_the_newest_exchange_even_when_it_alone_is_too_big() -> None:
+    messages = [user("old"), user("n" * 4000)]
+
+    assert fit_to_budget(messages, 10) == messages[1:]
+
+
+async def test_the_model_sees_the_system_prompt_and_the_newest_messages_that_fit(
+    agent_factory: Any,
+) -> None:
+    agent: Agent = await agent_factory(context_budget=400)
+    lookups = (
+        calls(ScriptedToolCall(name="list_files", arguments={}, id=f"c{n}")) for n in range(12)
+    )
+    agent.model.add(*lookups, say("Done."))
+    run = await agent.start("list it all", system="Be brief.", mode=Mode.TASK)
+
+    assert (await run.result()).phase is Phase.COMPLETED
+    sent = agent.model.requests[-1].body["messages"]
+    assert sent[0] == {"role": "system", "content": "Be brief."}
+    assert sent[1]["role"] == "assistant"  # cut at a call, never between it and its result
+    transcript = await run.transcript()
+    assert 2 < len(sent) < len(transcript)
+    assert transcript[0].content == "list it all"  # the durable transcript stays whole
