@@ -229,7 +229,7 @@ def payloads_in(message: Message) -> Iterator[Payload]:
     for field, value in message.ListFields():
         if field.type != FieldDescriptor.TYPE_MESSAGE:
             continue
-        if field.message_type.GetOptions().map_entry:
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
             values = list(value.values())
         elif field.is_repeated:
             values = list(value)
