@@ -12,12 +12,13 @@ COPY . .
 # image runs exactly what the tests ran. tests/test_compose.py keeps the two equal.
 RUN python -m pip install --quiet -e '.[dev]'
 
-# Not root: the worker runs tools on behalf of a model. Its workspaces live in a
-# volume, which Docker seeds with this directory's owner on first use.
+# Not root: the worker runs tools on behalf of a model. Its workspaces and large
+# payloads live in volumes, which Docker seeds with these directories' owner on first use.
 RUN useradd --create-home --uid 1000 tarry \
-    && mkdir -p /data/workspaces \
+    && mkdir -p /data/workspaces /data/payloads \
     && chown -R tarry:tarry /data
 USER tarry
-ENV TARRY_WORKSPACE_ROOT=/data/workspaces
+ENV TARRY_WORKSPACE_ROOT=/data/workspaces \
+    TARRY_STORAGE_DIR=/data/payloads
 
 CMD ["python", "-m", "workers"]

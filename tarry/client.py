@@ -58,7 +58,8 @@ class TarryError(Exception):
 
 async def connect_temporal(settings: TarrySettings | None = None) -> Client:
     """A Temporal client with the data converter every Tarry process uses: pydantic,
-    encrypting payloads when `TARRY_ENCRYPTION_KEY` is set (see `tarry.codec`)."""
+    encrypting payloads when `TARRY_ENCRYPTION_KEY` is set, and large payloads kept
+    outside history (see `tarry.codec`)."""
     settings = settings or TarrySettings()
     return await Client.connect(
         settings.temporal_address,
@@ -114,7 +115,8 @@ class RunHandle:
         """Queues a reply (the `user_input` signal); it is delivered at the next turn
         boundary. Retrying with the same `id` never delivers it twice."""
         message = _user_input(text, id)
-        _check_text(text)
+        if not text.strip():
+            raise TarryError(ErrorCode.INPUT_EMPTY, "the reply is empty")
         async with self._errors():
             await self._handle.signal("user_input", message)
 
@@ -229,6 +231,10 @@ async def _translated_errors(run_id: str) -> AsyncIterator[None]:
         if isinstance(cause, ApplicationError) and cause.type in set(ErrorCode):
             raise TarryError(ErrorCode(cause.type), cause.message) from e
         raise
+    except ApplicationError as e:  # raised here by the data converter: `PAYLOAD_NOT_STORED`
+        if e.type not in set(ErrorCode):
+            raise
+        raise TarryError(ErrorCode(e.type), e.message) from e
 
 
 def _summary_of(prompt: str) -> str:
@@ -238,17 +244,15 @@ def _summary_of(prompt: str) -> str:
 
 
 def _user_input(text: str, id: str | None) -> UserInput:
+    """The reply as it travels; refused here, before it travels, when it is not UTF-8
+    or over `MAX_INPUT_BYTES`."""
     try:
-        return UserInput(text=text, id=id)
+        message = UserInput(text=text, id=id)
     except ValidationError as e:
-        message = str(e.errors()[0]["msg"]).removeprefix("Value error, ")
-        raise TarryError(ErrorCode.INPUT_INVALID, message) from None
-
-
-def _check_text(text: str) -> None:
-    if not text.strip():
-        raise TarryError(ErrorCode.INPUT_EMPTY, "the reply is empty")
-    if len(text.encode()) > MAX_INPUT_BYTES:
+        reason = str(e.errors()[0]["msg"]).removeprefix("Value error, ")
+        raise TarryError(ErrorCode.INPUT_INVALID, reason) from None
+    if (size := len(text.encode())) > MAX_INPUT_BYTES:
         raise TarryError(
-            ErrorCode.INPUT_TOO_LARGE, f"the reply is over the {MAX_INPUT_BYTES}-byte limit"
+            ErrorCode.INPUT_TOO_LARGE, f"the reply has {size} bytes; the limit is {MAX_INPUT_BYTES}"
         )
+    return message

@@ -26,6 +26,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, PayloadCodec
 
 from tarry.settings import TarrySettings
+from tarry.storage import external_storage
 
 ENCODING = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
@@ -103,12 +104,16 @@ class EncryptionCodec(PayloadCodec):
 
 
 def data_converter(settings: TarrySettings) -> DataConverter:
-    """The pydantic data converter, encrypting when `TARRY_ENCRYPTION_KEY` is set.
+    """The pydantic data converter, encrypting when `TARRY_ENCRYPTION_KEY` is set and
+    keeping large payloads out of history (`tarry.storage`).
 
-    Failure messages and stack traces stay plain (the SDK's default failure converter),
-    so an operator without the key can still read why a task failed.
+    The SDK encrypts before it stores, so the store holds only ciphertext too. Failure
+    messages and stack traces stay plain (the SDK's default failure converter), so an
+    operator without the key can still read why a task failed.
     """
-    if settings.tarry_encryption_key is None:
-        return pydantic_data_converter
-    codec = EncryptionCodec(settings.tarry_encryption_key.get_secret_value())
-    return dataclasses.replace(pydantic_data_converter, payload_codec=codec)
+    key = settings.tarry_encryption_key
+    return dataclasses.replace(
+        pydantic_data_converter,
+        payload_codec=EncryptionCodec(key.get_secret_value()) if key else None,
+        external_storage=external_storage(settings),
+    )

@@ -19,8 +19,10 @@ WORKFLOW_TYPE = "AgentRun"
 DEFAULT_TASK_QUEUE = "tarry"
 LLM_ACTIVITY = "call_llm"
 FINISH_TOOL = "finish"
-MAX_INPUT_BYTES = 256 * 1024
-"""The largest reply `send` accepts; the validator rejects more before history sees it."""
+MAX_INPUT_BYTES = 4 * 1024 * 1024
+"""The largest reply, in UTF-8 bytes, that the client sends and `send` accepts. Replies
+over the storage threshold leave history for the payload store, so this bounds what one
+message adds to every model call, not to history."""
 
 # Search attributes, upserted on every phase change, so operators can list runs by phase.
 PHASE_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryPhase")
@@ -93,6 +95,7 @@ class ErrorCode(StrEnum):
     INPUT_INVALID = "INPUT_INVALID"
     RUN_ENDED = "RUN_ENDED"
     RUN_NOT_FOUND = "RUN_NOT_FOUND"
+    PAYLOAD_NOT_STORED = "PAYLOAD_NOT_STORED"
 
 
 class ErrorInfo(BaseModel):

@@ -156,6 +156,7 @@ async def dev_stack(
     `tarry dev`, with another model) would otherwise pick up the caller's runs.
     """
     data_dir = _prepare_data_dir(data_dir)
+    settings = _storage_in(settings, data_dir)
     host, port = _split_address(settings.temporal_address)
     async with AsyncExitStack() as stack:
         server = None
@@ -443,6 +444,13 @@ def _workspace_root(settings: TarrySettings, data_dir: Path) -> Path:
     if "tarry_workspace_root" in settings.model_fields_set:
         return settings.tarry_workspace_root.resolve()
     return data_dir / "workspaces"
+
+
+def _storage_in(settings: TarrySettings, data_dir: Path) -> TarrySettings:
+    """Large payloads are kept with the server's data, unless TARRY_STORAGE_DIR says where."""
+    if "tarry_storage_dir" in settings.model_fields_set:
+        return settings
+    return settings.model_copy(update={"tarry_storage_dir": data_dir / "payloads"})
 
 
 def _profiles(settings: TarrySettings, scripted: ScriptedModel | None) -> dict[str, ModelProfile]:

@@ -27,6 +27,8 @@ from tarry.contracts import FunctionCall, ToolCall, Usage
 
 CREATED = 1_700_000_000
 """The fixed `created` timestamp of every answer, so answers are reproducible."""
+MAX_REQUEST_BYTES = 256 * 1024 * 1024
+"""The largest request body the scripted model reads: like a provider's, far past 1 MiB."""
 
 
 class ScriptedToolCall(BaseModel):
@@ -183,7 +185,9 @@ class ScriptedModel:
         self._used = 0
         self._host, self._port = host, port
         self._arrival = asyncio.Event()
-        app = web.Application()
+        # aiohttp refuses bodies over 1 MiB by default; a provider takes far more, and a
+        # run whose transcript holds a large tool result sends it with every call.
+        app = web.Application(client_max_size=MAX_REQUEST_BYTES)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
         # handler_cancellation: a client that hangs up cancels its handler, so a

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from temporalio.converter import StorageDriver
 
 from tarry.contracts import DEFAULT_TASK_QUEUE
 
@@ -32,7 +33,7 @@ class ModelProfile(BaseModel):
 class TarrySettings(BaseSettings):
     """Everything a worker or a client reads from its environment."""
 
-    model_config = SettingsConfigDict(env_prefix="", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", arbitrary_types_allowed=True)
 
     temporal_address: str = "127.0.0.1:7233"
     temporal_namespace: str = "default"
@@ -53,6 +54,17 @@ class TarrySettings(BaseSettings):
     """A base64-encoded 32-byte AES-256 key (`tarry.codec.new_key()` makes one). Set, every
     payload is encrypted before it reaches Temporal; every process of a deployment needs
     the same key, and `tarry-codec-server` lets the Web UI decrypt with it."""
+    tarry_storage_dir: Path = Path(".tarry/payloads")
+    """Where payloads over the threshold are kept, by SHA-256; every process of a deployment
+    must see the same directory (`tarry dev --data-dir D` uses `D/payloads`)."""
+    tarry_storage_threshold: int = Field(default=256 * 1024, ge=0)
+    """Payloads of this many bytes or more leave history for the store, which keeps a
+    reference in their place."""
+    tarry_storage_enabled: bool = True
+    """False keeps every payload in history, where Temporal refuses any over 2 MB."""
+    storage_driver: StorageDriver | None = Field(default=None, exclude=True)
+    """Set in code, not from the environment: a driver to use instead of the filesystem,
+    e.g. the SDK's `S3StorageDriver` for a cluster (see the README's "Large payloads")."""
 
     def model_profiles(self) -> dict[str, ModelProfile]:
         """The `default` profile from the environment, plus the file's named profiles."""

@@ -6,6 +6,10 @@ payloads live outside history: the SDK's `ExternalStorage` hands them to a
 SHA-256 of its bytes, so a payload stored twice takes space once and a claim always
 names exactly the bytes it was made for. Every process of a deployment must see the
 same directory; across machines, use the SDK's S3 driver instead.
+
+Whatever the driver, a payload it cannot store is an `ApplicationError` coded
+`PAYLOAD_NOT_STORED` and not retryable: an activity whose result cannot be stored fails
+at once with that code instead of re-running its side effects.
 """
 
 from __future__ import annotations
@@ -19,13 +23,20 @@ from pathlib import Path
 
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import (
+    ExternalStorage,
     StorageDriver,
     StorageDriverClaim,
     StorageDriverRetrieveContext,
     StorageDriverStoreContext,
 )
+from temporalio.exceptions import ApplicationError
+
+from tarry.contracts import ErrorCode
+from tarry.settings import TarrySettings
 
 DRIVER_TYPE = "tarry.file"
+MAX_PAYLOAD_BYTES = 50 * 1024 * 1024
+"""The largest payload the filesystem driver takes (the S3 driver's default too)."""
 
 
 class StoredPayloadMissing(LookupError):
@@ -35,9 +46,15 @@ class StoredPayloadMissing(LookupError):
 class FileStorageDriver(StorageDriver):
     """Payloads as files named by their SHA-256, under `root/ab/abcdef...`."""
 
-    def __init__(self, root: Path, driver_name: str = DRIVER_TYPE) -> None:
+    def __init__(
+        self,
+        root: Path,
+        driver_name: str = DRIVER_TYPE,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+    ) -> None:
         self.root = root
         self._name = driver_name
+        self.max_payload_bytes = max_payload_bytes
 
     def name(self) -> str:
         return self._name
@@ -61,6 +78,11 @@ class FileStorageDriver(StorageDriver):
     def _store_all(self, blobs: list[bytes]) -> list[StorageDriverClaim]:
         claims = []
         for blob in blobs:
+            if len(blob) > self.max_payload_bytes:
+                raise ValueError(
+                    f"a payload of {len(blob)} bytes is over this store's limit of "
+                    f"{self.max_payload_bytes} bytes"
+                )
             digest = hashlib.sha256(blob).hexdigest()
             path = self._path(digest)
             if not path.exists():
@@ -89,3 +111,51 @@ class FileStorageDriver(StorageDriver):
                 raise StoredPayloadMissing(f"stored payload {path} is damaged")
             payloads.append(Payload.FromString(blob))
         return payloads
+
+
+class _CodedStoreErrors(StorageDriver):
+    """Any driver, with its store failures turned into `PAYLOAD_NOT_STORED`.
+
+    An activity retried after its result failed to store would run its tool again,
+    side effects and all, to fail the same way; a coded, non-retryable failure ends the
+    attempt and tells the workflow why."""
+
+    def __init__(self, driver: StorageDriver) -> None:
+        self._driver = driver
+
+    def name(self) -> str:
+        return self._driver.name()
+
+    def type(self) -> str:
+        return self._driver.type()
+
+    async def store(
+        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
+    ) -> list[StorageDriverClaim]:
+        try:
+            return await self._driver.store(context, payloads)
+        except Exception as e:
+            raise ApplicationError(
+                f"a payload could not be stored by {self.name()}: {e}",
+                type=ErrorCode.PAYLOAD_NOT_STORED,
+                non_retryable=True,
+            ) from e
+
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
+        # Not coded: a payload missing here (a worker without the shared directory) may
+        # be found by a retry on another worker, or once the share is mounted.
+        return await self._driver.retrieve(context, claims)
+
+
+def external_storage(settings: TarrySettings) -> ExternalStorage | None:
+    """Where payloads over `TARRY_STORAGE_THRESHOLD` go: the settings' driver, else the
+    filesystem under `TARRY_STORAGE_DIR`; None when `TARRY_STORAGE_ENABLED` is false."""
+    if not settings.tarry_storage_enabled:
+        return None
+    driver = settings.storage_driver or FileStorageDriver(settings.tarry_storage_dir)
+    return ExternalStorage(
+        drivers=[_CodedStoreErrors(driver)],
+        payload_size_threshold=settings.tarry_storage_threshold,
+    )

@@ -18,7 +18,7 @@ import pytest
 from pydantic import SecretStr
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
@@ -26,11 +26,12 @@ from activities.context import ContextStore
 from activities.llm import ModelClient
 from activities.tools import BUILTIN_TOOLS, Tool, ToolHost
 from tarry.client import RunHandle, Tarry
+from tarry.codec import data_converter
 from tarry.contracts import SEARCH_ATTRIBUTES, ChatMessage, RunInput, Timeouts
 from tarry.entrypoint import exit_now
 from tarry.scripted_llm import ScriptedModel
 from tarry.servers import add_search_attributes, dev_server_args, find_binary
-from tarry.settings import ModelProfile
+from tarry.settings import ModelProfile, TarrySettings
 from workers.worker import build_worker
 from workflows.agent_run import AgentRunWorkflow
 
@@ -74,7 +75,11 @@ async def temporal_cli(client: Client, *args: str) -> str:
 
 
 async def worker_process(
-    client: Client, task_queue: str, model: ScriptedModel, workspace_root: Path
+    client: Client,
+    task_queue: str,
+    model: ScriptedModel,
+    workspace_root: Path,
+    payload_store: Path,
 ) -> asyncio.subprocess.Process:
     """`python -m workers` as its own process, configured from the environment, once
     it says it is ready. Its standard error is a pipe: read it or kill the process."""
@@ -88,6 +93,7 @@ async def worker_process(
             "OPENAI_API_KEY": CANARY_KEY,
             "TARRY_MODEL": "scripted",
             "TARRY_WORKSPACE_ROOT": str(workspace_root),
+            "TARRY_STORAGE_DIR": str(payload_store),
         },
         stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
@@ -99,10 +105,25 @@ async def worker_process(
 
 
 @pytest.fixture(scope="session")
-async def temporal(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
+def payload_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The payload store every test process shares, as a deployment's processes do."""
+    return tmp_path_factory.mktemp("payloads")
+
+
+@pytest.fixture(scope="session")
+def converter(payload_store: Path) -> DataConverter:
+    """The data converter every Tarry process builds, storing payloads over 256 KiB in
+    `payload_store`; built from explicit settings, never from a developer's environment."""
+    return data_converter(TarrySettings.model_construct(tarry_storage_dir=payload_store))
+
+
+@pytest.fixture(scope="session")
+async def temporal(
+    tmp_path_factory: pytest.TempPathFactory, converter: DataConverter
+) -> AsyncIterator[Client]:
     db = tmp_path_factory.mktemp("temporal") / "temporal.db"
     env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
+        data_converter=converter,
         dev_server_existing_path=str(find_binary("temporal")),
         dev_server_database_filename=str(db),
         dev_server_extra_args=dev_server_args(),
@@ -113,11 +134,11 @@ async def temporal(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cl
 
 
 @pytest.fixture(scope="session")
-async def time_skipping(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
+async def time_skipping(converter: DataConverter) -> AsyncIterator[Client]:
     """The Java test server: timers, timeouts and retry backoff pass in an instant
     while a test awaits a run's result."""
     env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter,
+        data_converter=converter,
         test_server_existing_path=str(find_binary("temporal-test-server")),
     )
     # The Java test server can add search attributes but not list them.
@@ -222,8 +243,11 @@ async def agent(agent_factory: Any) -> Agent:
 
 
 async def _check_replay(agent: Agent, request: pytest.FixtureRequest) -> None:
-    """Every run a test started must replay without non-determinism."""
-    replayer = Replayer(workflows=[AgentRunWorkflow], data_converter=pydantic_data_converter)
+    """Every run a test started must replay without non-determinism, reading its stored
+    payloads back as a worker does."""
+    replayer = Replayer(
+        workflows=[AgentRunWorkflow], data_converter=agent.tarry.client.data_converter
+    )
     for i, run in enumerate(agent.runs):
         history = await agent.tarry.client.get_workflow_handle(run.id).fetch_history()
         await replayer.replay_workflow(history)

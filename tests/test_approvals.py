@@ -336,11 +336,11 @@ def _decoded_summaries(history_json: str) -> str:
 
 
 async def test_an_approval_survives_a_killed_worker_and_runs_the_tool_once(
-    temporal: Client, tmp_path: Path
+    temporal: Client, tmp_path: Path, payload_store: Path
 ) -> None:
     task_queue = f"test-{uuid.uuid4().hex[:8]}"
     async with ScriptedModel([call("write_file", WRITE, id="w1"), say("Written.")]) as model:
-        first = await worker_process(temporal, task_queue, model, tmp_path)
+        first = await worker_process(temporal, task_queue, model, tmp_path, payload_store)
         run = await Tarry(temporal, task_queue).start(
             RunInput(
                 prompt="write the plan", require_approval=["write_file"], timeouts=FAST_TIMEOUTS
@@ -350,7 +350,7 @@ async def test_an_approval_survives_a_killed_worker_and_runs_the_tool_once(
         first.send_signal(signal.SIGKILL)
         await first.wait()
 
-        second = await worker_process(temporal, task_queue, model, tmp_path)
+        second = await worker_process(temporal, task_queue, model, tmp_path, payload_store)
         try:
             state = await run.decide("w1")
         finally:

@@ -7,10 +7,13 @@ import asyncio
 import json
 
 import pytest
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from tarry.client import RunHandle, TarryError
-from tarry.contracts import ErrorCode, Phase, UserInput
+from tarry.contracts import MAX_INPUT_BYTES, ErrorCode, Phase, UserInput
 from tarry.scripted_llm import say
 from tests.conftest import Agent, temporal_cli
 
@@ -58,11 +61,13 @@ async def test_the_client_refuses_a_reply_it_cannot_deliver(
     assert await user_texts(run) == ["hello"]
 
 
-async def test_a_10_mb_signal_sent_around_the_client_is_refused_and_the_run_goes_on(
+async def test_a_10_mb_signal_from_a_caller_without_payload_storage_is_refused_and_the_run_goes_on(
     agent: Agent,
 ) -> None:
     run = await waiting_run(agent, "Got it.")
-    handle = agent.tarry.client.get_workflow_handle(run.id)
+    config = agent.tarry.client.config()
+    config["data_converter"] = pydantic_data_converter
+    handle = Client(**config).get_workflow_handle(run.id)
 
     with pytest.raises(RPCError):
         await handle.signal("user_input", UserInput(text="x" * TEN_MB))
@@ -70,6 +75,35 @@ async def test_a_10_mb_signal_sent_around_the_client_is_refused_and_the_run_goes
 
     assert state.last_assistant_text == "Got it."
     assert await user_texts(run) == ["hello", "a normal reply"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the user_input signal handler does not check MAX_INPUT_BYTES yet (workflow change)",
+)
+async def test_a_10_mb_signal_through_the_payload_store_is_not_delivered(agent: Agent) -> None:
+    run = await waiting_run(agent, "Got it.", "Got that too.")
+    handle = agent.tarry.client.get_workflow_handle(run.id)
+
+    await handle.signal("user_input", UserInput(text="x" * TEN_MB))
+    state = await run.send("a normal reply")
+
+    assert state.last_assistant_text == "Got it."
+    assert await user_texts(run) == ["hello", "a normal reply"]
+
+
+async def test_a_send_over_the_limit_around_the_client_is_rejected_before_history(
+    agent: Agent,
+) -> None:
+    run = await waiting_run(agent)
+    handle = agent.tarry.client.get_workflow_handle(run.id)
+
+    with pytest.raises(WorkflowUpdateFailedError) as error:
+        await handle.execute_update("send", UserInput(text="x" * (MAX_INPUT_BYTES + 1)))
+
+    assert isinstance(error.value.cause, ApplicationError)
+    assert error.value.cause.type == ErrorCode.INPUT_TOO_LARGE
+    assert not any("UPDATE" in event for event in await agent.event_types(run))
 
 
 async def test_control_characters_arrive_verbatim(agent: Agent) -> None:

@@ -75,11 +75,11 @@ async def test_a_signal_of_the_wrong_shape_is_dropped_and_the_run_goes_on(agent:
 
 
 async def test_the_worker_process_serves_runs_and_stops_cleanly_on_sigterm(
-    temporal: Client, tmp_path: Path
+    temporal: Client, tmp_path: Path, payload_store: Path
 ) -> None:
     task_queue = f"test-{uuid.uuid4().hex[:8]}"
     async with ScriptedModel([say("Hello from the worker process.")]) as model:
-        worker = await worker_process(temporal, task_queue, model, tmp_path)
+        worker = await worker_process(temporal, task_queue, model, tmp_path, payload_store)
         assert worker.stderr is not None
 
         run = await Tarry(temporal, task_queue).start("hello")

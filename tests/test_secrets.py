@@ -48,11 +48,13 @@ async def test_a_provider_that_echoes_the_key_does_not_leak_it_into_history(
     assert CANARY_KEY not in await agent.history_json(run)
 
 
-async def test_no_api_key_in_the_worker_process_logs(temporal: Client, tmp_path: Path) -> None:
+async def test_no_api_key_in_the_worker_process_logs(
+    temporal: Client, tmp_path: Path, payload_store: Path
+) -> None:
     task_queue = f"test-{uuid.uuid4().hex[:8]}"
     script = [call("list_files", {}), fail(401, content=f"bad key {CANARY_KEY}")]
     async with ScriptedModel(script) as model:
-        worker = await worker_process(temporal, task_queue, model, tmp_path)
+        worker = await worker_process(temporal, task_queue, model, tmp_path, payload_store)
         run = await Tarry(temporal, task_queue).start("hello")
         result = await run.result()
         worker.send_signal(signal.SIGTERM)
