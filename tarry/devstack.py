@@ -41,6 +41,7 @@ from tarry.servers import (
     search_attribute_specs,
 )
 from tarry.settings import ModelProfile, TarrySettings
+from tarry.storage import storage_driver
 from workers.worker import build_worker
 
 T = TypeVar("T")
@@ -476,7 +477,7 @@ def _start_worker(
     scripted: ScriptedModel | None,
 ) -> asyncio.Task[None]:
     tools = ToolHost(workspace_root)
-    contexts = ContextStore.on_disk(settings.tarry_storage_dir, client.data_converter)
+    contexts = ContextStore(storage_driver(settings), client.data_converter)
     models = ModelClient(_profiles(settings, scripted), tools, contexts)
     # Closed after the worker stops (callbacks run last-in, first-out): a call still
     # finishing during shutdown needs its HTTP client.

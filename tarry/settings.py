@@ -45,9 +45,6 @@ class TarrySettings(BaseSettings):
     """A TOML file of named profiles: `[profiles.NAME]` tables of `ModelProfile` fields."""
     tarry_workspace_root: Path = Path(".tarry/workspaces")
     """Each run's file tools are confined to `<root>/<run id>`."""
-    tarry_storage_dir: Path = Path(".tarry/payloads")
-    """Where large payloads and stored conversations live; every worker of a deployment
-    must share it."""
     tarry_ui_port: int | None = Field(default=None, ge=1, le=65535)
     """The Web UI port of the dev server `tarry dev` starts; None: the gRPC port + 1000."""
     tarry_encryption_key: SecretStr | None = None
@@ -55,8 +52,9 @@ class TarrySettings(BaseSettings):
     payload is encrypted before it reaches Temporal; every process of a deployment needs
     the same key, and `tarry-codec-server` lets the Web UI decrypt with it."""
     tarry_storage_dir: Path = Path(".tarry/payloads")
-    """Where payloads over the threshold are kept, by SHA-256; every process of a deployment
-    must see the same directory (`tarry dev --data-dir D` uses `D/payloads`)."""
+    """Where payloads over the threshold and the conversations model calls extend are kept,
+    by SHA-256; every process of a deployment must see the same directory (`tarry dev
+    --data-dir D` uses `D/payloads`)."""
     tarry_storage_threshold: int = Field(default=256 * 1024, ge=0)
     """Payloads of this many bytes or more leave history for the store, which keeps a
     reference in their place."""

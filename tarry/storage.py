@@ -154,8 +154,12 @@ def external_storage(settings: TarrySettings) -> ExternalStorage | None:
     filesystem under `TARRY_STORAGE_DIR`; None when `TARRY_STORAGE_ENABLED` is false."""
     if not settings.tarry_storage_enabled:
         return None
-    driver = settings.storage_driver or FileStorageDriver(settings.tarry_storage_dir)
     return ExternalStorage(
-        drivers=[_CodedStoreErrors(driver)],
+        drivers=[_CodedStoreErrors(storage_driver(settings))],
         payload_size_threshold=settings.tarry_storage_threshold,
     )
+
+
+def storage_driver(settings: TarrySettings) -> StorageDriver:
+    """The settings' driver, else the filesystem under `TARRY_STORAGE_DIR`."""
+    return settings.storage_driver or FileStorageDriver(settings.tarry_storage_dir)

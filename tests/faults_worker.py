@@ -21,6 +21,7 @@ from activities.tools import BUILTIN_TOOLS, Tool, ToolContext, ToolHost, tool
 from tarry.client import connect_temporal
 from tarry.entrypoint import run_main
 from tarry.settings import TarrySettings
+from tarry.storage import storage_driver
 from workers.worker import build_worker
 
 log = logging.getLogger("tarry.faults_worker")
@@ -45,7 +46,7 @@ async def _main() -> int:
     settings = TarrySettings()
     client = await connect_temporal(settings)
     tools = ToolHost(settings.tarry_workspace_root, (*BUILTIN_TOOLS, *FAULT_TOOLS))
-    contexts = ContextStore.on_disk(settings.tarry_storage_dir, client.data_converter)
+    contexts = ContextStore(storage_driver(settings), client.data_converter)
     models = ModelClient(settings.model_profiles(), tools, contexts)
     worker = build_worker(client, settings.tarry_task_queue, models, tools)
     stop = asyncio.Event()

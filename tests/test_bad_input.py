@@ -77,10 +77,6 @@ async def test_a_10_mb_signal_from_a_caller_without_payload_storage_is_refused_a
     assert await user_texts(run) == ["hello", "a normal reply"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the user_input signal handler does not check MAX_INPUT_BYTES yet (workflow change)",
-)
 async def test_a_10_mb_signal_through_the_payload_store_is_not_delivered(agent: Agent) -> None:
     run = await waiting_run(agent, "Got it.", "Got that too.")
     handle = agent.tarry.client.get_workflow_handle(run.id)

@@ -16,6 +16,7 @@ from activities.tools import ToolHost
 from tarry.client import connect_temporal
 from tarry.servers import missing_search_attributes, search_attribute_command
 from tarry.settings import TarrySettings
+from tarry.storage import storage_driver
 from workflows.agent_run import AgentRunWorkflow
 
 log = logging.getLogger("tarry.worker")
@@ -60,7 +61,7 @@ async def run_worker(settings: TarrySettings) -> None:
     client = await connect_temporal(settings)
     await check_search_attributes(client, settings.temporal_namespace)
     tools = ToolHost(settings.tarry_workspace_root)
-    contexts = ContextStore.on_disk(settings.tarry_storage_dir, client.data_converter)
+    contexts = ContextStore(storage_driver(settings), client.data_converter)
     models = ModelClient(settings.model_profiles(), tools, contexts)
     worker = build_worker(client, settings.tarry_task_queue, models, tools)
     stop = asyncio.Event()

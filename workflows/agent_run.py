@@ -133,6 +133,9 @@ class AgentRunWorkflow:
             workflow.logger.warning("reply to an ended run ignored")
         elif not input.text.strip():
             self._m.warning = ErrorCode.INPUT_EMPTY
+        elif len(input.text.encode()) > MAX_INPUT_BYTES:
+            # Only a caller that bypasses the client gets here: the client refuses first.
+            self._m.warning = ErrorCode.INPUT_TOO_LARGE
         else:
             self._receive(input)
 
