@@ -305,6 +305,8 @@ class WorkerProcess:
             "OPENAI_API_KEY": API_KEY,
             "TARRY_MODEL": "test-model",
             "TARRY_WORKSPACE_ROOT": str(self.workspace_root),
+            # Every worker of the deployment shares one store, as production ones must.
+            "TARRY_STORAGE_DIR": str(self.workspace_root.parent / "payloads"),
         }
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as log:

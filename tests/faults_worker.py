@@ -1,6 +1,6 @@
-"""`python -m tests.faults_worker`: a worker built as `python -m workers` builds its own
-(`build_worker`, `ModelClient`, `ToolHost`, configured from the environment), with two
-test tools besides the built-ins, so a test can kill it while a tool runs.
+"""`python -m tests.faults_worker`: the worker `python -m workers` runs (`run_worker`,
+configured from the environment), with two test tools besides the built-ins, so a test
+can kill it while a tool runs.
 
 `block(name)` and `block_once(name)` each append a line to `<workspace>/<name>.starts`
 when they begin, then wait until `<workspace>/<name>.release` exists. `block` is
@@ -12,19 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 from typing import NoReturn
 
-from activities.context import ContextStore
-from activities.llm import ModelClient
-from activities.tools import BUILTIN_TOOLS, Tool, ToolContext, ToolHost, tool
-from tarry.client import connect_temporal
+from activities.tools import BUILTIN_TOOLS, Tool, ToolContext, tool
 from tarry.entrypoint import run_main
 from tarry.settings import TarrySettings
-from tarry.storage import storage_driver
-from workers.worker import build_worker
-
-log = logging.getLogger("tarry.faults_worker")
+from workers.worker import run_worker
 
 
 async def _block(ctx: ToolContext, name: str) -> str:
@@ -43,20 +36,7 @@ FAULT_TOOLS: tuple[Tool, ...] = (block, block_once)
 
 
 async def _main() -> int:
-    settings = TarrySettings()
-    client = await connect_temporal(settings)
-    tools = ToolHost(settings.tarry_workspace_root, (*BUILTIN_TOOLS, *FAULT_TOOLS))
-    contexts = ContextStore(storage_driver(settings), client.data_converter)
-    models = ModelClient(settings.model_profiles(), tools, contexts)
-    worker = build_worker(client, settings.tarry_task_queue, models, tools)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    async with worker:
-        log.info("worker ready: pid %d, task queue %r", os.getpid(), settings.tarry_task_queue)
-        await stop.wait()
-    await models.aclose()
+    await run_worker(TarrySettings(), (*BUILTIN_TOOLS, *FAULT_TOOLS))
     return 0
 
 

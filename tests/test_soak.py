@@ -4,12 +4,9 @@ The full soak is `scripts/soak --runs 100` (see `tests/soak.py`)."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.soak import SoakConfig, run_soak
 
 
-@pytest.mark.soak
 async def test_ten_runs_end_exactly_while_workers_are_killed_and_the_server_restarts() -> None:
     lines: list[str] = []
     report = await run_soak(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Sequence
 
 from temporalio.client import Client
 from temporalio.service import RPCError
@@ -12,7 +13,7 @@ from temporalio.worker import Worker
 
 from activities.context import ContextStore
 from activities.llm import ModelClient
-from activities.tools import ToolHost
+from activities.tools import BUILTIN_TOOLS, Tool, ToolHost
 from tarry.client import connect_temporal
 from tarry.servers import missing_search_attributes, search_attribute_command
 from tarry.settings import TarrySettings
@@ -56,14 +57,14 @@ async def check_search_attributes(client: Client, namespace: str) -> None:
         )
 
 
-async def run_worker(settings: TarrySettings) -> None:
-    """Serves until SIGINT or SIGTERM, then lets in-flight tasks finish and returns."""
+async def run_worker(settings: TarrySettings, tools: Sequence[Tool] = BUILTIN_TOOLS) -> None:
+    """Serves `tools` until SIGINT or SIGTERM, then lets in-flight tasks finish and returns."""
     client = await connect_temporal(settings)
     await check_search_attributes(client, settings.temporal_namespace)
-    tools = ToolHost(settings.tarry_workspace_root)
+    host = ToolHost(settings.tarry_workspace_root, tools)
     contexts = ContextStore(storage_driver(settings), client.data_converter)
-    models = ModelClient(settings.model_profiles(), tools, contexts)
-    worker = build_worker(client, settings.tarry_task_queue, models, tools)
+    models = ModelClient(settings.model_profiles(), host, contexts)
+    worker = build_worker(client, settings.tarry_task_queue, models, host)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -73,7 +74,7 @@ async def run_worker(settings: TarrySettings) -> None:
             "worker ready: task queue %r on %s, tools: %s",
             settings.tarry_task_queue,
             settings.temporal_address,
-            ", ".join(tools.names),
+            ", ".join(host.names),
         )
         await stop.wait()
         log.info("shutting down")
