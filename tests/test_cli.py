@@ -234,6 +234,21 @@ async def test_show_json_from_n_lists_the_later_messages(cli: Cli) -> None:
     assert [(m["role"], m["content"]) for m in messages] == [("assistant", "Hello!")]
 
 
+async def test_show_and_reply_follow_a_run_across_continue_as_new(cli: Cli) -> None:
+    cli.agent.model.add(say("One."), say("Two."), say("Three."))
+    run = await cli.agent.start("one", continue_as_new_after_turns=1)
+    await run.wait_for(WAITING)
+    await run.send("two")
+
+    assert await cli.ok("reply", run.id, "three") == ""
+    state = await run.wait_for(WAITING)
+    while state.turn < 3:
+        state = await run.wait_for(WAITING)
+    messages = json.loads(await cli.ok("show", run.id, "--json"))
+
+    assert [m["content"] for m in messages] == ["one", "One.", "two", "Two.", "three", "Three."]
+
+
 # --- Talking to runs ---------------------------------------------------------------------
 
 

@@ -1,4 +1,5 @@
-"""The conversation a model call sees: stored once per message, cut to the profile's budget."""
+"""The conversation a model call sees (stored once, cut to the profile's budget) and the
+transcript pages callers read."""
 
 from __future__ import annotations
 
@@ -10,9 +11,19 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 
 from activities.context import ContextStore, estimate_tokens, fit_to_budget
-from tarry.contracts import ChatMessage, ErrorCode, FunctionCall, Mode, Phase, ToolCall
+from tarry.contracts import (
+    TRANSCRIPT_PAGE_BYTES,
+    ChatMessage,
+    ErrorCode,
+    FunctionCall,
+    Mode,
+    Phase,
+    ToolCall,
+    TranscriptQuery,
+)
 from tarry.scripted_llm import ScriptedToolCall, calls, say
 from tests.conftest import Agent
+from workflows.memory import transcript_page
 
 
 def user(text: str) -> ChatMessage:
@@ -90,3 +101,19 @@ async def test_the_model_sees_the_system_prompt_and_the_newest_messages_that_fit
     transcript = await run.transcript()
     assert 2 < len(sent) < len(transcript)
     assert transcript[0].content == "list it all"  # the durable transcript stays whole
+
+
+def test_a_transcript_page_stops_before_its_byte_limit() -> None:
+    transcript = [user("x" * 50_000) for _ in range(10)]
+
+    page = transcript_page(transcript, TranscriptQuery(start=2))
+
+    assert page.messages == transcript[2:4]
+    assert (page.total, page.next_start) == (10, 4)
+    assert len(page.model_dump_json()) < TRANSCRIPT_PAGE_BYTES
+
+
+def test_a_message_bigger_than_a_page_comes_alone() -> None:
+    transcript = [user("x" * 2 * TRANSCRIPT_PAGE_BYTES), user("next")]
+
+    assert transcript_page(transcript, TranscriptQuery()).messages == transcript[:1]

@@ -3,6 +3,8 @@ and the model sees a conversation cut to its profile's context budget."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
@@ -88,18 +90,31 @@ async def test_a_run_hands_over_to_a_fresh_run_and_loses_nothing(agent: Agent) -
     ]
 
 
-async def test_replies_sent_during_hand_overs_arrive_once_in_order(agent: Agent) -> None:
+async def test_signals_updates_and_queries_during_hand_overs_are_each_served_once(
+    agent: Agent,
+) -> None:
     agent.model.add(*(say(f"answer {n}") for n in range(9)))  # one per reply at most
     run = await agent.start(continue_as_new_after_turns=1)
     await run.wait_for(WAITING)
+    turns_seen: list[int] = []
 
+    async def watch() -> None:
+        while True:
+            turns_seen.append((await run.state()).turn)
+
+    watcher = asyncio.create_task(watch())
     for n in range(8):
         await run.reply(f"r{n}", id=f"id-{n}")
         await run.reply(f"r{n}", id=f"id-{n}")  # a retry: never doubled
-    await run.send("last")  # answered once every earlier reply was delivered
+    last = await run.send("last")  # answered once every earlier reply was delivered
+    watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watcher  # re-raises any error a query met
 
     users = [m.content for m in await run.transcript() if m.role == "user"]
     assert users == [*(f"r{n}" for n in range(8)), "last"]
+    assert last.turn == len([m for m in await run.transcript() if m.role == "assistant"])
+    assert turns_seen == sorted(turns_seen)  # every query answered, by the newest run
     assert len(await chain_histories(agent.tarry.client, run)) >= 2
 
 
