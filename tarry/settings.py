@@ -16,6 +16,12 @@ from temporalio.converter import StorageDriver
 
 from tarry.contracts import DEFAULT_TASK_QUEUE
 
+DEFAULT_WORKFLOW_CACHE = 0
+"""No cache: with one, a query served after another worker died, then an update, can
+leave a history that no longer replays (TMPRL1100 "Update machine does not handle this
+event"), and the run stuck; `tests/test_worker_crash.py` shows it. An SDK bug to report
+upstream. Continue-as-new bounds what each workflow task replays instead."""
+
 
 class ModelProfile(BaseModel):
     """One OpenAI-compatible endpoint and the model to ask there."""
@@ -45,6 +51,11 @@ class TarrySettings(BaseSettings):
     """A TOML file of named profiles: `[profiles.NAME]` tables of `ModelProfile` fields."""
     tarry_workspace_root: Path = Path(".tarry/workspaces")
     """Each run's file tools are confined to `<root>/<run id>`."""
+    tarry_workflow_cache: int = Field(default=DEFAULT_WORKFLOW_CACHE, ge=0)
+    """Runs a worker keeps in memory between their workflow tasks. A run that is not
+    cached replays its history on its next task, which costs time in proportion to it.
+    0 by default, trading speed for a run that cannot get stuck: see
+    `DEFAULT_WORKFLOW_CACHE`."""
     tarry_ui_port: int | None = Field(default=None, ge=1, le=65535)
     """The Web UI port of the dev server `tarry dev` starts; None: the gRPC port + 1000."""
     tarry_encryption_key: SecretStr | None = None

@@ -31,7 +31,7 @@ from tarry.contracts import SEARCH_ATTRIBUTES, ChatMessage, RunInput, Timeouts
 from tarry.entrypoint import exit_now
 from tarry.scripted_llm import ScriptedModel
 from tarry.servers import add_search_attributes, dev_server_args, find_binary
-from tarry.settings import ModelProfile, TarrySettings
+from tarry.settings import DEFAULT_WORKFLOW_CACHE, ModelProfile, TarrySettings
 from workers.worker import build_worker
 from workflows.agent_run import AgentRunWorkflow
 
@@ -204,7 +204,11 @@ async def agent_factory(
     started: list[tuple[Agent, Any]] = []
 
     async def make(
-        *, tools: Sequence[Tool] = (), client: Client | None = None, **profile: Any
+        *,
+        tools: Sequence[Tool] = (),
+        client: Client | None = None,
+        workflow_cache: int = DEFAULT_WORKFLOW_CACHE,
+        **profile: Any,
     ) -> Agent:
         model = ScriptedModel()
         await model.start()
@@ -221,7 +225,7 @@ async def agent_factory(
         client = client or temporal
         contexts = ContextStore.on_disk(tmp_path / "payloads", client.data_converter)
         models = ModelClient(profiles, host, contexts)
-        worker = build_worker(client, task_queue, models, host)
+        worker = build_worker(client, task_queue, models, host, workflow_cache=workflow_cache)
         await worker.__aenter__()
         agent = Agent(Tarry(client, task_queue), model, tmp_path / "workspaces")
         started.append((agent, (worker, models)))

@@ -16,24 +16,29 @@ from activities.llm import ModelClient
 from activities.tools import BUILTIN_TOOLS, Tool, ToolHost
 from tarry.client import connect_temporal
 from tarry.servers import missing_search_attributes, search_attribute_command
-from tarry.settings import TarrySettings
+from tarry.settings import DEFAULT_WORKFLOW_CACHE, TarrySettings
 from tarry.storage import storage_driver
 from workflows.agent_run import AgentRunWorkflow
 
 log = logging.getLogger("tarry.worker")
 
 
-def build_worker(client: Client, task_queue: str, models: ModelClient, tools: ToolHost) -> Worker:
+def build_worker(
+    client: Client,
+    task_queue: str,
+    models: ModelClient,
+    tools: ToolHost,
+    *,
+    workflow_cache: int = DEFAULT_WORKFLOW_CACHE,
+) -> Worker:
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[AgentRunWorkflow],
         activities=[models.call_llm, *tools.activities()],
-        # Every workflow task replays the run's history instead of resuming a cached run.
-        # With the cache, a query served after another worker died, then an update, can
-        # leave a history that no longer replays (TMPRL1100) and the run stuck; shown by
-        # tests/test_worker_crash.py. Costs a replay per task; runs stay correct.
-        max_cached_workflows=0,
+        # A run not in the cache replays its history (one continue-as-new segment) on
+        # its next workflow task; a run in it resumes where it left off.
+        max_cached_workflows=workflow_cache,
     )
 
 
@@ -64,7 +69,13 @@ async def run_worker(settings: TarrySettings, tools: Sequence[Tool] = BUILTIN_TO
     host = ToolHost(settings.tarry_workspace_root, tools)
     contexts = ContextStore(storage_driver(settings), client.data_converter)
     models = ModelClient(settings.model_profiles(), host, contexts)
-    worker = build_worker(client, settings.tarry_task_queue, models, host)
+    worker = build_worker(
+        client,
+        settings.tarry_task_queue,
+        models,
+        host,
+        workflow_cache=settings.tarry_workflow_cache,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
