@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
@@ -164,6 +164,19 @@ class Agent:
         self.runs.append(run)
         return run
 
+    async def histories(self, run: RunHandle) -> list[WorkflowHistory]:
+        """The history of every run of the run's continue-as-new chain, oldest first."""
+        client = self.tarry.client
+        description = await client.get_workflow_handle(run.id).describe()
+        run_id = description.raw_description.workflow_execution_info.first_run_id
+        histories: list[WorkflowHistory] = []
+        while run_id:
+            history = await client.get_workflow_handle(run.id, run_id=run_id).fetch_history()
+            histories.append(history)
+            handed_over = history.events[-1].workflow_execution_continued_as_new_event_attributes
+            run_id = handed_over.new_execution_run_id
+        return histories
+
     async def history_json(self, run: RunHandle) -> str:
         history = await self.tarry.client.get_workflow_handle(run.id).fetch_history()
         return history.to_json()
@@ -253,12 +266,14 @@ async def _check_replay(agent: Agent, request: pytest.FixtureRequest) -> None:
         workflows=[AgentRunWorkflow], data_converter=agent.tarry.client.data_converter
     )
     for i, run in enumerate(agent.runs):
-        history = await agent.tarry.client.get_workflow_handle(run.id).fetch_history()
-        await replayer.replay_workflow(history)
-        if request.config.getoption("--record-histories"):
-            name = re.sub(r"\W+", "_", request.node.name)
-            HISTORIES.mkdir(exist_ok=True)
-            (HISTORIES / f"{name}_{i}.json").write_text(history.to_json())
+        chain = await agent.histories(run)
+        for segment, history in enumerate(chain):
+            await replayer.replay_workflow(history)
+            if request.config.getoption("--record-histories"):
+                name = re.sub(r"\W+", "_", request.node.name)
+                suffix = f"_{segment}" if len(chain) > 1 else ""
+                HISTORIES.mkdir(exist_ok=True)
+                (HISTORIES / f"{name}_{i}{suffix}.json").write_text(history.to_json())
 
 
 @pytest.fixture(autouse=True)

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client
 
 from activities.tools import tool
-from tarry.client import RunHandle
 from tarry.contracts import LLM_ACTIVITY, Mode, Phase
 from tarry.scripted_llm import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent
@@ -29,21 +28,7 @@ def lookup(key: str) -> str:
     return (key + " ") * (5000 // (len(key) + 1))
 
 
-async def chain_histories(client: Client, run: RunHandle) -> list[list[HistoryEvent]]:
-    """The histories of every run of the chain, oldest first."""
-    description = await client.get_workflow_handle(run.id).describe()
-    first = description.raw_description.workflow_execution_info.first_run_id
-    histories: list[list[HistoryEvent]] = []
-    run_id: str | None = first
-    while run_id:
-        history = await client.get_workflow_handle(run.id, run_id=run_id).fetch_history()
-        histories.append(list(history.events))
-        last = history.events[-1].workflow_execution_continued_as_new_event_attributes
-        run_id = last.new_execution_run_id or None
-    return histories
-
-
-def bytes_per_turn(events: list[HistoryEvent]) -> list[int]:
+def bytes_per_turn(events: Sequence[HistoryEvent]) -> list[int]:
     """History bytes from one LLM call's scheduling to the next one's."""
     turns: list[int] = []
     for event in events:
@@ -74,7 +59,7 @@ async def test_a_run_hands_over_to_a_fresh_run_and_loses_nothing(agent: Agent) -
     await run.stop()
     result = await run.result()
 
-    histories = await chain_histories(agent.tarry.client, run)
+    histories = await agent.histories(run)
     assert len(histories) >= 2
     assert (second.turn, third.turn) == (3, 5)
     # The scripted model counts 10 prompt tokens per message it was sent, plus 5.
@@ -118,7 +103,7 @@ async def test_signals_updates_and_queries_during_hand_overs_are_each_served_onc
     assert users == [*(f"r{n}" for n in range(8)), "last"]
     assert last.turn == len([m for m in await run.transcript() if m.role == "assistant"])
     assert turns_seen == sorted(turns_seen)  # every query answered, by the newest run
-    assert len(await chain_histories(agent.tarry.client, run)) >= 2
+    assert len(await agent.histories(run)) >= 2
 
 
 async def test_each_turn_adds_as_much_history_at_turn_100_as_at_turn_10(
@@ -131,8 +116,8 @@ async def test_each_turn_adds_as_much_history_at_turn_100_as_at_turn_10(
     result = await run.result()
 
     assert result.phase is Phase.COMPLETED
-    [events] = await chain_histories(agent.tarry.client, run)
-    turns = bytes_per_turn(events)
+    [history] = await agent.histories(run)
+    turns = bytes_per_turn(history.events)
     assert len(turns) == 101
     assert turns[99] <= 1.2 * turns[9], turns
 
@@ -159,7 +144,7 @@ async def test_a_conversation_of_200k_tokens_in_53_calls_keeps_a_small_history(
     assert (result.phase, result.turns) == (Phase.COMPLETED, 53)
     conversation = sum(len(m.model_dump_json()) for m in await run.transcript())
     assert conversation > 750_000
-    history = sum(e.ByteSize() for h in await chain_histories(agent.tarry.client, run) for e in h)
+    history = sum(e.ByteSize() for h in await agent.histories(run) for e in h.events)
     # Each message enters history about twice (as it arrives, and as news to the next
     # model call); the whole conversation resent per turn would be ~25x this.
     assert history < 3 * conversation
