@@ -116,7 +116,8 @@ class AgentRunWorkflow:
                     self._settle(Phase.COMPLETED)
                     break
                 if not self._m.inbox:
-                    self._hand_over()
+                    self._hand_over()  # returns only where the run keeps its history
+                    continue
                 self._enter(Phase.RUNNING)
             await self._step()
         # A `send` caller is owed its answer before the run closes.
