@@ -4,6 +4,9 @@ The demo and the end-to-end tests need a model that needs no network or key, ans
 the same way every time and misbehaves on cue: HTTP errors, garbage bodies, slow
 answers. Tests script its answers step by step and the LLM activity calls it over real
 HTTP, so the whole client path (httpx, retries, timeouts, cancellation) is exercised.
+A request with `"stream": true` is answered with server-sent events, as OpenAI streams:
+the text and the tool calls' arguments in small pieces, and on cue with the faults real
+streams have (a cut connection, a malformed event, an end without `[DONE]`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 from multidict import CIMultiDict
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter
 
 from tarry.contracts import FunctionCall, ToolCall, Usage
 
@@ -29,6 +32,12 @@ CREATED = 1_700_000_000
 """The fixed `created` timestamp of every answer, so answers are reproducible."""
 MAX_REQUEST_BYTES = 256 * 1024 * 1024
 """The largest request body the scripted model reads: like a provider's, far past 1 MiB."""
+
+
+StreamFault = Literal["cut", "malformed", "no_end", "stall"]
+"""`cut` drops the connection mid-body; `malformed` sends an event that is not JSON;
+`no_end` ends the body cleanly with neither a `finish_reason` nor `[DONE]`; `stall`
+sends nothing more, holding the connection open."""
 
 
 class ScriptedToolCall(BaseModel):
@@ -55,6 +64,15 @@ class ScriptStep(BaseModel):
     """Sent verbatim instead of the JSON answer, e.g. to send garbage."""
     delay: float = 0.0
     """Seconds to wait before answering; the client may give up first."""
+    chunk_chars: int = Field(default=4, ge=1)
+    """Streamed answers: characters of text, or of a call's arguments, per event."""
+    chunk_delay: float = 0.0
+    """Streamed answers: seconds between events, so observers see words before the end."""
+    stream_fault: StreamFault | None = None
+    """Streamed answers: how the stream goes wrong after `fault_after` events."""
+    fault_after: int = 2
+    plain: bool = False
+    """Answer a streaming request with the plain JSON body, as some servers do."""
 
 
 def say(content: str, **kw: Any) -> ScriptStep:
@@ -147,6 +165,68 @@ def _completion(n: int, step: ScriptStep, request: dict[str, Any]) -> dict[str, 
         ],
         "usage": usage.model_dump(),
     }
+
+
+def _stream_events(completion: dict[str, Any], include_usage: bool, size: int) -> list[str]:
+    """The `data:` payloads OpenAI streams for `completion`: a role delta, the text and
+    each call's arguments in `size`-character pieces, the finish reason, the usage if
+    asked for, then `[DONE]`."""
+    head = {k: completion[k] for k in ("id", "created", "model")}
+    head["object"] = "chat.completion.chunk"
+    choice = completion["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> str:
+        choices = [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
+        return json.dumps(head | {"choices": choices})
+
+    def pieces(text: str) -> list[str]:
+        return [text[i : i + size] for i in range(0, len(text), size)]
+
+    content = message["content"]
+    events = [chunk({"role": "assistant", "content": "" if content is not None else None})]
+    events += [chunk({"content": piece}) for piece in pieces(content or "")]
+    for i, tool_call in enumerate(message.get("tool_calls") or []):
+        function = tool_call["function"]
+        start = {"index": i, "id": tool_call["id"], "type": "function"}
+        start["function"] = {"name": function["name"], "arguments": ""}
+        events.append(chunk({"tool_calls": [start]}))
+        events += [
+            chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+            for piece in pieces(function["arguments"])
+        ]
+    events.append(chunk({}, choice["finish_reason"]))
+    if include_usage:
+        events.append(json.dumps(head | {"choices": [], "usage": completion["usage"]}))
+    return [*events, "[DONE]"]
+
+
+async def _stream(
+    request: web.Request, step: ScriptStep, completion: dict[str, Any]
+) -> web.StreamResponse:
+    """Sends `completion` as server-sent events, pausing between them and faulting on cue."""
+    options = (await request.json()).get("stream_options") or {}
+    events = _stream_events(completion, bool(options.get("include_usage")), step.chunk_chars)
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", **step.headers})
+    await response.prepare(request)
+    for i, event in enumerate(events):
+        if step.stream_fault is not None and i == step.fault_after:
+            if step.stream_fault == "cut":
+                # Mid chunked body: the client reads an incomplete message, not an end.
+                assert request.transport is not None
+                request.transport.close()
+                return response
+            if step.stream_fault == "malformed":
+                await response.write(b'data: {"choices": [{"delta": \n\n')
+            if step.stream_fault == "stall":
+                await asyncio.sleep(3600)
+            await response.write_eof()
+            return response
+        if i:
+            await asyncio.sleep(step.chunk_delay)
+        await response.write(f"data: {event}\n\n".encode())
+    await response.write_eof()
+    return response
 
 
 ECHO_PREFIX = "(offline scripted model) You said: "
@@ -250,7 +330,7 @@ class ScriptedModel:
         self._arrival = asyncio.Event()
         return recorded
 
-    async def _chat(self, request: web.Request) -> web.Response:
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
         try:
             body = json.loads(await request.read())
         except ValueError:
@@ -263,7 +343,11 @@ class ScriptedModel:
         if not self._steps:
             self._record(body, request, -1).settle()
             if self._when_exhausted == "echo":
-                return web.json_response(_completion(len(self.requests), _echo(body), body))
+                echo = _echo(body)
+                completion = _completion(len(self.requests), echo, body)
+                if body.get("stream"):
+                    return await _stream(request, echo, completion)
+                return web.json_response(completion)
             return _error(400, f"scripted model: script exhausted after {self._used} requests")
         step = self._steps.popleft()
         recorded = self._record(body, request, self._used)
@@ -271,6 +355,10 @@ class ScriptedModel:
         n = len(self.requests)
         try:
             await asyncio.sleep(step.delay)
+            if body.get("stream") and step.status == 200 and step.body is None and not step.plain:
+                streamed = await _stream(request, step, _completion(n, step, body))
+                recorded.settle()
+                return streamed
         except asyncio.CancelledError:
             recorded.settle(cancelled=True)
             raise

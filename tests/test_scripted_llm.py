@@ -244,3 +244,72 @@ async def test_cli_serves_a_script_until_sigterm(tmp_path: Path) -> None:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def streamed(client: httpx.AsyncClient, **extra: Any) -> list[str]:
+    """The `data:` payloads of a streamed answer, in order."""
+    body = {"messages": MESSAGES, "stream": True, **extra}
+    async with client.stream("POST", "/chat/completions", json=body) as response:
+        assert response.headers["content-type"] == "text/event-stream"
+        return [
+            line.removeprefix("data: ")
+            async for line in response.aiter_lines()
+            if line.startswith("data: ")
+        ]
+
+
+async def test_a_streamed_answer_sends_text_in_pieces_then_usage_then_done(
+    model: ScriptedModel, client: httpx.AsyncClient
+) -> None:
+    model.add(say("hello world", chunk_chars=3))
+    events = await streamed(client, stream_options={"include_usage": True})
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert [d.get("content") for d in deltas] == ["", "hel", "lo ", "wor", "ld", None]
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
+    assert chunks[-1]["usage"] == {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+
+
+async def test_a_streamed_tool_call_sends_its_arguments_in_fragments_by_index(
+    model: ScriptedModel, client: httpx.AsyncClient
+) -> None:
+    model.add(calls(ScriptedToolCall(name="a", arguments="xyz"), ScriptedToolCall(name="b")))
+    chunks = [json.loads(e) for e in (await streamed(client))[:-1]]
+    parts = [tc for c in chunks for tc in c["choices"][0]["delta"].get("tool_calls", [])]
+    assert parts == [
+        {"index": 0, "id": "call_1_0", "type": "function",
+         "function": {"name": "a", "arguments": ""}},
+        {"index": 0, "function": {"arguments": "xyz"}},
+        {"index": 1, "id": "call_1_1", "type": "function",
+         "function": {"name": "b", "arguments": ""}},
+        {"index": 1, "function": {"arguments": "{}"}},
+    ]  # fmt: skip
+    assert "usage" not in chunks[-1]  # not asked for
+
+
+async def test_a_cut_stream_is_an_incomplete_body(
+    model: ScriptedModel, client: httpx.AsyncClient
+) -> None:
+    model.add(say("hello world", stream_fault="cut", fault_after=2))
+    with pytest.raises(httpx.RemoteProtocolError):
+        await streamed(client)
+
+
+@pytest.mark.parametrize("fault", ["no_end", "malformed"])
+async def test_a_stream_can_end_early_or_send_a_malformed_event(
+    model: ScriptedModel, client: httpx.AsyncClient, fault: str
+) -> None:
+    model.add(say("hello world", stream_fault=fault, fault_after=2))
+    events = await streamed(client)
+    assert "[DONE]" not in events
+    assert len(events) == 2 + (fault == "malformed")
+
+
+async def test_a_plain_step_answers_a_streaming_request_with_json(
+    model: ScriptedModel, client: httpx.AsyncClient
+) -> None:
+    model.add(say("hello", plain=True))
+    response = await chat(client, stream=True)
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.json()["choices"][0]["message"]["content"] == "hello"
