@@ -34,6 +34,9 @@ class ModelProfile(BaseModel):
     context_budget: int = Field(default=100_000, gt=0)
     """Tokens (estimated) of conversation sent per call: the system prompt plus the newest
     messages that fit. The durable transcript always stays whole."""
+    stream: bool = True
+    """Ask for the answer as a stream, so observers see its words as they come; off for
+    a server whose streaming misbehaves. The transcript is the same either way."""
 
 
 class TarrySettings(BaseSettings):

@@ -1,0 +1,54 @@
+"""What observers of a run see live: the model's words as it writes them, and the run's
+messages and stop points as they happen.
+
+The events travel on the run's workflow stream (`temporalio.contrib.workflow_streams`),
+never in the durable transcript: the LLM activity publishes an answer's deltas in
+batches, and the workflow publishes each transcript message and each stop point. An
+observer reads them with `RunHandle.events()` or `tarry watch`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel
+
+from tarry.contracts import ChatMessage, RunState, Usage
+
+EVENTS_TOPIC = "events"
+"""The one topic of a run's stream."""
+
+
+class EventKind(StrEnum):
+    ANSWER = "answer"
+    """The model starts answering for `turn`. Words shown for an earlier attempt of the
+    same turn are void: the model was asked again and this answer replaces them."""
+    RESET = "reset"
+    """Like `answer`, for a retried attempt (the stream of the last one broke off): the
+    words shown for this turn so far are void and come again from the start."""
+    TEXT = "text"
+    """`text` is the next piece of the answer's words."""
+    TOOL_CALL = "tool_call"
+    """The answer calls tool `name` as call `index` (`call_id` when the provider gives it)."""
+    TOOL_ARGUMENTS = "tool_arguments"
+    """`text` is the next piece of call `index`'s arguments (JSON text as it grows)."""
+    ANSWER_END = "answer_end"
+    """The answer is complete: its `usage` and `finish_reason`."""
+    MESSAGE = "message"
+    """`message` became the transcript's message number `index`."""
+    STOP = "stop"
+    """The run reached a stop point: it waits for a person, or it ended; `state` says which."""
+
+
+class RunEvent(BaseModel):
+    kind: EventKind
+    turn: int = 0
+    """The model call the event belongs to (the run's turn number once it is answered)."""
+    text: str | None = None
+    index: int | None = None
+    name: str | None = None
+    call_id: str | None = None
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    message: ChatMessage | None = None
+    state: RunState | None = None
