@@ -1,7 +1,8 @@
 """Following a run live, and `tarry chat`: a conversation with a run in the terminal.
 
 A run lives in Temporal, not in this process: the chat only shows what the run does,
-by polling its transcript while it works, and sends what the person types. So leaving
+from its event stream while it works (the model's words as it writes them), and sends
+what the person types. So leaving
 the chat leaves the run waiting, and `tarry chat RUN` later picks it up where it was.
 A run that waits for a decision on tool calls is asked about each call in turn.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -19,12 +20,10 @@ from rich.console import Console
 from rich.text import Text
 
 from tarry.client import RunHandle, Tarry, TarryError
-from tarry.contracts import ChatMessage, ErrorCode, PendingApproval, Phase, RunState, WaitingFor
-from tarry.render import message_text, pending_line, print_stop_line, state_text, thinking
+from tarry.contracts import ErrorCode, PendingApproval, Phase, RunState, WaitingFor
+from tarry.events import EventKind, RunEvent
+from tarry.render import LiveView, pending_line, print_stop_line, state_text
 
-POLL_SECONDS = 0.1
-"""How often a working run's transcript is read: often enough to feel live, and a
-query costs the server no history."""
 PROMPT = "[bold cyan]you>[/] "
 APPROVE_PROMPT = Text("approve? [y]es / [n]o / [e]dit> ", style="bold magenta")
 REASON_PROMPT = Text("why not? (told to the agent; Enter for no reason)> ", style="bold magenta")
@@ -38,28 +37,38 @@ HELP = (
 async def follow(
     run: RunHandle,
     start: int,
-    show: Callable[[ChatMessage], None],
-    answer: Awaitable[RunState] | None = None,
+    show: Callable[[RunEvent], None],
+    answer: Coroutine[Any, Any, RunState] | None = None,
 ) -> RunState:
-    """Shows the run's messages from index `start` as they appear, until its next stop
-    point: until `answer` (a `send` in flight) arrives or, without one, until the run
-    is no longer running. Returns the state at that stop point."""
+    """Shows the run's messages from index `start`, then its live events, until its next
+    stop point: until `answer` (a `send` or `decide` not yet begun) has its answer or,
+    without one, until the run is no longer running. Returns the state at that point.
+
+    One `state` query says where the transcript and the event stream stood at the same
+    moment: messages before it come from the transcript, everything after from the
+    stream, so nothing is shown twice or missed."""
+    try:
+        state = await run.state()
+    except BaseException:
+        if answer is not None:
+            answer.close()  # never begun: no "never awaited" warning
+        raise
+    # Begun only now, so the stop point it waits for is after `state.events`.
     sending = asyncio.ensure_future(answer) if answer is not None else None
     try:
-        n = start
-        while True:
-            # Asked before reading, so the last read holds every message of the stop point.
-            reached = await _stop_point(run, sending)
-            messages = await run.transcript(start=n)
-            for message in messages:
-                show(message)
-            n += len(messages)
-            if reached is not None:
-                return reached
-            if sending is None:
-                await asyncio.sleep(POLL_SECONDS)
-            else:
-                await asyncio.wait({sending}, timeout=POLL_SECONDS)
+        made = max(start, state.message_count)
+        for i, message in enumerate((await run.transcript(start=start))[: made - start]):
+            show(RunEvent(kind=EventKind.MESSAGE, index=start + i, message=message))
+        if sending is None and state.phase is not Phase.RUNNING:
+            return state
+        async for event in run.events(state.events):
+            if event.kind is EventKind.MESSAGE and (event.index or 0) < made:
+                continue
+            show(event)
+            if event.kind is EventKind.STOP and event.state is not None:
+                return await sending if sending is not None else event.state
+        # The run ended and its last events are read.
+        return await sending if sending is not None else await run.state()
     finally:
         if sending is not None and not sending.done():
             # Left early (a second Ctrl-C): end the send here rather than leave a task
@@ -68,15 +77,6 @@ async def follow(
             await asyncio.wait({sending})
             if not sending.cancelled():
                 sending.exception()
-
-
-async def _stop_point(run: RunHandle, sending: asyncio.Future[RunState] | None) -> RunState | None:
-    """The run's state if it has reached its stop point, else None. The queries go one at
-    a time: the server can hold back a query that arrives beside another for a second."""
-    if sending is not None:
-        return sending.result() if sending.done() else None
-    state = await run.state()
-    return None if state.phase is Phase.RUNNING else state
 
 
 async def exchange(run: RunHandle, text: str, console: Console) -> RunState:
@@ -109,18 +109,14 @@ async def _on_screen(
     console: Console,
     *,
     typed: str | None = None,
-    answer: Awaitable[RunState] | None = None,
+    answer: Coroutine[Any, Any, RunState] | None = None,
 ) -> RunState:
-    """`follow` for a person: a spinner while the run works, Ctrl-C pauses it, and the
-    message they `typed` is not shown again, as it is already on their screen."""
-
-    def show(message: ChatMessage) -> None:
-        if not (message.role == "user" and message.content == typed):
-            console.print(message_text(message))
-
+    """`follow` for a person: the words as they come, a spinner while the run works,
+    Ctrl-C pauses it, and the message they `typed` is not shown again, as it is already
+    on their screen."""
     async with _pause_on_ctrl_c(run, console):
-        with thinking(console):
-            return await follow(run, start, show, answer)
+        with LiveView(console, typed=typed) as view:
+            return await follow(run, start, view.show, answer)
 
 
 async def converse(tarry: Tarry, run_id: str | None, console: Console) -> None:

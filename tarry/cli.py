@@ -46,7 +46,7 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.entrypoint import exit_now
-from tarry.render import message_text, print_stop_line, shorten, state_text, thinking
+from tarry.render import LiveView, message_text, print_stop_line, shorten, state_text
 from tarry.settings import TarrySettings
 
 T = TypeVar("T")
@@ -349,15 +349,17 @@ def watch(
 ) -> None:
     """Follow the run live until it waits for a reply or a decision, or ends.
 
-    Prints its messages as they appear; with --json, one JSON message per line.
+    Prints the agent's words as it writes them, then its tool calls and their results;
+    with --json, one event per line (`kind`: message, answer, text, tool_call,
+    tool_arguments, answer_end, reset, stop).
     """
 
     async def follow_live(run: RunHandle) -> None:
         if as_json:
-            await follow(run, start, _emit)
+            await follow(run, start, lambda e: _emit(e.model_dump(mode="json", exclude_none=True)))
             return
-        with thinking(console):
-            state = await follow(run, start, lambda m: console.print(message_text(m)))
+        with LiveView(console) as view:
+            state = await follow(run, start, view.show)
         print_stop_line(console, state)
 
     _with_run(run_id, follow_live)

@@ -4,6 +4,7 @@
     run = await tarry.start("Summarise notes.md")
     state = await run.wait_for({Phase.WAITING_USER})
     state = await run.send("Thanks, now write it to summary.md")
+    async for event in run.events(): ...   # the model's words as it writes them
 
 Errors a caller can act on raise `TarryError` with an `ErrorCode`, never a raw RPC error.
 """
@@ -23,6 +24,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -43,6 +45,7 @@ from tarry.contracts import (
     TranscriptQuery,
     UserInput,
 )
+from tarry.events import EVENTS_TOPIC, RunEvent
 from tarry.render import shorten
 from tarry.settings import TarrySettings
 
@@ -94,17 +97,20 @@ class Tarry:
             # The UI's run list shows this, so runs can be told apart at a glance.
             static_summary=_summary_of(input.prompt),
         )
-        return RunHandle(handle)
+        return RunHandle(self.client, handle)
 
     def get(self, run_id: str) -> RunHandle:
         """A handle to an existing run; it is checked on first use."""
-        return RunHandle(self.client.get_workflow_handle(run_id, result_type=RunResult))
+        return RunHandle(
+            self.client, self.client.get_workflow_handle(run_id, result_type=RunResult)
+        )
 
 
 class RunHandle:
     """One agent run, by workflow id (it follows the run across its whole chain)."""
 
-    def __init__(self, handle: WorkflowHandle[object, RunResult]) -> None:
+    def __init__(self, client: Client, handle: WorkflowHandle[object, RunResult]) -> None:
+        self._client = client
         self._handle = handle
 
     @property
@@ -203,6 +209,20 @@ class RunHandle:
             while (state := await self.state()).phase not in phases:  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
         return state
+
+    async def events(self, from_offset: int = 0) -> AsyncIterator[RunEvent]:
+        """The run's live events (see `tarry.events`): the model's words as it writes
+        them, each transcript message, each stop point. From `from_offset` in the run's
+        stream (a `RunState.events` continues from that state; 0 starts at the oldest
+        event the run still holds: the current and the previous turn). Ends once the
+        run has ended and its last events are read; follows continue-as-new.
+
+        Each wait for new events is an update, which the run's history records; the
+        iterator asks again at most every 100 ms."""
+        stream = WorkflowStreamClient.create(self._client, self.id)
+        async with self._errors():
+            async for item in stream.subscribe(EVENTS_TOPIC, from_offset, result_type=RunEvent):
+                yield item.data
 
     async def result(self) -> RunResult:
         async with self._errors():

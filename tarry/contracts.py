@@ -19,6 +19,8 @@ WORKFLOW_TYPE = "AgentRun"
 DEFAULT_TASK_QUEUE = "tarry"
 LLM_ACTIVITY = "call_llm"
 FINISH_TOOL = "finish"
+INTERRUPTED_NOTE = "[interrupted by the user]"
+"""How the model reads an answer of its own that a `stop` cut short."""
 MAX_INPUT_BYTES = 4 * 1024 * 1024
 """The largest reply, in UTF-8 bytes, that the client sends and `send` accepts. Replies
 over the storage threshold leave history for the payload store, so this bounds what one
@@ -141,10 +143,18 @@ class ChatMessage(BaseModel):
     tool_call_id: str | None = None
     decision: DecisionRecord | None = None
     """Transcript metadata on a gated call's tool message; not part of what the model sees."""
+    interrupted: bool = False
+    """An answer a `stop` cut short: the words the model had written by then."""
 
     def for_model(self) -> dict[str, Any]:
-        """The message as the provider takes it: no nulls, no Tarry metadata."""
-        return self.model_dump(mode="json", exclude_none=True, exclude={"decision"})
+        """The message as the provider takes it: no nulls, no Tarry metadata; an
+        interrupted answer says so in its text, the one place a model reads it."""
+        message = self.model_dump(
+            mode="json", exclude_none=True, exclude={"decision", "interrupted"}
+        )
+        if self.interrupted:
+            message["content"] = f"{self.content or ''} {INTERRUPTED_NOTE}".lstrip()
+        return message
 
 
 class Usage(BaseModel):
@@ -291,6 +301,9 @@ class RunState(BaseModel):
     message_count: int = 0
     waiting_for: WaitingFor | None = None
     pending_approvals: list[PendingApproval] = []
+    events: int = 0
+    """The offset of the run's event stream at this state: `RunHandle.events(offset)`
+    follows on from exactly here, with the first `message_count` messages already made."""
 
 
 class RunResult(BaseModel):
