@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
+from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
 from rich.console import Console
@@ -60,13 +60,15 @@ async def follow(
         for i, message in enumerate((await run.transcript(start=start))[: made - start]):
             show(RunEvent(kind=EventKind.MESSAGE, index=start + i, message=message))
         if sending is None and state.phase is not Phase.RUNNING:
+            show(RunEvent(kind=EventKind.STOP, state=state))  # the stop point it is at
             return state
-        async for event in run.events(state.events):
-            if event.kind is EventKind.MESSAGE and (event.index or 0) < made:
-                continue
-            show(event)
-            if event.kind is EventKind.STOP and event.state is not None:
-                return await sending if sending is not None else event.state
+        async with aclosing(_alongside(run.events(state.events), sending)) as events:
+            async for event in events:
+                if event.kind is EventKind.MESSAGE and (event.index or 0) < made:
+                    continue
+                show(event)
+                if event.kind is EventKind.STOP and event.state is not None:
+                    return await sending if sending is not None else event.state
         # The run ended and its last events are read.
         return await sending if sending is not None else await run.state()
     finally:
@@ -77,6 +79,32 @@ async def follow(
             await asyncio.wait({sending})
             if not sending.cancelled():
                 sending.exception()
+
+
+async def _alongside(
+    events: AsyncGenerator[RunEvent], sending: asyncio.Future[RunState] | None
+) -> AsyncGenerator[RunEvent]:
+    """`events`, ended by the error of `sending` (a refused `send`, say) if it fails."""
+    coming: asyncio.Future[RunEvent] | None = None
+    try:
+        while True:
+            coming = asyncio.ensure_future(anext(events))
+            if sending is not None:
+                both: list[asyncio.Future[Any]] = [coming, sending]
+                await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
+                if sending.done():
+                    sending.result()  # raises its error, if it failed
+                    sending = None
+            try:
+                yield await coming
+            except StopAsyncIteration:
+                return
+    finally:
+        # A read still in flight (an error, Ctrl-C) holds the generator: end it first.
+        if coming is not None and not coming.done():
+            coming.cancel()
+            await asyncio.wait([coming])
+        await events.aclose()
 
 
 async def exchange(run: RunHandle, text: str, console: Console) -> RunState:

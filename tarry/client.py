@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncGenerator, AsyncIterator, Collection
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
 from typing import Any
@@ -210,7 +210,7 @@ class RunHandle:
                 await asyncio.sleep(0.05)
         return state
 
-    async def events(self, from_offset: int = 0) -> AsyncIterator[RunEvent]:
+    async def events(self, from_offset: int = 0) -> AsyncGenerator[RunEvent]:
         """The run's live events (see `tarry.events`): the model's words as it writes
         them, each transcript message, each stop point. From `from_offset` in the run's
         stream (a `RunState.events` continues from that state; 0 starts at the oldest

@@ -258,15 +258,16 @@ class LiveView:
             self._redraw_call()
         elif kind is EventKind.MESSAGE and event.message is not None:
             self._message(event.message)
-        elif kind in (EventKind.ANSWER_END, EventKind.STOP):
+        elif kind is EventKind.STOP or (kind is EventKind.ANSWER_END and self._call):
+            # The answer's words stay open for its message, which may mark them interrupted.
             self._end_line()
 
     def _message(self, message: ChatMessage) -> None:
         if message.role == "user" and message.content == self._typed:
             return
         streamed = message.role == "assistant" and bool(message.content)
-        streamed = streamed and message.content == self._streamed and self._line_open
-        if streamed and message.interrupted:
+        streamed = streamed and message.content == self._streamed
+        if streamed and message.interrupted and self._line_open:
             self._console.print(Text(INTERRUPTED, style="yellow"), end="")
         self._end_line()
         self._streamed = ""

@@ -399,13 +399,17 @@ async def test_watch_prints_messages_as_they_come_and_exits_at_the_stop_point(
     assert result.out.splitlines() == ["    ← opened", "agent: Through."]
 
 
-async def test_watch_json_prints_one_message_per_line(cli: Cli) -> None:
+async def test_watch_json_prints_one_event_per_line(cli: Cli) -> None:
     cli.agent.model.add(say("Hello!"))
     run = await cli.start("hi")
 
     out = await cli.ok("watch", run.id, "--json")
 
-    assert [json.loads(line)["content"] for line in out.splitlines()] == ["hi", "Hello!"]
+    events = [json.loads(line) for line in out.splitlines()]
+    messages = [e["message"]["content"] for e in events if e["kind"] == "message"]
+    assert messages == ["hi", "Hello!"]
+    assert events[-1]["kind"] == "stop"
+    assert events[-1]["state"]["phase"] == "WaitingUser"
 
 
 async def test_watch_says_when_the_run_has_ended(cli: Cli) -> None:

@@ -57,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         TranscriptQuery,
         UserInput,
     )
+    from tarry.events import EventKind, RunEvent
     from workflows import approvals
     from workflows.details import current_details, llm_summary, tool_summary
     from workflows.memory import (
@@ -66,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
         call_fingerprint,
         transcript_page,
     )
+    from workflows.stream import RunStream
 
 REPEAT_HINT = "You are repeating the same tool call; try a different approach."
 REPEAT_HINT_AFTER = 5
@@ -103,6 +105,8 @@ class AgentRunWorkflow:
                 self._receive(UserInput(text=input.prompt))
             else:
                 self._m.phase = Phase.WAITING_USER
+        self._stream = RunStream(self._m.stream)
+        self._m.stream = None  # the stream holds it now; the next hand-over takes it again
 
     @workflow.run
     async def run(self, input: WorkflowInput) -> RunResult:
@@ -120,7 +124,9 @@ class AgentRunWorkflow:
                     continue
                 self._enter(Phase.RUNNING)
             await self._step()
-        # A `send` caller is owed its answer before the run closes.
+        # A `send` caller is owed its answer before the run closes; an observer's poll
+        # is answered now and a new one waits for the run to close.
+        self._stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
         m = self._m
         output = m.output if m.output is not None else m.last_assistant_text
@@ -168,6 +174,8 @@ class AgentRunWorkflow:
         # With other calls of the answer still undecided, the run stays at this stop point.
         if not self._m.undecided():
             await workflow.wait_condition(lambda: self._m.stops > stops)
+        else:
+            self._publish_stop()  # for observers of this `decide`, as for any answer
         return self._m.state()
 
     @decide.validator
@@ -201,7 +209,7 @@ class AgentRunWorkflow:
 
     @workflow.query
     def state(self) -> RunState:
-        return self._m.state()
+        return self._state()
 
     @workflow.query
     def transcript(self, query: TranscriptQuery | None = None) -> TranscriptPage:
@@ -236,6 +244,7 @@ class AgentRunWorkflow:
         m.context = answer.context
         m.usage += answer.usage
         m.transcript.append(answer.message)
+        self._publish_messages()
         if answer.message.content:
             m.last_assistant_text = answer.message.content
         if answer.finish_reason == "length":
@@ -259,6 +268,7 @@ class AgentRunWorkflow:
                 return await self._call_model(request)
             except ActivityError as e:
                 if isinstance(e.cause, CancelledError):
+                    self._keep_interrupted(request.turn)
                     self._abort()
                     return None
                 error = _error_of(e, default=ErrorCode.LLM_HTTP_ERROR)
@@ -274,6 +284,8 @@ class AgentRunWorkflow:
                 return None
 
     async def _call_model(self, request: LlmRequest) -> LlmResponse:
+        self._publish_messages()
+        self._m.turn_events = self._stream.begin_turn(self._m.turn_events)
         timeouts = self._input.timeouts
         call = workflow.start_activity(
             LLM_ACTIVITY,
@@ -464,6 +476,29 @@ class AgentRunWorkflow:
         m.stops += 1
         m.pause_requested = False  # any stop point is the pause a caller asked for
         self._enter(phase)
+        self._publish_stop()
+
+    # --- The event stream: observers see messages and stop points as they happen -------
+
+    def _state(self) -> RunState:
+        return self._m.state().model_copy(update={"events": self._stream.offset()})
+
+    def _publish_stop(self) -> None:
+        self._publish_messages()
+        self._stream.publish(RunEvent(kind=EventKind.STOP, state=self._state()))
+
+    def _publish_messages(self) -> None:
+        m = self._m
+        for index in range(m.published, len(m.transcript)):
+            message = m.transcript[index]
+            self._stream.publish(RunEvent(kind=EventKind.MESSAGE, index=index, message=message))
+        m.published = len(m.transcript)
+
+    def _keep_interrupted(self, turn: int) -> None:
+        """A stop cut the answer short: the words the model had written stay, marked."""
+        if words := self._stream.partial_answer(turn):
+            message = ChatMessage(role="assistant", content=words, interrupted=True)
+            self._m.transcript.append(message)
 
     def _llm_request(self) -> LlmRequest:
         """Only the messages the stored conversation lacks: history grows by each turn's

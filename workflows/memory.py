@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from pydantic import BaseModel
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from tarry.contracts import (
     TRANSCRIPT_PAGE_BYTES,
@@ -76,6 +77,12 @@ class RunMemory(BaseModel):
     """Decisions on pending calls, by call id: the first one for a call wins."""
     gated_schemas: dict[str, dict[str, Any]] = {}
     """The argument schemas of the gated tools, to check edited arguments against."""
+    stream: WorkflowStreamState | None = None
+    """The event stream's state, handed on through continue-as-new (None on a fresh run)."""
+    turn_events: int = 0
+    """The stream offset where the current turn's events begin; older turns are dropped."""
+    published: int = 0
+    """How many transcript messages have been published to the event stream."""
 
     def undecided(self) -> list[PendingApproval]:
         return [p for p in self.pending if p.call_id not in self.decisions]
