@@ -24,6 +24,7 @@ from tarry.contracts import ErrorCode, PendingApproval, Phase, RunState, Waiting
 from tarry.events import EventKind, RunEvent
 from tarry.render import LiveView, pending_line, print_stop_line, state_text
 
+_ANSWER_EVENTS = frozenset(EventKind) - {EventKind.MESSAGE, EventKind.STOP}
 PROMPT = "[bold cyan]you>[/] "
 APPROVE_PROMPT = Text("approve? [y]es / [n]o / [e]dit> ", style="bold magenta")
 REASON_PROMPT = Text("why not? (told to the agent; Enter for no reason)> ", style="bold magenta")
@@ -46,7 +47,8 @@ async def follow(
 
     One `state` query says where the transcript and the event stream stood at the same
     moment: messages before it come from the transcript, everything after from the
-    stream, so nothing is shown twice or missed."""
+    stream (and the answer in flight from its first word), so nothing is shown twice or
+    missed."""
     try:
         state = await run.state()
     except BaseException:
@@ -62,8 +64,14 @@ async def follow(
         if sending is None and state.phase is not Phase.RUNNING:
             show(RunEvent(kind=EventKind.STOP, state=state))  # the stop point it is at
             return state
-        async with aclosing(_alongside(run.events(state.events), sending)) as events:
+        # From the turn's start, to show the answer in flight from its first word; of
+        # what came before this state, only that answer's words are new.
+        async with aclosing(_alongside(run.events(state.turn_events), sending)) as events:
             async for event in events:
+                if (event.offset or 0) < state.events and not (
+                    event.kind in _ANSWER_EVENTS and event.turn > state.turn
+                ):
+                    continue
                 if event.kind is EventKind.MESSAGE and (event.index or 0) < made:
                     continue
                 show(event)

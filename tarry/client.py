@@ -222,7 +222,7 @@ class RunHandle:
         stream = WorkflowStreamClient.create(self._client, self.id)
         async with self._errors():
             async for item in stream.subscribe(EVENTS_TOPIC, from_offset, result_type=RunEvent):
-                yield item.data
+                yield item.data.model_copy(update={"offset": item.offset})
 
     async def result(self) -> RunResult:
         async with self._errors():

@@ -302,8 +302,11 @@ class RunState(BaseModel):
     waiting_for: WaitingFor | None = None
     pending_approvals: list[PendingApproval] = []
     events: int = 0
-    """The offset of the run's event stream at this state: `RunHandle.events(offset)`
+    """The offset of the run's event stream at this state: `RunHandle.events(events)`
     follows on from exactly here, with the first `message_count` messages already made."""
+    turn_events: int = 0
+    """The offset where the current turn's events begin: reading from here shows the
+    answer in flight from its first word (its events have a `turn` above `turn`)."""
 
 
 class RunResult(BaseModel):

@@ -52,3 +52,6 @@ class RunEvent(BaseModel):
     finish_reason: str | None = None
     message: ChatMessage | None = None
     state: RunState | None = None
+    offset: int | None = None
+    """Where the event is in the run's stream, as `RunHandle.events` read it: `events(
+    offset + 1)` resumes after it. Not published: the stream assigns it."""

@@ -3,11 +3,20 @@ like a plain call's, and their words seen live by the run's observers."""
 
 from __future__ import annotations
 
+import asyncio
+import io
+import re
 from typing import Any
 
-from tarry.contracts import ErrorCode, Phase, Usage
-from tarry.scripted_llm import ScriptedToolCall, ScriptStep, calls, say
+import pexpect
+from temporalio.client import Client
+
+from tarry.client import RunHandle
+from tarry.contracts import INTERRUPTED_NOTE, ErrorCode, Phase, Usage
+from tarry.events import EventKind, RunEvent
+from tarry.scripted_llm import ScriptedToolCall, ScriptStep, call, calls, say
 from tests.conftest import Agent
+from tests.test_cli import TARRY, agent_env
 
 WAITING = {Phase.WAITING_USER}
 TEXT = "The notes say three things: ship on Friday, call Priya, and buy more coffee."
@@ -135,3 +144,189 @@ async def test_a_stream_stuck_mid_answer_is_caught_by_the_heartbeat_timeout(agen
     ]
     assert [s.attempt for s in started] == [2]
     assert "heartbeat" in started[0].last_failure.message.lower()
+
+
+# --- Observers -----------------------------------------------------------------------
+
+LONG = " ".join(f"word{i}" for i in range(60))
+
+
+async def events_until(run: RunHandle, last: EventKind, from_offset: int = 0) -> list[RunEvent]:
+    """The run's events from `from_offset` up to and including the first of kind `last`."""
+    seen: list[RunEvent] = []
+    async with asyncio.timeout(30):
+        async for event in run.events(from_offset):
+            seen.append(event)
+            if event.kind is last:
+                return seen
+    raise AssertionError(f"the stream ended before a {last} event: {seen}")
+
+
+def words(events: list[RunEvent]) -> str:
+    return "".join(e.text or "" for e in events if e.kind is EventKind.TEXT)
+
+
+async def test_an_observer_sees_the_first_words_while_the_model_is_still_writing(
+    agent: Agent,
+) -> None:
+    agent.model.add(say(LONG, chunk_chars=5, chunk_delay=0.1))  # about 6 s of writing
+    run = await agent.start("talk to me")
+
+    first = await events_until(run, EventKind.TEXT)
+    still_writing = not agent.model.requests[0].settled.is_set()
+    whole = await events_until(run, EventKind.STOP)
+
+    assert still_writing
+    assert [e.kind for e in whole[:2]] == [EventKind.MESSAGE, EventKind.ANSWER]
+    assert LONG.startswith(words(first))
+    assert words(whole) == LONG
+    ends = [e for e in whole if e.kind is EventKind.ANSWER_END]
+    assert [e.usage for e in ends] == [(await run.state()).usage]
+    message = whole[-2].message
+    assert message is not None
+    assert (whole[-2].index, message.content) == (1, LONG)
+
+
+async def test_an_observer_attaching_after_the_answer_ended_still_receives_it(
+    agent: Agent,
+) -> None:
+    agent.model.add(call("list_files", chunk_chars=1), say(LONG, chunk_chars=3))
+    run = await agent.start("look around")
+    await run.wait_for(WAITING)
+
+    seen = await events_until(run, EventKind.STOP)
+
+    assert words(seen) == LONG
+    calls_seen = [(e.kind, e.name, e.text) for e in seen if e.kind.startswith("tool")]
+    assert calls_seen[0] == (EventKind.TOOL_CALL, "list_files", None)
+    assert "".join(text or "" for _, _, text in calls_seen[1:]) == "{}"
+    messages = [e.message for e in seen if e.kind is EventKind.MESSAGE]
+    assert messages == await run.transcript()
+    assert seen[-1].state is not None
+    assert seen[-1].state.phase is Phase.WAITING_USER
+
+
+async def signals_for(agent: Agent, chunks: int) -> tuple[int, int]:
+    """The signals in the history of a run whose one answer comes in `chunks` pieces
+    over about two seconds, and the text events the stream kept for it."""
+    text = "x" * chunks
+    agent.model.add(say(text, chunk_chars=1, chunk_delay=2.0 / chunks))
+    run = await agent.start("go")
+    await run.wait_for(WAITING)
+    kept = await events_until(run, EventKind.STOP)
+    assert words(kept) == text
+    signals = (await agent.event_types(run)).count("WORKFLOW_EXECUTION_SIGNALED")
+    return signals, sum(e.kind is EventKind.TEXT for e in kept)
+
+
+async def test_the_history_cost_of_an_answer_is_bounded_by_time_not_by_its_chunks(
+    agent: Agent,
+) -> None:
+    few = await signals_for(agent, 20)
+    many = await signals_for(agent, 400)
+
+    # About one signal per 200 ms batch: some ten over two seconds, in either case.
+    assert 1 <= few[0] <= 20
+    assert 1 <= many[0] <= 20
+    # Deltas are merged per batch before they are published, so the stream's log (held in
+    # the workflow and carried through continue-as-new) grows per batch as well.
+    assert many[1] <= many[0]
+
+
+async def test_a_stream_cut_in_the_middle_shows_a_reset_then_the_whole_answer_once(
+    agent: Agent,
+) -> None:
+    agent.model.add(say(LONG, chunk_chars=5, stream_fault="cut", fault_after=6), say(LONG))
+    run = await agent.start("hello")
+    await run.wait_for(WAITING)
+
+    seen = await events_until(run, EventKind.STOP)
+
+    kinds = [e.kind for e in seen]
+    reset = kinds.index(EventKind.RESET)
+    assert kinds.count(EventKind.ANSWER) == 1
+    assert kinds.index(EventKind.ANSWER) < reset
+    before, after = words(seen[:reset]), words(seen[reset:])
+    assert before
+    assert LONG.startswith(before)
+    assert after == LONG
+    assert kinds.count(EventKind.ANSWER_END) == 1
+
+
+async def test_stop_in_the_middle_of_an_answer_keeps_its_words_marked_interrupted(
+    agent: Agent,
+) -> None:
+    agent.model.add(say(LONG, chunk_chars=5, chunk_delay=0.2))  # about 12 s of writing
+    run = await agent.start("talk to me")
+    first = await events_until(run, EventKind.TEXT)
+
+    await run.stop("enough")
+    result = await run.result()
+
+    assert result.error is not None
+    assert result.error.code is ErrorCode.ENGINE_ABORTED
+    kept = (await run.transcript())[-1]
+    assert (kept.role, kept.interrupted) == ("assistant", True)
+    assert kept.content is not None
+    assert kept.content.startswith(words(first))
+    assert LONG.startswith(kept.content)
+    assert kept.content != LONG
+    assert kept.for_model()["content"] == f"{kept.content} {INTERRUPTED_NOTE}"
+    assert agent.model.requests[0].cancelled
+
+
+async def test_the_publisher_leaves_at_once_when_its_stream_ends(
+    agent_factory: Any, time_skipping: Client
+) -> None:
+    # On Python 3.11 the stream client's own exit can hang after a forced flush until the
+    # activity's start-to-close timeout, which the test server would skip to: the answer
+    # would then be a retry. Three streamed answers, each on its first attempt.
+    agent: Agent = await agent_factory(client=time_skipping)
+    agent.model.add(call("list_files"), say("Nothing here.", chunk_delay=0.05))
+    run = await agent.start("look around", mode="task")
+
+    async with asyncio.timeout(60):
+        result = await run.result()
+
+    assert result.phase is Phase.COMPLETED
+    assert result.output == "Nothing here."
+    assert await agent.retries(run) == []
+
+
+async def test_the_stream_keeps_only_the_current_and_the_previous_turn(agent: Agent) -> None:
+    agent.model.add(call("list_files"), call("list_files", {"path": "."}), say("Empty."))
+    run = await agent.start("look twice")
+    await run.wait_for(WAITING)
+
+    kept = await events_until(run, EventKind.STOP)
+
+    assert sorted({e.turn for e in kept if e.kind is EventKind.ANSWER}) == [2, 3]
+    # Turn 2's events begin with the message that led to it: turn 1's tool result.
+    assert next(e.index for e in kept if e.kind is EventKind.MESSAGE) == 2
+
+
+async def test_watch_in_a_terminal_shows_the_words_before_the_answer_ends(agent: Agent) -> None:
+    agent.model.add(call("list_files"), say(LONG, chunk_chars=5, chunk_delay=0.15))  # ~9 s
+    run = await agent.start("look around")
+    await agent.model.wait_for_requests(2)
+    screen = io.StringIO()
+    # A terminal that can redraw a line, as a person's: the spinner and cursor are on.
+    env = agent_env(agent) | {"TERM": "xterm-256color"}
+    child = pexpect.spawn(
+        str(TARRY), ["watch", run.id], env=env, encoding="utf-8", timeout=30, dimensions=(24, 200)
+    )
+    child.logfile_read = screen
+    try:
+        await asyncio.to_thread(child.expect_exact, "agent: ")
+        await asyncio.to_thread(child.expect_exact, "word0 word1")
+        still_writing = not agent.model.requests[1].settled.is_set()
+        await asyncio.to_thread(child.expect_exact, "word59")
+        await asyncio.to_thread(child.expect, pexpect.EOF)
+    finally:
+        child.close(force=True)
+
+    assert still_writing
+    assert child.exitstatus == 0
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())  # no styles, no cursor moves
+    assert shown.index("you: look around") < shown.index("→ list_files()") < shown.index("← []")
+    assert shown.count("word59") == 1

@@ -284,8 +284,9 @@ class AgentRunWorkflow:
                 return None
 
     async def _call_model(self, request: LlmRequest) -> LlmResponse:
-        self._publish_messages()
+        # A turn's events begin with the messages that led to it.
         self._m.turn_events = self._stream.begin_turn(self._m.turn_events)
+        self._publish_messages()
         timeouts = self._input.timeouts
         call = workflow.start_activity(
             LLM_ACTIVITY,
@@ -481,7 +482,8 @@ class AgentRunWorkflow:
     # --- The event stream: observers see messages and stop points as they happen -------
 
     def _state(self) -> RunState:
-        return self._m.state().model_copy(update={"events": self._stream.offset()})
+        update = {"events": self._stream.offset(), "turn_events": self._m.turn_events}
+        return self._m.state().model_copy(update=update)
 
     def _publish_stop(self) -> None:
         self._publish_messages()
