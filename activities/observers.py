@@ -6,6 +6,11 @@ history about 50 signals, not one event per token. Adjacent deltas of one kind a
 merged before they are published, so the stream's log (which the workflow keeps, and
 hands on through continue-as-new) also grows per batch, not per token.
 
+An answer written within one batch interval is not published at all: the workflow
+publishes its message the moment it arrives, which shows it whole just as soon, so a
+quick answer costs no history. Once a batch has gone out, the rest follows, and so do
+the words of an answer a `stop` cuts short, which the workflow keeps.
+
 Publishing never fails the model call: an observer missing a few words is better than
 an answer lost. It also never blocks the call's end for long (see `close`).
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from asyncio import CancelledError
 from datetime import timedelta
 from types import TracebackType
 
@@ -49,6 +55,7 @@ class AnswerObservers:
         self._turn = turn
         self._pending: list[RunEvent] = []
         self._ticker: asyncio.Task[None] | None = None
+        self._published = False
         first = EventKind.RESET if activity.info().attempt > 1 else EventKind.ANSWER
         self._add(RunEvent(kind=first, turn=turn))
 
@@ -62,7 +69,7 @@ class AnswerObservers:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.close()
+        await self.close(cancelled=exc_type is not None and issubclass(exc_type, CancelledError))
 
     def text(self, delta: str) -> None:
         self._add(RunEvent(kind=EventKind.TEXT, turn=self._turn, text=delta))
@@ -82,14 +89,17 @@ class AnswerObservers:
         )
         self._add(event)
 
-    async def close(self) -> None:
-        """Stops the timer and sends what is left, also when the call was cancelled: a
-        stopped run keeps the words its observers were sent. Bounded by `CLOSE_SECONDS`."""
+    async def close(self, *, cancelled: bool = False) -> None:
+        """Stops the timer and sends what is left if observers have seen this answer
+        begin, or the call was `cancelled`: a stopped run keeps the words it was sent.
+        Bounded by `CLOSE_SECONDS`."""
         if self._ticker is not None:
             self._ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(CancelledError):
                 await self._ticker
             self._ticker = None
+        if not (self._published or cancelled):
+            return
         try:
             async with asyncio.timeout(CLOSE_SECONDS):
                 await self._send()
@@ -114,6 +124,7 @@ class AnswerObservers:
         # One signal for the batch; a failed one is kept by the client and sent again
         # (deduplicated by the workflow) with the next batch.
         await self._client.flush()
+        self._published = True
 
     async def _tick(self) -> None:
         while True:

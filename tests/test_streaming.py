@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import re
 from typing import Any
 
@@ -190,7 +191,11 @@ async def test_an_observer_sees_the_first_words_while_the_model_is_still_writing
 async def test_an_observer_attaching_after_the_answer_ended_still_receives_it(
     agent: Agent,
 ) -> None:
-    agent.model.add(call("list_files", chunk_chars=1), say(LONG, chunk_chars=3))
+    # Each takes longer than a batch interval: a quicker answer is not streamed at all.
+    agent.model.add(
+        call("list_files", chunk_chars=1, chunk_delay=0.1),
+        say(LONG, chunk_chars=3, chunk_delay=0.005),
+    )
     run = await agent.start("look around")
     await run.wait_for(WAITING)
 
@@ -204,6 +209,19 @@ async def test_an_observer_attaching_after_the_answer_ended_still_receives_it(
     assert messages == await run.transcript()
     assert seen[-1].state is not None
     assert seen[-1].state.phase is Phase.WAITING_USER
+
+
+async def test_an_answer_written_within_one_batch_costs_no_history(agent: Agent) -> None:
+    agent.model.add(say("Hi there."))
+    run = await agent.start("hello")
+    await run.wait_for(WAITING)
+
+    seen = await events_until(run, EventKind.STOP)
+
+    assert "WORKFLOW_EXECUTION_SIGNALED" not in await agent.event_types(run)
+    messages = [e.message for e in seen if e.kind is EventKind.MESSAGE]
+    assert [m.content for m in messages if m is not None] == ["hello", "Hi there."]
+    assert words(seen) == ""  # shown whole, as its message, the moment it arrived
 
 
 async def signals_for(agent: Agent, chunks: int) -> tuple[int, int]:
@@ -236,7 +254,8 @@ async def test_the_history_cost_of_an_answer_is_bounded_by_time_not_by_its_chunk
 async def test_a_stream_cut_in_the_middle_shows_a_reset_then_the_whole_answer_once(
     agent: Agent,
 ) -> None:
-    agent.model.add(say(LONG, chunk_chars=5, stream_fault="cut", fault_after=6), say(LONG))
+    cut = say(LONG, chunk_chars=5, chunk_delay=0.1, stream_fault="cut", fault_after=6)
+    agent.model.add(cut, say(LONG, chunk_delay=0.01))
     run = await agent.start("hello")
     await run.wait_for(WAITING)
 
@@ -280,9 +299,9 @@ async def test_the_publisher_leaves_at_once_when_its_stream_ends(
 ) -> None:
     # On Python 3.11 the stream client's own exit can hang after a forced flush until the
     # activity's start-to-close timeout, which the test server would skip to: the answer
-    # would then be a retry. Three streamed answers, each on its first attempt.
+    # would then be a retry. Two answers, the second streamed, each on its first attempt.
     agent: Agent = await agent_factory(client=time_skipping)
-    agent.model.add(call("list_files"), say("Nothing here.", chunk_delay=0.05))
+    agent.model.add(call("list_files"), say("Nothing here.", chunk_chars=1, chunk_delay=0.05))
     run = await agent.start("look around", mode="task")
 
     async with asyncio.timeout(60):
@@ -291,18 +310,6 @@ async def test_the_publisher_leaves_at_once_when_its_stream_ends(
     assert result.phase is Phase.COMPLETED
     assert result.output == "Nothing here."
     assert await agent.retries(run) == []
-
-
-async def test_the_stream_keeps_only_the_current_and_the_previous_turn(agent: Agent) -> None:
-    agent.model.add(call("list_files"), call("list_files", {"path": "."}), say("Empty."))
-    run = await agent.start("look twice")
-    await run.wait_for(WAITING)
-
-    kept = await events_until(run, EventKind.STOP)
-
-    assert sorted({e.turn for e in kept if e.kind is EventKind.ANSWER}) == [2, 3]
-    # Turn 2's events begin with the message that led to it: turn 1's tool result.
-    assert next(e.index for e in kept if e.kind is EventKind.MESSAGE) == 2
 
 
 async def test_watch_in_a_terminal_shows_the_words_before_the_answer_ends(agent: Agent) -> None:
@@ -330,3 +337,48 @@ async def test_watch_in_a_terminal_shows_the_words_before_the_answer_ends(agent:
     shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())  # no styles, no cursor moves
     assert shown.index("you: look around") < shown.index("→ list_files()") < shown.index("← []")
     assert shown.count("word59") == 1
+
+
+async def test_an_observer_follows_the_run_across_continue_as_new(agent: Agent) -> None:
+    answers = [f"answer number {n}, " * 8 for n in range(6)]
+    agent.model.add(*(say(text, chunk_chars=7, chunk_delay=0.03) for text in answers))
+    run = await agent.start("go", continue_as_new_after_turns=1)
+    await run.wait_for(WAITING)
+    seen: list[RunEvent] = []
+
+    async def observe() -> None:
+        async for event in run.events():
+            seen.append(event)
+
+    observer = asyncio.create_task(observe())
+    for n in range(1, 6):
+        await run.send(f"reply {n}")
+    await run.stop()
+    await run.result()
+    async with asyncio.timeout(30):
+        await observer  # it ends once the last run of the chain has ended
+
+    by_turn = [words([e for e in seen if e.turn == turn]) for turn in range(1, 7)]
+    assert by_turn == answers
+    messages = [e.index for e in seen if e.kind is EventKind.MESSAGE]
+    assert messages == list(range(len(await run.transcript())))
+    # What each hand-over carries of the stream stays the same size, turn after turn.
+    logs = [len(memory["stream"]["log"]) for memory in await handed_over(agent, run)]
+    assert len(logs) >= 4
+    assert max(logs) <= min(logs) + 2
+
+
+async def handed_over(agent: Agent, run: RunHandle) -> list[dict[str, Any]]:
+    """The memory each run of the chain handed to the next, as JSON."""
+    client = agent.tarry.client
+    first = (await client.get_workflow_handle(run.id).describe()).raw_description
+    run_id: str | None = first.workflow_execution_info.first_run_id
+    memories = []
+    while run_id:
+        history = await client.get_workflow_handle(run.id, run_id=run_id).fetch_history()
+        last = history.events[-1].workflow_execution_continued_as_new_event_attributes
+        if not last.new_execution_run_id:
+            break
+        memories.append(json.loads(last.input.payloads[0].data)["memory"])
+        run_id = last.new_execution_run_id
+    return memories

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Iterator
 from datetime import timedelta
 
 from temporalio import workflow
@@ -97,6 +98,7 @@ class AgentRunWorkflow:
     def __init__(self, input: WorkflowInput) -> None:
         self._input = input
         self._keeps_its_history = False
+        self._callers = 0
         if input.memory is not None:  # handed over by the previous run of the chain
             self._m = input.memory
         else:
@@ -173,7 +175,8 @@ class AgentRunWorkflow:
         approvals.record(self._m, decision, "update", workflow.now())
         # With other calls of the answer still undecided, the run stays at this stop point.
         if not self._m.undecided():
-            await workflow.wait_condition(lambda: self._m.stops > stops)
+            with self._caller():
+                await workflow.wait_condition(lambda: self._m.stops > stops)
         else:
             self._publish_stop()  # for observers of this `decide`, as for any answer
         return self._m.state()
@@ -187,7 +190,8 @@ class AgentRunWorkflow:
     async def send(self, input: UserInput) -> RunState:
         """Deliver a reply and answer with the state at the run's next stop point."""
         seq = self._receive(input)
-        await workflow.wait_condition(lambda: self._m.answered >= seq)
+        with self._caller():
+            await workflow.wait_condition(lambda: self._m.answered >= seq)
         return self._m.state()
 
     @send.validator
@@ -285,7 +289,7 @@ class AgentRunWorkflow:
 
     async def _call_model(self, request: LlmRequest) -> LlmResponse:
         # A turn's events begin with the messages that led to it.
-        self._m.turn_events = self._stream.begin_turn(self._m.turn_events)
+        self._m.turn_events = self._stream.offset()
         self._publish_messages()
         timeouts = self._input.timeouts
         call = workflow.start_activity(
@@ -525,7 +529,18 @@ class AgentRunWorkflow:
             self._m.segment_turns >= self._input.continue_as_new_after_turns
             or workflow.info().is_continue_as_new_suggested()
         )
-        return due and not self._keeps_its_history and workflow.all_handlers_finished()
+        # Not `all_handlers_finished()`: an observer's poll of the event stream is a handler
+        # too, and one is nearly always waiting while someone watches.
+        return due and not self._keeps_its_history and not self._callers
+
+    @contextlib.contextmanager
+    def _caller(self) -> Iterator[None]:
+        """Counts a `send` or `decide` caller waiting for this run's next stop point."""
+        self._callers += 1
+        try:
+            yield
+        finally:
+            self._callers -= 1
 
     def _hand_over(self) -> None:
         """Continues as new with the whole memory. Signals and updates that arrive
@@ -534,7 +549,14 @@ class AgentRunWorkflow:
         if not workflow.patched(_HAND_OVER_PATCH):
             self._keeps_its_history = True  # started before continue-as-new existed
             return
-        memory = self._m.model_copy(update={"segment_turns": 0})
+        # Observers' polls end here; they follow the chain to the next run, whose stream
+        # goes on from the same offsets with only the last turn's events: the rest would
+        # ride along through every hand-over. (Not trimmed sooner: an observer slowed by
+        # the hand-over would find its place gone.)
+        self._stream.detach_pollers()
+        self._stream.truncate(self._m.turn_events)
+        stream = self._stream.get_state()
+        memory = self._m.model_copy(update={"segment_turns": 0, "stream": stream})
         workflow.continue_as_new(self._input.model_copy(update={"memory": memory}))
 
 

@@ -80,7 +80,7 @@ class RunMemory(BaseModel):
     stream: WorkflowStreamState | None = None
     """The event stream's state, handed on through continue-as-new (None on a fresh run)."""
     turn_events: int = 0
-    """The stream offset where the current turn's events begin; older turns are dropped."""
+    """The stream offset where the current turn's events begin; a hand-over drops older ones."""
     published: int = 0
     """How many transcript messages have been published to the event stream."""
 

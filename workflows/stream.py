@@ -2,9 +2,9 @@
 
 The LLM activity publishes an answer's deltas to it as batched signals; the workflow
 publishes each transcript message and each stop point itself, which costs no history
-(the stream's log lives in the workflow's memory and is rebuilt on replay). Old turns
-are dropped from the log so it does not grow with the run, nor ride along through
-continue-as-new forever.
+(the stream's log lives in the workflow's memory and is rebuilt on replay). At each
+continue-as-new only the last turn's events are handed on, so the log does not grow
+with the run nor ride along through the chain forever.
 """
 
 from __future__ import annotations
@@ -31,11 +31,6 @@ class RunStream(WorkflowStream):
     def offset(self) -> int:
         """The offset the next event gets: where a subscriber picks up from now."""
         return self._base_offset + len(self._log)
-
-    def begin_turn(self, previous_turn_start: int) -> int:
-        """Drops every event before the previous turn; returns where this turn starts."""
-        self.truncate(previous_turn_start)
-        return self.offset()
 
     def partial_answer(self, turn: int) -> str:
         """The words published for `turn` since its latest (re)start: what the model had
