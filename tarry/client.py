@@ -214,8 +214,9 @@ class RunHandle:
         """The run's live events (see `tarry.events`): the model's words as it writes
         them, each transcript message, each stop point. From `from_offset` in the run's
         stream (a `RunState.events` continues from that state; 0 starts at the oldest
-        event the run still holds: the current and the previous turn). Ends once the
-        run has ended and its last events are read; follows continue-as-new.
+        event the run still holds: those since its last continue-as-new, which hands on
+        the last turn's). Ends once the run has ended and its last events are read;
+        follows continue-as-new.
 
         Each wait for new events is an update, which the run's history records; the
         iterator asks again at most every 100 ms."""

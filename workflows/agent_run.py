@@ -502,7 +502,7 @@ class AgentRunWorkflow:
 
     def _keep_interrupted(self, turn: int) -> None:
         """A stop cut the answer short: the words the model had written stay, marked."""
-        if words := self._stream.partial_answer(turn):
+        if words := self._stream.partial_answer(turn, since=self._m.turn_events):
             message = ChatMessage(role="assistant", content=words, interrupted=True)
             self._m.transcript.append(message)
 

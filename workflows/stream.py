@@ -32,12 +32,13 @@ class RunStream(WorkflowStream):
         """The offset the next event gets: where a subscriber picks up from now."""
         return self._base_offset + len(self._log)
 
-    def partial_answer(self, turn: int) -> str:
-        """The words published for `turn` since its latest (re)start: what the model had
-        written when its answer was cut short."""
+    def partial_answer(self, turn: int, since: int) -> str:
+        """The words published for `turn` since its latest (re)start, looking no further
+        back than offset `since` (the turn's start): what the model had written when its
+        answer was cut short."""
         converter = workflow.payload_converter()
         words: list[str] = []
-        for item in reversed(self._log):
+        for item in reversed(self._log[max(0, since - self._base_offset) :]):
             event = converter.from_payload(item.data, RunEvent)
             if event.turn != turn:
                 continue
