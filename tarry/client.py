@@ -45,7 +45,7 @@ from tarry.contracts import (
     TranscriptQuery,
     UserInput,
 )
-from tarry.events import EVENTS_TOPIC, RunEvent
+from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
 from tarry.render import shorten
 from tarry.settings import TarrySettings
 
@@ -219,11 +219,28 @@ class RunHandle:
         follows continue-as-new.
 
         Each wait for new events is an update, which the run's history records; the
-        iterator asks again at most every 100 ms."""
+        iterator asks again at most every 100 ms. Messages come in order, none missing:
+        where a hand-over dropped events this observer had not read yet, the missing
+        messages are read from the transcript (the words of their turn are not)."""
         stream = WorkflowStreamClient.create(self._client, self.id)
+        next_message: int | None = None
         async with self._errors():
             async for item in stream.subscribe(EVENTS_TOPIC, from_offset, result_type=RunEvent):
-                yield item.data.model_copy(update={"offset": item.offset})
+                event = item.data.model_copy(update={"offset": item.offset})
+                if event.kind is EventKind.MESSAGE and event.index is not None:
+                    if next_message is not None and event.index > next_message:
+                        for missed in await self._messages(next_message, event.index):
+                            yield missed
+                    next_message = max(next_message or 0, event.index + 1)
+                yield event
+
+    async def _messages(self, start: int, end: int) -> list[RunEvent]:
+        """Transcript messages `start` to `end` (exclusive) as `message` events."""
+        messages = (await self.transcript(start))[: end - start]
+        return [
+            RunEvent(kind=EventKind.MESSAGE, index=index, message=message)
+            for index, message in enumerate(messages, start=start)
+        ]
 
     async def result(self) -> RunResult:
         async with self._errors():

@@ -289,6 +289,9 @@ class AgentRunWorkflow:
 
     async def _call_model(self, request: LlmRequest) -> LlmResponse:
         # A turn's events begin with the messages that led to it.
+        if request.turn != self._m.turn_of_events:
+            self._m.previous_turn_events = self._m.turn_events
+            self._m.turn_of_events = request.turn
         self._m.turn_events = self._stream.offset()
         self._publish_messages()
         timeouts = self._input.timeouts
@@ -550,11 +553,11 @@ class AgentRunWorkflow:
             self._keeps_its_history = True  # started before continue-as-new existed
             return
         # Observers' polls end here; they follow the chain to the next run, whose stream
-        # goes on from the same offsets with only the last turn's events: the rest would
-        # ride along through every hand-over. (Not trimmed sooner: an observer slowed by
-        # the hand-over would find its place gone.)
+        # goes on from the same offsets with only the last two turns' events: the rest
+        # would ride along through every hand-over. Two, so an observer a turn behind
+        # (its polls slowed by the hand-over) still finds its place.
         self._stream.detach_pollers()
-        self._stream.truncate(self._m.turn_events)
+        self._stream.truncate(self._m.previous_turn_events)
         stream = self._stream.get_state()
         memory = self._m.model_copy(update={"segment_turns": 0, "stream": stream})
         workflow.continue_as_new(self._input.model_copy(update={"memory": memory}))

@@ -80,7 +80,11 @@ class RunMemory(BaseModel):
     stream: WorkflowStreamState | None = None
     """The event stream's state, handed on through continue-as-new (None on a fresh run)."""
     turn_events: int = 0
-    """The stream offset where the current turn's events begin; a hand-over drops older ones."""
+    """The stream offset where the current turn's events begin."""
+    previous_turn_events: int = 0
+    """Where the turn before it began: a hand-over drops the events before this."""
+    turn_of_events: int = 0
+    """The turn `turn_events` belongs to (a retried call of a turn keeps its turn's start)."""
     published: int = 0
     """How many transcript messages have been published to the event stream."""
 
