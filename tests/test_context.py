@@ -3,14 +3,22 @@ transcript pages callers read."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
+from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 
 from activities.context import ContextStore, estimate_tokens, fit_to_budget
+from activities.llm import ModelClient
+from activities.tools import ToolHost
+from tarry.client import Tarry
 from tarry.contracts import (
     TRANSCRIPT_PAGE_BYTES,
     ChatMessage,
@@ -18,11 +26,14 @@ from tarry.contracts import (
     FunctionCall,
     Mode,
     Phase,
+    RunInput,
     ToolCall,
     TranscriptQuery,
 )
-from tarry.scripted_llm import ScriptedToolCall, calls, say
-from tests.conftest import Agent
+from tarry.scripted_llm import ScriptedModel, ScriptedToolCall, calls, say
+from tarry.settings import ModelProfile
+from tests.conftest import CANARY_KEY, FAST_TIMEOUTS, Agent
+from workers.worker import build_worker
 from workflows.memory import transcript_page
 
 
@@ -117,3 +128,36 @@ def test_a_message_bigger_than_a_page_comes_alone() -> None:
     transcript = [user("x" * 2 * TRANSCRIPT_PAGE_BYTES), user("next")]
 
     assert transcript_page(transcript, TranscriptQuery()).messages == transcript[:1]
+
+
+async def test_a_worker_without_the_stored_conversation_sends_it_whole(
+    temporal: Client, tmp_path: Path
+) -> None:
+    async with ScriptedModel([say("One."), say("Two.")]) as model:
+        profile = ModelProfile(base_url=model.base_url, model="m", api_key=SecretStr(CANARY_KEY))
+        tools = ToolHost(tmp_path / "workspaces")
+        tarry = Tarry(temporal, f"test-{uuid.uuid4().hex[:8]}")
+
+        @asynccontextmanager
+        async def worker_with_store(store: str) -> AsyncIterator[None]:
+            contexts = ContextStore.on_disk(tmp_path / store, temporal.data_converter)
+            models = ModelClient({"default": profile}, tools, contexts)
+            async with build_worker(temporal, tarry.task_queue, models, tools):
+                yield
+            await models.aclose()
+
+        async with worker_with_store("first"):
+            run = await tarry.start(RunInput(prompt="one", timeouts=FAST_TIMEOUTS))
+            await run.wait_for({Phase.WAITING_USER})
+        async with worker_with_store("elsewhere"):
+            state = await run.send("two")
+
+    assert state.last_assistant_text == "Two."
+    assert [len(r.body["messages"]) for r in model.requests] == [1, 3]
+    history = await temporal.get_workflow_handle(run.id).fetch_history()
+    failures = [
+        e.activity_task_failed_event_attributes.failure.application_failure_info.type
+        for e in history.events
+        if e.HasField("activity_task_failed_event_attributes")
+    ]
+    assert failures == [ErrorCode.LLM_CONTEXT_MISSING]
