@@ -19,7 +19,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -185,8 +185,10 @@ class DevServer:
     so it can be stopped (SIGTERM or SIGKILL) and started again where clients and
     workers expect it, with every run it held."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, extra_args: Sequence[str] | None = None) -> None:
+        """`extra_args` go to `start-dev` instead of the low-latency dynamic config."""
         data_dir.mkdir(parents=True, exist_ok=True)
+        self.extra_args = dev_server_args() if extra_args is None else list(extra_args)
         self.data_dir = data_dir
         self.db = data_dir / "temporal.db"
         self.log = data_dir / "temporal.log"
@@ -212,7 +214,7 @@ class DevServer:
             "--db-filename", str(self.db),
             *attributes,
             "--log-level", "warn",
-            *dev_server_args(),
+            *self.extra_args,
         ]  # fmt: skip
 
     async def start(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109
@@ -281,6 +283,7 @@ class WorkerProcess:
         workspace_root: Path,
         log: Path,
         module: str = "tests.faults_worker",
+        extra_env: Mapping[str, str] | None = None,
     ) -> None:
         self.address = address
         self.task_queue = task_queue
@@ -288,6 +291,7 @@ class WorkerProcess:
         self.workspace_root = workspace_root
         self.log = log
         self.module = module
+        self.extra_env = dict(extra_env or {})
         self.process: asyncio.subprocess.Process | None = None
         self.starts = 0
 
@@ -307,6 +311,7 @@ class WorkerProcess:
             "TARRY_WORKSPACE_ROOT": str(self.workspace_root),
             # Every worker of the deployment shares one store, as production ones must.
             "TARRY_STORAGE_DIR": str(self.workspace_root.parent / "payloads"),
+            **self.extra_env,
         }
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as log:

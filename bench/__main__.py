@@ -1,0 +1,66 @@
+"""`python -m bench` (`scripts/bench`): runs the benchmarks of issue #6 and prints tables.
+
+scripts/bench                 everything, at full size (about half an hour)
+scripts/bench --quick         small sizes, a couple of minutes
+scripts/bench --only turns    one benchmark: turns, long, parked, startup
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import tempfile
+from pathlib import Path
+
+import psutil
+
+from bench import parked_runs, turn_overhead
+from bench.rig import console
+from tarry.entrypoint import run_main
+
+SECTIONS = ("turns", "long", "parked", "startup")
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes everywhere")
+    parser.add_argument("--only", choices=SECTIONS, action="append", help="run only these")
+    parser.add_argument("--turns", type=int, help="turns of the turn-overhead conversation (50)")
+    parser.add_argument("--parked", type=int, help="runs parked in WaitingUser (10000)")
+    parser.add_argument("--samples", type=int, help="replies timed to parked runs (200)")
+    parser.add_argument("--settle", type=float, help="seconds parked runs rest before replies (30)")
+    parser.add_argument("--tail", action="store_true", help="add the parked-runs tail experiments")
+    parser.add_argument("--long-turns", type=int, help="turns of the long run (5000)")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    args.turns = args.turns or (5 if quick else 50)
+    args.parked = args.parked or (200 if quick else 10_000)
+    args.samples = args.samples or (20 if quick else 200)
+    args.settle = args.settle if args.settle is not None else (3.0 if quick else 30.0)
+    args.long_turns = args.long_turns or (50 if quick else 5_000)
+    args.only = args.only or list(SECTIONS)
+    return args
+
+
+def machine() -> str:
+    memory = psutil.virtual_memory().total / 2**30
+    return (
+        f"{platform.processor() or platform.machine()}, {psutil.cpu_count()} cores, "
+        f"{memory:.0f} GiB, Python {platform.python_version()}, {platform.system()}"
+    )
+
+
+async def main(args: argparse.Namespace) -> int:
+    console.print(f"[bold]Tarry benchmarks[/] on {machine()}")
+    with tempfile.TemporaryDirectory(prefix="tarry-bench-") as tmp:
+        root = Path(tmp)
+        if "turns" in args.only:
+            await turn_overhead.run(args.turns, root / "workspaces")
+        if "parked" in args.only:
+            await parked_runs.run(args.parked, args.samples, args.settle, root, tail=args.tail)
+    return 0
+
+
+if __name__ == "__main__":
+    arguments = parse()
+    run_main(lambda: main(arguments))

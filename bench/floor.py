@@ -1,0 +1,78 @@
+"""Temporal's floor: the plainest workflows that do what a Tarry run does, with no Tarry
+code around them, so a figure for Tarry can be read against what Temporal itself costs.
+
+`FloorTurnsWorkflow` calls the same two activities per turn as a Tarry run (the real
+`call_llm` and a real tool), passing the same inputs. `ParkedWorkflow` waits for an
+update forever and answers it at once: the cheapest run a worker can hold.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from tarry.contracts import (
+        LLM_ACTIVITY,
+        ChatMessage,
+        LlmRequest,
+        LlmResponse,
+        ToolInvocation,
+        ToolResult,
+    )
+
+_TIMEOUT = timedelta(seconds=30)
+
+
+@workflow.defn(name="BenchFloorTurns")
+class FloorTurnsWorkflow:
+    @workflow.run
+    async def run(self, prompt: str) -> int:
+        """Asks the model and runs its tool calls until it answers without one;
+        returns the number of model calls."""
+        messages = [ChatMessage(role="user", content=prompt)]
+        turn = 0
+        while True:
+            turn += 1
+            answer: LlmResponse = await workflow.execute_activity(
+                LLM_ACTIVITY,
+                LlmRequest(profile="default", messages=messages, turn=turn),
+                result_type=LlmResponse,
+                start_to_close_timeout=_TIMEOUT,
+            )
+            messages.append(answer.message)
+            if not answer.message.tool_calls:
+                return turn
+            for call in answer.message.tool_calls:
+                result: ToolResult = await workflow.execute_activity(
+                    call.function.name,
+                    ToolInvocation(
+                        run_id=workflow.info().workflow_id,
+                        call_id=call.id,
+                        arguments=call.function.arguments,
+                    ),
+                    result_type=ToolResult,
+                    start_to_close_timeout=_TIMEOUT,
+                )
+                messages.append(
+                    ChatMessage(role="tool", tool_call_id=call.id, content=result.to_content())
+                )
+
+
+@workflow.defn(name="BenchParked")
+class ParkedWorkflow:
+    def __init__(self) -> None:
+        self._done = False
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: self._done)
+
+    @workflow.update
+    async def poke(self, n: int) -> int:
+        return n + 1
+
+    @workflow.signal
+    def finish(self) -> None:
+        self._done = True

@@ -1,0 +1,207 @@
+"""Item 3, many waiting runs: N runs parked on one worker process and one dev server
+(SQLite file), then the time from a reply to the run's next stop point, for runs
+picked at random, one at a time.
+
+Rows: Tarry as it ships (`build_worker`, no workflow cache: every task replays), and
+`bench.floor.ParkedWorkflow` (a reply is an update answered at once) with the SDK's
+default cache of 1,000 runs and with a cache that holds every run. `--tail` adds the
+experiments that find where the slowest replies come from.
+
+Besides the times, each row counts what the sampled runs' histories show went wrong:
+workflow tasks that timed out (a task put on a worker's sticky queue that nobody took
+within `sticky_queue_schedule_to_start_timeout`) or failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+from rich.table import Table
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from bench.floor import ParkedWorkflow
+from bench.rig import console, dev_server, ms, percentile, ratio, rss_mib, table
+from tarry.client import Tarry
+from tarry.contracts import Phase, RunInput
+from tarry.scripted_llm import ScriptedModel
+from tarry.servers import dev_server_args
+from tests.faults import WorkerProcess
+
+START_CONCURRENCY = 50
+SLOW = 1.0
+"""Seconds: a reply slower than this is counted as an outlier."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    label: str
+    tarry: bool = False
+    """Tarry's own worker (`python -m workers`), else `python -m bench.worker`."""
+    worker_env: dict[str, str] = field(default_factory=dict)
+    server_args: tuple[str, ...] = ()
+    """Dynamic config beyond the low-latency values `tarry dev` sets."""
+
+
+@dataclass
+class Result:
+    variant: Variant
+    worker_mib: float
+    server_mib: float
+    latencies: list[float]
+    start_seconds: float
+    timed_out_tasks: int
+    failed_tasks: int
+
+
+def variants(parked: int, tail: bool) -> list[Variant]:
+    rows = [
+        Variant("Tarry (build_worker: cache 0)", tarry=True),
+        Variant("bare, SDK default cache 1,000", worker_env={"BENCH_CACHE": "1000"}),
+        Variant(f"bare, cache {parked:,}", worker_env={"BENCH_CACHE": str(parked)}),
+    ]
+    if tail:
+        rows += [
+            Variant(
+                "bare, cache 1,000, sticky timeout 1 s",
+                worker_env={"BENCH_CACHE": "1000", "BENCH_STICKY_TIMEOUT": "1"},
+            ),
+            Variant(
+                "bare, cache 1,000, 20 task polls",
+                worker_env={"BENCH_CACHE": "1000", "BENCH_POLLS": "20"},
+            ),
+        ]
+    return rows
+
+
+async def _start_all(n: int, start: Callable[[str], Awaitable[None]]) -> float:
+    gate = asyncio.Semaphore(START_CONCURRENCY)
+
+    async def one(i: int) -> None:
+        async with gate:
+            await start(f"parked-{i}")
+
+    began = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(n)))
+    return time.perf_counter() - began
+
+
+async def _settled(pid: int, settle: float) -> None:
+    """Waits until the worker has been idle (under 5 % of a core) for two seconds in a
+    row, then `settle` seconds more: the runs have all reached their wait."""
+    worker = psutil.Process(pid)
+    worker.cpu_percent()
+    quiet = 0
+    while quiet < 2:
+        await asyncio.sleep(1.0)
+        quiet = quiet + 1 if worker.cpu_percent() < 5.0 else 0
+    await asyncio.sleep(settle)
+
+
+async def _task_troubles(client: Client, ids: Sequence[str]) -> tuple[int, int]:
+    timed_out = failed = 0
+    for workflow_id in ids:
+        history = await client.get_workflow_handle(workflow_id).fetch_history()
+        for event in history.events:
+            timed_out += event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
+            failed += event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+    return timed_out, failed
+
+
+async def measure(
+    variant: Variant, parked: int, samples: int, settle: float, data_dir: Path, seed: int
+) -> Result:
+    config = [*dev_server_args(), *variant.server_args]
+    async with (
+        dev_server(config, data_dir) as server,
+        ScriptedModel(when_exhausted="echo") as model,
+    ):
+        client = server.client
+        queue = f"parked-{uuid.uuid4().hex[:8]}"
+        worker = WorkerProcess(
+            address=server.process.address,
+            task_queue=queue,
+            model_url=model.base_url,
+            workspace_root=data_dir / "workspaces",
+            log=data_dir / "worker.log",
+            module="workers" if variant.tarry else "bench.worker",
+            extra_env=variant.worker_env,
+        )
+        await worker.start()
+        try:
+            tarry = Tarry(client, queue)
+
+            async def start(workflow_id: str) -> None:
+                if variant.tarry:
+                    await tarry.start(RunInput(), run_id=workflow_id)
+                else:
+                    await client.start_workflow(
+                        ParkedWorkflow.run, id=workflow_id, task_queue=queue
+                    )
+
+            started = await _start_all(parked, start)
+            assert worker.process is not None
+            assert server.process.process is not None
+            await _settled(worker.process.pid, settle)
+            worker_mib = rss_mib(worker.process.pid)
+            server_mib = rss_mib(server.process.process.pid)
+            picked = random.Random(seed).sample(range(parked), samples)
+            latencies = []
+            for n, i in enumerate(picked):
+                began = time.perf_counter()
+                if variant.tarry:
+                    state = await tarry.get(f"parked-{i}").send(f"reply {n}")
+                    assert state.phase is Phase.WAITING_USER, state
+                else:
+                    handle = client.get_workflow_handle(f"parked-{i}")
+                    await handle.execute_update(ParkedWorkflow.poke, n)
+                latencies.append(time.perf_counter() - began)
+            ids = [f"parked-{i}" for i in picked]
+            timed_out, failed = await _task_troubles(client, ids)
+        finally:
+            await worker.stop()
+    return Result(variant, worker_mib, server_mib, latencies, started, timed_out, failed)
+
+
+async def run(
+    parked: int, samples: int, settle: float, root: Path, *, tail: bool = False, seed: int = 6
+) -> list[Result]:
+    results = []
+    for i, variant in enumerate(variants(parked, tail)):
+        results.append(await measure(variant, parked, samples, settle, root / f"parked-{i}", seed))
+    console.print(render(parked, samples, settle, results))
+    return results
+
+
+def render(parked: int, samples: int, settle: float, results: Sequence[Result]) -> Table:
+    reference = percentile(results[0].latencies, 50)
+    t = table(
+        f"Many waiting runs: {parked:,} parked on one worker and one dev server (SQLite); "
+        f"{samples} replies to random runs after a {settle:g} s settle",
+        "workflow and worker", "worker MiB", "server MiB", "starts/s",
+        "p50 ms", "p99 ms", "max ms", "p99 x Tarry p50", f"> {SLOW:g} s",
+        "WFT timed out", "WFT failed",
+    )  # fmt: skip
+    for r in results:
+        p50, p99, top = (percentile(r.latencies, p) for p in (50, 99, 100))
+        t.add_row(
+            r.variant.label,
+            f"{r.worker_mib:,.0f}",
+            f"{r.server_mib:,.0f}",
+            f"{parked / r.start_seconds:,.0f}",
+            ms(p50),
+            ms(p99),
+            ms(top),
+            ratio(p99, reference),
+            str(sum(x > SLOW for x in r.latencies)),
+            str(r.timed_out_tasks),
+            str(r.failed_tasks),
+        )
+    return t

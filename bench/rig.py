@@ -1,0 +1,132 @@
+"""What every benchmark shares: a dev server of its own, an in-process Tarry worker,
+memory readings and the figures' formatting."""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from rich.console import Console
+from rich.table import Table
+from temporalio.client import Client
+
+from activities.llm import ModelClient
+from activities.tools import ToolHost
+from tarry.client import Tarry, connect_temporal
+from tarry.servers import dev_server_args
+from tarry.settings import ModelProfile, TarrySettings
+from tests.faults import DevServer
+from workers.worker import build_worker
+
+console = Console(highlight=False)
+if not console.is_terminal:
+    # Piped to a file or a test: wide enough that the tables keep one line per row.
+    console = Console(highlight=False, width=140)
+
+DEFAULT_CONFIG = "default"
+LOW_LATENCY = "low-latency"
+CONFIGS = {DEFAULT_CONFIG: [], LOW_LATENCY: dev_server_args()}
+"""The dev server's dynamic config: as it ships, and the values `tarry dev` sets."""
+
+
+@dataclass(frozen=True)
+class Server:
+    process: DevServer
+    client: Client
+    """A client with Tarry's data converter."""
+
+
+@asynccontextmanager
+async def dev_server(config: Sequence[str], data_dir: Path | None = None) -> AsyncIterator[Server]:
+    """A dev server of the benchmark's own on a SQLite file; `config` are the extra
+    `start-dev` arguments (its dynamic config)."""
+    with tempfile.TemporaryDirectory(prefix="tarry-bench-") as tmp:
+        process = DevServer(data_dir or Path(tmp), extra_args=config)
+        async with process:
+            settings = TarrySettings(temporal_address=process.address)
+            yield Server(process, await connect_temporal(settings))
+
+
+@dataclass(frozen=True)
+class InProcessTarry:
+    tarry: Tarry
+    models: ModelClient
+    tools: ToolHost
+
+
+def model_parts(base_url: str, workspace_root: Path) -> tuple[ModelClient, ToolHost]:
+    """The real LLM activity and tools, with one `default` profile at `base_url`."""
+    tools = ToolHost(workspace_root)
+    profile = ModelProfile(base_url=base_url, model="scripted")
+    return ModelClient({"default": profile}, tools), tools
+
+
+@asynccontextmanager
+async def tarry_worker(
+    client: Client, base_url: str, workspace_root: Path
+) -> AsyncIterator[InProcessTarry]:
+    """Tarry's own worker (`build_worker`) in this process, on a task queue of its own."""
+    models, tools = model_parts(base_url, workspace_root)
+    queue = f"bench-{uuid.uuid4().hex[:8]}"
+    try:
+        async with build_worker(client, queue, models, tools):
+            yield InProcessTarry(Tarry(client, queue), models, tools)
+    finally:
+        await models.aclose()
+
+
+# --- Memory -----------------------------------------------------------------------
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of a process and its children, in MiB."""
+    process = psutil.Process(pid)
+    total: int = process.memory_info().rss
+    for child in process.children(recursive=True):
+        total += child.memory_info().rss
+    return total / 2**20
+
+
+def peak_rss_mib(pid: int) -> float | None:
+    """The process's peak resident memory (Linux `VmHWM`) in MiB; None elsewhere."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
+# --- Figures ------------------------------------------------------------------------
+
+
+def ms(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1000:,.1f}"
+
+
+def ratio(value: float | None, reference: float | None) -> str:
+    if value is None or not reference:
+        return "n/a"
+    return f"{value / reference:.2f}x"
+
+
+def percentile(samples: Sequence[float], p: int) -> float:
+    """The `p`-th percentile (1-99, interpolated); 100 is the maximum."""
+    if p >= 100 or len(samples) < 2:
+        return max(samples)
+    return statistics.quantiles(samples, n=100, method="inclusive")[p - 1]
+
+
+def table(title: str, *columns: str) -> Table:
+    t = Table(title=title, title_justify="left", title_style="bold")
+    for i, column in enumerate(columns):
+        t.add_column(column, justify="left" if i == 0 else "right")
+    return t

@@ -1,0 +1,192 @@
+"""Item 1, turn overhead: one scripted conversation (N turns, one tool call each, then
+a last answer) run four ways against the same zero-latency model server:
+
+(a) Tarry, (b) Temporal's floor (`bench.floor`), (c) a plain loop in this process
+calling the same activity code, (d) the SDK's agent integration where it is installed.
+Each way runs a short conversation first, so first-use costs are not counted.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.table import Table
+from temporalio.testing import ActivityEnvironment
+from temporalio.worker import Worker
+
+from bench.floor import FloorTurnsWorkflow
+from bench.rig import (
+    CONFIGS,
+    Server,
+    console,
+    dev_server,
+    model_parts,
+    ms,
+    ratio,
+    table,
+    tarry_worker,
+)
+from tarry.contracts import ChatMessage, LlmRequest, Mode, Phase, RunInput, ToolInvocation
+from tarry.scripted_llm import ScriptedModel, ScriptStep, call, say
+
+PROMPT = "List the workspace again and again."
+WARM_UP_TURNS = 2
+WAYS = (
+    "(a) Tarry",
+    "(b) Temporal floor",
+    "(c) plain loop, no Temporal",
+    "(d) SDK agent integration",
+)
+
+
+def script(turns: int) -> list[ScriptStep]:
+    """`turns` answers with one `list_files` call each, then a last text answer."""
+    return [call("list_files", {"path": "."}) for _ in range(turns)] + [say("done")]
+
+
+@dataclass
+class Outcome:
+    seconds: float | None = None
+    note: str = ""
+
+
+Conversation = Callable[[int], Awaitable[None]]
+"""Runs the scripted conversation of N turns to its end."""
+
+
+async def _timed(model: ScriptedModel, turns: int, converse: Conversation) -> Outcome:
+    for n in (WARM_UP_TURNS, turns):
+        model.add(*script(n))
+        started = time.perf_counter()
+        await converse(n)
+        elapsed = time.perf_counter() - started
+    if model.remaining:
+        return Outcome(note=f"{model.remaining} scripted answers left unused")
+    return Outcome(elapsed)
+
+
+async def _tarry(server: Server, model: ScriptedModel, turns: int, root: Path) -> Outcome:
+    async with tarry_worker(server.client, model.base_url, root) as worker:
+
+        async def converse(n: int) -> None:
+            run = await worker.tarry.start(
+                RunInput(prompt=PROMPT, mode=Mode.TASK, max_turns=n + 1, tools=["list_files"])
+            )
+            result = await run.result()
+            if result.phase is not Phase.COMPLETED or result.turns != n + 1:
+                raise RuntimeError(f"Tarry run ended {result.phase} after {result.turns} turns")
+
+        return await _timed(model, turns, converse)
+
+
+async def _floor(server: Server, model: ScriptedModel, turns: int, root: Path) -> Outcome:
+    models, tools = model_parts(model.base_url, root)
+    queue = f"bench-floor-{uuid.uuid4().hex[:8]}"
+    worker = Worker(
+        server.client,
+        task_queue=queue,
+        workflows=[FloorTurnsWorkflow],
+        activities=[models.call_llm, *tools.activities()],
+    )
+    try:
+        async with worker:
+
+            async def converse(n: int) -> None:
+                await server.client.execute_workflow(
+                    FloorTurnsWorkflow.run,
+                    PROMPT,
+                    id=f"floor-{uuid.uuid4().hex[:8]}",
+                    task_queue=queue,
+                )
+
+            return await _timed(model, turns, converse)
+    finally:
+        await models.aclose()
+
+
+async def _plain_loop(model: ScriptedModel, turns: int, root: Path) -> Outcome:
+    """The same activity functions called in a loop, outside any worker."""
+    models, tools = model_parts(model.base_url, root)
+    env = ActivityEnvironment()
+
+    async def converse(n: int) -> None:
+        messages = [ChatMessage(role="user", content=PROMPT)]
+        for turn in range(1, n + 2):
+            request = LlmRequest(profile="default", messages=messages, turn=turn)
+            answer = await env.run(models.call_llm, request)
+            messages.append(answer.message)
+            for c in answer.message.tool_calls or []:
+                invocation = ToolInvocation(
+                    run_id="plain-loop", call_id=c.id, arguments=c.function.arguments
+                )
+                result = await tools.invoke(c.function.name, invocation)
+                messages.append(
+                    ChatMessage(role="tool", tool_call_id=c.id, content=result.to_content())
+                )
+
+    try:
+        return await _timed(model, turns, converse)
+    finally:
+        await models.aclose()
+
+
+async def _agents_sdk(server: Server, model: ScriptedModel, turns: int, root: Path) -> Outcome:
+    try:
+        from bench.agents_sdk import agents_worker
+    except ImportError as e:
+        return Outcome(note=f"not installed ({e.name}); `pip install -e '.[bench]'`")
+    _, tools = model_parts(model.base_url, root)
+    async with agents_worker(server.process.address, model.base_url, tools) as run:
+
+        async def converse(n: int) -> None:
+            await run(PROMPT, n + 2)
+
+        return await _timed(model, turns, converse)
+
+
+async def measure(config: Sequence[str], turns: int, root: Path) -> list[Outcome]:
+    """The four ways, in order, on a fresh dev server with the given dynamic config."""
+    outcomes = []
+    async with dev_server(config) as server:
+        for way in (_tarry, _floor, None, _agents_sdk):
+            async with ScriptedModel() as model:
+                try:
+                    if way is None:
+                        outcomes.append(await _plain_loop(model, turns, root))
+                    else:
+                        outcomes.append(await way(server, model, turns, root))
+                except Exception as e:  # a way that breaks is a row that says why
+                    outcomes.append(Outcome(note=f"failed: {type(e).__name__}: {e}"))
+    return outcomes
+
+
+async def run(turns: int, root: Path) -> dict[str, list[Outcome]]:
+    """Measures under each dynamic config and prints one table per config."""
+    results = {}
+    for name, config in CONFIGS.items():
+        outcomes = await measure(config, turns, root)
+        results[name] = outcomes
+        console.print(render(name, turns, outcomes))
+    return results
+
+
+def render(config: str, turns: int, outcomes: Sequence[Outcome]) -> Table:
+    floor, agents = outcomes[1].seconds, outcomes[3].seconds
+    t = table(
+        f"Turn overhead: {turns} turns (model call + tool call), dynamic config: {config}",
+        "way", "ms/turn", "x (b) floor", "x (d) SDK agents", "note",
+    )  # fmt: skip
+    for way, outcome in zip(WAYS, outcomes, strict=True):
+        per_turn = None if outcome.seconds is None else outcome.seconds / turns
+        t.add_row(
+            way,
+            ms(per_turn),
+            ratio(outcome.seconds, floor),
+            ratio(outcome.seconds, agents),
+            outcome.note,
+        )
+    return t
