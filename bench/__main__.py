@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 
-from bench import parked_runs, turn_overhead
+from bench import long_run, parked_runs, startup, turn_overhead
 from bench.rig import console
 from tarry.entrypoint import run_main
 
@@ -31,6 +31,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--settle", type=float, help="seconds parked runs rest before replies (30)")
     parser.add_argument("--tail", action="store_true", help="add the parked-runs tail experiments")
     parser.add_argument("--long-turns", type=int, help="turns of the long run (5000)")
+    parser.add_argument("--long-budget", type=float, help="seconds the long run may take (600)")
     args = parser.parse_args(argv)
     quick = args.quick
     args.turns = args.turns or (5 if quick else 50)
@@ -38,6 +39,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.samples = args.samples or (20 if quick else 200)
     args.settle = args.settle if args.settle is not None else (3.0 if quick else 30.0)
     args.long_turns = args.long_turns or (50 if quick else 5_000)
+    args.long_budget = args.long_budget or (60.0 if quick else 600.0)
     args.only = args.only or list(SECTIONS)
     return args
 
@@ -56,8 +58,12 @@ async def main(args: argparse.Namespace) -> int:
         root = Path(tmp)
         if "turns" in args.only:
             await turn_overhead.run(args.turns, root / "workspaces")
+        if "long" in args.only:
+            await long_run.run(args.long_turns, args.long_budget, root)
         if "parked" in args.only:
             await parked_runs.run(args.parked, args.samples, args.settle, root, tail=args.tail)
+        if "startup" in args.only:
+            await startup.run(root)
     return 0
 
 

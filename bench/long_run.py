@@ -1,0 +1,157 @@
+"""Item 2, the long run: one chat run driven through many turns with `RunHandle.send`,
+each reply 4 KiB (the model echoes it, so each answer is 4 KiB too), on Tarry's own
+worker process (`python -m workers`) and a dev server with the low-latency config.
+
+It reports the per-turn latency around turns 10, 1,000 and 5,000, each segment of the
+run's chain (continue-as-new hand-overs) with its history's events and bytes, and the
+worker's peak memory. It uses the public client only: the chain is found by listing
+the executions of the workflow id. A turn that takes longer than `TURN_TIMEOUT`, or
+a run past its time budget, ends the measurement, and the table says where and why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.table import Table
+from temporalio.client import Client
+
+from bench.rig import console, dev_server, ms, peak_rss_mib, ratio, table
+from tarry.client import Tarry, TarryError
+from tarry.contracts import RunInput
+from tarry.scripted_llm import ScriptedModel
+from tarry.servers import dev_server_args
+from tests.faults import WorkerProcess
+
+MESSAGE_BYTES = 4096
+TURN_TIMEOUT = 60.0
+"""Seconds one `send` may take before the run counts as stuck."""
+WINDOW = 10
+"""The latency "at turn k" is the median of turns k-9..k."""
+
+
+@dataclass
+class Segment:
+    run_id: str
+    events: int
+    bytes: int
+    status: str
+
+
+@dataclass
+class LongRun:
+    turns: int
+    latencies: list[float] = field(default_factory=list)
+    stopped: str = ""
+    segments: list[Segment] = field(default_factory=list)
+    peak_worker_mib: float | None = None
+    seconds: float = 0.0
+
+    @property
+    def marks(self) -> list[int]:
+        """Turns 10, a fifth of the way and the last: 10, 1,000 and 5,000 of 5,000."""
+        return sorted({WINDOW, self.turns // 5, self.turns})
+
+    def at(self, turn: int) -> float | None:
+        window = self.latencies[max(0, turn - WINDOW) : turn]
+        return statistics.median(window) if len(self.latencies) >= turn else None
+
+
+def message(turn: int) -> str:
+    head = f"Turn {turn}: "
+    return head + "x" * (MESSAGE_BYTES - len(head))
+
+
+async def chain(client: Client, workflow_id: str) -> list[Segment]:
+    """Every execution of the workflow id, oldest first, with its history's size."""
+    executions = [e async for e in client.list_workflows(f"WorkflowId = '{workflow_id}'")]
+    executions.sort(key=lambda e: e.start_time)
+    segments = []
+    for e in executions:
+        history = await client.get_workflow_handle(workflow_id, run_id=e.run_id).fetch_history()
+        size = sum(event.ByteSize() for event in history.events)
+        status = e.status.name if e.status else "?"
+        segments.append(Segment(e.run_id, len(history.events), size, status))
+    return segments
+
+
+async def run(turns: int, budget: float, root: Path) -> LongRun:
+    result = LongRun(turns)
+    data_dir = root / "long-run"
+    async with (
+        dev_server(dev_server_args(), data_dir) as server,
+        ScriptedModel(when_exhausted="echo") as model,
+    ):
+        queue = f"long-{uuid.uuid4().hex[:8]}"
+        worker = WorkerProcess(
+            address=server.process.address,
+            task_queue=queue,
+            model_url=model.base_url,
+            workspace_root=data_dir / "workspaces",
+            log=data_dir / "worker.log",
+            module="workers",
+        )
+        await worker.start()
+        try:
+            handle = await Tarry(server.client, queue).start(RunInput())
+            began = time.perf_counter()
+            for turn in range(1, turns + 1):
+                if time.perf_counter() - began > budget:
+                    result.stopped = f"time budget of {budget:g} s spent after turn {turn - 1}"
+                    break
+                sent = time.perf_counter()
+                try:
+                    async with asyncio.timeout(TURN_TIMEOUT):
+                        await handle.send(message(turn))
+                except (TimeoutError, TarryError) as e:
+                    reason = (
+                        f"no answer within {TURN_TIMEOUT:g} s"
+                        if isinstance(e, TimeoutError)
+                        else str(e)
+                    )
+                    result.stopped = f"turn {turn}: {reason}"
+                    break
+                result.latencies.append(time.perf_counter() - sent)
+            result.seconds = time.perf_counter() - began
+            assert worker.process is not None
+            result.peak_worker_mib = peak_rss_mib(worker.process.pid)
+            result.segments = await chain(server.client, handle.id)
+        finally:
+            await worker.stop()
+    console.print(render(result))
+    return result
+
+
+def render(r: LongRun) -> Table:
+    done = len(r.latencies)
+    reference = r.at(WINDOW)
+    title = (
+        f"Long run: {done:,} of {r.turns:,} turns of {MESSAGE_BYTES // 1024} KiB messages in "
+        f"{r.seconds:,.0f} s; peak worker memory "
+        f"{'n/a' if r.peak_worker_mib is None else f'{r.peak_worker_mib:,.0f} MiB'}"
+        + (f"; stopped at {r.stopped}" if r.stopped else "")
+    )
+    t = table(title, "figure", "value", f"x turn {WINDOW}")
+    for mark in r.marks:
+        t.add_row(f"ms per turn at turn {mark:,}", ms(r.at(mark)), ratio(r.at(mark), reference))
+    if done and done < r.turns:
+        last = r.at(done)
+        t.add_row(f"ms per turn at turn {done:,}, the last", ms(last), ratio(last, reference))
+    handovers = len(r.segments) - 1
+    t.add_row(
+        "continue-as-new hand-overs",
+        str(handovers),
+        "" if handovers else "none: one segment (no continue-as-new yet?)",
+    )
+    for i, s in enumerate(r.segments, 1):
+        t.add_row(
+            f"segment {i} ({s.status.lower()})",
+            f"{s.events:,} events, {s.bytes / 2**20:,.2f} MiB",
+            "",
+        )
+    return t

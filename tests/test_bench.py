@@ -1,0 +1,24 @@
+"""The benchmarks stay runnable: the quick turn-overhead benchmark runs end to end on
+real servers and prints a row for each way. Times are printed, never asserted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench import turn_overhead
+from bench.rig import CONFIGS, console
+
+
+async def test_quick_turn_overhead_prints_a_row_for_each_way(tmp_path: Path) -> None:
+    with console.capture() as captured:
+        results = await turn_overhead.run(2, tmp_path)
+    assert set(results) == set(CONFIGS)
+    for outcomes in results.values():
+        tarry, floor, loop, _agents = outcomes
+        # The SDK's agent integration is measured only where the `bench` extra is installed.
+        assert tarry.seconds is not None, tarry.note
+        assert floor.seconds is not None, floor.note
+        assert loop.seconds is not None, loop.note
+    printed = captured.get()
+    for way in turn_overhead.WAYS:
+        assert printed.count(way) == len(CONFIGS)
