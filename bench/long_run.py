@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.table import Table
-from temporalio.client import Client
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.service import RPCError
 
 from bench.rig import console, dev_server, ms, peak_rss_mib, ratio, table
 from tarry.client import Tarry, TarryError
@@ -75,7 +77,10 @@ async def chain(client: Client, workflow_id: str) -> list[Segment]:
     for e in executions:
         history = await client.get_workflow_handle(workflow_id, run_id=e.run_id).fetch_history()
         size = sum(event.ByteSize() for event in history.events)
-        status = e.status.name if e.status else "?"
+        # The closing event, not visibility: that can lag behind the history.
+        last = EventType.Name(history.events[-1].event_type).removeprefix("EVENT_TYPE_")
+        closed = last.startswith("WORKFLOW_EXECUTION_") and last != "WORKFLOW_EXECUTION_STARTED"
+        status = last.removeprefix("WORKFLOW_EXECUTION_") if closed else "running"
         segments.append(Segment(e.run_id, len(history.events), size, status))
     return segments
 
@@ -108,13 +113,13 @@ async def run(turns: int, budget: float, root: Path) -> LongRun:
                 try:
                     async with asyncio.timeout(TURN_TIMEOUT):
                         await handle.send(message(turn))
-                except (TimeoutError, TarryError) as e:
-                    reason = (
-                        f"no answer within {TURN_TIMEOUT:g} s"
-                        if isinstance(e, TimeoutError)
-                        else str(e)
-                    )
-                    result.stopped = f"turn {turn}: {reason}"
+                except TimeoutError:
+                    result.stopped = f"turn {turn}: no answer within {TURN_TIMEOUT:g} s"
+                    break
+                except (TarryError, WorkflowUpdateFailedError, RPCError) as e:
+                    # E.g. the server terminated the run: its history passed the limit.
+                    cause = getattr(e, "cause", None) or e
+                    result.stopped = f"turn {turn}: {type(cause).__name__}: {cause}"
                     break
                 result.latencies.append(time.perf_counter() - sent)
             result.seconds = time.perf_counter() - began
