@@ -2,11 +2,15 @@
 each reply 4 KiB (the model echoes it, so each answer is 4 KiB too), on Tarry's own
 worker process (`python -m workers`) and a dev server with the low-latency config.
 
-It reports the per-turn latency around turns 10, 1,000 and 5,000, each segment of the
-run's chain (continue-as-new hand-overs) with its history's events and bytes, and the
-worker's peak memory. It uses the public client only: the chain is found by listing
-the executions of the workflow id. A turn that takes longer than `TURN_TIMEOUT`, or
-a run past its time budget, ends the measurement, and the table says where and why.
+It reports the per-turn latency around turns 10, 1,000 and 5,000, the sawtooth within a
+segment (without a workflow cache each task replays the segment's history so far, so a
+turn costs more the later it comes in its segment, until the hand-over resets it), each
+segment of the run's chain (continue-as-new hand-overs) with its history's events and
+bytes, and the worker's peak memory. It runs as Tarry ships (no cache, a hand-over every
+200 turns) and with the cache on and shorter segments. It uses the public client only:
+the chain is found by listing the executions of the workflow id. A turn that takes
+longer than `TURN_TIMEOUT`, or a run past its time budget, ends the measurement, and the
+table says where and why.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from tarry.client import Tarry, TarryError
 from tarry.contracts import RunInput
 from tarry.scripted_llm import ScriptedModel
 from tarry.servers import dev_server_args
+from tarry.settings import DEFAULT_WORKFLOW_CACHE
 from tests.faults import WorkerProcess
 
 MESSAGE_BYTES = 4096
@@ -35,6 +40,12 @@ TURN_TIMEOUT = 60.0
 """Seconds one `send` may take before the run counts as stuck."""
 WINDOW = 10
 """The latency "at turn k" is the median of turns k-9..k."""
+
+
+_CLOSING = {
+    f"WORKFLOW_EXECUTION_{end}"
+    for end in ("COMPLETED", "FAILED", "TIMED_OUT", "CANCELED", "TERMINATED", "CONTINUED_AS_NEW")
+}
 
 
 @dataclass
@@ -45,8 +56,26 @@ class Segment:
     status: str
 
 
+@dataclass(frozen=True)
+class Setup:
+    workflow_cache: int
+    handover_turns: int
+    """`RunInput.continue_as_new_after_turns`."""
+
+    @property
+    def label(self) -> str:
+        shipped = RunInput().continue_as_new_after_turns
+        return f"cache {self.workflow_cache:,}, hand-over every {self.handover_turns} turns" + (
+            " (as shipped)" if self == Setup(DEFAULT_WORKFLOW_CACHE, shipped) else ""
+        )
+
+
+SETUPS = (Setup(DEFAULT_WORKFLOW_CACHE, RunInput().continue_as_new_after_turns), Setup(1000, 50))
+
+
 @dataclass
 class LongRun:
+    setup: Setup
     turns: int
     latencies: list[float] = field(default_factory=list)
     stopped: str = ""
@@ -62,6 +91,17 @@ class LongRun:
     def at(self, turn: int) -> float | None:
         window = self.latencies[max(0, turn - WINDOW) : turn]
         return statistics.median(window) if len(self.latencies) >= turn else None
+
+    def in_segment(self, first: int, last: int) -> float | None:
+        """Median latency of the turns at positions `first`..`last` (1-based) of their
+        segment, over every segment the run completed."""
+        size = self.setup.handover_turns
+        window = [
+            latency
+            for i, latency in enumerate(self.latencies[: len(self.latencies) // size * size])
+            if first <= i % size + 1 <= last
+        ]
+        return statistics.median(window) if window else None
 
 
 def message(turn: int) -> str:
@@ -79,15 +119,22 @@ async def chain(client: Client, workflow_id: str) -> list[Segment]:
         size = sum(event.ByteSize() for event in history.events)
         # The closing event, not visibility: that can lag behind the history.
         last = EventType.Name(history.events[-1].event_type).removeprefix("EVENT_TYPE_")
-        closed = last.startswith("WORKFLOW_EXECUTION_") and last != "WORKFLOW_EXECUTION_STARTED"
-        status = last.removeprefix("WORKFLOW_EXECUTION_") if closed else "running"
+        status = last.removeprefix("WORKFLOW_EXECUTION_") if last in _CLOSING else "running"
         segments.append(Segment(e.run_id, len(history.events), size, status))
     return segments
 
 
-async def run(turns: int, budget: float, root: Path) -> LongRun:
-    result = LongRun(turns)
-    data_dir = root / "long-run"
+async def run(turns: int, budget: float, root: Path) -> list[LongRun]:
+    """Each of `SETUPS` in turn, each within `budget` seconds."""
+    results = []
+    for i, setup in enumerate(SETUPS):
+        results.append(await measure(setup, turns, budget, root / f"long-run-{i}"))
+        console.print(render(results[-1]))
+    return results
+
+
+async def measure(setup: Setup, turns: int, budget: float, data_dir: Path) -> LongRun:
+    result = LongRun(setup, turns)
     async with (
         dev_server(dev_server_args(), data_dir) as server,
         ScriptedModel(when_exhausted="echo") as model,
@@ -100,10 +147,13 @@ async def run(turns: int, budget: float, root: Path) -> LongRun:
             workspace_root=data_dir / "workspaces",
             log=data_dir / "worker.log",
             module="workers",
+            extra_env={"TARRY_WORKFLOW_CACHE": str(setup.workflow_cache)},
         )
         await worker.start()
         try:
-            handle = await Tarry(server.client, queue).start(RunInput())
+            handle = await Tarry(server.client, queue).start(
+                RunInput(continue_as_new_after_turns=setup.handover_turns)
+            )
             began = time.perf_counter()
             for turn in range(1, turns + 1):
                 if time.perf_counter() - began > budget:
@@ -128,7 +178,6 @@ async def run(turns: int, budget: float, root: Path) -> LongRun:
             result.segments = await chain(server.client, handle.id)
         finally:
             await worker.stop()
-    console.print(render(result))
     return result
 
 
@@ -136,7 +185,8 @@ def render(r: LongRun) -> Table:
     done = len(r.latencies)
     reference = r.at(WINDOW)
     title = (
-        f"Long run: {done:,} of {r.turns:,} turns of {MESSAGE_BYTES // 1024} KiB messages in "
+        f"Long run, {r.setup.label}: {done:,} of {r.turns:,} turns of "
+        f"{MESSAGE_BYTES // 1024} KiB messages in "
         f"{r.seconds:,.0f} s; peak worker memory "
         f"{'n/a' if r.peak_worker_mib is None else f'{r.peak_worker_mib:,.0f} MiB'}"
         + (f"; stopped at {r.stopped}" if r.stopped else "")
@@ -147,6 +197,19 @@ def render(r: LongRun) -> Table:
     if done and done < r.turns:
         last = r.at(done)
         t.add_row(f"ms per turn at turn {done:,}, the last", ms(last), ratio(last, reference))
+        t.add_row(
+            f"time {r.turns:,} turns would take at this pace",
+            f"{r.seconds / done * r.turns:,.0f} s",
+            "",
+        )
+    size = r.setup.handover_turns
+    for first, last in ((1, WINDOW), (size - WINDOW + 1, size)):
+        figure = r.in_segment(first, last)
+        t.add_row(
+            f"ms per turn at turns {first}-{last} of a segment (x: to its turns 1-{WINDOW})",
+            ms(figure),
+            ratio(figure, r.in_segment(1, WINDOW)),
+        )
     handovers = len(r.segments) - 1
     t.add_row(
         "continue-as-new hand-overs",

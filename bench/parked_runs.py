@@ -2,7 +2,8 @@
 (SQLite file), then the time from a reply to the run's next stop point, for runs
 picked at random, one at a time.
 
-Rows: Tarry as it ships (`build_worker`, no workflow cache: every task replays), and
+Rows: Tarry as it ships (`python -m workers`, no workflow cache: every task replays),
+Tarry with a cache that holds every run (`TARRY_WORKFLOW_CACHE`), and
 `bench.floor.ParkedWorkflow` (a reply is an update answered at once) with the SDK's
 default cache of 1,000 runs and with a cache that holds every run. `--tail` adds the
 experiments that find where the slowest replies come from.
@@ -33,6 +34,7 @@ from tarry.client import Tarry
 from tarry.contracts import Phase, RunInput
 from tarry.scripted_llm import ScriptedModel
 from tarry.servers import dev_server_args
+from tarry.settings import DEFAULT_WORKFLOW_CACHE
 from tests.faults import WorkerProcess
 
 START_CONCURRENCY = 50
@@ -63,7 +65,12 @@ class Result:
 
 def variants(parked: int, tail: bool) -> list[Variant]:
     rows = [
-        Variant("Tarry (build_worker: cache 0)", tarry=True),
+        Variant(f"Tarry, cache {DEFAULT_WORKFLOW_CACHE} (as shipped)", tarry=True),
+        Variant(
+            f"Tarry, cache {parked:,}",
+            tarry=True,
+            worker_env={"TARRY_WORKFLOW_CACHE": str(parked)},
+        ),
         Variant("bare, SDK default cache 1,000", worker_env={"BENCH_CACHE": "1000"}),
         Variant(f"bare, cache {parked:,}", worker_env={"BENCH_CACHE": str(parked)}),
     ]

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from temporalio.client import Client
 
+from activities.context import ContextStore
 from activities.llm import ModelClient
 from activities.tools import ToolHost
 from tarry.client import Tarry, connect_temporal
@@ -40,17 +41,23 @@ class Server:
     process: DevServer
     client: Client
     """A client with Tarry's data converter."""
+    storage: Path
+    """The payload store the client shares with the benchmark's workers."""
 
 
 @asynccontextmanager
 async def dev_server(config: Sequence[str], data_dir: Path | None = None) -> AsyncIterator[Server]:
     """A dev server of the benchmark's own on a SQLite file; `config` are the extra
-    `start-dev` arguments (its dynamic config)."""
+    `start-dev` arguments (its dynamic config). Large payloads go to `<data_dir>/payloads`,
+    where `tests.faults.WorkerProcess` workers with `workspace_root=<data_dir>/workspaces`
+    look for them too."""
     with tempfile.TemporaryDirectory(prefix="tarry-bench-") as tmp:
-        process = DevServer(data_dir or Path(tmp), extra_args=config)
+        root = data_dir or Path(tmp)
+        process = DevServer(root, extra_args=config)
         async with process:
-            settings = TarrySettings(temporal_address=process.address)
-            yield Server(process, await connect_temporal(settings))
+            storage = root / "payloads"
+            settings = TarrySettings(temporal_address=process.address, tarry_storage_dir=storage)
+            yield Server(process, await connect_temporal(settings), storage)
 
 
 @dataclass(frozen=True)
@@ -60,23 +67,28 @@ class InProcessTarry:
     tools: ToolHost
 
 
-def model_parts(base_url: str, workspace_root: Path) -> tuple[ModelClient, ToolHost]:
-    """The real LLM activity and tools, with one `default` profile at `base_url`."""
+def model_parts(
+    server: Server, base_url: str, workspace_root: Path
+) -> tuple[ModelClient, ToolHost]:
+    """The real LLM activity and tools, with one `default` profile at `base_url`, and
+    conversations kept in the server's payload store."""
     tools = ToolHost(workspace_root)
     profile = ModelProfile(base_url=base_url, model="scripted")
-    return ModelClient({"default": profile}, tools), tools
+    contexts = ContextStore.on_disk(server.storage, server.client.data_converter)
+    return ModelClient({"default": profile}, tools, contexts), tools
 
 
 @asynccontextmanager
 async def tarry_worker(
-    client: Client, base_url: str, workspace_root: Path
+    server: Server, base_url: str, workspace_root: Path, workflow_cache: int
 ) -> AsyncIterator[InProcessTarry]:
-    """Tarry's own worker (`build_worker`) in this process, on a task queue of its own."""
-    models, tools = model_parts(base_url, workspace_root)
+    """Tarry's own worker (`build_worker`) in this process, on a task queue of its own,
+    keeping `workflow_cache` runs in memory between their tasks."""
+    models, tools = model_parts(server, base_url, workspace_root)
     queue = f"bench-{uuid.uuid4().hex[:8]}"
     try:
-        async with build_worker(client, queue, models, tools):
-            yield InProcessTarry(Tarry(client, queue), models, tools)
+        async with build_worker(server.client, queue, models, tools, workflow_cache=workflow_cache):
+            yield InProcessTarry(Tarry(server.client, queue), models, tools)
     finally:
         await models.aclose()
 

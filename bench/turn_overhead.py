@@ -1,9 +1,11 @@
 """Item 1, turn overhead: one scripted conversation (N turns, one tool call each, then
 a last answer) run four ways against the same zero-latency model server:
 
-(a) Tarry, (b) Temporal's floor (`bench.floor`), (c) a plain loop in this process
-calling the same activity code, (d) the SDK's agent integration where it is installed.
-Each way runs a short conversation first, so first-use costs are not counted.
+(a) Tarry, with no workflow cache as it ships and with the SDK's default cache of
+1,000 runs, (b) Temporal's floor (`bench.floor`, the SDK's default cache), (c) a plain
+loop in this process calling the same activity code, (d) the SDK's agent integration
+where it is installed. Each way runs a short conversation first, so first-use costs are
+not counted.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from rich.table import Table
@@ -32,15 +35,21 @@ from bench.rig import (
 )
 from tarry.contracts import ChatMessage, LlmRequest, Mode, Phase, RunInput, ToolInvocation
 from tarry.scripted_llm import ScriptedModel, ScriptStep, call, say
+from tarry.settings import DEFAULT_WORKFLOW_CACHE
 
 PROMPT = "List the workspace again and again."
 WARM_UP_TURNS = 2
+CACHED = 1000
+"""The SDK's default `max_cached_workflows`, which Tarry's `TARRY_WORKFLOW_CACHE` can set."""
 WAYS = (
-    "(a) Tarry",
+    f"(a) Tarry, cache {DEFAULT_WORKFLOW_CACHE} (as shipped)",
+    f"(a) Tarry, cache {CACHED:,}",
     "(b) Temporal floor",
     "(c) plain loop, no Temporal",
     "(d) SDK agent integration",
 )
+FLOOR, AGENTS = 2, 4
+"""Indexes in `WAYS` of the references every row is divided by."""
 
 
 def script(turns: int) -> list[ScriptStep]:
@@ -69,8 +78,10 @@ async def _timed(model: ScriptedModel, turns: int, converse: Conversation) -> Ou
     return Outcome(elapsed)
 
 
-async def _tarry(server: Server, model: ScriptedModel, turns: int, root: Path) -> Outcome:
-    async with tarry_worker(server.client, model.base_url, root) as worker:
+async def _tarry(
+    server: Server, model: ScriptedModel, turns: int, root: Path, cache: int
+) -> Outcome:
+    async with tarry_worker(server, model.base_url, root, cache) as worker:
 
         async def converse(n: int) -> None:
             run = await worker.tarry.start(
@@ -84,7 +95,7 @@ async def _tarry(server: Server, model: ScriptedModel, turns: int, root: Path) -
 
 
 async def _floor(server: Server, model: ScriptedModel, turns: int, root: Path) -> Outcome:
-    models, tools = model_parts(model.base_url, root)
+    models, tools = model_parts(server, model.base_url, root)
     queue = f"bench-floor-{uuid.uuid4().hex[:8]}"
     worker = Worker(
         server.client,
@@ -108,9 +119,9 @@ async def _floor(server: Server, model: ScriptedModel, turns: int, root: Path) -
         await models.aclose()
 
 
-async def _plain_loop(model: ScriptedModel, turns: int, root: Path) -> Outcome:
+async def _plain_loop(server: Server, model: ScriptedModel, turns: int, root: Path) -> Outcome:
     """The same activity functions called in a loop, outside any worker."""
-    models, tools = model_parts(model.base_url, root)
+    models, tools = model_parts(server, model.base_url, root)
     env = ActivityEnvironment()
 
     async def converse(n: int) -> None:
@@ -139,7 +150,7 @@ async def _agents_sdk(server: Server, model: ScriptedModel, turns: int, root: Pa
         from bench.agents_sdk import agents_worker
     except ImportError as e:
         return Outcome(note=f"not installed ({e.name}); `pip install -e '.[bench]'`")
-    _, tools = model_parts(model.base_url, root)
+    _, tools = model_parts(server, model.base_url, root)
     async with agents_worker(server.process.address, model.base_url, tools) as run:
 
         async def converse(n: int) -> None:
@@ -148,17 +159,24 @@ async def _agents_sdk(server: Server, model: ScriptedModel, turns: int, root: Pa
         return await _timed(model, turns, converse)
 
 
+Way = Callable[[Server, ScriptedModel, int, Path], Awaitable[Outcome]]
+
+
 async def measure(config: Sequence[str], turns: int, root: Path) -> list[Outcome]:
-    """The four ways, in order, on a fresh dev server with the given dynamic config."""
+    """The ways of `WAYS`, in order, on a fresh dev server with the given dynamic config."""
+    ways: list[Way] = [
+        partial(_tarry, cache=DEFAULT_WORKFLOW_CACHE),
+        partial(_tarry, cache=CACHED),
+        _floor,
+        _plain_loop,
+        _agents_sdk,
+    ]
     outcomes = []
     async with dev_server(config) as server:
-        for way in (_tarry, _floor, None, _agents_sdk):
+        for way in ways:
             async with ScriptedModel() as model:
                 try:
-                    if way is None:
-                        outcomes.append(await _plain_loop(model, turns, root))
-                    else:
-                        outcomes.append(await way(server, model, turns, root))
+                    outcomes.append(await way(server, model, turns, root))
                 except Exception as e:  # a way that breaks is a row that says why
                     outcomes.append(Outcome(note=f"failed: {type(e).__name__}: {e}"))
     return outcomes
@@ -175,7 +193,7 @@ async def run(turns: int, root: Path) -> dict[str, list[Outcome]]:
 
 
 def render(config: str, turns: int, outcomes: Sequence[Outcome]) -> Table:
-    floor, agents = outcomes[1].seconds, outcomes[3].seconds
+    floor, agents = outcomes[FLOOR].seconds, outcomes[AGENTS].seconds
     t = table(
         f"Turn overhead: {turns} turns (model call + tool call), dynamic config: {config}",
         "way", "ms/turn", "x (b) floor", "x (d) SDK agents", "note",
