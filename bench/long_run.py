@@ -54,6 +54,8 @@ class Segment:
     events: int
     bytes: int
     status: str
+    turns: int
+    """Replies the segment accepted (`send` updates)."""
 
 
 @dataclass(frozen=True)
@@ -92,15 +94,17 @@ class LongRun:
         window = self.latencies[max(0, turn - WINDOW) : turn]
         return statistics.median(window) if len(self.latencies) >= turn else None
 
-    def in_segment(self, first: int, last: int) -> float | None:
-        """Median latency of the turns at positions `first`..`last` (1-based) of their
-        segment, over every segment the run completed."""
-        size = self.setup.handover_turns
-        window = [
-            latency
-            for i, latency in enumerate(self.latencies[: len(self.latencies) // size * size])
-            if first <= i % size + 1 <= last
-        ]
+    def in_segment(self, edge: str) -> float | None:
+        """Median latency of the first (`edge="first"`) or last `WINDOW` turns of each
+        segment the run handed over: where the sawtooth is lowest and highest."""
+        window: list[float] = []
+        start = 0
+        for segment in self.segments:
+            if segment.status != "CONTINUED_AS_NEW":
+                break
+            turns = self.latencies[start : start + segment.turns]
+            window += turns[:WINDOW] if edge == "first" else turns[-WINDOW:]
+            start += segment.turns
         return statistics.median(window) if window else None
 
 
@@ -120,7 +124,11 @@ async def chain(client: Client, workflow_id: str) -> list[Segment]:
         # The closing event, not visibility: that can lag behind the history.
         last = EventType.Name(history.events[-1].event_type).removeprefix("EVENT_TYPE_")
         status = last.removeprefix("WORKFLOW_EXECUTION_") if last in _CLOSING else "running"
-        segments.append(Segment(e.run_id, len(history.events), size, status))
+        turns = sum(
+            event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+            for event in history.events
+        )
+        segments.append(Segment(e.run_id, len(history.events), size, status, turns))
     return segments
 
 
@@ -202,13 +210,15 @@ def render(r: LongRun) -> Table:
             f"{r.seconds / done * r.turns:,.0f} s",
             "",
         )
-    size = r.setup.handover_turns
-    for first, last in ((1, WINDOW), (size - WINDOW + 1, size)):
-        figure = r.in_segment(first, last)
+    if done:
+        t.add_row("mean ms per turn over the run", ms(r.seconds / done), "")
+    first = r.in_segment("first")
+    for edge in ("first", "last"):
+        figure = r.in_segment(edge)
         t.add_row(
-            f"ms per turn at turns {first}-{last} of a segment (x: to its turns 1-{WINDOW})",
+            f"ms per turn, {edge} {WINDOW} turns of a handed-over segment (x: to the first)",
             ms(figure),
-            ratio(figure, r.in_segment(1, WINDOW)),
+            ratio(figure, first),
         )
     handovers = len(r.segments) - 1
     t.add_row(
@@ -219,7 +229,7 @@ def render(r: LongRun) -> Table:
     for i, s in enumerate(r.segments, 1):
         t.add_row(
             f"segment {i} ({s.status.lower()})",
-            f"{s.events:,} events, {s.bytes / 2**20:,.2f} MiB",
+            f"{s.turns:,} turns, {s.events:,} events, {s.bytes / 2**20:,.2f} MiB",
             "",
         )
     return t
