@@ -32,6 +32,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tail", action="store_true", help="add the parked-runs tail experiments")
     parser.add_argument("--long-turns", type=int, help="turns of the long run (5000)")
     parser.add_argument("--long-budget", type=float, help="seconds the long run may take (600)")
+    parser.add_argument(
+        "--long-setup",
+        metavar="CACHE:TURNS",
+        action="append",
+        help="long run with this workflow cache and hand-over every TURNS turns "
+        "(default: 0:200, as shipped, then 1000:50)",
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     args.turns = args.turns or (5 if quick else 50)
@@ -41,6 +48,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.long_turns = args.long_turns or (50 if quick else 5_000)
     args.long_budget = args.long_budget or (60.0 if quick else 600.0)
     args.only = args.only or list(SECTIONS)
+    args.long_setup = [
+        long_run.Setup(*map(int, setup.split(":"))) for setup in args.long_setup or []
+    ] or list(long_run.SETUPS)
     return args
 
 
@@ -59,7 +69,7 @@ async def main(args: argparse.Namespace) -> int:
         if "turns" in args.only:
             await turn_overhead.run(args.turns, root / "workspaces")
         if "long" in args.only:
-            await long_run.run(args.long_turns, args.long_budget, root)
+            await long_run.run(args.long_turns, args.long_budget, root, args.long_setup)
         if "parked" in args.only:
             await parked_runs.run(args.parked, args.samples, args.settle, root, tail=args.tail)
         if "startup" in args.only:

@@ -19,6 +19,7 @@ import asyncio
 import statistics
 import time
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,10 +133,12 @@ async def chain(client: Client, workflow_id: str) -> list[Segment]:
     return segments
 
 
-async def run(turns: int, budget: float, root: Path) -> list[LongRun]:
-    """Each of `SETUPS` in turn, each within `budget` seconds."""
+async def run(
+    turns: int, budget: float, root: Path, setups: Sequence[Setup] = SETUPS
+) -> list[LongRun]:
+    """Each setup in turn, each within `budget` seconds."""
     results = []
-    for i, setup in enumerate(SETUPS):
+    for i, setup in enumerate(setups):
         results.append(await measure(setup, turns, budget, root / f"long-run-{i}"))
         console.print(render(results[-1]))
     return results
@@ -226,10 +229,26 @@ def render(r: LongRun) -> Table:
         str(handovers),
         "" if handovers else "none: one segment (no continue-as-new yet?)",
     )
-    for i, s in enumerate(r.segments, 1):
+    closed = [s for s in r.segments if s.status == "CONTINUED_AS_NEW"]
+    if closed:
         t.add_row(
-            f"segment {i} ({s.status.lower()})",
-            f"{s.turns:,} turns, {s.events:,} events, {s.bytes / 2**20:,.2f} MiB",
+            f"handed-over segments ({len(closed)}), smallest-largest",
+            f"{span(s.turns for s in closed)} turns, {span(s.events for s in closed)} events, "
+            f"{span((s.bytes / 2**20 for s in closed), '{:,.2f}')} MiB",
             "",
         )
+    for i, s in enumerate(r.segments, 1):
+        if s not in closed:
+            t.add_row(
+                f"segment {i} ({s.status.lower()})",
+                f"{s.turns:,} turns, {s.events:,} events, {s.bytes / 2**20:,.2f} MiB",
+                "",
+            )
     return t
+
+
+def span(values: Iterable[float], form: str = "{:,.0f}") -> str:
+    """`low-high`, or one value where they agree."""
+    both = list(values)
+    low, high = form.format(min(both)), form.format(max(both))
+    return low if low == high else f"{low}-{high}"
