@@ -28,7 +28,7 @@ from workers.worker import build_worker
 console = Console(highlight=False)
 if not console.is_terminal:
     # Piped to a file or a test: wide enough that the tables keep one line per row.
-    console = Console(highlight=False, width=140)
+    console = Console(highlight=False, width=180)
 
 DEFAULT_CONFIG = "default"
 LOW_LATENCY = "low-latency"
