@@ -1,6 +1,6 @@
 """`python -m bench` (`scripts/bench`): runs the benchmarks of issue #6 and prints tables.
 
-scripts/bench                 everything, at full size (about half an hour)
+scripts/bench                 everything, at full size (over an hour on 2 cores)
 scripts/bench --quick         small sizes, a couple of minutes
 scripts/bench --only turns    one benchmark: turns, long, parked, startup
 """
@@ -31,7 +31,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--settle", type=float, help="seconds parked runs rest before replies (30)")
     parser.add_argument("--tail", action="store_true", help="add the parked-runs tail experiments")
     parser.add_argument("--long-turns", type=int, help="turns of the long run (5000)")
-    parser.add_argument("--long-budget", type=float, help="seconds the long run may take (600)")
+    parser.add_argument("--long-budget", type=float, help="seconds each long run may take (900)")
     parser.add_argument(
         "--long-setup",
         metavar="CACHE:TURNS",
@@ -46,7 +46,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.samples = args.samples or (20 if quick else 200)
     args.settle = args.settle if args.settle is not None else (3.0 if quick else 30.0)
     args.long_turns = args.long_turns or (50 if quick else 5_000)
-    args.long_budget = args.long_budget or (60.0 if quick else 600.0)
+    args.long_budget = args.long_budget or (60.0 if quick else 900.0)
     args.only = args.only or list(SECTIONS)
     args.long_setup = [
         long_run.Setup(*map(int, setup.split(":"))) for setup in args.long_setup or []
