@@ -122,7 +122,7 @@ async def _floor(server: Server, model: ScriptedModel, turns: int, root: Path) -
 async def _plain_loop(server: Server, model: ScriptedModel, turns: int, root: Path) -> Outcome:
     """The same activity functions called in a loop, outside any worker."""
     models, tools = model_parts(server, model.base_url, root)
-    env = ActivityEnvironment()
+    env = ActivityEnvironment(client=server.client)
 
     async def converse(n: int) -> None:
         messages = [ChatMessage(role="user", content=PROMPT)]
