@@ -37,7 +37,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="CACHE:TURNS",
         action="append",
         help="long run with this workflow cache and hand-over every TURNS turns "
-        "(default: 0:200, as shipped, then 1000:50)",
+        "(default: 0:50, as shipped, then 1000:50)",
     )
     args = parser.parse_args(argv)
     quick = args.quick

@@ -6,8 +6,8 @@ It reports the per-turn latency around turns 10, 1,000 and 5,000, the sawtooth w
 segment (without a workflow cache each task replays the segment's history so far, so a
 turn costs more the later it comes in its segment, until the hand-over resets it), each
 segment of the run's chain (continue-as-new hand-overs) with its history's events and
-bytes, and the worker's peak memory. It runs as Tarry ships (no cache, a hand-over every
-200 turns) and with the cache on and shorter segments. It uses the public client only:
+bytes, and the worker's peak memory. It runs as Tarry ships (no cache, the default
+hand-over length) and with the cache on and shorter segments. It uses the public client only:
 the chain is found by listing the executions of the workflow id. A turn that takes
 longer than `TURN_TIMEOUT`, or a run past its time budget, ends the measurement, and the
 table says where and why.

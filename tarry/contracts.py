@@ -209,7 +209,7 @@ class RunInput(BaseModel):
     approval_timeout: timedelta | None = None
     """How long a gated call waits for a decision; null waits forever."""
     approval_default: ApprovalDefault = ApprovalDefault.REJECT
-    continue_as_new_after_turns: int = Field(default=200, ge=1)
+    continue_as_new_after_turns: int = Field(default=50, ge=1)
     """LLM calls per run of the continue-as-new chain: the run hands its state to a fresh
     run (same workflow id) at the first safe point after this many, or sooner when
     Temporal suggests it, so a run of any length keeps a short history."""

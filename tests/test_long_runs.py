@@ -111,7 +111,10 @@ async def test_each_turn_adds_as_much_history_at_turn_100_as_at_turn_10(
 ) -> None:
     agent: Agent = await agent_factory(tools=[lookup], workflow_cache=LONG_RUN_CACHE)
     agent.model.add(*(call("lookup", {"key": f"k{n}"}) for n in range(100)), say("Done."))
-    run = await agent.start("look up a hundred keys", mode=Mode.TASK, max_turns=200)
+    # One segment, so a history that grew with the conversation would show.
+    run = await agent.start(
+        "look up a hundred keys", mode=Mode.TASK, max_turns=200, continue_as_new_after_turns=500
+    )
 
     result = await run.result()
 
