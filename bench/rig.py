@@ -68,23 +68,24 @@ class InProcessTarry:
 
 
 def model_parts(
-    server: Server, base_url: str, workspace_root: Path
+    server: Server, base_url: str, workspace_root: Path, stream: bool = True
 ) -> tuple[ModelClient, ToolHost]:
-    """The real LLM activity and tools, with one `default` profile at `base_url`, and
-    conversations kept in the server's payload store."""
+    """The real LLM activity and tools, with one `default` profile at `base_url` (asking
+    for streamed answers unless `stream` is false), and conversations kept in the
+    server's payload store."""
     tools = ToolHost(workspace_root)
-    profile = ModelProfile(base_url=base_url, model="scripted")
+    profile = ModelProfile(base_url=base_url, model="scripted", stream=stream)
     contexts = ContextStore.on_disk(server.storage, server.client.data_converter)
     return ModelClient({"default": profile}, tools, contexts), tools
 
 
 @asynccontextmanager
 async def tarry_worker(
-    server: Server, base_url: str, workspace_root: Path, workflow_cache: int
+    server: Server, base_url: str, workspace_root: Path, workflow_cache: int, stream: bool = True
 ) -> AsyncIterator[InProcessTarry]:
     """Tarry's own worker (`build_worker`) in this process, on a task queue of its own,
     keeping `workflow_cache` runs in memory between their tasks."""
-    models, tools = model_parts(server, base_url, workspace_root)
+    models, tools = model_parts(server, base_url, workspace_root, stream)
     queue = f"bench-{uuid.uuid4().hex[:8]}"
     try:
         async with build_worker(server.client, queue, models, tools, workflow_cache=workflow_cache):

@@ -42,13 +42,14 @@ WARM_UP_TURNS = 2
 CACHED = 1000
 """The SDK's default `max_cached_workflows`, which Tarry's `TARRY_WORKFLOW_CACHE` can set."""
 WAYS = (
-    f"(a) Tarry, cache {DEFAULT_WORKFLOW_CACHE} (as shipped)",
+    f"(a) Tarry, cache {DEFAULT_WORKFLOW_CACHE} (as shipped: streaming on)",
+    f"(a) Tarry, cache {DEFAULT_WORKFLOW_CACHE}, streaming off",
     f"(a) Tarry, cache {CACHED:,}",
     "(b) Temporal floor",
     "(c) plain loop, no Temporal",
     "(d) SDK agent integration",
 )
-FLOOR, AGENTS = 2, 4
+FLOOR, AGENTS = 3, 5
 """Indexes in `WAYS` of the references every row is divided by."""
 
 
@@ -79,9 +80,9 @@ async def _timed(model: ScriptedModel, turns: int, converse: Conversation) -> Ou
 
 
 async def _tarry(
-    server: Server, model: ScriptedModel, turns: int, root: Path, cache: int
+    server: Server, model: ScriptedModel, turns: int, root: Path, cache: int, stream: bool = True
 ) -> Outcome:
-    async with tarry_worker(server, model.base_url, root, cache) as worker:
+    async with tarry_worker(server, model.base_url, root, cache, stream) as worker:
 
         async def converse(n: int) -> None:
             run = await worker.tarry.start(
@@ -166,6 +167,7 @@ async def measure(config: Sequence[str], turns: int, root: Path) -> list[Outcome
     """The ways of `WAYS`, in order, on a fresh dev server with the given dynamic config."""
     ways: list[Way] = [
         partial(_tarry, cache=DEFAULT_WORKFLOW_CACHE),
+        partial(_tarry, cache=DEFAULT_WORKFLOW_CACHE, stream=False),
         partial(_tarry, cache=CACHED),
         _floor,
         _plain_loop,
