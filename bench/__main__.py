@@ -2,7 +2,7 @@
 
 scripts/bench                 everything, at full size (over an hour on 2 cores)
 scripts/bench --quick         small sizes, a couple of minutes
-scripts/bench --only turns    one benchmark: turns, long, parked, startup
+scripts/bench --only turns    one benchmark: turns, stream, long, parked, startup
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import psutil
 
-from bench import long_run, parked_runs, startup, turn_overhead
+from bench import long_run, parked_runs, startup, stream_history, turn_overhead
 from bench.rig import console
 from tarry.entrypoint import run_main
 
-SECTIONS = ("turns", "long", "parked", "startup")
+SECTIONS = ("turns", "stream", "long", "parked", "startup")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -42,6 +42,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     quick = args.quick
     args.turns = args.turns or (5 if quick else 50)
+    args.stream_turns = 3 if quick else 10
     args.parked = args.parked or (200 if quick else 10_000)
     args.samples = args.samples or (20 if quick else 200)
     args.settle = args.settle if args.settle is not None else (3.0 if quick else 30.0)
@@ -68,6 +69,8 @@ async def main(args: argparse.Namespace) -> int:
         root = Path(tmp)
         if "turns" in args.only:
             await turn_overhead.run(args.turns, root / "workspaces")
+        if "stream" in args.only:
+            await stream_history.run(args.stream_turns, root / "workspaces")
         if "long" in args.only:
             await long_run.run(args.long_turns, args.long_budget, root, args.long_setup)
         if "parked" in args.only:
