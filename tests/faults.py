@@ -13,6 +13,7 @@ import contextlib
 import difflib
 import json
 import os
+import random
 import signal
 import socket
 import sys
@@ -58,11 +59,20 @@ CRASH_TIMEOUTS = Timeouts(llm_heartbeat=2, llm_attempt=30, tool=3)
 
 
 def free_port() -> int:
-    """A port nothing listens on right now: bound to port 0, then released."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A port nothing listens on right now, for a server started next.
+
+    Picked below the kernel's ephemeral range (Linux: 32768-60999), where the operating
+    system hands out ports to outgoing connections: a port from that range (what binding
+    to port 0 gives) can be taken by any client's connection before the server binds it,
+    and the server then fails with "address already in use"."""
+    while True:
+        port = random.randrange(20_000, 32_000)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                continue
+            return port
 
 
 async def connect(address: str) -> Client:

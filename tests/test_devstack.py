@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,6 +24,7 @@ from tarry.contracts import SEARCH_ATTRIBUTES, Phase
 from tarry.scripted_llm import ECHO_PREFIX
 from tarry.servers import dev_server_args, find_binary
 from tarry.settings import TarrySettings
+from tests.faults import free_port
 
 WAITING = {Phase.WAITING_USER}
 STARTUP_TIMEOUT = 90.0
@@ -35,13 +35,6 @@ SERVE_DEV = (
     "from tarry.devstack import serve_dev; from tarry.settings import TarrySettings; "
     "run_main(lambda: serve_dev(TarrySettings(), Path(sys.argv[1])))"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True)
