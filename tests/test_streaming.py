@@ -371,15 +371,10 @@ async def test_an_observer_follows_the_run_across_continue_as_new(agent: Agent) 
 
 async def handed_over(agent: Agent, run: RunHandle) -> list[dict[str, Any]]:
     """The memory each run of the chain handed to the next, as JSON."""
-    client = agent.tarry.client
-    first = (await client.get_workflow_handle(run.id).describe()).raw_description
-    run_id: str | None = first.workflow_execution_info.first_run_id
-    memories = []
-    while run_id:
-        history = await client.get_workflow_handle(run.id, run_id=run_id).fetch_history()
-        last = history.events[-1].workflow_execution_continued_as_new_event_attributes
-        if not last.new_execution_run_id:
-            break
-        memories.append(json.loads(last.input.payloads[0].data)["memory"])
-        run_id = last.new_execution_run_id
-    return memories
+    *handing_over, _last = await agent.histories(run)
+    return [
+        json.loads(
+            h.events[-1].workflow_execution_continued_as_new_event_attributes.input.payloads[0].data
+        )["memory"]
+        for h in handing_over
+    ]
