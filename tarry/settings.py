@@ -16,11 +16,23 @@ from temporalio.converter import StorageDriver
 
 from tarry.contracts import DEFAULT_TASK_QUEUE
 
-DEFAULT_WORKFLOW_CACHE = 0
-"""No cache: with one, a query served after another worker died, then an update, can
-leave a history that no longer replays (TMPRL1100 "Update machine does not handle this
-event"), and the run stuck; `tests/test_worker_crash.py` shows it. An SDK bug to report
-upstream. Continue-as-new bounds what each workflow task replays instead."""
+DEFAULT_WORKFLOW_CACHE = 1000
+"""Runs a worker keeps in memory between their workflow tasks: enough for the runs a
+worker has awake (working, or waiting on a person who is answering). A run that is
+cached resumes where it left off; one that is not (parked long enough to be pushed out,
+least recently used first) replays one continue-as-new segment on its next task, once.
+Each cached run costs the worker its workflow object and transcript (tens of KiB to a
+few MiB). The cache is safe with `workers.legacy_query`, which works around an SDK bug
+(docs/sdk-legacy-query-eviction.md); 0 turns it off."""
+
+DEFAULT_WORKFLOW_TASK_POLLERS = 10
+"""Concurrent workflow-task polls per worker (the SDK's default: 5). A reply is a
+workflow task; with few pollers, replies to many runs at once queue behind each other."""
+
+DEFAULT_STICKY_TIMEOUT = 3.0
+"""Seconds a workflow task waits on its worker's sticky queue before any worker of the
+task queue may take it (the SDK's default: 10). Short, so that a run whose worker died
+moves on after seconds rather than ten; a live worker takes its tasks in milliseconds."""
 
 
 class ModelProfile(BaseModel):
@@ -55,10 +67,12 @@ class TarrySettings(BaseSettings):
     tarry_workspace_root: Path = Path(".tarry/workspaces")
     """Each run's file tools are confined to `<root>/<run id>`."""
     tarry_workflow_cache: int = Field(default=DEFAULT_WORKFLOW_CACHE, ge=0)
-    """Runs a worker keeps in memory between their workflow tasks. A run that is not
-    cached replays its history on its next task, which costs time in proportion to it.
-    0 by default, trading speed for a run that cannot get stuck: see
-    `DEFAULT_WORKFLOW_CACHE`."""
+    """Runs a worker keeps in memory between their workflow tasks; see
+    `DEFAULT_WORKFLOW_CACHE`. 0: every workflow task replays its run's segment."""
+    tarry_workflow_task_pollers: int = Field(default=DEFAULT_WORKFLOW_TASK_POLLERS, ge=2)
+    """Concurrent workflow-task polls (the SDK needs at least 2: sticky and normal)."""
+    tarry_sticky_timeout: float = Field(default=DEFAULT_STICKY_TIMEOUT, gt=0)
+    """Seconds before a task queued for a worker that stopped polling goes to any other."""
     tarry_ui_port: int | None = Field(default=None, ge=1, le=65535)
     """The Web UI port of the dev server `tarry dev` starts; None: the gRPC port + 1000."""
     tarry_encryption_key: SecretStr | None = None

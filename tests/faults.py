@@ -43,6 +43,7 @@ from tarry.contracts import (
     ToolResult,
 )
 from tarry.servers import dev_server_args, find_binary, search_attribute_specs
+from tarry.settings import DEFAULT_WORKFLOW_CACHE
 from workflows.agent_run import AgentRunWorkflow
 
 T = TypeVar("T")
@@ -607,6 +608,8 @@ class CrashRig:
     model_url: str
     workspace_root: Path
     log_dir: Path
+    workflow_cache: int = DEFAULT_WORKFLOW_CACHE
+    """The cache every worker process of the rig keeps (`TARRY_WORKFLOW_CACHE`)."""
     task_queue: str = field(default_factory=lambda: f"faults-{uuid.uuid4().hex[:8]}")
     workers: list[WorkerProcess] = field(default_factory=list)
     runs: list[RunHandle] = field(default_factory=list)
@@ -623,6 +626,7 @@ class CrashRig:
             model_url=self.model_url,
             workspace_root=self.workspace_root,
             log=self.log_dir / f"worker-{len(self.workers) + 1}.log",
+            extra_env={"TARRY_WORKFLOW_CACHE": str(self.workflow_cache)},
         )
         self.workers.append(worker)
         await worker.start()

@@ -1,6 +1,9 @@
 """A worker killed (SIGKILL) mid-run: a new worker process takes over, and the run ends
 exactly as it would have without the crash, every message in its transcript once.
 
+Every test runs twice: with the workflow cache workers ship with, and with none (every
+workflow task replays its run), the two paths a run's state can take through a crash.
+
 Killed while it waits for an approval: `test_approvals.py::
 test_an_approval_survives_a_killed_worker_and_runs_the_tool_once`.
 """
@@ -13,10 +16,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.client import Client
 
 from tarry.contracts import ErrorCode, Mode, Phase, RunInput
 from tarry.scripted_llm import ScriptedModel, call, say
+from tarry.settings import DEFAULT_WORKFLOW_CACHE
 from tests.faults import (
     CRASH_TIMEOUTS,
     CrashRig,
@@ -41,9 +46,17 @@ async def model() -> AsyncIterator[ScriptedModel]:
         yield scripted
 
 
-@pytest.fixture
-async def rig(temporal: Client, model: ScriptedModel, tmp_path: Path) -> AsyncIterator[CrashRig]:
-    crash_rig = CrashRig(temporal, model.base_url, tmp_path / "workspaces", tmp_path / "logs")
+@pytest.fixture(params=[DEFAULT_WORKFLOW_CACHE, 0], ids=["cache", "no-cache"])
+async def rig(
+    temporal: Client, model: ScriptedModel, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[CrashRig]:
+    crash_rig = CrashRig(
+        temporal,
+        model.base_url,
+        tmp_path / "workspaces",
+        tmp_path / "logs",
+        workflow_cache=request.param,
+    )
     yield crash_rig
     await crash_rig.close()
 
@@ -182,7 +195,8 @@ async def test_a_reply_after_a_query_while_the_worker_was_dead_leaves_a_replayab
     await first.kill()
     await rig.worker()
     # A client asks for the state (as `wait_for` does): the query waits for the dead
-    # worker, then goes to the new one once the server gives up on the old (~10 s) ...
+    # worker, then goes to the new one once the server gives up on the old (~10 s),
+    # carrying the run's whole history (a "legacy query") ...
     query = asyncio.create_task(run.state())
     # ... by when the retried tool call has completed, its workflow task still queued
     # for the dead worker.
@@ -201,4 +215,16 @@ async def test_a_reply_after_a_query_while_the_worker_was_dead_leaves_a_replayab
         expected = [*start, user("hello"), assistant("Done.")]
     assert_transcript(transcript, expected)
     assert state.last_assistant_text == expected[-1].content
+    # The scenario happened: the task that followed the tool call waited for the dead
+    # worker's sticky queue until it timed out (a worker without a cache has none) ...
+    history = await rig.client.get_workflow_handle(run.id).fetch_history()
+    sticky_timeouts = [
+        e
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
+        and e.workflow_task_timed_out_event_attributes.timeout_type
+        == TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START
+    ]
+    assert bool(sticky_timeouts) == (rig.workflow_cache > 0)
+    # ... and the history replays (with a cache, only thanks to `workers.legacy_query`).
     await check_replay(rig.client, [run.id])

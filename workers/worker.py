@@ -6,6 +6,7 @@ import asyncio
 import logging
 import signal
 from collections.abc import Sequence
+from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.service import RPCError
@@ -16,8 +17,14 @@ from activities.llm import ModelClient
 from activities.tools import BUILTIN_TOOLS, Tool, ToolHost
 from tarry.client import connect_temporal
 from tarry.servers import missing_search_attributes, search_attribute_command
-from tarry.settings import DEFAULT_WORKFLOW_CACHE, TarrySettings
+from tarry.settings import (
+    DEFAULT_STICKY_TIMEOUT,
+    DEFAULT_WORKFLOW_CACHE,
+    DEFAULT_WORKFLOW_TASK_POLLERS,
+    TarrySettings,
+)
 from tarry.storage import storage_driver
+from workers import legacy_query
 from workflows.agent_run import AgentRunWorkflow
 
 log = logging.getLogger("tarry.worker")
@@ -30,8 +37,12 @@ def build_worker(
     tools: ToolHost,
     *,
     workflow_cache: int = DEFAULT_WORKFLOW_CACHE,
+    workflow_task_pollers: int = DEFAULT_WORKFLOW_TASK_POLLERS,
+    sticky_timeout: float = DEFAULT_STICKY_TIMEOUT,
 ) -> Worker:
-    return Worker(
+    """Raises `legacy_query.LegacyQueryHookMissing` when a cache is asked for and the SDK
+    lacks what its workaround needs."""
+    worker = Worker(
         client,
         task_queue=task_queue,
         workflows=[AgentRunWorkflow],
@@ -39,7 +50,13 @@ def build_worker(
         # A run not in the cache replays its history (one continue-as-new segment) on
         # its next workflow task; a run in it resumes where it left off.
         max_cached_workflows=workflow_cache,
+        max_concurrent_workflow_task_polls=workflow_task_pollers,
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=sticky_timeout),
     )
+    if workflow_cache > 0:
+        # Without a cache core evicts every run after each task: nothing to work around.
+        legacy_query.install(worker)
+    return worker
 
 
 class WorkerSetupError(Exception):
@@ -75,6 +92,8 @@ async def run_worker(settings: TarrySettings, tools: Sequence[Tool] = BUILTIN_TO
         models,
         host,
         workflow_cache=settings.tarry_workflow_cache,
+        workflow_task_pollers=settings.tarry_workflow_task_pollers,
+        sticky_timeout=settings.tarry_sticky_timeout,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

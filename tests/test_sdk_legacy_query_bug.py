@@ -1,0 +1,64 @@
+"""The SDK bug `workers.legacy_query` works around, in plain temporalio without the
+workaround (docs/sdk-legacy-query-eviction.md). Expected to fail; once it passes
+(strict xfail turns that into a failure), an SDK upgrade fixed the bug and the
+workaround can go."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Replayer, Worker
+from temporalio.workflow import NondeterminismError
+
+from tests.faults import ROOT
+from tests.sdk_legacy_query_repro import Conversation, work
+
+
+async def _activity_running(handle: WorkflowHandle[Conversation, list[str]]) -> bool:
+    pending = (await handle.describe()).raw_description.pending_activities
+    return bool(pending) and pending[0].attempt == 1 and pending[0].HasField("last_started_time")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=NondeterminismError,
+    reason="sdk-core runs a run past a legacy query's history and keeps it cached: "
+    "TMPRL1100 on replay (docs/sdk-legacy-query-eviction.md)",
+)
+async def test_a_query_while_the_sticky_worker_is_dead_then_an_update_leaves_a_history_that_replays(
+    temporal: Client,
+) -> None:
+    address = temporal.service_client.config.target_host
+    client = await Client.connect(address)  # plain temporalio: its default converter
+    task_queue = f"sdk-bug-{uuid.uuid4().hex[:8]}"
+    worker_a = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.sdk_legacy_query_repro", address, task_queue,
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert worker_a.stdout is not None
+        async with asyncio.timeout(30):
+            while b"worker ready" not in await worker_a.stdout.readline():
+                pass
+        handle = await client.start_workflow(
+            Conversation.run, id=f"conversation-{task_queue}", task_queue=task_queue
+        )
+        async with asyncio.timeout(30):
+            while not await _activity_running(handle):
+                await asyncio.sleep(0.1)
+    finally:
+        worker_a.kill()  # SIGKILL, its activity attempt running, the run sticky to it
+        await worker_a.wait()
+
+    # Worker B, cached (the SDK's default), without the workaround.
+    async with Worker(client, task_queue=task_queue, workflows=[Conversation], activities=[work]):
+        # The query waits for A's sticky queue, then reaches B with the whole history.
+        await handle.query(Conversation.count)
+        await handle.execute_update(Conversation.reply, "hello")
+
+    history = await handle.fetch_history()
+    await Replayer(workflows=[Conversation]).replay_workflow(history)
