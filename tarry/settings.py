@@ -25,11 +25,11 @@ Each cached run costs the worker its workflow object and transcript (tens of KiB
 few MiB). The cache is safe with `workers.legacy_query`, which works around an SDK bug
 (docs/sdk-legacy-query-eviction.md); 0 turns it off."""
 
-DEFAULT_WORKFLOW_TASK_POLLERS = 10
+DEFAULT_WORKFLOW_TASK_POLLERS = 20
 """Concurrent workflow-task polls per worker (the SDK's default: 5). A reply is a
 workflow task; with few pollers, replies to many runs at once queue behind each other."""
 
-DEFAULT_STICKY_TIMEOUT = 3.0
+DEFAULT_STICKY_TIMEOUT = 2.0
 """Seconds a workflow task waits on its worker's sticky queue before any worker of the
 task queue may take it (the SDK's default: 10). Short, so that a run whose worker died
 moves on after seconds rather than ten; a live worker takes its tasks in milliseconds."""

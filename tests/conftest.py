@@ -278,7 +278,9 @@ async def _check_replay(agent: Agent, request: pytest.FixtureRequest) -> None:
 
 @pytest.fixture(autouse=True)
 def _no_inherited_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests configure models explicitly; a developer's real key must never be used."""
+    """Tests configure models explicitly; a developer's real key must never be used.
+    Every other setting is the shipped default (the workflow cache on) unless a test sets
+    it: tests run what a deployment runs, whatever the developer's shell holds."""
     for name in list(os.environ):
         if name.startswith(("OPENAI_", "TARRY_", "TEMPORAL_")):
             monkeypatch.delenv(name)

@@ -17,9 +17,6 @@ from tarry.scripted_llm import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent
 
 WAITING = {Phase.WAITING_USER}
-# These tests measure history, which a cache does not change; without one, each of their
-# hundreds of workflow tasks would replay the whole run so far.
-LONG_RUN_CACHE = 100
 
 
 @tool
@@ -119,7 +116,7 @@ async def test_signals_updates_and_queries_during_hand_overs_are_each_served_onc
 async def test_each_turn_adds_as_much_history_at_turn_100_as_at_turn_10(
     agent_factory: Any,
 ) -> None:
-    agent: Agent = await agent_factory(tools=[lookup], workflow_cache=LONG_RUN_CACHE)
+    agent: Agent = await agent_factory(tools=[lookup])
     agent.model.add(*(call("lookup", {"key": f"k{n}"}) for n in range(100)), say("Done."))
     # sdk-python #1890 at small scale: 5 KB results on a conversation seeded with 100 KB.
     # One segment, so a history that grew with the conversation would show.
@@ -140,7 +137,7 @@ async def test_a_conversation_of_200k_tokens_in_53_calls_keeps_a_small_history(
 ) -> None:
     # sdk-python #1890: a run like this, sending the whole context each turn, reached
     # Temporal's 50 MB history limit. Three 5 KB results a turn: ~800 KB of conversation.
-    agent: Agent = await agent_factory(tools=[lookup], workflow_cache=LONG_RUN_CACHE)
+    agent: Agent = await agent_factory(tools=[lookup])
     agent.model.add(
         *(
             calls(
