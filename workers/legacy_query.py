@@ -60,13 +60,14 @@ class _Applied:
 
 
 class LegacyQueryEviction:
-    """Wraps a worker's activation handler; `evictions` counts the runs it evicted."""
+    """Wraps a worker's activation handler: tracks whether each cached run is in sync with
+    the server, and evicts it after a legacy query that found it out of sync."""
 
     def __init__(self, handle: Handler, request_eviction: Callable[[str], None]) -> None:
         self._handle = handle
         self._request_eviction = request_eviction
         self._runs: dict[str, _Applied] = {}
-        self.evictions = 0
+        """Cached runs; core's `remove_from_cache` activation removes them."""
 
     async def __call__(self, act: WorkflowActivation) -> None:
         variants = [job.WhichOneof("variant") for job in act.jobs]
@@ -82,7 +83,6 @@ class LegacyQueryEviction:
         applied = self._runs.get(act.run_id)
         if legacy and (applied is None or not applied.in_sync):
             self._runs.pop(act.run_id, None)
-            self.evictions += 1
             log.info("evicting run %s: a legacy query brought it new history", act.run_id)
             self._request_eviction(act.run_id)
 
@@ -107,7 +107,7 @@ class LegacyQueryEviction:
         applied.task_started = task_started
 
 
-def install(worker: Worker) -> LegacyQueryEviction:
+def install(worker: Worker) -> None:
     """Installs the eviction on a worker built with a workflow cache; call before it runs.
 
     Raises `LegacyQueryHookMissing` if this SDK lacks what it needs."""
@@ -131,7 +131,5 @@ def install(worker: Worker) -> LegacyQueryEviction:
     def request_eviction(run_id: str) -> None:
         bridge_worker().request_workflow_eviction(run_id)
 
-    eviction = LegacyQueryEviction(handle, request_eviction)
     # Looked up on the instance each time an activation arrives (`_WorkflowWorker.run`).
-    workflow_worker._handle_activation = eviction  # type: ignore[union-attr]
-    return eviction
+    workflow_worker._handle_activation = LegacyQueryEviction(handle, request_eviction)  # type: ignore[union-attr]
