@@ -5,6 +5,9 @@ The workflow sends the LLM activity only the messages added since its last call 
 messages of one turn plus a reference to the node before) in the same storage driver
 that holds large payloads, encoded with the deployment's codec, so nothing is stored
 in plain text that Temporal would have seen encrypted.
+
+A conversation also keeps the tool definitions it is offered: the request that starts
+it sends them, and later turns send none, so the run's catalogue enters history once.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -24,7 +28,7 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
-from tarry.contracts import ChatMessage, ContextRef, ErrorCode
+from tarry.contracts import ChatMessage, ContextRef, ErrorCode, ToolDefinition
 from tarry.storage import FileStorageDriver
 
 _CACHED_CONVERSATIONS = 256
@@ -35,6 +39,17 @@ here and reads nothing from storage."""
 class _Node(BaseModel):
     parent: ContextRef | None
     messages: list[ChatMessage]
+    tools: list[ToolDefinition] | None = None
+    """The tools offered from this node on; None: its parent's (nodes stored before
+    the catalogue have none anywhere)."""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A stored conversation: its messages and the tools it is offered."""
+
+    messages: list[ChatMessage]
+    tools: list[ToolDefinition] | None
 
 
 class ContextStore:
@@ -43,7 +58,7 @@ class ContextStore:
     def __init__(self, driver: StorageDriver, converter: DataConverter) -> None:
         self._driver = driver
         self._converter = converter
-        self._cache: OrderedDict[str, list[ChatMessage]] = OrderedDict()
+        self._cache: OrderedDict[str, Conversation] = OrderedDict()
 
     @classmethod
     def on_disk(cls, root: Path, converter: DataConverter) -> ContextStore:
@@ -51,40 +66,49 @@ class ContextStore:
         return cls(FileStorageDriver(root), converter)
 
     async def extend(
-        self, ref: ContextRef | None, messages: Sequence[ChatMessage]
-    ) -> tuple[ContextRef, list[ChatMessage]]:
-        """Stores `messages` after `ref`'s prefix; returns the new reference and the
-        whole conversation."""
-        prefix = await self.load(ref) if ref else []
-        if ref and not messages:
+        self,
+        ref: ContextRef | None,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition] | None = None,
+    ) -> tuple[ContextRef, Conversation]:
+        """Stores `messages` (and `tools`, when given: they replace the ones offered so
+        far) after `ref`'s prefix; returns the new reference and the whole conversation."""
+        prefix = await self.load(ref) if ref else Conversation([], None)
+        if ref and not messages and tools is None:
             return ref, prefix
-        node = _Node(parent=ref, messages=list(messages))
+        node = _Node(
+            parent=ref, messages=list(messages), tools=None if tools is None else list(tools)
+        )
         [payload] = self._converter.payload_converter.to_payloads([node])
         if self._converter.payload_codec:
             [payload] = await self._converter.payload_codec.encode([payload])
         [claim] = await self._driver.store(StorageDriverStoreContext(), [payload])
-        whole = prefix + node.messages
-        new = ContextRef(claim=dict(claim.claim_data), count=len(whole))
+        offered = prefix.tools if node.tools is None else node.tools
+        whole = Conversation(prefix.messages + node.messages, offered)
+        new = ContextRef(claim=dict(claim.claim_data), count=len(whole.messages))
         self._remember(new, whole)
         return new, whole
 
-    async def load(self, ref: ContextRef) -> list[ChatMessage]:
+    async def load(self, ref: ContextRef) -> Conversation:
         """The conversation `ref` names; `LLM_CONTEXT_MISSING` when storage lacks it."""
         # Walk back from the newest node to one this worker has cached, or to the start.
         nodes: list[_Node] = []
-        whole: list[ChatMessage] = []
+        start = Conversation([], None)
         cursor: ContextRef | None = ref
         while cursor is not None:
             if (cached := self._cache.get(_key(cursor))) is not None:
-                whole = list(cached)
+                start = cached
                 break
             node = await self._read(cursor)
             nodes.append(node)
             cursor = node.parent
+        messages, tools = list(start.messages), start.tools
         for node in reversed(nodes):
-            whole += node.messages
-        if len(whole) != ref.count:
-            raise _missing(f"the stored conversation has {len(whole)} messages, not {ref.count}")
+            messages += node.messages
+            tools = tools if node.tools is None else node.tools
+        if len(messages) != ref.count:
+            raise _missing(f"the stored conversation has {len(messages)} messages, not {ref.count}")
+        whole = Conversation(messages, tools)
         self._remember(ref, whole)
         return whole
 
@@ -100,7 +124,7 @@ class ContextStore:
         assert isinstance(node, _Node)
         return node
 
-    def _remember(self, ref: ContextRef, whole: list[ChatMessage]) -> None:
+    def _remember(self, ref: ContextRef, whole: Conversation) -> None:
         key = _key(ref)
         self._cache[key] = whole
         self._cache.move_to_end(key)

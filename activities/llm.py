@@ -26,11 +26,13 @@ from activities.observers import AnswerObservers
 from activities.tools import ToolHost
 from tarry.contracts import (
     LLM_ACTIVITY,
+    CatalogueRequest,
     ChatMessage,
     ErrorCode,
     LlmRequest,
     LlmResponse,
     ToolCall,
+    ToolDefinition,
     Usage,
 )
 from tarry.settings import ModelProfile
@@ -68,15 +70,21 @@ class ModelClient:
                 f"configured: {', '.join(sorted(self._profiles))}",
                 retryable=False,
             )
-        context, conversation = await self._contexts.extend(request.context, request.messages)
+        context, conversation = await self._contexts.extend(
+            request.context, request.messages, request.tool_definitions
+        )
+        tools = conversation.tools
+        if tools is None:  # a run from before the catalogue: see `LlmResponse.offered_tools`
+            tools = self._tools.catalogue(
+                CatalogueRequest(tools=request.tools, require_approval=request.require_approval)
+            )
         system = [ChatMessage(role="system", content=request.system)] if request.system else []
         budget = profile.context_budget - sum(estimate_tokens(m) for m in system)
-        sent = fit_to_budget(conversation, budget)
-        tool_specs = self._tools.specs(request.tools)
+        sent = fit_to_budget(conversation.messages, budget)
         body: dict[str, Any] = {
             "model": profile.model,
             "messages": [m.for_model() for m in system + sent],
-            "tools": tool_specs,
+            "tools": [_function_spec(t) for t in tools],
             "tool_choice": "auto",
         }
         if profile.stream:
@@ -86,9 +94,10 @@ class ModelClient:
             async with _heartbeating():
                 response = await self._post(request.profile, profile, body)
             answer = _parse_answer(response.text, request.turn)
-        answer.offered_tools = [s["function"]["name"] for s in tool_specs]
-        answer.gated_tools = self._tools.gated(request.tools, request.require_approval)
-        answer.non_idempotent_tools = self._tools.non_idempotent(request.tools)
+        if conversation.tools is None:
+            answer.offered_tools = [t.name for t in tools]
+            answer.gated_tools = {t.name: t.parameters for t in tools if t.needs_approval}
+            answer.non_idempotent_tools = [t.name for t in tools if not t.idempotent]
         answer.context = context
         answer.sent_messages = len(sent)
         return answer
@@ -131,6 +140,18 @@ class ModelClient:
                 answer = _answer_of(assembly.completion(), turn, assembly.shown())
                 observers.end(answer.usage, answer.finish_reason)
         return answer
+
+
+def _function_spec(tool: ToolDefinition) -> dict[str, Any]:
+    """A tool as an entry of the `tools` list of an OpenAI chat completion request."""
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
 
 
 def _endpoint(profile: ModelProfile) -> tuple[str, dict[str, str]]:
@@ -189,10 +210,8 @@ class _Assembly:
                 if choice.get("index", 0) == 0:
                     self._take(choice)
         except (ValueError, AttributeError, TypeError):
-            raise _error(
-                ErrorCode.LLM_BAD_RESPONSE,
-                f"the model's stream sent a malformed event: {data[:300]!r}",
-                retryable=False,  # the workflow gives these a small budget of their own
+            raise _bad_response(
+                f"the model's stream sent a malformed event: {data[:300]!r}"
             ) from None
         return False
 
@@ -296,10 +315,8 @@ def _answer_of(answer: Any, turn: int, shown: str) -> LlmResponse:
         choice = answer["choices"][0]
         raw = choice["message"]
     except (KeyError, IndexError, TypeError):
-        raise _error(
-            ErrorCode.LLM_BAD_RESPONSE,
-            f"the model's answer has no choices[0].message: {shown[:300]!r}",
-            retryable=False,  # the workflow gives these a small budget of their own
+        raise _bad_response(
+            f"the model's answer has no choices[0].message: {shown[:300]!r}"
         ) from None
     try:
         message = ChatMessage(
@@ -310,16 +327,10 @@ def _answer_of(answer: Any, turn: int, shown: str) -> LlmResponse:
         )
         usage = Usage.model_validate(answer.get("usage") or {})
     except (ValidationError, AttributeError, TypeError) as e:
-        raise _error(
-            ErrorCode.LLM_BAD_RESPONSE, f"the model's message is malformed: {e}", retryable=False
-        ) from None
+        raise _bad_response(f"the model's message is malformed: {e}") from None
     if not message.content and not message.tool_calls:
         # Nothing to show the user and nothing to do: asking again usually helps.
-        raise _error(
-            ErrorCode.LLM_BAD_RESPONSE,
-            "the model answered with neither text nor tool calls",
-            retryable=False,
-        )
+        raise _bad_response("the model answered with neither text nor tool calls")
     return LlmResponse(
         message=message,
         usage=usage,
@@ -356,6 +367,12 @@ def _error(
     return ApplicationError(
         message, type=code, non_retryable=not retryable, next_retry_delay=retry_after
     )
+
+
+def _bad_response(message: str) -> ApplicationError:
+    """An answer the model activity cannot use. Not retried by Temporal: the workflow
+    gives these a small budget of their own (`RunInput.bad_response_attempts`)."""
+    return _error(ErrorCode.LLM_BAD_RESPONSE, message, retryable=False)
 
 
 @asynccontextmanager

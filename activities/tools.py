@@ -1,10 +1,9 @@
-"""The tools a worker offers to the model, each run as its own Temporal activity.
+"""The tools a worker runs, each as its own Temporal activity, and their catalogue.
 
-A tool is a plain typed function, and its signature is the single source of truth:
-pydantic turns it into both the JSON schema the model sees and the validator its
-arguments pass through, so the two cannot drift apart. Each tool is an activity
-named after it, so history reads `read_file`, `write_file`, ... and each call
-times out and retries on its own.
+Tools are declared in `tarry.tools` (`@tool`); the `ToolHost` here runs them. Each tool
+is an activity named after it, so history reads `read_file`, `write_file`, ... and each
+call times out and retries on its own. The `tool_catalogue` activity tells a run, once,
+which tools it has and how to treat their calls.
 
 Whatever goes wrong in a call is the model's business, not Temporal's: bad
 arguments, forbidden paths and exceptions come back as a failed `ToolResult` the
@@ -17,157 +16,27 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Annotated, Any, overload
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import Field, ValidationError
 from pydantic_core import to_jsonable_python
 from temporalio import activity
 
-from tarry.contracts import FINISH_TOOL, ErrorCode, FinishArguments, ToolInvocation, ToolResult
+from tarry.contracts import (
+    FINISH_TOOL,
+    TOOL_CATALOGUE_ACTIVITY,
+    CatalogueRequest,
+    ErrorCode,
+    FinishArguments,
+    ToolDefinition,
+    ToolInvocation,
+    ToolResult,
+)
+from tarry.tools import Tool, ToolContext, ToolError, tool
 
-_MAX_PATH = 1024
-_MAX_NAME = 255
-"""Longer paths and names are refused before the filesystem fails on them."""
-
-
-class ToolError(Exception):
-    """Raised by a tool to fail with a specific code and a message the model will read."""
-
-    def __init__(
-        self, code: ErrorCode, message: str, details: dict[str, Any] | None = None
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.details = details
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    """What a tool knows about the call it serves; injected, never given by the model."""
-
-    run_id: str
-    call_id: str
-    workspace: Path
-    """This run's own directory, `<workspace_root>/<run_id>`."""
-
-    def resolve(self, path: str) -> Path:
-        """Confine a model-given path to the workspace, following symlinks."""
-        # `..` and absolute paths are refused outright, even when they would land
-        # inside: the model should not learn to navigate the worker's filesystem.
-        relative = Path(path)
-        if "\0" in path or relative.is_absolute() or ".." in relative.parts:
-            raise ToolError(
-                ErrorCode.TOOL_FORBIDDEN, f"path must stay inside the workspace: {path}"
-            )
-        if len(path) > _MAX_PATH or any(len(part) > _MAX_NAME for part in relative.parts):
-            raise ToolError(ErrorCode.TOOL_FORBIDDEN, "path too long for the workspace")
-        root = self.workspace.resolve()
-        target = (root / relative).resolve()
-        if not target.is_relative_to(root):
-            raise ToolError(ErrorCode.TOOL_FORBIDDEN, f"path leads outside the workspace: {path}")
-        # A hard link is a second name for a file that may live outside: reading it
-        # would leak that file, writing it would change it.
-        if target.is_file() and target.stat().st_nlink > 1:
-            raise ToolError(
-                ErrorCode.TOOL_FORBIDDEN, f"{path} is hard-linked to a file outside the workspace"
-            )
-        return target
-
-
-@dataclass(frozen=True)
-class Tool:
-    """A function the model may call, with the schema of its arguments."""
-
-    name: str
-    description: str
-    arguments: type[BaseModel]
-    """The model's arguments, built from the signature; the `ToolContext` is not among them."""
-    fn: Callable[..., Any]
-    context_param: str | None = None
-    """The parameter that receives the `ToolContext`, if the function takes one."""
-    approval: bool = False
-    """Every call waits for a person's decision, whatever the run asks."""
-    idempotent: bool = True
-    """Running a call twice does no harm, so a call cut short (its worker died) is retried.
-    False: one attempt only, and the model hears `TOOL_OUTCOME_UNKNOWN` if it is cut short."""
-
-    def spec(self) -> dict[str, Any]:
-        """The entry for the `tools` list of an OpenAI chat completion request."""
-        return _function_spec(self.name, self.description, self.arguments)
-
-
-def _function_spec(name: str, description: str, arguments: type[BaseModel]) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": arguments.model_json_schema(),
-        },
-    }
-
-
-def _make_tool(
-    fn: Callable[..., Any],
-    name: str | None,
-    description: str | None,
-    approval: bool,
-    idempotent: bool,
-) -> Tool:
-    tool_name = name or fn.__name__
-    # Resolve string annotations, keeping `Annotated` metadata such as descriptions.
-    hints = inspect.get_annotations(fn, eval_str=True)
-    fields: dict[str, Any] = {}
-    context_param = None
-    for param in inspect.signature(fn).parameters.values():
-        # Arguments arrive by keyword from a JSON object, so nothing else can be filled.
-        if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
-            raise TypeError(f"tool {tool_name}: parameter {param.name} must be passable by keyword")
-        hint = hints.get(param.name, Any)
-        if hint is ToolContext:
-            context_param = param.name
-            continue
-        default = ... if param.default is param.empty else param.default
-        fields[param.name] = (hint, default)
-    # Unknown arguments are rejected, so a misspelt optional one is not silently ignored.
-    arguments = create_model(tool_name, __config__=ConfigDict(extra="forbid"), **fields)
-    if description is None:
-        # The docstring's first paragraph, unwrapped: the rest is for programmers.
-        paragraph = (inspect.getdoc(fn) or "").split("\n\n")[0]
-        description = " ".join(paragraph.split())
-    return Tool(tool_name, description, arguments, fn, context_param, approval, idempotent)
-
-
-@overload
-def tool(fn: Callable[..., Any], /) -> Tool: ...
-@overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    approval: bool = False,
-    idempotent: bool = True,
-) -> Callable[[Callable[..., Any]], Tool]: ...
-def tool(
-    fn: Callable[..., Any] | None = None,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    approval: bool = False,
-    idempotent: bool = True,
-) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a typed function a tool: `@tool` or `@tool(name=..., description=..., approval=True)`.
-
-    `approval=True` makes every call wait for a person's decision before it runs;
-    `idempotent=False` (sending mail, paying) runs each call at most once."""
-    if fn is not None:
-        return _make_tool(fn, name, description, approval, idempotent)
-    return lambda f: _make_tool(f, name, description, approval, idempotent)
-
+__all__ = ["BUILTIN_TOOLS", "Tool", "ToolContext", "ToolError", "ToolHost", "tool"]
 
 # --- Built-in tools ---------------------------------------------------------
 
@@ -210,13 +79,15 @@ def list_files(ctx: ToolContext, path: WorkspacePath = ".") -> list[str]:
 
 BUILTIN_TOOLS: tuple[Tool, ...] = (read_file, write_file, list_files)
 
-_FINISH_SPEC = _function_spec(
-    FINISH_TOOL, "End the run with its final result, once the task is done.", FinishArguments
+_FINISH = ToolDefinition(
+    name=FINISH_TOOL,
+    description="End the run with its final result, once the task is done.",
+    parameters=FinishArguments.model_json_schema(),
 )
 
 
 class ToolHost:
-    """The tools of one worker: their specs for the model, and their activities."""
+    """The tools of one worker: their catalogue, and their activities."""
 
     def __init__(self, workspace_root: Path, tools: Iterable[Tool] = BUILTIN_TOOLS) -> None:
         self._root = workspace_root
@@ -235,29 +106,20 @@ class ToolHost:
     def names(self) -> list[str]:
         return [*self._tools, FINISH_TOOL]
 
-    def specs(self, allowed: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        """The specs of the allowed tools (None: all), in registration order, `finish` last."""
-        offered = [t for t in self._tools.values() if allowed is None or t.name in allowed]
-        return [*(t.spec() for t in offered), _FINISH_SPEC]
-
-    def gated(
-        self, allowed: Sequence[str] | None, require_approval: Sequence[str]
-    ) -> dict[str, dict[str, Any]]:
-        """The allowed tools whose calls need a decision, with their argument schemas:
-        those the run names (`*`: all) and those that declare `approval=True`."""
-        return {
-            t.name: t.arguments.model_json_schema()
-            for t in self._tools.values()
-            if (allowed is None or t.name in allowed)
-            and (t.approval or "*" in require_approval or t.name in require_approval)
-        }
-
-    def non_idempotent(self, allowed: Sequence[str] | None) -> list[str]:
-        """The allowed tools that must not run twice."""
+    def catalogue(self, request: CatalogueRequest) -> list[ToolDefinition]:
+        """The tools a run may use (`request.tools`, None: all) in registration order,
+        `finish` last; gated: those the run names (`*`: all) and those that declare
+        `approval=True`."""
+        allowed, gated = request.tools, request.require_approval
         return [
-            t.name
-            for t in self._tools.values()
-            if (allowed is None or t.name in allowed) and not t.idempotent
+            *(
+                t.definition().model_copy(
+                    update={"needs_approval": t.approval or "*" in gated or t.name in gated}
+                )
+                for t in self._tools.values()
+                if allowed is None or t.name in allowed
+            ),
+            _FINISH,
         ]
 
     async def invoke(self, name: str, invocation: ToolInvocation) -> ToolResult:
@@ -281,8 +143,12 @@ class ToolHost:
             return ToolResult.failure(ErrorCode.TOOL_FAILED, f"{type(e).__name__}: {e}")
 
     def activities(self) -> list[Callable[..., Any]]:
-        """One activity per registered tool, named after it."""
-        return [self._activity(name) for name in self._tools]
+        """One activity per registered tool, named after it, and `tool_catalogue`."""
+        return [self._catalogue_activity, *(self._activity(name) for name in self._tools)]
+
+    @activity.defn(name=TOOL_CATALOGUE_ACTIVITY)
+    async def _catalogue_activity(self, request: CatalogueRequest) -> list[ToolDefinition]:
+        return self.catalogue(request)
 
     def _activity(self, name: str) -> Callable[[ToolInvocation], Awaitable[ToolResult]]:
         async def run_tool(invocation: ToolInvocation) -> ToolResult:

@@ -31,7 +31,6 @@ from temporalio.service import RPCError, RPCStatusCode
 from tarry.codec import data_converter
 from tarry.contracts import (
     DEFAULT_TASK_QUEUE,
-    MAX_INPUT_BYTES,
     WORKFLOW_TYPE,
     ChatMessage,
     Decision,
@@ -44,6 +43,7 @@ from tarry.contracts import (
     TranscriptPage,
     TranscriptQuery,
     UserInput,
+    reply_problem,
 )
 from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
 from tarry.render import shorten
@@ -121,8 +121,6 @@ class RunHandle:
         """Queues a reply (the `user_input` signal); it is delivered at the next turn
         boundary. Retrying with the same `id` never delivers it twice."""
         message = _user_input(text, id)
-        if not text.strip():
-            raise TarryError(ErrorCode.INPUT_EMPTY, "the reply is empty")
         async with self._errors():
             await self._handle.signal("user_input", message)
 
@@ -282,15 +280,13 @@ def _summary_of(prompt: str) -> str:
 
 
 def _user_input(text: str, id: str | None) -> UserInput:
-    """The reply as it travels; refused here, before it travels, when it is not UTF-8
-    or over `MAX_INPUT_BYTES`."""
+    """The reply as it travels; refused here, before it travels, when it is not UTF-8,
+    empty or over `MAX_INPUT_BYTES` (`reply_problem`, the check the run makes too)."""
     try:
         message = UserInput(text=text, id=id)
     except ValidationError as e:
         reason = str(e.errors()[0]["msg"]).removeprefix("Value error, ")
         raise TarryError(ErrorCode.INPUT_INVALID, reason) from None
-    if (size := len(text.encode())) > MAX_INPUT_BYTES:
-        raise TarryError(
-            ErrorCode.INPUT_TOO_LARGE, f"the reply has {size} bytes; the limit is {MAX_INPUT_BYTES}"
-        )
+    if problem := reply_problem(text):
+        raise TarryError(*problem)
     return message

@@ -18,6 +18,7 @@ from temporalio.common import SearchAttributeKey
 WORKFLOW_TYPE = "AgentRun"
 DEFAULT_TASK_QUEUE = "tarry"
 LLM_ACTIVITY = "call_llm"
+TOOL_CATALOGUE_ACTIVITY = "tool_catalogue"
 FINISH_TOOL = "finish"
 INTERRUPTED_NOTE = "[interrupted by the user]"
 """How the model reads an answer of its own that a `stop` cut short."""
@@ -215,6 +216,19 @@ class RunInput(BaseModel):
     Temporal suggests it, so a run of any length keeps a short history."""
 
 
+def reply_problem(text: str) -> tuple[ErrorCode, str] | None:
+    """Why `text` cannot be a reply (`INPUT_EMPTY`, `INPUT_TOO_LARGE`), or None when it
+    can: the one check the client, the `send` validator and the `user_input` signal make."""
+    if not text.strip():
+        return ErrorCode.INPUT_EMPTY, "the reply is empty"
+    if (size := len(text.encode())) > MAX_INPUT_BYTES:
+        return (
+            ErrorCode.INPUT_TOO_LARGE,
+            f"the reply has {size} bytes; the limit is {MAX_INPUT_BYTES}",
+        )
+    return None
+
+
 class UserInput(BaseModel):
     """A reply: the payload of the `user_input` signal and the `send` update."""
 
@@ -329,6 +343,38 @@ class FinishArguments(BaseModel):
     result: str = Field(description="The final result of the task, for the user.")
 
 
+class ToolDefinition(BaseModel):
+    """One tool of a run's catalogue: what the model reads of it and how the run treats
+    its calls. Provider-neutral: each model activity turns it into its provider's shape,
+    and tools from anywhere (the worker's `@tool` functions, later MCP servers) become one."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = {}
+    """The JSON schema of the call's arguments."""
+    idempotent: bool = True
+    """False: a call runs at most once; cut short, its outcome is `TOOL_OUTCOME_UNKNOWN`."""
+    needs_approval: bool = False
+    """In this run, every call waits for a person's decision."""
+
+
+class CatalogueRequest(BaseModel):
+    """The input of the `tool_catalogue` activity: which tools a run may use."""
+
+    tools: list[str] | None = None
+    """By name; null: every tool the worker registers."""
+    require_approval: list[str] = []
+    """Tools whose calls wait for a decision; `["*"]`: every tool but `finish`."""
+
+
+def _empty(value: object) -> bool:
+    return not value
+
+
+def _none(value: object) -> bool:
+    return value is None
+
+
 class ContextRef(BaseModel):
     """Names the transcript's first `count` messages, stored once outside history.
 
@@ -349,11 +395,16 @@ class LlmRequest(BaseModel):
     """The transcript's stored prefix; null: `messages` is the whole conversation."""
     messages: list[ChatMessage]
     """The messages after `context`'s prefix."""
-    tools: list[str] | None = None
-    """The tools to offer, by name; null offers every registered tool."""
     turn: int
-    require_approval: list[str] = []
-    """The run's gated tools; the answer says which offered tools need a decision."""
+    tool_definitions: list[ToolDefinition] | None = Field(default=None, exclude_if=_none)
+    """The tools to offer. Sent with a request that starts a stored conversation (no
+    `context`), which keeps them; null with a `context`: the ones stored with it."""
+    # Runs in flight from before the catalogue (see `LlmResponse.offered_tools`) name
+    # their tools instead; left empty, these two are not even serialised.
+    tools: list[str] | None = Field(default=None, exclude_if=_none)
+    """Before the catalogue only: the tools to offer, by name; null offers every tool."""
+    require_approval: list[str] = Field(default=[], exclude_if=_empty)
+    """Before the catalogue only: the run's gated tools."""
 
 
 class LlmResponse(BaseModel):
@@ -362,16 +413,21 @@ class LlmResponse(BaseModel):
     finish_reason: str | None = None
     model: str | None = None
     """The model that answered, as the provider names it."""
-    offered_tools: list[str] = []
-    """The tools that were offered; a call to any other is `TOOL_NOT_FOUND`."""
-    gated_tools: dict[str, dict[str, Any]] = {}
-    """The offered tools whose calls need a decision, with their argument schemas."""
-    non_idempotent_tools: list[str] = []
-    """The offered tools that must not run twice: one attempt each, never retried."""
     context: ContextRef | None = None
     """The stored transcript the answer was written to, for the next call to extend."""
     sent_messages: int = 0
     """How many transcript messages fit the profile's context budget and were sent."""
+    # The tool catalogue as the model activity used to resolve it and send it back with
+    # every answer. Only for runs in flight from before the workflow owned the catalogue
+    # (their recorded answers carry it, and they read it until their first live step on
+    # new code); answers to today's requests leave these empty and out of history.
+    offered_tools: list[str] = Field(default=[], exclude_if=_empty)
+    """Before the catalogue only: the tools that were offered."""
+    gated_tools: dict[str, dict[str, Any]] = Field(default={}, exclude_if=_empty)
+    """Before the catalogue only: the offered tools whose calls need a decision, with
+    their argument schemas."""
+    non_idempotent_tools: list[str] = Field(default=[], exclude_if=_empty)
+    """Before the catalogue only: the offered tools that must not run twice."""
 
 
 class ToolInvocation(BaseModel):

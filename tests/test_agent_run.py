@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 
 from tarry.client import TarryError
-from tarry.contracts import MAX_INPUT_BYTES, ChatMessage, ErrorCode, Mode, Phase
+from tarry.contracts import MAX_INPUT_BYTES, ChatMessage, ErrorCode, Mode, Phase, UserInput
 from tarry.scripted_llm import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent, tool_result
 from workflows.agent_run import REPEAT_HINT
@@ -235,11 +237,13 @@ async def test_send_validator_rejects_bad_text_and_leaves_no_trace(
     agent.model.add(say("Hi!"))
     run = await agent.start("hello")
     await run.wait_for(WAITING)
+    handle = agent.tarry.client.get_workflow_handle(run.id)  # around the client's own check
 
-    with pytest.raises(TarryError) as error:
-        await run.send(text)
+    with pytest.raises(WorkflowUpdateFailedError) as error:
+        await handle.execute_update("send", UserInput(text=text))
 
-    assert error.value.code is code
+    assert isinstance(error.value.cause, ApplicationError)
+    assert error.value.cause.type == code
     assert not any("UPDATE" in event for event in await agent.event_types(run))
     assert (await run.state()).message_count == 2
 

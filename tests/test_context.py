@@ -28,6 +28,7 @@ from tarry.contracts import (
     Phase,
     RunInput,
     ToolCall,
+    ToolDefinition,
     TranscriptQuery,
 )
 from tarry.scripted_llm import ScriptedModel, ScriptedToolCall, calls, say
@@ -59,7 +60,19 @@ async def test_a_stored_conversation_reads_back_on_another_worker(tmp_path: Path
 
     reader = ContextStore.on_disk(tmp_path, pydantic_data_converter)
 
-    assert await reader.load(second) == whole == [user("a"), user("b"), user("c")]
+    assert await reader.load(second) == whole
+    assert whole.messages == [user("a"), user("b"), user("c")]
+
+
+async def test_a_stored_conversation_keeps_the_tools_it_was_offered(tmp_path: Path) -> None:
+    tools = [ToolDefinition(name="lookup", parameters={"type": "object"})]
+    writer = ContextStore.on_disk(tmp_path, pydantic_data_converter)
+    first, _ = await writer.extend(None, [user("a")], tools)
+    second, _ = await writer.extend(first, [user("b")])
+
+    reader = ContextStore.on_disk(tmp_path, pydantic_data_converter)
+
+    assert (await reader.load(second)).tools == tools
 
 
 async def test_a_conversation_the_store_lacks_is_llm_context_missing(tmp_path: Path) -> None:

@@ -129,6 +129,7 @@ async def test_each_turn_adds_as_much_history_at_turn_100_as_at_turn_10(
     [history] = await agent.histories(run)
     turns = bytes_per_turn(history.events)
     assert len(turns) == 101
+    print(f"history bytes per turn: turn 10 {turns[9]}, turn 100 {turns[99]}")
     assert turns[99] <= 1.2 * turns[9], turns
 
 

@@ -14,10 +14,12 @@ from typing import Any
 
 from temporalio.client import Client
 
-from tarry.contracts import ErrorCode, Mode, Phase, Timeouts
+from tarry.client import RunHandle
+from tarry.contracts import LLM_ACTIVITY, ErrorCode, Mode, Phase, Timeouts
 from tarry.scripted_llm import ScriptedModel, fail, say
 from tests.conftest import Agent
 from tests.faults import (
+    Attempt,
     activity_attempts,
     assert_transcript,
     assistant,
@@ -27,6 +29,12 @@ from tests.faults import (
 )
 
 SHORT_ATTEMPTS = Timeouts(llm_heartbeat=2, llm_attempt=2, tool=10)
+
+
+async def model_calls(agent: Agent, run: RunHandle) -> list[Attempt]:
+    """The run's model calls, without its other activities (the tool catalogue)."""
+    attempts = await activity_attempts(agent.tarry.client, run.id)
+    return [a for a in attempts if a.activity == LLM_ACTIVITY]
 
 
 async def test_a_provider_refusing_connections_is_waited_out_until_it_is_back(
@@ -53,7 +61,7 @@ async def test_a_provider_refusing_connections_is_waited_out_until_it_is_back(
     assert result.output == "back again"
     assert_transcript(await run.transcript(), [user("hello"), assistant("back again")])
     assert len(model.requests) == 1
-    [llm] = await activity_attempts(agent.tarry.client, run.id)
+    [llm] = await model_calls(agent, run)
     assert (llm.attempts, llm.last_failure) == (4, ErrorCode.LLM_HTTP_ERROR)
 
 
@@ -77,7 +85,7 @@ async def test_a_rate_limited_provider_is_asked_again_only_after_its_retry_after
     # attempts were the two 429s, which the worker reports as LLM_RATE_LIMITED
     # (`test_llm_errors.py::test_rate_limit_with_retry_after_is_retried` reads that code
     # from the dev server's history).
-    [llm] = await activity_attempts(agent.tarry.client, run.id)
+    [llm] = await model_calls(agent, run)
     assert llm.attempts == 3
     assert [(r.step, r.answered) for r in agent.model.requests] == [(0, True), (1, True), (2, True)]
     # Event times on the time-skipping server are workflow time: a minute passed there,

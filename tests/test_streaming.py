@@ -13,10 +13,11 @@ import pexpect
 from temporalio.client import Client
 
 from tarry.client import RunHandle
-from tarry.contracts import INTERRUPTED_NOTE, ErrorCode, Phase, Usage
+from tarry.contracts import INTERRUPTED_NOTE, LLM_ACTIVITY, ErrorCode, Phase, Usage
 from tarry.events import EventKind, RunEvent
 from tarry.scripted_llm import ScriptedToolCall, ScriptStep, call, calls, say
 from tests.conftest import Agent
+from tests.faults import activity_attempts
 from tests.test_cli import TARRY, agent_env
 
 WAITING = {Phase.WAITING_USER}
@@ -137,14 +138,11 @@ async def test_a_stream_stuck_mid_answer_is_caught_by_the_heartbeat_timeout(agen
     state = await run.wait_for(WAITING, timeout=20)
 
     assert state.last_assistant_text == TEXT
-    history = await agent.tarry.client.get_workflow_handle(run.id).fetch_history()
-    started = [
-        e.activity_task_started_event_attributes
-        for e in history.events
-        if e.HasField("activity_task_started_event_attributes")
+    [llm] = [
+        a for a in await activity_attempts(agent.tarry.client, run.id) if a.activity == LLM_ACTIVITY
     ]
-    assert [s.attempt for s in started] == [2]
-    assert "heartbeat" in started[0].last_failure.message.lower()
+    assert llm.attempts == 2
+    assert "heartbeat" in llm.last_failure.lower()
 
 
 # --- Observers -----------------------------------------------------------------------
@@ -364,7 +362,7 @@ async def test_an_observer_follows_the_run_across_continue_as_new(agent: Agent) 
     assert messages == list(range(len(await run.transcript())))
     # What each hand-over carries of the stream (the last two turns' events; the first
     # hand-over has had one turn) stays the same size, turn after turn.
-    logs = [len(memory["stream"]["log"]) for memory in await handed_over(agent, run)]
+    logs = [len(memory["events"]["state"]["log"]) for memory in await handed_over(agent, run)]
     assert len(logs) >= 4
     assert max(logs[1:]) <= min(logs[1:]) + 2
 

@@ -27,8 +27,17 @@ from activities.tools import (
     list_files,
     read_file,
     tool,
+    write_file,
 )
-from tarry.contracts import FINISH_TOOL, ErrorCode, ToolInvocation, ToolResult
+from tarry.contracts import (
+    FINISH_TOOL,
+    TOOL_CATALOGUE_ACTIVITY,
+    CatalogueRequest,
+    ErrorCode,
+    ToolDefinition,
+    ToolInvocation,
+    ToolResult,
+)
 
 RUN_ID = "run-1"
 
@@ -98,7 +107,7 @@ def search(ctx: ToolContext, query: str, limit: int = 10, exact: bool | None = N
 
 
 def test_schema_comes_from_signature() -> None:
-    parameters = search.spec()["function"]["parameters"]
+    parameters = search.definition().parameters
     assert set(parameters["properties"]) == {"query", "limit", "exact"}
     assert parameters["required"] == ["query"]
     assert parameters["properties"]["limit"]["default"] == 10
@@ -111,11 +120,11 @@ def test_tool_context_is_injected_not_in_schema() -> None:
     assert "ctx" not in search.arguments.model_fields
 
 
-def test_spec_is_an_openai_function_with_the_docstrings_first_paragraph() -> None:
-    spec = search.spec()
-    assert spec["type"] == "function"
-    assert spec["function"]["name"] == "search"
-    assert spec["function"]["description"] == "Search the notes."
+def test_a_definition_describes_the_tool_with_the_docstrings_first_paragraph() -> None:
+    definition = search.definition()
+    assert definition.name == "search"
+    assert definition.description == "Search the notes."
+    assert (definition.idempotent, definition.needs_approval) == (True, False)
 
 
 def test_decorator_takes_a_name_and_description() -> None:
@@ -124,12 +133,12 @@ def test_decorator_takes_a_name_and_description() -> None:
         return term
 
     assert isinstance(find, Tool)
-    assert find.spec()["function"]["name"] == "lookup"
-    assert find.spec()["function"]["description"] == "Look something up."
+    assert find.definition().name == "lookup"
+    assert find.definition().description == "Look something up."
 
 
 def test_list_files_path_defaults_to_workspace_root() -> None:
-    parameters = list_files.spec()["function"]["parameters"]
+    parameters = list_files.definition().parameters
     assert parameters["properties"]["path"]["default"] == "."
     assert "required" not in parameters
 
@@ -149,16 +158,43 @@ def test_names_are_the_registered_tools_and_finish(host: ToolHost) -> None:
     assert host.names == ["read_file", "write_file", "list_files", FINISH_TOOL]
 
 
-def test_specs_respect_the_allowed_list_and_always_include_finish(host: ToolHost) -> None:
-    names = [s["function"]["name"] for s in host.specs(["list_files", "read_file", "nope"])]
-    assert names == ["read_file", "list_files", FINISH_TOOL]
-    assert [s["function"]["name"] for s in host.specs([])] == [FINISH_TOOL]
+def names_of(tools: list[ToolDefinition]) -> list[str]:
+    return [t.name for t in tools]
 
 
-def test_specs_of_none_offers_every_tool(host: ToolHost) -> None:
-    assert [s["function"]["name"] for s in host.specs(None)] == host.names
-    finish = host.specs(None)[-1]["function"]
-    assert finish["parameters"]["required"] == ["result"]
+def test_the_catalogue_respects_the_allowed_list_and_always_includes_finish(
+    host: ToolHost,
+) -> None:
+    allowed = host.catalogue(CatalogueRequest(tools=["list_files", "read_file", "nope"]))
+    assert names_of(allowed) == ["read_file", "list_files", FINISH_TOOL]
+    assert names_of(host.catalogue(CatalogueRequest(tools=[]))) == [FINISH_TOOL]
+
+
+def test_a_catalogue_of_none_offers_every_tool(host: ToolHost) -> None:
+    catalogue = host.catalogue(CatalogueRequest())
+    assert names_of(catalogue) == host.names
+    assert catalogue[-1].parameters["required"] == ["result"]
+
+
+def test_the_catalogue_gates_the_tools_the_run_names_and_those_that_ask_for_it(
+    tmp_path: Path,
+) -> None:
+    @tool(approval=True)
+    def pay(amount: int) -> str:
+        return "paid"
+
+    @tool(idempotent=False)
+    def send_mail(to: str) -> str:
+        return "sent"
+
+    host = ToolHost(tmp_path, [read_file, write_file, pay, send_mail])
+    catalogue = host.catalogue(CatalogueRequest(require_approval=["write_file"]))
+
+    gated = [t.name for t in catalogue if t.needs_approval]
+    assert gated == ["write_file", "pay"]
+    assert [t.name for t in catalogue if not t.idempotent] == ["send_mail"]
+    everything = host.catalogue(CatalogueRequest(require_approval=["*"]))
+    assert [t.name for t in everything if not t.needs_approval] == [FINISH_TOOL]
 
 
 def test_register_rejects_a_duplicate_name(host: ToolHost) -> None:
@@ -175,13 +211,13 @@ def test_register_rejects_finish(tmp_path: Path) -> None:
         ToolHost(tmp_path, tools=[finish])
 
 
-def test_each_activity_is_named_after_its_tool(host: ToolHost) -> None:
+def test_each_tool_is_an_activity_named_after_it_beside_the_catalogue(host: ToolHost) -> None:
     names = []
     for fn in host.activities():
         defn = activity._Definition.from_callable(fn)
         assert defn is not None
         names.append(defn.name)
-    assert names == [t.name for t in BUILTIN_TOOLS]
+    assert names == [TOOL_CATALOGUE_ACTIVITY, *(t.name for t in BUILTIN_TOOLS)]
 
 
 # --- Built-in tools through their activities --------------------------------

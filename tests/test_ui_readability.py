@@ -73,6 +73,7 @@ async def test_history_names_every_step_and_summarises_it(agent: Agent) -> None:
         for e in scheduled
     ]
     assert steps == [
+        ("tool_catalogue", "the run's tools"),
         ("call_llm", "turn 1 · default"),
         ("list_files", "list_files"),
         ("call_llm", "turn 2 · default"),

@@ -2,7 +2,7 @@
 
 Shared by the `approve` signal (a bad decision is ignored: a signal cannot answer) and
 the `decide` update (its validator rejects the same decisions with the same codes,
-before anything enters history). Pure functions of `RunMemory`: deterministic.
+before anything enters history). Pure functions of the run's `Approvals`: deterministic.
 """
 
 from __future__ import annotations
@@ -14,22 +14,22 @@ import jsonschema
 from temporalio.exceptions import ApplicationError
 
 from tarry.contracts import Decision, DecisionRecord, ErrorCode, PendingApproval
-from workflows.memory import RunMemory
+from workflows.memory import Approvals
 
 
-def decision_problem(memory: RunMemory, decision: Decision) -> ApplicationError | None:
+def decision_problem(approvals: Approvals, decision: Decision) -> ApplicationError | None:
     """Why the run cannot take `decision`, or None when it can."""
-    if decision.call_id is not None and decision.call_id in memory.decisions:
+    if decision.call_id is not None and decision.call_id in approvals.decisions:
         return ApplicationError(
             f"call {decision.call_id!r} has been decided already",
             type=ErrorCode.APPROVAL_ALREADY_DECIDED,
         )
-    undecided = memory.undecided()
+    undecided = approvals.undecided()
     if not undecided:
         return ApplicationError(
             "no tool call waits for a decision", type=ErrorCode.APPROVAL_NOTHING_PENDING
         )
-    target = _target(memory, decision)
+    target = _target(approvals, decision)
     if decision.call_id is not None and target is None:
         waiting = ", ".join(p.call_id for p in undecided)
         return ApplicationError(
@@ -44,7 +44,7 @@ def decision_problem(memory: RunMemory, decision: Decision) -> ApplicationError 
             type=ErrorCode.APPROVAL_INVALID_ARGUMENTS,
         )
     try:
-        jsonschema.validate(decision.arguments, memory.gated_schemas[target.tool])
+        jsonschema.validate(decision.arguments, approvals.schemas[target.tool])
     except jsonschema.ValidationError as e:
         return ApplicationError(
             f"the edited arguments do not fit {target.tool}: {e.message}",
@@ -53,25 +53,25 @@ def decision_problem(memory: RunMemory, decision: Decision) -> ApplicationError 
     return None
 
 
-def _target(memory: RunMemory, decision: Decision) -> PendingApproval | None:
+def _target(approvals: Approvals, decision: Decision) -> PendingApproval | None:
     """The one call a decision is about: the one it names, or the only one pending."""
-    undecided = memory.undecided()
+    undecided = approvals.undecided()
     if decision.call_id is None:
         return undecided[0] if len(undecided) == 1 else None
     return next((p for p in undecided if p.call_id == decision.call_id), None)
 
 
 def record(
-    memory: RunMemory,
+    approvals: Approvals,
     decision: Decision,
     by: Literal["signal", "update"],
     at: datetime,
 ) -> None:
     """Records `decision` for its call, or for every undecided call when it names none.
     A call already decided keeps its first decision."""
-    for pending in memory.undecided():
+    for pending in approvals.undecided():
         if decision.call_id in (None, pending.call_id):
-            memory.decisions[pending.call_id] = DecisionRecord(
+            approvals.decisions[pending.call_id] = DecisionRecord(
                 approved=decision.approved,
                 reason=decision.reason,
                 arguments=decision.arguments if decision.approved else None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from tarry.contracts import (
@@ -25,6 +25,7 @@ from tarry.contracts import (
     RunInput,
     RunState,
     ToolCall,
+    ToolDefinition,
     TranscriptPage,
     TranscriptQuery,
     Usage,
@@ -40,6 +41,57 @@ class QueuedInput(BaseModel):
     input: UserInput
 
 
+class EventLog(BaseModel):
+    """The run's event stream and the workflow's cursors into it."""
+
+    state: WorkflowStreamState | None = None
+    """The stream's state, handed on through continue-as-new (None on a fresh run, and
+    while the run's `RunStream` holds it)."""
+    turn_events: int = 0
+    """The stream offset where the current turn's events begin."""
+    previous_turn_events: int = 0
+    """Where the turn before it began: a hand-over drops the events before this."""
+    turn_of_events: int = 0
+    """The turn `turn_events` belongs to (a retried call of a turn keeps its turn's start)."""
+    published: int = 0
+    """How many transcript messages have been published to the event stream."""
+
+
+class Guards(BaseModel):
+    """What the guards count, to stop a run that goes round in circles."""
+
+    turns_since_input: int = 0
+    """LLM calls since the last reply: `RunInput.max_turns` bounds it."""
+    failures: dict[str, int] = {}
+    """How often each failing call (tool name + canonical arguments) failed."""
+    streak_tool: str | None = None
+    streak: int = 0
+    """How many calls in a row went to `streak_tool`."""
+
+
+class Approvals(BaseModel):
+    """The gated calls of the current answer and the decisions on them."""
+
+    pending: list[PendingApproval] = []
+    """The gated calls of the current answer; they stay until their tool messages exist."""
+    decisions: dict[str, DecisionRecord] = {}
+    """Decisions on pending calls, by call id: the first one for a call wins."""
+    schemas: dict[str, dict[str, Any]] = {}
+    """The argument schemas of the gated tools, to check edited arguments against."""
+
+    def undecided(self) -> list[PendingApproval]:
+        return [p for p in self.pending if p.call_id not in self.decisions]
+
+
+_GROUPS: dict[str, type[BaseModel]] = {
+    "events": EventLog,
+    "guards": Guards,
+    "approvals": Approvals,
+}
+_RENAMED = {"stream": "state", "gated_schemas": "schemas"}
+"""The flat fields of earlier memories that were renamed as they moved into a group."""
+
+
 class RunMemory(BaseModel):
     phase: Phase = Phase.RUNNING
     transcript: list[ChatMessage] = []
@@ -51,9 +103,12 @@ class RunMemory(BaseModel):
     answered: int = 0
     """Every reply up to this `seq` has been delivered and followed by a stop point."""
     turn: int = 0
-    turns_since_input: int = 0
     segment_turns: int = 0
     """LLM calls in this run of the continue-as-new chain."""
+    tools: list[ToolDefinition] | None = None
+    """The run's tool catalogue, resolved once at its start and handed over with the
+    rest. None only in runs started before the workflow owned it, until their first live
+    step on today's code resolves it."""
     context: ContextRef | None = None
     """The stored conversation the last LLM call extended (see `ContextRef`)."""
     usage: Usage = Usage()
@@ -61,35 +116,58 @@ class RunMemory(BaseModel):
     output: str | None = None
     error: ErrorInfo | None = None
     warning: ErrorCode | None = None
-    failures: dict[str, int] = {}
-    """How often each failing call (tool name + canonical arguments) failed."""
-    streak_tool: str | None = None
-    streak: int = 0
-    """How many calls in a row went to `streak_tool`."""
     pause_requested: bool = False
     stop_reason: str | None = None
     stop_requested: bool = False
     stops: int = 0
     """How many stop points the run has reached; a `decide` caller waits for the next."""
-    pending: list[PendingApproval] = []
-    """The gated calls of the current answer; they stay until their tool messages exist."""
-    decisions: dict[str, DecisionRecord] = {}
-    """Decisions on pending calls, by call id: the first one for a call wins."""
-    gated_schemas: dict[str, dict[str, Any]] = {}
-    """The argument schemas of the gated tools, to check edited arguments against."""
-    stream: WorkflowStreamState | None = None
-    """The event stream's state, handed on through continue-as-new (None on a fresh run)."""
-    turn_events: int = 0
-    """The stream offset where the current turn's events begin."""
-    previous_turn_events: int = 0
-    """Where the turn before it began: a hand-over drops the events before this."""
-    turn_of_events: int = 0
-    """The turn `turn_events` belongs to (a retried call of a turn keeps its turn's start)."""
-    published: int = 0
-    """How many transcript messages have been published to the event stream."""
+    guards: Guards = Guards()
+    approvals: Approvals = Approvals()
+    events: EventLog = EventLog()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_flat_fields(cls, data: Any) -> Any:
+        """Memories handed over by runs on earlier code have the groups' fields flat."""
+        if not isinstance(data, dict):
+            return data
+        lifted = dict(data)
+        for group, model in _GROUPS.items():
+            if group in lifted:
+                continue
+            names = {old: _RENAMED.get(old, old) for old in data}
+            fields = model.model_fields
+            moved = {new: lifted.pop(old) for old, new in names.items() if new in fields}
+            if moved:
+                lifted[group] = moved
+        return lifted
+
+    def receive(self, input: UserInput) -> int:
+        """Queues a reply once; returns the `seq` it was (or had been) queued as."""
+        if input.id is not None and input.id in self.seen_ids:
+            return self.seen_ids[input.id]
+        self.received += 1
+        if input.id is not None:
+            self.seen_ids[input.id] = self.received
+        self.inbox.append(QueuedInput(seq=self.received, input=input))
+        return self.received
+
+    def deliver_inbox(self) -> None:
+        """The queued replies become the transcript's next user messages (at a turn
+        boundary); the guards start counting again."""
+        if not self.inbox:
+            return
+        for queued in self.inbox:
+            self.transcript.append(ChatMessage(role="user", content=queued.input.text))
+        self.inbox = []
+        # A reply delivered at the boundary a pause asked for is what the pause waits for.
+        self.pause_requested = False
+        self.guards.turns_since_input = 0
+        self.warning = None
+        self.guards.failures = {}
 
     def undecided(self) -> list[PendingApproval]:
-        return [p for p in self.pending if p.call_id not in self.decisions]
+        return self.approvals.undecided()
 
     def waiting_for(self) -> WaitingFor | None:
         if self.phase is not Phase.WAITING_USER:
@@ -100,7 +178,7 @@ class RunMemory(BaseModel):
         return RunState(
             phase=self.phase,
             turn=self.turn,
-            turns_since_input=self.turns_since_input,
+            turns_since_input=self.guards.turns_since_input,
             usage=self.usage,
             last_assistant_text=self.last_assistant_text,
             error=self.error,

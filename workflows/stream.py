@@ -12,12 +12,16 @@ from __future__ import annotations
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
+from tarry.contracts import ChatMessage, RunState
 from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
+from workflows.memory import RunMemory
 
 
 class RunStream(WorkflowStream):
-    """The SDK's stream plus the two reads the workflow needs that its experimental API
-    does not offer yet: the current offset, and the words of the answer in flight."""
+    """The SDK's stream plus what the run publishes to it (messages, stop points) and
+    the two reads the workflow needs that its experimental API does not offer yet: the
+    current offset, and the words of the answer in flight. Its cursors live in the
+    run's memory (`RunMemory.events`), so they travel with every hand-over."""
 
     def __init__(self, prior_state: WorkflowStreamState | None) -> None:
         # The SDK checks that it is constructed from a method named `__init__`: the
@@ -31,6 +35,38 @@ class RunStream(WorkflowStream):
     def offset(self) -> int:
         """The offset the next event gets: where a subscriber picks up from now."""
         return self._base_offset + len(self._log)
+
+    def state_of(self, memory: RunMemory) -> RunState:
+        """The run's state, with the stream offsets an observer follows on from."""
+        update = {"events": self.offset(), "turn_events": memory.events.turn_events}
+        return memory.state().model_copy(update=update)
+
+    def publish_stop(self, memory: RunMemory) -> None:
+        self.publish_messages(memory)
+        self.publish(RunEvent(kind=EventKind.STOP, state=self.state_of(memory)))
+
+    def publish_messages(self, memory: RunMemory) -> None:
+        """The transcript's messages not published yet."""
+        transcript, events = memory.transcript, memory.events
+        for index in range(events.published, len(transcript)):
+            message = transcript[index]
+            self.publish(RunEvent(kind=EventKind.MESSAGE, index=index, message=message))
+        events.published = len(transcript)
+
+    def begin_turn(self, memory: RunMemory, turn: int) -> None:
+        """A turn's events begin with the messages that led to it."""
+        events = memory.events
+        if turn != events.turn_of_events:
+            events.previous_turn_events = events.turn_events
+            events.turn_of_events = turn
+        events.turn_events = self.offset()
+        self.publish_messages(memory)
+
+    def interrupted_answer(self, memory: RunMemory, turn: int) -> ChatMessage | None:
+        """A stop cut the answer short: the words the model had written, marked."""
+        if words := self.partial_answer(turn, since=memory.events.turn_events):
+            return ChatMessage(role="assistant", content=words, interrupted=True)
+        return None
 
     def partial_answer(self, turn: int, since: int) -> str:
         """The words published for `turn` since its latest (re)start, looking no further

@@ -1,0 +1,158 @@
+"""How a tool is declared: `@tool`, `Tool`, `ToolContext`, `ToolError`.
+
+A tool is a plain typed function, and its signature is the single source of truth:
+pydantic turns it into both the JSON schema the model sees and the validator its
+arguments pass through, so the two cannot drift apart.
+
+This module declares tools; it runs none. A library user declares tools here, at the
+ground floor, without importing the worker; `activities.tools.ToolHost` runs them.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, overload
+
+from pydantic import BaseModel, ConfigDict, create_model
+
+from tarry.contracts import ErrorCode, ToolDefinition
+
+__all__ = ["Tool", "ToolContext", "ToolError", "tool"]
+
+_MAX_PATH = 1024
+_MAX_NAME = 255
+"""Longer paths and names are refused before the filesystem fails on them."""
+
+
+class ToolError(Exception):
+    """Raised by a tool to fail with a specific code and a message the model will read."""
+
+    def __init__(
+        self, code: ErrorCode, message: str, details: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool knows about the call it serves; injected, never given by the model."""
+
+    run_id: str
+    call_id: str
+    workspace: Path
+    """This run's own directory, `<workspace_root>/<run_id>`."""
+
+    def resolve(self, path: str) -> Path:
+        """Confine a model-given path to the workspace, following symlinks."""
+        # `..` and absolute paths are refused outright, even when they would land
+        # inside: the model should not learn to navigate the worker's filesystem.
+        relative = Path(path)
+        if "\0" in path or relative.is_absolute() or ".." in relative.parts:
+            raise ToolError(
+                ErrorCode.TOOL_FORBIDDEN, f"path must stay inside the workspace: {path}"
+            )
+        if len(path) > _MAX_PATH or any(len(part) > _MAX_NAME for part in relative.parts):
+            raise ToolError(ErrorCode.TOOL_FORBIDDEN, "path too long for the workspace")
+        root = self.workspace.resolve()
+        target = (root / relative).resolve()
+        if not target.is_relative_to(root):
+            raise ToolError(ErrorCode.TOOL_FORBIDDEN, f"path leads outside the workspace: {path}")
+        # A hard link is a second name for a file that may live outside: reading it
+        # would leak that file, writing it would change it.
+        if target.is_file() and target.stat().st_nlink > 1:
+            raise ToolError(
+                ErrorCode.TOOL_FORBIDDEN, f"{path} is hard-linked to a file outside the workspace"
+            )
+        return target
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A function the model may call, with the schema of its arguments."""
+
+    name: str
+    description: str
+    arguments: type[BaseModel]
+    """The model's arguments, built from the signature; the `ToolContext` is not among them."""
+    fn: Callable[..., Any]
+    context_param: str | None = None
+    """The parameter that receives the `ToolContext`, if the function takes one."""
+    approval: bool = False
+    """Every call waits for a person's decision, whatever the run asks."""
+    idempotent: bool = True
+    """Running a call twice does no harm, so a call cut short (its worker died) is retried.
+    False: one attempt only, and the model hears `TOOL_OUTCOME_UNKNOWN` if it is cut short."""
+
+    def definition(self) -> ToolDefinition:
+        """The tool as a run's catalogue holds it."""
+        return ToolDefinition(
+            name=self.name,
+            description=self.description,
+            parameters=self.arguments.model_json_schema(),
+            idempotent=self.idempotent,
+            needs_approval=self.approval,
+        )
+
+
+def _make_tool(
+    fn: Callable[..., Any],
+    name: str | None,
+    description: str | None,
+    approval: bool,
+    idempotent: bool,
+) -> Tool:
+    tool_name = name or fn.__name__
+    # Resolve string annotations, keeping `Annotated` metadata such as descriptions.
+    hints = inspect.get_annotations(fn, eval_str=True)
+    fields: dict[str, Any] = {}
+    context_param = None
+    for param in inspect.signature(fn).parameters.values():
+        # Arguments arrive by keyword from a JSON object, so nothing else can be filled.
+        if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+            raise TypeError(f"tool {tool_name}: parameter {param.name} must be passable by keyword")
+        hint = hints.get(param.name, Any)
+        if hint is ToolContext:
+            context_param = param.name
+            continue
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (hint, default)
+    # Unknown arguments are rejected, so a misspelt optional one is not silently ignored.
+    arguments = create_model(tool_name, __config__=ConfigDict(extra="forbid"), **fields)
+    if description is None:
+        # The docstring's first paragraph, unwrapped: the rest is for programmers.
+        paragraph = (inspect.getdoc(fn) or "").split("\n\n")[0]
+        description = " ".join(paragraph.split())
+    return Tool(tool_name, description, arguments, fn, context_param, approval, idempotent)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    approval: bool = False,
+    idempotent: bool = True,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    approval: bool = False,
+    idempotent: bool = True,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a typed function a tool: `@tool` or `@tool(name=..., description=..., approval=True)`.
+
+    `approval=True` makes every call wait for a person's decision before it runs;
+    `idempotent=False` (sending mail, paying) runs each call at most once."""
+    if fn is not None:
+        return _make_tool(fn, name, description, approval, idempotent)
+    return lambda f: _make_tool(f, name, description, approval, idempotent)

@@ -1,0 +1,146 @@
+"""Model calls: the request a turn sends, the activity's options, what its failures mean
+and which of them are asked again.
+
+The workflow sends the model activity the tool definitions of its own catalogue (see
+`RunMemory.tools`), and only with a request that starts a stored conversation: the
+conversation keeps them, so a turn adds to history only its news.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import TimeoutError as TimeoutFailure
+
+from tarry.contracts import (
+    LLM_ACTIVITY,
+    ErrorCode,
+    ErrorInfo,
+    LlmRequest,
+    LlmResponse,
+    ToolDefinition,
+)
+from workflows.details import llm_summary
+from workflows.memory import RunMemory, WorkflowInput
+from workflows.stream import RunStream
+
+_LLM_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(minutes=1),
+    # Bad responses have their own, smaller budget: see `ask`.
+    non_retryable_error_types=[
+        ErrorCode.LLM_AUTH_FAILED,
+        ErrorCode.LLM_UNKNOWN_PROFILE,
+        ErrorCode.LLM_BAD_RESPONSE,
+    ],
+)
+_CODES = frozenset(ErrorCode)
+
+
+async def ask(
+    memory: RunMemory, input: WorkflowInput, stream: RunStream
+) -> LlmResponse | ErrorInfo | None:
+    """The model's answer; the error that ends the run instead; or None when a `stop`
+    cancelled the call (the words the model had written by then stay, marked)."""
+    m = memory
+    bad_responses_left = input.bad_response_attempts
+    while True:
+        request = _request_for(m, input)
+        stream.begin_turn(m, request.turn)
+        try:
+            return await _call_model(request, input, lambda: m.stop_requested)
+        except ActivityError as e:
+            if isinstance(e.cause, CancelledError):
+                if interrupted := stream.interrupted_answer(m, request.turn):
+                    m.transcript.append(interrupted)
+                return None
+            error = error_of(e, default=ErrorCode.LLM_HTTP_ERROR)
+            if error.code is ErrorCode.LLM_CONTEXT_MISSING and m.context:
+                # This worker cannot read the stored conversation: send it whole once.
+                m.context = None
+                continue
+            if error.code is ErrorCode.LLM_BAD_RESPONSE:
+                bad_responses_left -= 1
+                if bad_responses_left > 0:
+                    continue
+            return error
+
+
+def _request_for(memory: RunMemory, input: WorkflowInput) -> LlmRequest:
+    """Only the messages the stored conversation lacks: history grows by each turn's
+    news, not by the whole conversation again (see `ContextRef`)."""
+    m = memory
+    stored = m.context.count if m.context else 0
+    request = LlmRequest(
+        profile=input.model,
+        system=input.system,
+        context=m.context,
+        messages=m.transcript[stored:],
+        turn=m.turn + 1,
+        tool_definitions=None if m.context else m.tools,
+    )
+    if m.tools is None:
+        # A run from before the catalogue, replaying: the model activity resolved the
+        # tools itself and answered with them (`LlmResponse.offered_tools`).
+        request.tools, request.require_approval = input.tools, input.require_approval
+    return request
+
+
+async def _call_model(
+    request: LlmRequest, input: WorkflowInput, stopped: Callable[[], bool]
+) -> LlmResponse:
+    """The model activity, cancelled as soon as `stopped()`; the cancellation waits for
+    the activity to confirm, so its HTTP request is really aborted."""
+    timeouts = input.timeouts
+    call = workflow.start_activity(
+        LLM_ACTIVITY,
+        request,
+        result_type=LlmResponse,
+        start_to_close_timeout=timeouts.llm_attempt,
+        heartbeat_timeout=timeouts.llm_heartbeat,
+        schedule_to_close_timeout=timeouts.llm_retry_window,
+        retry_policy=_LLM_RETRY,
+        cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        summary=llm_summary(request.turn, input.model),
+    )
+    await workflow.wait_condition(lambda: call.done() or stopped())
+    call.cancel()  # a no-op when the call is done
+    response: LlmResponse = await call
+    return response
+
+
+def legacy_catalogue(answer: LlmResponse) -> list[ToolDefinition]:
+    """The tools an answer from before the catalogue listed, for runs replaying it."""
+    return [
+        ToolDefinition(
+            name=name,
+            parameters=answer.gated_tools.get(name, {}),
+            idempotent=name not in answer.non_idempotent_tools,
+            needs_approval=name in answer.gated_tools,
+        )
+        for name in answer.offered_tools
+    ]
+
+
+def error_of(e: ActivityError, *, default: ErrorCode) -> ErrorInfo:
+    """The code and message of the failure behind an activity error.
+
+    A retry window that runs out surfaces as a timeout whose cause is the last
+    attempt's failure, so our own coded error is looked for down the whole chain."""
+    timed_out = False
+    cause: BaseException | None = e.cause
+    while cause is not None:
+        if isinstance(cause, ApplicationError) and cause.type in _CODES:
+            return ErrorInfo(code=ErrorCode(cause.type), message=cause.message)
+        timed_out = timed_out or isinstance(cause, TimeoutFailure)
+        cause = cause.__cause__
+    if timed_out:
+        code = (
+            ErrorCode.LLM_TIMEOUT if default is ErrorCode.LLM_HTTP_ERROR else ErrorCode.TOOL_TIMEOUT
+        )
+        return ErrorInfo(code=code, message=f"timed out: {e.cause}")
+    return ErrorInfo(code=default, message=str(e.cause or e))

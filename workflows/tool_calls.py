@@ -1,0 +1,190 @@
+"""Tool calls: gating them behind a person's decision, the durable wait for it, running
+them, and what the model reads of a call that did not run.
+
+The run's catalogue (`RunMemory.tools`) says which tools exist, which calls wait for a
+decision and which must not run twice; nothing here asks a worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+from pydantic import ValidationError
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+from tarry.contracts import (
+    FINISH_TOOL,
+    TOOL_CATALOGUE_ACTIVITY,
+    ApprovalDefault,
+    CatalogueRequest,
+    ChatMessage,
+    DecisionRecord,
+    ErrorCode,
+    FinishArguments,
+    PendingApproval,
+    Phase,
+    ToolCall,
+    ToolDefinition,
+    ToolInvocation,
+    ToolResult,
+)
+from workflows.details import tool_summary
+from workflows.memory import RunMemory, WorkflowInput, call_fingerprint
+from workflows.model_calls import error_of
+
+_TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+# A tool that must not run twice gets one attempt: a retry after its worker died could
+# repeat a side effect (a mail sent, a payment made) that the first attempt completed.
+_TOOL_ONCE = RetryPolicy(maximum_attempts=1)
+
+
+async def catalogue(input: WorkflowInput) -> list[ToolDefinition]:
+    """The run's tools, from the worker's registry: once per run, at its start."""
+    tools: list[ToolDefinition] = await workflow.execute_activity(
+        TOOL_CATALOGUE_ACTIVITY,
+        CatalogueRequest(tools=input.tools, require_approval=input.require_approval),
+        result_type=list[ToolDefinition],
+        start_to_close_timeout=input.timeouts.tool,
+        summary="the run's tools",
+    )
+    return tools
+
+
+def gate(
+    memory: RunMemory, input: WorkflowInput, calls: Sequence[ToolCall], tools: list[ToolDefinition]
+) -> bool:
+    """Makes the calls to tools that need a decision pending; True when there are any."""
+    gated = {t.name: t.parameters for t in tools if t.needs_approval}
+    pending = [c for c in calls if c.function.name in gated]
+    if not pending:
+        return False
+    deadline = workflow.now() + input.approval_timeout if input.approval_timeout else None
+    memory.approvals.schemas = gated
+    memory.approvals.pending = [
+        PendingApproval(
+            call_id=c.id, tool=c.function.name, arguments=c.function.arguments, deadline=deadline
+        )
+        for c in pending
+    ]
+    return True
+
+
+async def run_call(
+    memory: RunMemory,
+    input: WorkflowInput,
+    call: ToolCall,
+    tools: list[ToolDefinition],
+    resume: Callable[[], None],
+) -> ToolResult:
+    """One call's result: run by its activity (once decided, when it is pending), or
+    handled by the workflow itself (`finish`), or refused. `resume` moves the run back to
+    `Running` once the last pending call has its decision."""
+    name = call.function.name
+    tool = next((t for t in tools if t.name == name), None)
+    if tool is None:
+        offered = ", ".join(t.name for t in tools)
+        return ToolResult.failure(
+            ErrorCode.TOOL_NOT_FOUND, f"no tool {name!r} in this run; available: {offered}"
+        )
+    if name == FINISH_TOOL:
+        try:
+            args = FinishArguments.model_validate_json(call.function.arguments)
+        except ValidationError as e:
+            return ToolResult.failure(ErrorCode.TOOL_INVALID_ARGUMENTS, str(e))
+        return ToolResult.success(args.result)
+    arguments = call.function.arguments
+    if any(p.call_id == call.id for p in memory.approvals.pending):
+        decision = await _decision_on(memory, input, call, resume)
+        if not decision.approved:
+            return _rejection(decision)
+        if decision.arguments is not None:
+            arguments = json.dumps(decision.arguments)
+    try:
+        result: ToolResult = await workflow.execute_activity(
+            name,
+            ToolInvocation(
+                run_id=workflow.info().workflow_id, call_id=call.id, arguments=arguments
+            ),
+            result_type=ToolResult,
+            start_to_close_timeout=input.timeouts.tool,
+            retry_policy=_TOOL_RETRY if tool.idempotent else _TOOL_ONCE,
+            summary=tool_summary(name, arguments),
+        )
+    except ActivityError as e:
+        if not tool.idempotent:
+            return ToolResult.failure(
+                ErrorCode.TOOL_OUTCOME_UNKNOWN,
+                f"the call was cut short ({e.cause or e}); it may or may not have taken "
+                "effect, and it was not run again: check before calling it again",
+            )
+        return ToolResult(ok=False, error=error_of(e, default=ErrorCode.TOOL_FAILED))
+    return result
+
+
+async def _decision_on(
+    memory: RunMemory, input: WorkflowInput, call: ToolCall, resume: Callable[[], None]
+) -> DecisionRecord:
+    """Waits for a person's decision on a gated call: a durable wait that may last
+    weeks, ended by a decision, a stop, or the deadline's default."""
+    m, decisions = memory, memory.approvals.decisions
+    with contextlib.suppress(TimeoutError):  # the deadline passed: its default applies
+        await workflow.wait_condition(
+            lambda: call.id in decisions or m.stop_requested,
+            timeout=input.approval_timeout,
+            timeout_summary=f"approval deadline for {call.function.name}",
+        )
+    if call.id not in decisions:
+        by = "stop" if m.stop_requested else "deadline"
+        approve = by == "deadline" and input.approval_default is ApprovalDefault.APPROVE
+        decisions[call.id] = DecisionRecord(approved=approve, by=by, at=workflow.now())
+    # Resumed here, between the last decision and its call's activity, as recorded
+    # histories have it: moved, the phase's search attribute update would change places
+    # with the activity in the commands of runs in flight.
+    if m.phase is Phase.WAITING_USER and not m.undecided() and not m.stop_requested:
+        resume()
+    return decisions[call.id]
+
+
+def record(
+    memory: RunMemory, input: WorkflowInput, calls: Sequence[ToolCall], results: list[ToolResult]
+) -> str | None:
+    """Adds the calls' tool messages in the order of the calls and counts them for the
+    guards; returns the run's output when one of them was a successful `finish`."""
+    m, guards = memory, memory.guards
+    finished: str | None = None
+    for call, result in zip(calls, results, strict=True):
+        m.transcript.append(
+            ChatMessage(
+                role="tool",
+                tool_call_id=call.id,
+                content=result.to_content(),
+                decision=m.approvals.decisions.pop(call.id, None),
+            )
+        )
+        name = call.function.name
+        guards.streak = guards.streak + 1 if name == guards.streak_tool else 1
+        guards.streak_tool = name
+        if name == FINISH_TOOL and result.ok:
+            finished = str(result.data)
+        elif not result.ok:
+            key = call_fingerprint(call)
+            guards.failures[key] = guards.failures.get(key, 0) + 1
+            if guards.failures[key] >= input.max_repeated_failures:
+                m.warning = ErrorCode.ENGINE_LOOP_DETECTED
+    return finished
+
+
+def _rejection(decision: DecisionRecord) -> ToolResult:
+    """The tool result the model sees for a call that did not run."""
+    if decision.by == "deadline":
+        return ToolResult.failure(
+            ErrorCode.TOOL_APPROVAL_EXPIRED, "nobody decided on this call before its deadline"
+        )
+    if decision.by == "stop":
+        return ToolResult.failure(ErrorCode.TOOL_REJECTED, "the run was stopped before a decision")
+    return ToolResult.failure(ErrorCode.TOOL_REJECTED, decision.reason or "rejected by the user")
