@@ -12,6 +12,8 @@ Errors a caller can act on raise `TarryError` with an `ErrorCode`, never a raw R
 from __future__ import annotations
 
 import asyncio
+import atexit
+import gc
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Collection
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -48,6 +50,14 @@ from tarry.contracts import (
 from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
 from tarry.render import shorten
 from tarry.settings import TarrySettings
+
+# sdk-python #300: the SDK's service client and its services refer to each other (a
+# reference cycle), so the Rust connection under a client is freed only by the cycle
+# collector. Left to interpreter finalisation, freeing it can abort the process (exit
+# 134 or 139, `PyGILState_Release`) after all its work is done: 5 of 20 runs of a plain
+# `asyncio.run(main())` script did. Collecting at exit, while the interpreter is still
+# whole, frees it safely, so a script that uses this client needs nothing special.
+atexit.register(gc.collect)
 
 
 class TarryError(Exception):
