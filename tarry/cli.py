@@ -14,6 +14,7 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
+from enum import StrEnum
 from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -37,6 +38,7 @@ from tarry.contracts import (
     TURNS_ATTRIBUTE,
     WAITING_FOR_ATTRIBUTE,
     WORKFLOW_TYPE,
+    ApprovalDefault,
     ChatMessage,
     ErrorCode,
     Mode,
@@ -192,26 +194,101 @@ def start(
     ] = "",
     model: Annotated[str, typer.Option(help="The model profile the workers use.")] = "default",
     system: Annotated[str | None, typer.Option(help="A system prompt.")] = None,
-    tool: Annotated[
+    tools: Annotated[
         list[str] | None,
-        typer.Option(help="A tool the run may use; repeat it; none given allows all."),
+        typer.Option(
+            "--tools",
+            "--tool",
+            metavar="NAMES",
+            help="The tools the run may use, comma-separated or repeated; all if not given.",
+        ),
     ] = None,
     mode: Annotated[
-        Mode, typer.Option(help="chat waits for you after each answer; task ends on one.")
+        str,
+        typer.Option(
+            metavar="chat|task", help="chat waits for you after each answer; task ends on one."
+        ),
     ] = Mode.CHAT,
+    require_approval: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--require-approval",
+            metavar="NAMES",
+            help="Tools whose calls wait for your decision (`tarry approve`), comma-separated"
+            " or repeated; `*` is every tool.",
+        ),
+    ] = None,
+    approval_timeout: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DURATION",
+            help="How long a gated call waits for a decision, in seconds or ISO 8601"
+            " (`P7D`); forever if not given.",
+        ),
+    ] = None,
+    approval_default: Annotated[
+        str,
+        typer.Option(
+            metavar="reject|approve",
+            help="What a gated call nobody decided on gets at its deadline.",
+        ),
+    ] = ApprovalDefault.REJECT,
+    max_turns: Annotated[
+        int,
+        typer.Option(
+            min=1, help="Model calls since your last reply before the run asks you to go on."
+        ),
+    ] = RunInput.model_fields["max_turns"].default,
     run_id: Annotated[
         str | None, typer.Option("--id", help="The run id; a fresh one by default.")
     ] = None,
     as_json: AsJson = False,
 ) -> None:
     """Start a run and print its id; the run goes on without this command."""
-    input = RunInput(prompt=_read(prompt), model=model, system=system, tools=tool, mode=mode)
+    try:
+        input = RunInput(
+            prompt=_read(prompt),
+            model=model,
+            system=system,
+            tools=_names(tools),
+            mode=_choice("--mode", mode, Mode),
+            require_approval=_names(require_approval) or [],
+            approval_timeout=_duration(approval_timeout),
+            approval_default=_choice("--approval-default", approval_default, ApprovalDefault),
+            max_turns=max_turns,
+        )
+    except ValidationError as e:
+        _fail(_validation_message(e), exit_code=2)
 
     async def begin(tarry: Tarry) -> str:
         return (await tarry.start(input, run_id=run_id)).id
 
     started = _with_tarry(begin)
     _output({"run_id": started}, as_json, Text(started))
+
+
+def _names(values: list[str] | None) -> list[str] | None:
+    """`--tools a,b --tools c` as `["a", "b", "c"]`; None when the option is not given."""
+    if values is None:
+        return None
+    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+def _duration(text: str | None) -> float | str | None:
+    """`--approval-timeout`: seconds (`90`, `0.5`) as a number, anything else (`P7D`) as
+    ISO 8601 text for pydantic to read."""
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return text
+
+
+def _validation_message(error: ValidationError) -> str:
+    """The first problem of `error` as one line: `--approval-timeout: ...`."""
+    first = error.errors()[0]
+    option = "--" + "-".join(str(part) for part in first["loc"][:1]).replace("_", "-")
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"{option}: {message} (got {shorten(repr(first.get('input')), 60)})"
 
 
 @app.command()
@@ -388,24 +465,16 @@ class RunRow(BaseModel):
         )
 
 
-def _phase(name: str | None) -> Phase | None:
-    """`--phase`, checked here rather than by typer so a typo is one line, like every error."""
-    if name is None:
-        return None
-    by_name = {phase.lower(): phase for phase in Phase}
-    if (phase := by_name.get(name.lower())) is None:
-        _fail(f"unknown phase {name!r}; use one of {', '.join(Phase)}", exit_code=2)
-    return phase
+E = TypeVar("E", bound=StrEnum)
 
 
-def _waiting_for(name: str | None) -> WaitingFor | None:
-    """`--waiting-for`, checked like `--phase`."""
-    if name is None:
-        return None
-    by_name = {value.lower(): value for value in WaitingFor}
-    if (waiting_for := by_name.get(name.lower())) is None:
-        _fail(f"unknown --waiting-for {name!r}; use one of {', '.join(WaitingFor)}", exit_code=2)
-    return waiting_for
+def _choice(option: str, value: str, choices: type[E]) -> E:
+    """An option's value among `choices`, any case, checked here rather than by typer so
+    a typo is one plain line, like every error."""
+    by_name = {choice.lower(): choice for choice in choices}
+    if (chosen := by_name.get(value.lower())) is None:
+        _fail(f"unknown {option} {value!r}; use one of {', '.join(choices)}", exit_code=2)
+    return chosen
 
 
 def _runs_table(rows: list[RunRow]) -> Table:
@@ -444,9 +513,9 @@ def list_runs(
     """List runs with their phase, turns, model and what they wait for; open runs first,
     newest first."""
     query = f"WorkflowType = '{WORKFLOW_TYPE}'"
-    if (wanted := _phase(phase)) is not None:
+    if phase is not None and (wanted := _choice("--phase", phase, Phase)):
         query += f" AND {PHASE_ATTRIBUTE.name} = '{wanted}'"
-    if (awaited := _waiting_for(waiting_for)) is not None:
+    if waiting_for is not None and (awaited := _choice("--waiting-for", waiting_for, WaitingFor)):
         query += f" AND {WAITING_FOR_ATTRIBUTE.name} = '{awaited}'"
 
     async def find(tarry: Tarry) -> list[RunRow]:

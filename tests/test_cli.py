@@ -158,8 +158,8 @@ async def test_start_options_reach_the_run(cli: Cli) -> None:
     run_id = f"run-{uuid.uuid4().hex[:8]}"
 
     run = await cli.start(
-        "six times seven?", "--id", run_id, "--system", "Be brief.", "--tool", "read_file",
-        "--mode", "task",
+        "six times seven?", "--id", run_id, "--system", "Be brief.",
+        "--tools", "read_file,list_files", "--tool", "write_file", "--mode", "task",
     )  # fmt: skip
 
     assert run.id == run_id
@@ -167,7 +167,18 @@ async def test_start_options_reach_the_run(cli: Cli) -> None:
     assert (result.phase, result.output) == (Phase.COMPLETED, "42")
     request = cli.agent.model.requests[0].body
     assert request["messages"][0] == {"role": "system", "content": "Be brief."}
-    assert [t["function"]["name"] for t in request["tools"]] == ["read_file", "finish"]
+    offered = [t["function"]["name"] for t in request["tools"]]
+    assert sorted(offered) == ["finish", "list_files", "read_file", "write_file"]
+
+
+async def test_start_max_turns_asks_the_user_after_that_many_model_calls(cli: Cli) -> None:
+    cli.agent.model.add(*(call("list_files") for _ in range(3)), say("never asked"))
+
+    run = await cli.start("look around", "--max-turns", "2")
+
+    state = await run.wait_for(WAITING)
+    assert (state.turn, state.warning) == (2, ErrorCode.ENGINE_MAX_TURNS)
+    assert len(cli.agent.model.requests) == 2
 
 
 async def test_start_reads_the_prompt_from_stdin_for_a_dash(cli: Cli) -> None:
@@ -524,7 +535,7 @@ async def test_an_unreachable_server_is_one_error_line(cli: Cli, command: list[s
 async def test_an_invalid_phase_is_one_error_line(cli: Cli) -> None:
     result = await cli("list", "--phase", "Sleeping")
 
-    result.assert_one_error_line("error: unknown phase 'Sleeping'; ")
+    result.assert_one_error_line("error: unknown --phase 'Sleeping'; use one of Running, ")
     assert result.code == 2
 
 
@@ -538,11 +549,25 @@ async def test_starting_a_run_id_twice_is_one_error_line(cli: Cli) -> None:
 
 
 async def test_a_usage_error_exits_2_without_a_traceback(cli: Cli) -> None:
-    result = await cli("start", "--mode", "sometimes")
+    result = await cli("start", "--max-turns", "many")
 
     assert result.code == 2
-    assert "--mode" in result.err
+    assert "--max-turns" in result.err
     assert "Traceback" not in result.err
+
+
+async def test_an_unknown_mode_is_one_plain_error_line(cli: Cli) -> None:
+    result = await cli("start", "hi", "--mode", "sometimes")
+
+    result.assert_one_error_line("error: unknown --mode 'sometimes'; use one of chat, task")
+    assert result.code == 2
+
+
+async def test_an_approval_timeout_that_is_no_duration_is_one_error_line(cli: Cli) -> None:
+    result = await cli("start", "hi", "--approval-timeout", "soon")
+
+    result.assert_one_error_line("error: --approval-timeout: ")
+    assert result.code == 2
 
 
 # --- Serving ------------------------------------------------------------------------------

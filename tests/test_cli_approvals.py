@@ -151,6 +151,38 @@ async def test_approving_one_of_two_calls_returns_while_the_other_still_waits(cl
     assert sorted(p.name for p in workspace(cli.agent, run).iterdir()) == ["a.md", "b.md"]
 
 
+# --- Gated runs started from the command line ---------------------------------------------
+
+
+async def test_start_require_approval_holds_the_named_tool_for_a_decision(cli: Cli) -> None:
+    cli.agent.model.add(WRITE, say("done"))
+
+    run = await cli.start("write a.md", "--require-approval", "write_file")
+
+    state = await run.wait_for(WAITING)
+    assert state.waiting_for is WaitingFor.APPROVAL
+    assert [(p.call_id, p.tool, p.deadline) for p in state.pending_approvals] == [
+        ("call_write", "write_file", None)
+    ]
+    assert not (workspace(cli.agent, run) / "a.md").exists()
+
+
+async def test_start_approval_timeout_and_default_approve_run_the_call_at_its_deadline(
+    cli: Cli,
+) -> None:
+    cli.agent.model.add(WRITE, say("Written at the deadline."))
+
+    run = await cli.start(
+        "write a.md", "--require-approval", "write_file",
+        "--approval-timeout", "0.5", "--approval-default", "approve",
+    )  # fmt: skip
+
+    await until_state(run, lambda s: s.last_assistant_text == "Written at the deadline.")
+    decision = await decision_of(run)
+    assert (decision.approved, decision.by) == (True, "deadline")
+    assert (workspace(cli.agent, run) / "a.md").read_text() == "x"
+
+
 # --- Decisions the run refuses: one error line, nothing in history ------------------------
 
 
