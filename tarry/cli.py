@@ -308,9 +308,9 @@ def send(run_id: RunId, text: Message, as_json: AsJson = False) -> None:
     """
     message = _read(text)
     if as_json:
-        _emit(_with_run(run_id, lambda run: run.send(message)))
+        _stop_point(_with_run(run_id, lambda run: run.send(message)), as_json=True)
         return
-    print_stop_line(console, _with_run(run_id, lambda run: exchange(run, message, console)))
+    _stop_point(_with_run(run_id, lambda run: exchange(run, message, console)))
 
 
 @app.command()
@@ -360,11 +360,23 @@ def approve(
             return await run.decide(call_id, **options)
         return await judge(run, console, call_id, **options)
 
-    state = _with_run(run_id, decide)
+    _stop_point(_with_run(run_id, decide), as_json=as_json)
+
+
+def _stop_point(state: RunState, *, as_json: bool = False) -> None:
+    """Where `send`, `approve` and `watch` leave a run: its state as JSON or its stop
+    line; a failed run is an error, on stderr with a non-zero exit, as for any error."""
     if as_json:
         _emit(state)
-    else:
+    elif state.phase is not Phase.FAILED:
         print_stop_line(console, state)
+    _fail_if_failed(state)
+
+
+def _fail_if_failed(state: RunState) -> None:
+    if state.phase is Phase.FAILED:
+        error = state.error
+        _fail(f"run failed: {error.code}: {error.message}" if error else "run failed")
 
 
 def _edited_arguments(text: str | None) -> dict[str, Any] | None:
@@ -431,15 +443,19 @@ def watch(
     tool_arguments, answer_end, reset, stop).
     """
 
-    async def follow_live(run: RunHandle) -> None:
+    async def follow_live(run: RunHandle) -> RunState:
         if as_json:
-            await follow(run, start, lambda e: _emit(e.model_dump(mode="json", exclude_none=True)))
-            return
+            return await follow(
+                run, start, lambda e: _emit(e.model_dump(mode="json", exclude_none=True))
+            )
         with LiveView(console) as view:
-            state = await follow(run, start, view.show)
-        print_stop_line(console, state)
+            return await follow(run, start, view.show)
 
-    _with_run(run_id, follow_live)
+    state = _with_run(run_id, follow_live)
+    if as_json:
+        _fail_if_failed(state)
+    else:
+        _stop_point(state)
 
 
 class RunRow(BaseModel):

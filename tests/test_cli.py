@@ -21,7 +21,7 @@ from temporalio.client import Client
 from activities.tools import Tool, tool
 from tarry.client import RunHandle, Tarry
 from tarry.contracts import ErrorCode, Phase, RunState
-from tarry.scripted_llm import ScriptedModel, call, say
+from tarry.scripted_llm import ScriptedModel, call, fail, say
 from tests.conftest import CANARY_KEY, Agent
 
 TARRY = Path(sys.executable).parent / "tarry"
@@ -314,6 +314,29 @@ async def test_send_json_prints_the_run_state_at_the_answer(cli: Cli) -> None:
     )
 
 
+async def test_send_to_a_run_that_then_fails_exits_1_with_its_error_on_stderr(cli: Cli) -> None:
+    cli.agent.model.add(say("Your name?"), fail(401))
+    run = await cli.start("hello")
+    await run.wait_for(WAITING)
+
+    result = await cli("send", run.id, "Ada")
+
+    result.assert_one_error_line("error: run failed: LLM_AUTH_FAILED: ")
+    assert result.code == 1
+    assert (await run.state()).phase is Phase.FAILED
+
+
+async def test_send_json_to_a_run_that_then_fails_prints_its_state_and_exits_1(cli: Cli) -> None:
+    cli.agent.model.add(say("Your name?"), fail(401))
+    run = await cli.start("hello")
+    await run.wait_for(WAITING)
+
+    result = await cli("send", run.id, "Ada", "--json")
+
+    result.assert_one_error_line("error: run failed: LLM_AUTH_FAILED: ")
+    assert RunState.model_validate_json(result.out).phase is Phase.FAILED
+
+
 async def test_pause_stops_a_working_run_at_the_next_turn_boundary(
     gated: tuple[Cli, Gate],
 ) -> None:
@@ -430,6 +453,29 @@ async def test_watch_says_when_the_run_has_ended(cli: Cli) -> None:
     out = await cli.ok("watch", run.id)
 
     assert out.splitlines()[-1] == "run completed"
+
+
+async def test_watch_of_a_failed_run_exits_1_with_its_error_on_stderr(cli: Cli) -> None:
+    cli.agent.model.add(fail(401))
+    run = await cli.start("hi")
+    assert (await run.result()).phase is Phase.FAILED
+
+    result = await cli("watch", run.id)
+
+    result.assert_one_error_line("error: run failed: LLM_AUTH_FAILED: ")
+    assert result.code == 1
+    assert result.out.splitlines() == ["you: hi"]
+
+
+async def test_watch_json_of_a_failed_run_ends_with_its_stop_event_and_exits_1(cli: Cli) -> None:
+    cli.agent.model.add(fail(401))
+    run = await cli.start("hi")
+    await run.result()
+
+    result = await cli("watch", run.id, "--json")
+
+    result.assert_one_error_line("error: run failed: LLM_AUTH_FAILED: ")
+    assert json.loads(result.out.splitlines()[-1])["state"]["phase"] == "Failed"
 
 
 async def test_list_shows_a_run_with_its_phase_turns_and_model(cli: Cli) -> None:
