@@ -23,14 +23,14 @@ import typer
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 from rich.console import Console, Group, RenderableType
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 from temporalio.client import WorkflowExecution
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from tarry.chat import converse, exchange, follow, judge
-from tarry.client import RunHandle, Tarry, TarryError
+from tarry.client import SUMMARY_MEMO, RunHandle, Tarry, TarryError
 from tarry.codec import EncryptionKeyError
 from tarry.contracts import (
     MODEL_ATTRIBUTE,
@@ -48,7 +48,7 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.entrypoint import exit_now
-from tarry.render import LiveView, message_text, print_stop_line, shorten, state_text
+from tarry.render import LiveView, message_text, print_stop_line, shorten, state_text, when
 from tarry.settings import TarrySettings
 
 T = TypeVar("T")
@@ -411,8 +411,21 @@ def stop(
 @app.command()
 def status(run_id: RunId, as_json: AsJson = False) -> None:
     """Show where the run stands: phase, turn, token usage, warning, error, pending replies,
-    and the tool calls waiting for approval."""
-    state = _with_run(run_id, lambda run: run.state())
+    and the tool calls waiting for approval.
+
+    With no worker to answer, shows what Temporal itself last recorded of the run (its
+    phase, turns, profile) and says which task queue needs one, exiting 1."""
+
+    async def where(run: RunHandle) -> RunState:
+        try:
+            return await run.state()
+        except TarryError as e:
+            if e.code is ErrorCode.RUN_NOT_SERVED:
+                row = await RunRow.of(await run.describe())
+                _output(row, as_json, _row_text(row))
+            raise
+
+    state = _with_run(run_id, where)
     if as_json:
         _emit(state)
     else:
@@ -465,11 +478,14 @@ class RunRow(BaseModel):
     phase: str | None
     turns: int | None
     model: str | None
+    """The model profile the run names, as the `TarryModel` search attribute holds it."""
     waiting_for: str | None = None
     started: datetime
+    summary: str | None = None
+    """The first line of the prompt; None for runs started without the client."""
 
     @classmethod
-    def of(cls, execution: WorkflowExecution) -> RunRow:
+    async def of(cls, execution: WorkflowExecution) -> RunRow:
         attributes = execution.typed_search_attributes
         return cls(
             run_id=execution.id,
@@ -478,10 +494,26 @@ class RunRow(BaseModel):
             model=attributes.get(MODEL_ATTRIBUTE),
             waiting_for=attributes.get(WAITING_FOR_ATTRIBUTE),
             started=execution.start_time,
+            summary=await execution.memo_value(SUMMARY_MEMO, None, type_hint=str),
         )
 
 
 E = TypeVar("E", bound=StrEnum)
+
+
+def _row_text(row: RunRow) -> Text:
+    """A run as visibility records it (search attributes), for when no worker can answer."""
+    rows = {
+        "run": row.run_id,
+        "phase": row.phase or "- (not recorded yet)",
+        "turn": "-" if row.turns is None else str(row.turns),
+        "profile": row.model or "-",
+        "waiting for": row.waiting_for or "-",
+        "started": when(row.started),
+        "summary": row.summary or "-",
+    }
+    width = max(map(len, rows)) + 2
+    return Text("\n").join(Text.assemble((k.ljust(width), "bold"), v) for k, v in rows.items())
 
 
 def _choice(option: str, value: str, choices: type[E]) -> E:
@@ -493,19 +525,33 @@ def _choice(option: str, value: str, choices: type[E]) -> E:
     return chosen
 
 
-def _runs_table(rows: list[RunRow]) -> Table:
-    table = Table(
-        "run", "phase", "turns", "model", "waiting for", "started", box=None, pad_edge=False
-    )
-    for row in rows:
-        table.add_row(
+def _runs_table(rows: list[RunRow], width: int | None) -> Table:
+    """The runs, one line each; the summary is cut to fit `width`, if given."""
+    cells = [
+        [
             row.run_id,
             row.phase or "-",
             "-" if row.turns is None else str(row.turns),
             row.model or "-",
             row.waiting_for or "-",
-            row.started.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
-        )
+            when(row.started),
+        ]
+        for row in rows
+    ]
+    # One run, one line, for people and for grep: only the summary gives way to the width.
+    names = ("run", "phase", "turns", "profile", "waiting for", "started")
+    columns = list(zip(*cells, strict=True)) or [()] * len(names)
+    fixed = [
+        Column(name, no_wrap=True, min_width=max(map(len, [name, *column])))
+        for name, column in zip(names, columns, strict=True)
+    ]
+    room = None
+    if width is not None:
+        room = max(10, width - sum(column.min_width or 0 for column in fixed) - 2 * len(fixed))
+    summary = Column("summary", no_wrap=True, overflow="ellipsis", max_width=room)
+    table = Table(*fixed, summary, box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for row, values in zip(rows, cells, strict=True):
+        table.add_row(*values, row.summary or "-")
     return table
 
 
@@ -526,8 +572,8 @@ def list_runs(
     limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 20,
     as_json: AsJson = False,
 ) -> None:
-    """List runs with their phase, turns, model and what they wait for; open runs first,
-    newest first."""
+    """List runs with their phase, turns, model profile, what they wait for and the first
+    line of their prompt; open runs first, newest first."""
     query = f"WorkflowType = '{WORKFLOW_TYPE}'"
     if phase is not None and (wanted := _choice("--phase", phase, Phase)):
         query += f" AND {PHASE_ATTRIBUTE.name} = '{wanted}'"
@@ -535,10 +581,17 @@ def list_runs(
         query += f" AND {WAITING_FOR_ATTRIBUTE.name} = '{awaited}'"
 
     async def find(tarry: Tarry) -> list[RunRow]:
-        return [RunRow.of(e) async for e in tarry.client.list_workflows(query, limit=limit)]
+        return [await RunRow.of(e) async for e in tarry.client.list_workflows(query, limit=limit)]
 
     rows = _with_tarry(find)
-    _output(rows, as_json, _runs_table(rows))
+    if as_json:
+        _emit(rows)
+    else:
+        # Piped, a line is as long as it needs to be; a terminal cuts the summary to fit.
+        if console.is_terminal:
+            console.print(_runs_table(rows, console.width))
+        else:
+            Console(highlight=False, width=100_000).print(_runs_table(rows, None))
 
 
 @app.command("chat")

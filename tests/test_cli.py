@@ -478,16 +478,34 @@ async def test_watch_json_of_a_failed_run_ends_with_its_stop_event_and_exits_1(c
     assert json.loads(result.out.splitlines()[-1])["state"]["phase"] == "Failed"
 
 
-async def test_list_shows_a_run_with_its_phase_turns_and_model(cli: Cli) -> None:
+async def test_list_shows_a_run_with_its_phase_turns_profile_and_summary(cli: Cli) -> None:
     cli.agent.model.add(say("Hello!"))
-    run = await cli.start("hi")
+    run = await cli.start("Summarise notes.md\nand keep it short")
     await run.wait_for(WAITING)
     await until_listed(cli.agent.tarry.client, "TarryPhase = 'WaitingUser'", run.id)
 
     out = await cli.ok("list")
 
     row = next(line.split() for line in out.splitlines() if run.id in line)
-    assert row[:4] == [run.id, "WaitingUser", "1", "default"]
+    assert row[:5] + row[6:] == [
+        run.id,
+        "WaitingUser",
+        "1",
+        "default",
+        "input",
+        "Summarise",
+        "notes.md",
+    ]
+    assert out.splitlines()[0].split() == [
+        "run",
+        "phase",
+        "turns",
+        "profile",
+        "waiting",
+        "for",
+        "started",
+        "summary",
+    ]
 
 
 async def test_list_by_phase_finds_waiting_runs_and_not_completed_ones(cli: Cli) -> None:
@@ -565,6 +583,51 @@ async def test_an_empty_message_is_one_error_line(cli: Cli, command: str) -> Non
 
     result.assert_one_error_line("error: INPUT_EMPTY: ")
     assert (await run.state()).message_count == 2
+
+
+async def unserved_run(cli: Cli) -> tuple[RunHandle, str]:
+    """A run on a task queue no worker polls, and that queue; the command line's
+    TARRY_TASK_QUEUE names it, as it would for the person who started the run."""
+    queue = f"nobody-{uuid.uuid4().hex[:8]}"
+    cli.env["TARRY_TASK_QUEUE"] = queue
+    run = await Tarry(cli.agent.tarry.client, queue).start("Summarise notes.md")
+    return run, queue
+
+
+async def end(cli: Cli, run: RunHandle) -> None:
+    """Ends a run no worker will ever serve."""
+    await cli.agent.tarry.client.get_workflow_handle(run.id).terminate("the test is over")
+
+
+@pytest.mark.timeout(60)
+async def test_status_without_a_worker_names_the_queue_and_shows_what_temporal_knows(
+    cli: Cli,
+) -> None:
+    run, queue = await unserved_run(cli)
+
+    result = await cli("status", run.id)
+
+    result.assert_one_error_line(f"error: RUN_NOT_SERVED: no worker polls task queue {queue!r}")
+    assert "start one with `tarry worker`" in result.err
+    assert "`tarry dev`" in result.err
+    fields = dict(line.split(maxsplit=1) for line in result.out.splitlines())
+    assert (fields["run"], fields["summary"]) == (run.id, "Summarise notes.md")
+    await end(cli, run)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", [["send", "hi"], ["send", "hi", "--json"], ["watch"]])
+async def test_a_command_that_needs_a_worker_names_the_queue_when_none_polls(
+    cli: Cli, command: list[str]
+) -> None:
+    run, queue = await unserved_run(cli)
+    name, *rest = command
+
+    result = await cli(name, run.id, *rest)
+
+    result.assert_one_error_line(f"error: RUN_NOT_SERVED: no worker polls task queue {queue!r}")
+    assert [t for t in await cli.agent.event_types(run) if "UPDATE" in t] == []
+    await end(cli, run)
 
 
 @pytest.mark.parametrize("command", [["status", "run-x"], ["start", "hi"], ["list"], ["worker"]])

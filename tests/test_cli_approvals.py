@@ -397,10 +397,11 @@ async def test_list_shows_what_a_run_waits_for(cli: Cli) -> None:
         "run",
         "phase",
         "turns",
-        "model",
+        "profile",
         "waiting",
         "for",
         "started",
+        "summary",
     ]
     row = next(line.split() for line in out.splitlines() if run.id in line)
     assert row[:5] == [run.id, "WaitingUser", "1", "default", "approval"]
