@@ -265,8 +265,15 @@ class LiveView:
     def _message(self, message: ChatMessage) -> None:
         if message.role == "user" and message.content == self._typed:
             return
-        streamed = message.role == "assistant" and bool(message.content)
-        streamed = streamed and message.content == self._streamed
+        content = message.content or ""
+        streamed = message.role == "assistant" and bool(self._streamed)
+        streamed = streamed and content.startswith(self._streamed)
+        # A long answer publishes only its first words (`PUBLISH_LIMIT`): the rest follows
+        # them on their line, or, once a tool call closed it, the message is shown whole.
+        rest = content[len(self._streamed) :] if streamed else ""
+        streamed = streamed and (self._line_open or not rest)
+        if streamed and rest:
+            self._console.print(Text(rest), end="", soft_wrap=True)
         if streamed and message.interrupted and self._line_open:
             self._console.print(Text(INTERRUPTED, style="yellow"), end="")
         self._end_line()
