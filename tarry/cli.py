@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
@@ -48,6 +47,7 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.entrypoint import exit_now
+from tarry.logs import configure_logging
 from tarry.render import LiveView, message_text, print_stop_line, shorten, state_text, when
 from tarry.settings import TarrySettings
 
@@ -617,9 +617,7 @@ def worker() -> None:
     """
     from workers.worker import WorkerSetupError, run_worker
 
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging()
     settings = TarrySettings()
 
     async def serve() -> None:
