@@ -114,6 +114,12 @@ async def _connect(settings: TarrySettings) -> Tarry:
     try:
         async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
             return await Tarry.connect(settings)
+    # The SDK reports an address it cannot parse as a ValueError ("invalid target URL").
+    except ValueError as e:
+        raise CliError(
+            f"TEMPORAL_ADDRESS={address!r} is not an address ({e}); give host:port, "
+            "e.g. 127.0.0.1:7233"
+        ) from e
     # The SDK reports a failed connection as a bare RuntimeError.
     except (RuntimeError, TimeoutError) as e:
         raise CliError(

@@ -113,6 +113,24 @@ async def test_a_new_chat_shows_tool_calls_and_answers_and_leaves_the_run_waitin
     assert (await run.state()).phase is Phase.WAITING_USER
 
 
+async def test_pause_on_a_waiting_run_says_it_already_waits_and_sends_nothing(
+    agent: Agent, open_chat: Callable[..., Chat]
+) -> None:
+    agent.model.add(say("Hello!"))
+    run = await agent.start("hi")
+    await run.wait_for(WAITING)
+    chat = open_chat(run.id)
+    await chat.see(PROMPT)
+
+    chat.type("/pause")
+    await chat.see("the run is already waiting for you; nothing to pause")
+    await chat.see(PROMPT)
+    chat.type("/quit")
+
+    assert await chat.exit_code() == 0
+    assert "WORKFLOW_EXECUTION_SIGNALED" not in await agent.event_types(run)
+
+
 async def test_chat_with_a_run_shows_the_transcript_so_far_and_continues_it(
     agent: Agent, open_chat: Callable[..., Chat]
 ) -> None:

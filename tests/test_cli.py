@@ -383,6 +383,29 @@ async def test_ctrl_c_during_send_pauses_the_run_and_a_second_one_leaves(
     assert state.last_assistant_text == "never asked"
 
 
+async def test_ctrl_c_while_the_answer_streams_says_so_on_a_line_of_its_own(cli: Cli) -> None:
+    answer = " ".join(f"word{i}" for i in range(40))
+    cli.agent.model.add(say("Your name?"), say(answer, chunk_chars=3, chunk_delay=0.1))
+    run = await cli.start("hello")
+    await run.wait_for(WAITING)
+    sending = await cli.spawn("send", run.id, "Ada")
+    assert sending.stdout is not None
+    async with asyncio.timeout(30):
+        # The answer's first words are on screen, its line still open.
+        assert await sending.stdout.readuntil(b"agent: word") == b"agent: word"
+
+    sending.send_signal(signal.SIGINT)
+    result = await finish(sending)
+
+    assert (result.code, result.err) == (0, "")
+    lines = ("agent: word" + result.out).splitlines()
+    notice = "pausing at the next turn boundary… (Ctrl-C again leaves)"
+    assert notice in lines
+    # The words go on after it, and put together they are the answer, each once.
+    said = [line.removeprefix("agent: ").removeprefix("… ") for line in lines if line != notice]
+    assert "".join(said) == answer
+
+
 async def test_stop_with_a_reason_aborts_a_working_run(gated: tuple[Cli, Gate]) -> None:
     cli, gate = gated
     cli.agent.model.add(call("gate"), say("never asked"))
@@ -639,6 +662,15 @@ async def test_an_unreachable_server_is_one_error_line(cli: Cli, command: list[s
     result.assert_one_error_line(f"error: cannot reach Temporal at {CLOSED_PORT}; ")
     assert "tarry dev" in result.err
     assert "TEMPORAL_ADDRESS" in result.err
+
+
+async def test_an_address_that_is_not_one_is_one_error_line(cli: Cli) -> None:
+    cli.env["TEMPORAL_ADDRESS"] = "not an address"
+
+    result = await cli("status", "run-x")
+
+    result.assert_one_error_line("error: TEMPORAL_ADDRESS='not an address' is not an address (")
+    assert "host:port" in result.err
 
 
 async def test_an_invalid_phase_is_one_error_line(cli: Cli) -> None:

@@ -82,7 +82,7 @@ async def test_approve_runs_the_tool_and_shows_its_result_and_the_answer(cli: Cl
     decision = await decision_of(run)
     assert (decision.approved, decision.by) == (True, "update")
     lines = out.splitlines()
-    assert lines[0].startswith("    ✓ approved by update ")
+    assert lines[0].startswith("    ✓ approved in the CLI/API ")
     assert lines[1:] == ['    ← {"path": "a.md", "bytes": 1}', "agent: done"]
 
 
@@ -295,7 +295,7 @@ async def test_show_says_who_approved_a_call_and_when(cli: Cli) -> None:
 
     you, called, decided, result, answer = out.splitlines()
     assert (you, called) == ("you: write a.md", f"    → {WRITE_LINE}")
-    assert re.fullmatch(rf"    ✓ approved by update {clock(at)}", decided), decided
+    assert re.fullmatch(rf"    ✓ approved in the CLI/API {clock(at)}", decided), decided
     assert (result, answer) == ('    ← {"path": "a.md", "bytes": 1}', "agent: done")
 
 
