@@ -73,7 +73,11 @@ RunId = Annotated[
 Message = Annotated[
     str, typer.Argument(metavar="TEXT", help="The message; `-` reads it from standard input.")
 ]
-AsJson = Annotated[bool, typer.Option("--json", help="Print plain JSON instead of text.")]
+FLAG = ""
+"""The metavar of an on/off option: typer would show `<bool>`, as if it took a value."""
+AsJson = Annotated[
+    bool, typer.Option("--json", metavar=FLAG, help="Print plain JSON instead of text.")
+]
 DataDir = Annotated[Path, typer.Option(help="Where the local server keeps its data.")]
 
 
@@ -179,7 +183,11 @@ def _root(
     _version: Annotated[
         bool,
         typer.Option(
-            "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
+            "--version",
+            metavar=FLAG,
+            callback=_show_version,
+            is_eager=True,
+            help="Print the version and exit.",
         ),
     ] = False,
 ) -> None:
@@ -242,7 +250,9 @@ def start(
     max_turns: Annotated[
         int,
         typer.Option(
-            min=1, help="Model calls since your last reply before the run asks you to go on."
+            min=1,
+            metavar="N",
+            help="Model calls since your last reply before the run asks you to go on.",
         ),
     ] = RunInput.model_fields["max_turns"].default,
     run_id: Annotated[
@@ -331,7 +341,10 @@ def approve(
         ),
     ] = None,
     reject: Annotated[
-        bool, typer.Option("--reject", help="Reject the call instead: the tool does not run.")
+        bool,
+        typer.Option(
+            "--reject", metavar=FLAG, help="Reject the call instead: the tool does not run."
+        ),
     ] = False,
     reason: Annotated[
         str | None,
@@ -671,7 +684,11 @@ def dev(data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
 def demo(
     keep: Annotated[
         bool,
-        typer.Option("--keep", help="Keep the stack up afterwards, to look at the run in the UI."),
+        typer.Option(
+            "--keep",
+            metavar=FLAG,
+            help="Keep the stack up afterwards, to look at the run in the UI.",
+        ),
     ] = False,
     reply: Annotated[
         str | None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import sys
 import uuid
@@ -547,6 +548,17 @@ async def test_list_by_phase_finds_waiting_runs_and_not_completed_ones(cli: Cli)
     assert rows[waiting.id]["phase"] == "WaitingUser"
     assert completed.id not in rows
     assert {row["phase"] for row in rows.values()} == {"WaitingUser"}
+
+
+@pytest.mark.parametrize("command", [["approve"], ["status"], ["demo"], []])
+async def test_help_shows_no_value_beside_an_on_off_flag(cli: Cli, command: list[str]) -> None:
+    cli.env["COLUMNS"] = "120"
+
+    out = await cli.ok(*command, "--help")
+
+    flags = [line for line in out.splitlines() if re.search(r"--(json|reject|keep|version)", line)]
+    assert flags
+    assert not [line for line in flags if "<bool>" in line]
 
 
 async def test_version_prints_the_package_version(cli: Cli) -> None:
