@@ -281,13 +281,26 @@ class RunHandle:
         phases: Collection[Phase],
         timeout: float | timedelta = 60.0,  # noqa: ASYNC109 - the public contract names it
     ) -> RunState:
-        """Polls `state` until the run is in one of `phases`; raises TimeoutError."""
+        """Polls `state` until the run is in one of `phases`; raises TimeoutError. A
+        run no worker serves for a while (`RUN_NOT_SERVED`) is waited for as well: a
+        worker being restarted is back within the timeout."""
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         async with asyncio.timeout(seconds):
             # A query is the only view of a phase; polling it costs no history.
-            while (state := await self.state()).phase not in phases:  # noqa: ASYNC110
+            while True:
+                state = await self._state_when_served()
+                if state is not None and state.phase in phases:
+                    return state
                 await asyncio.sleep(0.05)
-        return state
+
+    async def _state_when_served(self) -> RunState | None:
+        """The run's state; None while no worker serves it."""
+        try:
+            return await self.state()
+        except TarryError as e:
+            if e.code is not ErrorCode.RUN_NOT_SERVED:
+                raise
+            return None
 
     async def events(self, from_offset: int = 0) -> AsyncGenerator[RunEvent]:
         """The run's live events (see `tarry.events`): the model's words as it writes

@@ -28,6 +28,8 @@ from tests.conftest import CANARY_KEY, Agent
 TARRY = Path(sys.executable).parent / "tarry"
 WAITING = {Phase.WAITING_USER}
 CLOSED_PORT = "127.0.0.1:1"
+LIST_HEADER = ["run", "phase", "turns", "profile", "waiting", "for", "started", "summary"]
+"""The words of `tarry list`'s header line."""
 
 
 def cli_env(address: str, task_queue: str) -> dict[str, str]:
@@ -520,16 +522,7 @@ async def test_list_shows_a_run_with_its_phase_turns_profile_and_summary(cli: Cl
         "Summarise",
         "notes.md",
     ]
-    assert out.splitlines()[0].split() == [
-        "run",
-        "phase",
-        "turns",
-        "profile",
-        "waiting",
-        "for",
-        "started",
-        "summary",
-    ]
+    assert out.splitlines()[0].split() == LIST_HEADER
 
 
 async def test_list_by_phase_finds_waiting_runs_and_not_completed_ones(cli: Cli) -> None:

@@ -18,7 +18,7 @@ from tarry.client import RunHandle
 from tarry.contracts import ChatMessage, DecisionRecord, Phase, RunState, WaitingFor
 from tarry.scripted_llm import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent, tool_result
-from tests.test_cli import Cli, agent_env, until_listed
+from tests.test_cli import LIST_HEADER, Cli, agent_env, until_listed
 
 WAITING = {Phase.WAITING_USER}
 WRITE = call("write_file", {"path": "a.md", "content": "x"}, id="call_write")
@@ -393,16 +393,7 @@ async def test_list_shows_what_a_run_waits_for(cli: Cli) -> None:
 
     out = await cli.ok("list", "--phase", "WaitingUser", "--waiting-for", "approval")
 
-    assert out.splitlines()[0].split() == [
-        "run",
-        "phase",
-        "turns",
-        "profile",
-        "waiting",
-        "for",
-        "started",
-        "summary",
-    ]
+    assert out.splitlines()[0].split() == LIST_HEADER
     row = next(line.split() for line in out.splitlines() if run.id in line)
     assert row[:5] == [run.id, "WaitingUser", "1", "default", "approval"]
 
