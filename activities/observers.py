@@ -6,6 +6,13 @@ history about 50 signals, not one event per token. Adjacent deltas of one kind a
 merged before they are published, so the stream's log (which the workflow keeps, and
 hands on through continue-as-new) also grows per batch, not per token.
 
+History stays bounded by size as well as by time. One answer publishes at most
+`PUBLISH_LIMIT` characters of words and tool-call arguments; observers get the rest with
+the answer's message, which the workflow publishes whole (out of history, in the
+payload store, when it is large). And batches are merged harder as an answer goes on:
+the interval grows by `BATCH_INTERVAL` every `BATCHES_PER_STEP` batches, so an answer
+written over ten minutes costs about 550 signals, not 3,000.
+
 An answer written within one batch interval is not published at all: the workflow
 publishes its message the moment it arrives, which shows it whole just as soon, so a
 quick answer costs no history. Once a batch has gone out, the rest follows, and so do
@@ -35,6 +42,11 @@ log = logging.getLogger("tarry.observers")
 BATCH_INTERVAL = timedelta(milliseconds=200)
 """How often deltas are published: often enough to read as live, and the bound on the
 history cost of streaming (one signal per interval while the model writes)."""
+BATCHES_PER_STEP = 50
+"""Batches sent at one interval before the next interval grows by `BATCH_INTERVAL`."""
+PUBLISH_LIMIT = 128 * 1024
+"""The most characters of words and tool-call arguments one answer publishes; a 3 MB
+answer would otherwise put 3 MB of signals in history and in the stream's log."""
 CLOSE_SECONDS = 5.0
 """The most the last batch may hold up the answer once the stream has ended."""
 
@@ -56,6 +68,9 @@ class AnswerObservers:
         self._pending: list[RunEvent] = []
         self._ticker: asyncio.Task[None] | None = None
         self._published = False
+        self._batches = 0
+        self._room = PUBLISH_LIMIT
+        """Characters this answer may still publish."""
         first = EventKind.RESET if activity.info().attempt > 1 else EventKind.ANSWER
         self._add(RunEvent(kind=first, turn=turn))
 
@@ -107,6 +122,13 @@ class AnswerObservers:
             log.warning("the last words of turn %d did not reach observers: %r", self._turn, e)
 
     def _add(self, event: RunEvent) -> None:
+        if event.kind in _MERGED:
+            # Past the limit the words are dropped here; the answer's message has them all.
+            text = (event.text or "")[: self._room]
+            self._room -= len(text)
+            if not text:
+                return
+            event.text = text
         last = self._pending[-1] if self._pending else None
         if (
             last is not None
@@ -125,10 +147,11 @@ class AnswerObservers:
         # (deduplicated by the workflow) with the next batch.
         await self._client.flush()
         self._published = True
+        self._batches += bool(events)
 
     async def _tick(self) -> None:
         while True:
-            await asyncio.sleep(self._interval)
+            await asyncio.sleep(self._interval * (1 + self._batches // BATCHES_PER_STEP))
             try:
                 await self._send()
             except Exception as e:

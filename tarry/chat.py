@@ -150,8 +150,8 @@ async def _on_screen(
     """`follow` for a person: the words as they come, a spinner while the run works,
     Ctrl-C pauses it, and the message they `typed` is not shown again, as it is already
     on their screen."""
-    async with _pause_on_ctrl_c(run, console):
-        with LiveView(console, typed=typed) as view:
+    with LiveView(console, typed=typed) as view:
+        async with _pause_on_ctrl_c(run, view.notice):
             return await follow(run, start, view.show, answer)
 
 
@@ -281,10 +281,13 @@ async def _command(run: RunHandle, line: str, console: Console) -> RunState:
         await run.stop(argument.strip() or None)
         return await run.wait_for({Phase.COMPLETED, Phase.FAILED})
     if name == "/pause":
-        # At the prompt the run normally waits already; this is for one that another
+        # At the prompt the run normally waits already; pausing is for one that another
         # client set running meanwhile.
-        await run.pause()
-        console.print(Text("the run stops at its next turn boundary", style="dim"))
+        if (await run.state()).phase is Phase.RUNNING:
+            await run.pause()
+            console.print(Text("the run stops at its next turn boundary", style="dim"))
+        else:
+            console.print(Text("the run is already waiting for you; nothing to pause", "dim"))
     state = await run.state()
     if name == "/status":
         console.print(state_text(run.id, state), soft_wrap=True)
@@ -313,9 +316,10 @@ def _read_line(console: Console, prompt: str | Text) -> str | None:
 
 
 @asynccontextmanager
-async def _pause_on_ctrl_c(run: RunHandle, console: Console) -> AsyncIterator[None]:
+async def _pause_on_ctrl_c(run: RunHandle, say: Callable[[Text], None]) -> AsyncIterator[None]:
     """The first Ctrl-C pauses the run at its next turn boundary and keeps showing it
-    until then; a second one interrupts as usual, and the run goes on without us."""
+    until then; a second one interrupts as usual, and the run goes on without us. What
+    it does is told with `say`, on a line of its own, not in the middle of a word."""
     loop = asyncio.get_running_loop()
     usual = signal.getsignal(signal.SIGINT) or signal.default_int_handler
     pausing: asyncio.Task[None] | None = None
@@ -326,9 +330,7 @@ async def _pause_on_ctrl_c(run: RunHandle, console: Console) -> AsyncIterator[No
 
     async def pause() -> None:
         await run.pause()
-        console.print(
-            Text("pausing at the next turn boundary… (Ctrl-C again leaves)", style="yellow")
-        )
+        say(Text("pausing at the next turn boundary… (Ctrl-C again leaves)", style="yellow"))
 
     def on_ctrl_c() -> None:
         nonlocal pausing

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
+from enum import StrEnum
 from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -22,14 +22,14 @@ import typer
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 from rich.console import Console, Group, RenderableType
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 from temporalio.client import WorkflowExecution
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from tarry.chat import converse, exchange, follow, judge
-from tarry.client import RunHandle, Tarry, TarryError
+from tarry.client import SUMMARY_MEMO, RunHandle, Tarry, TarryError
 from tarry.codec import EncryptionKeyError
 from tarry.contracts import (
     MODEL_ATTRIBUTE,
@@ -37,6 +37,7 @@ from tarry.contracts import (
     TURNS_ATTRIBUTE,
     WAITING_FOR_ATTRIBUTE,
     WORKFLOW_TYPE,
+    ApprovalDefault,
     ChatMessage,
     ErrorCode,
     Mode,
@@ -46,7 +47,8 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.entrypoint import exit_now
-from tarry.render import LiveView, message_text, print_stop_line, shorten, state_text
+from tarry.logs import configure_logging
+from tarry.render import LiveView, message_text, print_stop_line, shorten, state_text, when
 from tarry.settings import TarrySettings
 
 T = TypeVar("T")
@@ -71,7 +73,11 @@ RunId = Annotated[
 Message = Annotated[
     str, typer.Argument(metavar="TEXT", help="The message; `-` reads it from standard input.")
 ]
-AsJson = Annotated[bool, typer.Option("--json", help="Print plain JSON instead of text.")]
+FLAG = ""
+"""The metavar of an on/off option: typer would show `<bool>`, as if it took a value."""
+AsJson = Annotated[
+    bool, typer.Option("--json", metavar=FLAG, help="Print plain JSON instead of text.")
+]
 DataDir = Annotated[Path, typer.Option(help="Where the local server keeps its data.")]
 
 
@@ -112,6 +118,12 @@ async def _connect(settings: TarrySettings) -> Tarry:
     try:
         async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
             return await Tarry.connect(settings)
+    # The SDK reports an address it cannot parse as a ValueError ("invalid target URL").
+    except ValueError as e:
+        raise CliError(
+            f"TEMPORAL_ADDRESS={address!r} is not an address ({e}); give host:port, "
+            "e.g. 127.0.0.1:7233"
+        ) from e
     # The SDK reports a failed connection as a bare RuntimeError.
     except (RuntimeError, TimeoutError) as e:
         raise CliError(
@@ -171,7 +183,11 @@ def _root(
     _version: Annotated[
         bool,
         typer.Option(
-            "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
+            "--version",
+            metavar=FLAG,
+            callback=_show_version,
+            is_eager=True,
+            help="Print the version and exit.",
         ),
     ] = False,
 ) -> None:
@@ -192,26 +208,103 @@ def start(
     ] = "",
     model: Annotated[str, typer.Option(help="The model profile the workers use.")] = "default",
     system: Annotated[str | None, typer.Option(help="A system prompt.")] = None,
-    tool: Annotated[
+    tools: Annotated[
         list[str] | None,
-        typer.Option(help="A tool the run may use; repeat it; none given allows all."),
+        typer.Option(
+            "--tools",
+            "--tool",
+            metavar="NAMES",
+            help="The tools the run may use, comma-separated or repeated; all if not given.",
+        ),
     ] = None,
     mode: Annotated[
-        Mode, typer.Option(help="chat waits for you after each answer; task ends on one.")
+        str,
+        typer.Option(
+            metavar="chat|task", help="chat waits for you after each answer; task ends on one."
+        ),
     ] = Mode.CHAT,
+    require_approval: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--require-approval",
+            metavar="NAMES",
+            help="Tools whose calls wait for your decision (`tarry approve`), comma-separated"
+            " or repeated; `*` is every tool.",
+        ),
+    ] = None,
+    approval_timeout: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DURATION",
+            help="How long a gated call waits for a decision, in seconds or ISO 8601"
+            " (`P7D`); forever if not given.",
+        ),
+    ] = None,
+    approval_default: Annotated[
+        str,
+        typer.Option(
+            metavar="reject|approve",
+            help="What a gated call nobody decided on gets at its deadline.",
+        ),
+    ] = ApprovalDefault.REJECT,
+    max_turns: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="Model calls since your last reply before the run asks you to go on.",
+        ),
+    ] = RunInput.model_fields["max_turns"].default,
     run_id: Annotated[
         str | None, typer.Option("--id", help="The run id; a fresh one by default.")
     ] = None,
     as_json: AsJson = False,
 ) -> None:
     """Start a run and print its id; the run goes on without this command."""
-    input = RunInput(prompt=_read(prompt), model=model, system=system, tools=tool, mode=mode)
+    try:
+        input = RunInput(
+            prompt=_read(prompt),
+            model=model,
+            system=system,
+            tools=_names(tools),
+            mode=_choice("--mode", mode, Mode),
+            require_approval=_names(require_approval) or [],
+            approval_timeout=_duration(approval_timeout),
+            approval_default=_choice("--approval-default", approval_default, ApprovalDefault),
+            max_turns=max_turns,
+        )
+    except ValidationError as e:
+        _fail(_validation_message(e), exit_code=2)
 
     async def begin(tarry: Tarry) -> str:
         return (await tarry.start(input, run_id=run_id)).id
 
     started = _with_tarry(begin)
     _output({"run_id": started}, as_json, Text(started))
+
+
+def _names(values: list[str] | None) -> list[str] | None:
+    """`--tools a,b --tools c` as `["a", "b", "c"]`; None when the option is not given."""
+    if values is None:
+        return None
+    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+def _duration(text: str | None) -> float | str | None:
+    """`--approval-timeout`: seconds (`90`, `0.5`) as a number, anything else (`P7D`) as
+    ISO 8601 text for pydantic to read."""
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return text
+
+
+def _validation_message(error: ValidationError) -> str:
+    """The first problem of `error` as one line: `--approval-timeout: ...`."""
+    first = error.errors()[0]
+    option = "--" + "-".join(str(part) for part in first["loc"][:1]).replace("_", "-")
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"{option}: {message} (got {shorten(repr(first.get('input')), 60)})"
 
 
 @app.command()
@@ -231,9 +324,9 @@ def send(run_id: RunId, text: Message, as_json: AsJson = False) -> None:
     """
     message = _read(text)
     if as_json:
-        _emit(_with_run(run_id, lambda run: run.send(message)))
+        _stop_point(_with_run(run_id, lambda run: run.send(message)), as_json=True)
         return
-    print_stop_line(console, _with_run(run_id, lambda run: exchange(run, message, console)))
+    _stop_point(_with_run(run_id, lambda run: exchange(run, message, console)))
 
 
 @app.command()
@@ -248,7 +341,10 @@ def approve(
         ),
     ] = None,
     reject: Annotated[
-        bool, typer.Option("--reject", help="Reject the call instead: the tool does not run.")
+        bool,
+        typer.Option(
+            "--reject", metavar=FLAG, help="Reject the call instead: the tool does not run."
+        ),
     ] = False,
     reason: Annotated[
         str | None,
@@ -283,11 +379,23 @@ def approve(
             return await run.decide(call_id, **options)
         return await judge(run, console, call_id, **options)
 
-    state = _with_run(run_id, decide)
+    _stop_point(_with_run(run_id, decide), as_json=as_json)
+
+
+def _stop_point(state: RunState, *, as_json: bool = False) -> None:
+    """Where `send`, `approve` and `watch` leave a run: its state as JSON or its stop
+    line; a failed run is an error, on stderr with a non-zero exit, as for any error."""
     if as_json:
         _emit(state)
-    else:
+    elif state.phase is not Phase.FAILED:
         print_stop_line(console, state)
+    _fail_if_failed(state)
+
+
+def _fail_if_failed(state: RunState) -> None:
+    if state.phase is Phase.FAILED:
+        error = state.error
+        _fail(f"run failed: {error.code}: {error.message}" if error else "run failed")
 
 
 def _edited_arguments(text: str | None) -> dict[str, Any] | None:
@@ -322,8 +430,21 @@ def stop(
 @app.command()
 def status(run_id: RunId, as_json: AsJson = False) -> None:
     """Show where the run stands: phase, turn, token usage, warning, error, pending replies,
-    and the tool calls waiting for approval."""
-    state = _with_run(run_id, lambda run: run.state())
+    and the tool calls waiting for approval.
+
+    With no worker to answer, shows what Temporal itself last recorded of the run (its
+    phase, turns, profile) and says which task queue needs one, exiting 1."""
+
+    async def where(run: RunHandle) -> RunState:
+        try:
+            return await run.state()
+        except TarryError as e:
+            if e.code is ErrorCode.RUN_NOT_SERVED:
+                row = await RunRow.of(await run.describe())
+                _output(row, as_json, _row_text(row))
+            raise
+
+    state = _with_run(run_id, where)
     if as_json:
         _emit(state)
     else:
@@ -354,15 +475,19 @@ def watch(
     tool_arguments, answer_end, reset, stop).
     """
 
-    async def follow_live(run: RunHandle) -> None:
+    async def follow_live(run: RunHandle) -> RunState:
         if as_json:
-            await follow(run, start, lambda e: _emit(e.model_dump(mode="json", exclude_none=True)))
-            return
+            return await follow(
+                run, start, lambda e: _emit(e.model_dump(mode="json", exclude_none=True))
+            )
         with LiveView(console) as view:
-            state = await follow(run, start, view.show)
-        print_stop_line(console, state)
+            return await follow(run, start, view.show)
 
-    _with_run(run_id, follow_live)
+    state = _with_run(run_id, follow_live)
+    if as_json:
+        _fail_if_failed(state)
+    else:
+        _stop_point(state)
 
 
 class RunRow(BaseModel):
@@ -372,11 +497,14 @@ class RunRow(BaseModel):
     phase: str | None
     turns: int | None
     model: str | None
+    """The model profile the run names, as the `TarryModel` search attribute holds it."""
     waiting_for: str | None = None
     started: datetime
+    summary: str | None = None
+    """The first line of the prompt; None for runs started without the client."""
 
     @classmethod
-    def of(cls, execution: WorkflowExecution) -> RunRow:
+    async def of(cls, execution: WorkflowExecution) -> RunRow:
         attributes = execution.typed_search_attributes
         return cls(
             run_id=execution.id,
@@ -385,42 +513,64 @@ class RunRow(BaseModel):
             model=attributes.get(MODEL_ATTRIBUTE),
             waiting_for=attributes.get(WAITING_FOR_ATTRIBUTE),
             started=execution.start_time,
+            summary=await execution.memo_value(SUMMARY_MEMO, None, type_hint=str),
         )
 
 
-def _phase(name: str | None) -> Phase | None:
-    """`--phase`, checked here rather than by typer so a typo is one line, like every error."""
-    if name is None:
-        return None
-    by_name = {phase.lower(): phase for phase in Phase}
-    if (phase := by_name.get(name.lower())) is None:
-        _fail(f"unknown phase {name!r}; use one of {', '.join(Phase)}", exit_code=2)
-    return phase
+E = TypeVar("E", bound=StrEnum)
 
 
-def _waiting_for(name: str | None) -> WaitingFor | None:
-    """`--waiting-for`, checked like `--phase`."""
-    if name is None:
-        return None
-    by_name = {value.lower(): value for value in WaitingFor}
-    if (waiting_for := by_name.get(name.lower())) is None:
-        _fail(f"unknown --waiting-for {name!r}; use one of {', '.join(WaitingFor)}", exit_code=2)
-    return waiting_for
+def _row_text(row: RunRow) -> Text:
+    """A run as visibility records it (search attributes), for when no worker can answer."""
+    rows = {
+        "run": row.run_id,
+        "phase": row.phase or "- (not recorded yet)",
+        "turn": "-" if row.turns is None else str(row.turns),
+        "profile": row.model or "-",
+        "waiting for": row.waiting_for or "-",
+        "started": when(row.started),
+        "summary": row.summary or "-",
+    }
+    width = max(map(len, rows)) + 2
+    return Text("\n").join(Text.assemble((k.ljust(width), "bold"), v) for k, v in rows.items())
 
 
-def _runs_table(rows: list[RunRow]) -> Table:
-    table = Table(
-        "run", "phase", "turns", "model", "waiting for", "started", box=None, pad_edge=False
-    )
-    for row in rows:
-        table.add_row(
+def _choice(option: str, value: str, choices: type[E]) -> E:
+    """An option's value among `choices`, any case, checked here rather than by typer so
+    a typo is one plain line, like every error."""
+    by_name = {choice.lower(): choice for choice in choices}
+    if (chosen := by_name.get(value.lower())) is None:
+        _fail(f"unknown {option} {value!r}; use one of {', '.join(choices)}", exit_code=2)
+    return chosen
+
+
+def _runs_table(rows: list[RunRow], width: int | None) -> Table:
+    """The runs, one line each; the summary is cut to fit `width`, if given."""
+    cells = [
+        [
             row.run_id,
             row.phase or "-",
             "-" if row.turns is None else str(row.turns),
             row.model or "-",
             row.waiting_for or "-",
-            row.started.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
-        )
+            when(row.started),
+        ]
+        for row in rows
+    ]
+    # One run, one line, for people and for grep: only the summary gives way to the width.
+    names = ("run", "phase", "turns", "profile", "waiting for", "started")
+    columns = list(zip(*cells, strict=True)) or [()] * len(names)
+    fixed = [
+        Column(name, no_wrap=True, min_width=max(map(len, [name, *column])))
+        for name, column in zip(names, columns, strict=True)
+    ]
+    room = None
+    if width is not None:
+        room = max(10, width - sum(column.min_width or 0 for column in fixed) - 2 * len(fixed))
+    summary = Column("summary", no_wrap=True, overflow="ellipsis", max_width=room)
+    table = Table(*fixed, summary, box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for row, values in zip(rows, cells, strict=True):
+        table.add_row(*values, row.summary or "-")
     return table
 
 
@@ -441,19 +591,26 @@ def list_runs(
     limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 20,
     as_json: AsJson = False,
 ) -> None:
-    """List runs with their phase, turns, model and what they wait for; open runs first,
-    newest first."""
+    """List runs with their phase, turns, model profile, what they wait for and the first
+    line of their prompt; open runs first, newest first."""
     query = f"WorkflowType = '{WORKFLOW_TYPE}'"
-    if (wanted := _phase(phase)) is not None:
+    if phase is not None and (wanted := _choice("--phase", phase, Phase)):
         query += f" AND {PHASE_ATTRIBUTE.name} = '{wanted}'"
-    if (awaited := _waiting_for(waiting_for)) is not None:
+    if waiting_for is not None and (awaited := _choice("--waiting-for", waiting_for, WaitingFor)):
         query += f" AND {WAITING_FOR_ATTRIBUTE.name} = '{awaited}'"
 
     async def find(tarry: Tarry) -> list[RunRow]:
-        return [RunRow.of(e) async for e in tarry.client.list_workflows(query, limit=limit)]
+        return [await RunRow.of(e) async for e in tarry.client.list_workflows(query, limit=limit)]
 
     rows = _with_tarry(find)
-    _output(rows, as_json, _runs_table(rows))
+    if as_json:
+        _emit(rows)
+    else:
+        # Piped, a line is as long as it needs to be; a terminal cuts the summary to fit.
+        if console.is_terminal:
+            console.print(_runs_table(rows, console.width))
+        else:
+            Console(highlight=False, width=100_000).print(_runs_table(rows, None))
 
 
 @app.command("chat")
@@ -479,9 +636,7 @@ def worker() -> None:
     """
     from workers.worker import WorkerSetupError, run_worker
 
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging()
     settings = TarrySettings()
 
     async def serve() -> None:
@@ -529,7 +684,11 @@ def dev(data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
 def demo(
     keep: Annotated[
         bool,
-        typer.Option("--keep", help="Keep the stack up afterwards, to look at the run in the UI."),
+        typer.Option(
+            "--keep",
+            metavar=FLAG,
+            help="Keep the stack up afterwards, to look at the run in the UI.",
+        ),
     ] = False,
     reply: Annotated[
         str | None,

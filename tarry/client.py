@@ -12,6 +12,8 @@ Errors a caller can act on raise `TarryError` with an `ErrorCode`, never a raw R
 from __future__ import annotations
 
 import asyncio
+import atexit
+import gc
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Collection
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -19,8 +21,13 @@ from datetime import timedelta
 from typing import Any
 
 from pydantic import ValidationError
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
@@ -48,6 +55,29 @@ from tarry.contracts import (
 from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
 from tarry.render import shorten
 from tarry.settings import TarrySettings
+
+# sdk-python #300: the SDK's service client and its services refer to each other (a
+# reference cycle), so the Rust connection under a client is freed only by the cycle
+# collector. Left to interpreter finalisation, freeing it can abort the process (exit
+# 134 or 139, `PyGILState_Release`) after all its work is done: 5 of 20 runs of a plain
+# `asyncio.run(main())` script did. Collecting at exit, while the interpreter is still
+# whole, frees it safely, so a script that uses this client needs nothing special.
+atexit.register(gc.collect)
+
+
+QUERY_PATIENCE = timedelta(seconds=5)
+"""How long a `state` query may go unanswered before the client asks whether any worker
+serves the run at all: without one, Temporal holds a query for 30 s, then answers with a
+bare RPC error."""
+_UNANSWERED = {
+    RPCStatusCode.CANCELLED,  # "Timeout expired": the server's own deadline
+    RPCStatusCode.DEADLINE_EXCEEDED,  # ours, `QUERY_PATIENCE`
+    RPCStatusCode.FAILED_PRECONDITION,  # "no poller seen for task queue recently"
+}
+
+
+SUMMARY_MEMO = "summary"
+"""The memo key of a run's summary, the first line of its prompt (see `_summary_of`)."""
 
 
 class TarryError(Exception):
@@ -88,6 +118,7 @@ class Tarry:
         if isinstance(input, str):
             input = RunInput(prompt=input)
         run_id = run_id or f"run-{uuid.uuid4().hex[:8]}"
+        summary = _summary_of(input.prompt)
         handle = await self.client.start_workflow(
             WORKFLOW_TYPE,
             input,
@@ -95,7 +126,9 @@ class Tarry:
             task_queue=self.task_queue,
             result_type=RunResult,
             # The UI's run list shows this, so runs can be told apart at a glance.
-            static_summary=_summary_of(input.prompt),
+            static_summary=summary,
+            # `tarry list` reads it here: list results carry a memo, not the summary.
+            memo={SUMMARY_MEMO: summary},
         )
         return RunHandle(self.client, handle)
 
@@ -126,10 +159,12 @@ class RunHandle:
 
     async def send(self, text: str, *, id: str | None = None) -> RunState:
         """Delivers a reply and waits for the run's next stop point (the `send` update)."""
+        message = _user_input(text, id)
+        await self._require_worker()
         async with self._errors():
             state: RunState = await self._handle.execute_update(
                 "send",
-                _user_input(text, id),
+                message,
                 # The same message id is the same update: the server answers a retry
                 # with the first call's outcome instead of running it again.
                 id=f"send-{id}" if id else None,
@@ -162,6 +197,7 @@ class RunHandle:
         """Like `approve`, but checked first (`APPROVAL_*` codes) and answered with the
         state at the run's next stop point (the `decide` update)."""
         decision = Decision(call_id=call_id, approved=approved, reason=reason, arguments=arguments)
+        await self._require_worker()
         async with self._errors():
             state: RunState = await self._handle.execute_update(
                 "decide", decision, result_type=RunState
@@ -177,9 +213,52 @@ class RunHandle:
             await self._handle.signal("stop", StopRequest(reason=reason))
 
     async def state(self) -> RunState:
+        """The run's `state` query. Raises `RUN_NOT_SERVED` within `QUERY_PATIENCE` when
+        no worker polls the run's task queue, since only a worker can answer a query."""
         async with self._errors():
-            state: RunState = await self._handle.query("state", result_type=RunState)
+            try:
+                return await self._query_state(QUERY_PATIENCE)
+            except RPCError as e:
+                if e.status not in _UNANSWERED:
+                    raise
+                await self._require_worker(even_ended=True)
+            # A worker polls, so it is slow rather than gone: wait for it as long as it takes.
+            return await self._query_state(None)
+
+    async def _query_state(self, patience: timedelta | None) -> RunState:
+        state: RunState = await self._handle.query(
+            "state", result_type=RunState, rpc_timeout=patience
+        )
         return state
+
+    async def describe(self) -> WorkflowExecutionDescription:
+        """What Temporal itself records of the run (status, task queue, search attributes
+        such as `TarryPhase`): known without a worker, unlike `state`."""
+        async with self._errors():
+            return await self._handle.describe()
+
+    async def _require_worker(self, *, even_ended: bool = False) -> None:
+        """Raises `RUN_NOT_SERVED` when no worker polls the run's task queue: a query
+        or an update would wait for one until the server gives up. Ended runs pass
+        unless `even_ended`: Temporal refuses an update to one by itself (`RUN_ENDED`),
+        but only a worker answers a query."""
+        description = await self.describe()
+        if description.status is not WorkflowExecutionStatus.RUNNING and not even_ended:
+            return
+        queue = description.raw_description.execution_config.task_queue.name
+        pollers = await self._client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=self._client.namespace,
+                task_queue=TaskQueue(name=queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            )
+        )
+        if not pollers.pollers:
+            raise TarryError(
+                ErrorCode.RUN_NOT_SERVED,
+                f"no worker polls task queue {queue!r}, so run {self.id!r} cannot answer;"
+                f" start one with `tarry worker` (TARRY_TASK_QUEUE={queue}) or `tarry dev`",
+            )
 
     async def transcript(self, start: int = 0) -> list[ChatMessage]:
         """The transcript from `start`, read page by page (each page a `transcript`
@@ -200,13 +279,26 @@ class RunHandle:
         phases: Collection[Phase],
         timeout: float | timedelta = 60.0,  # noqa: ASYNC109 - the public contract names it
     ) -> RunState:
-        """Polls `state` until the run is in one of `phases`; raises TimeoutError."""
+        """Polls `state` until the run is in one of `phases`; raises TimeoutError. A
+        run no worker serves for a while (`RUN_NOT_SERVED`) is waited for as well: a
+        worker being restarted is back within the timeout."""
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
         async with asyncio.timeout(seconds):
             # A query is the only view of a phase; polling it costs no history.
-            while (state := await self.state()).phase not in phases:  # noqa: ASYNC110
+            while True:
+                state = await self._state_when_served()
+                if state is not None and state.phase in phases:
+                    return state
                 await asyncio.sleep(0.05)
-        return state
+
+    async def _state_when_served(self) -> RunState | None:
+        """The run's state; None while no worker serves it."""
+        try:
+            return await self.state()
+        except TarryError as e:
+            if e.code is not ErrorCode.RUN_NOT_SERVED:
+                raise
+            return None
 
     async def events(self, from_offset: int = 0) -> AsyncGenerator[RunEvent]:
         """The run's live events (see `tarry.events`): the model's words as it writes

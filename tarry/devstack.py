@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import logging
 import shlex
 import signal
 import sys
@@ -33,6 +34,7 @@ from activities.context import ContextStore
 from activities.llm import ModelClient
 from activities.tools import ToolHost
 from tarry.client import Tarry, connect_temporal
+from tarry.logs import configure_logging
 from tarry.scripted_llm import ScriptedModel, ScriptStep
 from tarry.servers import (
     dev_server_args,
@@ -192,6 +194,8 @@ async def dev_stack(
 
 async def serve_dev(settings: TarrySettings, data_dir: Path) -> int:
     """`tarry dev`: serves until SIGINT or SIGTERM (0), or until a `DevStackError` (1)."""
+    # Only trouble, one line per expected failure: the summary says where everything is.
+    configure_logging(logging.WARNING)
     async with stop_signals() as stop:
         try:
             async with dev_stack(settings, data_dir) as stack:

@@ -33,6 +33,9 @@ INTERRUPTED = " [interrupted]"
 CURSOR = "▌"
 _ROLE_STYLE = {"user": ("you", "bold cyan"), "assistant": ("agent", "bold green")}
 _SHORT = 80
+_DECIDED_BY = {"update": "in the CLI/API", "signal": "by signal"}
+"""How a person's decision came, as they know it: `decide` is what `tarry approve`, the
+chat and `RunHandle.decide` send; an `approve` signal comes from the UI or a script."""
 
 
 def shorten(text: str, limit: int = _SHORT) -> str:
@@ -76,7 +79,7 @@ def pending_line(pending: PendingApproval) -> str:
 
 
 def decision_text(decision: DecisionRecord) -> Text:
-    """Who decided on a gated call, how and when: `✓ approved by update 12:03:04`, and
+    """Who decided on a gated call, how and when: `✓ approved in the CLI/API 12:03:04`, and
     the arguments a person edited the call to run with, on a line of their own."""
     at = when(decision.at)
     if decision.by == "deadline":
@@ -89,7 +92,7 @@ def decision_text(decision: DecisionRecord) -> Text:
         head = f"✗ rejected: the run was stopped {at}"
     else:
         verdict = "✓ approved" if decision.approved else "✗ rejected"
-        head = f"{verdict} by {decision.by} {at}"
+        head = f"{verdict} {_DECIDED_BY[decision.by]} {at}"
     if decision.reason:
         head += f": {json.dumps(decision.reason, ensure_ascii=False)}"
     text = Text("    ").append(head, style="green" if decision.approved else "red")
@@ -244,7 +247,9 @@ class LiveView:
         elif kind is EventKind.TEXT and event.text:
             if not self._line_open:
                 self._open_line()
-                self._console.print(Text("agent: ", style="bold green"), end="")
+                # After a notice (`notice`), the answer goes on from where it was.
+                label = "… " if self._streamed else "agent: "
+                self._console.print(Text(label, style="bold green"), end="")
             self._console.print(Text(event.text), end="", soft_wrap=True)
             self._streamed += event.text
         elif kind is EventKind.TOOL_CALL:
@@ -262,11 +267,24 @@ class LiveView:
             # The answer's words stay open for its message, which may mark them interrupted.
             self._end_line()
 
+    def notice(self, text: Text) -> None:
+        """A line for the person (Ctrl-C's "pausing…") between the run's events: after
+        the words on screen, never in the middle of one."""
+        self._end_line()
+        self._console.print(text)
+
     def _message(self, message: ChatMessage) -> None:
         if message.role == "user" and message.content == self._typed:
             return
-        streamed = message.role == "assistant" and bool(message.content)
-        streamed = streamed and message.content == self._streamed
+        content = message.content or ""
+        streamed = message.role == "assistant" and bool(self._streamed)
+        streamed = streamed and content.startswith(self._streamed)
+        # A long answer publishes only its first words (`PUBLISH_LIMIT`): the rest follows
+        # them on their line, or, once a tool call closed it, the message is shown whole.
+        rest = content[len(self._streamed) :] if streamed else ""
+        streamed = streamed and (self._line_open or not rest)
+        if streamed and rest:
+            self._console.print(Text(rest), end="", soft_wrap=True)
         if streamed and message.interrupted and self._line_open:
             self._console.print(Text(INTERRUPTED, style="yellow"), end="")
         self._end_line()

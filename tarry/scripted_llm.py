@@ -30,6 +30,11 @@ from tarry.contracts import FunctionCall, ToolCall, Usage
 
 CREATED = 1_700_000_000
 """The fixed `created` timestamp of every answer, so answers are reproducible."""
+MAX_STREAM_PIECES = 2000
+"""The most events one streamed text (or one call's arguments) is cut into: a real model
+sends a token or so per event, but never writes a megabyte in one answer, which the
+offline model does when it echoes one. At 4 characters an event, a 3 MB echo would be
+750,000 events, slower to parse than any attempt's timeout."""
 MAX_REQUEST_BYTES = 256 * 1024 * 1024
 """The largest request body the scripted model reads: like a provider's, far past 1 MiB."""
 
@@ -65,7 +70,8 @@ class ScriptStep(BaseModel):
     delay: float = 0.0
     """Seconds to wait before answering; the client may give up first."""
     chunk_chars: int = Field(default=4, ge=1)
-    """Streamed answers: characters of text, or of a call's arguments, per event."""
+    """Streamed answers: characters of text, or of a call's arguments, per event; more
+    for a text longer than `MAX_STREAM_PIECES` of them (see there)."""
     chunk_delay: float = 0.0
     """Streamed answers: seconds between events, so observers see words before the end."""
     stream_fault: StreamFault | None = None
@@ -169,8 +175,8 @@ def _completion(n: int, step: ScriptStep, request: dict[str, Any]) -> dict[str, 
 
 def _stream_events(completion: dict[str, Any], include_usage: bool, size: int) -> list[str]:
     """The `data:` payloads OpenAI streams for `completion`: a role delta, the text and
-    each call's arguments in `size`-character pieces, the finish reason, the usage if
-    asked for, then `[DONE]`."""
+    each call's arguments in `size`-character pieces (at most `MAX_STREAM_PIECES` of
+    them), the finish reason, the usage if asked for, then `[DONE]`."""
     head = {k: completion[k] for k in ("id", "created", "model")}
     head["object"] = "chat.completion.chunk"
     choice = completion["choices"][0]
@@ -181,7 +187,8 @@ def _stream_events(completion: dict[str, Any], include_usage: bool, size: int) -
         return json.dumps(head | {"choices": choices})
 
     def pieces(text: str) -> list[str]:
-        return [text[i : i + size] for i in range(0, len(text), size)]
+        step = max(size, -(-len(text) // MAX_STREAM_PIECES))
+        return [text[i : i + step] for i in range(0, len(text), step)]
 
     content = message["content"]
     events = [chunk({"role": "assistant", "content": "" if content is not None else None})]

@@ -13,6 +13,7 @@ from typing import Any
 import pexpect
 import pytest
 
+from tarry.client import RunHandle
 from tarry.contracts import Mode, Phase
 from tarry.scripted_llm import call, say
 from tests.conftest import Agent
@@ -76,6 +77,18 @@ def open_chat(agent: Agent) -> Iterator[Callable[..., Chat]]:
             chat.child.terminate(force=True)
 
 
+async def chat_with_a_waiting_run(
+    agent: Agent, open_chat: Callable[..., Chat]
+) -> tuple[RunHandle, Chat]:
+    """A run that answered "Hello!" and waits, and a chat with it at its prompt."""
+    agent.model.add(say("Hello!"))
+    run = await agent.start("hi")
+    await run.wait_for(WAITING)
+    chat = open_chat(run.id)
+    await chat.see(PROMPT)
+    return run, chat
+
+
 async def test_a_new_chat_shows_tool_calls_and_answers_and_leaves_the_run_waiting(
     agent: Agent, open_chat: Callable[..., Chat]
 ) -> None:
@@ -111,6 +124,20 @@ async def test_a_new_chat_shows_tool_calls_and_answers_and_leaves_the_run_waitin
         ("assistant", "You're welcome."),
     ]
     assert (await run.state()).phase is Phase.WAITING_USER
+
+
+async def test_pause_on_a_waiting_run_says_it_already_waits_and_sends_nothing(
+    agent: Agent, open_chat: Callable[..., Chat]
+) -> None:
+    run, chat = await chat_with_a_waiting_run(agent, open_chat)
+
+    chat.type("/pause")
+    await chat.see("the run is already waiting for you; nothing to pause")
+    await chat.see(PROMPT)
+    chat.type("/quit")
+
+    assert await chat.exit_code() == 0
+    assert "WORKFLOW_EXECUTION_SIGNALED" not in await agent.event_types(run)
 
 
 async def test_chat_with_a_run_shows_the_transcript_so_far_and_continues_it(
@@ -171,11 +198,7 @@ async def test_chat_with_an_ended_run_shows_it_and_exits(
 
 
 async def test_stop_in_the_chat_ends_the_run(agent: Agent, open_chat: Callable[..., Chat]) -> None:
-    agent.model.add(say("Hello!"))
-    run = await agent.start("hi")
-    await run.wait_for(WAITING)
-    chat = open_chat(run.id)
-    await chat.see(PROMPT)
+    run, chat = await chat_with_a_waiting_run(agent, open_chat)
 
     chat.type("/stop")
     await chat.see("run completed")
@@ -213,11 +236,7 @@ async def test_ctrl_c_while_the_agent_works_pauses_the_run(
 async def test_a_run_ended_elsewhere_ends_the_chat(
     agent: Agent, open_chat: Callable[..., Chat]
 ) -> None:
-    agent.model.add(say("Hello!"))
-    run = await agent.start("hi")
-    await run.wait_for(WAITING)
-    chat = open_chat(run.id)
-    await chat.see(PROMPT)
+    run, chat = await chat_with_a_waiting_run(agent, open_chat)
 
     # Terminated by an operator: its last state still says it waits.
     await agent.tarry.client.get_workflow_handle(run.id).terminate("operator")

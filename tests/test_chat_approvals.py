@@ -66,7 +66,7 @@ async def test_yes_runs_the_tool_and_the_answer_appears(
     chat = await asked_about_the_call(open_chat, run)
 
     chat.type("y")
-    await chat.see("✓ approved by update")
+    await chat.see("✓ approved in the CLI/API")
     await chat.see('← {"path": "a.md", "bytes": 1}')
     await chat.see("agent: done")
     await chat.see(PROMPT)
@@ -88,7 +88,7 @@ async def test_no_with_a_reason_rejects_the_call_and_tells_the_agent_why(
     chat.type("n")
     await chat.see("why not?")
     chat.type("too risky")
-    await chat.see("✗ rejected by update")
+    await chat.see("✗ rejected in the CLI/API")
     await chat.see("← TOOL_REJECTED: too risky")
     await chat.see("agent: done")
     await chat.see(PROMPT)

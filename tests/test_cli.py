@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import sys
 import uuid
@@ -21,12 +22,14 @@ from temporalio.client import Client
 from activities.tools import Tool, tool
 from tarry.client import RunHandle, Tarry
 from tarry.contracts import ErrorCode, Phase, RunState
-from tarry.scripted_llm import ScriptedModel, call, say
+from tarry.scripted_llm import ScriptedModel, call, fail, say
 from tests.conftest import CANARY_KEY, Agent
 
 TARRY = Path(sys.executable).parent / "tarry"
 WAITING = {Phase.WAITING_USER}
 CLOSED_PORT = "127.0.0.1:1"
+LIST_HEADER = ["run", "phase", "turns", "profile", "waiting", "for", "started", "summary"]
+"""The words of `tarry list`'s header line."""
 
 
 def cli_env(address: str, task_queue: str) -> dict[str, str]:
@@ -158,8 +161,8 @@ async def test_start_options_reach_the_run(cli: Cli) -> None:
     run_id = f"run-{uuid.uuid4().hex[:8]}"
 
     run = await cli.start(
-        "six times seven?", "--id", run_id, "--system", "Be brief.", "--tool", "read_file",
-        "--mode", "task",
+        "six times seven?", "--id", run_id, "--system", "Be brief.",
+        "--tools", "read_file,list_files", "--tool", "write_file", "--mode", "task",
     )  # fmt: skip
 
     assert run.id == run_id
@@ -167,7 +170,18 @@ async def test_start_options_reach_the_run(cli: Cli) -> None:
     assert (result.phase, result.output) == (Phase.COMPLETED, "42")
     request = cli.agent.model.requests[0].body
     assert request["messages"][0] == {"role": "system", "content": "Be brief."}
-    assert [t["function"]["name"] for t in request["tools"]] == ["read_file", "finish"]
+    offered = [t["function"]["name"] for t in request["tools"]]
+    assert sorted(offered) == ["finish", "list_files", "read_file", "write_file"]
+
+
+async def test_start_max_turns_asks_the_user_after_that_many_model_calls(cli: Cli) -> None:
+    cli.agent.model.add(*(call("list_files") for _ in range(3)), say("never asked"))
+
+    run = await cli.start("look around", "--max-turns", "2")
+
+    state = await run.wait_for(WAITING)
+    assert (state.turn, state.warning) == (2, ErrorCode.ENGINE_MAX_TURNS)
+    assert len(cli.agent.model.requests) == 2
 
 
 async def test_start_reads_the_prompt_from_stdin_for_a_dash(cli: Cli) -> None:
@@ -303,6 +317,29 @@ async def test_send_json_prints_the_run_state_at_the_answer(cli: Cli) -> None:
     )
 
 
+async def test_send_to_a_run_that_then_fails_exits_1_with_its_error_on_stderr(cli: Cli) -> None:
+    cli.agent.model.add(say("Your name?"), fail(401))
+    run = await cli.start("hello")
+    await run.wait_for(WAITING)
+
+    result = await cli("send", run.id, "Ada")
+
+    result.assert_one_error_line("error: run failed: LLM_AUTH_FAILED: ")
+    assert result.code == 1
+    assert (await run.state()).phase is Phase.FAILED
+
+
+async def test_send_json_to_a_run_that_then_fails_prints_its_state_and_exits_1(cli: Cli) -> None:
+    cli.agent.model.add(say("Your name?"), fail(401))
+    run = await cli.start("hello")
+    await run.wait_for(WAITING)
+
+    result = await cli("send", run.id, "Ada", "--json")
+
+    result.assert_one_error_line("error: run failed: LLM_AUTH_FAILED: ")
+    assert RunState.model_validate_json(result.out).phase is Phase.FAILED
+
+
 async def test_pause_stops_a_working_run_at_the_next_turn_boundary(
     gated: tuple[Cli, Gate],
 ) -> None:
@@ -347,6 +384,29 @@ async def test_ctrl_c_during_send_pauses_the_run_and_a_second_one_leaves(
     state = await run.wait_for(WAITING)
     assert state.turn == 2
     assert state.last_assistant_text == "never asked"
+
+
+async def test_ctrl_c_while_the_answer_streams_says_so_on_a_line_of_its_own(cli: Cli) -> None:
+    answer = " ".join(f"word{i}" for i in range(40))
+    cli.agent.model.add(say("Your name?"), say(answer, chunk_chars=3, chunk_delay=0.1))
+    run = await cli.start("hello")
+    await run.wait_for(WAITING)
+    sending = await cli.spawn("send", run.id, "Ada")
+    assert sending.stdout is not None
+    async with asyncio.timeout(30):
+        # The answer's first words are on screen, its line still open.
+        assert await sending.stdout.readuntil(b"agent: word") == b"agent: word"
+
+    sending.send_signal(signal.SIGINT)
+    result = await finish(sending)
+
+    assert (result.code, result.err) == (0, "")
+    lines = ("agent: word" + result.out).splitlines()
+    notice = "pausing at the next turn boundary… (Ctrl-C again leaves)"
+    assert notice in lines
+    # The words go on after it, and put together they are the answer, each once.
+    said = [line.removeprefix("agent: ").removeprefix("… ") for line in lines if line != notice]
+    assert "".join(said) == answer
 
 
 async def test_stop_with_a_reason_aborts_a_working_run(gated: tuple[Cli, Gate]) -> None:
@@ -421,16 +481,48 @@ async def test_watch_says_when_the_run_has_ended(cli: Cli) -> None:
     assert out.splitlines()[-1] == "run completed"
 
 
-async def test_list_shows_a_run_with_its_phase_turns_and_model(cli: Cli) -> None:
-    cli.agent.model.add(say("Hello!"))
+async def test_watch_of_a_failed_run_exits_1_with_its_error_on_stderr(cli: Cli) -> None:
+    cli.agent.model.add(fail(401))
     run = await cli.start("hi")
+    assert (await run.result()).phase is Phase.FAILED
+
+    result = await cli("watch", run.id)
+
+    result.assert_one_error_line("error: run failed: LLM_AUTH_FAILED: ")
+    assert result.code == 1
+    assert result.out.splitlines() == ["you: hi"]
+
+
+async def test_watch_json_of_a_failed_run_ends_with_its_stop_event_and_exits_1(cli: Cli) -> None:
+    cli.agent.model.add(fail(401))
+    run = await cli.start("hi")
+    await run.result()
+
+    result = await cli("watch", run.id, "--json")
+
+    result.assert_one_error_line("error: run failed: LLM_AUTH_FAILED: ")
+    assert json.loads(result.out.splitlines()[-1])["state"]["phase"] == "Failed"
+
+
+async def test_list_shows_a_run_with_its_phase_turns_profile_and_summary(cli: Cli) -> None:
+    cli.agent.model.add(say("Hello!"))
+    run = await cli.start("Summarise notes.md\nand keep it short")
     await run.wait_for(WAITING)
     await until_listed(cli.agent.tarry.client, "TarryPhase = 'WaitingUser'", run.id)
 
     out = await cli.ok("list")
 
     row = next(line.split() for line in out.splitlines() if run.id in line)
-    assert row[:4] == [run.id, "WaitingUser", "1", "default"]
+    assert row[:5] + row[6:] == [
+        run.id,
+        "WaitingUser",
+        "1",
+        "default",
+        "input",
+        "Summarise",
+        "notes.md",
+    ]
+    assert out.splitlines()[0].split() == LIST_HEADER
 
 
 async def test_list_by_phase_finds_waiting_runs_and_not_completed_ones(cli: Cli) -> None:
@@ -449,6 +541,17 @@ async def test_list_by_phase_finds_waiting_runs_and_not_completed_ones(cli: Cli)
     assert rows[waiting.id]["phase"] == "WaitingUser"
     assert completed.id not in rows
     assert {row["phase"] for row in rows.values()} == {"WaitingUser"}
+
+
+@pytest.mark.parametrize("command", [["approve"], ["status"], ["demo"], []])
+async def test_help_shows_no_value_beside_an_on_off_flag(cli: Cli, command: list[str]) -> None:
+    cli.env["COLUMNS"] = "120"
+
+    out = await cli.ok(*command, "--help")
+
+    flags = [line for line in out.splitlines() if re.search(r"--(json|reject|keep|version)", line)]
+    assert flags
+    assert not [line for line in flags if "<bool>" in line]
 
 
 async def test_version_prints_the_package_version(cli: Cli) -> None:
@@ -510,6 +613,51 @@ async def test_an_empty_message_is_one_error_line(cli: Cli, command: str) -> Non
     assert (await run.state()).message_count == 2
 
 
+async def unserved_run(cli: Cli) -> tuple[RunHandle, str]:
+    """A run on a task queue no worker polls, and that queue; the command line's
+    TARRY_TASK_QUEUE names it, as it would for the person who started the run."""
+    queue = f"nobody-{uuid.uuid4().hex[:8]}"
+    cli.env["TARRY_TASK_QUEUE"] = queue
+    run = await Tarry(cli.agent.tarry.client, queue).start("Summarise notes.md")
+    return run, queue
+
+
+async def end(cli: Cli, run: RunHandle) -> None:
+    """Ends a run no worker will ever serve."""
+    await cli.agent.tarry.client.get_workflow_handle(run.id).terminate("the test is over")
+
+
+@pytest.mark.timeout(60)
+async def test_status_without_a_worker_names_the_queue_and_shows_what_temporal_knows(
+    cli: Cli,
+) -> None:
+    run, queue = await unserved_run(cli)
+
+    result = await cli("status", run.id)
+
+    result.assert_one_error_line(f"error: RUN_NOT_SERVED: no worker polls task queue {queue!r}")
+    assert "start one with `tarry worker`" in result.err
+    assert "`tarry dev`" in result.err
+    fields = dict(line.split(maxsplit=1) for line in result.out.splitlines())
+    assert (fields["run"], fields["summary"]) == (run.id, "Summarise notes.md")
+    await end(cli, run)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", [["send", "hi"], ["send", "hi", "--json"], ["watch"]])
+async def test_a_command_that_needs_a_worker_names_the_queue_when_none_polls(
+    cli: Cli, command: list[str]
+) -> None:
+    run, queue = await unserved_run(cli)
+    name, *rest = command
+
+    result = await cli(name, run.id, *rest)
+
+    result.assert_one_error_line(f"error: RUN_NOT_SERVED: no worker polls task queue {queue!r}")
+    assert [t for t in await cli.agent.event_types(run) if "UPDATE" in t] == []
+    await end(cli, run)
+
+
 @pytest.mark.parametrize("command", [["status", "run-x"], ["start", "hi"], ["list"], ["worker"]])
 async def test_an_unreachable_server_is_one_error_line(cli: Cli, command: list[str]) -> None:
     cli.env["TEMPORAL_ADDRESS"] = CLOSED_PORT
@@ -521,10 +669,19 @@ async def test_an_unreachable_server_is_one_error_line(cli: Cli, command: list[s
     assert "TEMPORAL_ADDRESS" in result.err
 
 
+async def test_an_address_that_is_not_one_is_one_error_line(cli: Cli) -> None:
+    cli.env["TEMPORAL_ADDRESS"] = "not an address"
+
+    result = await cli("status", "run-x")
+
+    result.assert_one_error_line("error: TEMPORAL_ADDRESS='not an address' is not an address (")
+    assert "host:port" in result.err
+
+
 async def test_an_invalid_phase_is_one_error_line(cli: Cli) -> None:
     result = await cli("list", "--phase", "Sleeping")
 
-    result.assert_one_error_line("error: unknown phase 'Sleeping'; ")
+    result.assert_one_error_line("error: unknown --phase 'Sleeping'; use one of Running, ")
     assert result.code == 2
 
 
@@ -538,11 +695,25 @@ async def test_starting_a_run_id_twice_is_one_error_line(cli: Cli) -> None:
 
 
 async def test_a_usage_error_exits_2_without_a_traceback(cli: Cli) -> None:
-    result = await cli("start", "--mode", "sometimes")
+    result = await cli("start", "--max-turns", "many")
 
     assert result.code == 2
-    assert "--mode" in result.err
+    assert "--max-turns" in result.err
     assert "Traceback" not in result.err
+
+
+async def test_an_unknown_mode_is_one_plain_error_line(cli: Cli) -> None:
+    result = await cli("start", "hi", "--mode", "sometimes")
+
+    result.assert_one_error_line("error: unknown --mode 'sometimes'; use one of chat, task")
+    assert result.code == 2
+
+
+async def test_an_approval_timeout_that_is_no_duration_is_one_error_line(cli: Cli) -> None:
+    result = await cli("start", "hi", "--approval-timeout", "soon")
+
+    result.assert_one_error_line("error: --approval-timeout: ")
+    assert result.code == 2
 
 
 # --- Serving ------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from tarry.client import RunHandle
 from tarry.contracts import ChatMessage, DecisionRecord, Phase, RunState, WaitingFor
 from tarry.scripted_llm import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent, tool_result
-from tests.test_cli import Cli, agent_env, until_listed
+from tests.test_cli import LIST_HEADER, Cli, agent_env, until_listed
 
 WAITING = {Phase.WAITING_USER}
 WRITE = call("write_file", {"path": "a.md", "content": "x"}, id="call_write")
@@ -82,7 +82,7 @@ async def test_approve_runs_the_tool_and_shows_its_result_and_the_answer(cli: Cl
     decision = await decision_of(run)
     assert (decision.approved, decision.by) == (True, "update")
     lines = out.splitlines()
-    assert lines[0].startswith("    ✓ approved by update ")
+    assert lines[0].startswith("    ✓ approved in the CLI/API ")
     assert lines[1:] == ['    ← {"path": "a.md", "bytes": 1}', "agent: done"]
 
 
@@ -149,6 +149,38 @@ async def test_approving_one_of_two_calls_returns_while_the_other_still_waits(cl
     ]
     assert second.splitlines()[-1] == "agent: both done"
     assert sorted(p.name for p in workspace(cli.agent, run).iterdir()) == ["a.md", "b.md"]
+
+
+# --- Gated runs started from the command line ---------------------------------------------
+
+
+async def test_start_require_approval_holds_the_named_tool_for_a_decision(cli: Cli) -> None:
+    cli.agent.model.add(WRITE, say("done"))
+
+    run = await cli.start("write a.md", "--require-approval", "write_file")
+
+    state = await run.wait_for(WAITING)
+    assert state.waiting_for is WaitingFor.APPROVAL
+    assert [(p.call_id, p.tool, p.deadline) for p in state.pending_approvals] == [
+        ("call_write", "write_file", None)
+    ]
+    assert not (workspace(cli.agent, run) / "a.md").exists()
+
+
+async def test_start_approval_timeout_and_default_approve_run_the_call_at_its_deadline(
+    cli: Cli,
+) -> None:
+    cli.agent.model.add(WRITE, say("Written at the deadline."))
+
+    run = await cli.start(
+        "write a.md", "--require-approval", "write_file",
+        "--approval-timeout", "0.5", "--approval-default", "approve",
+    )  # fmt: skip
+
+    await until_state(run, lambda s: s.last_assistant_text == "Written at the deadline.")
+    decision = await decision_of(run)
+    assert (decision.approved, decision.by) == (True, "deadline")
+    assert (workspace(cli.agent, run) / "a.md").read_text() == "x"
 
 
 # --- Decisions the run refuses: one error line, nothing in history ------------------------
@@ -263,7 +295,7 @@ async def test_show_says_who_approved_a_call_and_when(cli: Cli) -> None:
 
     you, called, decided, result, answer = out.splitlines()
     assert (you, called) == ("you: write a.md", f"    → {WRITE_LINE}")
-    assert re.fullmatch(rf"    ✓ approved by update {clock(at)}", decided), decided
+    assert re.fullmatch(rf"    ✓ approved in the CLI/API {clock(at)}", decided), decided
     assert (result, answer) == ('    ← {"path": "a.md", "bytes": 1}', "agent: done")
 
 
@@ -361,15 +393,7 @@ async def test_list_shows_what_a_run_waits_for(cli: Cli) -> None:
 
     out = await cli.ok("list", "--phase", "WaitingUser", "--waiting-for", "approval")
 
-    assert out.splitlines()[0].split() == [
-        "run",
-        "phase",
-        "turns",
-        "model",
-        "waiting",
-        "for",
-        "started",
-    ]
+    assert out.splitlines()[0].split() == LIST_HEADER
     row = next(line.split() for line in out.splitlines() if run.id in line)
     assert row[:5] == [run.id, "WaitingUser", "1", "default", "approval"]
 

@@ -20,7 +20,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from tarry.client import Tarry, connect_temporal
-from tarry.contracts import SEARCH_ATTRIBUTES, Phase
+from tarry.contracts import SEARCH_ATTRIBUTES, ErrorCode, Phase, RunInput
 from tarry.scripted_llm import ECHO_PREFIX
 from tarry.servers import dev_server_args, find_binary
 from tarry.settings import TarrySettings
@@ -176,6 +176,24 @@ async def test_dev_serves_runs_with_the_echo_model_and_stops_cleanly_on_sigint(
     assert (data_dir / "temporal.db").exists()
     assert pids, "the dev server is a child process"
     await assert_nothing_left(ports, data_dir, pids)
+
+
+async def test_dev_logs_an_expected_failure_in_one_line_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    ports, data_dir = Ports(), tmp_path / "data"
+    async with serving(ports, data_dir, tmp_path) as dev:
+        run = await Tarry(await client_of(ports)).start(RunInput(prompt="hi", model="nosuch"))
+        result = await run.result()
+        assert await interrupt(dev.process) == 0
+
+    assert result.error is not None
+    assert result.error.code is ErrorCode.LLM_UNKNOWN_PROFILE
+    log = dev.stderr.read_text()
+    failed = [line for line in log.splitlines() if "activity as failed" in line]
+    assert len(failed) == 1, log
+    assert "LLM_UNKNOWN_PROFILE: no model profile 'nosuch'" in failed[0]
+    assert "Traceback" not in log
 
 
 async def test_a_waiting_run_survives_a_restart_and_takes_a_reply(tmp_path: Path) -> None:

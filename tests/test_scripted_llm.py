@@ -14,7 +14,15 @@ import httpx
 import pytest
 
 from tarry.contracts import Usage
-from tarry.scripted_llm import ScriptedModel, ScriptedToolCall, call, calls, fail, say
+from tarry.scripted_llm import (
+    MAX_STREAM_PIECES,
+    ScriptedModel,
+    ScriptedToolCall,
+    call,
+    calls,
+    fail,
+    say,
+)
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -269,6 +277,20 @@ async def test_a_streamed_answer_sends_text_in_pieces_then_usage_then_done(
     assert [d.get("content") for d in deltas] == ["", "hel", "lo ", "wor", "ld", None]
     assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
     assert chunks[-1]["usage"] == {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+
+
+async def test_a_long_streamed_text_comes_in_at_most_max_stream_pieces_events(
+    model: ScriptedModel, client: httpx.AsyncClient
+) -> None:
+    text = "word " * 200_000  # a megabyte: an echo of a long message
+    model.add(say(text))
+
+    events = await streamed(client)
+
+    deltas = [json.loads(e)["choices"][0]["delta"] for e in events[:-1]]
+    pieces = [d["content"] for d in deltas if d.get("content")]
+    assert len(pieces) <= MAX_STREAM_PIECES
+    assert "".join(pieces) == text
 
 
 async def test_a_streamed_tool_call_sends_its_arguments_in_fragments_by_index(

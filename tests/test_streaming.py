@@ -7,11 +7,13 @@ import asyncio
 import io
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pexpect
 from temporalio.client import Client
 
+from activities.observers import PUBLISH_LIMIT
 from tarry.client import RunHandle
 from tarry.contracts import INTERRUPTED_NOTE, LLM_ACTIVITY, ErrorCode, Phase, Usage
 from tarry.events import EventKind, RunEvent
@@ -247,6 +249,45 @@ async def test_the_history_cost_of_an_answer_is_bounded_by_time_not_by_its_chunk
     # Deltas are merged per batch before they are published, so the stream's log (held in
     # the workflow and carried through continue-as-new) grows per batch as well.
     assert many[1] <= many[0]
+
+
+async def test_an_answer_of_megabytes_costs_a_bounded_history_and_streams_without_restarts(
+    agent: Agent,
+) -> None:
+    text = "".join(f"word{i} " for i in range(400_000))  # 3.4 MB, written over ~10 s
+    agent.model.add(say(text, chunk_delay=0.005))
+    run = await agent.start("say it all")
+
+    seen = await events_until(run, EventKind.STOP)
+
+    history = await agent.tarry.client.get_workflow_handle(run.id).fetch_history()
+    size = len(history.to_json())
+    print(f"answer {len(text)} chars; history {len(history.events)} events, {size} bytes")
+    assert size < len(text) // 4
+    assert len(history.events) < 100
+    assert await agent.retries(run) == []  # no restarts: the model never broke off
+    assert EventKind.RESET not in [e.kind for e in seen]
+    assert words(seen) == text[:PUBLISH_LIMIT]  # the rest comes with the message
+    assert (await run.transcript())[-1].content == text
+
+
+async def test_watch_shows_an_answer_longer_than_the_publish_limit_whole_and_once(
+    agent: Agent, payload_store: Path
+) -> None:
+    text = "".join(f"word{i} " for i in range(60_000))  # 470 kB, written over ~4 s
+    agent.model.add(say(text, chunk_delay=0.002))
+    run = await agent.start("say it all")
+    watching = await asyncio.create_subprocess_exec(
+        str(TARRY), "watch", run.id,
+        # The answer's message is over 256 KiB: the store holds it, as it does for the worker.
+        env=agent_env(agent) | {"TARRY_STORAGE_DIR": str(payload_store)},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(watching.communicate(), timeout=60)
+
+    assert (watching.returncode, err) == (0, b"")
+    assert len(text) > PUBLISH_LIMIT
+    assert out.decode().splitlines() == ["you: say it all", f"agent: {text}"]
 
 
 async def test_a_stream_cut_in_the_middle_shows_a_reset_then_the_whole_answer_once(

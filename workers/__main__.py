@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 from typing import NoReturn
 
 from tarry.codec import EncryptionKeyError
 from tarry.entrypoint import run_main
+from tarry.logs import configure_logging
 from tarry.settings import TarrySettings
 from workers.worker import WorkerSetupError, run_worker
 
@@ -22,9 +22,7 @@ async def _main() -> int:
 
 
 def main() -> NoReturn:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging()
     run_main(_main)
 
 

@@ -1,0 +1,38 @@
+"""How Tarry's long-running processes (`tarry worker`, `tarry dev`, `python -m workers`) log.
+
+The SDK logs every failed activity attempt with its full traceback. For the failures
+Tarry raises on purpose, an `ApplicationError` with one of its error codes (a model
+profile that does not exist, a provider's 429), the traceback only buries the one line
+that matters: such records keep their message and that line, and lose the traceback.
+Anything else (a bug) keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from temporalio.exceptions import ApplicationError
+
+from tarry.contracts import ErrorCode
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class ExpectedFailures(logging.Filter):
+    """Shortens a record of an expected failure to one line (see the module)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, ApplicationError) and error.type in set(ErrorCode):
+            record.msg = f"{record.getMessage()}: {error.type}: {error.message}"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def configure_logging(level: int = logging.INFO) -> None:
+    """Logs to standard error, one line per expected failure."""
+    logging.basicConfig(level=level, format=FORMAT)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(ExpectedFailures())
