@@ -81,13 +81,18 @@ class Setup:
     """`RunInput.continue_as_new_after_turns`."""
 
     @property
+    def shipped(self) -> bool:
+        """The settings Tarry ships with (or the caller's `TARRY_*` ones)."""
+        return self.handover_turns == SHIPPED_HANDOVER and self.workflow_cache in (
+            None,
+            shipped_cache(),
+        )
+
+    @property
     def label(self) -> str:
         cache = shipped_cache() if self.workflow_cache is None else self.workflow_cache
-        shipped = self == Setup(None) or (
-            self.handover_turns == SHIPPED_HANDOVER and self.workflow_cache == shipped_cache()
-        )
         return f"cache {cache:,}, hand-over every {self.handover_turns} turns" + (
-            " (shipped settings)" if shipped else " (comparison)"
+            " (shipped settings)" if self.shipped else " (comparison)"
         )
 
     def worker_env(self) -> dict[str, str]:

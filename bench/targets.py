@@ -67,7 +67,7 @@ def turns(results: Mapping[str, Sequence[turn_overhead.Outcome]]) -> list[Target
 def long(results: Sequence[long_run.LongRun]) -> list[Target]:
     found = []
     for r in results:
-        if r.setup.workflow_cache is not None:
+        if not r.setup.shipped:
             continue  # a comparison
         last = r.turns
         found += [

@@ -18,6 +18,7 @@ from tarry.client import connect_temporal
 from tarry.servers import missing_search_attributes, search_attribute_command
 from tarry.settings import DEFAULT_WORKFLOW_CACHE, TarrySettings
 from tarry.storage import storage_driver
+from workers.memory import keep_memory_flat
 from workflows.agent_run import AgentRunWorkflow
 
 log = logging.getLogger("tarry.worker")
@@ -76,6 +77,7 @@ async def run_worker(settings: TarrySettings, tools: Sequence[Tool] = BUILTIN_TO
         host,
         workflow_cache=settings.tarry_workflow_cache,
     )
+    keep_memory_flat()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
