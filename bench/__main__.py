@@ -1,8 +1,12 @@
-"""`python -m bench` (`scripts/bench`): runs the benchmarks of issue #6 and prints tables.
+"""`python -m bench` (`scripts/bench`): runs the benchmarks and prints their tables, then
+the targets of issue 13 they show.
 
 scripts/bench                 everything, at full size (over an hour on 2 cores)
-scripts/bench --quick         small sizes, a couple of minutes
-scripts/bench --only turns    one benchmark: turns, stream, long, parked, startup
+scripts/bench --quick         small sizes, a few minutes
+scripts/bench --only turns    one benchmark: turns, reply, busy, long, parked, stream, startup
+
+Tarry's rows use the shipped settings; set `TARRY_WORKFLOW_CACHE` (or any `TARRY_*`
+worker setting) in the environment to measure others.
 """
 
 from __future__ import annotations
@@ -14,11 +18,21 @@ from pathlib import Path
 
 import psutil
 
-from bench import long_run, parked_runs, startup, stream_history, turn_overhead
+from bench import (
+    long_run,
+    parked_runs,
+    reply_latency,
+    startup,
+    stream_history,
+    targets,
+    throughput,
+    turn_overhead,
+)
 from bench.rig import console
 from tarry.entrypoint import run_main
 
-SECTIONS = ("turns", "stream", "long", "parked", "startup")
+SECTIONS = ("turns", "reply", "busy", "long", "parked", "stream", "startup")
+"""The five results of issue 13 in its order, then the stream's history and start-up."""
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -26,6 +40,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small sizes everywhere")
     parser.add_argument("--only", choices=SECTIONS, action="append", help="run only these")
     parser.add_argument("--turns", type=int, help="turns of the turn-overhead conversation (50)")
+    parser.add_argument("--replies", type=int, help="replies timed to a waiting run (100)")
+    parser.add_argument("--busy-runs", type=int, help="runs active at once (100)")
+    parser.add_argument("--busy-turns", type=int, help="replies to each active run (20)")
     parser.add_argument("--parked", type=int, help="runs parked in WaitingUser (10000)")
     parser.add_argument("--samples", type=int, help="replies timed to parked runs (200)")
     parser.add_argument("--settle", type=float, help="seconds parked runs rest before replies (30)")
@@ -37,11 +54,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="CACHE:TURNS",
         action="append",
         help="long run with this workflow cache and hand-over every TURNS turns "
-        "(default: 0:50, as shipped, then 1000:50)",
+        "(default: the shipped settings, then cache 0 with the shipped hand-over)",
     )
     args = parser.parse_args(argv)
     quick = args.quick
     args.turns = args.turns or (5 if quick else 50)
+    args.replies = args.replies or (10 if quick else 100)
+    args.busy_runs = args.busy_runs or (10 if quick else 100)
+    args.busy_turns = args.busy_turns or (3 if quick else 20)
     args.stream_turns = 3 if quick else 10
     args.parked = args.parked or (200 if quick else 10_000)
     args.samples = args.samples or (20 if quick else 200)
@@ -65,18 +85,29 @@ def machine() -> str:
 
 async def main(args: argparse.Namespace) -> int:
     console.print(f"[bold]Tarry benchmarks[/] on {machine()}")
+    found: list[targets.Target] = []
     with tempfile.TemporaryDirectory(prefix="tarry-bench-") as tmp:
         root = Path(tmp)
         if "turns" in args.only:
-            await turn_overhead.run(args.turns, root / "workspaces")
+            found += targets.turns(await turn_overhead.run(args.turns, root / "workspaces"))
+        if "reply" in args.only:
+            found += targets.reply(await reply_latency.run(args.replies, root))
+        if "busy" in args.only:
+            found += targets.busy(await throughput.run(args.busy_runs, args.busy_turns, root))
+        if "long" in args.only:
+            runs = await long_run.run(args.long_turns, args.long_budget, root, args.long_setup)
+            found += targets.long(runs)
+        if "parked" in args.only:
+            parked = await parked_runs.run(
+                args.parked, args.samples, args.settle, root, tail=args.tail
+            )
+            found += targets.parked(args.parked, parked)
         if "stream" in args.only:
             await stream_history.run(args.stream_turns, root / "workspaces")
-        if "long" in args.only:
-            await long_run.run(args.long_turns, args.long_budget, root, args.long_setup)
-        if "parked" in args.only:
-            await parked_runs.run(args.parked, args.samples, args.settle, root, tail=args.tail)
         if "startup" in args.only:
             await startup.run(root)
+    if found:
+        console.print(targets.render(found))
     return 0
 
 

@@ -2,8 +2,10 @@
 code around them, so a figure for Tarry can be read against what Temporal itself costs.
 
 `FloorTurnsWorkflow` calls the same two activities per turn as a Tarry run (the real
-`call_llm` and a real tool), passing the same inputs. `ParkedWorkflow` waits for an
-update forever and answers it at once: the cheapest run a worker can hold.
+`call_llm` and a real tool), passing the same inputs. `FloorChatWorkflow` answers each
+`send` update with one real `call_llm`: a chat turn with nothing else around it.
+`ParkedWorkflow` waits for an update forever and answers it at once: the cheapest run a
+worker can hold.
 """
 
 from __future__ import annotations
@@ -58,6 +60,38 @@ class FloorTurnsWorkflow:
                 messages.append(
                     ChatMessage(role="tool", tool_call_id=call.id, content=result.to_content())
                 )
+
+
+@workflow.defn(name="BenchFloorChat")
+class FloorChatWorkflow:
+    def __init__(self) -> None:
+        self._done = False
+        self._turn = 0
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: self._done and workflow.all_handlers_finished())
+
+    @workflow.update
+    async def send(self, text: str) -> str:
+        """Asks the model about `text` alone (the floor keeps no conversation) and
+        answers with what it said."""
+        self._turn += 1
+        answer: LlmResponse = await workflow.execute_activity(
+            LLM_ACTIVITY,
+            LlmRequest(
+                profile="default",
+                messages=[ChatMessage(role="user", content=text)],
+                turn=self._turn,
+            ),
+            result_type=LlmResponse,
+            start_to_close_timeout=_TIMEOUT,
+        )
+        return answer.message.content or ""
+
+    @workflow.signal
+    def finish(self) -> None:
+        self._done = True
 
 
 @workflow.defn(name="BenchParked")

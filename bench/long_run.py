@@ -1,4 +1,4 @@
-"""Item 2, the long run: one chat run driven through many turns with `RunHandle.send`,
+"""Result 2, the long run: one chat run driven through many turns with `RunHandle.send`,
 each reply 4 KiB (the model echoes it, so each answer is 4 KiB too), on Tarry's own
 worker process (`python -m workers`) and a dev server with the low-latency config.
 
@@ -6,11 +6,13 @@ It reports the per-turn latency around turns 10, 1,000 and 5,000, the sawtooth w
 segment (without a workflow cache each task replays the segment's history so far, so a
 turn costs more the later it comes in its segment, until the hand-over resets it), each
 segment of the run's chain (continue-as-new hand-overs) with its history's events and
-bytes, and the worker's peak memory. It runs as Tarry ships (no cache, the default
-hand-over length) and with the cache on and shorter segments. It uses the public client only:
-the chain is found by listing the executions of the workflow id. A turn that takes
-longer than `TURN_TIMEOUT`, or a run past its time budget, ends the measurement, and the
-table says where and why.
+bytes, and the worker's memory over time (resident, at turns 50, 500, 1,000, 2,500 and
+5,000 of 5,000) and at its peak. It runs with the shipped settings (the default workflow
+cache, or the caller's `TARRY_WORKFLOW_CACHE`, and the default hand-over length) and, as
+a comparison, with no workflow cache. It uses the public client only: the chain is found
+by listing the executions of the workflow id. A turn that takes longer than
+`TURN_TIMEOUT`, or a run past its time budget, ends the measurement, and the table says
+where and why.
 """
 
 from __future__ import annotations
@@ -28,12 +30,21 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from bench.rig import console, dev_server, ms, peak_rss_mib, ratio, table
+from bench.rig import (
+    console,
+    dev_server,
+    ms,
+    peak_rss_mib,
+    ratio,
+    rss_mib,
+    shipped_cache,
+    table,
+    tarry_env,
+)
 from tarry.client import Tarry, TarryError
 from tarry.contracts import RunInput
 from tarry.scripted_llm import ScriptedModel
 from tarry.servers import dev_server_args
-from tarry.settings import DEFAULT_WORKFLOW_CACHE
 from tests.faults import WorkerProcess
 
 MESSAGE_BYTES = 4096
@@ -59,21 +70,38 @@ class Segment:
     """Replies the segment accepted (`send` updates)."""
 
 
+SHIPPED_HANDOVER = RunInput().continue_as_new_after_turns
+
+
 @dataclass(frozen=True)
 class Setup:
-    workflow_cache: int
-    handover_turns: int
+    workflow_cache: int | None
+    """None: the shipped settings (`bench.rig.shipped_cache`)."""
+    handover_turns: int = SHIPPED_HANDOVER
     """`RunInput.continue_as_new_after_turns`."""
 
     @property
-    def label(self) -> str:
-        shipped = RunInput().continue_as_new_after_turns
-        return f"cache {self.workflow_cache:,}, hand-over every {self.handover_turns} turns" + (
-            " (as shipped)" if self == Setup(DEFAULT_WORKFLOW_CACHE, shipped) else ""
+    def shipped(self) -> bool:
+        """The settings Tarry ships with (or the caller's `TARRY_*` ones)."""
+        return self.handover_turns == SHIPPED_HANDOVER and self.workflow_cache in (
+            None,
+            shipped_cache(),
         )
 
+    @property
+    def label(self) -> str:
+        cache = shipped_cache() if self.workflow_cache is None else self.workflow_cache
+        return f"cache {cache:,}, hand-over every {self.handover_turns} turns" + (
+            " (shipped settings)" if self.shipped else " (comparison)"
+        )
 
-SETUPS = (Setup(DEFAULT_WORKFLOW_CACHE, RunInput().continue_as_new_after_turns), Setup(1000, 50))
+    def worker_env(self) -> dict[str, str]:
+        if self.workflow_cache is None:
+            return tarry_env()
+        return {**tarry_env(), "TARRY_WORKFLOW_CACHE": str(self.workflow_cache)}
+
+
+SETUPS = (Setup(None), Setup(0))
 
 
 @dataclass
@@ -84,12 +112,27 @@ class LongRun:
     stopped: str = ""
     segments: list[Segment] = field(default_factory=list)
     peak_worker_mib: float | None = None
+    worker_mib: dict[int, float] = field(default_factory=dict)
+    """The worker's resident memory after each of `memory_marks`."""
     seconds: float = 0.0
 
     @property
     def marks(self) -> list[int]:
         """Turns 10, a fifth of the way and the last: 10, 1,000 and 5,000 of 5,000."""
         return sorted({WINDOW, self.turns // 5, self.turns})
+
+    @property
+    def memory_marks(self) -> list[int]:
+        """Turns 50, 500, 1,000, 2,500 and 5,000 of 5,000."""
+        return sorted(
+            {self.turns // 100, self.memory_reference, self.turns // 5, self.turns // 2, self.turns}
+            - {0}
+        )
+
+    @property
+    def memory_reference(self) -> int:
+        """The turn memory is compared with: 500 of 5,000."""
+        return max(1, self.turns // 10)
 
     def at(self, turn: int) -> float | None:
         window = self.latencies[max(0, turn - WINDOW) : turn]
@@ -158,7 +201,7 @@ async def measure(setup: Setup, turns: int, budget: float, data_dir: Path) -> Lo
             workspace_root=data_dir / "workspaces",
             log=data_dir / "worker.log",
             module="workers",
-            extra_env={"TARRY_WORKFLOW_CACHE": str(setup.workflow_cache)},
+            extra_env=setup.worker_env(),
         )
         await worker.start()
         try:
@@ -183,6 +226,12 @@ async def measure(setup: Setup, turns: int, budget: float, data_dir: Path) -> Lo
                     result.stopped = f"turn {turn}: {type(cause).__name__}: {cause}"
                     break
                 result.latencies.append(time.perf_counter() - sent)
+                # The model server keeps each request's body: whole conversations of
+                # hundreds of KiB, gigabytes over 5,000 turns in this process.
+                model.requests.clear()
+                if turn in result.memory_marks:
+                    assert worker.process is not None
+                    result.worker_mib[turn] = rss_mib(worker.process.pid)
             result.seconds = time.perf_counter() - began
             assert worker.process is not None
             result.peak_worker_mib = peak_rss_mib(worker.process.pid)
@@ -215,6 +264,13 @@ def render(r: LongRun) -> Table:
         )
     if done:
         t.add_row("mean ms per turn over the run", ms(r.seconds / done), "")
+    base = r.worker_mib.get(r.memory_reference)
+    for mark, mib in r.worker_mib.items():
+        t.add_row(
+            f"worker MiB at turn {mark:,} (x: to turn {r.memory_reference:,})",
+            f"{mib:,.0f}",
+            ratio(mib, base),
+        )
     first = r.in_segment("first")
     for edge in ("first", "last"):
         figure = r.in_segment(edge)

@@ -3,6 +3,7 @@ memory readings and the figures' formatting."""
 
 from __future__ import annotations
 
+import os
 import statistics
 import tempfile
 import uuid
@@ -79,16 +80,51 @@ def model_parts(
     return ModelClient({"default": profile}, tools, contexts), tools
 
 
+def shipped_cache() -> int:
+    """The workflow cache Tarry's workers use unless told otherwise: the settings' default,
+    or `TARRY_WORKFLOW_CACHE` where the benchmark's caller set it."""
+    return TarrySettings().tarry_workflow_cache
+
+
+def shipped_label() -> str:
+    """How a row measured with the shipped settings is named."""
+    how = "TARRY_WORKFLOW_CACHE" if "TARRY_WORKFLOW_CACHE" in os.environ else "as shipped"
+    return f"Tarry, cache {shipped_cache():,} ({how})"
+
+
+_SET_BY_WORKER_PROCESS = {
+    "TARRY_TASK_QUEUE",
+    "TARRY_MODEL",
+    "TARRY_WORKSPACE_ROOT",
+    "TARRY_STORAGE_DIR",
+}
+
+
+def tarry_env() -> dict[str, str]:
+    """The `TARRY_*` settings the benchmark's caller set (e.g. `TARRY_WORKFLOW_CACHE`), for
+    worker processes, whose environment `WorkerProcess` otherwise builds from scratch."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if name.startswith("TARRY_") and name not in _SET_BY_WORKER_PROCESS
+    }
+
+
 @asynccontextmanager
 async def tarry_worker(
-    server: Server, base_url: str, workspace_root: Path, workflow_cache: int, stream: bool = True
+    server: Server,
+    base_url: str,
+    workspace_root: Path,
+    workflow_cache: int | None = None,
+    stream: bool = True,
 ) -> AsyncIterator[InProcessTarry]:
     """Tarry's own worker (`build_worker`) in this process, on a task queue of its own,
-    keeping `workflow_cache` runs in memory between their tasks."""
+    keeping `workflow_cache` runs in memory between their tasks (None: `shipped_cache()`)."""
     models, tools = model_parts(server, base_url, workspace_root, stream)
     queue = f"bench-{uuid.uuid4().hex[:8]}"
+    cache = shipped_cache() if workflow_cache is None else workflow_cache
     try:
-        async with build_worker(server.client, queue, models, tools, workflow_cache=workflow_cache):
+        async with build_worker(server.client, queue, models, tools, workflow_cache=cache):
             yield InProcessTarry(Tarry(server.client, queue), models, tools)
     finally:
         await models.aclose()

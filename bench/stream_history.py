@@ -26,13 +26,13 @@ from bench.rig import (
     console,
     dev_server,
     ratio,
+    shipped_cache,
     table,
     tarry_worker,
 )
 from tarry.client import RunHandle
 from tarry.contracts import Phase, RunInput
 from tarry.scripted_llm import ScriptedModel, say
-from tarry.settings import DEFAULT_WORKFLOW_CACHE
 
 WRITING_SECONDS = 2.0
 ANSWER = "word " * 100
@@ -65,9 +65,7 @@ async def _measure(server: Server, stream: bool, observe: bool, turns: int, root
     delay = WRITING_SECONDS / (len(ANSWER) / CHUNK_CHARS)
     async with ScriptedModel() as model:
         model.add(*(say(ANSWER, chunk_chars=CHUNK_CHARS, chunk_delay=delay) for _ in range(turns)))
-        async with tarry_worker(
-            server, model.base_url, root, DEFAULT_WORKFLOW_CACHE, stream
-        ) as worker:
+        async with tarry_worker(server, model.base_url, root, stream=stream) as worker:
             run = await worker.tarry.start(RunInput(prompt="", continue_as_new_after_turns=1000))
             observer = asyncio.create_task(_observe(run)) if observe else None
             await run.wait_for({Phase.WAITING_USER})
@@ -109,7 +107,7 @@ def render(turns: int, costs: list[Cost]) -> Table:
     off = costs[0]
     t = table(
         f"History per turn: {turns} turns, each answer written over {WRITING_SECONDS:g} s "
-        "(cache 0, low-latency config)",
+        f"(cache {shipped_cache():,}, low-latency config)",
         "setup", "events", "x off", "KiB", "x off", "publish signals", "observer polls",
     )  # fmt: skip
     for setup, cost in zip(SETUPS, costs, strict=True):

@@ -1,11 +1,11 @@
-"""Item 1, turn overhead: one scripted conversation (N turns, one tool call each, then
+"""Result 1, turn overhead: one scripted conversation (N turns, one tool call each, then
 a last answer) run four ways against the same zero-latency model server:
 
-(a) Tarry, with no workflow cache as it ships and with the SDK's default cache of
-1,000 runs, (b) Temporal's floor (`bench.floor`, the SDK's default cache), (c) a plain
-loop in this process calling the same activity code, (d) the SDK's agent integration
-where it is installed. Each way runs a short conversation first, so first-use costs are
-not counted.
+(a) Tarry with the shipped settings (streaming on, as shipped, and off), and with no
+workflow cache as a comparison, (b) Temporal's floor (`bench.floor`, the SDK's default
+cache), (c) a plain loop in this process calling the same activity code, (d) the SDK's
+agent integration (the `bench` extra, which `scripts/bench` installs). Each way runs a
+short conversation first, so first-use costs are not counted.
 """
 
 from __future__ import annotations
@@ -30,27 +30,32 @@ from bench.rig import (
     model_parts,
     ms,
     ratio,
+    shipped_label,
     table,
     tarry_worker,
 )
 from tarry.contracts import ChatMessage, LlmRequest, Mode, Phase, RunInput, ToolInvocation
 from tarry.scripted_llm import ScriptedModel, ScriptStep, call, say
-from tarry.settings import DEFAULT_WORKFLOW_CACHE
 
 PROMPT = "List the workspace again and again."
 WARM_UP_TURNS = 2
-CACHED = 1000
-"""The SDK's default `max_cached_workflows`, which Tarry's `TARRY_WORKFLOW_CACHE` can set."""
-WAYS = (
-    f"(a) Tarry, cache {DEFAULT_WORKFLOW_CACHE} (as shipped: streaming on)",
-    f"(a) Tarry, cache {DEFAULT_WORKFLOW_CACHE}, streaming off",
-    f"(a) Tarry, cache {CACHED:,}",
-    "(b) Temporal floor",
-    "(c) plain loop, no Temporal",
-    "(d) SDK agent integration",
-)
-FLOOR, AGENTS = 3, 5
-"""Indexes in `WAYS` of the references every row is divided by."""
+
+
+def ways() -> list[str]:
+    """The rows, in the order `measure` returns them."""
+    return [
+        f"(a) {shipped_label()}, streaming on",
+        f"(a) {shipped_label()}, streaming off",
+        "(a) Tarry, cache 0 (comparison)",
+        "(b) Temporal floor",
+        "(c) plain loop, no Temporal",
+        "(d) SDK agent integration",
+    ]
+
+
+SHIPPED, FLOOR, AGENTS = 0, 3, 5
+"""Indexes in `ways()`: the row the targets are about, and the references every row is
+divided by."""
 
 
 def script(turns: int) -> list[ScriptStep]:
@@ -80,7 +85,12 @@ async def _timed(model: ScriptedModel, turns: int, converse: Conversation) -> Ou
 
 
 async def _tarry(
-    server: Server, model: ScriptedModel, turns: int, root: Path, cache: int, stream: bool = True
+    server: Server,
+    model: ScriptedModel,
+    turns: int,
+    root: Path,
+    cache: int | None,
+    stream: bool = True,
 ) -> Outcome:
     async with tarry_worker(server, model.base_url, root, cache, stream) as worker:
 
@@ -164,18 +174,18 @@ Way = Callable[[Server, ScriptedModel, int, Path], Awaitable[Outcome]]
 
 
 async def measure(config: Sequence[str], turns: int, root: Path) -> list[Outcome]:
-    """The ways of `WAYS`, in order, on a fresh dev server with the given dynamic config."""
-    ways: list[Way] = [
-        partial(_tarry, cache=DEFAULT_WORKFLOW_CACHE),
-        partial(_tarry, cache=DEFAULT_WORKFLOW_CACHE, stream=False),
-        partial(_tarry, cache=CACHED),
+    """The ways of `ways()`, in order, on a fresh dev server with the given dynamic config."""
+    measured: list[Way] = [
+        partial(_tarry, cache=None),
+        partial(_tarry, cache=None, stream=False),
+        partial(_tarry, cache=0),
         _floor,
         _plain_loop,
         _agents_sdk,
     ]
     outcomes = []
     async with dev_server(config) as server:
-        for way in ways:
+        for way in measured:
             async with ScriptedModel() as model:
                 try:
                     outcomes.append(await way(server, model, turns, root))
@@ -200,7 +210,7 @@ def render(config: str, turns: int, outcomes: Sequence[Outcome]) -> Table:
         f"Turn overhead: {turns} turns (model call + tool call), dynamic config: {config}",
         "way", "ms/turn", "x (b) floor", "x (d) SDK agents", "note",
     )  # fmt: skip
-    for way, outcome in zip(WAYS, outcomes, strict=True):
+    for way, outcome in zip(ways(), outcomes, strict=True):
         per_turn = None if outcome.seconds is None else outcome.seconds / turns
         t.add_row(
             way,

@@ -1,5 +1,7 @@
-"""`python -m bench.worker`: a worker process for `bench.floor.ParkedWorkflow`, so its
-memory is its own. Configured from the environment like `python -m workers`, plus:
+"""`python -m bench.worker`: a worker process for Temporal's floor workflows
+(`bench.floor.ParkedWorkflow` and `FloorChatWorkflow`, with Tarry's real `call_llm`), so
+its memory and CPU are its own. Configured from the environment like `python -m workers`,
+plus:
 
 BENCH_CACHE          max_cached_workflows (the SDK's default: 1000)
 BENCH_POLLS          max_concurrent_workflow_task_polls (the SDK's default: 5)
@@ -16,19 +18,28 @@ from datetime import timedelta
 
 from temporalio.worker import Worker
 
-from bench.floor import ParkedWorkflow
+from activities.context import ContextStore
+from activities.llm import ModelClient
+from activities.tools import ToolHost
+from bench.floor import FloorChatWorkflow, ParkedWorkflow
 from tarry.client import connect_temporal
 from tarry.entrypoint import run_main
 from tarry.settings import TarrySettings
+from tarry.storage import storage_driver
 
 
 async def main() -> int:
     settings = TarrySettings()
     client = await connect_temporal(settings)
+    contexts = ContextStore(storage_driver(settings), client.data_converter)
+    models = ModelClient(
+        settings.model_profiles(), ToolHost(settings.tarry_workspace_root), contexts
+    )
     worker = Worker(
         client,
         task_queue=settings.tarry_task_queue,
-        workflows=[ParkedWorkflow],
+        workflows=[ParkedWorkflow, FloorChatWorkflow],
+        activities=[models.call_llm],
         max_cached_workflows=int(os.environ.get("BENCH_CACHE", "1000")),
         max_concurrent_workflow_task_polls=int(os.environ.get("BENCH_POLLS", "5")),
         sticky_queue_schedule_to_start_timeout=timedelta(
@@ -41,6 +52,7 @@ async def main() -> int:
     async with worker:
         print("worker ready", file=sys.stderr, flush=True)
         await stop.wait()
+    await models.aclose()
     return 0
 
 

@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import signal
+import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -118,6 +119,8 @@ class RecordedRequest:
     cancelled: bool = False
     """The client went away before the answer was sent."""
     answered: bool = False
+    arrived: float = field(default_factory=time.monotonic)
+    """`time.monotonic()` when its body had been read: the benchmarks time a reply to it."""
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once the request was answered or cancelled."""
 

@@ -1,11 +1,12 @@
-"""The benchmarks stay runnable: the quick turn-overhead benchmark runs end to end on
-real servers and prints a row for each way. Times are printed, never asserted."""
+"""The benchmarks stay runnable: a tiny run of each of the five results of issue 13 goes
+end to end on real servers, prints a row for each way, and yields the figures its
+targets are read from. Times are printed, never asserted."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from bench import turn_overhead
+from bench import long_run, parked_runs, reply_latency, targets, throughput, turn_overhead
 from bench.rig import CONFIGS, console
 
 
@@ -16,8 +17,57 @@ async def test_quick_turn_overhead_prints_a_row_for_each_way(tmp_path: Path) -> 
     for outcomes in results.values():
         # The SDK's agent integration is measured only where the `bench` extra is installed.
         *measured, _agents = outcomes
-        for way, outcome in zip(turn_overhead.WAYS, measured, strict=False):
+        for way, outcome in zip(turn_overhead.ways(), measured, strict=False):
             assert outcome.seconds is not None, f"{way}: {outcome.note}"
     printed = captured.get()
-    for way in turn_overhead.WAYS:
+    for way in turn_overhead.ways():
         assert printed.count(way) == len(CONFIGS)
+    assert len(targets.turns(results)) == 2 * len(CONFIGS)
+
+
+async def test_quick_reply_latency_times_every_reply_of_every_way(tmp_path: Path) -> None:
+    with console.capture() as captured:
+        results = await reply_latency.run(3, tmp_path)
+    assert set(results) == set(CONFIGS)
+    for rows in results.values():
+        for row in rows:
+            assert len(row.seconds) == 3, row.label
+            assert all(seconds > 0 for seconds in row.seconds), row.label
+            assert row.label in captured.get()
+    assert all(target.measured is not None for target in targets.reply(results))
+
+
+async def test_quick_throughput_counts_every_turn_and_the_worker_cpu(tmp_path: Path) -> None:
+    with console.capture() as captured:
+        results = await throughput.run(runs=3, turns=2, root=tmp_path)
+    assert [r.way.label for r in results] == [way.label for way in throughput.ways()]
+    for r in results:
+        assert r.turns == 6
+        assert r.worker_cpu > 0, r.way.label
+        assert r.way.label in captured.get()
+    [target] = targets.busy(results)
+    assert target.measured is not None
+
+
+async def test_quick_long_run_reaches_its_last_turn_and_samples_worker_memory(
+    tmp_path: Path,
+) -> None:
+    setup = long_run.Setup(None, handover_turns=5)
+    with console.capture():
+        [result] = await long_run.run(20, 120.0, tmp_path, [setup])
+    assert len(result.latencies) == 20, result.stopped
+    assert sorted(result.worker_mib) == result.memory_marks
+    assert len(result.segments) > 1
+    assert sum(segment.turns for segment in result.segments) == 20
+    assert all(target.measured is not None for target in targets.long([result]))
+
+
+async def test_quick_parked_runs_answer_replies_on_every_row(tmp_path: Path) -> None:
+    with console.capture() as captured:
+        results = await parked_runs.run(10, 3, 0.0, tmp_path)
+    assert len(results) == len(parked_runs.variants(10, tail=False))
+    for r in results:
+        assert len(r.latencies) == 3
+        assert r.worker_mib > 0
+        assert r.variant.label in captured.get()
+    assert all(target.measured is not None for target in targets.parked(10, results))

@@ -25,6 +25,7 @@ from tarry.settings import (
 )
 from tarry.storage import storage_driver
 from workers import legacy_query
+from workers.memory import keep_memory_flat
 from workflows.agent_run import AgentRunWorkflow
 
 log = logging.getLogger("tarry.worker")
@@ -95,6 +96,7 @@ async def run_worker(settings: TarrySettings, tools: Sequence[Tool] = BUILTIN_TO
         workflow_task_pollers=settings.tarry_workflow_task_pollers,
         sticky_timeout=settings.tarry_sticky_timeout,
     )
+    keep_memory_flat()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

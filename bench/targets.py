@@ -1,0 +1,133 @@
+"""The targets of issue 13, read off the results of one `scripts/bench` invocation:
+each with the figure measured, the limit, and whether it was met or by how much it
+was missed. They are shown, never asserted: the lead reads them on a quiet machine."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from rich.table import Table
+
+from bench import long_run, parked_runs, reply_latency, throughput, turn_overhead
+from bench.rig import percentile, table
+
+GB_IN_MIB = 1e9 / 2**20
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    measured: float | None
+    limit: float
+    unit: str = "x"
+    at_least: bool = False
+    """The figure must reach the limit, rather than stay within it."""
+
+    @property
+    def met(self) -> bool | None:
+        if self.measured is None:
+            return None
+        return self.measured >= self.limit if self.at_least else self.measured <= self.limit
+
+    def verdict(self) -> str:
+        if self.met is None:
+            return "not measured"
+        if self.met:
+            return "met"
+        assert self.measured is not None
+        off = (
+            self.measured / self.limit - 1 if not self.at_least else 1 - self.measured / self.limit
+        )
+        return f"missed by {abs(off):.0%}"
+
+    def form(self, value: float) -> str:
+        return f"{value:,.2f}x" if self.unit == "x" else f"{value:,.0f} {self.unit}"
+
+
+def _over(value: float | None, reference: float | None) -> float | None:
+    return None if value is None or not reference else value / reference
+
+
+def turns(results: Mapping[str, Sequence[turn_overhead.Outcome]]) -> list[Target]:
+    found = []
+    for config, outcomes in results.items():
+        shipped = outcomes[turn_overhead.SHIPPED].seconds
+        floor = outcomes[turn_overhead.FLOOR].seconds
+        agents = outcomes[turn_overhead.AGENTS].seconds
+        found += [
+            Target(f"per turn x Temporal's floor ({config} config)", _over(shipped, floor), 1.0),
+            Target(
+                f"per turn x SDK agent integration ({config} config)", _over(shipped, agents), 0.8
+            ),
+        ]
+    return found
+
+
+def long(results: Sequence[long_run.LongRun]) -> list[Target]:
+    found = []
+    for r in results:
+        if not r.setup.shipped:
+            continue  # a comparison
+        last = r.turns
+        found += [
+            Target(
+                f"turn {last:,} x turn {long_run.WINDOW}",
+                _over(r.at(last), r.at(long_run.WINDOW)),
+                1.2,
+            ),
+            Target(
+                f"worker memory at turn {last:,} x turn {r.memory_reference:,}",
+                _over(r.worker_mib.get(last), r.worker_mib.get(r.memory_reference)),
+                1.2,
+            ),
+        ]
+    return found
+
+
+def parked(count: int, results: Sequence[parked_runs.Result]) -> list[Target]:
+    shipped = results[0]
+    return [
+        Target(f"worker memory with {count:,} parked runs", shipped.worker_mib, GB_IN_MIB, "MiB"),
+        Target(
+            f"reply p99 with {count:,} parked runs",
+            percentile(shipped.latencies, 99) * 1000,
+            500,
+            "ms",
+        ),
+    ]
+
+
+def reply(results: Mapping[str, Sequence[reply_latency.Latencies]]) -> list[Target]:
+    return [
+        Target(
+            f"reply-to-model p50 x floor's update → activity start ({config} config)",
+            _over(rows[0].p50, rows[reply_latency.REFERENCE].p50),
+            1.2,
+        )
+        for config, rows in results.items()
+    ]
+
+
+def busy(results: Sequence[throughput.Throughput]) -> list[Target]:
+    floor = results[throughput.FLOOR]
+    return [
+        Target(
+            "throughput x Temporal's floor",
+            _over(results[0].per_second, floor.per_second),
+            0.8,
+            at_least=True,
+        )
+    ]
+
+
+def render(targets: Sequence[Target]) -> Table:
+    t = table(
+        "Targets of issue 13 (Tarry with the shipped settings)",
+        "target", "measured", "limit", "verdict",
+    )  # fmt: skip
+    for target in targets:
+        limit = ("≥ " if target.at_least else "≤ ") + target.form(target.limit)
+        measured = "n/a" if target.measured is None else target.form(target.measured)
+        t.add_row(target.name, measured, limit, target.verdict())
+    return t

@@ -1,0 +1,169 @@
+"""Result 5, throughput: N chat runs active at once on one worker process, each sent
+replies one after another (each reply one model call, answered at once by the scripted
+model), for turns per second and the worker's CPU per turn (psutil, user + system).
+
+Beside it, in the same run, Temporal's floor doing the same: `bench.floor.FloorChatWorkflow`
+on `python -m bench.worker`, where each `send` update runs the same `call_llm` activity.
+Tarry with no workflow cache is a comparison row. Both workers see the low-latency
+dynamic config `tarry dev` sets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from rich.table import Table
+from temporalio.client import Client
+
+from bench.floor import FloorChatWorkflow
+from bench.rig import console, dev_server, ms, ratio, shipped_label, table, tarry_env
+from tarry.client import Tarry
+from tarry.contracts import Phase, RunInput
+from tarry.scripted_llm import ScriptedModel
+from tarry.servers import dev_server_args
+from tests.faults import WorkerProcess
+
+Send = Callable[[int], Awaitable[None]]
+"""Sends one reply (its number) to one run and waits for the answer."""
+
+
+@dataclass(frozen=True)
+class Way:
+    label: str
+    tarry: bool
+    worker_env: dict[str, str]
+
+
+@dataclass
+class Throughput:
+    way: Way
+    turns: int
+    seconds: float
+    worker_cpu: float
+    """Seconds of CPU the worker process (and its children) spent on the timed turns."""
+    server_cpu: float
+
+    @property
+    def per_second(self) -> float:
+        return self.turns / self.seconds
+
+    @property
+    def cpu_per_turn(self) -> float:
+        return self.worker_cpu / self.turns
+
+
+def ways() -> list[Way]:
+    return [
+        Way(f"(a) {shipped_label()}", True, tarry_env()),
+        Way("(a) Tarry, cache 0 (comparison)", True, {**tarry_env(), "TARRY_WORKFLOW_CACHE": "0"}),
+        Way("(b) Temporal floor", False, {}),
+    ]
+
+
+FLOOR = 2
+"""The index in `ways()` of the row every other is divided by."""
+
+
+def _cpu(pid: int) -> float:
+    process = psutil.Process(pid)
+    total = 0.0
+    for p in (process, *process.children(recursive=True)):
+        times = p.cpu_times()
+        total += times.user + times.system
+    return total
+
+
+async def measure(way: Way, runs: int, turns: int, data_dir: Path) -> Throughput:
+    async with (
+        dev_server(dev_server_args(), data_dir) as server,
+        ScriptedModel(when_exhausted="echo") as model,
+    ):
+        queue = f"throughput-{uuid.uuid4().hex[:8]}"
+        worker = WorkerProcess(
+            address=server.process.address,
+            task_queue=queue,
+            model_url=model.base_url,
+            workspace_root=data_dir / "workspaces",
+            log=data_dir / "worker.log",
+            module="workers" if way.tarry else "bench.worker",
+            extra_env=way.worker_env,
+        )
+        await worker.start()
+        try:
+            sends = await asyncio.gather(
+                *(_start(server.client, queue, way, i) for i in range(runs))
+            )
+            await asyncio.gather(*(send(0) for send in sends))  # warm-up: one turn each
+            model.requests.clear()
+            assert worker.process is not None
+            assert server.process.process is not None
+            worker_pid, server_pid = worker.process.pid, server.process.process.pid
+            worker_cpu, server_cpu = _cpu(worker_pid), _cpu(server_pid)
+            began = time.perf_counter()
+
+            async def converse(send: Send) -> None:
+                for n in range(1, turns + 1):
+                    await send(n)
+
+            await asyncio.gather(*(converse(send) for send in sends))
+            seconds = time.perf_counter() - began
+            worker_cpu = _cpu(worker_pid) - worker_cpu
+            server_cpu = _cpu(server_pid) - server_cpu
+            if len(model.requests) != runs * turns:
+                raise RuntimeError(f"{len(model.requests)} model calls for {runs * turns} turns")
+        finally:
+            await worker.stop()
+    return Throughput(way, runs * turns, seconds, worker_cpu, server_cpu)
+
+
+async def _start(client: Client, queue: str, way: Way, i: int) -> Send:
+    """Starts run `i` of `way`, waiting for its user; returns how to send it a reply."""
+    if way.tarry:
+        run = await Tarry(client, queue).start(RunInput(), run_id=f"busy-{i}")
+        await run.wait_for({Phase.WAITING_USER})
+
+        async def send_tarry(n: int) -> None:
+            await run.send(f"reply {n}")
+
+        return send_tarry
+    handle = await client.start_workflow(FloorChatWorkflow.run, id=f"busy-{i}", task_queue=queue)
+
+    async def send_floor(n: int) -> None:
+        await handle.execute_update(FloorChatWorkflow.send, f"reply {n}")
+
+    return send_floor
+
+
+async def run(runs: int, turns: int, root: Path) -> list[Throughput]:
+    results = []
+    for i, way in enumerate(ways()):
+        results.append(await measure(way, runs, turns, root / f"throughput-{i}"))
+    console.print(render(runs, turns, results))
+    return results
+
+
+def render(runs: int, turns: int, results: Sequence[Throughput]) -> Table:
+    floor = results[FLOOR]
+    t = table(
+        f"Throughput: {runs} chat runs active at once on one worker process, {turns} replies "
+        "each, one model call per reply (low-latency config)",
+        "way", "turns/s", "x floor", "worker CPU ms/turn", "x floor",
+        "server CPU ms/turn", "x floor",
+    )  # fmt: skip
+    for r in results:
+        t.add_row(
+            r.way.label,
+            f"{r.per_second:,.1f}",
+            ratio(r.per_second, floor.per_second),
+            ms(r.cpu_per_turn),
+            ratio(r.cpu_per_turn, floor.cpu_per_turn),
+            ms(r.server_cpu / r.turns),
+            ratio(r.server_cpu, floor.server_cpu),
+        )
+    return t
