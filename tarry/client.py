@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.errordetails.v1 import WorkflowNotReadyFailure
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
@@ -74,6 +75,14 @@ _UNANSWERED = {
     RPCStatusCode.DEADLINE_EXCEEDED,  # ours, `QUERY_PATIENCE`
     RPCStatusCode.FAILED_PRECONDITION,  # "no poller seen for task queue recently"
 }
+
+
+SERVED_FOR = 30.0
+"""Seconds a handle trusts that a worker serves its run once it saw one poll: a chat's
+replies come seconds apart, and each check costs two RPCs before the reply travels."""
+NOT_READY_PATIENCE = 60.0
+"""Seconds an update is asked again while the server refuses it because the run's
+workflow task is failing or timing out (a worker too busy to finish it, or restarting)."""
 
 
 SUMMARY_MEMO = "summary"
@@ -145,6 +154,7 @@ class RunHandle:
     def __init__(self, client: Client, handle: WorkflowHandle[object, RunResult]) -> None:
         self._client = client
         self._handle = handle
+        self._served_until = 0.0  # `loop.time()` until which a worker is trusted to serve
 
     @property
     def id(self) -> str:
@@ -160,17 +170,9 @@ class RunHandle:
     async def send(self, text: str, *, id: str | None = None) -> RunState:
         """Delivers a reply and waits for the run's next stop point (the `send` update)."""
         message = _user_input(text, id)
-        await self._require_worker()
-        async with self._errors():
-            state: RunState = await self._handle.execute_update(
-                "send",
-                message,
-                # The same message id is the same update: the server answers a retry
-                # with the first call's outcome instead of running it again.
-                id=f"send-{id}" if id else None,
-                result_type=RunState,
-            )
-        return state
+        # The same message id is the same update: the server answers a retry with the
+        # first call's outcome instead of running it again.
+        return await self._update("send", message, id=f"send-{id}" if id else None)
 
     async def approve(
         self,
@@ -197,12 +199,27 @@ class RunHandle:
         """Like `approve`, but checked first (`APPROVAL_*` codes) and answered with the
         state at the run's next stop point (the `decide` update)."""
         decision = Decision(call_id=call_id, approved=approved, reason=reason, arguments=arguments)
+        return await self._update("decide", decision)
+
+    async def _update(self, name: str, arg: object, *, id: str | None = None) -> RunState:
+        """The update `name`, answered with the state at the run's next stop point.
+        While the run's workflow task is failing the server refuses the update without
+        admitting it (`WorkflowNotReadyFailure`), so asking again cannot deliver it twice."""
         await self._require_worker()
+        loop = asyncio.get_running_loop()
+        give_up, delay = loop.time() + NOT_READY_PATIENCE, 0.1
         async with self._errors():
-            state: RunState = await self._handle.execute_update(
-                "decide", decision, result_type=RunState
-            )
-        return state
+            while True:
+                try:
+                    state: RunState = await self._handle.execute_update(
+                        name, arg, id=id, result_type=RunState
+                    )
+                    return state
+                except RPCError as e:
+                    if not _not_ready(e) or loop.time() + delay > give_up:
+                        raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
 
     async def pause(self) -> None:
         async with self._errors():
@@ -242,6 +259,9 @@ class RunHandle:
         or an update would wait for one until the server gives up. Ended runs pass
         unless `even_ended`: Temporal refuses an update to one by itself (`RUN_ENDED`),
         but only a worker answers a query."""
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._served_until:
+            return
         description = await self.describe()
         if description.status is not WorkflowExecutionStatus.RUNNING and not even_ended:
             return
@@ -259,6 +279,7 @@ class RunHandle:
                 f"no worker polls task queue {queue!r}, so run {self.id!r} cannot answer;"
                 f" start one with `tarry worker` (TARRY_TASK_QUEUE={queue}) or `tarry dev`",
             )
+        self._served_until = loop.time() + SERVED_FOR
 
     async def transcript(self, start: int = 0) -> list[ChatMessage]:
         """The transcript from `start`, read page by page (each page a `transcript`
@@ -365,6 +386,12 @@ async def _translated_errors(run_id: str) -> AsyncIterator[None]:
         if e.type not in set(ErrorCode):
             raise
         raise TarryError(ErrorCode(e.type), e.message) from e
+
+
+def _not_ready(e: RPCError) -> bool:
+    """The server's refusal of an update while the run's workflow task is failing."""
+    status = e.grpc_status
+    return any(d.Is(WorkflowNotReadyFailure.DESCRIPTOR) for d in status.details)
 
 
 def _summary_of(prompt: str) -> str:
