@@ -110,7 +110,7 @@ def reply(results: Mapping[str, Sequence[reply_latency.Latencies]]) -> list[Targ
 
 
 def busy(results: Sequence[throughput.Throughput]) -> list[Target]:
-    floor = results[throughput.FLOOR]
+    floor = throughput.floor_of(results)
     return [
         Target(
             "throughput x Temporal's floor",

@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 from rich.table import Table
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from bench.floor import FloorChatWorkflow
 from bench.rig import console, dev_server, ms, ratio, shipped_label, table, tarry_env
@@ -58,6 +59,10 @@ class Throughput:
         return self.worker_cpu / self.turns
 
 
+COMPARISON = 1
+"""The index in `ways()` of Tarry at cache 0, a comparison that may fail to finish."""
+
+
 def ways() -> list[Way]:
     return [
         Way(f"(a) {shipped_label()}", True, tarry_env()),
@@ -66,8 +71,9 @@ def ways() -> list[Way]:
     ]
 
 
-FLOOR = 2
-"""The index in `ways()` of the row every other is divided by."""
+def floor_of(results: Sequence[Throughput]) -> Throughput:
+    """The row every other is divided by: Temporal's floor."""
+    return next(r for r in results if not r.way.tarry)
 
 
 def _cpu(pid: int) -> float:
@@ -143,13 +149,20 @@ async def _start(client: Client, queue: str, way: Way, i: int) -> Send:
 async def run(runs: int, turns: int, root: Path) -> list[Throughput]:
     results = []
     for i, way in enumerate(ways()):
-        results.append(await measure(way, runs, turns, root / f"throughput-{i}"))
+        try:
+            results.append(await measure(way, runs, turns, root / f"throughput-{i}"))
+        except (RPCError, RuntimeError) as e:
+            if i != COMPARISON:
+                raise
+            # At cache 0 every task replays its run's segment: under this load the worker
+            # may not finish tasks within their timeout, and the server refuses updates.
+            console.print(f"{way.label}: did not finish: {type(e).__name__}: {e}")
     console.print(render(runs, turns, results))
     return results
 
 
 def render(runs: int, turns: int, results: Sequence[Throughput]) -> Table:
-    floor = results[FLOOR]
+    floor = floor_of(results)
     t = table(
         f"Throughput: {runs} chat runs active at once on one worker process, {turns} replies "
         "each, one model call per reply (low-latency config)",
