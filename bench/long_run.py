@@ -43,8 +43,8 @@ from bench.rig import (
 )
 from tarry.client import Tarry, TarryError
 from tarry.contracts import RunInput
-from tarry.scripted_llm import ScriptedModel
 from tarry.servers import dev_server_args
+from tarry.testing.scripted_model import ScriptedModel
 from tests.faults import WorkerProcess
 
 MESSAGE_BYTES = 4096

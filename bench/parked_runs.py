@@ -44,8 +44,8 @@ from bench.rig import (
 )
 from tarry.client import Tarry
 from tarry.contracts import Phase, RunInput
-from tarry.scripted_llm import ScriptedModel
 from tarry.servers import dev_server_args
+from tarry.testing.scripted_model import ScriptedModel
 from tests.faults import WorkerProcess
 
 START_CONCURRENCY = 50

@@ -39,7 +39,7 @@ from bench.rig import (
     tarry_worker,
 )
 from tarry.contracts import Phase, RunInput
-from tarry.scripted_llm import ScriptedModel
+from tarry.testing.scripted_model import ScriptedModel
 
 WARM_UP = 3
 """Replies sent before the timed ones, so first-use costs are not counted."""

@@ -25,8 +25,8 @@ from bench.floor import FloorChatWorkflow
 from bench.rig import console, dev_server, ms, ratio, shipped_label, table, tarry_env
 from tarry.client import Tarry
 from tarry.contracts import Phase, RunInput
-from tarry.scripted_llm import ScriptedModel
 from tarry.servers import dev_server_args
+from tarry.testing.scripted_model import ScriptedModel
 from tests.faults import WorkerProcess
 
 Send = Callable[[int], Awaitable[None]]

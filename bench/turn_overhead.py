@@ -35,7 +35,7 @@ from bench.rig import (
     tarry_worker,
 )
 from tarry.contracts import ChatMessage, LlmRequest, Mode, Phase, RunInput, ToolInvocation
-from tarry.scripted_llm import ScriptedModel, ScriptStep, call, say
+from tarry.testing.scripted_model import ScriptedModel, ScriptStep, call, say
 
 PROMPT = "List the workspace again and again."
 WARM_UP_TURNS = 2

@@ -29,9 +29,9 @@ from tarry.client import RunHandle, Tarry
 from tarry.codec import data_converter
 from tarry.contracts import SEARCH_ATTRIBUTES, ChatMessage, RunInput, Timeouts
 from tarry.entrypoint import exit_now
-from tarry.scripted_llm import ScriptedModel
 from tarry.servers import add_search_attributes, dev_server_args, find_binary
 from tarry.settings import DEFAULT_WORKFLOW_CACHE, ModelProfile, TarrySettings
+from tarry.testing.scripted_model import ScriptedModel
 from workers.worker import build_worker
 from workflows.agent_run import AgentRunWorkflow
 

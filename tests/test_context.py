@@ -31,8 +31,8 @@ from tarry.contracts import (
     ToolDefinition,
     TranscriptQuery,
 )
-from tarry.scripted_llm import ScriptedModel, ScriptedToolCall, calls, say
 from tarry.settings import ModelProfile
+from tarry.testing.scripted_model import ScriptedModel, ScriptedToolCall, calls, say
 from tests.conftest import CANARY_KEY, FAST_TIMEOUTS, Agent
 from workers.worker import build_worker
 from workflows.memory import transcript_page

@@ -21,9 +21,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from tarry.client import Tarry, connect_temporal
 from tarry.contracts import SEARCH_ATTRIBUTES, ErrorCode, Phase, RunInput
-from tarry.scripted_llm import ECHO_PREFIX
 from tarry.servers import dev_server_args, find_binary
 from tarry.settings import TarrySettings
+from tarry.testing.scripted_model import ECHO_PREFIX
 from tests.faults import free_port
 
 WAITING = {Phase.WAITING_USER}
@@ -32,7 +32,7 @@ STOP_TIMEOUT = 60.0
 
 SERVE_DEV = (
     "import sys; from pathlib import Path; from tarry.entrypoint import run_main; "
-    "from tarry.devstack import serve_dev; from tarry.settings import TarrySettings; "
+    "from tarry.cli.devstack import serve_dev; from tarry.settings import TarrySettings; "
     "run_main(lambda: serve_dev(TarrySettings(), Path(sys.argv[1])))"
 )
 

@@ -27,12 +27,12 @@ from temporalio.worker import Replayer
 from activities.context import ContextStore
 from activities.llm import ModelClient
 from activities.tools import ToolHost
+from tarry.cli.codec_server import DEFAULT_ORIGIN, codec_app
 from tarry.client import RunHandle, Tarry, connect_temporal
 from tarry.codec import EncryptionCodec, new_key
-from tarry.codec_server import DEFAULT_ORIGIN, codec_app
 from tarry.contracts import ChatMessage, Phase, RunInput, RunState
-from tarry.scripted_llm import ScriptedModel, call, say
 from tarry.settings import ModelProfile, TarrySettings
+from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import CANARY_KEY, FAST_TIMEOUTS, temporal_cli, tool_result
 from workers.worker import build_worker
 from workflows.agent_run import AgentRunWorkflow

@@ -28,7 +28,7 @@ from activities.context import ContextStore
 from activities.llm import ModelClient
 from activities.tools import BUILTIN_TOOLS, ToolHost
 from tarry.contracts import Phase
-from tarry.scripted_llm import say
+from tarry.testing.scripted_model import say
 from workers.legacy_query import LegacyQueryHookMissing
 from workers.worker import build_worker
 

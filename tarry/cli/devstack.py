@@ -35,7 +35,6 @@ from activities.llm import ModelClient
 from activities.tools import ToolHost
 from tarry.client import Tarry, connect_temporal
 from tarry.logs import configure_logging
-from tarry.scripted_llm import ScriptedModel, ScriptStep
 from tarry.servers import (
     dev_server_args,
     find_binary,
@@ -44,6 +43,7 @@ from tarry.servers import (
 )
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.storage import storage_driver
+from tarry.testing.scripted_model import ScriptedModel, ScriptStep
 from workers.worker import build_worker
 
 T = TypeVar("T")
