@@ -41,11 +41,11 @@ from bench.rig import (
     table,
     tarry_env,
 )
+from tarry.cli.processes import WorkerProcess
 from tarry.client import Tarry, TarryError
 from tarry.contracts import RunInput
 from tarry.servers import dev_server_args
 from tarry.testing.scripted_model import ScriptedModel
-from tests.faults import WorkerProcess
 
 MESSAGE_BYTES = 4096
 TURN_TIMEOUT = 60.0

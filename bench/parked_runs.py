@@ -42,11 +42,11 @@ from bench.rig import (
     table,
     tarry_env,
 )
+from tarry.cli.processes import WorkerProcess
 from tarry.client import Tarry
 from tarry.contracts import Phase, RunInput
 from tarry.servers import dev_server_args
 from tarry.testing.scripted_model import ScriptedModel
-from tests.faults import WorkerProcess
 
 START_CONCURRENCY = 50
 SLOW = 1.0

@@ -16,15 +16,15 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 from temporalio.client import Client
+from temporalio.worker import Worker
 
-from activities.context import ContextStore
 from activities.llm import ModelClient
 from activities.tools import ToolHost
+from tarry.cli.processes import DevServer
 from tarry.client import Tarry, connect_temporal
 from tarry.servers import dev_server_args
 from tarry.settings import ModelProfile, TarrySettings
-from tests.faults import DevServer
-from workers.worker import build_worker
+from workers.plugin import TarryPlugin
 
 console = Console(highlight=False)
 if not console.is_terminal:
@@ -50,7 +50,7 @@ class Server:
 async def dev_server(config: Sequence[str], data_dir: Path | None = None) -> AsyncIterator[Server]:
     """A dev server of the benchmark's own on a SQLite file; `config` are the extra
     `start-dev` arguments (its dynamic config). Large payloads go to `<data_dir>/payloads`,
-    where `tests.faults.WorkerProcess` workers with `workspace_root=<data_dir>/workspaces`
+    where `tarry.cli.processes.WorkerProcess` workers with `workspace_root=<data_dir>/workspaces`
     look for them too."""
     with tempfile.TemporaryDirectory(prefix="tarry-bench-") as tmp:
         root = data_dir or Path(tmp)
@@ -64,20 +64,37 @@ async def dev_server(config: Sequence[str], data_dir: Path | None = None) -> Asy
 @dataclass(frozen=True)
 class InProcessTarry:
     tarry: Tarry
-    models: ModelClient
-    tools: ToolHost
+    plugin: TarryPlugin
+
+
+def tarry_plugin(
+    server: Server,
+    base_url: str,
+    workspace_root: Path,
+    workflow_cache: int | None = None,
+    stream: bool = True,
+) -> TarryPlugin:
+    """Tarry's worker parts with one `default` profile at `base_url` (asking for streamed
+    answers unless `stream` is false), conversations kept in the server's payload store,
+    and `workflow_cache` runs kept in memory (None: `shipped_cache()`)."""
+    cache = shipped_cache() if workflow_cache is None else workflow_cache
+    settings = TarrySettings(
+        temporal_address=server.process.address,
+        tarry_workspace_root=workspace_root,
+        tarry_storage_dir=server.storage,
+        tarry_workflow_cache=cache,
+    )
+    profile = ModelProfile(base_url=base_url, model="scripted", stream=stream)
+    return TarryPlugin(settings, profiles={"default": profile})
 
 
 def model_parts(
     server: Server, base_url: str, workspace_root: Path, stream: bool = True
 ) -> tuple[ModelClient, ToolHost]:
-    """The real LLM activity and tools, with one `default` profile at `base_url` (asking
-    for streamed answers unless `stream` is false), and conversations kept in the
-    server's payload store."""
-    tools = ToolHost(workspace_root)
-    profile = ModelProfile(base_url=base_url, model="scripted", stream=stream)
-    contexts = ContextStore.on_disk(server.storage, server.client.data_converter)
-    return ModelClient({"default": profile}, tools, contexts), tools
+    """Tarry's LLM activity and tools as `TarryPlugin` builds them, for the floors that
+    run them without Tarry's workflow; `models.aclose()` closes them."""
+    plugin = tarry_plugin(server, base_url, workspace_root, stream=stream)
+    return plugin.model_client(server.client.data_converter), plugin.tools
 
 
 def shipped_cache() -> int:
@@ -118,16 +135,15 @@ async def tarry_worker(
     workflow_cache: int | None = None,
     stream: bool = True,
 ) -> AsyncIterator[InProcessTarry]:
-    """Tarry's own worker (`build_worker`) in this process, on a task queue of its own,
+    """Tarry's own worker (`TarryPlugin`) in this process, on a task queue of its own,
     keeping `workflow_cache` runs in memory between their tasks (None: `shipped_cache()`)."""
-    models, tools = model_parts(server, base_url, workspace_root, stream)
+    plugin = tarry_plugin(server, base_url, workspace_root, workflow_cache, stream)
     queue = f"bench-{uuid.uuid4().hex[:8]}"
-    cache = shipped_cache() if workflow_cache is None else workflow_cache
     try:
-        async with build_worker(server.client, queue, models, tools, workflow_cache=cache):
-            yield InProcessTarry(Tarry(server.client, queue), models, tools)
+        async with Worker(server.client, task_queue=queue, plugins=[plugin]):
+            yield InProcessTarry(Tarry(server.client, queue), plugin)
     finally:
-        await models.aclose()
+        await plugin.aclose()
 
 
 # --- Memory -----------------------------------------------------------------------

@@ -23,11 +23,11 @@ from temporalio.client import Client
 
 from bench.floor import FloorChatWorkflow
 from bench.rig import console, dev_server, ms, ratio, shipped_label, table, tarry_env
+from tarry.cli.processes import WorkerProcess
 from tarry.client import Tarry
 from tarry.contracts import Phase, RunInput
 from tarry.servers import dev_server_args
 from tarry.testing.scripted_model import ScriptedModel
-from tests.faults import WorkerProcess
 
 Send = Callable[[int], Awaitable[None]]
 """Sends one reply (its number) to one run and waits for the answer."""

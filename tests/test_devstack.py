@@ -19,12 +19,12 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from tarry.cli.processes import free_port
 from tarry.client import Tarry, connect_temporal
 from tarry.contracts import SEARCH_ATTRIBUTES, ErrorCode, Phase, RunInput
 from tarry.servers import dev_server_args, find_binary
 from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import ECHO_PREFIX
-from tests.faults import free_port
 
 WAITING = {Phase.WAITING_USER}
 STARTUP_TIMEOUT = 90.0
