@@ -40,8 +40,8 @@ from bench.rig import (
     shipped_cache,
     table,
     tarry_env,
+    worker_process,
 )
-from tarry.cli.processes import WorkerProcess
 from tarry.client import Tarry, TarryError
 from tarry.contracts import RunInput
 from tarry.servers import dev_server_args
@@ -194,15 +194,7 @@ async def measure(setup: Setup, turns: int, budget: float, data_dir: Path) -> Lo
         ScriptedModel(when_exhausted="echo") as model,
     ):
         queue = f"long-{uuid.uuid4().hex[:8]}"
-        worker = WorkerProcess(
-            address=server.process.address,
-            task_queue=queue,
-            model_url=model.base_url,
-            workspace_root=data_dir / "workspaces",
-            log=data_dir / "worker.log",
-            module="workers",
-            extra_env=setup.worker_env(),
-        )
+        worker = worker_process(server, model, queue, data_dir, setup.worker_env())
         await worker.start()
         try:
             handle = await Tarry(server.client, queue).start(

@@ -41,8 +41,8 @@ from bench.rig import (
     shipped_label,
     table,
     tarry_env,
+    worker_process,
 )
-from tarry.cli.processes import WorkerProcess
 from tarry.client import Tarry
 from tarry.contracts import Phase, RunInput
 from tarry.servers import dev_server_args
@@ -147,14 +147,8 @@ async def measure(
     ):
         client = server.client
         queue = f"parked-{uuid.uuid4().hex[:8]}"
-        worker = WorkerProcess(
-            address=server.process.address,
-            task_queue=queue,
-            model_url=model.base_url,
-            workspace_root=data_dir / "workspaces",
-            log=data_dir / "worker.log",
-            module="workers" if variant.tarry else "bench.worker",
-            extra_env=variant.worker_env,
+        worker = worker_process(
+            server, model, queue, data_dir, variant.worker_env, floor=not variant.tarry
         )
         await worker.start()
         try:

@@ -7,7 +7,7 @@ import os
 import statistics
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +20,11 @@ from temporalio.worker import Worker
 
 from activities.llm import ModelClient
 from activities.tools import ToolHost
-from tarry.cli.processes import DevServer
+from tarry.cli.processes import DevServer, WorkerProcess
 from tarry.client import Tarry, connect_temporal
 from tarry.servers import dev_server_args
 from tarry.settings import ModelProfile, TarrySettings
+from tarry.testing.scripted_model import ScriptedModel
 from workers.plugin import TarryPlugin
 
 console = Console(highlight=False)
@@ -144,6 +145,29 @@ async def tarry_worker(
             yield InProcessTarry(Tarry(server.client, queue), plugin)
     finally:
         await plugin.aclose()
+
+
+def worker_process(
+    server: Server,
+    model: ScriptedModel,
+    queue: str,
+    data_dir: Path,
+    extra_env: Mapping[str, str],
+    *,
+    floor: bool = False,
+) -> WorkerProcess:
+    """A worker process on `queue` for `model`, its workspaces and log in `data_dir`, with
+    the payload store of `dev_server(..., data_dir)`: `python -m workers`, or with `floor`
+    `python -m bench.worker`."""
+    return WorkerProcess(
+        address=server.process.address,
+        task_queue=queue,
+        model_url=model.base_url,
+        workspace_root=data_dir / "workspaces",
+        log=data_dir / "worker.log",
+        module="bench.worker" if floor else "workers",
+        extra_env=extra_env,
+    )
 
 
 # --- Memory -----------------------------------------------------------------------

@@ -22,8 +22,16 @@ from rich.table import Table
 from temporalio.client import Client
 
 from bench.floor import FloorChatWorkflow
-from bench.rig import console, dev_server, ms, ratio, shipped_label, table, tarry_env
-from tarry.cli.processes import WorkerProcess
+from bench.rig import (
+    console,
+    dev_server,
+    ms,
+    ratio,
+    shipped_label,
+    table,
+    tarry_env,
+    worker_process,
+)
 from tarry.client import Tarry
 from tarry.contracts import Phase, RunInput
 from tarry.servers import dev_server_args
@@ -85,15 +93,7 @@ async def measure(way: Way, runs: int, turns: int, data_dir: Path) -> Throughput
         ScriptedModel(when_exhausted="echo") as model,
     ):
         queue = f"throughput-{uuid.uuid4().hex[:8]}"
-        worker = WorkerProcess(
-            address=server.process.address,
-            task_queue=queue,
-            model_url=model.base_url,
-            workspace_root=data_dir / "workspaces",
-            log=data_dir / "worker.log",
-            module="workers" if way.tarry else "bench.worker",
-            extra_env=way.worker_env,
-        )
+        worker = worker_process(server, model, queue, data_dir, way.worker_env, floor=not way.tarry)
         await worker.start()
         try:
             sends = await asyncio.gather(
