@@ -161,7 +161,7 @@ def test_a_client_and_a_worker_import_nothing_an_extra_installs() -> None:
     assert imports_of_extras(ROOT, blocked) == []
 
 
-_WITHOUT_EXTRAS = """
+_REFUSING_EXTRAS = """
 import importlib.abc, json, sys
 
 blocked = set(json.loads(sys.argv[1]))
@@ -169,28 +169,46 @@ blocked = set(json.loads(sys.argv[1]))
 class Refuse(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
         if name.split(".")[0] in blocked:
-            raise ModuleNotFoundError(f"{name} (only an extra installs it)", name=name)
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
 
 sys.meta_path.insert(0, Refuse())
-from tarry import Phase, RunInput, Tarry, TarryError, tool
-from tarry.settings import TarrySettings
-from workers.plugin import TarryPlugin
-import workers.__main__
-plugin = TarryPlugin(TarrySettings.model_construct(), tools=[])
-print(sorted(plugin.tools.names), sorted(m for m in sys.modules if m.split(".")[0] in blocked))
 """
 
 
-def test_a_client_and_a_worker_load_without_any_extra(tmp_path: Path) -> None:
-    blocked = extra_only_modules()
-    done = subprocess.run(
-        [sys.executable, "-c", _WITHOUT_EXTRAS, json.dumps(sorted(blocked))],
-        cwd=tmp_path,  # the installed package, not this checkout's directory on sys.path
+def without_extras(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Runs `code` in a Python where no module that only an extra installs can be imported,
+    as after `pip install tarry`."""
+    return subprocess.run(
+        [sys.executable, "-c", _REFUSING_EXTRAS + code, json.dumps(sorted(extra_only_modules()))],
+        cwd=cwd,  # the installed package, not this checkout's directory on sys.path
         capture_output=True,
         text=True,
         timeout=60,
     )
 
+
+def test_a_client_and_a_worker_load_without_any_extra(tmp_path: Path) -> None:
+    done = without_extras(
+        "from tarry import Phase, RunInput, Tarry, TarryError, tool\n"
+        "from tarry.settings import TarrySettings\n"
+        "from workers.plugin import TarryPlugin\n"
+        "import workers.__main__\n"
+        "plugin = TarryPlugin(TarrySettings.model_construct(), tools=[])\n"
+        "print(plugin.tools.names, sorted(m for m in sys.modules if m.split('.')[0] in blocked))\n",
+        tmp_path,
+    )
+
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['finish'] []"
+    assert done.stdout == "['finish'] []\n"
+
+
+def test_the_tarry_command_without_its_extra_says_how_to_install_it(tmp_path: Path) -> None:
+    done = without_extras("from tarry.cli import main\nmain()\n", tmp_path)
+
+    assert done.returncode == 1
+    assert re.fullmatch(
+        r"error: the tarry command needs the cli extra \((typer|rich|aiohttp) is missing\); "
+        r"install it with: pip install 'tarry\[cli\]'\n",
+        done.stderr,
+    ), done.stderr
