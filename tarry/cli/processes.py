@@ -22,7 +22,6 @@ import socket
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 
 from temporalio.client import Client
 
@@ -202,9 +201,7 @@ class DevServer:
         await self.start()
         return self
 
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
 
 
