@@ -81,7 +81,11 @@ def _read_from(path: Path, offset: int) -> bytes:
 
 
 async def _spawn(
-    command: Sequence[str], log: Path, **options: object
+    command: Sequence[str],
+    log: Path,
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[asyncio.subprocess.Process, int]:
     """Starts `command` in a session of its own, its output appended to `log` after a
     header line; returns the process and where its output begins in the log."""
@@ -96,7 +100,8 @@ async def _spawn(
             stdout=out,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            **options,  # type: ignore[arg-type]
+            cwd=cwd,
+            env=env,
         )
     return process, offset
 
@@ -128,7 +133,6 @@ class DevServer:
         self._http_port = free_port()
         self._metrics_port = free_port()
         self.process: asyncio.subprocess.Process | None = None
-        self.starts = 0
 
     @property
     def address(self) -> str:
@@ -160,7 +164,6 @@ class DevServer:
         """Starts the server and returns once it answers RPCs; `DevServerError` when it
         exits first or stays silent past `timeout` (it is left running: `stop()` it)."""
         self.process, _ = await _spawn(self.command(), self.log)
-        self.starts += 1
         process = self.process
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
