@@ -16,7 +16,7 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import Interceptor, Worker
 
 from activities.llm import ModelClient
 from activities.tools import ToolHost
@@ -168,6 +168,36 @@ def worker_process(
         module="bench.worker" if floor else "workers",
         extra_env=extra_env,
     )
+
+
+@asynccontextmanager
+async def floor_worker(
+    server: Server,
+    base_url: str,
+    workspace_root: Path,
+    workflow: type,
+    *,
+    with_tools: bool = False,
+    interceptors: Sequence[Interceptor] = (),
+) -> AsyncIterator[str]:
+    """Temporal's floor: a plain SDK worker for `workflow` (`bench.floor`) on a task queue
+    of its own, running Tarry's model activity (and tools, `with_tools`) as `TarryPlugin`
+    builds them, without Tarry's workflow or worker settings; yields the queue."""
+    plugin = tarry_plugin(server, base_url, workspace_root)
+    models = plugin.model_client(server.client.data_converter)
+    tools = plugin.tools.activities() if with_tools else []
+    queue = f"bench-floor-{uuid.uuid4().hex[:8]}"
+    try:
+        async with Worker(
+            server.client,
+            task_queue=queue,
+            workflows=[workflow],
+            activities=[models.call_llm, *tools],
+            interceptors=interceptors,
+        ):
+            yield queue
+    finally:
+        await plugin.aclose()
 
 
 # --- Memory -----------------------------------------------------------------------

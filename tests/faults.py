@@ -20,7 +20,6 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -198,9 +197,7 @@ class FunctionModel:
         await self.start()
         return self
 
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     def _event(self, events: dict[str, asyncio.Event], tag: str) -> asyncio.Event:
