@@ -357,7 +357,9 @@ async def _translated_errors(run_id: str) -> AsyncIterator[None]:
     except RPCError as e:
         if e.status is not RPCStatusCode.NOT_FOUND:
             raise
-        if "completed" in e.message:
+        # An update to an ended run ("workflow execution already completed"), or one
+        # the run ended under ("workflow update was aborted by closing workflow").
+        if "completed" in e.message or "closing workflow" in e.message:
             raise TarryError(ErrorCode.RUN_ENDED, f"run {run_id!r} has ended") from e
         raise TarryError(
             ErrorCode.RUN_NOT_FOUND,

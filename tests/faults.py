@@ -32,6 +32,7 @@ from tarry.cli.processes import HOST, WorkerProcess
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import (
     ChatMessage,
+    ErrorCode,
     FunctionCall,
     RunInput,
     RunResult,
@@ -39,7 +40,7 @@ from tarry.contracts import (
     ToolCall,
     ToolResult,
 )
-from tarry.settings import DEFAULT_WORKFLOW_CACHE
+from tarry.settings import DEFAULT_STICKY_TIMEOUT, DEFAULT_WORKFLOW_CACHE
 from workflows.agent_run import AgentRunWorkflow
 
 T = TypeVar("T")
@@ -71,8 +72,9 @@ async def eventually(
     what: str = "",
 ) -> T:
     """`action()` until it succeeds: while a server restarts or no worker answers, RPCs
-    fail or hang. A `TarryError` is an answer, not a fault, and is raised at once; after
-    `timeout` seconds the last failure is raised."""
+    fail or hang. A `TarryError` is an answer, not a fault, and is raised at once, but
+    for `RUN_NOT_SERVED`: a restarted server knows a worker's polls only once they come
+    again. After `timeout` seconds the last failure is raised."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     delay = 0.1
@@ -80,9 +82,9 @@ async def eventually(
         try:
             async with asyncio.timeout(min(attempt_timeout, max(0.1, deadline - loop.time()))):
                 return await action()
-        except TarryError:
-            raise
         except Exception as e:
+            if isinstance(e, TarryError) and e.code is not ErrorCode.RUN_NOT_SERVED:
+                raise
             if loop.time() + delay > deadline:
                 raise TimeoutError(f"gave up after {timeout:g}s{f' ({what})' if what else ''}: "
                                    f"{type(e).__name__}: {e}") from e  # fmt: skip
@@ -391,6 +393,8 @@ class CrashRig:
     log_dir: Path
     workflow_cache: int = DEFAULT_WORKFLOW_CACHE
     """The cache every worker process of the rig keeps (`TARRY_WORKFLOW_CACHE`)."""
+    sticky_timeout: float = DEFAULT_STICKY_TIMEOUT
+    """How long a task waits for a dead worker's sticky queue (`TARRY_STICKY_TIMEOUT`)."""
     task_queue: str = field(default_factory=lambda: f"faults-{uuid.uuid4().hex[:8]}")
     workers: list[WorkerProcess] = field(default_factory=list)
     runs: list[RunHandle] = field(default_factory=list)
@@ -407,7 +411,10 @@ class CrashRig:
             model_url=self.model_url,
             workspace_root=self.workspace_root,
             log=self.log_dir / f"worker-{len(self.workers) + 1}.log",
-            extra_env={"TARRY_WORKFLOW_CACHE": str(self.workflow_cache)},
+            extra_env={
+                "TARRY_WORKFLOW_CACHE": str(self.workflow_cache),
+                "TARRY_STICKY_TIMEOUT": str(self.sticky_timeout),
+            },
         )
         self.workers.append(worker)
         await worker.start()

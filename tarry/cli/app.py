@@ -119,6 +119,8 @@ async def _connect(settings: TarrySettings) -> Tarry:
     try:
         async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
             return await Tarry.connect(settings)
+    except EncryptionKeyError:
+        raise  # a ValueError too, with its own message
     # The SDK reports an address it cannot parse as a ValueError ("invalid target URL").
     except ValueError as e:
         raise CliError(
