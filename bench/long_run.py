@@ -40,12 +40,12 @@ from bench.rig import (
     shipped_cache,
     table,
     tarry_env,
+    worker_process,
 )
 from tarry.client import Tarry, TarryError
 from tarry.contracts import RunInput
-from tarry.scripted_llm import ScriptedModel
 from tarry.servers import dev_server_args
-from tests.faults import WorkerProcess
+from tarry.testing.scripted_model import ScriptedModel
 
 MESSAGE_BYTES = 4096
 TURN_TIMEOUT = 60.0
@@ -194,15 +194,7 @@ async def measure(setup: Setup, turns: int, budget: float, data_dir: Path) -> Lo
         ScriptedModel(when_exhausted="echo") as model,
     ):
         queue = f"long-{uuid.uuid4().hex[:8]}"
-        worker = WorkerProcess(
-            address=server.process.address,
-            task_queue=queue,
-            model_url=model.base_url,
-            workspace_root=data_dir / "workspaces",
-            log=data_dir / "worker.log",
-            module="workers",
-            extra_env=setup.worker_env(),
-        )
+        worker = worker_process(server, model, queue, data_dir, setup.worker_env())
         await worker.start()
         try:
             handle = await Tarry(server.client, queue).start(

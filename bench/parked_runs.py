@@ -41,12 +41,12 @@ from bench.rig import (
     shipped_label,
     table,
     tarry_env,
+    worker_process,
 )
 from tarry.client import Tarry
 from tarry.contracts import Phase, RunInput
-from tarry.scripted_llm import ScriptedModel
 from tarry.servers import dev_server_args
-from tests.faults import WorkerProcess
+from tarry.testing.scripted_model import ScriptedModel
 
 START_CONCURRENCY = 50
 SLOW = 1.0
@@ -147,14 +147,8 @@ async def measure(
     ):
         client = server.client
         queue = f"parked-{uuid.uuid4().hex[:8]}"
-        worker = WorkerProcess(
-            address=server.process.address,
-            task_queue=queue,
-            model_url=model.base_url,
-            workspace_root=data_dir / "workspaces",
-            log=data_dir / "worker.log",
-            module="workers" if variant.tarry else "bench.worker",
-            extra_env=variant.worker_env,
+        worker = worker_process(
+            server, model, queue, data_dir, variant.worker_env, floor=not variant.tarry
         )
         await worker.start()
         try:

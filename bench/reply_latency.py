@@ -21,7 +21,6 @@ from temporalio.worker import (
     ActivityInboundInterceptor,
     ExecuteActivityInput,
     Interceptor,
-    Worker,
 )
 
 from bench.floor import FloorChatWorkflow
@@ -30,7 +29,7 @@ from bench.rig import (
     Server,
     console,
     dev_server,
-    model_parts,
+    floor_worker,
     ms,
     percentile,
     ratio,
@@ -39,7 +38,7 @@ from bench.rig import (
     tarry_worker,
 )
 from tarry.contracts import Phase, RunInput
-from tarry.scripted_llm import ScriptedModel
+from tarry.testing.scripted_model import ScriptedModel
 
 WARM_UP = 3
 """Replies sent before the timed ones, so first-use costs are not counted."""
@@ -100,30 +99,19 @@ async def _floor(server: Server, samples: int, root: Path) -> tuple[Latencies, L
     arrived = Latencies("(b) Temporal floor: update → model request")
     stamps = _StartStamps()
     async with ScriptedModel(when_exhausted="echo") as model:
-        models, _ = model_parts(server, model.base_url, root)
-        queue = f"bench-reply-{uuid.uuid4().hex[:8]}"
-        worker = Worker(
-            server.client,
-            task_queue=queue,
-            workflows=[FloorChatWorkflow],
-            activities=[models.call_llm],
-            interceptors=[stamps],
-        )
-        try:
-            async with worker:
-                handle = await server.client.start_workflow(
-                    FloorChatWorkflow.run, id=f"floor-chat-{uuid.uuid4().hex[:8]}", task_queue=queue
-                )
-                for n in range(WARM_UP + samples):
-                    sent = time.monotonic()
-                    await handle.execute_update(FloorChatWorkflow.send, f"reply {n}")
-                    if n >= WARM_UP:
-                        started.seconds.append(stamps.started[-1] - sent)
-                        arrived.seconds.append(model.requests[-1].arrived - sent)
-                await handle.signal(FloorChatWorkflow.finish)
-                await handle.result()
-        finally:
-            await models.aclose()
+        floor = floor_worker(server, model.base_url, root, FloorChatWorkflow, interceptors=[stamps])
+        async with floor as queue:
+            handle = await server.client.start_workflow(
+                FloorChatWorkflow.run, id=f"floor-chat-{uuid.uuid4().hex[:8]}", task_queue=queue
+            )
+            for n in range(WARM_UP + samples):
+                sent = time.monotonic()
+                await handle.execute_update(FloorChatWorkflow.send, f"reply {n}")
+                if n >= WARM_UP:
+                    started.seconds.append(stamps.started[-1] - sent)
+                    arrived.seconds.append(model.requests[-1].arrived - sent)
+            await handle.signal(FloorChatWorkflow.finish)
+            await handle.result()
     return started, arrived
 
 

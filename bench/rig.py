@@ -7,7 +7,7 @@ import os
 import statistics
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,15 +16,16 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 from temporalio.client import Client
+from temporalio.worker import Interceptor, Worker
 
-from activities.context import ContextStore
 from activities.llm import ModelClient
 from activities.tools import ToolHost
+from tarry.cli.processes import DevServer, WorkerProcess
 from tarry.client import Tarry, connect_temporal
 from tarry.servers import dev_server_args
 from tarry.settings import ModelProfile, TarrySettings
-from tests.faults import DevServer
-from workers.worker import build_worker
+from tarry.testing.scripted_model import ScriptedModel
+from workers.plugin import TarryPlugin
 
 console = Console(highlight=False)
 if not console.is_terminal:
@@ -50,7 +51,7 @@ class Server:
 async def dev_server(config: Sequence[str], data_dir: Path | None = None) -> AsyncIterator[Server]:
     """A dev server of the benchmark's own on a SQLite file; `config` are the extra
     `start-dev` arguments (its dynamic config). Large payloads go to `<data_dir>/payloads`,
-    where `tests.faults.WorkerProcess` workers with `workspace_root=<data_dir>/workspaces`
+    where `tarry.cli.processes.WorkerProcess` workers with `workspace_root=<data_dir>/workspaces`
     look for them too."""
     with tempfile.TemporaryDirectory(prefix="tarry-bench-") as tmp:
         root = data_dir or Path(tmp)
@@ -64,20 +65,37 @@ async def dev_server(config: Sequence[str], data_dir: Path | None = None) -> Asy
 @dataclass(frozen=True)
 class InProcessTarry:
     tarry: Tarry
-    models: ModelClient
-    tools: ToolHost
+    plugin: TarryPlugin
+
+
+def tarry_plugin(
+    server: Server,
+    base_url: str,
+    workspace_root: Path,
+    workflow_cache: int | None = None,
+    stream: bool = True,
+) -> TarryPlugin:
+    """Tarry's worker parts with one `default` profile at `base_url` (asking for streamed
+    answers unless `stream` is false), conversations kept in the server's payload store,
+    and `workflow_cache` runs kept in memory (None: `shipped_cache()`)."""
+    cache = shipped_cache() if workflow_cache is None else workflow_cache
+    settings = TarrySettings(
+        temporal_address=server.process.address,
+        tarry_workspace_root=workspace_root,
+        tarry_storage_dir=server.storage,
+        tarry_workflow_cache=cache,
+    )
+    profile = ModelProfile(base_url=base_url, model="scripted", stream=stream)
+    return TarryPlugin(settings, profiles={"default": profile})
 
 
 def model_parts(
     server: Server, base_url: str, workspace_root: Path, stream: bool = True
 ) -> tuple[ModelClient, ToolHost]:
-    """The real LLM activity and tools, with one `default` profile at `base_url` (asking
-    for streamed answers unless `stream` is false), and conversations kept in the
-    server's payload store."""
-    tools = ToolHost(workspace_root)
-    profile = ModelProfile(base_url=base_url, model="scripted", stream=stream)
-    contexts = ContextStore.on_disk(server.storage, server.client.data_converter)
-    return ModelClient({"default": profile}, tools, contexts), tools
+    """Tarry's LLM activity and tools as `TarryPlugin` builds them, for the floors that
+    run them without Tarry's workflow; `models.aclose()` closes them."""
+    plugin = tarry_plugin(server, base_url, workspace_root, stream=stream)
+    return plugin.model_client(server.client.data_converter), plugin.tools
 
 
 def shipped_cache() -> int:
@@ -118,16 +136,68 @@ async def tarry_worker(
     workflow_cache: int | None = None,
     stream: bool = True,
 ) -> AsyncIterator[InProcessTarry]:
-    """Tarry's own worker (`build_worker`) in this process, on a task queue of its own,
+    """Tarry's own worker (`TarryPlugin`) in this process, on a task queue of its own,
     keeping `workflow_cache` runs in memory between their tasks (None: `shipped_cache()`)."""
-    models, tools = model_parts(server, base_url, workspace_root, stream)
+    plugin = tarry_plugin(server, base_url, workspace_root, workflow_cache, stream)
     queue = f"bench-{uuid.uuid4().hex[:8]}"
-    cache = shipped_cache() if workflow_cache is None else workflow_cache
     try:
-        async with build_worker(server.client, queue, models, tools, workflow_cache=cache):
-            yield InProcessTarry(Tarry(server.client, queue), models, tools)
+        async with Worker(server.client, task_queue=queue, plugins=[plugin]):
+            yield InProcessTarry(Tarry(server.client, queue), plugin)
     finally:
-        await models.aclose()
+        await plugin.aclose()
+
+
+def worker_process(
+    server: Server,
+    model: ScriptedModel,
+    queue: str,
+    data_dir: Path,
+    extra_env: Mapping[str, str],
+    *,
+    floor: bool = False,
+) -> WorkerProcess:
+    """A worker process on `queue` for `model`, its workspaces and log in `data_dir`, with
+    the payload store of `dev_server(..., data_dir)`: `python -m workers`, or with `floor`
+    `python -m bench.worker`."""
+    return WorkerProcess(
+        address=server.process.address,
+        task_queue=queue,
+        model_url=model.base_url,
+        workspace_root=data_dir / "workspaces",
+        log=data_dir / "worker.log",
+        module="bench.worker" if floor else "workers",
+        extra_env=extra_env,
+    )
+
+
+@asynccontextmanager
+async def floor_worker(
+    server: Server,
+    base_url: str,
+    workspace_root: Path,
+    workflow: type,
+    *,
+    with_tools: bool = False,
+    interceptors: Sequence[Interceptor] = (),
+) -> AsyncIterator[str]:
+    """Temporal's floor: a plain SDK worker for `workflow` (`bench.floor`) on a task queue
+    of its own, running Tarry's model activity (and tools, `with_tools`) as `TarryPlugin`
+    builds them, without Tarry's workflow or worker settings; yields the queue."""
+    plugin = tarry_plugin(server, base_url, workspace_root)
+    models = plugin.model_client(server.client.data_converter)
+    tools = plugin.tools.activities() if with_tools else []
+    queue = f"bench-floor-{uuid.uuid4().hex[:8]}"
+    try:
+        async with Worker(
+            server.client,
+            task_queue=queue,
+            workflows=[workflow],
+            activities=[models.call_llm, *tools],
+            interceptors=interceptors,
+        ):
+            yield queue
+    finally:
+        await plugin.aclose()
 
 
 # --- Memory -----------------------------------------------------------------------

@@ -16,11 +16,11 @@ from pathlib import Path
 from rich.table import Table
 
 from bench.rig import console, ms, ratio, table
+from tarry.cli.processes import DevServer, free_port
 from tarry.client import Tarry, connect_temporal
 from tarry.contracts import Phase, RunInput
 from tarry.servers import find_binary
 from tarry.settings import TarrySettings
-from tests.faults import DevServer, free_port
 
 READY_TIMEOUT = 120.0
 

@@ -32,7 +32,7 @@ from bench.rig import (
 )
 from tarry.client import RunHandle
 from tarry.contracts import Phase, RunInput
-from tarry.scripted_llm import ScriptedModel, say
+from tarry.testing.scripted_model import ScriptedModel, say
 
 WRITING_SECONDS = 2.0
 ANSWER = "word " * 100

@@ -23,12 +23,20 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from bench.floor import FloorChatWorkflow
-from bench.rig import console, dev_server, ms, ratio, shipped_label, table, tarry_env
+from bench.rig import (
+    console,
+    dev_server,
+    ms,
+    ratio,
+    shipped_label,
+    table,
+    tarry_env,
+    worker_process,
+)
 from tarry.client import Tarry
 from tarry.contracts import Phase, RunInput
-from tarry.scripted_llm import ScriptedModel
 from tarry.servers import dev_server_args
-from tests.faults import WorkerProcess
+from tarry.testing.scripted_model import ScriptedModel
 
 Send = Callable[[int], Awaitable[None]]
 """Sends one reply (its number) to one run and waits for the answer."""
@@ -91,15 +99,7 @@ async def measure(way: Way, runs: int, turns: int, data_dir: Path) -> Throughput
         ScriptedModel(when_exhausted="echo") as model,
     ):
         queue = f"throughput-{uuid.uuid4().hex[:8]}"
-        worker = WorkerProcess(
-            address=server.process.address,
-            task_queue=queue,
-            model_url=model.base_url,
-            workspace_root=data_dir / "workspaces",
-            log=data_dir / "worker.log",
-            module="workers" if way.tarry else "bench.worker",
-            extra_env=way.worker_env,
-        )
+        worker = worker_process(server, model, queue, data_dir, way.worker_env, floor=not way.tarry)
         await worker.start()
         try:
             sends = await asyncio.gather(

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from rich.table import Table
 from temporalio.testing import ActivityEnvironment
-from temporalio.worker import Worker
 
 from bench.floor import FloorTurnsWorkflow
 from bench.rig import (
@@ -27,6 +26,7 @@ from bench.rig import (
     Server,
     console,
     dev_server,
+    floor_worker,
     model_parts,
     ms,
     ratio,
@@ -35,7 +35,7 @@ from bench.rig import (
     tarry_worker,
 )
 from tarry.contracts import ChatMessage, LlmRequest, Mode, Phase, RunInput, ToolInvocation
-from tarry.scripted_llm import ScriptedModel, ScriptStep, call, say
+from tarry.testing.scripted_model import ScriptedModel, ScriptStep, call, say
 
 PROMPT = "List the workspace again and again."
 WARM_UP_TURNS = 2
@@ -106,28 +106,19 @@ async def _tarry(
 
 
 async def _floor(server: Server, model: ScriptedModel, turns: int, root: Path) -> Outcome:
-    models, tools = model_parts(server, model.base_url, root)
-    queue = f"bench-floor-{uuid.uuid4().hex[:8]}"
-    worker = Worker(
-        server.client,
-        task_queue=queue,
-        workflows=[FloorTurnsWorkflow],
-        activities=[models.call_llm, *tools.activities()],
-    )
-    try:
-        async with worker:
+    async with floor_worker(
+        server, model.base_url, root, FloorTurnsWorkflow, with_tools=True
+    ) as queue:
 
-            async def converse(n: int) -> None:
-                await server.client.execute_workflow(
-                    FloorTurnsWorkflow.run,
-                    PROMPT,
-                    id=f"floor-{uuid.uuid4().hex[:8]}",
-                    task_queue=queue,
-                )
+        async def converse(n: int) -> None:
+            await server.client.execute_workflow(
+                FloorTurnsWorkflow.run,
+                PROMPT,
+                id=f"floor-{uuid.uuid4().hex[:8]}",
+                task_queue=queue,
+            )
 
-            return await _timed(model, turns, converse)
-    finally:
-        await models.aclose()
+        return await _timed(model, turns, converse)
 
 
 async def _plain_loop(server: Server, model: ScriptedModel, turns: int, root: Path) -> Outcome:

@@ -18,23 +18,19 @@ from datetime import timedelta
 
 from temporalio.worker import Worker
 
-from activities.context import ContextStore
-from activities.llm import ModelClient
-from activities.tools import ToolHost
 from bench.floor import FloorChatWorkflow, ParkedWorkflow
 from tarry.client import connect_temporal
 from tarry.entrypoint import run_main
 from tarry.settings import TarrySettings
-from tarry.storage import storage_driver
+from workers.plugin import TarryPlugin
 
 
 async def main() -> int:
     settings = TarrySettings()
     client = await connect_temporal(settings)
-    contexts = ContextStore(storage_driver(settings), client.data_converter)
-    models = ModelClient(
-        settings.model_profiles(), ToolHost(settings.tarry_workspace_root), contexts
-    )
+    # Tarry's model activity as Tarry's worker builds it, under the floor's workflows.
+    plugin = TarryPlugin(settings)
+    models = plugin.model_client(client.data_converter)
     worker = Worker(
         client,
         task_queue=settings.tarry_task_queue,
@@ -52,7 +48,7 @@ async def main() -> int:
     async with worker:
         print("worker ready", file=sys.stderr, flush=True)
         await stop.wait()
-    await models.aclose()
+    await plugin.aclose()
     return 0
 
 

@@ -1,0 +1,32 @@
+"""Tarry: durable, human-in-the-loop LLM agent runs on Temporal.
+
+The ground floor: what a library user imports to start and talk to runs (`Tarry`,
+`RunHandle`), what runs take and give (`RunInput`, `Phase`, `RunState`, ...) and how a
+tool is declared (`tool`, `ToolContext`, `ToolError`). Workers live in `workers/`
+(`workers.plugin.TarryPlugin`); the command line in `tarry.cli`.
+"""
+
+from tarry.client import RunHandle, Tarry, TarryError, connect_temporal
+from tarry.contracts import ErrorCode, Mode, Phase, RunInput, RunResult, RunState, WaitingFor
+from tarry.settings import ModelProfile, TarrySettings
+from tarry.tools import Tool, ToolContext, ToolError, tool
+
+__all__ = [
+    "ErrorCode",
+    "Mode",
+    "ModelProfile",
+    "Phase",
+    "RunHandle",
+    "RunInput",
+    "RunResult",
+    "RunState",
+    "Tarry",
+    "TarryError",
+    "TarrySettings",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "WaitingFor",
+    "connect_temporal",
+    "tool",
+]

@@ -54,8 +54,17 @@ from tarry.contracts import (
     reply_problem,
 )
 from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
-from tarry.render import shorten
 from tarry.settings import TarrySettings
+from tarry.text import shorten
+
+__all__ = [
+    "QUERY_PATIENCE",
+    "SUMMARY_MEMO",
+    "RunHandle",
+    "Tarry",
+    "TarryError",
+    "connect_temporal",
+]
 
 # sdk-python #300: the SDK's service client and its services refer to each other (a
 # reference cycle), so the Rust connection under a client is freed only by the cycle

@@ -28,6 +28,15 @@ from temporalio.converter import DataConverter, PayloadCodec
 from tarry.settings import TarrySettings
 from tarry.storage import external_storage
 
+__all__ = [
+    "ENCODING",
+    "KEY_ID",
+    "EncryptionCodec",
+    "EncryptionKeyError",
+    "data_converter",
+    "new_key",
+]
+
 ENCODING = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
 _NONCE_BYTES = 12

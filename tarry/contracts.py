@@ -15,6 +15,52 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from temporalio.common import SearchAttributeKey
 
+__all__ = [
+    "DEFAULT_TASK_QUEUE",
+    "FINISH_TOOL",
+    "INTERRUPTED_NOTE",
+    "LLM_ACTIVITY",
+    "MAX_INPUT_BYTES",
+    "MODEL_ATTRIBUTE",
+    "PHASE_ATTRIBUTE",
+    "SEARCH_ATTRIBUTES",
+    "TOOL_CATALOGUE_ACTIVITY",
+    "TRANSCRIPT_PAGE_BYTES",
+    "TURNS_ATTRIBUTE",
+    "WAITING_FOR_ATTRIBUTE",
+    "WORKFLOW_TYPE",
+    "ApprovalDefault",
+    "CatalogueRequest",
+    "ChatMessage",
+    "ContextRef",
+    "Decision",
+    "DecisionRecord",
+    "ErrorCode",
+    "ErrorInfo",
+    "FinishArguments",
+    "FunctionCall",
+    "LlmRequest",
+    "LlmResponse",
+    "Mode",
+    "PendingApproval",
+    "Phase",
+    "RunInput",
+    "RunResult",
+    "RunState",
+    "StopRequest",
+    "Timeouts",
+    "ToolCall",
+    "ToolDefinition",
+    "ToolInvocation",
+    "ToolResult",
+    "TranscriptPage",
+    "TranscriptQuery",
+    "Usage",
+    "UserInput",
+    "WaitingFor",
+    "reply_problem",
+]
+
 WORKFLOW_TYPE = "AgentRun"
 DEFAULT_TASK_QUEUE = "tarry"
 LLM_ACTIVITY = "call_llm"

@@ -16,6 +16,11 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn
 
+__all__ = [
+    "exit_now",
+    "run_main",
+]
+
 
 def exit_now(code: int) -> NoReturn:
     """Flushes logs and standard streams, then ends the process with `code`."""

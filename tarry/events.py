@@ -15,6 +15,12 @@ from pydantic import BaseModel
 
 from tarry.contracts import ChatMessage, RunState, Usage
 
+__all__ = [
+    "EVENTS_TOPIC",
+    "EventKind",
+    "RunEvent",
+]
+
 EVENTS_TOPIC = "events"
 """The one topic of a run's stream."""
 

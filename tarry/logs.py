@@ -15,6 +15,12 @@ from temporalio.exceptions import ApplicationError
 
 from tarry.contracts import ErrorCode
 
+__all__ = [
+    "FORMAT",
+    "ExpectedFailures",
+    "configure_logging",
+]
+
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 

@@ -20,6 +20,18 @@ from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKe
 
 from tarry.contracts import SEARCH_ATTRIBUTES
 
+__all__ = [
+    "LOW_LATENCY_CONFIG",
+    "add_search_attributes",
+    "cli_type",
+    "dev_server_args",
+    "find_binary",
+    "missing_search_attributes",
+    "register_search_attributes",
+    "search_attribute_command",
+    "search_attribute_specs",
+]
+
 # The dev server polls its task queues at 20 requests per second by default, which adds
 # ~45 ms to every workflow task that follows an activity. Agents take many such steps.
 LOW_LATENCY_CONFIG = {

@@ -16,6 +16,14 @@ from temporalio.converter import StorageDriver
 
 from tarry.contracts import DEFAULT_TASK_QUEUE
 
+__all__ = [
+    "DEFAULT_STICKY_TIMEOUT",
+    "DEFAULT_WORKFLOW_CACHE",
+    "DEFAULT_WORKFLOW_TASK_POLLERS",
+    "ModelProfile",
+    "TarrySettings",
+]
+
 DEFAULT_WORKFLOW_CACHE = 1000
 """Runs a worker keeps in memory between their workflow tasks: enough for the runs a
 worker has awake (working, or waiting on a person who is answering). A run that is

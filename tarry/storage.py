@@ -34,6 +34,15 @@ from temporalio.exceptions import ApplicationError
 from tarry.contracts import ErrorCode
 from tarry.settings import TarrySettings
 
+__all__ = [
+    "DRIVER_TYPE",
+    "MAX_PAYLOAD_BYTES",
+    "FileStorageDriver",
+    "StoredPayloadMissing",
+    "external_storage",
+    "storage_driver",
+]
+
 DRIVER_TYPE = "tarry.file"
 MAX_PAYLOAD_BYTES = 50 * 1024 * 1024
 """The largest payload the filesystem driver takes (the S3 driver's default too)."""

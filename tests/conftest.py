@@ -20,19 +20,17 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer
+from temporalio.worker import Replayer, Worker
 
-from activities.context import ContextStore
-from activities.llm import ModelClient
-from activities.tools import BUILTIN_TOOLS, Tool, ToolHost
+from activities.tools import BUILTIN_TOOLS, Tool
 from tarry.client import RunHandle, Tarry
 from tarry.codec import data_converter
 from tarry.contracts import SEARCH_ATTRIBUTES, ChatMessage, RunInput, Timeouts
 from tarry.entrypoint import exit_now
-from tarry.scripted_llm import ScriptedModel
 from tarry.servers import add_search_attributes, dev_server_args, find_binary
 from tarry.settings import DEFAULT_WORKFLOW_CACHE, ModelProfile, TarrySettings
-from workers.worker import build_worker
+from tarry.testing.scripted_model import ScriptedModel
+from workers.plugin import TarryPlugin
 from workflows.agent_run import AgentRunWorkflow
 
 CANARY_KEY = "sk-tarry-canary-0c7f3b9e1d"
@@ -234,22 +232,25 @@ async def agent_factory(
             )
         }
         task_queue = f"test-{uuid.uuid4().hex[:8]}"
-        host = ToolHost(tmp_path / "workspaces", (*BUILTIN_TOOLS, *tools))
+        settings = TarrySettings.model_construct(
+            tarry_workspace_root=tmp_path / "workspaces",
+            tarry_storage_dir=tmp_path / "payloads",
+            tarry_workflow_cache=workflow_cache,
+        )
+        plugin = TarryPlugin(settings, tools=(*BUILTIN_TOOLS, *tools), profiles=profiles)
         client = client or temporal
-        contexts = ContextStore.on_disk(tmp_path / "payloads", client.data_converter)
-        models = ModelClient(profiles, host, contexts)
-        worker = build_worker(client, task_queue, models, host, workflow_cache=workflow_cache)
+        worker = Worker(client, task_queue=task_queue, plugins=[plugin])
         await worker.__aenter__()
         agent = Agent(Tarry(client, task_queue), model, tmp_path / "workspaces")
-        started.append((agent, (worker, models)))
+        started.append((agent, (worker, plugin)))
         return agent
 
     yield make
 
-    for agent, (worker, models) in started:
+    for agent, (worker, plugin) in started:
         await _check_replay(agent, request)
         await worker.__aexit__(None, None, None)
-        await models.aclose()
+        await plugin.aclose()
         await agent.model.close()
 
 

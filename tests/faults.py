@@ -3,7 +3,9 @@ started again on the same SQLite file and ports, worker processes that can be ki
 and replaced, a model whose answer is a pure function of the conversation, and
 helpers that spell out and compare exact transcripts.
 
-Nothing here mocks Temporal: every fault is a real signal to a real process.
+Nothing here mocks Temporal: every fault is a real signal to a real process. The dev
+server and worker processes are those of `tarry.cli.processes`, which `tarry dev` and
+the benchmarks start too.
 """
 
 from __future__ import annotations
@@ -12,18 +14,12 @@ import asyncio
 import contextlib
 import difflib
 import json
-import os
-import random
-import signal
-import socket
-import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -32,6 +28,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from tarry.cli.processes import HOST, WorkerProcess
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import (
     ChatMessage,
@@ -43,7 +40,6 @@ from tarry.contracts import (
     ToolCall,
     ToolResult,
 )
-from tarry.servers import dev_server_args, find_binary, search_attribute_specs
 from tarry.settings import DEFAULT_STICKY_TIMEOUT, DEFAULT_WORKFLOW_CACHE
 from workflows.agent_run import AgentRunWorkflow
 
@@ -51,30 +47,14 @@ T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parent.parent
 """The project root: worker processes run there, so `python -m tests.faults_worker` resolves."""
-HOST = "127.0.0.1"
+FAULTS_WORKER = "tests.faults_worker"
+"""The worker fault tests start as a process: `python -m workers` with two test tools."""
 API_KEY = "sk-tarry-faults-3b1e"
 """The key fault-test workers send; the test models accept any key."""
 
 CRASH_TIMEOUTS = Timeouts(llm_heartbeat=2, llm_attempt=30, tool=3)
 """A dead worker's model call is noticed within 2 s (heartbeat), its tool call within 3 s
 (tools do not heartbeat: their attempt timeout is all there is)."""
-
-
-def free_port() -> int:
-    """A port nothing listens on right now, for a server started next.
-
-    Picked below the kernel's ephemeral range (Linux: 32768-60999), where the operating
-    system hands out ports to outgoing connections: a port from that range (what binding
-    to port 0 gives) can be taken by any client's connection before the server binds it,
-    and the server then fails with "address already in use"."""
-    while True:
-        port = random.randrange(20_000, 32_000)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind((HOST, port))
-            except OSError:
-                continue
-            return port
 
 
 async def connect(address: str) -> Client:
@@ -151,206 +131,9 @@ async def wait_for_file_lines(path: Path, n: int, timeout: float = 30.0) -> None
     await wait_until(enough, timeout=timeout, interval=0.05, what=f"{n} line(s) in {path.name}")
 
 
-# --- Processes -------------------------------------------------------------------
-
-
-async def _end(process: asyncio.subprocess.Process, sig: int, timeout: float) -> None:  # noqa: ASYNC109
-    """Sends `sig` to the process group we started, then SIGKILL if it lingers."""
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, sig)
-        try:
-            async with asyncio.timeout(timeout):
-                await process.wait()
-                return
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-    await process.wait()
-
-
-def _read_from(path: Path, offset: int) -> bytes:
-    with path.open("rb") as f:
-        f.seek(offset)
-        return f.read()
-
-
-async def _wait_for_line(
-    process: asyncio.subprocess.Process,
-    log: Path,
-    offset: int,
-    marker: bytes,
-    timeout: float,  # noqa: ASYNC109
-) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while marker not in _read_from(log, offset):
-        if process.returncode is not None:
-            tail = _read_from(log, offset).decode(errors="replace").strip().splitlines()[-5:]
-            raise RuntimeError(f"process exited ({process.returncode}): " + " | ".join(tail))
-        if loop.time() > deadline:
-            raise TimeoutError(f"no {marker.decode()!r} in {log} within {timeout:g}s")
-        await asyncio.sleep(0.05)
-
-
-class DevServer:
-    """`temporal server start-dev` on a SQLite file, on ports fixed for its lifetime,
-    so it can be stopped (SIGTERM or SIGKILL) and started again where clients and
-    workers expect it, with every run it held."""
-
-    def __init__(self, data_dir: Path, extra_args: Sequence[str] | None = None) -> None:
-        """`extra_args` go to `start-dev` instead of the low-latency dynamic config."""
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self.extra_args = dev_server_args() if extra_args is None else list(extra_args)
-        self.data_dir = data_dir
-        self.db = data_dir / "temporal.db"
-        self.log = data_dir / "temporal.log"
-        self.port = free_port()
-        self._http_port = free_port()
-        self._metrics_port = free_port()
-        self.process: asyncio.subprocess.Process | None = None
-        self.starts = 0
-
-    @property
-    def address(self) -> str:
-        return f"{HOST}:{self.port}"
-
-    def command(self) -> list[str]:
-        attributes = [a for spec in search_attribute_specs() for a in ("--search-attribute", spec)]
-        return [
-            str(find_binary("temporal")), "server", "start-dev",
-            "--ip", HOST,
-            "--port", str(self.port),
-            "--http-port", str(self._http_port),
-            "--metrics-port", str(self._metrics_port),
-            "--headless",
-            "--db-filename", str(self.db),
-            *attributes,
-            "--log-level", "warn",
-            *self.extra_args,
-        ]  # fmt: skip
-
-    async def start(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109
-        """Starts the server and returns once it answers RPCs."""
-        with self.log.open("ab") as log:
-            log.write(f"--- start {self.starts + 1}\n".encode())
-            log.flush()
-            self.process = await asyncio.create_subprocess_exec(
-                *self.command(),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=log,
-                stderr=asyncio.subprocess.STDOUT,
-                # Its own process group: a Ctrl-C in the terminal is ours to handle, and
-                # stopping it reaches whatever it spawned.
-                start_new_session=True,
-            )
-        self.starts += 1
-        process = self.process
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            if process.returncode is not None:
-                raise RuntimeError(f"the dev server exited ({process.returncode}); see {self.log}")
-            try:
-                async with asyncio.timeout(2.0):
-                    client = await connect(self.address)
-                    await client.count_workflows()
-                return
-            except Exception:  # not up yet: refused, or not serving yet
-                if loop.time() > deadline:
-                    raise TimeoutError(
-                        f"the dev server did not answer within {timeout:g}s"
-                    ) from None
-                await asyncio.sleep(0.1)
-
-    async def stop(self, sig: int = signal.SIGTERM) -> None:
-        """SIGTERM lets it shut down; SIGKILL is a crash. Waits until it is gone."""
-        if self.process is not None:
-            await _end(self.process, sig, timeout=20.0)
-
-    async def restart(self, sig: int = signal.SIGTERM) -> None:
-        await self.stop(sig)
-        await self.start()
-
-    async def __aenter__(self) -> DevServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.stop()
-
-
-class WorkerProcess:
-    """`python -m tests.faults_worker` (a Tarry worker with test tools) as a process of
-    its own, configured from the environment like `python -m workers`. Its output goes
-    to a log file, never a pipe nobody reads."""
-
-    def __init__(
-        self,
-        *,
-        address: str,
-        task_queue: str,
-        model_url: str,
-        workspace_root: Path,
-        log: Path,
-        module: str = "tests.faults_worker",
-        extra_env: Mapping[str, str] | None = None,
-    ) -> None:
-        self.address = address
-        self.task_queue = task_queue
-        self.model_url = model_url
-        self.workspace_root = workspace_root
-        self.log = log
-        self.module = module
-        self.extra_env = dict(extra_env or {})
-        self.process: asyncio.subprocess.Process | None = None
-        self.starts = 0
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.returncode is None
-
-    async def start(self, timeout: float = 60.0) -> None:  # noqa: ASYNC109
-        """Starts the worker and returns once it says `worker ready`."""
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "TEMPORAL_ADDRESS": self.address,
-            "TARRY_TASK_QUEUE": self.task_queue,
-            "OPENAI_BASE_URL": self.model_url,
-            "OPENAI_API_KEY": API_KEY,
-            "TARRY_MODEL": "test-model",
-            "TARRY_WORKSPACE_ROOT": str(self.workspace_root),
-            # Every worker of the deployment shares one store, as production ones must.
-            "TARRY_STORAGE_DIR": str(self.workspace_root.parent / "payloads"),
-            **self.extra_env,
-        }
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as log:
-            log.write(f"--- start {self.starts + 1}\n".encode())
-            log.flush()
-            offset = log.tell()
-            self.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", self.module,
-                cwd=ROOT,
-                env=env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=log,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-            )  # fmt: skip
-        self.starts += 1
-        await _wait_for_line(self.process, self.log, offset, b"worker ready", timeout)
-
-    async def kill(self) -> None:
-        """SIGKILL: the worker dies mid-whatever, without a word to the server."""
-        if self.process is not None:
-            await _end(self.process, signal.SIGKILL, timeout=10.0)
-
-    async def stop(self) -> None:
-        if self.process is not None:
-            await _end(self.process, signal.SIGTERM, timeout=10.0)
+def fault_worker(**options: Any) -> WorkerProcess:
+    """`python -m tests.faults_worker` as a process of its own (`WorkerProcess`)."""
+    return WorkerProcess(module=FAULTS_WORKER, cwd=ROOT, api_key=API_KEY, **options)
 
 
 # --- A model whose answer is a pure function of the conversation -------------------
@@ -416,9 +199,7 @@ class FunctionModel:
         await self.start()
         return self
 
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     def _event(self, events: dict[str, asyncio.Event], tag: str) -> asyncio.Event:
@@ -624,7 +405,7 @@ class CrashRig:
 
     async def worker(self) -> WorkerProcess:
         """A new worker process, once it is ready."""
-        worker = WorkerProcess(
+        worker = fault_worker(
             address=self.client.service_client.config.target_host,
             task_queue=self.task_queue,
             model_url=self.model_url,

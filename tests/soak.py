@@ -35,14 +35,13 @@ from typing import Any, NoReturn
 from temporalio.client import Client
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
+from tarry.cli.processes import DevServer, WorkerProcess
 from tarry.client import RunHandle, Tarry
 from tarry.contracts import ChatMessage, Phase, RunInput, RunState, Timeouts
 from tarry.entrypoint import run_main
 from tests.faults import (
-    DevServer,
     FunctionModel,
     Reply,
-    WorkerProcess,
     activity_attempts,
     answers_since_user,
     assistant,
@@ -51,6 +50,7 @@ from tests.faults import (
     check_replay,
     connect,
     eventually,
+    fault_worker,
     last_user_text,
     tool_call,
     tool_ok,
@@ -423,7 +423,7 @@ async def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> So
         await server.start()
         await model.start()
         workers += [
-            WorkerProcess(
+            fault_worker(
                 address=server.address,
                 task_queue=TASK_QUEUE,
                 model_url=model.base_url,

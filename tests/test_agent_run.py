@@ -10,7 +10,7 @@ from temporalio.exceptions import ApplicationError
 
 from tarry.client import TarryError
 from tarry.contracts import MAX_INPUT_BYTES, ChatMessage, ErrorCode, Mode, Phase, UserInput
-from tarry.scripted_llm import ScriptedToolCall, call, calls, say
+from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent, tool_result
 from workflows.agent_run import REPEAT_HINT
 

@@ -17,7 +17,7 @@ from temporalio.client import Client
 from activities.tools import tool
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import WAITING_FOR_ATTRIBUTE, ErrorCode, Phase, RunInput, WaitingFor
-from tarry.scripted_llm import ScriptedModel, ScriptedToolCall, call, calls, say
+from tarry.testing.scripted_model import ScriptedModel, ScriptedToolCall, call, calls, say
 from tests.conftest import FAST_TIMEOUTS, Agent, tool_result, worker_process
 
 WAITING = {Phase.WAITING_USER}

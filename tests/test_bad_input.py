@@ -14,7 +14,7 @@ from temporalio.service import RPCError
 
 from tarry.client import RunHandle, TarryError
 from tarry.contracts import MAX_INPUT_BYTES, ErrorCode, Phase, UserInput
-from tarry.scripted_llm import say
+from tarry.testing.scripted_model import say
 from tests.conftest import Agent, temporal_cli
 
 WAITING = {Phase.WAITING_USER}

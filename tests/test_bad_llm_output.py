@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from tarry.contracts import ErrorCode, Phase
-from tarry.scripted_llm import ScriptStep, call, say
+from tarry.testing.scripted_model import ScriptStep, call, say
 from tests.conftest import Agent, tool_result
 
 WAITING = {Phase.WAITING_USER}

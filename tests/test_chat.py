@@ -15,7 +15,7 @@ import pytest
 
 from tarry.client import RunHandle
 from tarry.contracts import Mode, Phase
-from tarry.scripted_llm import call, say
+from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
 from tests.test_cli import TARRY, Gate, agent_env
 

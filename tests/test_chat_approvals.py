@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from activities.tools import tool
 from tarry.client import RunHandle
 from tarry.contracts import ChatMessage, Phase, WaitingFor
-from tarry.scripted_llm import ScriptedToolCall, call, calls, say
+from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent, tool_result
 from tests.test_chat import PROMPT, Chat
 from tests.test_chat import open_chat as open_chat  # the fixture

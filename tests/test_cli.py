@@ -22,7 +22,7 @@ from temporalio.client import Client
 from activities.tools import Tool, tool
 from tarry.client import RunHandle, Tarry
 from tarry.contracts import ErrorCode, Phase, RunState
-from tarry.scripted_llm import ScriptedModel, call, fail, say
+from tarry.testing.scripted_model import ScriptedModel, call, fail, say
 from tests.conftest import CANARY_KEY, Agent
 
 TARRY = Path(sys.executable).parent / "tarry"

@@ -16,7 +16,7 @@ import pytest
 
 from tarry.client import RunHandle
 from tarry.contracts import ChatMessage, DecisionRecord, Phase, RunState, WaitingFor
-from tarry.scripted_llm import ScriptedToolCall, call, calls, say
+from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent, tool_result
 from tests.test_cli import LIST_HEADER, Cli, agent_env, until_listed
 

@@ -10,9 +10,9 @@ import re
 
 import pexpect
 
+from tarry.cli.render import message_text
 from tarry.contracts import Phase
-from tarry.render import message_text
-from tarry.scripted_llm import say
+from tarry.testing.scripted_model import say
 from tests.conftest import Agent
 from tests.test_cli import TARRY, agent_env
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from tarry.contracts import Phase
-from tarry.scripted_llm import say
+from tarry.testing.scripted_model import say
 from tests.conftest import Agent
 from tests.test_cli import Result, agent_env
 

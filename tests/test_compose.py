@@ -19,8 +19,8 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 
 from tarry.contracts import SEARCH_ATTRIBUTES, Phase
-from tarry.scripted_llm import say
 from tarry.servers import find_binary, search_attribute_specs
+from tarry.testing.scripted_model import say
 from tests.conftest import Agent
 
 ROOT = Path(__file__).parent.parent

@@ -14,10 +14,9 @@ from pydantic import SecretStr
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
 
 from activities.context import ContextStore, estimate_tokens, fit_to_budget
-from activities.llm import ModelClient
-from activities.tools import ToolHost
 from tarry.client import Tarry
 from tarry.contracts import (
     TRANSCRIPT_PAGE_BYTES,
@@ -31,10 +30,10 @@ from tarry.contracts import (
     ToolDefinition,
     TranscriptQuery,
 )
-from tarry.scripted_llm import ScriptedModel, ScriptedToolCall, calls, say
-from tarry.settings import ModelProfile
+from tarry.settings import ModelProfile, TarrySettings
+from tarry.testing.scripted_model import ScriptedModel, ScriptedToolCall, calls, say
 from tests.conftest import CANARY_KEY, FAST_TIMEOUTS, Agent
-from workers.worker import build_worker
+from workers.plugin import TarryPlugin
 from workflows.memory import transcript_page
 
 
@@ -148,16 +147,17 @@ async def test_a_worker_without_the_stored_conversation_sends_it_whole(
 ) -> None:
     async with ScriptedModel([say("One."), say("Two.")]) as model:
         profile = ModelProfile(base_url=model.base_url, model="m", api_key=SecretStr(CANARY_KEY))
-        tools = ToolHost(tmp_path / "workspaces")
         tarry = Tarry(temporal, f"test-{uuid.uuid4().hex[:8]}")
 
         @asynccontextmanager
         async def worker_with_store(store: str) -> AsyncIterator[None]:
-            contexts = ContextStore.on_disk(tmp_path / store, temporal.data_converter)
-            models = ModelClient({"default": profile}, tools, contexts)
-            async with build_worker(temporal, tarry.task_queue, models, tools):
+            settings = TarrySettings.model_construct(
+                tarry_workspace_root=tmp_path / "workspaces", tarry_storage_dir=tmp_path / store
+            )
+            plugin = TarryPlugin(settings, profiles={"default": profile})
+            async with Worker(temporal, task_queue=tarry.task_queue, plugins=[plugin]):
                 yield
-            await models.aclose()
+            await plugin.aclose()
 
         async with worker_with_store("first"):
             run = await tarry.start(RunInput(prompt="one", timeouts=FAST_TIMEOUTS))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pexpect
 
-from tarry.demo import PROMPT, SCRIPT, SCRIPTED_REPLY
-from tarry.scripted_llm import ScriptedModel
+from tarry.cli.demo import PROMPT, SCRIPT, SCRIPTED_REPLY
+from tarry.testing.scripted_model import ScriptedModel
 from tests.conftest import CANARY_KEY
 from tests.test_devstack import (
     STARTUP_TIMEOUT,
@@ -27,7 +27,7 @@ from tests.test_devstack import (
 
 RUN_DEMO = (
     "import sys; from pathlib import Path; from tarry.entrypoint import run_main; "
-    "from tarry.demo import run_demo; from tarry.settings import TarrySettings; "
+    "from tarry.cli.demo import run_demo; from tarry.settings import TarrySettings; "
     "run_main(lambda: run_demo(TarrySettings(), Path(sys.argv[1]), "
     "keep=sys.argv[2] == 'keep', reply=sys.argv[3] or None))"
 )

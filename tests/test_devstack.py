@@ -19,12 +19,12 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from tarry.cli.processes import free_port
 from tarry.client import Tarry, connect_temporal
 from tarry.contracts import SEARCH_ATTRIBUTES, ErrorCode, Phase, RunInput
-from tarry.scripted_llm import ECHO_PREFIX
 from tarry.servers import dev_server_args, find_binary
 from tarry.settings import TarrySettings
-from tests.faults import free_port
+from tarry.testing.scripted_model import ECHO_PREFIX
 
 WAITING = {Phase.WAITING_USER}
 STARTUP_TIMEOUT = 90.0
@@ -32,7 +32,7 @@ STOP_TIMEOUT = 60.0
 
 SERVE_DEV = (
     "import sys; from pathlib import Path; from tarry.entrypoint import run_main; "
-    "from tarry.devstack import serve_dev; from tarry.settings import TarrySettings; "
+    "from tarry.cli.devstack import serve_dev; from tarry.settings import TarrySettings; "
     "run_main(lambda: serve_dev(TarrySettings(), Path(sys.argv[1])))"
 )
 

@@ -22,19 +22,16 @@ from pydantic import SecretStr
 from temporalio.api.common.v1 import Payloads
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer
+from temporalio.worker import Replayer, Worker
 
-from activities.context import ContextStore
-from activities.llm import ModelClient
-from activities.tools import ToolHost
+from tarry.cli.codec_server import DEFAULT_ORIGIN, codec_app
 from tarry.client import RunHandle, Tarry, connect_temporal
 from tarry.codec import EncryptionCodec, new_key
-from tarry.codec_server import DEFAULT_ORIGIN, codec_app
 from tarry.contracts import ChatMessage, Phase, RunInput, RunState
-from tarry.scripted_llm import ScriptedModel, call, say
 from tarry.settings import ModelProfile, TarrySettings
+from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import CANARY_KEY, FAST_TIMEOUTS, temporal_cli, tool_result
-from workers.worker import build_worker
+from workers.plugin import TarryPlugin
 from workflows.agent_run import AgentRunWorkflow
 
 PROMPT = "Store the vault code 7431-ALPHA in vault.txt"
@@ -73,7 +70,6 @@ async def encrypted(
     client = await connect_temporal(settings)
     codec = client.data_converter.payload_codec
     assert isinstance(codec, EncryptionCodec)
-    host = ToolHost(tmp_path_factory.mktemp("workspaces"))
     steps = [
         call("write_file", ARGUMENTS),
         say(ANSWER),
@@ -84,10 +80,15 @@ async def encrypted(
         profile = ModelProfile(
             base_url=model.base_url, model="scripted", api_key=SecretStr(CANARY_KEY)
         )
-        contexts = ContextStore.on_disk(tmp_path_factory.mktemp("payloads"), client.data_converter)
-        models = ModelClient({"default": profile}, host, contexts)
+        worker_settings = settings.model_copy(
+            update={
+                "tarry_workspace_root": tmp_path_factory.mktemp("workspaces"),
+                "tarry_storage_dir": tmp_path_factory.mktemp("payloads"),
+            }
+        )
+        plugin = TarryPlugin(worker_settings, profiles={"default": profile})
         task_queue = f"test-{uuid.uuid4().hex[:8]}"
-        async with build_worker(client, task_queue, models, host):
+        async with Worker(client, task_queue=task_queue, plugins=[plugin]):
             run = await Tarry(client, task_queue).start(
                 RunInput(prompt=PROMPT, timeouts=FAST_TIMEOUTS)
             )
@@ -97,7 +98,7 @@ async def encrypted(
             await run.reply("Finish with 7431-ALPHA.")
             await run.result()
             yield EncryptedRun(client, codec, model, run, state, transcript)
-        await models.aclose()
+        await plugin.aclose()
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,9 @@ from activities.tools import ToolContext, tool
 from tarry.client import RunHandle
 from tarry.codec import data_converter, new_key
 from tarry.contracts import ErrorCode, Phase
-from tarry.scripted_llm import call, say
 from tarry.settings import TarrySettings
 from tarry.storage import FileStorageDriver
+from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent, temporal_cli, tool_result
 
 WAITING = {Phase.WAITING_USER}

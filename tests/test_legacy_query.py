@@ -24,13 +24,11 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from activities.context import ContextStore
-from activities.llm import ModelClient
-from activities.tools import BUILTIN_TOOLS, ToolHost
 from tarry.contracts import Phase
-from tarry.scripted_llm import say
+from tarry.settings import TarrySettings
+from tarry.testing.scripted_model import say
 from workers.legacy_query import LegacyQueryHookMissing
-from workers.worker import build_worker
+from workers.plugin import TarryPlugin
 
 
 class WorkflowStarts(temporalio.client.Interceptor, temporalio.worker.Interceptor):
@@ -84,12 +82,18 @@ async def test_without_a_cache_every_workflow_task_replays_the_run(
     assert await _builds_while_polled(temporal, agent_factory, workflow_cache=0) > 1
 
 
-def _build(temporal: Client, tmp_path: Path, workflow_cache: int) -> temporalio.worker.Worker:
-    host = ToolHost(tmp_path / "workspaces", BUILTIN_TOOLS)
-    contexts = ContextStore.on_disk(tmp_path / "payloads", temporal.data_converter)
-    models = ModelClient({}, host, contexts)
+def _plugin(tmp_path: Path, workflow_cache: int) -> TarryPlugin:
+    settings = TarrySettings.model_construct(
+        tarry_workspace_root=tmp_path / "workspaces",
+        tarry_storage_dir=tmp_path / "payloads",
+        tarry_workflow_cache=workflow_cache,
+    )
+    return TarryPlugin(settings)
+
+
+def _worker(temporal: Client, plugin: TarryPlugin) -> temporalio.worker.Worker:
     queue = f"never-run-{uuid.uuid4().hex[:8]}"  # core allows one worker per queue
-    return build_worker(temporal, queue, models, host, workflow_cache=workflow_cache)
+    return temporalio.worker.Worker(temporal, task_queue=queue, plugins=[plugin])
 
 
 async def test_a_worker_whose_sdk_lacks_the_eviction_hook_refuses_to_start(
@@ -98,8 +102,10 @@ async def test_a_worker_whose_sdk_lacks_the_eviction_hook_refuses_to_start(
     # Not a fake of Temporal's behaviour: the SDK as an upgrade might ship it, without
     # the private method the workaround calls.
     monkeypatch.delattr(temporalio.bridge.worker.Worker, "request_workflow_eviction")
+    worker = _worker(temporal, _plugin(tmp_path, workflow_cache=1000))
+
     with pytest.raises(LegacyQueryHookMissing, match="request_workflow_eviction") as refused:
-        _build(temporal, tmp_path, workflow_cache=1000)
+        await worker.run()
     assert "TARRY_WORKFLOW_CACHE=0" in str(refused.value)
 
 
@@ -107,4 +113,14 @@ async def test_a_worker_without_a_cache_needs_no_hook(
     temporal: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delattr(temporalio.bridge.worker.Worker, "request_workflow_eviction")
-    assert _build(temporal, tmp_path, workflow_cache=0).config()["max_cached_workflows"] == 0
+    plugin = _plugin(tmp_path, workflow_cache=0)
+    worker = _worker(temporal, plugin)
+    ran: list[temporalio.worker.Worker] = []
+
+    async def run(started: temporalio.worker.Worker) -> None:
+        ran.append(started)
+
+    await plugin.run_worker(worker, run)  # what `worker.run()` calls before it polls
+
+    assert ran == [worker]
+    assert worker.config(active_config=True)["max_cached_workflows"] == 0

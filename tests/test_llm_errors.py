@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tarry.contracts import ErrorCode, Phase
-from tarry.scripted_llm import ScriptStep, fail, say
+from tarry.testing.scripted_model import ScriptStep, fail, say
 from tests.conftest import Agent
 
 WAITING = {Phase.WAITING_USER}

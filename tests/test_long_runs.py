@@ -13,7 +13,7 @@ from temporalio.api.history.v1 import HistoryEvent
 
 from activities.tools import tool
 from tarry.contracts import LLM_ACTIVITY, Mode, Phase
-from tarry.scripted_llm import ScriptedToolCall, call, calls, say
+from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent
 
 WAITING = {Phase.WAITING_USER}

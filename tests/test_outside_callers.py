@@ -13,7 +13,7 @@ from temporalio.client import Client
 
 from tarry.client import Tarry
 from tarry.contracts import Phase
-from tarry.scripted_llm import ScriptedModel, say
+from tarry.testing.scripted_model import ScriptedModel, say
 from tests.conftest import Agent, temporal_cli, worker_process
 
 WAITING = {Phase.WAITING_USER}

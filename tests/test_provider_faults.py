@@ -16,7 +16,7 @@ from temporalio.client import Client
 
 from tarry.client import RunHandle
 from tarry.contracts import LLM_ACTIVITY, ErrorCode, Mode, Phase, Timeouts
-from tarry.scripted_llm import ScriptedModel, fail, say
+from tarry.testing.scripted_model import ScriptedModel, fail, say
 from tests.conftest import Agent
 from tests.faults import (
     Attempt,

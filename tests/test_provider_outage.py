@@ -9,7 +9,7 @@ from typing import Any
 from temporalio.client import Client
 
 from tarry.contracts import ErrorCode, Mode, Phase, Timeouts
-from tarry.scripted_llm import fail, say
+from tarry.testing.scripted_model import fail, say
 from tests.conftest import Agent
 
 TEN_MINUTE_WINDOW = Timeouts(llm_heartbeat=2, llm_retry_window=timedelta(minutes=10))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tarry.contracts import LLM_ACTIVITY, TOOL_CATALOGUE_ACTIVITY, Phase
-from tarry.scripted_llm import call, say
+from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
 from workflows.memory import RunMemory, WorkflowInput
 

@@ -11,7 +11,7 @@ from temporalio.client import Client
 
 from tarry.client import Tarry
 from tarry.contracts import ErrorCode, Phase
-from tarry.scripted_llm import ScriptedModel, call, fail, say
+from tarry.testing.scripted_model import ScriptedModel, call, fail, say
 from tests.conftest import CANARY_KEY, Agent, worker_process
 
 

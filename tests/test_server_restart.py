@@ -16,20 +16,17 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 from temporalio.client import Client
+from temporalio.worker import Worker
 
-from activities.context import ContextStore
-from activities.llm import ModelClient
-from activities.tools import ToolHost
+from tarry.cli.processes import DevServer, WorkerProcess
 from tarry.client import RunHandle, Tarry
 from tarry.contracts import ChatMessage, Phase, RunInput, RunState
-from tarry.settings import ModelProfile
+from tarry.settings import ModelProfile, TarrySettings
 from tests.faults import (
     API_KEY,
     CRASH_TIMEOUTS,
-    DevServer,
     FunctionModel,
     Reply,
-    WorkerProcess,
     answers_since_user,
     assert_transcript,
     assistant,
@@ -38,13 +35,14 @@ from tests.faults import (
     check_replay,
     connect,
     eventually,
+    fault_worker,
     last_user_text,
     tool_call,
     tool_ok,
     user,
     written,
 )
-from workers.worker import build_worker
+from workers.plugin import TarryPlugin
 
 SIGNALS = [pytest.param(signal.SIGTERM, id="SIGTERM"), pytest.param(signal.SIGKILL, id="SIGKILL")]
 
@@ -92,24 +90,25 @@ async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
     async with DevServer(tmp_path / "server") as server, FunctionModel(answer) as model:
         client = await connect(server.address)
         process_queue, inprocess_queue = (f"restart-{uuid.uuid4().hex[:8]}" for _ in range(2))
-        process_worker = WorkerProcess(
+        process_worker = fault_worker(
             address=server.address,
             task_queue=process_queue,
             model_url=model.base_url,
             workspace_root=tmp_path / "workspaces",
             log=tmp_path / "worker.log",
         )
-        tools = ToolHost(tmp_path / "workspaces")
         profile = ModelProfile(base_url=model.base_url, model="m", api_key=SecretStr(API_KEY))
-        contexts = ContextStore.on_disk(tmp_path / "payloads", client.data_converter)
-        models = ModelClient({"default": profile}, tools, contexts)
+        settings = TarrySettings.model_construct(
+            tarry_workspace_root=tmp_path / "workspaces", tarry_storage_dir=tmp_path / "payloads"
+        )
+        plugin = TarryPlugin(settings, profiles={"default": profile})
         try:
             await process_worker.start()
-            async with build_worker(client, inprocess_queue, models, tools):
+            async with Worker(client, task_queue=inprocess_queue, plugins=[plugin]):
                 yield Stack(server, client, model, process_worker, process_queue, inprocess_queue)
         finally:
             await process_worker.stop()
-            await models.aclose()
+            await plugin.aclose()
 
 
 async def finish(run: RunHandle) -> RunState:

@@ -17,7 +17,7 @@ from activities.observers import PUBLISH_LIMIT
 from tarry.client import RunHandle
 from tarry.contracts import INTERRUPTED_NOTE, LLM_ACTIVITY, ErrorCode, Phase, Usage
 from tarry.events import EventKind, RunEvent
-from tarry.scripted_llm import ScriptedToolCall, ScriptStep, call, calls, say
+from tarry.testing.scripted_model import ScriptedToolCall, ScriptStep, call, calls, say
 from tests.conftest import Agent
 from tests.faults import activity_attempts
 from tests.test_cli import TARRY, agent_env

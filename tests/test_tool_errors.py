@@ -8,7 +8,7 @@ from typing import Any
 
 from activities.tools import tool
 from tarry.contracts import ErrorCode, Phase, Timeouts
-from tarry.scripted_llm import call, say
+from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent, tool_result
 
 

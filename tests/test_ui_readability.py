@@ -15,7 +15,7 @@ from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
 
 from tarry.contracts import PHASE_ATTRIBUTE, TURNS_ATTRIBUTE, Phase
-from tarry.scripted_llm import call, say
+from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent, temporal_cli
 
 WAITING = {Phase.WAITING_USER}

@@ -20,8 +20,8 @@ from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.client import Client
 
 from tarry.contracts import ErrorCode, Mode, Phase, RunInput
-from tarry.scripted_llm import ScriptedModel, call, say
 from tarry.settings import DEFAULT_WORKFLOW_CACHE
+from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.faults import (
     CRASH_TIMEOUTS,
     CrashRig,

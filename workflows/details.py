@@ -11,15 +11,11 @@ import json
 from typing import Any
 
 from tarry.contracts import RunInput
+from tarry.text import shorten
 from workflows.memory import RunMemory
 
 _SUMMARY_LIMIT = 80
 _VALUE_LIMIT = 40
-
-
-def _shorten(text: str, limit: int) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def llm_summary(turn: int, profile: str) -> str:
@@ -36,8 +32,8 @@ def tool_summary(name: str, arguments: str) -> str:
         values = [v if isinstance(v, str) else json.dumps(v) for v in parsed.values()]
     else:
         values = [str(parsed)]
-    shown = " ".join(_shorten(v, _VALUE_LIMIT) for v in values)
-    return _shorten(f"{name} {shown}".strip(), _SUMMARY_LIMIT)
+    shown = " ".join(shorten(v, _VALUE_LIMIT) for v in values)
+    return shorten(f"{name} {shown}".strip(), _SUMMARY_LIMIT)
 
 
 def current_details(memory: RunMemory, input: RunInput) -> str:
@@ -49,7 +45,7 @@ def current_details(memory: RunMemory, input: RunInput) -> str:
     if m.last_assistant_text:
         label = "Result" if m.output is not None else "Agent said"
         text = m.output if m.output is not None else m.last_assistant_text
-        lines.append(f"**{label}:** {_shorten(text, 300)}")
+        lines.append(f"**{label}:** {shorten(text, 300)}")
     for pending in m.undecided():
         deadline = f", default at {pending.deadline:%Y-%m-%d %H:%M} UTC" if pending.deadline else ""
         lines.append(
@@ -61,5 +57,5 @@ def current_details(memory: RunMemory, input: RunInput) -> str:
     if m.warning:
         lines.append(f"**Warning:** `{m.warning}`")
     if m.error:
-        lines.append(f"**Error:** `{m.error.code}`: {_shorten(m.error.message, 300)}")
+        lines.append(f"**Error:** `{m.error.code}`: {shorten(m.error.message, 300)}")
     return "\n\n".join(lines)

@@ -28,7 +28,8 @@ from temporalio.client import WorkflowExecution
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from tarry.chat import converse, exchange, follow, judge
+from tarry.cli.chat import converse, exchange, follow, judge
+from tarry.cli.render import LiveView, message_text, print_stop_line, state_text, when
 from tarry.client import SUMMARY_MEMO, RunHandle, Tarry, TarryError
 from tarry.codec import EncryptionKeyError
 from tarry.contracts import (
@@ -48,8 +49,8 @@ from tarry.contracts import (
 )
 from tarry.entrypoint import exit_now
 from tarry.logs import configure_logging
-from tarry.render import LiveView, message_text, print_stop_line, shorten, state_text, when
 from tarry.settings import TarrySettings
+from tarry.text import shorten
 
 T = TypeVar("T")
 
@@ -661,7 +662,7 @@ def scripted_model(
     ] = None,
 ) -> None:
     """Serve the offline scripted model, an OpenAI-compatible endpoint, until Ctrl-C."""
-    from tarry.scripted_llm import ScriptedModel, ScriptStep, serve
+    from tarry.testing.scripted_model import ScriptedModel, ScriptStep, serve
 
     async def serve_script() -> None:
         steps = TypeAdapter(list[ScriptStep]).validate_json(script.read_text()) if script else []
@@ -677,7 +678,7 @@ def dev(data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
     The model is the offline scripted one unless one is configured; runs survive a
     restart, kept in --data-dir.
     """
-    from tarry.devstack import serve_dev
+    from tarry.cli.devstack import serve_dev
 
     raise typer.Exit(_run(serve_dev(TarrySettings(), data_dir)))
 
@@ -703,7 +704,7 @@ def demo(
     With no model configured, the offline scripted model plays the agent and the
     reply is scripted too: no key, no network, no keyboard.
     """
-    from tarry.demo import run_demo
+    from tarry.cli.demo import run_demo
 
     raise typer.Exit(_run(run_demo(TarrySettings(), data_dir, keep=keep, reply=reply)))
 

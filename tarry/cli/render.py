@@ -27,21 +27,15 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.events import EventKind, RunEvent
+from tarry.text import shorten
 
 INTERRUPTED = " [interrupted]"
 """After the words of an answer a `stop` cut short."""
 CURSOR = "▌"
 _ROLE_STYLE = {"user": ("you", "bold cyan"), "assistant": ("agent", "bold green")}
-_SHORT = 80
 _DECIDED_BY = {"update": "in the CLI/API", "signal": "by signal"}
 """How a person's decision came, as they know it: `decide` is what `tarry approve`, the
 chat and `RunHandle.decide` send; an `approve` signal comes from the UI or a script."""
-
-
-def shorten(text: str, limit: int = _SHORT) -> str:
-    """One line of at most `limit` characters."""
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def call_line(call: ToolCall) -> str:

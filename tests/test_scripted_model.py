@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tarry.contracts import Usage
-from tarry.scripted_llm import (
+from tarry.testing.scripted_model import (
     MAX_STREAM_PIECES,
     ScriptedModel,
     ScriptedToolCall,
@@ -235,7 +235,8 @@ async def test_cli_serves_a_script_until_sigterm(tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps([say("from file").model_dump()]))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tarry.scripted_llm", "--port", "0", "--script", str(script),
+        sys.executable, "-m", "tarry.testing.scripted_model",
+        "--port", "0", "--script", str(script),
         stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:

@@ -22,12 +22,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from tarry.cli.devstack import DevStack, DevStackError, dev_stack, stop_signals, unless_stopped
+from tarry.cli.render import message_text, print_messages, thinking
 from tarry.client import RunHandle
 from tarry.contracts import ChatMessage, Phase, RunInput, RunState
-from tarry.devstack import DevStack, DevStackError, dev_stack, stop_signals, unless_stopped
-from tarry.render import message_text, print_messages, thinking
-from tarry.scripted_llm import call, say
 from tarry.settings import TarrySettings
+from tarry.testing.scripted_model import call, say
 
 SEED_FILES = {
     "notes.md": """\

@@ -19,10 +19,10 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from tarry.cli.render import LiveView, pending_line, print_stop_line, state_text
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import ErrorCode, PendingApproval, Phase, RunState, WaitingFor
 from tarry.events import EventKind, RunEvent
-from tarry.render import LiveView, pending_line, print_stop_line, state_text
 
 _ANSWER_EVENTS = frozenset(EventKind) - {EventKind.MESSAGE, EventKind.STOP}
 PROMPT = "[bold cyan]you>[/] "

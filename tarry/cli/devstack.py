@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
-import shlex
 import signal
 import sys
 import uuid
@@ -30,34 +29,18 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
-from activities.context import ContextStore
-from activities.llm import ModelClient
-from activities.tools import ToolHost
+from tarry.cli.processes import HOST, DevServer, DevServerError
 from tarry.client import Tarry, connect_temporal
 from tarry.logs import configure_logging
-from tarry.scripted_llm import ScriptedModel, ScriptStep
-from tarry.servers import (
-    dev_server_args,
-    find_binary,
-    register_search_attributes,
-    search_attribute_specs,
-)
+from tarry.servers import register_search_attributes
 from tarry.settings import ModelProfile, TarrySettings
-from tarry.storage import storage_driver
-from workers.worker import build_worker
+from tarry.testing.scripted_model import ScriptedModel, ScriptStep
+from workers.plugin import TarryPlugin
 
 T = TypeVar("T")
 
-SERVER_IP = "127.0.0.1"
-READY_TIMEOUT = 60.0
-"""Seconds a fresh dev server may take to answer; the first start creates the database."""
 PROBE_TIMEOUT = 5.0
 """Seconds to wait for whatever listens on the Temporal port to prove it is Temporal."""
-STOP_TIMEOUT = 15.0
-"""Seconds the dev server gets to stop after SIGTERM before it is killed."""
-
-
-_LOG_HEADER = "--- tarry dev starts: "
 
 
 class DevStackError(Exception):
@@ -82,8 +65,8 @@ class DevStack:
     settings: TarrySettings
     task_queue: str
     """The queue the stack's worker polls; start runs there."""
-    server: asyncio.subprocess.Process | None
-    """The dev server process; None when one already listened on TEMPORAL_ADDRESS."""
+    server: DevServer | None
+    """The dev server; None when one already listened on TEMPORAL_ADDRESS."""
     worker: asyncio.Task[None]
     """The worker's `run()`; it ends only at shutdown or on a fatal error."""
     ui_url: str
@@ -111,17 +94,19 @@ class DevStack:
 
     async def _watch(self) -> None:
         watched: set[asyncio.Future[Any]] = {self.worker}
-        if self.server is not None:
-            watched.add(asyncio.ensure_future(self.server.wait()))
+        server = self.server
+        process = server.process if server is not None else None
+        if process is not None:
+            watched.add(asyncio.ensure_future(process.wait()))
         try:
             await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for future in watched - {self.worker}:
                 future.cancel()
-        if self.server is not None and self.server.returncode is not None:
+        if server is not None and process is not None and process.returncode is not None:
             raise DevStackError(
-                f"the Temporal dev server stopped (exit code {self.server.returncode}); "
-                f"its log is {_log_path(self.data_dir)}"
+                f"the Temporal dev server stopped (exit code {process.returncode}); "
+                f"its log is {server.log}"
             )
         error = None if self.worker.cancelled() else self.worker.exception()
         cause = f": {_one_line(error)}" if error else ""
@@ -166,7 +151,7 @@ async def dev_stack(
         client = await _reuse_server(settings, host, port)
         if client is None:
             server = await _start_server(stack, settings, data_dir)
-            client = await _wait_until_serving(settings, server, data_dir)
+            client = await connect_temporal(settings)
         await _ensure_search_attributes(client, settings)
         scripted = None
         if uses_offline_model(settings):
@@ -184,7 +169,7 @@ async def dev_stack(
             task_queue=queue,
             server=server,
             worker=worker,
-            ui_url=f"http://{SERVER_IP}:{ui_port(settings)}",
+            ui_url=f"http://{HOST}:{ui_port(settings)}",
             model=_describe_model(settings, scripted),
             data_dir=data_dir,
             workspace_root=workspace_root,
@@ -338,97 +323,29 @@ async def _reuse_server(settings: TarrySettings, host: str, port: int) -> Client
     return client
 
 
-def _server_command(settings: TarrySettings, data_dir: Path) -> list[str]:
-    """The `temporal server start-dev` command line of the stack's dev server."""
-    try:
-        binary = find_binary("temporal")
-    except FileNotFoundError as e:
-        raise DevStackError(str(e)) from None
-    port = _split_address(settings.temporal_address)[1]
-    attributes = [arg for spec in search_attribute_specs() for arg in ("--search-attribute", spec)]
-    return [
-        str(binary), "server", "start-dev",
-        "--ip", SERVER_IP,
-        "--port", str(port),
-        "--ui-port", str(ui_port(settings)),
-        "--db-filename", str(data_dir / "temporal.db"),
-        "--namespace", settings.temporal_namespace,
-        *attributes,
-        "--log-level", "warn",
-        *dev_server_args(),
-    ]  # fmt: skip
-
-
 async def _start_server(
     stack: AsyncExitStack, settings: TarrySettings, data_dir: Path
-) -> asyncio.subprocess.Process:
-    """Starts the dev server, its output going to `<data_dir>/temporal.log`."""
-    command = _server_command(settings, data_dir)
+) -> DevServer:
+    """Starts the dev server, its output going to `<data_dir>/temporal.log`, and returns
+    once it serves. It is stopped after the worker, which would otherwise lose its
+    server mid-shutdown."""
     ui = ui_port(settings)
-    if await _listening(SERVER_IP, ui):
+    if await _listening(HOST, ui):
         raise DevStackError(
             f"the Web UI port {ui} is in use; stop what uses it or set TARRY_UI_PORT to a free port"
         )
-    with _log_path(data_dir).open("ab") as log:
-        # The log outlives restarts; a header tells each start's output apart.
-        log.write(f"{_LOG_HEADER}{shlex.join(command)}\n".encode())
-        log.flush()
-        process = await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=log,
-            stderr=asyncio.subprocess.STDOUT,
-            # Its own session: Ctrl-C in the terminal reaches only us, and we stop the
-            # server after the worker, which would otherwise lose its server mid-shutdown.
-            start_new_session=True,
-        )
-    stack.push_async_callback(_stop_server, process)
-    return process
-
-
-def _log_path(data_dir: Path) -> Path:
-    return data_dir / "temporal.log"
-
-
-async def _wait_until_serving(
-    settings: TarrySettings, process: asyncio.subprocess.Process, data_dir: Path
-) -> Client:
-    log_path = _log_path(data_dir)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + READY_TIMEOUT
-    while True:
-        if process.returncode is not None:
-            raise DevStackError(
-                f"the Temporal dev server exited ({_last_line(log_path)}); its log is {log_path}"
-            )
-        if client := await _connect(settings, 2.0):
-            return client
-        if loop.time() > deadline:
-            raise DevStackError(
-                f"the Temporal dev server did not answer within {READY_TIMEOUT:.0f}s; "
-                f"its log is {log_path}"
-            )
-        await asyncio.sleep(0.2)
-
-
-def _last_line(log_path: Path) -> str:
-    """The last line the server wrote since its latest start: usually why it stopped."""
-    latest = log_path.read_text(errors="replace").rpartition(_LOG_HEADER)[2]
-    lines = latest.strip().splitlines()[1:]  # the first is the header's command line
-    return lines[-1].strip() if lines else "no output"
-
-
-async def _stop_server(process: asyncio.subprocess.Process) -> None:
-    if process.returncode is None:
-        with contextlib.suppress(ProcessLookupError):  # it may have exited just now
-            process.terminate()
-        try:
-            async with asyncio.timeout(STOP_TIMEOUT):
-                await process.wait()
-                return
-        except TimeoutError:
-            process.kill()
-    await process.wait()
+    server = DevServer(
+        data_dir,
+        port=_split_address(settings.temporal_address)[1],
+        ui_port=ui,
+        namespace=settings.temporal_namespace,
+    )
+    stack.push_async_callback(server.stop)
+    try:
+        await server.start()
+    except DevServerError as e:
+        raise DevStackError(str(e)) from None
+    return server
 
 
 async def _ensure_search_attributes(client: Client, settings: TarrySettings) -> None:
@@ -480,13 +397,14 @@ def _start_worker(
     workspace_root: Path,
     scripted: ScriptedModel | None,
 ) -> asyncio.Task[None]:
-    tools = ToolHost(workspace_root)
-    contexts = ContextStore(storage_driver(settings), client.data_converter)
-    models = ModelClient(_profiles(settings, scripted), tools, contexts)
+    plugin = TarryPlugin(
+        settings.model_copy(update={"tarry_workspace_root": workspace_root}),
+        profiles=_profiles(settings, scripted),
+    )
     # Closed after the worker stops (callbacks run last-in, first-out): a call still
     # finishing during shutdown needs its HTTP client.
-    stack.push_async_callback(models.aclose)
-    worker = build_worker(client, task_queue, models, tools)
+    stack.push_async_callback(plugin.aclose)
+    worker = Worker(client, task_queue=task_queue, plugins=[plugin])
     # `run()` in a task of our own, not `async with worker`: on a fatal error that
     # cancels the task that entered it, which would end `tarry dev` in a traceback.
     running = asyncio.create_task(worker.run())

@@ -1,0 +1,31 @@
+"""The roof: what people run, above `workers/`. The `tarry` command line (`app`), the
+chat, the terminal rendering, the dev stack (`tarry dev`), the dev server and worker
+processes, the demo and the codec server.
+
+Needs the `cli` extra (`pip install 'tarry[cli]'`). Nothing below this package imports it.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+__all__ = ["main"]
+
+_CLI_EXTRA = {"typer", "rich", "aiohttp"}
+"""What the `cli` extra installs for the command itself (beside the dev server)."""
+
+
+def main() -> NoReturn:
+    """The `tarry` command (`app.main`); where the `cli` extra is missing, one line that
+    says how to install it, not an import traceback."""
+    try:
+        from tarry.cli.app import main as run
+    except ModuleNotFoundError as e:
+        if e.name not in _CLI_EXTRA:
+            raise
+        sys.exit(
+            f"error: the tarry command needs the cli extra ({e.name} is missing); "
+            "install it with: pip install 'tarry[cli]'"
+        )
+    run()

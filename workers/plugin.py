@@ -1,0 +1,101 @@
+"""`TarryPlugin`: everything a Tarry worker is, handed to the SDK as one plugin.
+
+The SDK's own integrations (`temporalio.contrib.openai_agents.OpenAIAgentsPlugin`,
+pydantic-ai's `PydanticAIPlugin`) wire a worker this way, and so does Tarry: the
+`AgentRun` workflow, the model activity with its stored conversations, the tools, the
+worker settings Tarry ships with (cache, pollers, sticky timeout) and the legacy-query
+eviction the cache needs. `python -m workers`, `tarry dev`, the tests and the benchmarks
+all build their workers with it, so they serve runs the same way:
+
+    plugin = TarryPlugin(TarrySettings(), tools=[*BUILTIN_TOOLS, my_tool])
+    worker = Worker(client, task_queue="tarry", plugins=[plugin])
+
+A worker's payloads go through its client's data converter, and so do its stored
+conversations. Connect that client with `tarry.client.connect_temporal(settings)`, or
+pass the plugin to `Client.connect(plugins=[plugin])` instead of to the worker: the
+plugin then gives the client (and a `Replayer`) Tarry's converter for these settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from datetime import timedelta
+
+import httpx
+from temporalio.converter import DataConverter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import Worker, WorkerConfig
+
+from activities.context import ContextStore
+from activities.llm import ModelClient
+from activities.tools import BUILTIN_TOOLS, Tool, ToolHost
+from tarry.codec import data_converter
+from tarry.settings import ModelProfile, TarrySettings
+from tarry.storage import storage_driver
+from workers import legacy_query
+from workflows.agent_run import AgentRunWorkflow
+
+__all__ = ["TarryPlugin"]
+
+
+class TarryPlugin(SimplePlugin):
+    """The `AgentRun` workflow, its activities and Tarry's worker settings, from `settings`.
+
+    `tools` are the tools runs may use (the built-ins unless given); `profiles` the model
+    profiles (the settings' unless given). The worker settings it applies are the
+    settings' (`TARRY_WORKFLOW_CACHE`, `TARRY_WORKFLOW_TASK_POLLERS`,
+    `TARRY_STICKY_TIMEOUT`) and replace what the `Worker` was given for them. Call
+    `aclose()` once its workers have stopped.
+    """
+
+    def __init__(
+        self,
+        settings: TarrySettings | None = None,
+        *,
+        tools: Iterable[Tool] = BUILTIN_TOOLS,
+        profiles: Mapping[str, ModelProfile] | None = None,
+    ) -> None:
+        self.settings = settings or TarrySettings()
+        self.tools = ToolHost(self.settings.tarry_workspace_root, tools)
+        self._profiles = dict(self.settings.model_profiles() if profiles is None else profiles)
+        self._http = httpx.AsyncClient()
+        """One connection pool for the model calls of every worker the plugin configures."""
+        super().__init__(
+            "tarry.TarryPlugin",
+            data_converter=data_converter(self.settings),
+            workflows=[AgentRunWorkflow],
+        )
+
+    def model_client(self, converter: DataConverter) -> ModelClient:
+        """The model activity's host, storing conversations with `converter`: the worker
+        client's, so they are encrypted exactly as the payloads Temporal sees."""
+        contexts = ContextStore(storage_driver(self.settings), converter)
+        return ModelClient(self._profiles, self.tools, contexts, self._http)
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        config = super().configure_worker(config)
+        models = self.model_client(config["client"].data_converter)
+        config["activities"] = [
+            *config.get("activities", ()),
+            models.call_llm,
+            *self.tools.activities(),
+        ]
+        s = self.settings
+        # A run not in the cache replays its history (one continue-as-new segment) on
+        # its next workflow task; a run in it resumes where it left off.
+        config["max_cached_workflows"] = s.tarry_workflow_cache
+        config["max_concurrent_workflow_task_polls"] = s.tarry_workflow_task_pollers
+        config["sticky_queue_schedule_to_start_timeout"] = timedelta(seconds=s.tarry_sticky_timeout)
+        return config
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        """Raises `legacy_query.LegacyQueryHookMissing`, before the worker polls, when a
+        cache is asked for and the SDK lacks what its workaround needs."""
+        if self.settings.tarry_workflow_cache > 0:
+            # Without a cache core evicts every run after each task: nothing to work around.
+            legacy_query.install(worker)
+        await super().run_worker(worker, next)
+
+    async def aclose(self) -> None:
+        """Closes the model calls' connection pool; call once the workers have stopped."""
+        await self._http.aclose()
