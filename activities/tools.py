@@ -23,6 +23,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError
 from pydantic_core import to_jsonable_python
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from tarry.contracts import (
     FINISH_TOOL,
@@ -146,8 +147,20 @@ class ToolHost:
         """One activity per registered tool, named after it, and `tool_catalogue`."""
         return [self._catalogue_activity, *(self._activity(name) for name in self._tools)]
 
+    def unknown(self, request: CatalogueRequest) -> list[str]:
+        """The names a run asks for that this worker has no tool for."""
+        return sorted({*(request.tools or []), *request.require_approval} - {*self.names, "*"})
+
     @activity.defn(name=TOOL_CATALOGUE_ACTIVITY)
     async def _catalogue_activity(self, request: CatalogueRequest) -> list[ToolDefinition]:
+        # A typo in `require_approval` would otherwise switch a gate off without a word.
+        if unknown := self.unknown(request):
+            raise ApplicationError(
+                f"no tool named {', '.join(map(repr, unknown))}; this worker has "
+                f"{', '.join(self.names)} ('*' in require_approval gates them all)",
+                type=ErrorCode.TOOL_NOT_FOUND,
+                non_retryable=True,
+            )
         return self.catalogue(request)
 
     def _activity(self, name: str) -> Callable[[ToolInvocation], Awaitable[ToolResult]]:

@@ -145,6 +145,7 @@ class ErrorCode(StrEnum):
     RUN_ENDED = "RUN_ENDED"
     RUN_NOT_FOUND = "RUN_NOT_FOUND"
     RUN_NOT_SERVED = "RUN_NOT_SERVED"
+    RUN_NOT_ENDED = "RUN_NOT_ENDED"
     PAYLOAD_NOT_STORED = "PAYLOAD_NOT_STORED"
 
 
@@ -368,6 +369,8 @@ class RunState(BaseModel):
     turn_events: int = 0
     """The offset where the current turn's events begin: reading from here shows the
     answer in flight from its first word (its events have a `turn` above `turn`)."""
+    stop_reason: str | None = None
+    """The reason given with `stop`, once a run was stopped."""
 
 
 class RunResult(BaseModel):
@@ -377,6 +380,8 @@ class RunResult(BaseModel):
     error: ErrorInfo | None = None
     usage: Usage = Usage()
     turns: int = 0
+    stop_reason: str | None = None
+    """The reason given with `stop`, when a stop ended the run."""
 
 
 # --- Activity contracts -----------------------------------------------------

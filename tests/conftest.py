@@ -184,6 +184,16 @@ class Agent:
         history = await self.tarry.client.get_workflow_handle(run.id).fetch_history()
         return [EventType.Name(e.event_type).removeprefix("EVENT_TYPE_") for e in history.events]
 
+    async def updates(self, run: RunHandle) -> list[str]:
+        """The names of the updates the run's history accepted, in order (a rejected
+        update leaves no trace in history)."""
+        history = await self.tarry.client.get_workflow_handle(run.id).fetch_history()
+        return [
+            e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+            for e in history.events
+            if e.HasField("workflow_execution_update_accepted_event_attributes")
+        ]
+
     async def retries(self, run: RunHandle) -> list[tuple[int, str]]:
         """(attempt, error code before it) for each activity that needed more than one
         attempt; history records only the last attempt and the failure before it."""

@@ -208,7 +208,7 @@ async def test_decide_rejects_a_bad_decision_and_leaves_no_trace(
         await run.decide(**decision)
 
     assert error.value.code is code
-    assert not any("UPDATE" in event for event in await agent.event_types(run))
+    assert "decide" not in await agent.updates(run)
     assert (await run.state()).waiting_for is WaitingFor.APPROVAL
 
 
@@ -231,7 +231,7 @@ async def test_decide_rejects_a_call_decided_already(agent: Agent) -> None:
         await run.decide("w1", approved=False)
 
     assert error.value.code is ErrorCode.APPROVAL_ALREADY_DECIDED
-    assert not any("UPDATE" in event for event in await agent.event_types(run))
+    assert "decide" not in await agent.updates(run)
     assert (await run.decide("w2")).last_assistant_text == "Both written."
     assert (agent.workspace_root / run.id / "plan.md").exists()
 
@@ -270,7 +270,7 @@ async def test_decide_rejects_a_run_with_nothing_pending(agent: Agent) -> None:
         await run.decide()
 
     assert error.value.code is ErrorCode.APPROVAL_NOTHING_PENDING
-    assert not any("UPDATE" in event for event in await agent.event_types(run))
+    assert "decide" not in await agent.updates(run)
 
 
 async def test_a_malformed_approve_signal_changes_nothing(agent: Agent) -> None:

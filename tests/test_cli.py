@@ -184,6 +184,14 @@ async def test_start_max_turns_asks_the_user_after_that_many_model_calls(cli: Cl
     assert len(cli.agent.model.requests) == 2
 
 
+async def test_start_refuses_a_tool_name_the_worker_does_not_have(cli: Cli) -> None:
+    result = await cli("start", "--require-approval", "write_flie", "tidy up")
+
+    result.assert_one_error_line("error: TOOL_NOT_FOUND: no tool named 'write_flie'")
+    assert "write_file" in result.err
+    assert cli.agent.model.requests == []
+
+
 async def test_start_reads_the_prompt_from_stdin_for_a_dash(cli: Cli) -> None:
     cli.agent.model.add(say("Got it."))
 
@@ -434,6 +442,39 @@ async def test_stop_completes_a_waiting_run(cli: Cli) -> None:
     await cli.ok("stop", run.id)
 
     assert (await run.result()).phase is Phase.COMPLETED
+
+
+async def test_the_reason_a_waiting_run_was_stopped_with_is_in_status_show_and_result(
+    cli: Cli,
+) -> None:
+    cli.agent.model.add(say("Hello!"))
+    run = await cli.start("hi")
+    await run.wait_for(WAITING)
+
+    await cli.ok("stop", run.id, "--reason", "done for today")
+
+    result = await run.result()
+    assert (result.phase, result.stop_reason) == (Phase.COMPLETED, "done for today")
+    status = (await cli.ok("status", run.id)).splitlines()
+    assert ["stopped", "done", "for", "today"] in [line.split() for line in status]
+    assert (await cli.ok("show", run.id)).splitlines()[-1] == "stopped: done for today"
+
+
+async def test_resume_goes_on_with_a_run_a_model_error_failed(cli: Cli) -> None:
+    cli.agent.model.add(say("Hello!"), fail(400), say("Back again."))
+    run = await cli.start("hi")
+    await run.wait_for(WAITING)
+    await run.reply("and now?")
+    assert (await run.result()).phase is Phase.FAILED
+
+    out = await cli.ok("resume", run.id)
+
+    assert f"run {run.id} goes on" in out
+    assert "LLM_HTTP_ERROR" in out
+    sent = await cli.ok("send", run.id, "try again")
+    assert "Back again." in sent
+    transcript = [m.content for m in await run.transcript()]
+    assert transcript == ["hi", "Hello!", "and now?", "try again", "Back again."]
 
 
 # --- Following runs --------------------------------------------------------------------

@@ -63,6 +63,8 @@ REPEAT_HINT_AFTER = 5
 _HAND_OVER_PATCH = "continue-as-new"
 # Runs recorded before the workflow owned its tool catalogue replay without it.
 _CATALOGUE_PATCH = "tool-catalogue"
+# Runs recorded before it was resolved at their start resolve it at their first step.
+_CATALOGUE_AT_START_PATCH = "tool-catalogue-at-start"
 
 
 @workflow.defn(name=WORKFLOW_TYPE)
@@ -86,6 +88,10 @@ class AgentRunWorkflow:
     @workflow.run
     async def run(self, input: WorkflowInput) -> RunResult:
         self._enter(self._m.phase)
+        # Before anything else: a run naming a tool no worker has is refused at once.
+        at_start = self._m.tools is None and workflow.patched(_CATALOGUE_AT_START_PATCH)
+        if at_start and (refused := await tool_calls.resolve(self._m, self._input)):
+            self._fail(refused)
         while not self._m.phase.ended:
             if self._m.phase is Phase.WAITING_USER:
                 await workflow.wait_condition(
@@ -103,9 +109,7 @@ class AgentRunWorkflow:
         # is answered now and a new one waits for the run to close.
         self._stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        m = self._m
-        output = m.output if m.output is not None else m.last_assistant_text
-        return RunResult(phase=m.phase, output=output, error=m.error, usage=m.usage, turns=m.turn)
+        return self._m.result()
 
     # --- Handlers: they record intent; the main loop acts on it -----------------
 
@@ -158,6 +162,16 @@ class AgentRunWorkflow:
             raise problem
 
     @workflow.update
+    async def started(self) -> RunState:
+        """The state once the run has its tools, or `TOOL_NOT_FOUND` when it names one the
+        worker lacks: the client asks it, so a typo is an error at start, not a gate off."""
+        m = self._m
+        await workflow.wait_condition(lambda: m.tools is not None or m.phase.ended)
+        if m.tools is None and m.error is not None:
+            raise ApplicationError(m.error.message, type=m.error.code)
+        return m.state()
+
+    @workflow.update
     async def send(self, input: UserInput) -> RunState:
         """Deliver a reply and answer with the state at the run's next stop point."""
         seq = self._m.receive(input)
@@ -170,7 +184,7 @@ class AgentRunWorkflow:
         # Rejected updates never enter history: nothing is lost and nothing is stored.
         if self._m.phase.ended:
             raise ApplicationError(
-                f"the run has ended ({self._m.phase}); start a new run to continue",
+                f"the run has ended ({self._m.phase}); `tarry resume` goes on with it",
                 type=ErrorCode.RUN_ENDED,
             )
         if problem := reply_problem(input.text):
@@ -184,6 +198,11 @@ class AgentRunWorkflow:
     @workflow.query
     def transcript(self, query: TranscriptQuery | None = None) -> TranscriptPage:
         return transcript_page(self._m.transcript, query or TranscriptQuery())
+
+    @workflow.query
+    def resumption(self) -> WorkflowInput:
+        """The input of a run that goes on where this ended one stopped (`tarry resume`)."""
+        return self._input.model_copy(update={"memory": self._m.resumed()})
 
     # --- The loop ---------------------------------------------------------------
 
@@ -204,7 +223,12 @@ class AgentRunWorkflow:
         if m.guards.streak >= REPEAT_HINT_AFTER:
             m.guards.streak = 0
             m.transcript.append(ChatMessage(role="user", content=REPEAT_HINT))
-        await self._resolve_tools()
+        # One patch id per turn: `patched` answers once per id and run, and an id answered
+        # False while an old run replays would keep it on the old path for good. So an
+        # old run replays the old way and resolves the catalogue at its first live step.
+        first_live = m.tools is None and workflow.patched(f"{_CATALOGUE_PATCH}-{m.turn}")
+        if first_live and (refused := await tool_calls.resolve(m, self._input)):
+            return self._fail(refused)
         if m.stop_requested:
             return self._abort()
 
@@ -212,7 +236,7 @@ class AgentRunWorkflow:
         if answer is None:
             return self._abort()
         if isinstance(answer, ErrorInfo):
-            return self._fail(answer.code, answer.message)
+            return self._fail(answer)
         m.turn += 1
         m.guards.turns_since_input += 1
         m.segment_turns += 1
@@ -235,20 +259,6 @@ class AgentRunWorkflow:
             self._settle(Phase.COMPLETED)
         else:
             self._settle(Phase.WAITING_USER)
-
-    async def _resolve_tools(self) -> None:
-        """Resolves the run's tool catalogue from the worker's registry, once: a run
-        handed over has it already."""
-        m = self._m
-        # One patch id per turn: `patched` answers once per id and run, and an id answered
-        # False while an old run replays would keep it on the old path for good. So an
-        # old run replays the old way and resolves the catalogue at its first live step.
-        if m.tools is not None or not workflow.patched(f"{_CATALOGUE_PATCH}-{m.turn}"):
-            return
-        m.tools = await tool_calls.catalogue(self._input)
-        # A conversation stored before the catalogue lacks the tools: the next call
-        # starts a new one, sending the conversation and the tools whole once.
-        m.context = None
 
     async def _run_tools(self, calls: list[ToolCall], tools: list[ToolDefinition]) -> None:
         """Runs every call concurrently, gated ones once decided; records the results
@@ -275,10 +285,10 @@ class AgentRunWorkflow:
 
     def _abort(self) -> None:
         reason = f": {self._m.stop_reason}" if self._m.stop_reason else ""
-        self._fail(ErrorCode.ENGINE_ABORTED, f"stopped by the user{reason}")
+        self._fail(ErrorInfo(code=ErrorCode.ENGINE_ABORTED, message=f"stopped by the user{reason}"))
 
-    def _fail(self, code: ErrorCode, message: str) -> None:
-        self._m.error = ErrorInfo(code=code, message=message)
+    def _fail(self, error: ErrorInfo) -> None:
+        self._m.error = error
         self._settle(Phase.FAILED)
 
     def _enter(self, phase: Phase) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, model_validator
 from temporalio.contrib.workflow_streams import WorkflowStreamState
+from temporalio.exceptions import ApplicationError
 
 from tarry.contracts import (
     TRANSCRIPT_PAGE_BYTES,
@@ -23,6 +24,7 @@ from tarry.contracts import (
     PendingApproval,
     Phase,
     RunInput,
+    RunResult,
     RunState,
     ToolCall,
     ToolDefinition,
@@ -164,6 +166,7 @@ class RunMemory(BaseModel):
         self.pause_requested = False
         self.guards.turns_since_input = 0
         self.warning = None
+        self.error = None  # a resumed run's: the reply goes on past it
         self.guards.failures = {}
 
     def undecided(self) -> list[PendingApproval]:
@@ -187,6 +190,40 @@ class RunMemory(BaseModel):
             message_count=len(self.transcript),
             waiting_for=self.waiting_for(),
             pending_approvals=self.undecided(),
+            stop_reason=self.stop_reason,
+        )
+
+    def result(self) -> RunResult:
+        output = self.output if self.output is not None else self.last_assistant_text
+        return RunResult(
+            phase=self.phase,
+            output=output,
+            error=self.error,
+            usage=self.usage,
+            turns=self.turn,
+            stop_reason=self.stop_reason,
+        )
+
+    def resumed(self) -> RunMemory:
+        """This ended run's memory for a run that goes on from it (`tarry resume`):
+        waiting for the user, with the error that ended it shown until the next reply.
+        A model error or a stop need not end a conversation for good."""
+        if not self.phase.ended:
+            raise ApplicationError(
+                f"the run is {self.phase}: reply to it instead", type=ErrorCode.RUN_NOT_ENDED
+            )
+        return self.model_copy(
+            update={
+                "phase": Phase.WAITING_USER,
+                "warning": self.error.code if self.error else None,
+                "stop_requested": False,
+                "stop_reason": None,
+                "pause_requested": False,
+                "segment_turns": 0,
+                "approvals": Approvals(),
+                # A new run's event stream starts at offset 0 with the messages published.
+                "events": EventLog(published=len(self.transcript)),
+            }
         )
 
 

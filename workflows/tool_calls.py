@@ -25,6 +25,7 @@ from tarry.contracts import (
     ChatMessage,
     DecisionRecord,
     ErrorCode,
+    ErrorInfo,
     FinishArguments,
     PendingApproval,
     Phase,
@@ -43,16 +44,24 @@ _TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempt
 _TOOL_ONCE = RetryPolicy(maximum_attempts=1)
 
 
-async def catalogue(input: WorkflowInput) -> list[ToolDefinition]:
-    """The run's tools, from the worker's registry: once per run, at its start."""
-    tools: list[ToolDefinition] = await workflow.execute_activity(
-        TOOL_CATALOGUE_ACTIVITY,
-        CatalogueRequest(tools=input.tools, require_approval=input.require_approval),
-        result_type=list[ToolDefinition],
-        start_to_close_timeout=input.timeouts.tool,
-        summary="the run's tools",
-    )
-    return tools
+async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
+    """Resolves the run's tools from the worker's registry, once per run (a run handed
+    over has them already); the error instead when the run names a tool the worker does
+    not have (`TOOL_NOT_FOUND`), which refuses the run."""
+    try:
+        memory.tools = await workflow.execute_activity(
+            TOOL_CATALOGUE_ACTIVITY,
+            CatalogueRequest(tools=input.tools, require_approval=input.require_approval),
+            result_type=list[ToolDefinition],
+            start_to_close_timeout=input.timeouts.tool,
+            summary="the run's tools",
+        )
+    except ActivityError as e:
+        return error_of(e, default=ErrorCode.TOOL_NOT_FOUND)
+    # A conversation stored before the catalogue lacks the tools: the next call starts
+    # a new one, sending the conversation and the tools whole once.
+    memory.context = None
+    return None
 
 
 def gate(

@@ -424,10 +424,32 @@ def pause(run_id: RunId) -> None:
 @app.command()
 def stop(
     run_id: RunId,
-    reason: Annotated[str | None, typer.Option(help="Why; kept in the run's error.")] = None,
+    reason: Annotated[
+        str | None, typer.Option(help="Why; `status`, `show` and the result keep it.")
+    ] = None,
 ) -> None:
-    """End the run: a waiting run completes, a working one is aborted at once."""
+    """End the run: a waiting run completes, a working one is aborted at once.
+    `tarry resume` goes on with it later."""
     _with_run(run_id, lambda run: run.stop(reason))
+
+
+@app.command()
+def resume(run_id: RunId, as_json: AsJson = False) -> None:
+    """Go on with an ended run: one that failed (a model error once its retries were
+    spent, a profile to fix) or was stopped. A new run under the same id takes its whole
+    conversation and waits for your reply; the error that ended it stays shown until then.
+    """
+
+    async def go_on(run: RunHandle) -> RunState:
+        return await (await run.resume()).wait_for({Phase.WAITING_USER, Phase.RUNNING})
+
+    state = _with_run(run_id, go_on)
+    if as_json:
+        _emit(state)
+    else:
+        console.print(f"run {run_id} goes on: it waits for your reply (`tarry send {run_id} ...`)")
+        if state.error:
+            console.print(f"it ended with {state.error.code}: {state.error.message}")
 
 
 @app.command()
@@ -460,9 +482,16 @@ def show(
     start: Annotated[int, typer.Option("--from", min=0, help="The first message to show.")] = 0,
     as_json: AsJson = False,
 ) -> None:
-    """Print the run's transcript."""
-    messages = _with_run(run_id, lambda run: run.transcript(start=start))
-    _output(messages, as_json, _messages_view(messages))
+    """Print the run's transcript, and the reason it was stopped with, if it was."""
+
+    async def read(run: RunHandle) -> tuple[list[ChatMessage], RunState]:
+        return await run.transcript(start=start), await run.state()
+
+    messages, state = _with_run(run_id, read)
+    view = _messages_view(messages)
+    if state.stop_reason:
+        view.renderables.append(Text(f"stopped: {state.stop_reason}", style="bold"))
+    _output(messages, as_json, view)
 
 
 @app.command()

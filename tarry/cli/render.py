@@ -158,6 +158,8 @@ def state_text(run_id: str, state: RunState) -> Text:
     if approval:
         rows["approvals"] = "\n".join(pending_line(p) for p in state.pending_approvals)
     rows |= {"warning": str(state.warning or "-"), "error": error}
+    if state.stop_reason:
+        rows["stopped"] = state.stop_reason
     width = max(map(len, rows)) + 2
     return Text("\n").join(
         Text.assemble((label.ljust(width), "bold"), value.replace("\n", "\n" + " " * width))

@@ -1,0 +1,67 @@
+"""A run that names a tool the worker does not have is refused at its start: a typo in
+`require_approval` must never switch a gate off without a word (issue 18)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tarry.client import TarryError
+from tarry.contracts import WORKFLOW_TYPE, ErrorCode, Phase, RunInput, RunResult
+from tarry.testing.scripted_model import say
+from tests.conftest import FAST_TIMEOUTS, Agent
+
+
+async def test_a_typo_in_require_approval_is_refused_at_start(agent: Agent) -> None:
+    agent.model.add(say("never asked"))
+
+    with pytest.raises(TarryError) as refused:
+        await agent.start("tidy up", require_approval=["write_flie"])
+
+    assert refused.value.code is ErrorCode.TOOL_NOT_FOUND
+    assert "'write_flie'" in refused.value.message
+    assert "write_file" in refused.value.message.split(";")[1]  # the names there are
+    assert agent.model.requests == []
+
+
+async def test_an_unknown_name_in_tools_is_refused_at_start(agent: Agent) -> None:
+    with pytest.raises(TarryError) as refused:
+        await agent.start("look around", tools=["list_files", "raed_file"])
+
+    assert refused.value.code is ErrorCode.TOOL_NOT_FOUND
+    assert "'raed_file'" in refused.value.message
+    assert "'list_files'" not in refused.value.message
+
+
+async def test_a_raw_start_naming_an_unknown_tool_fails_the_run_before_any_model_call(
+    agent: Agent,
+) -> None:
+    """Started around the client (the `temporal` CLI, the UI): the run refuses itself."""
+    client = agent.tarry.client
+    input = RunInput(prompt="tidy up", require_approval=["write_flie"], timeouts=FAST_TIMEOUTS)
+    handle = await client.start_workflow(
+        WORKFLOW_TYPE,
+        input,
+        id="run-raw-typo",
+        task_queue=agent.tarry.task_queue,
+        result_type=RunResult,
+    )
+    agent.runs.append(agent.tarry.get(handle.id))
+
+    result = await handle.result()
+
+    assert result.phase is Phase.FAILED
+    assert result.error is not None
+    assert result.error.code is ErrorCode.TOOL_NOT_FOUND
+    assert "'write_flie'" in result.error.message
+    assert agent.model.requests == []
+
+
+async def test_known_names_and_the_star_start_the_run(agent: Agent) -> None:
+    agent.model.add(say("ready"))
+
+    run = await agent.start("go", tools=["read_file", "finish"], require_approval=["*"])
+
+    state = await run.wait_for({Phase.WAITING_USER})
+    assert state.last_assistant_text == "ready"
+    offered = [t["function"]["name"] for t in agent.model.requests[0].body["tools"]]
+    assert offered == ["read_file", "finish"]
