@@ -153,11 +153,7 @@ class Tarry:
         )
         run = RunHandle(self.client, handle)
         if input.tools is not None or input.require_approval:
-            try:
-                await run._update("started")
-            except TarryError as e:
-                if e.code is not ErrorCode.RUN_NOT_SERVED:
-                    raise
+            await run._check_tools()
         return run
 
     def get(self, run_id: str) -> RunHandle:
@@ -219,6 +215,20 @@ class RunHandle:
         state at the run's next stop point (the `decide` update)."""
         decision = Decision(call_id=call_id, approved=approved, reason=reason, arguments=arguments)
         return await self._update("decide", decision)
+
+    async def _check_tools(self) -> None:
+        """Raises `TOOL_NOT_FOUND` when the run refused the tools it names (the `started`
+        update). With no worker to ask yet, the run refuses them itself once one takes it."""
+        try:
+            await self._update("started")
+        except TarryError as e:
+            if e.code is ErrorCode.RUN_ENDED:
+                # Refused before the update reached it: the run's error says why.
+                error = (await self.result()).error
+                if error is not None and error.code is ErrorCode.TOOL_NOT_FOUND:
+                    raise TarryError(error.code, error.message) from None
+            elif e.code is not ErrorCode.RUN_NOT_SERVED:
+                raise
 
     async def _update(self, name: str, *args: object, id: str | None = None) -> RunState:
         """The update `name`, answered with the state at the run's next stop point.

@@ -261,6 +261,17 @@ async def test_edited_arguments_need_no_call_id_when_one_call_waits(agent: Agent
     assert (agent.workspace_root / run.id / "plan.md").read_text() == "edited"
 
 
+async def test_deciding_a_call_that_already_ran_is_already_decided(agent: Agent) -> None:
+    run = await gated_run(agent, say("Written."))
+    await run.decide("w1")
+
+    with pytest.raises(TarryError) as error:
+        await run.decide("w1", approved=False)
+
+    assert error.value.code is ErrorCode.APPROVAL_ALREADY_DECIDED
+    assert await agent.updates(run) == ["started", "decide"]
+
+
 async def test_decide_rejects_a_run_with_nothing_pending(agent: Agent) -> None:
     agent.model.add(say("Hello!"))
     run = await agent.start("hi", require_approval=["write_file"])

@@ -137,7 +137,7 @@ class AgentRunWorkflow:
 
     @workflow.signal
     def approve(self, decision: Decision) -> None:
-        if problem := approvals.decision_problem(self._m.approvals, decision):
+        if problem := approvals.decision_problem(self._m, decision):
             # A signal cannot answer; a bad decision changes nothing and is logged.
             workflow.logger.warning("approve signal ignored: %s", problem.message)
             return
@@ -158,7 +158,7 @@ class AgentRunWorkflow:
 
     @decide.validator
     def _validate_decide(self, decision: Decision) -> None:
-        if problem := approvals.decision_problem(self._m.approvals, decision):
+        if problem := approvals.decision_problem(self._m, decision):
             raise problem
 
     @workflow.update

@@ -2,7 +2,7 @@
 
 Shared by the `approve` signal (a bad decision is ignored: a signal cannot answer) and
 the `decide` update (its validator rejects the same decisions with the same codes,
-before anything enters history). Pure functions of the run's `Approvals`: deterministic.
+before anything enters history). Pure functions of the run's memory: deterministic.
 """
 
 from __future__ import annotations
@@ -14,12 +14,15 @@ import jsonschema
 from temporalio.exceptions import ApplicationError
 
 from tarry.contracts import Decision, DecisionRecord, ErrorCode, PendingApproval
-from workflows.memory import Approvals
+from workflows.memory import Approvals, RunMemory
 
 
-def decision_problem(approvals: Approvals, decision: Decision) -> ApplicationError | None:
+def decision_problem(memory: RunMemory, decision: Decision) -> ApplicationError | None:
     """Why the run cannot take `decision`, or None when it can."""
-    if decision.call_id is not None and decision.call_id in approvals.decisions:
+    approvals = memory.approvals
+    if decision.call_id is not None and (
+        decision.call_id in approvals.decisions or _decided_earlier(memory, decision.call_id)
+    ):
         return ApplicationError(
             f"call {decision.call_id!r} has been decided already",
             type=ErrorCode.APPROVAL_ALREADY_DECIDED,
@@ -51,6 +54,11 @@ def decision_problem(approvals: Approvals, decision: Decision) -> ApplicationErr
             type=ErrorCode.APPROVAL_INVALID_ARGUMENTS,
         )
     return None
+
+
+def _decided_earlier(memory: RunMemory, call_id: str) -> bool:
+    """A call of an earlier answer, decided and run: its tool message keeps the decision."""
+    return any(m.tool_call_id == call_id and m.decision is not None for m in memory.transcript)
 
 
 def _target(approvals: Approvals, decision: Decision) -> PendingApproval | None:
