@@ -34,7 +34,7 @@ from ag_ui.core import (
 )
 from ag_ui.encoder import EventEncoder
 from fastapi import APIRouter
-from sse_starlette import EventSourceResponse
+from fastapi.responses import StreamingResponse
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from tarry.api.feeds import Feeds
@@ -196,16 +196,21 @@ def stop_event(thread_id: str, run_id: str, state: RunState) -> BaseEvent:
 def agui_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
     router = APIRouter(tags=["ag-ui"])
 
-    @router.post("/v1/agui", response_class=EventSourceResponse)
-    async def agui(body: RunAgentInput) -> EventSourceResponse:
+    @router.post(
+        "/v1/agui",
+        response_class=StreamingResponse,
+        responses={200: {"content": {"text/event-stream": {}}}},
+    )
+    async def agui(body: RunAgentInput) -> StreamingResponse:
         """Run one AG-UI exchange: `threadId` is the run id. A new thread starts a run
         with the last user message as its prompt; a known one gets that message as a
         reply (its id is the reply's id, so a retried request enters it once). Answers
         with AG-UI events until the run's next stop point."""
         encoder = EventEncoder()
-        return EventSourceResponse(
+        return StreamingResponse(
             (encoder.encode(e) async for e in _exchange(tarry, feeds, body)),
             media_type=encoder.get_content_type(),
+            headers={"Cache-Control": "no-cache"},
         )
 
     return router

@@ -66,7 +66,7 @@ def create_app(tarry: Tarry, settings: TarrySettings, inbox_dir: Path | None = N
         """200 when Temporal answers, 503 when it does not. Needs no token."""
         try:
             reachable = await tarry.client.service_client.check_health(timeout=HEALTH_TIMEOUT)
-        except RPCError:
+        except (RPCError, RuntimeError):  # the SDK's failed (re)connect is a RuntimeError
             reachable = False
         if not reachable:
             response.status_code = HTTPStatus.SERVICE_UNAVAILABLE
