@@ -1,9 +1,10 @@
 """`tarry dev`: everything a run needs on one machine, in one process tree, offline.
 
 A Temporal dev server (persisted in SQLite, so runs survive a restart), an
-OpenAI-compatible model (the offline scripted one unless a model is configured) and
-a worker. `dev_stack` is the context manager that brings the three up and takes
-down exactly what it started; `serve_dev` (`tarry dev`) and the demo share it.
+OpenAI-compatible model (the offline scripted one unless a model is configured), a
+worker, and (`serve_dev` only) the HTTP API. `dev_stack` is the context manager that
+brings the first three up and takes down exactly what it started; `serve_dev` (`tarry
+dev`) and the demo share it.
 
 A problem the user can fix (a busy port, no `temporal` binary, a data directory
 that cannot be written) is a `DevStackError` whose message is one line saying
@@ -183,15 +184,34 @@ async def serve_dev(settings: TarrySettings, data_dir: Path) -> int:
     configure_logging(logging.WARNING)
     async with stop_signals() as stop:
         try:
-            async with dev_stack(settings, data_dir) as stack:
-                for line in [*stack.summary(), "Ctrl-C to stop."]:
+            async with dev_stack(settings, data_dir) as stack, serving_api(stack) as api:
+                for line in [*stack.summary(), f"HTTP API   {api} (docs {api}/docs)"]:
                     print(line, flush=True)
+                print("Ctrl-C to stop.", flush=True)
                 await unless_stopped(stop, stack.while_up(asyncio.Event().wait()))
                 print("stopping…", flush=True)
         except DevStackError as e:
             print(f"error: {e}", file=sys.stderr, flush=True)
             return 1
     return 0
+
+
+@asynccontextmanager
+async def serving_api(stack: DevStack) -> AsyncIterator[str]:
+    """The HTTP API over the stack's client, on loopback at TARRY_API_PORT; its URL."""
+    # Imported here: the demo shares this module and needs no web server.
+    from tarry.api import ApiServer, ApiSetupError, create_app
+
+    app = create_app(stack.tarry, stack.settings)
+    server = ApiServer(app, HOST, stack.settings.tarry_api_port)
+    try:
+        await server.start()
+    except ApiSetupError as e:
+        raise DevStackError(str(e).replace("--port or ", "")) from None
+    try:
+        yield server.url
+    finally:
+        await server.stop()
 
 
 # --- Signals ------------------------------------------------------------------
