@@ -1,8 +1,8 @@
 """The HTTP API as an ASGI app: `create_app(tarry, settings)`.
 
 Routes: `/v1/runs...` (`tarry.api.routes`), `/v1/agui` (`tarry.api.agui`), `/healthz`,
-`/openapi.json` and `/docs`; the web inbox's static files at `/` when `inbox_dir` is
-given. Every route but `/healthz` and the inbox's files needs a bearer token when
+`/openapi.json` and `/docs`; the web inbox (`tarry/api/inbox/`: static HTML, CSS and
+JavaScript, no build step) at `/`. Every route but `/healthz` and the inbox's files needs a bearer token when
 `TARRY_API_TOKENS` holds any (the inbox's page sends one with its own requests).
 """
 
@@ -31,15 +31,20 @@ from tarry.api.routes import runs_router
 from tarry.client import Tarry
 from tarry.settings import TarrySettings
 
-__all__ = ["HEALTH_TIMEOUT", "create_app"]
+__all__ = ["HEALTH_TIMEOUT", "INBOX_DIR", "create_app"]
+
+INBOX_DIR = Path(__file__).parent / "inbox"
+"""The web inbox's files, served at `/`."""
 
 HEALTH_TIMEOUT = timedelta(seconds=2)
 """How long `/healthz` waits for Temporal before it says it cannot reach it."""
 
 
-def create_app(tarry: Tarry, settings: TarrySettings, inbox_dir: Path | None = None) -> FastAPI:
+def create_app(
+    tarry: Tarry, settings: TarrySettings, inbox_dir: Path | None = INBOX_DIR
+) -> FastAPI:
     """The API over `tarry`'s client, guarded by `settings`' tokens and CORS origins;
-    `inbox_dir`, a directory of static files (the web inbox), is served at `/`."""
+    `inbox_dir`, a directory of static files (the web inbox; None: none), is served at `/`."""
     feeds = Feeds(tarry)
 
     @asynccontextmanager

@@ -146,7 +146,8 @@ function showWaiting(runs) {
       link.append(el("span", "summary", run.summary || run.id));
       const what = run.waiting_for === "approval" ? "approval" : "reply";
       link.append(el("span", `tag ${what}`, what));
-      link.append(el("span", "muted small", `${run.id} · ${run.turns} turns · ${run.model}`));
+      const turns = `${run.turns} turn${run.turns === 1 ? "" : "s"}`;
+      link.append(el("span", "muted small", `${run.id} · ${turns} · ${run.model}`));
       item.append(link);
       return item;
     }),
@@ -303,9 +304,11 @@ function addMessage(message, index) {
   item.append(body);
   if (message.interrupted) item.append(el("div", "muted small", "interrupted by a stop"));
   for (const call of message.tool_calls || []) {
-    const box = el("details", "call");
-    box.append(el("summary", "call-name", `→ ${call.function.name}`));
-    box.append(el("pre", "arguments", prettyJson(call.function.arguments)));
+    const box = el("div", "call");
+    const request = el("details");
+    request.append(el("summary", "call-name", `→ ${call.function.name}`));
+    request.append(el("pre", "arguments", prettyJson(call.function.arguments)));
+    box.append(request); // its result joins it when it comes
     item.append(box);
     current.calls.set(call.id, box);
   }
