@@ -5,7 +5,6 @@ and without uvicorn's signal handlers, so the process's own Ctrl-C handling stan
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import socket
 from collections.abc import Generator
 from contextlib import contextmanager
@@ -14,9 +13,10 @@ from types import TracebackType
 import uvicorn
 from fastapi import FastAPI
 
+from tarry.servers import is_loopback
 from tarry.settings import TarrySettings
 
-__all__ = ["GRACE", "ApiServer", "ApiSetupError", "check_exposure", "is_loopback"]
+__all__ = ["GRACE", "ApiServer", "ApiSetupError", "check_exposure"]
 
 
 GRACE = 2
@@ -25,15 +25,6 @@ GRACE = 2
 
 class ApiSetupError(Exception):
     """A problem the user can fix; the message is one line that says how."""
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_exposure(host: str, settings: TarrySettings) -> None:

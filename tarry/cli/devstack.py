@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import signal
 import sys
@@ -33,7 +32,7 @@ from temporalio.worker import Worker
 from tarry.cli.processes import HOST, DevServer, DevServerError
 from tarry.client import Tarry, connect_temporal
 from tarry.logs import configure_logging
-from tarry.servers import register_search_attributes
+from tarry.servers import is_loopback, register_search_attributes
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel, ScriptStep
 from workers.plugin import TarryPlugin
@@ -276,15 +275,6 @@ def _split_address(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _prepare_data_dir(data_dir: Path) -> Path:
     """The data directory, absolute, created and known to be writable."""
     data_dir = data_dir.resolve()
@@ -328,7 +318,7 @@ async def _connect(settings: TarrySettings, timeout: float) -> Client | None:  #
 async def _reuse_server(settings: TarrySettings, host: str, port: int) -> Client | None:
     """A client of the server already on TEMPORAL_ADDRESS; None when nothing listens there."""
     if not await _listening(host, port):
-        if not _is_loopback(host):
+        if not is_loopback(host):
             raise DevStackError(
                 f"no Temporal server answers at {settings.temporal_address}, and a dev server "
                 "can only be started on this machine; start that server or unset TEMPORAL_ADDRESS"
