@@ -321,13 +321,23 @@ class RunHandle:
         messages: list[ChatMessage] = []
         next_start: int | None = start
         while next_start is not None:
-            async with self._errors():
-                page: TranscriptPage = await self._handle.query(
-                    "transcript", TranscriptQuery(start=next_start), result_type=TranscriptPage
-                )
+            page = await self.transcript_page(next_start)
             messages += page.messages
             next_start = page.next_start
         return messages
+
+    async def transcript_page(
+        self, start: int = 0, limit: int = TranscriptQuery.model_fields["limit"].default
+    ) -> TranscriptPage:
+        """One page of the transcript: up to `limit` messages from `start`, fewer when
+        they pass `TRANSCRIPT_PAGE_BYTES` (the `transcript` query)."""
+        async with self._errors():
+            page: TranscriptPage = await self._handle.query(
+                "transcript",
+                TranscriptQuery(start=start, limit=limit),
+                result_type=TranscriptPage,
+            )
+        return page
 
     async def wait_for(
         self,

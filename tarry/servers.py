@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import shutil
 import sys
 import sysconfig
@@ -26,6 +27,7 @@ __all__ = [
     "cli_type",
     "dev_server_args",
     "find_binary",
+    "is_loopback",
     "missing_search_attributes",
     "register_search_attributes",
     "search_attribute_command",
@@ -110,3 +112,13 @@ def search_attribute_command(namespace: str) -> str:
     """The one `temporal` command that registers Tarry's search attributes on a cluster."""
     flags = " ".join(f"--name {key.name} --type {cli_type(key)}" for key in SEARCH_ATTRIBUTES)
     return f"temporal operator search-attribute create --namespace {namespace} {flags}"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names this machine only (`localhost`, 127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

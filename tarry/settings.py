@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from temporalio.converter import StorageDriver
 
 from tarry.contracts import DEFAULT_TASK_QUEUE
 
 __all__ = [
+    "DEFAULT_API_PORT",
     "DEFAULT_STICKY_TIMEOUT",
     "DEFAULT_WORKFLOW_CACHE",
     "DEFAULT_WORKFLOW_TASK_POLLERS",
@@ -41,6 +43,9 @@ DEFAULT_STICKY_TIMEOUT = 2.0
 """Seconds a workflow task waits on its worker's sticky queue before any worker of the
 task queue may take it (the SDK's default: 10). Short, so that a run whose worker died
 moves on after seconds rather than ten; a live worker takes its tasks in milliseconds."""
+
+DEFAULT_API_PORT = 8234
+"""The HTTP API's port (`tarry serve`, `tarry dev`): beside the dev server's Web UI (8233)."""
 
 
 class ModelProfile(BaseModel):
@@ -96,9 +101,24 @@ class TarrySettings(BaseSettings):
     reference in their place."""
     tarry_storage_enabled: bool = True
     """False keeps every payload in history, where Temporal refuses any over 2 MB."""
+    tarry_api_port: int = Field(default=DEFAULT_API_PORT, ge=1, le=65535)
+    """The port `tarry serve` and `tarry dev` serve the HTTP API on."""
+    tarry_api_tokens: Annotated[list[SecretStr], NoDecode] = []
+    """Bearer tokens the HTTP API accepts, comma-separated in the environment. With any,
+    every route but `/healthz` needs one; with none, the API listens only on loopback."""
+    tarry_api_cors_origins: Annotated[list[str], NoDecode] = []
+    """Origins whose web pages may call the HTTP API (CORS), comma-separated; none: off."""
     storage_driver: StorageDriver | None = Field(default=None, exclude=True)
     """Set in code, not from the environment: a driver to use instead of the filesystem,
     e.g. the SDK's `S3StorageDriver` for a cluster (see the README's "Large payloads")."""
+
+    @field_validator("tarry_api_tokens", "tarry_api_cors_origins", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        """`a,b` in the environment is the list `["a", "b"]`; blanks are dropped."""
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
 
     def model_profiles(self) -> dict[str, ModelProfile]:
         """The `default` profile from the environment, plus the file's named profiles."""

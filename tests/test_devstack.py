@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import pytest
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
@@ -39,10 +40,11 @@ SERVE_DEV = (
 
 @dataclass(frozen=True)
 class Ports:
-    """A free gRPC port and a free Web UI port for one stack."""
+    """A free gRPC port, a free Web UI port and a free API port for one stack."""
 
     grpc: int = field(default_factory=free_port)
     ui: int = field(default_factory=free_port)
+    api: int = field(default_factory=free_port)
 
     @property
     def address(self) -> str:
@@ -54,7 +56,15 @@ def stack_env(ports: Ports, **extra: str) -> dict[str, str]:
     env = {
         k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TARRY_", "TEMPORAL_"))
     }
-    return env | {"TEMPORAL_ADDRESS": ports.address, "TARRY_UI_PORT": str(ports.ui)} | extra
+    return (
+        env
+        | {
+            "TEMPORAL_ADDRESS": ports.address,
+            "TARRY_UI_PORT": str(ports.ui),
+            "TARRY_API_PORT": str(ports.api),
+        }
+        | extra
+    )
 
 
 async def listening(port: int) -> bool:
@@ -101,6 +111,7 @@ async def assert_nothing_left(ports: Ports, data_dir: Path, pids: set[int]) -> N
     assert not processes_mentioning(str(data_dir))
     assert not await listening(ports.grpc)
     assert not await listening(ports.ui)
+    assert not await listening(ports.api)
 
 
 @dataclass
@@ -176,6 +187,25 @@ async def test_dev_serves_runs_with_the_echo_model_and_stops_cleanly_on_sigint(
     assert (data_dir / "temporal.db").exists()
     assert pids, "the dev server is a child process"
     await assert_nothing_left(ports, data_dir, pids)
+
+
+async def test_dev_serves_the_http_api_at_the_address_it_prints(tmp_path: Path) -> None:
+    ports, data_dir = Ports(), tmp_path / "data"
+    async with serving(ports, data_dir, tmp_path) as dev:
+        [line] = [line for line in dev.banner if line.startswith("HTTP API")]
+        api = line.split()[2]
+        async with httpx.AsyncClient(base_url=api) as http:
+            health = await http.get("/healthz")
+            started = await http.post("/v1/runs", json={"prompt": "hello api"})
+            run = Tarry(await client_of(ports)).get(started.json()["id"])
+            state = await run.wait_for(WAITING, 30)
+        assert await interrupt(dev.process) == 0
+
+    assert api == f"http://127.0.0.1:{ports.api}"
+    assert health.status_code == 200
+    assert started.status_code == 201
+    assert state.last_assistant_text == f"{ECHO_PREFIX}hello api"
+    assert not await listening(ports.api)
 
 
 async def test_dev_logs_an_expected_failure_in_one_line_without_a_traceback(

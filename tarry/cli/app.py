@@ -12,32 +12,25 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
-from datetime import datetime
 from enum import StrEnum
 from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 from rich.console import Console, Group, RenderableType
 from rich.table import Column, Table
 from rich.text import Text
-from temporalio.client import WorkflowExecution
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from tarry.cli.chat import converse, exchange, follow, judge
 from tarry.cli.render import LiveView, message_text, print_stop_line, state_text, when
-from tarry.client import SUMMARY_MEMO, RunHandle, Tarry, TarryError
+from tarry.client import RunHandle, Tarry, TarryError
 from tarry.codec import EncryptionKeyError
 from tarry.contracts import (
-    MODEL_ATTRIBUTE,
-    PHASE_ATTRIBUTE,
-    TURNS_ATTRIBUTE,
-    WAITING_FOR_ATTRIBUTE,
-    WORKFLOW_TYPE,
     ApprovalDefault,
     ChatMessage,
     ErrorCode,
@@ -49,6 +42,7 @@ from tarry.contracts import (
 )
 from tarry.entrypoint import exit_now
 from tarry.logs import configure_logging
+from tarry.runs import RunRow, find_runs
 from tarry.settings import TarrySettings
 from tarry.text import shorten
 
@@ -522,33 +516,6 @@ def watch(
         _stop_point(state)
 
 
-class RunRow(BaseModel):
-    """One line of `tarry list`; the search attributes are None on runs without them."""
-
-    run_id: str
-    phase: str | None
-    turns: int | None
-    model: str | None
-    """The model profile the run names, as the `TarryModel` search attribute holds it."""
-    waiting_for: str | None = None
-    started: datetime
-    summary: str | None = None
-    """The first line of the prompt; None for runs started without the client."""
-
-    @classmethod
-    async def of(cls, execution: WorkflowExecution) -> RunRow:
-        attributes = execution.typed_search_attributes
-        return cls(
-            run_id=execution.id,
-            phase=attributes.get(PHASE_ATTRIBUTE),
-            turns=attributes.get(TURNS_ATTRIBUTE),
-            model=attributes.get(MODEL_ATTRIBUTE),
-            waiting_for=attributes.get(WAITING_FOR_ATTRIBUTE),
-            started=execution.start_time,
-            summary=await execution.memo_value(SUMMARY_MEMO, None, type_hint=str),
-        )
-
-
 E = TypeVar("E", bound=StrEnum)
 
 
@@ -625,14 +592,12 @@ def list_runs(
 ) -> None:
     """List runs with their phase, turns, model profile, what they wait for and the first
     line of their prompt; open runs first, newest first."""
-    query = f"WorkflowType = '{WORKFLOW_TYPE}'"
-    if phase is not None and (wanted := _choice("--phase", phase, Phase)):
-        query += f" AND {PHASE_ATTRIBUTE.name} = '{wanted}'"
-    if waiting_for is not None and (awaited := _choice("--waiting-for", waiting_for, WaitingFor)):
-        query += f" AND {WAITING_FOR_ATTRIBUTE.name} = '{awaited}'"
+    wanted = None if phase is None else _choice("--phase", phase, Phase)
+    awaited = None if waiting_for is None else _choice("--waiting-for", waiting_for, WaitingFor)
 
     async def find(tarry: Tarry) -> list[RunRow]:
-        return [await RunRow.of(e) async for e in tarry.client.list_workflows(query, limit=limit)]
+        page = await find_runs(tarry.client, phase=wanted, waiting_for=awaited, limit=limit)
+        return page.rows
 
     rows = _with_tarry(find)
     if as_json:
@@ -710,6 +675,52 @@ def dev(data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
     from tarry.cli.devstack import serve_dev
 
     raise typer.Exit(_run(serve_dev(TarrySettings(), data_dir)))
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str,
+        typer.Option(
+            help="The address to listen on; beyond loopback only with TARRY_API_TOKENS set."
+        ),
+    ] = "127.0.0.1",
+    port: Annotated[
+        int | None,
+        typer.Option(min=0, max=65535, help="The port; TARRY_API_PORT (8234) if not given."),
+    ] = None,
+) -> None:
+    """Serve the HTTP API until Ctrl-C: REST routes, the runs' events as server-sent
+    events, and AG-UI; docs at /docs.
+
+    Clients send `Authorization: Bearer TOKEN` with a token of TARRY_API_TOKENS
+    (comma-separated); with none set, the API serves only this machine (loopback).
+    Browsers of other origins may call it when TARRY_API_CORS_ORIGINS names them.
+    """
+    from tarry.api import ApiServer, ApiSetupError, check_exposure, create_app
+    from tarry.cli.devstack import stop_signals, unless_stopped
+
+    settings = TarrySettings()
+
+    async def serve_api() -> None:
+        try:
+            check_exposure(host, settings)
+            server = ApiServer(
+                create_app(await _connect(settings), settings),
+                host,
+                settings.tarry_api_port if port is None else port,
+            )
+            async with stop_signals() as stop:
+                await server.start()
+                print(f"HTTP API on {server.url} (docs {server.url}/docs); Ctrl-C to stop.")
+                try:
+                    await unless_stopped(stop, server.wait())
+                finally:
+                    await server.stop()
+        except ApiSetupError as e:
+            raise CliError(str(e)) from None
+
+    _run(serve_api())
 
 
 @app.command()

@@ -1,9 +1,10 @@
 """`tarry dev`: everything a run needs on one machine, in one process tree, offline.
 
 A Temporal dev server (persisted in SQLite, so runs survive a restart), an
-OpenAI-compatible model (the offline scripted one unless a model is configured) and
-a worker. `dev_stack` is the context manager that brings the three up and takes
-down exactly what it started; `serve_dev` (`tarry dev`) and the demo share it.
+OpenAI-compatible model (the offline scripted one unless a model is configured), a
+worker, and (`serve_dev` only) the HTTP API. `dev_stack` is the context manager that
+brings the first three up and takes down exactly what it started; `serve_dev` (`tarry
+dev`) and the demo share it.
 
 A problem the user can fix (a busy port, no `temporal` binary, a data directory
 that cannot be written) is a `DevStackError` whose message is one line saying
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import signal
 import sys
@@ -32,7 +32,7 @@ from temporalio.worker import Worker
 from tarry.cli.processes import HOST, DevServer, DevServerError
 from tarry.client import Tarry, connect_temporal
 from tarry.logs import configure_logging
-from tarry.servers import register_search_attributes
+from tarry.servers import is_loopback, register_search_attributes
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel, ScriptStep
 from workers.plugin import TarryPlugin
@@ -183,15 +183,34 @@ async def serve_dev(settings: TarrySettings, data_dir: Path) -> int:
     configure_logging(logging.WARNING)
     async with stop_signals() as stop:
         try:
-            async with dev_stack(settings, data_dir) as stack:
-                for line in [*stack.summary(), "Ctrl-C to stop."]:
+            async with dev_stack(settings, data_dir) as stack, serving_api(stack) as api:
+                for line in [*stack.summary(), f"HTTP API   {api} (docs {api}/docs)"]:
                     print(line, flush=True)
+                print("Ctrl-C to stop.", flush=True)
                 await unless_stopped(stop, stack.while_up(asyncio.Event().wait()))
                 print("stopping…", flush=True)
         except DevStackError as e:
             print(f"error: {e}", file=sys.stderr, flush=True)
             return 1
     return 0
+
+
+@asynccontextmanager
+async def serving_api(stack: DevStack) -> AsyncIterator[str]:
+    """The HTTP API over the stack's client, on loopback at TARRY_API_PORT; its URL."""
+    # Imported here: the demo shares this module and needs no web server.
+    from tarry.api import ApiServer, ApiSetupError, create_app
+
+    app = create_app(stack.tarry, stack.settings)
+    server = ApiServer(app, HOST, stack.settings.tarry_api_port)
+    try:
+        await server.start()
+    except ApiSetupError as e:
+        raise DevStackError(str(e).replace("--port or ", "")) from None
+    try:
+        yield server.url
+    finally:
+        await server.stop()
 
 
 # --- Signals ------------------------------------------------------------------
@@ -256,15 +275,6 @@ def _split_address(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _prepare_data_dir(data_dir: Path) -> Path:
     """The data directory, absolute, created and known to be writable."""
     data_dir = data_dir.resolve()
@@ -308,7 +318,7 @@ async def _connect(settings: TarrySettings, timeout: float) -> Client | None:  #
 async def _reuse_server(settings: TarrySettings, host: str, port: int) -> Client | None:
     """A client of the server already on TEMPORAL_ADDRESS; None when nothing listens there."""
     if not await _listening(host, port):
-        if not _is_loopback(host):
+        if not is_loopback(host):
             raise DevStackError(
                 f"no Temporal server answers at {settings.temporal_address}, and a dev server "
                 "can only be started on this machine; start that server or unset TEMPORAL_ADDRESS"

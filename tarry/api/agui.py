@@ -1,0 +1,252 @@
+"""`POST /v1/agui`: the AG-UI protocol, so an AG-UI frontend (CopilotKit and others)
+can talk to a durable Tarry run.
+
+An AG-UI thread is a Tarry run (`threadId` is the run id); each AG-UI run is one
+exchange: a new thread starts a run with the last user message as its prompt, a known
+one gets that message as a reply, and the answer streams back as the protocol's events
+until the run's next stop point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from ag_ui.core import (
+    BaseEvent,
+    Interrupt,
+    Message,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    TextPart,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+    UserMessage,
+)
+from ag_ui.encoder import EventEncoder
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from tarry.api.feeds import Feeds
+from tarry.api.routes import existing
+from tarry.client import Tarry, TarryError
+from tarry.contracts import ChatMessage, ErrorCode, Phase, RunInput, RunState, WaitingFor
+from tarry.events import EventKind, RunEvent
+
+__all__ = ["AguiTranslation", "agui_router"]
+
+
+@dataclass
+class _Call:
+    id: str
+    arguments: str = ""
+
+
+@dataclass
+class AguiTranslation:
+    """Turns one run's events, in order, into AG-UI events.
+
+    Words and tool calls stream as they come; the transcript message that ends an answer
+    supplies what the stream did not carry (an answer written within one batch is not
+    streamed at all, a very long one only in part). A call whose id the provider did not
+    stream is announced with its message, since its result must name the same id."""
+
+    run_id: str
+    _answer: int = 0
+    """Counts answers and retried attempts: each gets a message id of its own."""
+    _text_id: str | None = None
+    _text: str = ""
+    _calls: dict[int, _Call | None] = field(default_factory=dict)
+
+    def events(self, event: RunEvent) -> list[BaseEvent]:
+        match event.kind:
+            case EventKind.ANSWER | EventKind.RESET:
+                # A retried attempt's words come again: AG-UI cannot take back the
+                # ones shown, so they close as a message of their own.
+                return self._close_answer()
+            case EventKind.TEXT:
+                return self._text_delta(event.text or "")
+            case EventKind.TOOL_CALL:
+                return self._call_start(event)
+            case EventKind.TOOL_ARGUMENTS:
+                call = self._calls.get(event.index or 0)
+                if call is None or not event.text:
+                    return []
+                call.arguments += event.text
+                return [ToolCallArgsEvent(tool_call_id=call.id, delta=event.text)]
+            case EventKind.MESSAGE if event.message is not None:
+                return self._message(event.message, event.index or 0)
+            case _:
+                return []
+
+    def _text_delta(self, text: str, message_id: str | None = None) -> list[BaseEvent]:
+        started: list[BaseEvent] = []
+        if self._text_id is None:
+            self._answer += 1
+            self._text_id = message_id or f"{self.run_id}-answer-{self._answer}"
+            started.append(TextMessageStartEvent(message_id=self._text_id, role="assistant"))
+        self._text += text
+        return [*started, TextMessageContentEvent(message_id=self._text_id, delta=text)]
+
+    def _call_start(self, event: RunEvent) -> list[BaseEvent]:
+        index = event.index or 0
+        if event.call_id is None:
+            self._calls[index] = None
+            return []
+        self._calls[index] = _Call(event.call_id)
+        return [
+            ToolCallStartEvent(
+                tool_call_id=event.call_id,
+                tool_call_name=event.name or "",
+                parent_message_id=self._text_id,
+            )
+        ]
+
+    def _close_answer(self) -> list[BaseEvent]:
+        closed: list[BaseEvent] = []
+        if self._text_id is not None:
+            closed.append(TextMessageEndEvent(message_id=self._text_id))
+        closed += [ToolCallEndEvent(tool_call_id=c.id) for c in self._calls.values() if c]
+        self._text_id, self._text, self._calls = None, "", {}
+        return closed
+
+    def _message(self, message: ChatMessage, index: int) -> list[BaseEvent]:
+        if message.role == "tool":
+            return [
+                ToolCallResultEvent(
+                    message_id=f"{self.run_id}-m{index}",
+                    tool_call_id=message.tool_call_id or "",
+                    content=message.content or "",
+                    role="tool",
+                )
+            ]
+        if message.role != "assistant":
+            return []  # the frontend has the person's own words
+        out: list[BaseEvent] = []
+        content = message.content or ""
+        unsent = content.removeprefix(self._text) if content.startswith(self._text) else ""
+        if unsent:
+            out += self._text_delta(unsent, message_id=f"{self.run_id}-m{index}")
+        for position, call in enumerate(message.tool_calls or []):
+            streamed = self._calls.get(position)
+            if streamed is None:
+                self._calls[position] = streamed = _Call(call.id)
+                out.append(
+                    ToolCallStartEvent(
+                        tool_call_id=call.id,
+                        tool_call_name=call.function.name,
+                        parent_message_id=self._text_id,
+                    )
+                )
+            rest = call.function.arguments.removeprefix(streamed.arguments)
+            if rest:
+                out.append(ToolCallArgsEvent(tool_call_id=streamed.id, delta=rest))
+        return out + self._close_answer()
+
+
+def last_user_message(messages: Sequence[Message]) -> UserMessage | None:
+    return next((m for m in reversed(messages) if isinstance(m, UserMessage)), None)
+
+
+def user_text(message: UserMessage) -> str:
+    """A user message's words; of a multimodal message, its text parts."""
+    if isinstance(message.content, str):
+        return message.content
+    return "\n".join(part.text for part in message.content if isinstance(part, TextPart))
+
+
+def stop_event(thread_id: str, run_id: str, state: RunState) -> BaseEvent:
+    """RUN_FINISHED at a stop point, RUN_ERROR for a run that failed; a run waiting on
+    approvals finishes with an interrupt per gated call."""
+    if state.phase is Phase.FAILED:
+        error = state.error
+        return RunErrorEvent(
+            message=error.message if error else "the run failed",
+            code=error.code if error else None,
+        )
+    outcome = None
+    if state.waiting_for is WaitingFor.APPROVAL and state.pending_approvals:
+        outcome = RunFinishedInterruptOutcome(
+            interrupts=[
+                Interrupt(
+                    id=p.call_id,
+                    reason="approval",
+                    message=f"{p.tool}({p.arguments})",
+                    tool_call_id=p.call_id,
+                    expires_at=p.deadline.isoformat() if p.deadline else None,
+                )
+                for p in state.pending_approvals
+            ]
+        )
+    return RunFinishedEvent(
+        thread_id=thread_id, run_id=run_id, result=state.last_assistant_text, outcome=outcome
+    )
+
+
+def agui_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
+    router = APIRouter(tags=["ag-ui"])
+
+    @router.post(
+        "/v1/agui",
+        response_class=StreamingResponse,
+        responses={200: {"content": {"text/event-stream": {}}}},
+    )
+    async def agui(body: RunAgentInput) -> StreamingResponse:
+        """Run one AG-UI exchange: `threadId` is the run id. A new thread starts a run
+        with the last user message as its prompt; a known one gets that message as a
+        reply (its id is the reply's id, so a retried request enters it once). Answers
+        with AG-UI events until the run's next stop point."""
+        encoder = EventEncoder()
+        return StreamingResponse(
+            (encoder.encode(e) async for e in _exchange(tarry, feeds, body)),
+            media_type=encoder.get_content_type(),
+            headers={"Cache-Control": "no-cache"},
+        )
+
+    return router
+
+
+async def _exchange(tarry: Tarry, feeds: Feeds, body: RunAgentInput) -> AsyncIterator[BaseEvent]:
+    thread, run_id = body.thread_id, body.run_id
+    yield RunStartedEvent(thread_id=thread, run_id=run_id)
+    try:
+        start = await _deliver(tarry, thread, last_user_message(body.messages))
+        translation = AguiTranslation(thread)
+        events = feeds.events(thread, start)
+        async with contextlib.aclosing(events):
+            async for event in events:
+                for translated in translation.events(event):
+                    yield translated
+                if event.kind is EventKind.STOP and event.state is not None:
+                    yield stop_event(thread, run_id, event.state)
+                    return
+        raise TarryError(ErrorCode.RUN_ENDED, f"run {thread!r} ended without a stop point")
+    except TarryError as e:
+        yield RunErrorEvent(message=e.message, code=e.code)
+
+
+async def _deliver(tarry: Tarry, thread: str, message: UserMessage | None) -> int:
+    """Starts the thread's run, or replies to it; the offset its answer's events begin at."""
+    text = user_text(message) if message else ""
+    run = await existing(tarry, thread)
+    if run is None:
+        try:
+            await tarry.start(RunInput(prompt=text), run_id=thread)
+            return 0
+        except WorkflowAlreadyStartedError:
+            run = tarry.get(thread)  # a retry of this request started it meanwhile
+    if message is None:
+        raise TarryError(ErrorCode.INPUT_EMPTY, "no user message to send to the run")
+    state = await run.state()
+    await run.reply(text, id=message.id)
+    return state.events

@@ -1,0 +1,106 @@
+"""The HTTP API as an ASGI app: `create_app(tarry, settings)`.
+
+Routes: `/v1/runs...` (`tarry.api.routes`), `/v1/agui` (`tarry.api.agui`), `/healthz`,
+`/openapi.json` and `/docs`; the web inbox (`tarry/api/inbox/`: static HTML, CSS and
+JavaScript, no build step) at `/`. Every route but `/healthz` and the inbox's files needs a bearer token when
+`TARRY_API_TOKENS` holds any (the inbox's page sends one with its own requests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Depends, FastAPI, Response
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+from temporalio.service import RPCError
+
+from tarry.api.agui import agui_router
+from tarry.api.auth import bearer_guard
+from tarry.api.errors import BodyLimit, install_error_handlers
+from tarry.api.feeds import Feeds
+from tarry.api.models import Health
+from tarry.api.routes import runs_router
+from tarry.client import Tarry
+from tarry.settings import TarrySettings
+
+__all__ = ["HEALTH_TIMEOUT", "INBOX_DIR", "create_app"]
+
+INBOX_DIR = Path(__file__).parent / "inbox"
+"""The web inbox's files, served at `/`."""
+
+HEALTH_TIMEOUT = timedelta(seconds=2)
+"""How long `/healthz` waits for Temporal before it says it cannot reach it."""
+
+
+def create_app(
+    tarry: Tarry, settings: TarrySettings, inbox_dir: Path | None = INBOX_DIR
+) -> FastAPI:
+    """The API over `tarry`'s client, guarded by `settings`' tokens and CORS origins;
+    `inbox_dir`, a directory of static files (the web inbox; None: none), is served at `/`."""
+    feeds = Feeds(tarry)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await feeds.aclose()
+
+    app = FastAPI(
+        title="Tarry",
+        summary="Durable, human-in-the-loop LLM agent runs on Temporal.",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    install_error_handlers(app)
+    guarded = [Depends(bearer_guard(settings.tarry_api_tokens))]
+    app.include_router(runs_router(tarry, feeds), dependencies=guarded)
+    app.include_router(agui_router(tarry, feeds), dependencies=guarded)
+    app.include_router(_docs_router(app), dependencies=guarded)
+
+    @app.get("/healthz", tags=["health"])
+    async def healthz(response: Response) -> Health:
+        """200 when Temporal answers, 503 when it does not. Needs no token."""
+        try:
+            reachable = await tarry.client.service_client.check_health(timeout=HEALTH_TIMEOUT)
+        except (RPCError, RuntimeError):  # the SDK's failed (re)connect is a RuntimeError
+            reachable = False
+        if not reachable:
+            response.status_code = HTTPStatus.SERVICE_UNAVAILABLE
+        return Health(temporal="reachable" if reachable else "unreachable")
+
+    if inbox_dir is not None:
+        # Last, so that every route above wins over a file of the same path.
+        app.mount("/", StaticFiles(directory=inbox_dir, html=True), name="inbox")
+    if settings.tarry_api_cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.tarry_api_cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"],
+        )
+    app.add_middleware(BodyLimit)
+    return app
+
+
+def _docs_router(app: FastAPI) -> APIRouter:
+    """`/openapi.json` and `/docs`, as FastAPI serves them, behind the same guard."""
+    router = APIRouter(include_in_schema=False)
+
+    @router.get("/openapi.json")
+    async def openapi() -> dict[str, Any]:
+        return app.openapi()
+
+    @router.get("/docs")
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="Tarry API")
+
+    return router

@@ -1,0 +1,164 @@
+"""How the HTTP API says no: `{"error": {"code", "message"}}` with the status a code
+means, for Tarry's own errors, schema errors, unknown routes and oversized bodies alike."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from tarry.client import TarryError
+from tarry.contracts import MAX_INPUT_BYTES, ErrorCode
+
+__all__ = [
+    "MAX_BODY_BYTES",
+    "ApiError",
+    "BodyLimit",
+    "ErrorBody",
+    "error_response",
+    "install_error_handlers",
+    "status_of",
+]
+
+MAX_BODY_BYTES = MAX_INPUT_BYTES + 64 * 1024
+"""The largest request body read: the largest reply, plus room for its JSON escapes'
+common cases and the other fields. A reply that escapes to more is refused whole."""
+
+_STATUS = {
+    ErrorCode.RUN_NOT_FOUND: HTTPStatus.NOT_FOUND,
+    ErrorCode.RUN_ENDED: HTTPStatus.CONFLICT,
+    ErrorCode.RUN_EXISTS: HTTPStatus.CONFLICT,
+    ErrorCode.RUN_NOT_ENDED: HTTPStatus.CONFLICT,
+    ErrorCode.APPROVAL_NOTHING_PENDING: HTTPStatus.CONFLICT,
+    ErrorCode.APPROVAL_UNKNOWN_CALL: HTTPStatus.CONFLICT,
+    ErrorCode.APPROVAL_ALREADY_DECIDED: HTTPStatus.CONFLICT,
+    ErrorCode.APPROVAL_INVALID_ARGUMENTS: HTTPStatus.CONFLICT,
+    ErrorCode.INPUT_TOO_LARGE: HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+    ErrorCode.INPUT_EMPTY: HTTPStatus.UNPROCESSABLE_ENTITY,
+    ErrorCode.INPUT_INVALID: HTTPStatus.UNPROCESSABLE_ENTITY,
+    ErrorCode.TOOL_NOT_FOUND: HTTPStatus.UNPROCESSABLE_ENTITY,
+    ErrorCode.UNAUTHORIZED: HTTPStatus.UNAUTHORIZED,
+    ErrorCode.RUN_NOT_SERVED: HTTPStatus.SERVICE_UNAVAILABLE,
+}
+
+
+def status_of(code: ErrorCode) -> int:
+    """The HTTP status of a Tarry error code; a code no request should meet is a 500."""
+    return _STATUS.get(code, HTTPStatus.INTERNAL_SERVER_ERROR)
+
+
+class ApiError(BaseModel):
+    code: str
+    """An `ErrorCode`; for failures outside Tarry's codes (an unknown route, a wrong
+    method), the HTTP status's name, e.g. `NOT_FOUND`."""
+    message: str
+
+
+class ErrorBody(BaseModel):
+    error: ApiError
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    body = ErrorBody(error=ApiError(code=code, message=message))
+    headers = {"WWW-Authenticate": "Bearer"} if status == HTTPStatus.UNAUTHORIZED else None
+    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
+
+
+def _tarry_error(_: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, TarryError)
+    return error_response(status_of(error.code), error.code, error.message)
+
+
+def _schema_error(_: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return error_response(
+        HTTPStatus.UNPROCESSABLE_ENTITY, ErrorCode.INPUT_INVALID, f"{where}: {message}"
+    )
+
+
+def _http_error(_: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, HTTPException)
+    status = error.status_code
+    code = ErrorCode.INPUT_TOO_LARGE if status == 413 else HTTPStatus(status).name
+    return error_response(status, code, error.detail)
+
+
+def _already_started(_: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, WorkflowAlreadyStartedError)
+    return error_response(
+        HTTPStatus.CONFLICT,
+        ErrorCode.RUN_EXISTS,
+        f"a run with id {error.workflow_id!r} already exists; an Idempotency-Key makes a"
+        " retried start return it instead",
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(TarryError, _tarry_error)
+    app.add_exception_handler(RequestValidationError, _schema_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(WorkflowAlreadyStartedError, _already_started)
+
+
+class _BodyTooLarge(HTTPException):
+    """An HTTPException, so that FastAPI, which turns any other error met while reading a
+    body into a 400, lets it through to `_http_error`."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+            f"the request body is over {limit} bytes; a reply may have {MAX_INPUT_BYTES} bytes",
+        )
+
+
+class BodyLimit:
+    """Refuses a request body over `limit` bytes with 413 `INPUT_TOO_LARGE` before it is
+    read whole: at once when its Content-Length says so, else as soon as the chunks
+    read pass it (a chunked body has no length to check first).
+
+    Starlette's own `RequestBodyLimitMiddleware` answers in plain text; this one answers
+    like every other error of the API."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            await _http_error(Request(scope), _BodyTooLarge(self.limit))(scope, receive, send)
+            return
+        read = 0
+        started = False
+
+        async def counted() -> Message:
+            nonlocal read
+            message = await receive()
+            read += len(message.get("body", b""))
+            if read > self.limit:
+                raise _BodyTooLarge(self.limit)
+            return message
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, watched)
+        except _BodyTooLarge as e:  # read outside a route, where no handler caught it
+            if started:
+                raise
+            await _http_error(Request(scope), e)(scope, receive, send)

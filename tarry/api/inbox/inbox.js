@@ -1,0 +1,514 @@
+// The Tarry inbox: the runs waiting for a person, and one run's page to answer it.
+// Plain browser JavaScript against the HTTP API (`/v1/...`), no build step. Every model
+// or tool text is untrusted: it is rendered as markdown with raw HTML escaped, then
+// sanitised, and the page's Content-Security-Policy forbids inline scripts besides.
+"use strict";
+
+const WAITING_POLL_MS = 2000;
+const $ = (id) => document.getElementById(id);
+
+// --- The API ------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, code, message) {
+    super(`${code}: ${message}`);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+function authHeaders() {
+  const token = localStorage.getItem("tarry-token");
+  return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+async function api(method, path, body, idempotencyKey) {
+  const init = { method, headers: { ...authHeaders() } };
+  if (idempotencyKey) init.headers["Idempotency-Key"] = idempotencyKey;
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, init);
+  if (response.status === 401) {
+    askForToken();
+  }
+  const data = response.status === 204 ? null : await response.json().catch(() => null);
+  if (!response.ok) {
+    const error = (data && data.error) || { code: `HTTP_${response.status}`, message: response.statusText };
+    throw new ApiError(response.status, error.code, error.message);
+  }
+  return data;
+}
+
+function askForToken() {
+  const dialog = $("token-dialog");
+  if (!dialog.open) dialog.showModal();
+}
+
+// Server-sent events over fetch, not EventSource: EventSource cannot send the bearer token.
+async function* serverEvents(path, signal) {
+  const response = await fetch(path, { headers: { ...authHeaders(), Accept: "text/event-stream" }, signal });
+  if (!response.ok) throw new ApiError(response.status, `HTTP_${response.status}`, "event stream refused");
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value.replace(/\r\n?/g, "\n");
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const event = { id: null, event: "message", data: [] };
+      for (const line of block.split("\n")) {
+        const colon = line.indexOf(":");
+        if (colon === 0) continue; // a comment: the server's keep-alive
+        const field = colon < 0 ? line : line.slice(0, colon);
+        const text = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+        if (field === "data") event.data.push(text);
+        else if (field === "id") event.id = text;
+        else if (field === "event") event.event = text;
+      }
+      if (event.data.length) yield { ...event, data: JSON.parse(event.data.join("\n")) };
+    }
+  }
+}
+
+// --- Safe text ------------------------------------------------------------------------
+
+const markdown = () => {
+  const parser = new marked.Marked({ gfm: true, breaks: true });
+  parser.use({
+    renderer: {
+      // A model's or a tool's HTML is text to read, never markup to run.
+      html: (token) => escapeHtml(token.text),
+      // No request leaves the machine: an image is shown as its link.
+      image: (token) => `<a href="${safeUrl(token.href)}" rel="noreferrer noopener" target="_blank">${escapeHtml(token.text || token.href)}</a>`,
+    },
+  });
+  return parser;
+};
+let parser = null;
+
+function escapeHtml(text) {
+  return String(text).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+function safeUrl(href) {
+  return /^(https?:|mailto:)/i.test(href || "") ? escapeHtml(href) : "#";
+}
+
+function renderMarkdown(element, text) {
+  parser = parser || markdown();
+  const html = parser.parse(text || "");
+  element.innerHTML = DOMPurify.sanitize(html, { FORBID_TAGS: ["img", "style", "form", "input"] });
+  for (const link of element.querySelectorAll("a")) {
+    link.rel = "noreferrer noopener";
+    link.target = "_blank";
+  }
+}
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function prettyJson(text) {
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
+}
+
+// --- The list of waiting runs -------------------------------------------------------
+
+async function refreshWaiting() {
+  try {
+    const page = await api("GET", "/v1/runs?phase=WaitingUser&limit=100");
+    showWaiting(page.runs);
+    $("health").textContent = "";
+  } catch (error) {
+    $("health").textContent = error.message;
+  }
+}
+
+function showWaiting(runs) {
+  const list = $("waiting-list");
+  list.replaceChildren(
+    ...runs.map((run) => {
+      const item = el("li", run.id === current.id ? "selected" : "");
+      const link = el("a");
+      link.href = `#/runs/${encodeURIComponent(run.id)}`;
+      link.append(el("span", "summary", run.summary || run.id));
+      const what = run.waiting_for === "approval" ? "approval" : "reply";
+      link.append(el("span", `tag tag-${what}`, what));
+      const turns = `${run.turns} turn${run.turns === 1 ? "" : "s"}`;
+      link.append(el("span", "muted small", `${run.id} · ${turns} · ${run.model}`));
+      item.append(link);
+      return item;
+    }),
+  );
+  $("waiting-count").textContent = runs.length ? String(runs.length) : "";
+  $("waiting-empty").hidden = runs.length > 0;
+}
+
+// --- One run's page -------------------------------------------------------------------
+
+const current = { id: null, abort: null, state: null, messages: 0, live: null, calls: new Map() };
+
+async function openRun(id) {
+  if (current.abort) current.abort.abort();
+  const fresh = { id, abort: new AbortController(), state: null, messages: 0, live: null, calls: new Map() };
+  Object.assign(current, fresh);
+  show("run");
+  $("run-title").textContent = id;
+  $("transcript").replaceChildren();
+  $("approvals").replaceChildren();
+  try {
+    const state = await api("GET", `/v1/runs/${encodeURIComponent(id)}`);
+    let start = 0;
+    for (;;) {
+      const page = await api("GET", `/v1/runs/${encodeURIComponent(id)}/transcript?start=${start}`);
+      page.messages.forEach((message, i) => addMessage(message, page.start + i));
+      start = page.start + page.messages.length;
+      if (start >= page.total || page.messages.length === 0) break;
+    }
+    showState(state);
+    follow(id, state.events, current.abort.signal);
+  } catch (error) {
+    notice(error.message);
+  }
+}
+
+async function follow(id, offset, signal) {
+  // The state says where the stream stood; everything after it is news.
+  let after = offset - 1;
+  while (!signal.aborted) {
+    const query = after >= 0 ? `?after=${after}` : "";
+    try {
+      for await (const event of serverEvents(`/v1/runs/${encodeURIComponent(id)}/events${query}`, signal)) {
+        if (event.id !== null) after = Number(event.id);
+        onEvent(event.data);
+      }
+      return; // the run ended and its last events are read
+    } catch (error) {
+      if (signal.aborted) return;
+      await new Promise((resolve) => setTimeout(resolve, 1000)); // then resume where it broke
+    }
+  }
+}
+
+function onEvent(event) {
+  switch (event.kind) {
+    case "answer":
+    case "reset":
+      liveAnswer().reset(event.turn);
+      break;
+    case "text":
+      liveAnswer().addText(event.text || "");
+      break;
+    case "tool_call":
+      liveAnswer().addCall(event.index, event.name);
+      break;
+    case "tool_arguments":
+      liveAnswer().addArguments(event.index, event.text || "");
+      break;
+    case "message":
+      if (event.index >= current.messages) {
+        dropLiveAnswer();
+        addMessage(event.message, event.index);
+      }
+      break;
+    case "stop":
+      dropLiveAnswer();
+      showState(event.state);
+      refreshWaiting();
+      break;
+  }
+}
+
+// The answer being written: its words as they come, rendered as they grow.
+function liveAnswer() {
+  if (current.live) return current.live;
+  const item = el("li", "message assistant live");
+  const body = el("div", "body");
+  const calls = el("div", "calls");
+  item.append(el("div", "who", "agent · writing…"), body, calls);
+  $("transcript").append(item);
+  let text = "";
+  let pending = false;
+  const render = () => {
+    pending = false;
+    renderMarkdown(body, text);
+    scrollToEnd();
+  };
+  const callArgs = new Map();
+  current.live = {
+    item,
+    reset() {
+      text = "";
+      callArgs.clear();
+      calls.replaceChildren();
+      render();
+    },
+    addText(piece) {
+      text += piece;
+      if (!pending) {
+        pending = true;
+        requestAnimationFrame(render); // one render per frame however fast the words come
+      }
+    },
+    addCall(index, name) {
+      const pre = el("pre", "arguments", "");
+      const box = el("div", "call");
+      box.append(el("span", "call-name", `→ ${name}`), pre);
+      calls.append(box);
+      callArgs.set(index, pre);
+    },
+    addArguments(index, piece) {
+      const pre = callArgs.get(index);
+      if (pre) pre.textContent += piece;
+    },
+  };
+  return current.live;
+}
+
+function dropLiveAnswer() {
+  if (current.live) current.live.item.remove();
+  current.live = null;
+}
+
+function addMessage(message, index) {
+  if (index < current.messages) return;
+  current.messages = index + 1;
+  const list = $("transcript");
+  if (message.role === "tool") {
+    const call = current.calls.get(message.tool_call_id);
+    const result = el("details", "result");
+    const failed = /^\{"ok":\s*false/.test(message.content || "");
+    result.append(el("summary", failed ? "failed" : "", failed ? "✗ result" : "✓ result"));
+    result.append(el("pre", "", prettyJson(message.content || "")));
+    if (message.decision) result.append(el("div", "muted small", decisionText(message.decision)));
+    (call || list).append(result);
+    return;
+  }
+  const item = el("li", `message ${message.role}`);
+  item.append(el("div", "who", message.role === "user" ? "you" : message.role === "assistant" ? "agent" : message.role));
+  const body = el("div", "body");
+  if (message.role === "assistant") renderMarkdown(body, message.content || "");
+  else body.textContent = message.content || "";
+  item.append(body);
+  if (message.interrupted) item.append(el("div", "muted small", "interrupted by a stop"));
+  for (const call of message.tool_calls || []) {
+    const box = el("div", "call");
+    const request = el("details");
+    request.append(el("summary", "call-name", `→ ${call.function.name}`));
+    request.append(el("pre", "arguments", prettyJson(call.function.arguments)));
+    box.append(request); // its result joins it when it comes
+    item.append(box);
+    current.calls.set(call.id, box);
+  }
+  list.append(item);
+  scrollToEnd();
+}
+
+function decisionText(decision) {
+  const verdict = decision.approved ? "approved" : "rejected";
+  const reason = decision.reason ? `: ${decision.reason}` : "";
+  return `${verdict} by ${decision.by} at ${new Date(decision.at).toLocaleString()}${reason}`;
+}
+
+function showState(state) {
+  current.state = state;
+  const phase = $("run-phase");
+  phase.textContent = state.waiting_for ? `waiting for ${state.waiting_for}` : state.phase;
+  phase.className = `badge ${state.phase}`;
+  const usage = state.usage || {};
+  $("run-meta").textContent = `turn ${state.turn} · ${usage.total_tokens || 0} tokens`;
+  const ended = state.phase === "Completed" || state.phase === "Failed";
+  const problems = [];
+  if (state.error) problems.push(`${state.error.code}: ${state.error.message}`);
+  if (state.warning && !state.error) problems.push(`warning: ${state.warning}`);
+  if (state.stop_reason) problems.push(`stopped: ${state.stop_reason}`);
+  if (ended) problems.push(`The run has ended (${state.phase}).`);
+  notice(problems.join(" — "));
+  $("pause-button").disabled = state.phase !== "Running";
+  $("stop-button").disabled = ended;
+  $("reply-text").disabled = ended;
+  $("reply-button").disabled = ended;
+  showApprovals(state.pending_approvals || []);
+}
+
+function notice(text) {
+  $("run-notice").textContent = text;
+  $("run-notice").hidden = !text;
+}
+
+// --- Approvals ------------------------------------------------------------------------
+
+function showApprovals(pending) {
+  const box = $("approvals");
+  box.replaceChildren(...pending.map(approvalCard));
+}
+
+function approvalCard(pending) {
+  const card = el("div", "approval");
+  card.dataset.callId = pending.call_id;
+  card.append(el("div", "approval-title", `${pending.tool} wants to run`));
+  const args = el("textarea", "approval-arguments");
+  args.value = prettyJson(pending.arguments);
+  args.rows = Math.min(12, args.value.split("\n").length + 1);
+  args.setAttribute("aria-label", "arguments (edit to change them)");
+  const reason = el("input", "approval-reason");
+  reason.placeholder = "reason (told to the agent when you reject)";
+  const deadline = el("div", "muted small deadline");
+  if (pending.deadline) countDown(deadline, new Date(pending.deadline));
+  const approve = el("button", "approve", "Approve");
+  const reject = el("button", "danger reject", "Reject");
+  approve.type = reject.type = "button";
+  const original = args.value;
+  approve.addEventListener("click", () => decide(card, pending.call_id, true, reason.value, args.value !== original ? args.value : null));
+  reject.addEventListener("click", () => decide(card, pending.call_id, false, reason.value, null));
+  const actions = el("div", "approval-actions");
+  actions.append(approve, reject);
+  card.append(args, reason, deadline, actions);
+  return card;
+}
+
+function countDown(node, deadline) {
+  const tick = () => {
+    if (!node.isConnected) return;
+    const seconds = Math.max(0, Math.round((deadline - Date.now()) / 1000));
+    const d = Math.floor(seconds / 86400), h = Math.floor((seconds % 86400) / 3600);
+    const m = Math.floor((seconds % 3600) / 60), s = seconds % 60;
+    node.textContent = `decide within ${d ? `${d}d ` : ""}${h}h ${m}m ${s}s`;
+    setTimeout(tick, 1000);
+  };
+  tick();
+}
+
+async function decide(card, callId, approved, reason, editedArguments) {
+  let argumentsObject = null;
+  if (editedArguments !== null) {
+    try {
+      argumentsObject = JSON.parse(editedArguments);
+    } catch (error) {
+      notice(`The edited arguments are not JSON: ${error.message}`);
+      return;
+    }
+  }
+  for (const button of card.querySelectorAll("button")) button.disabled = true;
+  try {
+    await api("POST", `/v1/runs/${encodeURIComponent(current.id)}/approvals`, {
+      call_id: callId,
+      approved,
+      reason: reason || null,
+      arguments: argumentsObject,
+    });
+    card.remove();
+  } catch (error) {
+    notice(error.message);
+    for (const button of card.querySelectorAll("button")) button.disabled = false;
+  }
+}
+
+// --- Replying, pausing, stopping, starting ----------------------------------------
+
+async function sendReply() {
+  const box = $("reply-text");
+  const text = box.value;
+  if (!text.trim() || !current.id) return;
+  box.disabled = true;
+  try {
+    // The key makes a retried send one reply: the run dedupes by message id.
+    const key = crypto.randomUUID();
+    await api("POST", `/v1/runs/${encodeURIComponent(current.id)}/messages`, { text }, key);
+    box.value = "";
+  } catch (error) {
+    notice(error.message);
+  } finally {
+    box.disabled = false;
+    box.focus();
+  }
+}
+
+function scrollToEnd() {
+  const list = $("transcript");
+  list.lastElementChild?.scrollIntoView({ block: "end" });
+}
+
+function show(section) {
+  for (const id of ["run", "start", "welcome"]) $(id).hidden = id !== section;
+}
+
+function names(text) {
+  const list = text.split(",").map((s) => s.trim()).filter(Boolean);
+  return list.length ? list : null;
+}
+
+function route() {
+  const match = location.hash.match(/^#\/runs\/(.+)$/);
+  if (match) openRun(decodeURIComponent(match[1]));
+  else if (location.hash === "#/new") show("start");
+  else {
+    if (current.abort) current.abort.abort();
+    current.id = null;
+    show("welcome");
+  }
+}
+
+function wire() {
+  $("reply-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    sendReply();
+  });
+  $("reply-text").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      sendReply();
+    }
+  });
+  $("pause-button").addEventListener("click", () =>
+    api("POST", `/v1/runs/${encodeURIComponent(current.id)}/pause`).catch((e) => notice(e.message)),
+  );
+  $("stop-button").addEventListener("click", () => {
+    const reason = prompt("Stop this run? A reason, if you like:");
+    if (reason === null) return;
+    api("POST", `/v1/runs/${encodeURIComponent(current.id)}/stop`, { reason: reason || null }).catch((e) => notice(e.message));
+  });
+  $("new-run-button").addEventListener("click", () => (location.hash = "#/new"));
+  $("start-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const input = {
+      prompt: $("start-prompt").value,
+      system: $("start-system").value || null,
+      model: $("start-model").value || "default",
+      mode: $("start-mode").value,
+      tools: names($("start-tools").value),
+      require_approval: names($("start-approval").value) || [],
+    };
+    try {
+      const started = await api("POST", "/v1/runs", input);
+      location.hash = `#/runs/${encodeURIComponent(started.id)}`;
+    } catch (error) {
+      alert(error.message);
+    }
+  });
+  $("token-form").addEventListener("submit", () => {
+    localStorage.setItem("tarry-token", $("token-input").value);
+    route();
+    refreshWaiting();
+  });
+  window.addEventListener("hashchange", route);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  wire();
+  route();
+  refreshWaiting();
+  setInterval(refreshWaiting, WAITING_POLL_MS);
+});

@@ -1,0 +1,93 @@
+"""Finding runs: what Temporal's visibility records of each (its search attributes and
+memo), listed by phase and what it waits for, a page at a time.
+
+`tarry list`, `tarry status` (with no worker to answer) and the HTTP API's run list
+read the same rows, so a run looks the same from a shell and from a browser.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel
+from temporalio.client import Client, WorkflowExecution
+
+from tarry.client import SUMMARY_MEMO
+from tarry.contracts import (
+    MODEL_ATTRIBUTE,
+    PHASE_ATTRIBUTE,
+    TURNS_ATTRIBUTE,
+    WAITING_FOR_ATTRIBUTE,
+    WORKFLOW_TYPE,
+    Phase,
+    WaitingFor,
+)
+
+__all__ = ["RunPage", "RunRow", "find_runs", "runs_query"]
+
+
+class RunRow(BaseModel):
+    """One run as visibility records it; the search attributes are None on runs without them."""
+
+    run_id: str
+    phase: str | None
+    turns: int | None
+    model: str | None
+    """The model profile the run names, as the `TarryModel` search attribute holds it."""
+    waiting_for: str | None = None
+    started: datetime
+    """When the run's latest segment started (a continue-as-new starts a new one)."""
+    updated_at: datetime
+    """When the run ended, else when its latest segment started: visibility records no
+    later moment of a run in flight."""
+    summary: str | None = None
+    """The first line of the prompt; None for runs started without the client."""
+
+    @classmethod
+    async def of(cls, execution: WorkflowExecution) -> RunRow:
+        attributes = execution.typed_search_attributes
+        return cls(
+            run_id=execution.id,
+            phase=attributes.get(PHASE_ATTRIBUTE),
+            turns=attributes.get(TURNS_ATTRIBUTE),
+            model=attributes.get(MODEL_ATTRIBUTE),
+            waiting_for=attributes.get(WAITING_FOR_ATTRIBUTE),
+            started=execution.start_time,
+            updated_at=execution.close_time or execution.start_time,
+            summary=await execution.memo_value(SUMMARY_MEMO, None, type_hint=str),
+        )
+
+
+class RunPage(BaseModel):
+    rows: list[RunRow]
+    next_page_token: bytes | None
+    """The SDK's token for the page after this one; None after the last."""
+
+
+def runs_query(phase: Phase | None = None, waiting_for: WaitingFor | None = None) -> str:
+    """The visibility query for Tarry's runs, in `phase` and waiting for `waiting_for`.
+    Both are enum members, so nothing a caller types reaches the query text."""
+    query = f"WorkflowType = '{WORKFLOW_TYPE}'"
+    if phase is not None:
+        query += f" AND {PHASE_ATTRIBUTE.name} = '{phase.value}'"
+    if waiting_for is not None:
+        query += f" AND {WAITING_FOR_ATTRIBUTE.name} = '{waiting_for.value}'"
+    return query
+
+
+async def find_runs(
+    client: Client,
+    *,
+    phase: Phase | None = None,
+    waiting_for: WaitingFor | None = None,
+    limit: int = 20,
+    page_token: bytes | None = None,
+) -> RunPage:
+    """One page of up to `limit` runs, open runs first, newest first (visibility's own
+    order), from `page_token` (a `RunPage.next_page_token`) or the start."""
+    executions = client.list_workflows(
+        runs_query(phase, waiting_for), page_size=limit, next_page_token=page_token
+    )
+    await executions.fetch_next_page()
+    rows = [await RunRow.of(e) for e in executions.current_page or []]
+    return RunPage(rows=rows, next_page_token=executions.next_page_token)

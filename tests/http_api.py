@@ -1,0 +1,72 @@
+"""The HTTP API for tests: served by uvicorn in the test's process on a free loopback
+port, over the client of a test's agent, and spoken to over real HTTP."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from httpx_sse import aconnect_sse
+from pydantic import SecretStr
+
+from tarry.api import ApiServer, create_app
+from tarry.client import RunHandle
+from tarry.contracts import RunState
+from tarry.settings import TarrySettings
+from tests.conftest import FAST_TIMEOUTS, Agent
+
+TOKEN = "tarry-test-token-5be1"
+
+
+@dataclass
+class Api:
+    http: httpx.AsyncClient
+    agent: Agent
+    url: str
+
+    def run(self, run_id: str) -> RunHandle:
+        """The run `run_id`, which the agent's replay check then covers too."""
+        run = self.agent.tarry.get(run_id)
+        if all(r.id != run_id for r in self.agent.runs):
+            self.agent.runs.append(run)
+        return run
+
+    async def start(self, prompt: str = "", **input: Any) -> str:
+        """Starts a run over HTTP, with the short timeouts of every test run."""
+        input.setdefault("timeouts", json.loads(FAST_TIMEOUTS.model_dump_json()))
+        response = await self.http.post("/v1/runs", json={"prompt": prompt, **input})
+        assert response.status_code == 201, response.text
+        run_id: str = response.json()["id"]
+        self.run(run_id)
+        return run_id
+
+    async def state(self, run_id: str) -> RunState:
+        response = await self.http.get(f"/v1/runs/{run_id}")
+        assert response.status_code == 200, response.text
+        return RunState.model_validate(response.json())
+
+    async def events(self, path: str, **headers: str) -> AsyncIterator[tuple[str, Any, str]]:
+        """(event, data as JSON, id) of each server-sent event at `path`."""
+        async with aconnect_sse(self.http, "GET", path, headers=headers) as source:
+            source.response.raise_for_status()
+            async for sse in source.aiter_sse():
+                yield sse.event, json.loads(sse.data), sse.id
+
+
+@asynccontextmanager
+async def serving(
+    agent: Agent, *tokens: str, cors_origins: tuple[str, ...] = ()
+) -> AsyncIterator[Api]:
+    settings = TarrySettings.model_construct(
+        tarry_api_tokens=[SecretStr(t) for t in tokens],
+        tarry_api_cors_origins=list(cors_origins),
+    )
+    async with ApiServer(create_app(agent.tarry, settings), "127.0.0.1", 0) as server:
+        headers = {"Authorization": f"Bearer {tokens[0]}"} if tokens else {}
+        timeout = httpx.Timeout(60, connect=5)
+        async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=timeout) as http:
+            yield Api(http, agent, server.url)

@@ -1,0 +1,405 @@
+"""The HTTP API's routes, against a real dev server and worker over real HTTP: each
+answers as the route table in the README says, with Tarry's error codes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.client import Client
+
+from tarry.api import ApiServer, create_app
+from tarry.api.errors import MAX_BODY_BYTES
+from tarry.client import Tarry
+from tarry.contracts import MAX_INPUT_BYTES, ErrorCode, Phase, WaitingFor
+from tarry.settings import TarrySettings
+from tarry.testing.scripted_model import call, say
+from tests.conftest import Agent, tool_result
+from tests.http_api import Api, serving
+
+WRITE = {"path": "plan.md", "content": "ship it"}
+
+
+@pytest.fixture
+async def api(agent: Agent) -> AsyncIterator[Api]:
+    async with serving(agent) as api:
+        yield api
+
+
+def error_of(response: httpx.Response) -> tuple[int, str]:
+    body = response.json()
+    assert set(body) == {"error"}
+    assert body["error"]["message"]
+    return response.status_code, body["error"]["code"]
+
+
+async def until_stopped(api: Api, run_id: str) -> dict[str, Any]:
+    """The run's state once it waits for a person or has ended."""
+    async with asyncio.timeout(30):
+        while True:
+            state: dict[str, Any] = (await api.http.get(f"/v1/runs/{run_id}")).json()
+            if state["phase"] != Phase.RUNNING:
+                return state
+            await asyncio.sleep(0.05)
+
+
+async def gated(api: Api) -> str:
+    """A run waiting for a decision on a gated `write_file` call `w1`."""
+    api.agent.model.add(call("write_file", WRITE, id="w1"), say("written"))
+    run_id = await api.start("write the plan", require_approval=["write_file"])
+    assert (await until_stopped(api, run_id))["waiting_for"] == WaitingFor.APPROVAL
+    return run_id
+
+
+async def listed(api: Api, query: str, expected: set[str]) -> set[str]:
+    """The ids listed by `/v1/runs?query` among `expected`, once visibility has them
+    all (it records a run's attributes a moment after the run sets them)."""
+    async with asyncio.timeout(30):
+        while True:
+            response = await api.http.get(f"/v1/runs?{query}&limit=1000")
+            assert response.status_code == 200, response.text
+            ids = {run["id"] for run in response.json()["runs"]}
+            if expected <= ids:
+                return ids
+            await asyncio.sleep(0.2)
+
+
+# --- Starting and finding runs ---------------------------------------------------------
+
+
+async def test_a_start_retried_with_one_idempotency_key_starts_one_run(api: Api) -> None:
+    api.agent.model.add(say("hello once"))
+    key = {"Idempotency-Key": "start-7f3a"}
+
+    first = await api.http.post("/v1/runs", json={"prompt": "hi"}, headers=key)
+    second = await api.http.post("/v1/runs", json={"prompt": "hi"}, headers=key)
+
+    assert (first.status_code, second.status_code) == (201, 201)
+    assert first.json()["id"] == second.json()["id"]
+    run = api.run(first.json()["id"])
+    await run.wait_for({Phase.WAITING_USER})
+    assert len(api.agent.model.requests) == 1
+    history = await api.agent.tarry.client.get_workflow_handle(run.id).describe()
+    assert history.raw_description.workflow_execution_info.first_run_id == history.run_id
+
+
+async def test_a_start_answers_the_run_s_id_and_first_state(api: Api) -> None:
+    response = await api.http.post("/v1/runs", json={"id": "run-api-chosen"})
+    api.run("run-api-chosen")
+
+    assert response.status_code == 201
+    assert response.json()["id"] == "run-api-chosen"
+    assert response.json()["state"]["phase"] == Phase.WAITING_USER
+
+
+async def test_runs_are_listed_by_phase_and_by_what_they_wait_for(api: Api) -> None:
+    approval = await gated(api)
+    api.agent.model.add(say("your turn"))
+    reply = await api.start("hi")
+    await until_stopped(api, reply)
+
+    waiting = await listed(api, "phase=WaitingUser", {approval, reply})
+    for_approval = await listed(api, "waiting_for=approval", {approval})
+    response = await api.http.get("/v1/runs?phase=WaitingUser&waiting_for=approval&limit=1000")
+
+    assert {approval, reply} <= waiting
+    assert reply not in for_approval
+    [row] = [r for r in response.json()["runs"] if r["id"] == approval]
+    assert row["phase"] == Phase.WAITING_USER
+    assert row["waiting_for"] == WaitingFor.APPROVAL
+    assert row["summary"] == "write the plan"
+    assert row["turns"] == 1
+    assert row["model"] == "default"
+    assert row["updated_at"]
+
+
+async def test_the_run_list_pages_with_its_cursor(api: Api) -> None:
+    started = {await api.start() for _ in range(3)}
+    await listed(api, "phase=WaitingUser", started)
+
+    first = (await api.http.get("/v1/runs?limit=2")).json()
+    second = (await api.http.get(f"/v1/runs?limit=2&cursor={first['next_cursor']}")).json()
+
+    assert len(first["runs"]) == 2
+    assert first["next_cursor"]
+    assert {r["id"] for r in first["runs"]}.isdisjoint({r["id"] for r in second["runs"]})
+
+
+async def test_a_run_is_its_id_and_its_state(api: Api) -> None:
+    api.agent.model.add(say("ready"))
+    run_id = await api.start("hi")
+    await until_stopped(api, run_id)
+
+    response = await api.http.get(f"/v1/runs/{run_id}")
+
+    body = response.json()
+    assert response.status_code == 200
+    assert body["id"] == run_id
+    assert body["phase"] == Phase.WAITING_USER
+    assert body["last_assistant_text"] == "ready"
+    assert body["message_count"] == 2
+
+
+async def test_the_transcript_is_read_a_page_at_a_time(api: Api) -> None:
+    api.agent.model.add(call("list_files"), say("nothing here"))
+    run_id = await api.start("look around")
+    await until_stopped(api, run_id)
+
+    first = (await api.http.get(f"/v1/runs/{run_id}/transcript?limit=2")).json()
+    rest = (await api.http.get(f"/v1/runs/{run_id}/transcript?start=2")).json()
+
+    assert [m["role"] for m in first["messages"]] == ["user", "assistant"]
+    assert (first["start"], first["total"]) == (0, 4)
+    assert [m["role"] for m in rest["messages"]] == ["tool", "assistant"]
+    assert rest["messages"][-1]["content"] == "nothing here"
+
+
+# --- Answering runs ----------------------------------------------------------------------
+
+
+async def test_a_message_with_wait_answers_the_state_at_the_next_stop_point(api: Api) -> None:
+    api.agent.model.add(say("first"), say("second"))
+    run_id = await api.start("hi")
+    await until_stopped(api, run_id)
+
+    response = await api.http.post(f"/v1/runs/{run_id}/messages?wait=true", json={"text": "go on"})
+
+    assert response.status_code == 200
+    assert response.json()["last_assistant_text"] == "second"
+    assert response.json()["phase"] == Phase.WAITING_USER
+
+
+async def test_a_message_without_wait_is_accepted_and_answered_later(api: Api) -> None:
+    api.agent.model.add(say("first"), say("second"))
+    run_id = await api.start("hi")
+    await until_stopped(api, run_id)
+
+    response = await api.http.post(f"/v1/runs/{run_id}/messages", json={"text": "go on"})
+
+    assert (response.status_code, response.json()) == (202, {"accepted": True})
+    async with asyncio.timeout(30):
+        while (await api.state(run_id)).last_assistant_text != "second":
+            await asyncio.sleep(0.05)
+
+
+async def test_a_message_retried_with_one_key_enters_the_transcript_once(api: Api) -> None:
+    api.agent.model.add(say("first"), say("second"), say("third"))
+    run_id = await api.start("hi")
+    await until_stopped(api, run_id)
+    key = {"Idempotency-Key": "reply-91c2"}
+
+    first = await api.http.post(f"/v1/runs/{run_id}/messages", json={"text": "once"}, headers=key)
+    retried = await api.http.post(
+        f"/v1/runs/{run_id}/messages?wait=true", json={"text": "once"}, headers=key
+    )
+
+    assert (first.status_code, retried.status_code) == (202, 200)
+    transcript = await api.run(run_id).transcript()
+    assert [m.content for m in transcript if m.role == "user"] == ["hi", "once"]
+    assert len(api.agent.model.requests) == 2
+
+
+async def test_an_approval_answers_the_next_state_and_a_second_decision_is_409(
+    api: Api,
+) -> None:
+    run_id = await gated(api)
+    decision = {"call_id": "w1", "approved": True, "reason": None, "arguments": None}
+
+    decided = await api.http.post(f"/v1/runs/{run_id}/approvals", json=decision)
+    again = await api.http.post(f"/v1/runs/{run_id}/approvals", json=decision)
+
+    assert decided.status_code == 200
+    assert decided.json()["last_assistant_text"] == "written"
+    assert (api.agent.workspace_root / run_id / "plan.md").read_text() == "ship it"
+    # Decided, the call is no longer pending: the run says so.
+    assert error_of(again) == (409, ErrorCode.APPROVAL_NOTHING_PENDING)
+
+
+async def test_a_rejection_with_a_reason_is_told_to_the_model(api: Api) -> None:
+    run_id = await gated(api)
+
+    decided = await api.http.post(
+        f"/v1/runs/{run_id}/approvals",
+        json={"call_id": "w1", "approved": False, "reason": "not today"},
+    )
+
+    assert decided.status_code == 200
+    tool_message = (await api.run(run_id).transcript())[2]
+    assert "not today" in tool_result(tool_message)["error"]["message"]
+
+
+async def test_pause_is_accepted_and_the_run_waits_at_its_next_turn_boundary(
+    api: Api,
+) -> None:
+    api.agent.model.add(call("list_files", {}, delay=1.0), say("never asked"))
+    run_id = await api.start("look around")
+    await api.agent.model.wait_for_requests(1)
+
+    response = await api.http.post(f"/v1/runs/{run_id}/pause")
+
+    assert (response.status_code, response.json()) == (202, {"accepted": True})
+    state = await until_stopped(api, run_id)
+    assert (state["phase"], state["turn"]) == (Phase.WAITING_USER, 1)
+    assert len(api.agent.model.requests) == 1
+
+
+async def test_stop_is_accepted_and_ends_a_waiting_run_with_its_reason(api: Api) -> None:
+    run_id = await api.start()
+
+    response = await api.http.post(f"/v1/runs/{run_id}/stop", json={"reason": "done for today"})
+
+    assert (response.status_code, response.json()) == (202, {"accepted": True})
+    result = await api.run(run_id).result()
+    assert (result.phase, result.stop_reason) == (Phase.COMPLETED, "done for today")
+
+
+# --- Errors ----------------------------------------------------------------------------
+
+
+async def test_an_unknown_run_is_404_run_not_found(api: Api) -> None:
+    for response in (
+        await api.http.get("/v1/runs/run-nosuch"),
+        await api.http.post("/v1/runs/run-nosuch/messages", json={"text": "hi"}),
+        await api.http.get("/v1/runs/run-nosuch/events"),
+    ):
+        assert error_of(response) == (404, ErrorCode.RUN_NOT_FOUND)
+
+
+async def test_a_message_to_an_ended_run_is_409_run_ended(api: Api) -> None:
+    run_id = await api.start()
+    await api.http.post(f"/v1/runs/{run_id}/stop")
+    await api.run(run_id).result()
+
+    response = await api.http.post(f"/v1/runs/{run_id}/messages", json={"text": "hello?"})
+
+    assert error_of(response) == (409, ErrorCode.RUN_ENDED)
+
+
+async def test_a_start_with_the_id_of_a_running_run_is_409_run_exists(api: Api) -> None:
+    run_id = await api.start()
+
+    response = await api.http.post("/v1/runs", json={"id": run_id})
+
+    assert error_of(response) == (409, ErrorCode.RUN_EXISTS)
+
+
+async def test_a_decision_with_nothing_pending_is_409(api: Api) -> None:
+    run_id = await api.start()
+
+    response = await api.http.post(f"/v1/runs/{run_id}/approvals", json={"approved": True})
+
+    assert error_of(response) == (409, ErrorCode.APPROVAL_NOTHING_PENDING)
+
+
+async def test_an_empty_message_is_422_input_empty(api: Api) -> None:
+    run_id = await api.start()
+
+    response = await api.http.post(f"/v1/runs/{run_id}/messages", json={"text": "  "})
+
+    assert error_of(response) == (422, ErrorCode.INPUT_EMPTY)
+
+
+async def test_a_body_that_breaks_the_schema_is_422_input_invalid(api: Api) -> None:
+    response = await api.http.post("/v1/runs", json={"prompt": "hi", "max_turns": 0})
+
+    status, code = error_of(response)
+    assert (status, code) == (422, ErrorCode.INPUT_INVALID)
+    assert "max_turns" in response.json()["error"]["message"]
+
+
+async def test_a_start_naming_an_unknown_tool_is_422_tool_not_found(api: Api) -> None:
+    response = await api.http.post("/v1/runs", json={"id": "run-typo", "tools": ["raed_file"]})
+    api.run("run-typo")
+
+    assert error_of(response) == (422, ErrorCode.TOOL_NOT_FOUND)
+
+
+async def test_a_reply_over_the_limit_is_413_input_too_large(api: Api) -> None:
+    run_id = await api.start()
+
+    response = await api.http.post(
+        f"/v1/runs/{run_id}/messages", json={"text": "x" * (MAX_INPUT_BYTES + 1)}
+    )
+
+    assert error_of(response) == (413, ErrorCode.INPUT_TOO_LARGE)
+
+
+async def unfinished_post(api: Api, headers: bytes, body: bytes) -> tuple[bytes, Any]:
+    """POSTs `body` with `headers` over a raw connection, never finishing the body, and
+    returns the status line and the JSON that came back anyway."""
+    host, port = api.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"POST /v1/runs/run-any/messages HTTP/1.1\r\nHost: api\r\n")
+    writer.write(b"Content-Type: application/json\r\n" + headers + b"\r\n" + body)
+    await writer.drain()
+    async with asyncio.timeout(30):
+        head = await reader.readuntil(b"\r\n\r\n")
+        answer = await reader.read(1000)
+    writer.close()
+    return head.split(b"\r\n")[0], json.loads(answer)
+
+
+async def test_a_body_over_the_cap_is_refused_before_it_is_read_whole(api: Api) -> None:
+    # Chunked: no length to check first, so the server must count as it reads.
+    chunk = b"x" * 65536
+    chunks = b"%x\r\n%s\r\n" % (len(chunk), chunk) * (MAX_BODY_BYTES // len(chunk) + 2)
+
+    status, answer = await unfinished_post(api, b"Transfer-Encoding: chunked\r\n", chunks)
+
+    assert status == b"HTTP/1.1 413 Request Entity Too Large"
+    assert answer["error"]["code"] == ErrorCode.INPUT_TOO_LARGE
+
+
+async def test_a_declared_length_over_the_cap_is_refused_before_any_body(api: Api) -> None:
+    length = b"Content-Length: %d\r\n" % (MAX_BODY_BYTES + 1)
+
+    status, answer = await unfinished_post(api, length, b"")
+
+    assert status == b"HTTP/1.1 413 Request Entity Too Large"
+    assert answer["error"]["code"] == ErrorCode.INPUT_TOO_LARGE
+
+
+# --- Health and docs ---------------------------------------------------------------------
+
+
+async def test_healthz_is_200_while_temporal_answers(api: Api) -> None:
+    response = await api.http.get("/healthz")
+
+    assert (response.status_code, response.json()) == (200, {"temporal": "reachable"})
+
+
+async def test_the_openapi_document_describes_every_route(api: Api) -> None:
+    document = (await api.http.get("/openapi.json")).json()
+    docs = await api.http.get("/docs")
+
+    assert set(document["paths"]) == {
+        "/v1/runs",
+        "/v1/runs/{run_id}",
+        "/v1/runs/{run_id}/transcript",
+        "/v1/runs/{run_id}/messages",
+        "/v1/runs/{run_id}/approvals",
+        "/v1/runs/{run_id}/pause",
+        "/v1/runs/{run_id}/stop",
+        "/v1/runs/{run_id}/events",
+        "/v1/agui",
+        "/healthz",
+    }
+    assert "RunInput" in str(document["components"]["schemas"]["StartRequest"]) or (
+        "prompt" in document["components"]["schemas"]["StartRequest"]["properties"]
+    )
+    assert docs.status_code == 200
+    assert "swagger" in docs.text.lower()
+
+
+async def test_healthz_is_503_when_temporal_does_not_answer() -> None:
+    # Nothing listens on port 1; a lazy client connects only when asked something.
+    unreachable = Tarry(await Client.connect("127.0.0.1:1", lazy=True))
+    app = create_app(unreachable, TarrySettings.model_construct())
+    async with ApiServer(app, "127.0.0.1", 0) as server, httpx.AsyncClient() as http:
+        response = await http.get(f"{server.url}/healthz")
+
+    assert (response.status_code, response.json()) == (503, {"temporal": "unreachable"})

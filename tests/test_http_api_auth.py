@@ -1,0 +1,95 @@
+"""Who may use the HTTP API: a bearer token of TARRY_API_TOKENS on every route but
+`/healthz`, and no API beyond loopback without tokens."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tarry.api import create_app
+from tarry.contracts import ErrorCode
+from tarry.settings import TarrySettings
+from tests.conftest import Agent
+from tests.http_api import TOKEN, Api, serving
+from tests.test_cli import TARRY, agent_env
+
+
+@pytest.fixture
+async def api(agent: Agent) -> AsyncIterator[Api]:
+    async with serving(agent, TOKEN, "another-token") as api:
+        yield api
+
+
+def routes() -> list[tuple[str, str]]:
+    """(method, path) of every route the API has, with `run-x` for a run id: those its
+    OpenAPI document describes, and the document and its docs page themselves."""
+    app = create_app(None, TarrySettings.model_construct())  # type: ignore[arg-type]
+    described = [
+        (method.upper(), path.replace("{run_id}", "run-x"))
+        for path, operations in app.openapi()["paths"].items()
+        for method in operations
+    ]
+    return [*described, ("GET", "/openapi.json"), ("GET", "/docs")]
+
+
+async def test_without_a_token_every_route_but_healthz_is_401(api: Api) -> None:
+    answers = {
+        (method, path): await api.http.request(method, path, headers={"Authorization": ""}, json={})
+        for method, path in routes()
+    }
+
+    health = answers.pop(("GET", "/healthz"))
+    assert health.status_code == 200
+    assert len(answers) >= 11
+    for route, response in answers.items():
+        assert response.status_code == 401, route
+        assert response.json()["error"]["code"] == ErrorCode.UNAUTHORIZED, route
+        assert response.headers["WWW-Authenticate"] == "Bearer"
+
+
+async def test_a_wrong_token_is_401(api: Api) -> None:
+    response = await api.http.get("/v1/runs", headers={"Authorization": "Bearer guessed"})
+
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == ErrorCode.UNAUTHORIZED
+
+
+async def test_any_configured_token_is_let_through(api: Api) -> None:
+    first = await api.http.get("/v1/runs")
+    second = await api.http.get("/v1/runs", headers={"Authorization": "Bearer another-token"})
+
+    assert (first.status_code, second.status_code) == (200, 200)
+
+
+async def test_cors_is_off_unless_origins_are_configured(agent: Agent) -> None:
+    preflight = {
+        "Origin": "http://inbox.example",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization",
+    }
+    async with serving(agent) as closed:
+        refused = await closed.http.options("/v1/runs", headers=preflight)
+    async with serving(agent, cors_origins=("http://inbox.example",)) as open_:
+        allowed = await open_.http.options("/v1/runs", headers=preflight)
+
+    assert "access-control-allow-origin" not in refused.headers
+    assert allowed.headers["access-control-allow-origin"] == "http://inbox.example"
+
+
+async def test_with_no_tokens_a_non_loopback_host_is_refused(agent: Agent) -> None:
+    serve = await asyncio.create_subprocess_exec(
+        str(TARRY), "serve", "--host", "0.0.0.0", "--port", "0",
+        env=agent_env(agent),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(60):
+        out, err = await serve.communicate()
+
+    assert serve.returncode == 1
+    assert out == b""
+    assert err.decode().startswith("error: refusing to serve the API on 0.0.0.0")
+    assert "TARRY_API_TOKENS" in err.decode()
+    assert err.decode().count("\n") == 1
