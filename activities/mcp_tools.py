@@ -123,14 +123,18 @@ def _summary(block: ContentBlock) -> str:
         return block.text
     if isinstance(block, ImageContent | AudioContent):
         kind = "image" if isinstance(block, ImageContent) else "audio"
-        return f"[{kind}: {block.mime_type}, {len(block.data) * 3 // 4} bytes]"
+        return f"[{kind}: {block.mime_type}, {_decoded_size(block.data)} bytes]"
     if isinstance(block, ResourceLink):
         return f"[resource link: {block.uri}]"
     resource = block.resource
     if isinstance(resource, TextResourceContents):
         return f"[resource: {resource.uri}]\n{resource.text}"
-    size = len(resource.blob) * 3 // 4
-    return f"[resource: {resource.uri}, {resource.mime_type or 'binary'}, {size} bytes]"
+    kind = resource.mime_type or "binary"
+    return f"[resource: {resource.uri}, {kind}, {_decoded_size(resource.blob)} bytes]"
+
+
+def _decoded_size(base64_text: str) -> int:
+    return len(base64_text) * 3 // 4 - base64_text[-2:].count("=")
 
 
 class McpHost:
