@@ -12,32 +12,26 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
-from datetime import datetime
 from enum import StrEnum
 from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 from rich.console import Console, Group, RenderableType
 from rich.table import Column, Table
 from rich.text import Text
-from temporalio.client import WorkflowExecution
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from tarry.cli.chat import converse, exchange, follow, judge
 from tarry.cli.render import LiveView, message_text, print_stop_line, state_text, when
-from tarry.client import SUMMARY_MEMO, RunHandle, Tarry, TarryError
+from tarry.cli.runs import RunRow, find_runs
+from tarry.client import RunHandle, Tarry, TarryError
 from tarry.codec import EncryptionKeyError
 from tarry.contracts import (
-    MODEL_ATTRIBUTE,
-    PHASE_ATTRIBUTE,
-    TURNS_ATTRIBUTE,
-    WAITING_FOR_ATTRIBUTE,
-    WORKFLOW_TYPE,
     ApprovalDefault,
     ChatMessage,
     ErrorCode,
@@ -522,33 +516,6 @@ def watch(
         _stop_point(state)
 
 
-class RunRow(BaseModel):
-    """One line of `tarry list`; the search attributes are None on runs without them."""
-
-    run_id: str
-    phase: str | None
-    turns: int | None
-    model: str | None
-    """The model profile the run names, as the `TarryModel` search attribute holds it."""
-    waiting_for: str | None = None
-    started: datetime
-    summary: str | None = None
-    """The first line of the prompt; None for runs started without the client."""
-
-    @classmethod
-    async def of(cls, execution: WorkflowExecution) -> RunRow:
-        attributes = execution.typed_search_attributes
-        return cls(
-            run_id=execution.id,
-            phase=attributes.get(PHASE_ATTRIBUTE),
-            turns=attributes.get(TURNS_ATTRIBUTE),
-            model=attributes.get(MODEL_ATTRIBUTE),
-            waiting_for=attributes.get(WAITING_FOR_ATTRIBUTE),
-            started=execution.start_time,
-            summary=await execution.memo_value(SUMMARY_MEMO, None, type_hint=str),
-        )
-
-
 E = TypeVar("E", bound=StrEnum)
 
 
@@ -625,16 +592,9 @@ def list_runs(
 ) -> None:
     """List runs with their phase, turns, model profile, what they wait for and the first
     line of their prompt; open runs first, newest first."""
-    query = f"WorkflowType = '{WORKFLOW_TYPE}'"
-    if phase is not None and (wanted := _choice("--phase", phase, Phase)):
-        query += f" AND {PHASE_ATTRIBUTE.name} = '{wanted}'"
-    if waiting_for is not None and (awaited := _choice("--waiting-for", waiting_for, WaitingFor)):
-        query += f" AND {WAITING_FOR_ATTRIBUTE.name} = '{awaited}'"
-
-    async def find(tarry: Tarry) -> list[RunRow]:
-        return [await RunRow.of(e) async for e in tarry.client.list_workflows(query, limit=limit)]
-
-    rows = _with_tarry(find)
+    wanted = None if phase is None else _choice("--phase", phase, Phase)
+    awaited = None if waiting_for is None else _choice("--waiting-for", waiting_for, WaitingFor)
+    rows = _with_tarry(lambda tarry: find_runs(tarry, wanted, awaited, limit))
     if as_json:
         _emit(rows)
     else:
@@ -643,6 +603,36 @@ def list_runs(
             console.print(_runs_table(rows, console.width))
         else:
             Console(highlight=False, width=100_000).print(_runs_table(rows, None))
+
+
+@app.command("mcp")
+def mcp_command(
+    http: Annotated[
+        int | None,
+        typer.Option(
+            "--http",
+            metavar="PORT",
+            min=1,
+            max=65535,
+            help="Serve streamable HTTP on http://127.0.0.1:PORT/mcp instead of stdio.",
+        ),
+    ] = None,
+) -> None:
+    """Serve Tarry as an MCP server, on standard input and output unless `--http`.
+
+    Its tools start runs, read their state and transcript, reply, decide pending tool
+    calls and list the runs waiting for a person, so an MCP client can hand durable work
+    to Tarry and come back for it. Needs the mcp extra.
+    """
+    try:
+        from tarry.cli.mcp_server import build_server
+    except ModuleNotFoundError as e:
+        _fail(f"tarry mcp needs the mcp extra ({e.name} is missing): pip install 'tarry[mcp]'")
+    server = build_server(lambda: _connect(TarrySettings()))
+    if http is None:
+        _run(server.run_stdio_async())
+    else:
+        _run(server.run_streamable_http_async(host="127.0.0.1", port=http))
 
 
 @app.command("chat")
