@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from activities.mcp_tools import tool_name
 from tarry.contracts import ErrorCode, Phase, WaitingFor
-from tarry.settings import McpServer
+from tarry.settings import McpServer, TarrySettings
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent, tool_result
 
@@ -337,3 +338,29 @@ def test_a_name_a_provider_would_refuse_is_made_safe_and_stays_distinct() -> Non
     assert dotted != underscored
     assert long_a != long_b
     assert tool_name("server", "x" * 70 + "a") == long_a  # the same on every worker
+
+
+def test_the_worker_config_names_mcp_servers_and_its_old_variable_still_finds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "tarry.toml"
+    config.write_text(
+        '[profiles.fast]\nmodel = "m"\n'
+        '[mcp_servers.time]\ncommand = "python"\nargs = ["-m", "mcp_server_time"]\n'
+        '[mcp_servers.notes]\nurl = "http://127.0.0.1:8000/mcp"\n'
+        'headers = { Authorization = "Bearer x" }\n'
+    )
+    monkeypatch.setenv("TARRY_MODELS_FILE", str(config))
+
+    settings = TarrySettings()
+
+    assert set(settings.model_profiles()) == {"default", "fast"}
+    assert settings.mcp_servers() == {
+        "time": McpServer(command="python", args=["-m", "mcp_server_time"]),
+        "notes": McpServer(url="http://127.0.0.1:8000/mcp", headers={"Authorization": "Bearer x"}),
+    }
+
+
+def test_an_mcp_server_needs_a_command_or_a_url_not_both() -> None:
+    with pytest.raises(ValidationError, match="either `command`"):
+        McpServer(command="python", url="http://127.0.0.1:8000/mcp")

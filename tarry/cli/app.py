@@ -653,8 +653,8 @@ def chat_command(
 def worker() -> None:
     """Run a worker: it executes runs, model calls and tools until Ctrl-C or SIGTERM.
 
-    Model profiles come from OPENAI_BASE_URL, OPENAI_API_KEY, TARRY_MODEL and
-    TARRY_MODELS_FILE.
+    Model profiles come from OPENAI_BASE_URL, OPENAI_API_KEY, TARRY_MODEL and the
+    TARRY_CONFIG file (or TARRY_MODELS_FILE), which also names its MCP servers.
     """
     from workers.worker import WorkerSetupError, run_worker
 
