@@ -134,12 +134,14 @@ def build_server(connect: Callable[[], Awaitable[Tarry]]) -> MCPServer:
     async def waiting_runs(
         waiting_for: Literal["input", "approval"] | None = None, limit: int = 20
     ) -> CallToolResult:
-        """The runs waiting for a person (for a reply, or a decision on tool calls), with
-        their prompt's first line; newest first."""
+        """The runs on this server's task queue waiting for a person (for a reply, or a
+        decision on tool calls), with their prompt's first line; newest first."""
 
         async def work() -> Any:
             awaited = None if waiting_for is None else WaitingFor(waiting_for)
-            rows = await find_runs(await tarry(), Phase.WAITING_USER, awaited, limit)
+            rows = await find_runs(
+                await tarry(), Phase.WAITING_USER, awaited, limit, own_queue=True
+            )
             return [_json(row) for row in rows]
 
         return await _answer(work)

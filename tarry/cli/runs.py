@@ -50,10 +50,18 @@ class RunRow(BaseModel):
 
 
 async def find_runs(
-    tarry: Tarry, phase: Phase | None, waiting_for: WaitingFor | None, limit: int
+    tarry: Tarry,
+    phase: Phase | None,
+    waiting_for: WaitingFor | None,
+    limit: int,
+    *,
+    own_queue: bool = False,
 ) -> list[RunRow]:
-    """Runs in `phase`, waiting for `waiting_for` (None: any), open ones first, newest first."""
+    """Runs in `phase`, waiting for `waiting_for` (None: any), open ones first, newest
+    first; with `own_queue`, only those on `tarry`'s task queue."""
     query = f"WorkflowType = '{WORKFLOW_TYPE}'"
+    if own_queue:
+        query += f" AND TaskQueue = '{tarry.task_queue}'"
     if phase is not None:
         query += f" AND {PHASE_ATTRIBUTE.name} = '{phase}'"
     if waiting_for is not None:
