@@ -2,8 +2,9 @@
 
 Tools are declared in `tarry.tools` (`@tool`); the `ToolHost` here runs them. Each tool
 is an activity named after it, so history reads `read_file`, `write_file`, ... and each
-call times out and retries on its own. The `tool_catalogue` activity tells a run, once,
-which tools it has and how to treat their calls.
+call times out and retries on its own. Tools from elsewhere (MCP servers) come from a
+`ToolSource`, which lists them and brings its own activities. The `tool_catalogue`
+activity tells a run, once, which tools it has and how to treat their calls.
 
 Whatever goes wrong in a call is the model's business, not Temporal's: bad
 arguments, forbidden paths and exceptions come back as a failed `ToolResult` the
@@ -16,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import Field, ValidationError
 from pydantic_core import to_jsonable_python
@@ -37,7 +39,16 @@ from tarry.contracts import (
 )
 from tarry.tools import Tool, ToolContext, ToolError, tool
 
-__all__ = ["BUILTIN_TOOLS", "Tool", "ToolContext", "ToolError", "ToolHost", "tool"]
+__all__ = [
+    "BUILTIN_TOOLS",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolHost",
+    "ToolListing",
+    "ToolSource",
+    "tool",
+]
 
 # --- Built-in tools ---------------------------------------------------------
 
@@ -87,12 +98,39 @@ _FINISH = ToolDefinition(
 )
 
 
+@dataclass
+class ToolListing:
+    """What a `ToolSource` offers right now."""
+
+    tools: list[ToolDefinition]
+    unavailable: list[str] = field(default_factory=list)
+    """Why some of its tools are missing (a server that did not answer), for the error
+    that refuses a run naming one of them."""
+
+
+class ToolSource(Protocol):
+    """Tools the worker does not declare itself (an MCP server's): listed when a run
+    starts, run by the source's own activities."""
+
+    async def listing(self) -> ToolListing: ...
+
+    def activities(self) -> list[Callable[..., Any]]: ...
+
+    async def aclose(self) -> None: ...
+
+
 class ToolHost:
     """The tools of one worker: their catalogue, and their activities."""
 
-    def __init__(self, workspace_root: Path, tools: Iterable[Tool] = BUILTIN_TOOLS) -> None:
+    def __init__(
+        self,
+        workspace_root: Path,
+        tools: Iterable[Tool] = BUILTIN_TOOLS,
+        sources: Sequence[ToolSource] = (),
+    ) -> None:
         self._root = workspace_root
         self._tools: dict[str, Tool] = {}
+        self._sources = sources
         for t in tools:
             self.register(t)
 
@@ -107,17 +145,20 @@ class ToolHost:
     def names(self) -> list[str]:
         return [*self._tools, FINISH_TOOL]
 
-    def catalogue(self, request: CatalogueRequest) -> list[ToolDefinition]:
-        """The tools a run may use (`request.tools`, None: all) in registration order,
-        `finish` last; gated: those the run names (`*`: all) and those that declare
-        `approval=True`."""
+    def catalogue(
+        self, request: CatalogueRequest, listed: Iterable[ToolDefinition] = ()
+    ) -> list[ToolDefinition]:
+        """The tools a run may use (`request.tools`, None: all): the registered ones in
+        registration order, then `listed` (the sources'), `finish` last; gated: those the
+        run names (`*`: all) and those that need approval of their own."""
         allowed, gated = request.tools, request.require_approval
+        offered = [*(t.definition() for t in self._tools.values()), *listed]
         return [
             *(
-                t.definition().model_copy(
-                    update={"needs_approval": t.approval or "*" in gated or t.name in gated}
+                t.model_copy(
+                    update={"needs_approval": t.needs_approval or "*" in gated or t.name in gated}
                 )
-                for t in self._tools.values()
+                for t in offered
                 if allowed is None or t.name in allowed
             ),
             _FINISH,
@@ -144,24 +185,35 @@ class ToolHost:
             return ToolResult.failure(ErrorCode.TOOL_FAILED, f"{type(e).__name__}: {e}")
 
     def activities(self) -> list[Callable[..., Any]]:
-        """One activity per registered tool, named after it, and `tool_catalogue`."""
-        return [self._catalogue_activity, *(self._activity(name) for name in self._tools)]
+        """One activity per registered tool, named after it, `tool_catalogue`, and the
+        sources' activities."""
+        return [
+            self._catalogue_activity,
+            *(self._activity(name) for name in self._tools),
+            *(fn for source in self._sources for fn in source.activities()),
+        ]
 
-    def unknown(self, request: CatalogueRequest) -> list[str]:
-        """The names a run asks for that this worker has no tool for."""
-        return sorted({*(request.tools or []), *request.require_approval} - {*self.names, "*"})
+    def unknown(self, request: CatalogueRequest, names: Iterable[str] | None = None) -> list[str]:
+        """The names a run asks for that this worker has no tool for (among `names`,
+        when given: the registered tools' and the sources')."""
+        known = {*(self.names if names is None else names), "*"}
+        return sorted({*(request.tools or []), *request.require_approval} - known)
 
     @activity.defn(name=TOOL_CATALOGUE_ACTIVITY)
     async def _catalogue_activity(self, request: CatalogueRequest) -> list[ToolDefinition]:
+        listings = await asyncio.gather(*(source.listing() for source in self._sources))
+        listed = [t for listing in listings for t in listing.tools]
+        names = [*self.names, *(t.name for t in listed)]
         # A typo in `require_approval` would otherwise switch a gate off without a word.
-        if unknown := self.unknown(request):
+        if unknown := self.unknown(request, names):
+            why = "".join(f"; {reason}" for listing in listings for reason in listing.unavailable)
             raise ApplicationError(
                 f"no tool named {', '.join(map(repr, unknown))}; this worker has "
-                f"{', '.join(self.names)} ('*' in require_approval gates them all)",
+                f"{', '.join(names)} ('*' in require_approval gates them all){why}",
                 type=ErrorCode.TOOL_NOT_FOUND,
                 non_retryable=True,
             )
-        return self.catalogue(request)
+        return self.catalogue(request, listed)
 
     def _activity(self, name: str) -> Callable[[ToolInvocation], Awaitable[ToolResult]]:
         async def run_tool(invocation: ToolInvocation) -> ToolResult:

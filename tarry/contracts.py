@@ -21,6 +21,7 @@ __all__ = [
     "INTERRUPTED_NOTE",
     "LLM_ACTIVITY",
     "MAX_INPUT_BYTES",
+    "MCP_TOOL_ACTIVITY",
     "MODEL_ATTRIBUTE",
     "PHASE_ATTRIBUTE",
     "SEARCH_ATTRIBUTES",
@@ -41,6 +42,7 @@ __all__ = [
     "FunctionCall",
     "LlmRequest",
     "LlmResponse",
+    "McpInvocation",
     "Mode",
     "PendingApproval",
     "Phase",
@@ -65,6 +67,8 @@ WORKFLOW_TYPE = "AgentRun"
 DEFAULT_TASK_QUEUE = "tarry"
 LLM_ACTIVITY = "call_llm"
 TOOL_CATALOGUE_ACTIVITY = "tool_catalogue"
+MCP_TOOL_ACTIVITY = "mcp_tool"
+"""The activity that calls a tool of an MCP server; its summary names the server and tool."""
 FINISH_TOOL = "finish"
 INTERRUPTED_NOTE = "[interrupted by the user]"
 """How the model reads an answer of its own that a `stop` cut short."""
@@ -157,6 +161,14 @@ class ErrorInfo(BaseModel):
     details: dict[str, Any] | None = None
 
 
+def _empty(value: object) -> bool:
+    return not value
+
+
+def _none(value: object) -> bool:
+    return value is None
+
+
 # --- Messages, in the OpenAI chat format -----------------------------------
 
 
@@ -196,12 +208,15 @@ class ChatMessage(BaseModel):
     """Transcript metadata on a gated call's tool message; not part of what the model sees."""
     interrupted: bool = False
     """An answer a `stop` cut short: the words the model had written by then."""
+    blocks: list[dict[str, Any]] | None = Field(default=None, exclude_if=_none)
+    """Transcript metadata on an MCP tool's message: its content blocks (images, audio,
+    resources) exactly as the server gave them; the model reads their summary."""
 
     def for_model(self) -> dict[str, Any]:
         """The message as the provider takes it: no nulls, no Tarry metadata; an
         interrupted answer says so in its text, the one place a model reads it."""
         message = self.model_dump(
-            mode="json", exclude_none=True, exclude={"decision", "interrupted"}
+            mode="json", exclude_none=True, exclude={"decision", "interrupted", "blocks"}
         )
         if self.interrupted:
             message["content"] = f"{self.content or ''} {INTERRUPTED_NOTE}".lstrip()
@@ -400,7 +415,7 @@ class FinishArguments(BaseModel):
 class ToolDefinition(BaseModel):
     """One tool of a run's catalogue: what the model reads of it and how the run treats
     its calls. Provider-neutral: each model activity turns it into its provider's shape,
-    and tools from anywhere (the worker's `@tool` functions, later MCP servers) become one."""
+    and tools from anywhere (the worker's `@tool` functions, MCP servers) become one."""
 
     name: str
     description: str = ""
@@ -410,6 +425,11 @@ class ToolDefinition(BaseModel):
     """False: a call runs at most once; cut short, its outcome is `TOOL_OUTCOME_UNKNOWN`."""
     needs_approval: bool = False
     """In this run, every call waits for a person's decision."""
+    server: str | None = Field(default=None, exclude_if=_none)
+    """The MCP server (its name in the worker's config) whose tool this is; null: a
+    tool of the worker's own, run by the activity named after it."""
+    remote_name: str | None = Field(default=None, exclude_if=_none)
+    """The tool's name on its MCP server; `name` is `SERVER__TOOL`, shortened."""
 
 
 class CatalogueRequest(BaseModel):
@@ -419,14 +439,6 @@ class CatalogueRequest(BaseModel):
     """By name; null: every tool the worker registers."""
     require_approval: list[str] = []
     """Tools whose calls wait for a decision; `["*"]`: every tool but `finish`."""
-
-
-def _empty(value: object) -> bool:
-    return not value
-
-
-def _none(value: object) -> bool:
-    return value is None
 
 
 class ContextRef(BaseModel):
@@ -492,12 +504,22 @@ class ToolInvocation(BaseModel):
     """The model's raw argument text; the tool host parses and validates it."""
 
 
+class McpInvocation(ToolInvocation):
+    """The input of the `mcp_tool` activity: a call of `tool` on the worker's `server`."""
+
+    server: str
+    tool: str
+
+
 class ToolResult(BaseModel):
     """What a tool call gives back; its JSON is the `content` of the tool message."""
 
     ok: bool
     data: Any = None
     error: ErrorInfo | None = None
+    blocks: list[dict[str, Any]] | None = Field(default=None, exclude_if=_none)
+    """An MCP result's content blocks as the server gave them, when any is not text:
+    kept on the tool message (`ChatMessage.blocks`), summarised in `data` for the model."""
 
     @classmethod
     def success(cls, data: Any) -> ToolResult:

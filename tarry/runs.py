@@ -64,10 +64,17 @@ class RunPage(BaseModel):
     """The SDK's token for the page after this one; None after the last."""
 
 
-def runs_query(phase: Phase | None = None, waiting_for: WaitingFor | None = None) -> str:
-    """The visibility query for Tarry's runs, in `phase` and waiting for `waiting_for`.
-    Both are enum members, so nothing a caller types reaches the query text."""
+def runs_query(
+    phase: Phase | None = None,
+    waiting_for: WaitingFor | None = None,
+    task_queue: str | None = None,
+) -> str:
+    """The visibility query for Tarry's runs, in `phase`, waiting for `waiting_for`, on
+    `task_queue` (None: any). The first two are enum members and the queue is the
+    caller's own setting, so nothing a person types reaches the query text."""
     query = f"WorkflowType = '{WORKFLOW_TYPE}'"
+    if task_queue is not None:
+        query += f" AND TaskQueue = '{task_queue}'"
     if phase is not None:
         query += f" AND {PHASE_ATTRIBUTE.name} = '{phase.value}'"
     if waiting_for is not None:
@@ -80,13 +87,14 @@ async def find_runs(
     *,
     phase: Phase | None = None,
     waiting_for: WaitingFor | None = None,
+    task_queue: str | None = None,
     limit: int = 20,
     page_token: bytes | None = None,
 ) -> RunPage:
     """One page of up to `limit` runs, open runs first, newest first (visibility's own
     order), from `page_token` (a `RunPage.next_page_token`) or the start."""
     executions = client.list_workflows(
-        runs_query(phase, waiting_for), page_size=limit, next_page_token=page_token
+        runs_query(phase, waiting_for, task_queue), page_size=limit, next_page_token=page_token
     )
     await executions.fetch_next_page()
     rows = [await RunRow.of(e) for e in executions.current_page or []]

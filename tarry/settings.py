@@ -1,8 +1,10 @@
 """Configuration: where Temporal is, and the model profiles the workers hold.
 
 Settings come from the environment first (`TEMPORAL_ADDRESS`, `OPENAI_API_KEY`, ...),
-then from an optional TOML file of named model profiles. API keys live here, on the
-worker, and nowhere else: a workflow names a profile, so no key enters history.
+then from an optional TOML file (`TARRY_CONFIG`, formerly `TARRY_MODELS_FILE`) of named
+model profiles and MCP servers. API keys, MCP commands, URLs and headers live here, on
+the worker, and nowhere else: a workflow names a profile or a tool, so none of them
+enters history.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from temporalio.converter import StorageDriver
 
@@ -22,6 +24,7 @@ __all__ = [
     "DEFAULT_STICKY_TIMEOUT",
     "DEFAULT_WORKFLOW_CACHE",
     "DEFAULT_WORKFLOW_TASK_POLLERS",
+    "McpServer",
     "ModelProfile",
     "TarrySettings",
 ]
@@ -64,6 +67,32 @@ class ModelProfile(BaseModel):
     a server whose streaming misbehaves. The transcript is the same either way."""
 
 
+class McpServer(BaseModel):
+    """An MCP server whose tools join the runs' catalogues as `NAME__TOOL`: a command the
+    worker starts (stdio) or a URL (streamable HTTP). Its secrets (`env`, `headers`) stay
+    on the worker: history only ever names the server."""
+
+    command: str | None = None
+    """The program to start (stdio); the worker starts it again if it dies."""
+    args: list[str] = []
+    env: dict[str, str] = {}
+    """Set for the process on top of a minimal environment (the MCP SDK's default)."""
+    cwd: Path | None = None
+    url: str | None = None
+    """A streamable HTTP endpoint, e.g. `http://127.0.0.1:8000/mcp`."""
+    headers: dict[str, str] = {}
+    """Sent with every HTTP request, e.g. `Authorization`."""
+    destructive_needs_approval: bool = True
+    """A tool annotated `destructiveHint: true` waits for a person's decision; false
+    lets this server's destructive tools run like any other."""
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServer:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("an MCP server needs either `command` (stdio) or `url` (HTTP)")
+        return self
+
+
 class TarrySettings(BaseSettings):
     """Everything a worker or a client reads from its environment."""
 
@@ -75,8 +104,12 @@ class TarrySettings(BaseSettings):
     openai_base_url: str = "https://api.openai.com/v1"
     openai_api_key: SecretStr | None = None
     tarry_model: str = "gpt-4o-mini"
-    tarry_models_file: Path | None = None
-    """A TOML file of named profiles: `[profiles.NAME]` tables of `ModelProfile` fields."""
+    tarry_config: Path | None = Field(
+        default=None, validation_alias=AliasChoices("tarry_config", "tarry_models_file")
+    )
+    """The worker's TOML file: `[profiles.NAME]` tables of `ModelProfile` fields and
+    `[mcp_servers.NAME]` tables of `McpServer` fields. `TARRY_MODELS_FILE`, its old
+    name, still works."""
     tarry_workspace_root: Path = Path(".tarry/workspaces")
     """Each run's file tools are confined to `<root>/<run id>`."""
     tarry_workflow_cache: int = Field(default=DEFAULT_WORKFLOW_CACHE, ge=0)
@@ -129,8 +162,17 @@ class TarrySettings(BaseSettings):
                 api_key=self.openai_api_key,
             )
         }
-        if self.tarry_models_file is not None:
-            with self.tarry_models_file.open("rb") as f:
-                table = tomllib.load(f).get("profiles", {})
-            profiles |= {name: ModelProfile.model_validate(p) for name, p in table.items()}
-        return profiles
+        table = self._config_table("profiles")
+        return profiles | {name: ModelProfile.model_validate(p) for name, p in table.items()}
+
+    def mcp_servers(self) -> dict[str, McpServer]:
+        """The config file's `[mcp_servers.NAME]` tables."""
+        table = self._config_table("mcp_servers")
+        return {name: McpServer.model_validate(server) for name, server in table.items()}
+
+    def _config_table(self, name: str) -> dict[str, dict[str, object]]:
+        if self.tarry_config is None:
+            return {}
+        with self.tarry_config.open("rb") as f:
+            table: dict[str, dict[str, object]] = tomllib.load(f).get(name, {})
+        return table

@@ -9,7 +9,7 @@ import os
 import re
 import sys
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from tarry.codec import data_converter
 from tarry.contracts import SEARCH_ATTRIBUTES, ChatMessage, RunInput, Timeouts
 from tarry.entrypoint import exit_now
 from tarry.servers import add_search_attributes, dev_server_args, find_binary
-from tarry.settings import DEFAULT_WORKFLOW_CACHE, ModelProfile, TarrySettings
+from tarry.settings import DEFAULT_WORKFLOW_CACHE, McpServer, ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel
 from workers.plugin import TarryPlugin
 from workflows.agent_run import AgentRunWorkflow
@@ -153,6 +153,9 @@ class Agent:
     model: ScriptedModel
     workspace_root: Path
     runs: list[RunHandle] = field(default_factory=list)
+    restart: Callable[..., Awaitable[None]] | None = None
+    """Stops the agent's worker and starts another on its task queue: `restart()`, or
+    `restart(mcp_servers={...})` for one with other MCP servers."""
 
     async def start(
         self, prompt: str = "", *, run_id: str | None = None, **input: Any
@@ -229,6 +232,7 @@ async def agent_factory(
         tools: Sequence[Tool] = (),
         client: Client | None = None,
         workflow_cache: int = DEFAULT_WORKFLOW_CACHE,
+        mcp_servers: Mapping[str, McpServer] | None = None,
         **profile: Any,
     ) -> Agent:
         model = ScriptedModel()
@@ -247,20 +251,37 @@ async def agent_factory(
             tarry_storage_dir=tmp_path / "payloads",
             tarry_workflow_cache=workflow_cache,
         )
-        plugin = TarryPlugin(settings, tools=(*BUILTIN_TOOLS, *tools), profiles=profiles)
-        client = client or temporal
-        worker = Worker(client, task_queue=task_queue, plugins=[plugin])
-        await worker.__aenter__()
-        agent = Agent(Tarry(client, task_queue), model, tmp_path / "workspaces")
-        started.append((agent, (worker, plugin)))
+        worker_client = client or temporal
+
+        async def start_worker(servers: Mapping[str, McpServer] | None) -> None:
+            plugin = TarryPlugin(
+                settings, tools=(*BUILTIN_TOOLS, *tools), profiles=profiles, mcp_servers=servers
+            )
+            worker = Worker(worker_client, task_queue=task_queue, plugins=[plugin])
+            await worker.__aenter__()
+            running.append((worker, plugin))
+
+        async def restart(mcp_servers: Mapping[str, McpServer] | None = mcp_servers) -> None:
+            await stop_worker()
+            await start_worker(mcp_servers)
+
+        async def stop_worker() -> None:
+            worker, plugin = running.pop()
+            await worker.__aexit__(None, None, None)
+            await plugin.aclose()
+
+        running: list[tuple[Worker, TarryPlugin]] = []
+        await start_worker(mcp_servers)
+        agent = Agent(Tarry(worker_client, task_queue), model, tmp_path / "workspaces")
+        agent.restart = restart
+        started.append((agent, stop_worker))
         return agent
 
     yield make
 
-    for agent, (worker, plugin) in started:
+    for agent, stop_worker in started:
         await _check_replay(agent, request)
-        await worker.__aexit__(None, None, None)
-        await plugin.aclose()
+        await stop_worker()
         await agent.model.close()
 
 

@@ -215,8 +215,7 @@ async def test_an_approval_answers_the_next_state_and_a_second_decision_is_409(
     assert decided.status_code == 200
     assert decided.json()["last_assistant_text"] == "written"
     assert (api.agent.workspace_root / run_id / "plan.md").read_text() == "ship it"
-    # Decided, the call is no longer pending: the run says so.
-    assert error_of(again) == (409, ErrorCode.APPROVAL_NOTHING_PENDING)
+    assert error_of(again) == (409, ErrorCode.APPROVAL_ALREADY_DECIDED)
 
 
 async def test_a_rejection_with_a_reason_is_told_to_the_model(api: Api) -> None:

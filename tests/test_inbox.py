@@ -152,7 +152,7 @@ async def test_html_in_a_model_answer_is_shown_as_text_and_never_runs(
 
     await open_run(browser, api, run_id)
     body: WebElement = await until(
-        lambda: next(iter(browser.find_elements(By.CSS_SELECTOR, ".message.assistant .body")), None),
+        lambda: next(iter(browser.find_elements(By.CSS_SELECTOR, ".assistant .body")), None),
         "the answer",
     )
 

@@ -6,6 +6,8 @@
                     <-  tarry.cli, bench, tests (bench never imports tests)
 
 and what a client and a worker import needs no extra: `pip install tarry` serves runs.
+The one exception is what only a worker configured for it loads: its MCP servers' tools
+(`activities/mcp_*.py`, the `mcp` extra), which `workers.plugin` imports only then.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ MAY_IMPORT["bench"] = MAY_IMPORT["tarry.cli"] | {"bench"}
 MAY_IMPORT["tests"] = set(MAY_IMPORT) | {"tests"}
 LIBRARY = ("tarry", "workflows", "activities", "workers")
 """The layers `pip install tarry` installs without extras: a client and a worker."""
+OPTIONAL = re.compile(r"activities\.mcp_\w+")
+"""Library modules that need an extra, loaded only by a worker configured to need it."""
 
 
 def layer_of(module: str) -> str | None:
@@ -126,8 +130,9 @@ def imports_of_extras(root: Path, blocked: set[str]) -> list[str]:
     """Every import, in a library layer, of a module that only an extra installs."""
     found = []
     for path in python_files(root):
-        layer = layer_of(_module_name(root, path))
-        if layer not in LIBRARY:
+        module = _module_name(root, path)
+        layer = layer_of(module)
+        if layer not in LIBRARY or OPTIONAL.fullmatch(module):
             continue
         for line, name in imports(root, path):
             if name.split(".")[0] in blocked:

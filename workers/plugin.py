@@ -2,10 +2,11 @@
 
 The SDK's own integrations (`temporalio.contrib.openai_agents.OpenAIAgentsPlugin`,
 pydantic-ai's `PydanticAIPlugin`) wire a worker this way, and so does Tarry: the
-`AgentRun` workflow, the model activity with its stored conversations, the tools, the
-worker settings Tarry ships with (cache, pollers, sticky timeout) and the legacy-query
-eviction the cache needs. `python -m workers`, `tarry dev`, the tests and the benchmarks
-all build their workers with it, so they serve runs the same way:
+`AgentRun` workflow, the model activity with its stored conversations, the tools (and
+the MCP servers' in the worker's config), the worker settings Tarry ships with (cache,
+pollers, sticky timeout) and the legacy-query eviction the cache needs. `python -m
+workers`, `tarry dev`, the tests and the benchmarks all build their workers with it, so
+they serve runs the same way:
 
     plugin = TarryPlugin(TarrySettings(), tools=[*BUILTIN_TOOLS, my_tool])
     worker = Worker(client, task_queue="tarry", plugins=[plugin])
@@ -28,21 +29,26 @@ from temporalio.worker import Worker, WorkerConfig
 
 from activities.context import ContextStore
 from activities.llm import ModelClient
-from activities.tools import BUILTIN_TOOLS, Tool, ToolHost
+from activities.tools import BUILTIN_TOOLS, Tool, ToolHost, ToolSource
 from tarry.codec import data_converter
-from tarry.settings import ModelProfile, TarrySettings
+from tarry.settings import McpServer, ModelProfile, TarrySettings
 from tarry.storage import storage_driver
 from workers import legacy_query
 from workflows.agent_run import AgentRunWorkflow
 
-__all__ = ["TarryPlugin"]
+__all__ = ["McpExtraMissing", "TarryPlugin"]
+
+
+class McpExtraMissing(Exception):
+    """MCP servers are configured, and the `mcp` extra that talks to them is missing."""
 
 
 class TarryPlugin(SimplePlugin):
     """The `AgentRun` workflow, its activities and Tarry's worker settings, from `settings`.
 
     `tools` are the tools runs may use (the built-ins unless given); `profiles` the model
-    profiles (the settings' unless given). The worker settings it applies are the
+    profiles and `mcp_servers` the MCP servers whose tools runs may use too (both the
+    settings' config file's unless given). The worker settings it applies are the
     settings' (`TARRY_WORKFLOW_CACHE`, `TARRY_WORKFLOW_TASK_POLLERS`,
     `TARRY_STICKY_TIMEOUT`) and replace what the `Worker` was given for them. Call
     `aclose()` once its workers have stopped.
@@ -54,9 +60,12 @@ class TarryPlugin(SimplePlugin):
         *,
         tools: Iterable[Tool] = BUILTIN_TOOLS,
         profiles: Mapping[str, ModelProfile] | None = None,
+        mcp_servers: Mapping[str, McpServer] | None = None,
     ) -> None:
         self.settings = settings or TarrySettings()
-        self.tools = ToolHost(self.settings.tarry_workspace_root, tools)
+        servers = self.settings.mcp_servers() if mcp_servers is None else mcp_servers
+        self._sources = [_mcp_host(servers)] if servers else []
+        self.tools = ToolHost(self.settings.tarry_workspace_root, tools, self._sources)
         self._profiles = dict(self.settings.model_profiles() if profiles is None else profiles)
         self._http = httpx.AsyncClient()
         """One connection pool for the model calls of every worker the plugin configures."""
@@ -97,5 +106,21 @@ class TarryPlugin(SimplePlugin):
         await super().run_worker(worker, next)
 
     async def aclose(self) -> None:
-        """Closes the model calls' connection pool; call once the workers have stopped."""
+        """Closes the model calls' connection pool and the MCP sessions (stopping the
+        stdio servers); call once the workers have stopped."""
         await self._http.aclose()
+        for source in self._sources:
+            await source.aclose()
+
+
+def _mcp_host(servers: Mapping[str, McpServer]) -> ToolSource:
+    """The MCP servers' tool source, from the `mcp` extra: a worker without MCP servers
+    never imports it, so `pip install tarry` still serves runs."""
+    try:
+        from activities.mcp_tools import McpHost
+    except ImportError as e:
+        raise McpExtraMissing(
+            f"MCP servers are configured ({', '.join(servers)}) but the mcp extra is "
+            f"missing ({e.name} cannot be imported); install it with: pip install 'tarry[mcp]'"
+        ) from e
+    return McpHost(servers)

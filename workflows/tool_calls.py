@@ -15,10 +15,11 @@ from datetime import timedelta
 from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from tarry.contracts import (
     FINISH_TOOL,
+    MCP_TOOL_ACTIVITY,
     TOOL_CATALOGUE_ACTIVITY,
     ApprovalDefault,
     CatalogueRequest,
@@ -27,6 +28,7 @@ from tarry.contracts import (
     ErrorCode,
     ErrorInfo,
     FinishArguments,
+    McpInvocation,
     PendingApproval,
     Phase,
     ToolCall,
@@ -113,18 +115,27 @@ async def run_call(
             return _rejection(decision)
         if decision.arguments is not None:
             arguments = json.dumps(decision.arguments)
+    invocation = ToolInvocation(
+        run_id=workflow.info().workflow_id, call_id=call.id, arguments=arguments
+    )
+    activity, summary = name, tool_summary(name, arguments)
+    if tool.server is not None:  # an MCP server's tool: history names the server and tool
+        activity = MCP_TOOL_ACTIVITY
+        remote = tool.remote_name or name
+        invocation = McpInvocation(**invocation.model_dump(), server=tool.server, tool=remote)
+        summary = tool_summary(f"{tool.server}: {remote}", arguments)
     try:
         result: ToolResult = await workflow.execute_activity(
-            name,
-            ToolInvocation(
-                run_id=workflow.info().workflow_id, call_id=call.id, arguments=arguments
-            ),
+            activity,
+            invocation,
             result_type=ToolResult,
             start_to_close_timeout=input.timeouts.tool,
             retry_policy=_TOOL_RETRY if tool.idempotent else _TOOL_ONCE,
-            summary=tool_summary(name, arguments),
+            summary=summary,
         )
     except ActivityError as e:
+        if tool.server is not None and (known := _known_failure(e)) is not None:
+            return ToolResult(ok=False, error=known)
         if not tool.idempotent:
             return ToolResult.failure(
                 ErrorCode.TOOL_OUTCOME_UNKNOWN,
@@ -133,6 +144,18 @@ async def run_call(
             )
         return ToolResult(ok=False, error=error_of(e, default=ErrorCode.TOOL_FAILED))
     return result
+
+
+def _known_failure(e: ActivityError) -> ErrorInfo | None:
+    """The coded error of an attempt that failed knowing its call never ran (an MCP
+    server that could not be reached): not `TOOL_OUTCOME_UNKNOWN`, even for a tool
+    that must not run twice."""
+    cause = e.cause
+    if not isinstance(cause, ApplicationError) or not cause.non_retryable:
+        return None
+    if cause.type is None or cause.type not in ErrorCode.__members__:
+        return None
+    return ErrorInfo(code=ErrorCode(cause.type), message=cause.message)
 
 
 async def _decision_on(
@@ -173,6 +196,7 @@ def record(
                 tool_call_id=call.id,
                 content=result.to_content(),
                 decision=m.approvals.decisions.pop(call.id, None),
+                blocks=result.blocks,
             )
         )
         name = call.function.name

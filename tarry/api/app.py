@@ -2,8 +2,9 @@
 
 Routes: `/v1/runs...` (`tarry.api.routes`), `/v1/agui` (`tarry.api.agui`), `/healthz`,
 `/openapi.json` and `/docs`; the web inbox (`tarry/api/inbox/`: static HTML, CSS and
-JavaScript, no build step) at `/`. Every route but `/healthz` and the inbox's files needs a bearer token when
-`TARRY_API_TOKENS` holds any (the inbox's page sends one with its own requests).
+JavaScript, no build step) at `/`. Every route but `/healthz` and the inbox's files needs
+a bearer token when `TARRY_API_TOKENS` holds any (the inbox's page sends one with its own
+requests).
 """
 
 from __future__ import annotations

@@ -610,6 +610,36 @@ def list_runs(
             Console(highlight=False, width=100_000).print(_runs_table(rows, None))
 
 
+@app.command("mcp")
+def mcp_command(
+    http: Annotated[
+        int | None,
+        typer.Option(
+            "--http",
+            metavar="PORT",
+            min=1,
+            max=65535,
+            help="Serve streamable HTTP on http://127.0.0.1:PORT/mcp instead of stdio.",
+        ),
+    ] = None,
+) -> None:
+    """Serve Tarry as an MCP server, on standard input and output unless `--http`.
+
+    Its tools start runs, read their state and transcript, reply, decide pending tool
+    calls and list the runs waiting for a person, so an MCP client can hand durable work
+    to Tarry and come back for it. Needs the mcp extra.
+    """
+    try:
+        from tarry.cli.mcp_server import build_server
+    except ModuleNotFoundError as e:
+        _fail(f"tarry mcp needs the mcp extra ({e.name} is missing): pip install 'tarry[mcp]'")
+    server = build_server(lambda: _connect(TarrySettings()))
+    if http is None:
+        _run(server.run_stdio_async())
+    else:
+        _run(server.run_streamable_http_async(host="127.0.0.1", port=http))
+
+
 @app.command("chat")
 def chat_command(
     run_id: Annotated[
@@ -628,8 +658,8 @@ def chat_command(
 def worker() -> None:
     """Run a worker: it executes runs, model calls and tools until Ctrl-C or SIGTERM.
 
-    Model profiles come from OPENAI_BASE_URL, OPENAI_API_KEY, TARRY_MODEL and
-    TARRY_MODELS_FILE.
+    Model profiles come from OPENAI_BASE_URL, OPENAI_API_KEY, TARRY_MODEL and the
+    TARRY_CONFIG file (or TARRY_MODELS_FILE), which also names its MCP servers.
     """
     from workers.worker import WorkerSetupError, run_worker
 

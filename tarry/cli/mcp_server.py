@@ -1,0 +1,187 @@
+"""`tarry mcp`: Tarry as an MCP server, so an assistant that speaks MCP can hand a long
+job to a durable run, leave, and come back days later for the answer or a decision.
+
+Its tools are the client's (`tarry.client`): start a run, read its state (waiting for
+it to stop, if asked) and its transcript, reply, decide a pending tool call, and list
+the runs waiting for a person. Each answers JSON, as text and as structured content; an
+error a caller can act on is a tool error with the same code as everywhere else: text
+`RUN_NOT_FOUND: no run ...`, structured `{"code": ..., "message": ...}`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, ValidationError
+
+from tarry.client import Tarry, TarryError
+from tarry.contracts import ApprovalDefault, ErrorCode, Mode, Phase, RunInput, WaitingFor
+from tarry.runs import find_runs
+
+__all__ = ["build_server"]
+
+READS = ToolAnnotations(read_only_hint=True)
+ANSWERS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
+"""A reply or a decision adds to a run; sent twice, it is a second reply."""
+STOPS = {Phase.WAITING_USER, Phase.COMPLETED, Phase.FAILED}
+INSTRUCTIONS = """Tarry runs LLM agents as durable conversations on Temporal. Start a run
+with a prompt, then come back whenever you like: read its state (wait_seconds waits for
+it to stop), reply when it waits for input, decide its tool calls when it waits for
+approval, and read its transcript. Runs outlive this server and any worker."""
+
+
+def build_server(connect: Callable[[], Awaitable[Tarry]]) -> MCPServer:
+    """The server, connecting to Temporal with `connect` at its first tool call."""
+    connection: list[Tarry] = []
+
+    async def tarry() -> Tarry:
+        if not connection:
+            connection.append(await connect())
+        return connection[0]
+
+    server: MCPServer = MCPServer("tarry", instructions=INSTRUCTIONS)
+
+    @server.tool(annotations=ANSWERS)
+    async def start_run(
+        prompt: str,
+        system: str | None = None,
+        tools: list[str] | None = None,
+        mode: Literal["chat", "task"] = "chat",
+        require_approval: list[str] | None = None,
+        approval_timeout_seconds: float | None = None,
+        approval_default: Literal["reject", "approve"] = "reject",
+        run_id: str | None = None,
+    ) -> CallToolResult:
+        """Start an agent run; returns its id and state. `tools` limits the tools it may
+        use (null: all); `require_approval` names tools whose calls wait for a decision
+        ("*": all); in `task` mode the run ends with its first answer that calls no tool."""
+
+        async def work() -> dict[str, Any]:
+            input = RunInput(
+                prompt=prompt,
+                system=system,
+                tools=tools,
+                mode=Mode(mode),
+                require_approval=require_approval or [],
+                approval_timeout=approval_timeout_seconds,
+                approval_default=ApprovalDefault(approval_default),
+            )
+            run = await (await tarry()).start(input, run_id=run_id)
+            return {"run_id": run.id, "state": _json(await run.state())}
+
+        return await _answer(work)
+
+    @server.tool(annotations=READS)
+    async def run_state(run_id: str, wait_seconds: float = 0) -> CallToolResult:
+        """A run's state: phase (Running, WaitingUser, Completed, Failed), what it waits
+        for (input or approval, with the pending calls), its last answer, error, usage.
+        With `wait_seconds`, waits up to that long for the run to stop working."""
+
+        async def work() -> Any:
+            run = (await tarry()).get(run_id)
+            if wait_seconds > 0:
+                try:
+                    return _json(await run.wait_for(STOPS, timeout=wait_seconds))
+                except TimeoutError:
+                    pass  # still working: its state as it is
+            return _json(await run.state())
+
+        return await _answer(work)
+
+    @server.tool(annotations=READS)
+    async def run_transcript(run_id: str, start: int = 0) -> CallToolResult:
+        """A run's messages from `start`, in the OpenAI chat format."""
+
+        async def work() -> Any:
+            messages = await (await tarry()).get(run_id).transcript(start)
+            return [m.model_dump(mode="json", exclude_none=True) for m in messages]
+
+        return await _answer(work)
+
+    @server.tool(annotations=ANSWERS)
+    async def reply(run_id: str, text: str, message_id: str | None = None) -> CallToolResult:
+        """Reply to a run and wait for its next stop; returns the state there (its answer
+        in `last_assistant_text`). A retry with the same `message_id` is not doubled."""
+
+        async def work() -> Any:
+            return _json(await (await tarry()).get(run_id).send(text, id=message_id))
+
+        return await _answer(work)
+
+    @server.tool(annotations=ANSWERS)
+    async def decide(
+        run_id: str,
+        approved: bool,
+        call_id: str | None = None,
+        reason: str | None = None,
+        arguments: dict[str, Any] | None = None,
+    ) -> CallToolResult:
+        """Approve or reject a tool call the run waits on (`call_id` null: every pending
+        call), optionally with edited `arguments`; returns the state at the next stop."""
+
+        async def work() -> Any:
+            run = (await tarry()).get(run_id)
+            state = await run.decide(call_id, approved=approved, reason=reason, arguments=arguments)
+            return _json(state)
+
+        return await _answer(work)
+
+    @server.tool(annotations=READS)
+    async def waiting_runs(
+        waiting_for: Literal["input", "approval"] | None = None, limit: int = 20
+    ) -> CallToolResult:
+        """The runs on this server's task queue waiting for a person (for a reply, or a
+        decision on tool calls), with their prompt's first line; newest first."""
+
+        async def work() -> Any:
+            awaited = None if waiting_for is None else WaitingFor(waiting_for)
+            # Its own queue only: a namespace's other runs may be encrypted with keys
+            # this server does not hold.
+            client = await tarry()
+            page = await find_runs(
+                client.client,
+                phase=Phase.WAITING_USER,
+                waiting_for=awaited,
+                task_queue=client.task_queue,
+                limit=limit,
+            )
+            return [_json(row) for row in page.rows]
+
+        return await _answer(work)
+
+    return server
+
+
+def _json(value: BaseModel) -> dict[str, Any]:
+    return value.model_dump(mode="json")
+
+
+async def _answer(work: Callable[[], Awaitable[Any]]) -> CallToolResult:
+    """`work`'s JSON as the tool's result (a list comes as `{"result": [...]}`, since
+    structured content is an object); an error a caller can act on as a tool error."""
+    try:
+        value = await work()
+    except TarryError as e:
+        return _error(e.code, e.message)
+    except ValidationError as e:
+        return _error(ErrorCode.INPUT_INVALID, str(e))
+    except TimeoutError:
+        return _error(None, "timed out waiting for the run")
+    except Exception as e:  # Temporal unreachable, a bad address or key: one line
+        return _error(None, f"{type(e).__name__}: {e}")
+    structured = value if isinstance(value, dict) else {"result": value}
+    return CallToolResult(
+        content=[TextContent(text=json.dumps(value))], structured_content=structured
+    )
+
+
+def _error(code: ErrorCode | None, message: str) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(text=f"{code}: {message}" if code else message)],
+        structured_content={"code": code, "message": message},
+        is_error=True,
+    )
