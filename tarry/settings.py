@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -137,8 +137,8 @@ class TarrySettings(BaseSettings):
     tarry_api_port: int = Field(default=DEFAULT_API_PORT, ge=1, le=65535)
     """The port `tarry serve` and `tarry dev` serve the HTTP API on."""
     tarry_api_tokens: Annotated[list[SecretStr], NoDecode] = []
-    """Bearer tokens the HTTP API accepts, comma-separated in the environment. With any,
-    every route but `/healthz` needs one; with none, the API listens only on loopback."""
+    """Bearer tokens the HTTP API accepts, comma-separated in the environment, besides the
+    config file's `[api] tokens` (see `api_tokens`)."""
     tarry_api_cors_origins: Annotated[list[str], NoDecode] = []
     """Origins whose web pages may call the HTTP API (CORS), comma-separated; none: off."""
     storage_driver: StorageDriver | None = Field(default=None, exclude=True)
@@ -165,14 +165,23 @@ class TarrySettings(BaseSettings):
         table = self._config_table("profiles")
         return profiles | {name: ModelProfile.model_validate(p) for name, p in table.items()}
 
+    def api_tokens(self) -> list[SecretStr]:
+        """The HTTP API's bearer tokens: `TARRY_API_TOKENS` and the config file's `[api]
+        tokens`. With any, every route but `/healthz` needs one; with none, the API
+        listens only on loopback."""
+        from_file = self._config_table("api").get("tokens", [])
+        if not isinstance(from_file, list) or not all(isinstance(t, str) for t in from_file):
+            raise ValueError(f"{self.tarry_config}: [api] tokens must be a list of strings")
+        return [*self.tarry_api_tokens, *map(SecretStr, from_file)]
+
     def mcp_servers(self) -> dict[str, McpServer]:
         """The config file's `[mcp_servers.NAME]` tables."""
         table = self._config_table("mcp_servers")
         return {name: McpServer.model_validate(server) for name, server in table.items()}
 
-    def _config_table(self, name: str) -> dict[str, dict[str, object]]:
+    def _config_table(self, name: str) -> dict[str, Any]:
         if self.tarry_config is None:
             return {}
         with self.tarry_config.open("rb") as f:
-            table: dict[str, dict[str, object]] = tomllib.load(f).get(name, {})
+            table: dict[str, Any] = tomllib.load(f).get(name, {})
         return table

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
+import httpx
 import pytest
 
-from tarry.api import create_app
+from tarry.api import ApiServer, create_app
 from tarry.contracts import ErrorCode
 from tarry.settings import TarrySettings
 from tests.conftest import Agent
@@ -61,6 +63,27 @@ async def test_any_configured_token_is_let_through(api: Api) -> None:
     second = await api.http.get("/v1/runs", headers={"Authorization": "Bearer another-token"})
 
     assert (first.status_code, second.status_code) == (200, 200)
+
+
+async def test_tokens_come_from_the_environment_and_the_config_file(
+    agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "tarry.toml"
+    config.write_text('[api]\ntokens = ["from-the-file"]\n')
+    monkeypatch.setenv("TARRY_CONFIG", str(config))
+    monkeypatch.setenv("TARRY_API_TOKENS", "from-the-environment")
+    settings = TarrySettings()
+
+    async with (
+        ApiServer(create_app(agent.tarry, settings), "127.0.0.1", 0) as server,
+        httpx.AsyncClient(base_url=server.url) as http,
+    ):
+        answers = [
+            (await http.get("/v1/runs", headers={"Authorization": f"Bearer {t}"})).status_code
+            for t in ("from-the-file", "from-the-environment", "neither")
+        ]
+
+    assert answers == [200, 200, 401]
 
 
 async def test_cors_is_off_unless_origins_are_configured(agent: Agent) -> None:

@@ -62,7 +62,7 @@ def create_app(
         openapi_url=None,
     )
     install_error_handlers(app)
-    guarded = [Depends(bearer_guard(settings.tarry_api_tokens))]
+    guarded = [Depends(bearer_guard(settings.api_tokens()))]
     app.include_router(runs_router(tarry, feeds), dependencies=guarded)
     app.include_router(agui_router(tarry, feeds), dependencies=guarded)
     app.include_router(_docs_router(app), dependencies=guarded)

@@ -30,7 +30,7 @@ class ApiSetupError(Exception):
 def check_exposure(host: str, settings: TarrySettings) -> None:
     """Refuses to serve beyond this machine without tokens: whoever reaches the API can
     start runs, answer them and approve what their agents do."""
-    if not settings.tarry_api_tokens and not is_loopback(host):
+    if not settings.api_tokens() and not is_loopback(host):
         raise ApiSetupError(
             f"refusing to serve the API on {host} with no TARRY_API_TOKENS: anyone who"
             " reaches it could drive your runs; set TARRY_API_TOKENS=TOKEN[,TOKEN...] or"
