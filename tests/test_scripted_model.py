@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from tarry.contracts import Usage
+from tarry.testing.script import MAX_STREAM_PIECES
 from tarry.testing.scripted_model import (
-    MAX_STREAM_PIECES,
     ScriptedModel,
     ScriptedToolCall,
     call,
