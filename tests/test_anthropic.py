@@ -1,6 +1,8 @@
 """The Anthropic provider, served over real HTTP by the scripted model's `/v1/messages`:
-its dialect, its faults mapped onto Tarry's error codes, its key kept out of history,
-and prompt caching that makes a turn pay full price only for its news."""
+its dialect, the faults only it has, its key kept out of history, and prompt caching
+that makes a turn pay full price only for its news. The faults both providers have
+(401, 429 with `retry-after`, 5xx, other 4xx, garbage, a cut stream) are specified once
+for both, with the `provider_agent` fixture (`test_llm_errors.py`, `test_streaming.py`)."""
 
 from __future__ import annotations
 
@@ -74,38 +76,6 @@ async def test_the_key_goes_in_x_api_key_and_never_into_history(claude: Agent) -
     assert CANARY_KEY not in await claude.history_json(run)
 
 
-async def test_an_auth_failure_fails_fast_naming_the_profile(claude: Agent) -> None:
-    claude.model.add(fail(401, content=f"invalid x-api-key {CANARY_KEY}"), say("never asked"))
-    run = await claude.start("hello")
-
-    result = await run.result()
-
-    assert result.error is not None
-    assert result.error.code is ErrorCode.LLM_AUTH_FAILED
-    assert "'default'" in result.error.message
-    assert "authentication_error" in result.error.message
-    assert CANARY_KEY not in await claude.history_json(run)
-    assert len(claude.model.requests) == 1
-    assert await claude.retries(run) == []
-
-
-async def test_a_rate_limit_is_retried_after_the_delay_it_asks_for(claude: Agent) -> None:
-    claude.model.add(fail(429, headers={"retry-after": "2"}), say("there you are"))
-    run = await claude.start("hello")
-
-    state = await run.wait_for(WAITING)
-
-    assert state.last_assistant_text == "there you are"
-    assert await claude.retries(run) == [(2, ErrorCode.LLM_RATE_LIMITED)]
-    history = await claude.tarry.client.get_workflow_handle(run.id).fetch_history()
-    failure = next(
-        e.activity_task_started_event_attributes.last_failure
-        for e in history.events
-        if e.activity_task_started_event_attributes.attempt == 2
-    )
-    assert failure.application_failure_info.next_retry_delay.seconds == 2
-
-
 async def test_an_overloaded_api_is_retried(claude: Agent) -> None:
     claude.model.add(fail(529), say("back again"))
     run = await claude.start("hello")
@@ -114,18 +84,6 @@ async def test_an_overloaded_api_is_retried(claude: Agent) -> None:
 
     assert state.last_assistant_text == "back again"
     assert await claude.retries(run) == [(2, ErrorCode.LLM_HTTP_ERROR)]
-
-
-async def test_a_client_error_is_not_retried(claude: Agent) -> None:
-    claude.model.add(fail(400), say("never asked"))
-    run = await claude.start("hello")
-
-    result = await run.result()
-
-    assert result.error is not None
-    assert result.error.code is ErrorCode.LLM_HTTP_ERROR
-    assert "invalid_request_error" in result.error.message
-    assert len(claude.model.requests) == 1
 
 
 async def test_a_body_that_is_not_a_message_is_a_bad_response(claude: Agent) -> None:
@@ -137,16 +95,6 @@ async def test_a_body_that_is_not_a_message_is_a_bad_response(claude: Agent) -> 
     assert state.last_assistant_text == "better"
     assert len(claude.model.requests) == 2
     assert await claude.retries(run) == []
-
-
-async def test_an_answer_cut_at_max_tokens_is_flagged_truncated(claude: Agent) -> None:
-    claude.model.add(say("The three reasons are: first, the", finish_reason="length"))
-    run = await claude.start("why?")
-
-    state = await run.wait_for(WAITING)
-
-    assert state.warning is ErrorCode.LLM_TRUNCATED
-    assert state.last_assistant_text == "The three reasons are: first, the"
 
 
 async def test_requests_mark_cache_breakpoints_after_tools_system_and_the_stable_prefix(
