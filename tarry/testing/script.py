@@ -18,7 +18,8 @@ offline model does when it echoes one. At 4 characters an event, a 3 MB echo wou
 
 StreamFault = Literal["cut", "malformed", "no_end", "stall"]
 """`cut` drops the connection mid-body; `malformed` sends an event that is not JSON;
-`no_end` ends the body cleanly with neither a `finish_reason` nor `[DONE]`; `stall`
+`no_end` ends the body cleanly before the answer's end (OpenAI: no `finish_reason`, no
+`[DONE]`; Anthropic: no `message_delta`, no `message_stop`); `stall`
 sends nothing more, holding the connection open."""
 
 
