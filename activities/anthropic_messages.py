@@ -28,6 +28,8 @@ from tarry.contracts import ChatMessage, ErrorCode, LlmResponse, ToolCall, Usage
 from tarry.settings import ANTHROPIC_MAX_TOKENS
 
 _CACHE_BREAKPOINT = {"type": "ephemeral"}
+OMITTED_NOTE = "[earlier messages left out]"
+"""What the model reads first when the context budget cut the conversation at an answer."""
 _FINISH_REASONS = {
     "end_turn": "stop",
     "stop_sequence": "stop",
@@ -102,6 +104,10 @@ def _messages(transcript: list[ChatMessage], stable: int) -> list[dict[str, Any]
             turns[-1]["content"].extend(blocks)
         else:
             turns.append({"role": role, "content": blocks})
+    if turns and turns[0]["role"] == "assistant":
+        # Cut to the context budget at an answer: the API refuses a conversation that
+        # does not begin with the user.
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": OMITTED_NOTE}]})
     return turns
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from activities.anthropic_messages import OMITTED_NOTE
 from tarry.contracts import ErrorCode, Phase, Usage
 from tarry.testing.anthropic_wire import TOKENS_PER_BLOCK
 from tarry.testing.scripted_model import ScriptedToolCall, ScriptStep, calls, fail, say
@@ -148,3 +149,18 @@ async def test_each_turn_pays_full_price_only_for_its_news(claude: Agent) -> Non
     per_turn = [b - a for a, b in zip([0, *billed], billed, strict=False)]
     assert per_turn == [TOKENS_PER_BLOCK, *[2 * TOKENS_PER_BLOCK] * 3]
     assert states[-1].usage.cache_read_tokens > states[-2].usage.cache_read_tokens
+
+
+async def test_a_conversation_cut_to_its_budget_at_an_answer_still_begins_with_the_user(
+    agent_factory: Any,
+) -> None:
+    claude: Agent = await agent_factory(provider="anthropic", context_budget=400)
+    claude.model.add(ScriptStep(tool_calls=[ScriptedToolCall(name="list_files")]), say("none"))
+    # Too long to fit the budget beside the call and its result: left out of the second call.
+    run = await claude.start("any files? " + "please " * 300)
+    await run.wait_for(WAITING)
+
+    sent = claude.model.requests[1].body["messages"]
+    assert sent[0] == {"role": "user", "content": [{"type": "text", "text": OMITTED_NOTE}]}
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert sent[1]["content"][0]["type"] == "tool_use"
