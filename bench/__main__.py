@@ -3,7 +3,8 @@ the targets of issue 13 they show.
 
 scripts/bench                 everything, at full size (over an hour on 2 cores)
 scripts/bench --quick         small sizes, a few minutes
-scripts/bench --only turns    one benchmark: turns, reply, busy, long, parked, stream, startup
+scripts/bench --only turns    one benchmark: turns, reply, busy, long, parked, stream, startup,
+                              cache
 
 Tarry's rows use the shipped settings; set `TARRY_WORKFLOW_CACHE` (or any `TARRY_*`
 worker setting) in the environment to measure others.
@@ -21,6 +22,7 @@ import psutil
 from bench import (
     long_run,
     parked_runs,
+    prompt_cache,
     reply_latency,
     startup,
     stream_history,
@@ -31,8 +33,9 @@ from bench import (
 from bench.rig import console
 from tarry.entrypoint import run_main
 
-SECTIONS = ("turns", "reply", "busy", "long", "parked", "stream", "startup")
-"""The five results of issue 13 in its order, then the stream's history and start-up."""
+SECTIONS = ("turns", "reply", "busy", "long", "parked", "stream", "startup", "cache")
+"""The five results of issue 13 in its order, then the stream's history, start-up and
+the input a long run pays for with prompt caching."""
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -63,6 +66,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.busy_runs = args.busy_runs or (10 if quick else 100)
     args.busy_turns = args.busy_turns or (3 if quick else 20)
     args.stream_turns = 3 if quick else 10
+    args.cache_turns = 12 if quick else 100
     args.parked = args.parked or (200 if quick else 10_000)
     args.samples = args.samples or (20 if quick else 200)
     args.settle = args.settle if args.settle is not None else (3.0 if quick else 30.0)
@@ -106,6 +110,8 @@ async def main(args: argparse.Namespace) -> int:
             await stream_history.run(args.stream_turns, root / "workspaces")
         if "startup" in args.only:
             await startup.run(root)
+        if "cache" in args.only:
+            await prompt_cache.run(args.cache_turns, root / "workspaces")
     if found:
         console.print(targets.render(found))
     return 0

@@ -23,7 +23,7 @@ from activities.tools import ToolHost
 from tarry.cli.processes import DevServer, WorkerProcess
 from tarry.client import Tarry, connect_temporal
 from tarry.servers import dev_server_args
-from tarry.settings import ModelProfile, TarrySettings
+from tarry.settings import ModelProfile, Provider, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel
 from workers.plugin import TarryPlugin
 
@@ -74,10 +74,12 @@ def tarry_plugin(
     workspace_root: Path,
     workflow_cache: int | None = None,
     stream: bool = True,
+    provider: Provider = "openai",
 ) -> TarryPlugin:
     """Tarry's worker parts with one `default` profile at `base_url` (asking for streamed
-    answers unless `stream` is false), conversations kept in the server's payload store,
-    and `workflow_cache` runs kept in memory (None: `shipped_cache()`)."""
+    answers unless `stream` is false, in `provider`'s dialect), conversations kept in the
+    server's payload store, and `workflow_cache` runs kept in memory (None:
+    `shipped_cache()`)."""
     cache = shipped_cache() if workflow_cache is None else workflow_cache
     settings = TarrySettings(
         temporal_address=server.process.address,
@@ -85,7 +87,7 @@ def tarry_plugin(
         tarry_storage_dir=server.storage,
         tarry_workflow_cache=cache,
     )
-    profile = ModelProfile(base_url=base_url, model="scripted", stream=stream)
+    profile = ModelProfile(provider=provider, base_url=base_url, model="scripted", stream=stream)
     return TarryPlugin(settings, profiles={"default": profile})
 
 
@@ -135,10 +137,11 @@ async def tarry_worker(
     workspace_root: Path,
     workflow_cache: int | None = None,
     stream: bool = True,
+    provider: Provider = "openai",
 ) -> AsyncIterator[InProcessTarry]:
     """Tarry's own worker (`TarryPlugin`) in this process, on a task queue of its own,
     keeping `workflow_cache` runs in memory between their tasks (None: `shipped_cache()`)."""
-    plugin = tarry_plugin(server, base_url, workspace_root, workflow_cache, stream)
+    plugin = tarry_plugin(server, base_url, workspace_root, workflow_cache, stream, provider)
     queue = f"bench-{uuid.uuid4().hex[:8]}"
     try:
         async with Worker(server.client, task_queue=queue, plugins=[plugin]):

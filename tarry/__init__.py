@@ -7,7 +7,16 @@ tool is declared (`tool`, `ToolContext`, `ToolError`). Workers live in `workers/
 """
 
 from tarry.client import RunHandle, Tarry, TarryError, connect_temporal
-from tarry.contracts import ErrorCode, Mode, Phase, RunInput, RunResult, RunState, WaitingFor
+from tarry.contracts import (
+    ErrorCode,
+    Mode,
+    Phase,
+    RunInput,
+    RunResult,
+    RunState,
+    Sampling,
+    WaitingFor,
+)
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.tools import Tool, ToolContext, ToolError, tool
 
@@ -20,6 +29,7 @@ __all__ = [
     "RunInput",
     "RunResult",
     "RunState",
+    "Sampling",
     "Tarry",
     "TarryError",
     "TarrySettings",

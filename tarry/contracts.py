@@ -49,6 +49,7 @@ __all__ = [
     "RunInput",
     "RunResult",
     "RunState",
+    "Sampling",
     "StopRequest",
     "Timeouts",
     "ToolCall",
@@ -225,15 +226,50 @@ class ChatMessage(BaseModel):
 
 class Usage(BaseModel):
     prompt_tokens: int = 0
+    """All input tokens, as OpenAI counts them: those read from and written to a prompt
+    cache included. Billed at full price: `prompt_tokens - cache_read_tokens -
+    cache_write_tokens`."""
     completion_tokens: int = 0
     total_tokens: int = 0
+    # Left out while 0, so usage recorded before prompt caching encodes as it did.
+    cache_read_tokens: int = Field(default=0, exclude_if=_empty)
+    """Input tokens read from the provider's prompt cache (billed at about a tenth)."""
+    cache_write_tokens: int = Field(default=0, exclude_if=_empty)
+    """Input tokens written to the provider's prompt cache (billed at about 1.25 times)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
         )
+
+
+class Sampling(BaseModel):
+    """How the model samples its answer: a profile's settings, and a run's overrides of
+    them (`RunInput.sampling`). Unset fields are the provider's defaults (or the
+    profile's, for a run) and are not serialised, so a run's input carries only what it
+    overrides."""
+
+    temperature: float | None = Field(default=None, ge=0, le=2, exclude_if=_none)
+    top_p: float | None = Field(default=None, gt=0, le=1, exclude_if=_none)
+    max_tokens: int | None = Field(default=None, ge=1, exclude_if=_none)
+    """The longest answer, in tokens; past it the answer is cut (`LLM_TRUNCATED`)."""
+    stop: list[str] | None = Field(default=None, exclude_if=_none)
+    """Texts that end the answer where the model writes them."""
+    extra_body: dict[str, Any] | None = Field(default=None, exclude_if=_none)
+    """Merged into the request body as it is: a provider's own options (e.g. OpenAI's
+    `reasoning_effort`, Anthropic's `thinking`)."""
+
+    def overridden_by(self, run: Sampling | None) -> Sampling:
+        """These settings (a profile's) with a run's set fields on top; `extra_body`
+        merges key by key, the run's keys winning."""
+        mine = self.model_dump(include=set(Sampling.model_fields), exclude_none=True)
+        theirs = run.model_dump(exclude_none=True) if run else {}
+        extra = (self.extra_body or {}) | ((run.extra_body if run else None) or {})
+        return Sampling.model_validate(mine | theirs | {"extra_body": extra or None})
 
 
 # --- Workflow input, result and messages -----------------------------------
@@ -279,6 +315,9 @@ class RunInput(BaseModel):
     """LLM calls per run of the continue-as-new chain: the run hands its state to a fresh
     run (same workflow id) at the first safe point after this many, or sooner when
     Temporal suggests it, so a run of any length keeps a short history."""
+    sampling: Sampling | None = Field(default=None, exclude_if=_none)
+    """Overrides of the model profile's sampling settings for this run; null: the
+    profile's. Left out while null, so inputs from before it encode as they did."""
 
 
 def reply_problem(text: str) -> tuple[ErrorCode, str] | None:
@@ -471,6 +510,8 @@ class LlmRequest(BaseModel):
     """Before the catalogue only: the tools to offer, by name; null offers every tool."""
     require_approval: list[str] = Field(default=[], exclude_if=_empty)
     """Before the catalogue only: the run's gated tools."""
+    sampling: Sampling | None = Field(default=None, exclude_if=_none)
+    """The run's overrides of the profile's sampling settings (`RunInput.sampling`)."""
 
 
 class LlmResponse(BaseModel):

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from temporalio.converter import StorageDriver
 
-from tarry.contracts import DEFAULT_TASK_QUEUE
+from tarry.contracts import DEFAULT_TASK_QUEUE, Sampling
 
 __all__ = [
     "DEFAULT_API_PORT",
@@ -51,12 +51,31 @@ DEFAULT_API_PORT = 8234
 """The HTTP API's port (`tarry serve`, `tarry dev`): beside the dev server's Web UI (8233)."""
 
 
-class ModelProfile(BaseModel):
-    """One OpenAI-compatible endpoint and the model to ask there."""
+Provider = Literal["openai", "anthropic"]
+"""The dialect a profile's endpoint speaks: OpenAI-compatible `chat.completions`, or
+Anthropic's Messages API."""
 
-    base_url: str = "https://api.openai.com/v1"
-    model: str = "gpt-4o-mini"
+_DEFAULTS: dict[str, dict[str, str]] = {
+    "openai": {"base_url": "https://api.openai.com/v1", "model": "gpt-4o-mini"},
+    # As the Anthropic SDK's ANTHROPIC_BASE_URL: without `/v1`.
+    "anthropic": {"base_url": "https://api.anthropic.com", "model": "claude-sonnet-4-5"},
+}
+ANTHROPIC_MAX_TOKENS = 4096
+"""The answer length asked of Anthropic when no `max_tokens` is set: its API needs one."""
+
+
+class ModelProfile(Sampling):
+    """One endpoint, the model to ask there, and how it samples (the `Sampling` fields,
+    checked at load; a run may override them)."""
+
+    provider: Provider = "openai"
+    base_url: str = ""
+    """Empty: the provider's own (`https://api.openai.com/v1`, `https://api.anthropic.com`)."""
+    model: str = ""
+    """Empty: `gpt-4o-mini` for OpenAI, `claude-sonnet-4-5` for Anthropic."""
     api_key: SecretStr | None = None
+    anthropic_version: str = "2023-06-01"
+    """The `anthropic-version` header of Anthropic requests."""
     request_timeout: float = Field(default=120.0, gt=0)
     """Seconds one HTTP call may take; past that the call fails with `LLM_TIMEOUT`."""
     context_budget: int = Field(default=100_000, gt=0)
@@ -65,6 +84,13 @@ class ModelProfile(BaseModel):
     stream: bool = True
     """Ask for the answer as a stream, so observers see its words as they come; off for
     a server whose streaming misbehaves. The transcript is the same either way."""
+
+    @model_validator(mode="after")
+    def _provider_defaults(self) -> ModelProfile:
+        defaults = _DEFAULTS[self.provider]
+        self.base_url = self.base_url or defaults["base_url"]
+        self.model = self.model or defaults["model"]
+        return self
 
 
 class McpServer(BaseModel):
@@ -104,6 +130,9 @@ class TarrySettings(BaseSettings):
     openai_base_url: str = "https://api.openai.com/v1"
     openai_api_key: SecretStr | None = None
     tarry_model: str = "gpt-4o-mini"
+    anthropic_api_key: SecretStr | None = None
+    """Set: the workers also hold an `anthropic` profile (Claude, at `ANTHROPIC_BASE_URL`)."""
+    anthropic_base_url: str = _DEFAULTS["anthropic"]["base_url"]
     tarry_config: Path | None = Field(
         default=None, validation_alias=AliasChoices("tarry_config", "tarry_models_file")
     )
@@ -154,7 +183,8 @@ class TarrySettings(BaseSettings):
         return value
 
     def model_profiles(self) -> dict[str, ModelProfile]:
-        """The `default` profile from the environment, plus the file's named profiles."""
+        """The `default` profile from the environment (and the `anthropic` one when
+        `ANTHROPIC_API_KEY` is set), plus the file's named profiles."""
         profiles = {
             "default": ModelProfile(
                 base_url=self.openai_base_url,
@@ -162,6 +192,12 @@ class TarrySettings(BaseSettings):
                 api_key=self.openai_api_key,
             )
         }
+        if self.anthropic_api_key is not None:
+            profiles["anthropic"] = ModelProfile(
+                provider="anthropic",
+                base_url=self.anthropic_base_url,
+                api_key=self.anthropic_api_key,
+            )
         table = self._config_table("profiles")
         return profiles | {name: ModelProfile.model_validate(p) for name, p in table.items()}
 

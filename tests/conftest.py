@@ -237,9 +237,11 @@ async def agent_factory(
     ) -> Agent:
         model = ScriptedModel()
         await model.start()
+        # An Anthropic base URL leaves out `/v1`, as the Anthropic SDK's does.
+        anthropic = profile.get("provider") == "anthropic"
         profiles = {
             "default": ModelProfile(
-                base_url=model.base_url,
+                base_url=model.root_url if anthropic else model.base_url,
                 model="scripted",
                 api_key=SecretStr(CANARY_KEY),
                 **profile,
@@ -291,6 +293,18 @@ async def agent(agent_factory: Any) -> Agent:
     return made
 
 
+PROVIDERS = ("openai", "anthropic")
+"""The dialects the scripted model speaks, as a profile's `provider` names them."""
+
+
+@pytest.fixture(params=PROVIDERS)
+async def provider_agent(agent_factory: Any, request: pytest.FixtureRequest) -> Agent:
+    """An agent whose default profile speaks each provider's dialect in turn: a test
+    that takes it specifies what a run does whichever provider answers."""
+    made: Agent = await agent_factory(provider=request.param)
+    return made
+
+
 async def _check_replay(agent: Agent, request: pytest.FixtureRequest) -> None:
     """Every run a test started must replay without non-determinism, reading its stored
     payloads back as a worker does."""
@@ -314,5 +328,5 @@ def _no_inherited_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     Every other setting is the shipped default (the workflow cache on) unless a test sets
     it: tests run what a deployment runs, whatever the developer's shell holds."""
     for name in list(os.environ):
-        if name.startswith(("OPENAI_", "TARRY_", "TEMPORAL_")):
+        if name.startswith(("OPENAI_", "ANTHROPIC_", "TARRY_", "TEMPORAL_")):
             monkeypatch.delenv(name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
@@ -22,7 +23,17 @@ def roles(transcript: list[ChatMessage]) -> list[str]:
     return [m.role for m in transcript]
 
 
-async def test_tool_call_then_answer_waits_for_user(agent: Agent) -> None:
+def is_tool_result(sent: dict[str, Any]) -> bool:
+    """Whether a message a model request sent is a tool's result, in either dialect: an
+    OpenAI `tool` message, or an Anthropic user message of `tool_result` blocks."""
+    if sent["role"] == "tool":
+        return True
+    content = sent["content"]
+    return isinstance(content, list) and content[0]["type"] == "tool_result"
+
+
+async def test_tool_call_then_answer_waits_for_user(provider_agent: Agent) -> None:
+    agent = provider_agent
     agent.model.add(call("write_file", {"path": "a.txt", "content": "hi"}), say("Wrote it."))
     run = await agent.start("write hi to a.txt")
 
@@ -37,7 +48,7 @@ async def test_tool_call_then_answer_waits_for_user(agent: Agent) -> None:
     assert state.turn == 2
     # The model saw the tool's result in its second call.
     second = agent.model.requests[1].body["messages"]
-    assert second[-1]["role"] == "tool"
+    assert is_tool_result(second[-1])
 
 
 async def test_empty_prompt_starts_waiting_for_user(agent: Agent) -> None:
@@ -49,7 +60,8 @@ async def test_empty_prompt_starts_waiting_for_user(agent: Agent) -> None:
     assert agent.model.requests == []
 
 
-async def test_reply_moves_the_run_on_and_finish_completes_it(agent: Agent) -> None:
+async def test_reply_moves_the_run_on_and_finish_completes_it(provider_agent: Agent) -> None:
+    agent = provider_agent
     agent.model.add(say("What should I call it?"), call("finish", {"result": "named it Bob"}))
     run = await agent.start("name the cat")
     await run.wait_for(WAITING)
@@ -116,8 +128,9 @@ async def test_a_reply_that_arrives_with_a_pause_is_answered(agent: Agent) -> No
 
 
 async def test_stop_during_a_model_call_aborts_the_run_and_cancels_the_request(
-    agent: Agent,
+    provider_agent: Agent,
 ) -> None:
+    agent = provider_agent
     agent.model.add(say("too late", delay=30))
     run = await agent.start("think hard")
     request = await agent.model.wait_for_requests(1)
@@ -296,7 +309,8 @@ async def test_the_same_tool_five_times_in_a_row_earns_one_hint(agent: Agent) ->
     assert len(hints) == 1
 
 
-async def test_parallel_tool_calls_keep_their_order(agent: Agent) -> None:
+async def test_parallel_tool_calls_keep_their_order(provider_agent: Agent) -> None:
+    agent = provider_agent
     agent.model.add(
         calls(
             ScriptedToolCall(name="write_file", arguments={"path": "a", "content": "1"}, id="c1"),

@@ -74,7 +74,10 @@ async def test_only_empty_answers_fail_the_run_with_bad_response(agent: Agent) -
     assert [m.content for m in await run.transcript()] == ["hello"]
 
 
-async def test_an_answer_cut_off_at_the_length_limit_is_kept_and_flagged(agent: Agent) -> None:
+async def test_an_answer_cut_off_at_the_length_limit_is_kept_and_flagged(
+    provider_agent: Agent,
+) -> None:
+    agent = provider_agent
     agent.model.add(say("The three reasons are: first, the", finish_reason="length"))
     run = await agent.start("why?")
 

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench import long_run, parked_runs, reply_latency, targets, throughput, turn_overhead
+from bench import (
+    long_run,
+    parked_runs,
+    prompt_cache,
+    reply_latency,
+    targets,
+    throughput,
+    turn_overhead,
+)
 from bench.rig import CONFIGS, console
 
 
@@ -71,3 +79,15 @@ async def test_quick_parked_runs_answer_replies_on_every_row(tmp_path: Path) -> 
         assert r.worker_mib > 0
         assert r.variant.label in captured.get()
     assert all(target.measured is not None for target in targets.parked(10, results))
+
+
+async def test_quick_prompt_cache_bills_turn_10_and_the_last_turn_the_same_full_price(
+    tmp_path: Path,
+) -> None:
+    with console.capture() as captured:
+        rows = await prompt_cache.run(12, tmp_path)
+    assert [row.number for row in rows] == [10, 12]
+    assert rows[1].sent > rows[0].sent
+    assert rows[0].full_price == rows[1].full_price
+    assert all(row.cache_read > 0 for row in rows)
+    assert "billed at full price" in captured.get()

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from tarry.cli.demo import PROMPT, SCRIPT, SCRIPTED_REPLY
 from tarry.testing.scripted_model import ScriptedModel
@@ -29,16 +30,22 @@ RUN_DEMO = (
     "import sys; from pathlib import Path; from tarry.entrypoint import run_main; "
     "from tarry.cli.demo import run_demo; from tarry.settings import TarrySettings; "
     "run_main(lambda: run_demo(TarrySettings(), Path(sys.argv[1]), "
-    "keep=sys.argv[2] == 'keep', reply=sys.argv[3] or None))"
+    "keep=sys.argv[2] == 'keep', reply=sys.argv[3] or None, model=sys.argv[4]))"
 )
 
 
 async def demo(
-    ports: Ports, data_dir: Path, tmp_path: Path, *, reply: str = "", **env: str
+    ports: Ports,
+    data_dir: Path,
+    tmp_path: Path,
+    *,
+    reply: str = "",
+    model: str = "default",
+    **env: str,
 ) -> tuple[int, str]:
     """Runs the demo to its end; its exit code and standard output."""
     process = await run_python(
-        RUN_DEMO, str(data_dir), "", reply,
+        RUN_DEMO, str(data_dir), "", reply, model,
         env=stack_env(ports, **env),
         stderr=tmp_path / "demo.stderr",
     )  # fmt: skip
@@ -58,9 +65,12 @@ def in_order(out: str, *parts: str) -> bool:
     return -1 not in positions and positions == sorted(positions)
 
 
-async def test_the_demo_runs_a_human_in_the_loop_run_end_to_end_offline(tmp_path: Path) -> None:
+@pytest.mark.parametrize("model", ["default", "anthropic"])
+async def test_the_demo_runs_a_human_in_the_loop_run_end_to_end_offline(
+    tmp_path: Path, model: str
+) -> None:
     ports, data_dir = Ports(), tmp_path / "data"
-    code, out = await demo(ports, data_dir, tmp_path)
+    code, out = await demo(ports, data_dir, tmp_path, model=model)
 
     assert code == 0, out + (tmp_path / "demo.stderr").read_text()
     run_id = run_id_in(out)
@@ -89,7 +99,7 @@ async def test_in_a_terminal_the_demo_shows_a_thinking_spinner(tmp_path: Path) -
     ports = Ports()
     terminal = pexpect.spawn(
         sys.executable,
-        ["-c", RUN_DEMO, str(tmp_path / "data"), "", ""],
+        ["-c", RUN_DEMO, str(tmp_path / "data"), "", "", "default"],
         env=stack_env(ports),
         encoding="utf-8",
         dimensions=(40, 120),
@@ -133,7 +143,7 @@ async def test_with_a_configured_model_and_no_reply_the_human_types_it(tmp_path:
     async with ScriptedModel(SCRIPT) as model:
         terminal = pexpect.spawn(
             sys.executable,
-            ["-c", RUN_DEMO, str(tmp_path / "data"), "", ""],
+            ["-c", RUN_DEMO, str(tmp_path / "data"), "", "", "default"],
             env=stack_env(ports, OPENAI_BASE_URL=model.base_url, OPENAI_API_KEY=CANARY_KEY),
             encoding="utf-8",
             dimensions=(40, 120),
@@ -155,7 +165,7 @@ async def test_with_a_configured_model_and_no_reply_the_human_types_it(tmp_path:
 async def test_with_keep_the_stack_stays_up_until_ctrl_c(tmp_path: Path) -> None:
     ports, data_dir = Ports(), tmp_path / "data"
     process = await run_python(
-        RUN_DEMO, str(data_dir), "keep", "",
+        RUN_DEMO, str(data_dir), "keep", "", "default",
         env=stack_env(ports),
         stderr=tmp_path / "demo.stderr",
     )  # fmt: skip

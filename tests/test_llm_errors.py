@@ -9,7 +9,10 @@ from tests.conftest import Agent
 WAITING = {Phase.WAITING_USER}
 
 
-async def test_auth_failure_fails_fast_after_one_attempt_naming_the_profile(agent: Agent) -> None:
+async def test_auth_failure_fails_fast_after_one_attempt_naming_the_profile(
+    provider_agent: Agent,
+) -> None:
+    agent = provider_agent
     agent.model.add(fail(401), say("never asked"))
     run = await agent.start("hello")
 
@@ -23,17 +26,29 @@ async def test_auth_failure_fails_fast_after_one_attempt_naming_the_profile(agen
     assert await agent.retries(run) == []
 
 
-async def test_rate_limit_with_retry_after_is_retried(agent: Agent) -> None:
-    agent.model.add(fail(429, headers={"Retry-After": "1"}), say("there you are"))
+async def test_rate_limit_is_retried_after_the_delay_its_retry_after_asks_for(
+    provider_agent: Agent,
+) -> None:
+    agent = provider_agent
+    agent.model.add(fail(429, headers={"Retry-After": "2"}), say("there you are"))
     run = await agent.start("hello")
 
     state = await run.wait_for(WAITING)
 
     assert state.last_assistant_text == "there you are"
     assert await agent.retries(run) == [(2, ErrorCode.LLM_RATE_LIMITED)]
+    # The failure asked Temporal for that delay before the next attempt.
+    history = await agent.tarry.client.get_workflow_handle(run.id).fetch_history()
+    [retried] = [
+        e.activity_task_started_event_attributes
+        for e in history.events
+        if e.activity_task_started_event_attributes.attempt == 2
+    ]
+    assert retried.last_failure.application_failure_info.next_retry_delay.seconds == 2
 
 
-async def test_server_errors_are_retried_until_an_answer_comes(agent: Agent) -> None:
+async def test_server_errors_are_retried_until_an_answer_comes(provider_agent: Agent) -> None:
+    agent = provider_agent
     agent.model.add(fail(500), fail(503), say("back again"))
     run = await agent.start("hello")
 
@@ -44,7 +59,8 @@ async def test_server_errors_are_retried_until_an_answer_comes(agent: Agent) -> 
     assert await agent.retries(run) == [(3, ErrorCode.LLM_HTTP_ERROR)]
 
 
-async def test_a_client_error_is_not_retried(agent: Agent) -> None:
+async def test_a_client_error_is_not_retried(provider_agent: Agent) -> None:
+    agent = provider_agent
     agent.model.add(fail(400), say("never asked"))
     run = await agent.start("hello")
 
@@ -55,7 +71,8 @@ async def test_a_client_error_is_not_retried(agent: Agent) -> None:
     assert len(agent.model.requests) == 1
 
 
-async def test_garbage_answers_fail_the_run_after_their_small_budget(agent: Agent) -> None:
+async def test_garbage_answers_fail_the_run_after_their_small_budget(provider_agent: Agent) -> None:
+    agent = provider_agent
     agent.model.add(*(ScriptStep(body="<html>oops</html>") for _ in range(3)), say("never"))
     run = await agent.start("hello", bad_response_attempts=3)
 

@@ -14,10 +14,11 @@ import httpx
 import pytest
 
 from tarry.contracts import Usage
+from tarry.testing.script import MAX_STREAM_PIECES
 from tarry.testing.scripted_model import (
-    MAX_STREAM_PIECES,
     ScriptedModel,
     ScriptedToolCall,
+    ScriptStep,
     call,
     calls,
     fail,
@@ -336,3 +337,89 @@ async def test_a_plain_step_answers_a_streaming_request_with_json(
     response = await chat(client, stream=True)
     assert response.headers["content-type"].startswith("application/json")
     assert response.json()["choices"][0]["message"]["content"] == "hello"
+
+
+# --- Anthropic's dialect ----------------------------------------------------
+
+
+@pytest.fixture
+async def anthropic(model: ScriptedModel) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=model.root_url, timeout=5.0) as c:
+        yield c
+
+
+async def messages(client: httpx.AsyncClient, **extra: Any) -> httpx.Response:
+    body = {"model": "m1", "max_tokens": 100, "messages": MESSAGES, **extra}
+    return await client.post("/v1/messages", json=body)
+
+
+async def test_the_messages_endpoint_answers_with_content_blocks(
+    model: ScriptedModel, anthropic: httpx.AsyncClient
+) -> None:
+    model.add(ScriptStep(content="let me look", tool_calls=[ScriptedToolCall(name="ls")]))
+
+    response = await messages(anthropic)
+
+    assert response.json() == {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "m1",
+        "content": [
+            {"type": "text", "text": "let me look"},
+            {"type": "tool_use", "id": "toolu_1_0", "name": "ls", "input": {}},
+        ],
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 10,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": 5,
+        },
+    }
+
+
+async def test_the_messages_endpoint_streams_anthropic_events(
+    model: ScriptedModel, anthropic: httpx.AsyncClient
+) -> None:
+    model.add(say("hello", chunk_chars=2))
+
+    response = await messages(anthropic, stream=True)
+
+    lines = response.text.splitlines()
+    names = [line.removeprefix("event: ") for line in lines if line.startswith("event: ")]
+    assert names == [
+        "message_start",
+        "ping",
+        "content_block_start",
+        *["content_block_delta"] * 3,
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+
+
+async def test_the_messages_endpoint_sends_anthropic_errors(
+    model: ScriptedModel, anthropic: httpx.AsyncClient
+) -> None:
+    model.add(fail(529))
+
+    response = await messages(anthropic)
+
+    assert response.status_code == 529
+    assert response.json()["error"]["type"] == "overloaded_error"
+
+
+async def test_the_prompt_cache_reads_what_an_earlier_request_marked(
+    model: ScriptedModel, anthropic: httpx.AsyncClient
+) -> None:
+    marked = [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}]
+    model.add(say("one"), say("two"))
+
+    first = (await messages(anthropic, system=marked)).json()["usage"]
+    second = (await messages(anthropic, system=marked)).json()["usage"]
+
+    assert (first["cache_creation_input_tokens"], first["cache_read_input_tokens"]) == (10, 0)
+    assert (second["cache_creation_input_tokens"], second["cache_read_input_tokens"]) == (0, 10)
+    assert first["input_tokens"] == second["input_tokens"] == 10

@@ -35,8 +35,9 @@ async def test_no_api_key_in_the_whole_history_of_a_run(agent: Agent) -> None:
 
 
 async def test_a_provider_that_echoes_the_key_does_not_leak_it_into_history(
-    agent: Agent,
+    provider_agent: Agent,
 ) -> None:
+    agent = provider_agent
     agent.model.add(fail(401, content=f"Incorrect API key provided: {CANARY_KEY}"))
     run = await agent.start("hello")
 

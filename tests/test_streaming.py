@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pexpect
+import pytest
 from temporalio.client import Client
 
 from activities.observers import PUBLISH_LIMIT
@@ -18,7 +19,7 @@ from tarry.client import RunHandle
 from tarry.contracts import INTERRUPTED_NOTE, LLM_ACTIVITY, ErrorCode, Phase, Usage
 from tarry.events import EventKind, RunEvent
 from tarry.testing.scripted_model import ScriptedToolCall, ScriptStep, call, calls, say
-from tests.conftest import Agent
+from tests.conftest import PROVIDERS, Agent
 from tests.faults import activity_attempts
 from tests.test_cli import TARRY, agent_env
 
@@ -43,11 +44,12 @@ def conversation() -> list[ScriptStep]:
     ]
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
 async def test_a_streamed_answer_is_exactly_the_message_the_plain_call_gives(
-    agent_factory: Any,
+    agent_factory: Any, provider: str
 ) -> None:
-    streamed: Agent = await agent_factory(stream=True)
-    plain: Agent = await agent_factory(stream=False)
+    streamed: Agent = await agent_factory(stream=True, provider=provider)
+    plain: Agent = await agent_factory(stream=False, provider=provider)
     transcripts = []
     for agent in (streamed, plain):
         agent.model.add(*conversation())
@@ -91,7 +93,8 @@ async def test_a_plain_json_answer_to_a_streaming_request_is_read_as_an_answer(
     assert await agent.retries(run) == []
 
 
-async def test_a_stream_cut_in_the_middle_is_retried(agent: Agent) -> None:
+async def test_a_stream_cut_in_the_middle_is_retried(provider_agent: Agent) -> None:
+    agent = provider_agent
     agent.model.add(say(TEXT, stream_fault="cut", fault_after=5), say(TEXT))
     run = await agent.start("hello")
 
@@ -168,8 +171,9 @@ def words(events: list[RunEvent]) -> str:
 
 
 async def test_an_observer_sees_the_first_words_while_the_model_is_still_writing(
-    agent: Agent,
+    provider_agent: Agent,
 ) -> None:
+    agent = provider_agent
     agent.model.add(say(LONG, chunk_chars=5, chunk_delay=0.1))  # about 6 s of writing
     run = await agent.start("talk to me")
 
@@ -312,8 +316,9 @@ async def test_a_stream_cut_in_the_middle_shows_a_reset_then_the_whole_answer_on
 
 
 async def test_stop_in_the_middle_of_an_answer_keeps_its_words_marked_interrupted(
-    agent: Agent,
+    provider_agent: Agent,
 ) -> None:
+    agent = provider_agent
     agent.model.add(say(LONG, chunk_chars=5, chunk_delay=0.2))  # about 12 s of writing
     run = await agent.start("talk to me")
     first = await events_until(run, EventKind.TEXT)

@@ -82,6 +82,7 @@ def _request_for(memory: RunMemory, input: WorkflowInput) -> LlmRequest:
         messages=m.transcript[stored:],
         turn=m.turn + 1,
         tool_definitions=None if m.context else m.tools,
+        sampling=input.sampling,
     )
     if m.tools is None:
         # A run from before the catalogue, replaying: the model activity resolved the

@@ -767,6 +767,13 @@ def demo(
         str | None,
         typer.Option(help="The answer to the agent's question, when a real model is configured."),
     ] = None,
+    model: Annotated[
+        str,
+        typer.Option(
+            help="The model profile the run names; offline, `anthropic` is the scripted "
+            "model speaking Anthropic's Messages API."
+        ),
+    ] = "default",
     data_dir: DataDir = DEFAULT_DATA_DIR,
 ) -> None:
     """Show one human-in-the-loop run end to end on the local stack of `tarry dev`.
@@ -776,7 +783,8 @@ def demo(
     """
     from tarry.cli.demo import run_demo
 
-    raise typer.Exit(_run(run_demo(TarrySettings(), data_dir, keep=keep, reply=reply)))
+    demo = run_demo(TarrySettings(), data_dir, keep=keep, reply=reply, model=model)
+    raise typer.Exit(_run(demo))
 
 
 def main() -> NoReturn:

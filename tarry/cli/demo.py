@@ -91,9 +91,15 @@ Replies = Callable[[], Awaitable[str | None]]
 
 
 async def run_demo(
-    settings: TarrySettings, data_dir: Path, *, keep: bool, reply: str | None
+    settings: TarrySettings,
+    data_dir: Path,
+    *,
+    keep: bool,
+    reply: str | None,
+    model: str = "default",
 ) -> int:
-    """Runs the demo on the dev stack; 0 when the run completed.
+    """Runs the demo on the dev stack with the model profile `model`; 0 when the run
+    completed. Offline, `anthropic` is the scripted model in Anthropic's dialect.
 
     `reply` answers the agent's first question when a real model is configured (the
     scripted model's question always gets the scripted answer). `keep` leaves the
@@ -105,7 +111,7 @@ async def run_demo(
             async with dev_stack(settings, data_dir, script=SCRIPT, isolate_on_reuse=True) as stack:
                 for line in stack.summary():
                     console.print(line, markup=False, soft_wrap=True)
-                demo = _demo_run(stack, console, _replies(stack, reply))
+                demo = _demo_run(stack, console, _replies(stack, reply), model)
                 code = await unless_stopped(stop, stack.while_up(demo))
                 if code is None:
                     console.print("Interrupted: stopping the stack.")
@@ -126,7 +132,7 @@ def seed_workspace(workspace: Path) -> None:
         (workspace / name).write_text(text, encoding="utf-8")
 
 
-async def _demo_run(stack: DevStack, console: Console, replies: Replies) -> int:
+async def _demo_run(stack: DevStack, console: Console, replies: Replies, model: str) -> int:
     """Starts the run and sees it through; the demo's exit code."""
     run_id = f"demo-{uuid.uuid4().hex[:8]}"
     workspace = stack.workspace_root / run_id
@@ -135,7 +141,8 @@ async def _demo_run(stack: DevStack, console: Console, replies: Replies) -> int:
     console.print(
         f"\nWorkspace  {workspace} ({', '.join(SEED_FILES)})\n", markup=False, soft_wrap=True
     )
-    run = await stack.tarry.start(RunInput(prompt=PROMPT, system=SYSTEM), run_id=run_id)
+    run_input = RunInput(prompt=PROMPT, system=SYSTEM, model=model)
+    run = await stack.tarry.start(run_input, run_id=run_id)
     printer = _TranscriptPrinter(console)
     state = await printer.follow(run, after=0)
     while state.phase is Phase.WAITING_USER:

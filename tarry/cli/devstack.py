@@ -386,9 +386,16 @@ def _storage_in(settings: TarrySettings, data_dir: Path) -> TarrySettings:
 
 
 def _profiles(settings: TarrySettings, scripted: ScriptedModel | None) -> dict[str, ModelProfile]:
+    """The settings' profiles; offline, `default` is the scripted model in OpenAI's dialect
+    and `anthropic` (unless ANTHROPIC_API_KEY names a real one) the same model in
+    Anthropic's, so `tarry start --model anthropic` tries that provider with no key."""
     profiles = settings.model_profiles()
     if scripted is not None:
         profiles["default"] = ModelProfile(base_url=scripted.base_url, model="scripted")
+        profiles.setdefault(
+            "anthropic",
+            ModelProfile(provider="anthropic", base_url=scripted.root_url, model="scripted"),
+        )
     return profiles
 
 

@@ -1,4 +1,5 @@
-"""An offline, deterministic stand-in for an OpenAI-compatible chat-completions server.
+"""An offline, deterministic stand-in for a model provider: an OpenAI-compatible
+chat-completions server that also speaks Anthropic's Messages API.
 
 The demo and the end-to-end tests need a model that needs no network or key, answers
 the same way every time and misbehaves on cue: HTTP errors, garbage bodies, slow
@@ -7,6 +8,8 @@ HTTP, so the whole client path (httpx, retries, timeouts, cancellation) is exerc
 A request with `"stream": true` is answered with server-sent events, as OpenAI streams:
 the text and the tool calls' arguments in small pieces, and on cue with the faults real
 streams have (a cut connection, a malformed event, an end without `[DONE]`).
+`POST /v1/messages` answers the same script in Anthropic's dialect
+(`tarry.testing.anthropic_wire`), so both providers run with no key.
 """
 
 from __future__ import annotations
@@ -17,95 +20,46 @@ import json
 import signal
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from aiohttp import web
 from multidict import CIMultiDict
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import TypeAdapter
 
 from tarry.contracts import FunctionCall, ToolCall, Usage
+from tarry.testing import anthropic_wire
+from tarry.testing.anthropic_wire import PromptCache
+from tarry.testing.script import (
+    ScriptedToolCall,
+    ScriptStep,
+    StreamFault,
+    call,
+    calls,
+    fail,
+    pieces,
+    say,
+)
+
+__all__ = [
+    "ECHO_PREFIX",
+    "RecordedRequest",
+    "ScriptStep",
+    "ScriptedModel",
+    "ScriptedToolCall",
+    "StreamFault",
+    "call",
+    "calls",
+    "fail",
+    "say",
+]
 
 CREATED = 1_700_000_000
 """The fixed `created` timestamp of every answer, so answers are reproducible."""
-MAX_STREAM_PIECES = 2000
-"""The most events one streamed text (or one call's arguments) is cut into: a real model
-sends a token or so per event, but never writes a megabyte in one answer, which the
-offline model does when it echoes one. At 4 characters an event, a 3 MB echo would be
-750,000 events, slower to parse than any attempt's timeout."""
 MAX_REQUEST_BYTES = 256 * 1024 * 1024
 """The largest request body the scripted model reads: like a provider's, far past 1 MiB."""
-
-
-StreamFault = Literal["cut", "malformed", "no_end", "stall"]
-"""`cut` drops the connection mid-body; `malformed` sends an event that is not JSON;
-`no_end` ends the body cleanly with neither a `finish_reason` nor `[DONE]`; `stall`
-sends nothing more, holding the connection open."""
-
-
-class ScriptedToolCall(BaseModel):
-    name: str
-    arguments: dict[str, Any] | str = {}
-    """A dict is sent as its JSON text; a str is sent verbatim (it need not be JSON)."""
-    id: str | None = None
-    """None lets the server name it `call_<n>_<index>`, n being the 1-based request number."""
-
-
-class ScriptStep(BaseModel):
-    """One scripted answer; each request to the model consumes the next step."""
-
-    content: str | None = None
-    """The assistant text; for an error step (`status` != 200), the error message."""
-    tool_calls: list[ScriptedToolCall] | None = None
-    finish_reason: str | None = None
-    """None means "tool_calls" when there are tool calls, else "stop"."""
-    usage: Usage | None = None
-    """None means 10 prompt tokens per request message and 5 completion tokens."""
-    status: int = 200
-    headers: dict[str, str] = {}
-    body: str | None = None
-    """Sent verbatim instead of the JSON answer, e.g. to send garbage."""
-    delay: float = 0.0
-    """Seconds to wait before answering; the client may give up first."""
-    chunk_chars: int = Field(default=4, ge=1)
-    """Streamed answers: characters of text, or of a call's arguments, per event; more
-    for a text longer than `MAX_STREAM_PIECES` of them (see there)."""
-    chunk_delay: float = 0.0
-    """Streamed answers: seconds between events, so observers see words before the end."""
-    stream_fault: StreamFault | None = None
-    """Streamed answers: how the stream goes wrong after `fault_after` events."""
-    fault_after: int = 2
-    plain: bool = False
-    """Answer a streaming request with the plain JSON body, as some servers do."""
-
-
-def say(content: str, **kw: Any) -> ScriptStep:
-    """A text answer."""
-    return ScriptStep(content=content, **kw)
-
-
-def call(
-    name: str,
-    arguments: dict[str, Any] | str | None = None,
-    *,
-    id: str | None = None,
-    **kw: Any,
-) -> ScriptStep:
-    """An answer with one tool call; `kw` sets other step fields, e.g. `delay`."""
-    tool_call = ScriptedToolCall(name=name, arguments={} if arguments is None else arguments, id=id)
-    return calls(tool_call, **kw)
-
-
-def calls(*tool_calls: ScriptedToolCall, **kw: Any) -> ScriptStep:
-    """An answer with several tool calls; `kw` sets other step fields, e.g. `delay`."""
-    return ScriptStep(tool_calls=list(tool_calls), **kw)
-
-
-def fail(status: int, **kw: Any) -> ScriptStep:
-    """An HTTP error answer with an OpenAI-style error body."""
-    return ScriptStep(status=status, **kw)
 
 
 @dataclass
@@ -188,13 +142,9 @@ def _stream_events(completion: dict[str, Any], include_usage: bool, size: int) -
         choices = [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
         return json.dumps(head | {"choices": choices})
 
-    def pieces(text: str) -> list[str]:
-        step = max(size, -(-len(text) // MAX_STREAM_PIECES))
-        return [text[i : i + step] for i in range(0, len(text), step)]
-
     content = message["content"]
     events = [chunk({"role": "assistant", "content": "" if content is not None else None})]
-    events += [chunk({"content": piece}) for piece in pieces(content or "")]
+    events += [chunk({"content": piece}) for piece in pieces(content or "", size)]
     for i, tool_call in enumerate(message.get("tool_calls") or []):
         function = tool_call["function"]
         start = {"index": i, "id": tool_call["id"], "type": "function"}
@@ -202,20 +152,16 @@ def _stream_events(completion: dict[str, Any], include_usage: bool, size: int) -
         events.append(chunk({"tool_calls": [start]}))
         events += [
             chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
-            for piece in pieces(function["arguments"])
+            for piece in pieces(function["arguments"], size)
         ]
     events.append(chunk({}, choice["finish_reason"]))
     if include_usage:
         events.append(json.dumps(head | {"choices": [], "usage": completion["usage"]}))
-    return [*events, "[DONE]"]
+    return [f"data: {event}\n\n" for event in [*events, "[DONE]"]]
 
 
-async def _stream(
-    request: web.Request, step: ScriptStep, completion: dict[str, Any]
-) -> web.StreamResponse:
-    """Sends `completion` as server-sent events, pausing between them and faulting on cue."""
-    options = (await request.json()).get("stream_options") or {}
-    events = _stream_events(completion, bool(options.get("include_usage")), step.chunk_chars)
+async def _stream(request: web.Request, step: ScriptStep, events: list[str]) -> web.StreamResponse:
+    """Sends the server-sent `events`, pausing between them and faulting on cue."""
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", **step.headers})
     await response.prepare(request)
     for i, event in enumerate(events):
@@ -233,7 +179,7 @@ async def _stream(
             return response
         if i:
             await asyncio.sleep(step.chunk_delay)
-        await response.write(f"data: {event}\n\n".encode())
+        await response.write(event.encode())
     await response.write_eof()
     return response
 
@@ -251,11 +197,35 @@ def _echo(request: dict[str, Any]) -> ScriptStep:
         ),
         None,
     )
+    if isinstance(said, list):  # Anthropic's content blocks
+        said = "".join(b.get("text", "") for b in said if isinstance(b, dict)) or None
     return say(ECHO_PREFIX + (said if isinstance(said, str) else "(nothing)"))
 
 
+@dataclass(frozen=True)
+class _Dialect:
+    """How one provider's API renders a step: its answer, that answer's stream (as
+    server-sent event frames) and its errors."""
+
+    answer: Callable[[int, ScriptStep, dict[str, Any]], dict[str, Any]]
+    """(request number, step, request body) -> the plain answer."""
+    events: Callable[[dict[str, Any], dict[str, Any], ScriptStep], list[str]]
+    """(answer, request body, step) -> the stream's frames."""
+    error: Callable[[int, str, dict[str, str] | None], web.Response]
+
+
+_OPENAI = _Dialect(
+    answer=_completion,
+    events=lambda answer, body, step: _stream_events(
+        answer, bool((body.get("stream_options") or {}).get("include_usage")), step.chunk_chars
+    ),
+    error=_error,
+)
+
+
 class ScriptedModel:
-    """A chat-completions server on 127.0.0.1 that answers from a FIFO of script steps."""
+    """A model server on 127.0.0.1 that answers from a FIFO of script steps, in OpenAI's
+    dialect (`/v1/chat/completions`) or Anthropic's (`/v1/messages`)."""
 
     def __init__(
         self,
@@ -274,10 +244,20 @@ class ScriptedModel:
         self._used = 0
         self._host, self._port = host, port
         self._arrival = asyncio.Event()
+        self.prompt_cache = PromptCache()
+        """What the Anthropic endpoint's requests marked for caching."""
+        self._anthropic = _Dialect(
+            answer=lambda n, step, body: anthropic_wire.message(n, step, body, self.prompt_cache),
+            events=lambda answer, body, step: anthropic_wire.stream_events(
+                answer, step.chunk_chars
+            ),
+            error=anthropic_wire.error,
+        )
         # aiohttp refuses bodies over 1 MiB by default; a provider takes far more, and a
         # run whose transcript holds a large tool result sends it with every call.
         app = web.Application(client_max_size=MAX_REQUEST_BYTES)
         app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/messages", self._messages)
         app.router.add_get("/v1/models", self._models)
         # handler_cancellation: a client that hangs up cancels its handler, so a
         # cancelled activity shows up as a cancelled request. A short shutdown
@@ -296,7 +276,15 @@ class ScriptedModel:
     def base_url(self) -> str:
         if not self._runner.addresses:
             raise RuntimeError("scripted model is not started")
-        return f"http://{self._host}:{self._runner.addresses[0][1]}/v1"
+        return f"{self.root_url}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """The server's root: the base URL of an Anthropic profile, which (like the
+        Anthropic SDK's `ANTHROPIC_BASE_URL`) leaves out `/v1`."""
+        if not self._runner.addresses:
+            raise RuntimeError("scripted model is not started")
+        return f"http://{self._host}:{self._runner.addresses[0][1]}"
 
     async def start(self) -> None:
         await self._runner.setup()
@@ -335,24 +323,33 @@ class ScriptedModel:
         return recorded
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, _OPENAI)
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, self._anthropic)
+
+    async def _serve(self, request: web.Request, dialect: _Dialect) -> web.StreamResponse:
+        """Answers a request with the script's next step, in `dialect`."""
         try:
             body = json.loads(await request.read())
         except ValueError:
-            return _error(400, "scripted model: the request body is not JSON")
+            return dialect.error(400, "scripted model: the request body is not JSON", None)
         if not isinstance(body, dict):
-            return _error(400, "scripted model: the request body is not a JSON object")
+            return dialect.error(400, "scripted model: the request body is not a JSON object", None)
         if not isinstance(body.get("messages"), list):
             self._record(body, request, -1).settle()
-            return _error(400, "scripted model: the request has no `messages` list")
+            return dialect.error(400, "scripted model: the request has no `messages` list", None)
         if not self._steps:
             self._record(body, request, -1).settle()
             if self._when_exhausted == "echo":
                 echo = _echo(body)
-                completion = _completion(len(self.requests), echo, body)
+                answer = dialect.answer(len(self.requests), echo, body)
                 if body.get("stream"):
-                    return await _stream(request, echo, completion)
-                return web.json_response(completion)
-            return _error(400, f"scripted model: script exhausted after {self._used} requests")
+                    return await _stream(request, echo, dialect.events(answer, body, echo))
+                return web.json_response(answer)
+            return dialect.error(
+                400, f"scripted model: script exhausted after {self._used} requests", None
+            )
         step = self._steps.popleft()
         recorded = self._record(body, request, self._used)
         self._used += 1
@@ -360,7 +357,8 @@ class ScriptedModel:
         try:
             await asyncio.sleep(step.delay)
             if body.get("stream") and step.status == 200 and step.body is None and not step.plain:
-                streamed = await _stream(request, step, _completion(n, step, body))
+                answer = dialect.answer(n, step, body)
+                streamed = await _stream(request, step, dialect.events(answer, body, step))
                 recorded.settle()
                 return streamed
         except asyncio.CancelledError:
@@ -370,10 +368,9 @@ class ScriptedModel:
         if step.body is not None:
             return web.Response(text=step.body, status=step.status, headers=step.headers)
         if step.status != 200:
-            return _error(
-                step.status, step.content or f"scripted error {step.status}", step.headers
-            )
-        return web.json_response(_completion(n, step, body), headers=step.headers)
+            message = step.content or f"scripted error {step.status}"
+            return dialect.error(step.status, message, step.headers)
+        return web.json_response(dialect.answer(n, step, body), headers=step.headers)
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response(
