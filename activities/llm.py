@@ -87,6 +87,8 @@ class ModelClient:
             "tools": [_function_spec(t) for t in tools],
             "tool_choice": "auto",
         }
+        if request.output_schema is not None:
+            body["response_format"] = _response_format(request.output_schema)
         if profile.stream:
             body |= {"stream": True, "stream_options": {"include_usage": True}}
             answer = await self._stream(request.profile, profile, body, request.turn)
@@ -100,6 +102,8 @@ class ModelClient:
             answer.non_idempotent_tools = [t.name for t in tools if not t.idempotent]
         answer.context = context
         answer.sent_messages = len(sent)
+        if profile.prices is not None:
+            answer.usage.cost_usd = profile.prices.cost_of(answer.usage)
         return answer
 
     async def _post(self, name: str, profile: ModelProfile, body: dict[str, Any]) -> httpx.Response:
@@ -151,6 +155,14 @@ def _function_spec(tool: ToolDefinition) -> dict[str, Any]:
             "description": tool.description,
             "parameters": tool.parameters,
         },
+    }
+
+
+def _response_format(schema: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's structured output: the answer's text is JSON that fits `schema`."""
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "output", "schema": schema, "strict": True},
     }
 
 

@@ -12,10 +12,12 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
 
+import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from temporalio.common import SearchAttributeKey
 
 __all__ = [
+    "COST_ATTRIBUTE",
     "DEFAULT_TASK_QUEUE",
     "FINISH_TOOL",
     "INTERRUPTED_NOTE",
@@ -31,6 +33,7 @@ __all__ = [
     "WAITING_FOR_ATTRIBUTE",
     "WORKFLOW_TYPE",
     "ApprovalDefault",
+    "Budget",
     "CatalogueRequest",
     "ChatMessage",
     "ContextRef",
@@ -82,7 +85,15 @@ PHASE_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryPhase")
 TURNS_ATTRIBUTE = SearchAttributeKey.for_int("TarryTurns")
 MODEL_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryModel")
 WAITING_FOR_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryWaitingFor")
-SEARCH_ATTRIBUTES = (PHASE_ATTRIBUTE, TURNS_ATTRIBUTE, MODEL_ATTRIBUTE, WAITING_FOR_ATTRIBUTE)
+COST_ATTRIBUTE = SearchAttributeKey.for_float("TarryCostUsd")
+"""The run's estimated cost so far, from its profiles' prices: `TarryCostUsd > 5`."""
+SEARCH_ATTRIBUTES = (
+    PHASE_ATTRIBUTE,
+    TURNS_ATTRIBUTE,
+    MODEL_ATTRIBUTE,
+    WAITING_FOR_ATTRIBUTE,
+    COST_ATTRIBUTE,
+)
 
 
 class Phase(StrEnum):
@@ -101,6 +112,8 @@ class WaitingFor(StrEnum):
 
     INPUT = "input"
     APPROVAL = "approval"
+    BUDGET = "budget"
+    """The run spent its budget: `raise_budget` lets it go on."""
 
 
 class ApprovalDefault(StrEnum):
@@ -143,6 +156,9 @@ class ErrorCode(StrEnum):
     ENGINE_ABORTED = "ENGINE_ABORTED"
     ENGINE_MAX_TURNS = "ENGINE_MAX_TURNS"
     ENGINE_LOOP_DETECTED = "ENGINE_LOOP_DETECTED"
+    BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
+    BUDGET_INVALID = "BUDGET_INVALID"
+    OUTPUT_INVALID = "OUTPUT_INVALID"
     INPUT_EMPTY = "INPUT_EMPTY"
     INPUT_TOO_LARGE = "INPUT_TOO_LARGE"
     INPUT_INVALID = "INPUT_INVALID"
@@ -227,12 +243,16 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    cost_usd: float = Field(default=0, exclude_if=_empty)
+    """Estimated from the profile's prices (`ModelProfile.prices`) by the worker; 0, and
+    left out of payloads, where the profile has none."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
         )
 
 
@@ -250,6 +270,16 @@ class Timeouts(BaseModel):
     """How long transient faults (5xx, 429, timeouts, refused connections) are retried."""
     tool: timedelta = timedelta(minutes=2)
     """One attempt of one tool call."""
+
+
+class Budget(BaseModel):
+    """What a run may spend, in all: at a turn boundary where it has spent either, it
+    waits (`waiting_for: "budget"`) until `raise_budget` raises it. Also the payload of
+    `raise_budget`, whose limits replace the ones it names."""
+
+    max_total_tokens: int | None = Field(default=None, gt=0)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    """Estimated from the profiles' prices: a profile without prices costs nothing."""
 
 
 class RunInput(BaseModel):
@@ -279,6 +309,22 @@ class RunInput(BaseModel):
     """LLM calls per run of the continue-as-new chain: the run hands its state to a fresh
     run (same workflow id) at the first safe point after this many, or sooner when
     Temporal suggests it, so a run of any length keeps a short history."""
+    budget: Budget | None = Field(default=None, exclude_if=_none)
+    """Tokens and cost the run may spend before it waits for a person to raise them."""
+    output_schema: dict[str, Any] | None = Field(default=None, exclude_if=_none)
+    """Task mode: the JSON Schema the final answer must fit. The model is asked for it
+    (OpenAI `response_format: json_schema`), shown its errors once if it misses, and the
+    run fails `OUTPUT_INVALID` if it misses again."""
+
+    @field_validator("output_schema")
+    @classmethod
+    def _a_json_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if schema is not None:
+            try:
+                jsonschema.validators.validator_for(schema).check_schema(schema)
+            except jsonschema.SchemaError as e:
+                raise ValueError(f"output_schema is not a JSON Schema: {e.message}") from None
+        return schema
 
 
 def reply_problem(text: str) -> tuple[ErrorCode, str] | None:
@@ -388,6 +434,8 @@ class RunState(BaseModel):
     answer in flight from its first word (its events have a `turn` above `turn`)."""
     stop_reason: str | None = None
     """The reason given with `stop`, once a run was stopped."""
+    budget: Budget | None = Field(default=None, exclude_if=_none)
+    """The run's budget as it stands (raised or not); null: none."""
 
 
 class RunResult(BaseModel):
@@ -471,6 +519,9 @@ class LlmRequest(BaseModel):
     """Before the catalogue only: the tools to offer, by name; null offers every tool."""
     require_approval: list[str] = Field(default=[], exclude_if=_empty)
     """Before the catalogue only: the run's gated tools."""
+    output_schema: dict[str, Any] | None = Field(default=None, exclude_if=_none)
+    """The JSON Schema the answer must fit (`RunInput.output_schema`), for the provider's
+    structured output."""
 
 
 class LlmResponse(BaseModel):

@@ -17,7 +17,7 @@ from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator,
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from temporalio.converter import StorageDriver
 
-from tarry.contracts import DEFAULT_TASK_QUEUE
+from tarry.contracts import DEFAULT_TASK_QUEUE, Usage
 
 __all__ = [
     "DEFAULT_API_PORT",
@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_WORKFLOW_TASK_POLLERS",
     "McpServer",
     "ModelProfile",
+    "Prices",
     "TarrySettings",
 ]
 
@@ -51,6 +52,29 @@ DEFAULT_API_PORT = 8234
 """The HTTP API's port (`tarry serve`, `tarry dev`): beside the dev server's Web UI (8233)."""
 
 
+class Prices(BaseModel):
+    """A model's prices in US dollars per million tokens, as its provider's rate sheet
+    gives them: what the worker estimates each call's cost with (`Usage.cost_usd`)."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+    """Cached input read back; billed by `cache_cost` once `Usage` counts cache tokens."""
+    cache_write: float | None = Field(default=None, ge=0)
+    """Input written to the provider's prompt cache; see `cache_read`."""
+
+    def cost_of(self, usage: Usage) -> float:
+        """The estimated cost of one call's `usage`, in US dollars."""
+        billed = usage.prompt_tokens * self.input + usage.completion_tokens * self.output
+        return (billed + self.cache_cost(usage)) / 1_000_000
+
+    def cache_cost(self, usage: Usage) -> float:
+        """The hook for prompt-caching prices (`cache_read`, `cache_write`), per million:
+        0 until `Usage` counts cache reads and writes (the Anthropic provider's half of
+        issue 16 adds them), so every call is priced at `input` and `output` for now."""
+        return 0.0
+
+
 class ModelProfile(BaseModel):
     """One OpenAI-compatible endpoint and the model to ask there."""
 
@@ -65,6 +89,8 @@ class ModelProfile(BaseModel):
     stream: bool = True
     """Ask for the answer as a stream, so observers see its words as they come; off for
     a server whose streaming misbehaves. The transcript is the same either way."""
+    prices: Prices | None = None
+    """Dollars per million tokens, to estimate each call's cost; none: calls cost 0."""
 
 
 class McpServer(BaseModel):

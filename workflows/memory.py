@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 from tarry.contracts import (
     TRANSCRIPT_PAGE_BYTES,
+    Budget,
     ChatMessage,
     ContextRef,
     DecisionRecord,
@@ -33,6 +34,7 @@ from tarry.contracts import (
     Usage,
     UserInput,
     WaitingFor,
+    reply_problem,
 )
 
 
@@ -69,6 +71,8 @@ class Guards(BaseModel):
     streak_tool: str | None = None
     streak: int = 0
     """How many calls in a row went to `streak_tool`."""
+    output_repairs: int = 0
+    """Answers shown their errors against `RunInput.output_schema` and asked again."""
 
 
 class Approvals(BaseModel):
@@ -83,6 +87,15 @@ class Approvals(BaseModel):
 
     def undecided(self) -> list[PendingApproval]:
         return [p for p in self.pending if p.call_id not in self.decisions]
+
+
+class Budgets(BaseModel):
+    """The run's budget as it stands, and whether the run waits for it to be raised."""
+
+    limits: Budget | None = None
+    """`RunInput.budget`, with the limits `raise_budget` replaced."""
+    paused: bool = False
+    """The run stopped at a turn boundary over budget; set and cleared by the main loop."""
 
 
 _GROUPS: dict[str, type[BaseModel]] = {
@@ -126,6 +139,7 @@ class RunMemory(BaseModel):
     guards: Guards = Guards()
     approvals: Approvals = Approvals()
     events: EventLog = EventLog()
+    budget: Budgets = Budgets()
 
     @model_validator(mode="before")
     @classmethod
@@ -172,10 +186,29 @@ class RunMemory(BaseModel):
     def undecided(self) -> list[PendingApproval]:
         return self.approvals.undecided()
 
+    def ended_problem(self) -> ApplicationError | None:
+        """`RUN_ENDED` for an update an ended run cannot take; None while it goes on."""
+        if not self.phase.ended:
+            return None
+        return ApplicationError(
+            f"the run has ended ({self.phase}); `tarry resume` goes on with it",
+            type=ErrorCode.RUN_ENDED,
+        )
+
+    @staticmethod
+    def reply_refusal(input: UserInput) -> ApplicationError | None:
+        """Why `send` refuses `input` (`INPUT_EMPTY`, `INPUT_TOO_LARGE`), or None."""
+        if problem := reply_problem(input.text):
+            code, message = problem
+            return ApplicationError(message, type=code)
+        return None
+
     def waiting_for(self) -> WaitingFor | None:
         if self.phase is not Phase.WAITING_USER:
             return None
-        return WaitingFor.APPROVAL if self.undecided() else WaitingFor.INPUT
+        if self.undecided():
+            return WaitingFor.APPROVAL
+        return WaitingFor.BUDGET if self.budget.paused else WaitingFor.INPUT
 
     def state(self) -> RunState:
         return RunState(
@@ -191,6 +224,7 @@ class RunMemory(BaseModel):
             waiting_for=self.waiting_for(),
             pending_approvals=self.undecided(),
             stop_reason=self.stop_reason,
+            budget=self.budget.limits,
         )
 
     def result(self) -> RunResult:

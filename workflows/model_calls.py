@@ -22,6 +22,7 @@ from tarry.contracts import (
     ErrorInfo,
     LlmRequest,
     LlmResponse,
+    Mode,
     ToolDefinition,
 )
 from workflows.details import llm_summary
@@ -82,6 +83,7 @@ def _request_for(memory: RunMemory, input: WorkflowInput) -> LlmRequest:
         messages=m.transcript[stored:],
         turn=m.turn + 1,
         tool_definitions=None if m.context else m.tools,
+        output_schema=input.output_schema if input.mode is Mode.TASK else None,
     )
     if m.tools is None:
         # A run from before the catalogue, replaying: the model activity resolved the
