@@ -243,7 +243,7 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
-    cost_usd: float = Field(default=0, exclude_if=_empty)
+    cost_usd: float = Field(default=0.0, exclude_if=_empty)
     """Estimated from the profile's prices (`ModelProfile.prices`) by the worker; 0, and
     left out of payloads, where the profile has none."""
 

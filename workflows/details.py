@@ -43,7 +43,7 @@ def search_attributes(
         else WAITING_FOR_ATTRIBUTE.value_unset(),
     ]
     if cost:
-        attributes.append(COST_ATTRIBUTE.value_set(m.usage.cost_usd))
+        attributes.append(COST_ATTRIBUTE.value_set(float(m.usage.cost_usd)))
     return attributes
 
 

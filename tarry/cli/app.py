@@ -410,6 +410,28 @@ def _edited_arguments(text: str | None) -> dict[str, Any] | None:
 
 
 @app.command()
+def budget(
+    run_id: RunId,
+    tokens: Annotated[
+        int | None, typer.Option(metavar="N", help="The run's new total token limit.")
+    ] = None,
+    cost: Annotated[
+        float | None, typer.Option(metavar="USD", help="The run's new total cost limit.")
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Raise the run's budget: a run waiting for it goes on, and this shows where it
+    stops next. Each limit given must be above what the run has spent (`tarry status`)."""
+    if tokens is None and cost is None:
+        _fail(f"{ErrorCode.BUDGET_INVALID}: give --tokens, --cost or both", exit_code=2)
+
+    async def raise_it(run: RunHandle) -> RunState:
+        return await run.raise_budget(max_total_tokens=tokens, max_cost_usd=cost)
+
+    _stop_point(_with_run(run_id, raise_it), as_json=as_json)
+
+
+@app.command()
 def pause(run_id: RunId) -> None:
     """Ask the run to stop at its next turn boundary and wait for a reply."""
     _with_run(run_id, lambda run: run.pause())
