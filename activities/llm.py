@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -21,6 +22,7 @@ from pydantic import SecretStr, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import metrics
 from activities.context import ContextStore, estimate_tokens, fit_to_budget
 from activities.observers import AnswerObservers
 from activities.tools import ToolHost
@@ -62,6 +64,17 @@ class ModelClient:
 
     @activity.defn(name=LLM_ACTIVITY)
     async def call_llm(self, request: LlmRequest) -> LlmResponse:
+        started = time.monotonic()
+        try:
+            answer = await self._answer(request)
+        except BaseException as e:
+            metrics.model_failed(request.profile, e)
+            raise
+        elapsed = timedelta(seconds=time.monotonic() - started)
+        metrics.model_answered(request.profile, answer, elapsed)
+        return answer
+
+    async def _answer(self, request: LlmRequest) -> LlmResponse:
         profile = self._profiles.get(request.profile)
         if profile is None:
             raise _error(

@@ -27,6 +27,7 @@ from pydantic_core import to_jsonable_python
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import metrics
 from tarry.contracts import (
     FINISH_TOOL,
     TOOL_CATALOGUE_ACTIVITY,
@@ -217,7 +218,9 @@ class ToolHost:
 
     def _activity(self, name: str) -> Callable[[ToolInvocation], Awaitable[ToolResult]]:
         async def run_tool(invocation: ToolInvocation) -> ToolResult:
-            return await self.invoke(name, invocation)
+            result = await self.invoke(name, invocation)
+            metrics.tool_called(name, result)
+            return result
 
         return activity.defn(name=name)(run_tool)
 

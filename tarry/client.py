@@ -34,6 +34,7 @@ from temporalio.client import (
 )
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.codec import data_converter
@@ -108,15 +109,19 @@ class TarryError(Exception):
         self.message = message
 
 
-async def connect_temporal(settings: TarrySettings | None = None) -> Client:
+async def connect_temporal(
+    settings: TarrySettings | None = None, *, runtime: Runtime | None = None
+) -> Client:
     """A Temporal client with the data converter every Tarry process uses: pydantic,
     encrypting payloads when `TARRY_ENCRYPTION_KEY` is set, and large payloads kept
-    outside history (see `tarry.codec`)."""
+    outside history (see `tarry.codec`). `runtime`: the SDK runtime for a worker's
+    client that serves metrics (`workers.telemetry`); the default one otherwise."""
     settings = settings or TarrySettings()
     return await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
         data_converter=data_converter(settings),
+        runtime=runtime,
     )
 
 

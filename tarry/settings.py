@@ -167,6 +167,13 @@ class TarrySettings(BaseSettings):
     every route but `/healthz` needs one; with none, the API listens only on loopback."""
     tarry_api_cors_origins: Annotated[list[str], NoDecode] = []
     """Origins whose web pages may call the HTTP API (CORS), comma-separated; none: off."""
+    tarry_metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    """The worker serves Prometheus metrics (the SDK's and Tarry's) on this port; unset:
+    no metrics endpoint (see `workers.telemetry`)."""
+    tarry_metrics_host: str = "127.0.0.1"
+    """The address the metrics endpoint listens on; `0.0.0.0` in a container."""
+    tarry_tracing: bool = False
+    """Trace workflow and activity tasks with OpenTelemetry (needs the `otel` extra)."""
     storage_driver: StorageDriver | None = Field(default=None, exclude=True)
     """Set in code, not from the environment: a driver to use instead of the filesystem,
     e.g. the SDK's `S3StorageDriver` for a cluster (see the README's "Large payloads")."""

@@ -34,6 +34,7 @@ from tarry.codec import data_converter
 from tarry.settings import McpServer, ModelProfile, TarrySettings
 from tarry.storage import storage_driver
 from workers import legacy_query
+from workers.telemetry import tracing_interceptors
 from workflows.agent_run import AgentRunWorkflow
 
 __all__ = ["McpExtraMissing", "TarryPlugin"]
@@ -67,6 +68,7 @@ class TarryPlugin(SimplePlugin):
         self._sources = [_mcp_host(servers)] if servers else []
         self.tools = ToolHost(self.settings.tarry_workspace_root, tools, self._sources)
         self._profiles = dict(self.settings.model_profiles() if profiles is None else profiles)
+        self._interceptors = tracing_interceptors(self.settings)
         self._http = httpx.AsyncClient()
         """One connection pool for the model calls of every worker the plugin configures."""
         super().__init__(
@@ -89,6 +91,7 @@ class TarryPlugin(SimplePlugin):
             models.call_llm,
             *self.tools.activities(),
         ]
+        config["interceptors"] = [*config.get("interceptors", ()), *self._interceptors]
         s = self.settings
         # A run not in the cache replays its history (one continue-as-new segment) on
         # its next workflow task; a run in it resumes where it left off.
