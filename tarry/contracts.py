@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 import jsonschema
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from temporalio.common import SearchAttributeKey
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "WORKFLOW_TYPE",
     "ApprovalDefault",
     "Budget",
+    "Catalogue",
     "CatalogueRequest",
     "ChatMessage",
     "ContextRef",
@@ -487,6 +488,25 @@ class CatalogueRequest(BaseModel):
     """By name; null: every tool the worker registers."""
     require_approval: list[str] = []
     """Tools whose calls wait for a decision; `["*"]`: every tool but `finish`."""
+    profile: str | None = Field(default=None, exclude_if=_none)
+    """The run's model profile, whose task queue the answer names; null (a workflow
+    from before `Catalogue`): the answer is the bare list of tools."""
+
+
+class Catalogue(BaseModel):
+    """The `tool_catalogue` activity's answer: what a run resolves once, at its start,
+    from the worker's configuration, and keeps (the workflow cannot read config)."""
+
+    tools: list[ToolDefinition]
+    model_queue: str | None = None
+    """The task queue the run's model calls go to (`ModelProfile.task_queue`); null:
+    the run's own."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_bare_list(cls, data: Any) -> Any:
+        """Answers recorded before `Catalogue` are the bare list of tools."""
+        return {"tools": data} if isinstance(data, list) else data
 
 
 class ContextRef(BaseModel):

@@ -91,6 +91,11 @@ class ModelProfile(BaseModel):
     a server whose streaming misbehaves. The transcript is the same either way."""
     prices: Prices | None = None
     """Dollars per million tokens, to estimate each call's cost; none: calls cost 0."""
+    task_queue: str | None = None
+    """The activity task queue this profile's model calls are scheduled on (null: the
+    run's own), so the workers serving it, and their rate limit, govern this provider.
+    Every worker that starts runs on it must name the same queue: a run resolves it once,
+    at its start."""
 
 
 class McpServer(BaseModel):
@@ -167,6 +172,9 @@ class TarrySettings(BaseSettings):
     every route but `/healthz` needs one; with none, the API listens only on loopback."""
     tarry_api_cors_origins: Annotated[list[str], NoDecode] = []
     """Origins whose web pages may call the HTTP API (CORS), comma-separated; none: off."""
+    tarry_task_queue_activities_per_second: float | None = Field(default=None, gt=0)
+    """Temporal's rate limit on the activities of the worker's task queue, for all its
+    workers together; on a model profile's own queue, that provider's calls per second."""
     tarry_metrics_port: int | None = Field(default=None, ge=1, le=65535)
     """The worker serves Prometheus metrics (the SDK's and Tarry's) on this port; unset:
     no metrics endpoint (see `workers.telemetry`)."""

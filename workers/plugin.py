@@ -66,8 +66,9 @@ class TarryPlugin(SimplePlugin):
         self.settings = settings or TarrySettings()
         servers = self.settings.mcp_servers() if mcp_servers is None else mcp_servers
         self._sources = [_mcp_host(servers)] if servers else []
-        self.tools = ToolHost(self.settings.tarry_workspace_root, tools, self._sources)
         self._profiles = dict(self.settings.model_profiles() if profiles is None else profiles)
+        queues = {name: p.task_queue for name, p in self._profiles.items() if p.task_queue}
+        self.tools = ToolHost(self.settings.tarry_workspace_root, tools, self._sources, queues)
         self._interceptors = tracing_interceptors(self.settings)
         self._http = httpx.AsyncClient()
         """One connection pool for the model calls of every worker the plugin configures."""
@@ -98,6 +99,9 @@ class TarryPlugin(SimplePlugin):
         config["max_cached_workflows"] = s.tarry_workflow_cache
         config["max_concurrent_workflow_task_polls"] = s.tarry_workflow_task_pollers
         config["sticky_queue_schedule_to_start_timeout"] = timedelta(seconds=s.tarry_sticky_timeout)
+        if s.tarry_task_queue_activities_per_second is not None:
+            rate = s.tarry_task_queue_activities_per_second
+            config["max_task_queue_activities_per_second"] = rate
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:

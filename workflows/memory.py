@@ -124,6 +124,8 @@ class RunMemory(BaseModel):
     """The run's tool catalogue, resolved once at its start and handed over with the
     rest. None only in runs started before the workflow owned it, until their first live
     step on today's code resolves it."""
+    model_queue: str | None = None
+    """The task queue of the run's model calls (`Catalogue.model_queue`); null: its own."""
     context: ContextRef | None = None
     """The stored conversation the last LLM call extended (see `ContextRef`)."""
     usage: Usage = Usage()
