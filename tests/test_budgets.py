@@ -139,3 +139,14 @@ async def test_budget_raises_it_from_the_command_line(agent: Agent) -> None:
     assert state.budget == Budget(max_total_tokens=5000)
     assert state.waiting_for is WaitingFor.INPUT
     assert state.last_assistant_text == "Three files."
+
+
+async def test_start_gives_a_run_its_budget_from_the_command_line(agent: Agent) -> None:
+    agent.model.add(call("list_files", usage=used(100, 20)))
+    cli = Cli(agent_env(agent), agent)
+
+    run = await cli.start("--max-tokens", "100", "--max-cost", "2", "look around")
+
+    state = await run.wait_for(WAITING)
+    assert state.budget == Budget(max_total_tokens=100, max_cost_usd=2.0)
+    assert state.waiting_for is WaitingFor.BUDGET

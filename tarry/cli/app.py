@@ -32,6 +32,7 @@ from tarry.client import RunHandle, Tarry, TarryError
 from tarry.codec import EncryptionKeyError
 from tarry.contracts import (
     ApprovalDefault,
+    Budget,
     ChatMessage,
     ErrorCode,
     Mode,
@@ -252,6 +253,14 @@ def start(
             help="Model calls since your last reply before the run asks you to go on.",
         ),
     ] = RunInput.model_fields["max_turns"].default,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(metavar="N", help="A budget: the run waits once it has spent N tokens."),
+    ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(metavar="USD", help="A budget: the run waits once it has cost this much."),
+    ] = None,
     run_id: Annotated[
         str | None, typer.Option("--id", help="The run id; a fresh one by default.")
     ] = None,
@@ -269,6 +278,9 @@ def start(
             approval_timeout=_duration(approval_timeout),
             approval_default=_choice("--approval-default", approval_default, ApprovalDefault),
             max_turns=max_turns,
+            budget=None
+            if max_tokens is None and max_cost is None
+            else Budget(max_total_tokens=max_tokens, max_cost_usd=max_cost),
         )
     except ValidationError as e:
         _fail(_validation_message(e), exit_code=2)
