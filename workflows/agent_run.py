@@ -251,29 +251,17 @@ class AgentRunWorkflow:
             return self._abort()
         if isinstance(answer, ErrorInfo):
             return self._fail(answer)
-        m.turn += 1
-        m.guards.turns_since_input += 1
-        m.segment_turns += 1
-        m.context = answer.context
-        m.usage += answer.usage
-        m.transcript.append(answer.message)
+        m.take(answer)
         self._stream.publish_messages(m)
-        if answer.message.content:
-            m.last_assistant_text = answer.message.content
-        if answer.finish_reason == "length":
-            # Cut off at the model's output limit: kept as it is, and flagged.
-            m.warning = ErrorCode.LLM_TRUNCATED
         workflow.set_current_details(current_details(m, self._input))
         if answer.message.tool_calls:
             # Runs from before the catalogue read the tools from the answer they replay.
             tools = model_calls.legacy_catalogue(answer) if m.tools is None else m.tools
             await self._run_tools(answer.message.tool_calls, tools)
         elif self._input.mode is Mode.TASK:
-            verdict = output.verdict(m, self._input.output_schema)
-            if isinstance(verdict, ErrorInfo):
-                return self._fail(verdict)
-            if verdict:  # else the model is asked again, shown what its answer missed
-                m.output = m.last_assistant_text
+            if isinstance(done := output.finish(m, self._input.output_schema), ErrorInfo):
+                return self._fail(done)
+            if done:  # else the model is asked again, shown what its answer missed
                 self._settle(Phase.COMPLETED)
         else:
             self._settle(Phase.WAITING_USER)

@@ -22,6 +22,7 @@ from tarry.contracts import (
     DecisionRecord,
     ErrorCode,
     ErrorInfo,
+    LlmResponse,
     PendingApproval,
     Phase,
     RunInput,
@@ -169,6 +170,20 @@ class RunMemory(BaseModel):
             self.seen_ids[input.id] = self.received
         self.inbox.append(QueuedInput(seq=self.received, input=input))
         return self.received
+
+    def take(self, answer: LlmResponse) -> None:
+        """Records the model's answer: a turn taken, its message, tokens and text."""
+        self.turn += 1
+        self.guards.turns_since_input += 1
+        self.segment_turns += 1
+        self.context = answer.context
+        self.usage += answer.usage
+        self.transcript.append(answer.message)
+        if answer.message.content:
+            self.last_assistant_text = answer.message.content
+        if answer.finish_reason == "length":
+            # Cut off at the model's output limit: kept as it is, and flagged.
+            self.warning = ErrorCode.LLM_TRUNCATED
 
     def deliver_inbox(self) -> None:
         """The queued replies become the transcript's next user messages (at a turn

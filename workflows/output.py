@@ -34,12 +34,14 @@ def problems(text: str | None, schema: dict[str, Any]) -> list[str]:
     return [f"at {e.json_path}: {e.message}" for e in errors[:_ERRORS_SHOWN]]
 
 
-def verdict(memory: RunMemory, schema: dict[str, Any] | None) -> ErrorInfo | bool:
-    """For a task run's final answer: True when it may end the run (it fits, or there
-    is no schema); False when the model is asked again, its errors now the transcript's
-    last message; the `OUTPUT_INVALID` error that fails the run when it missed again."""
+def finish(memory: RunMemory, schema: dict[str, Any] | None) -> ErrorInfo | bool:
+    """For a task run's final answer: True when it fits (or there is no schema) and is
+    now the run's output; False when the model is asked again, its errors now the
+    transcript's last message; the `OUTPUT_INVALID` error that fails the run when it
+    missed again."""
     m = memory
     if schema is None or not (found := problems(m.last_assistant_text, schema)):
+        m.output = m.last_assistant_text
         return True
     listed = "\n".join(f"- {p}" for p in found)
     if m.guards.output_repairs >= REPAIRS:
