@@ -74,5 +74,6 @@ async def test_the_metrics_endpoint_shows_a_runs_model_calls_tokens_and_tool_cal
     (cost,) = samples(text, "tarry_model_cost_usd_sum", **model)
     assert round(cost, 6) == 0.0009  # 300 * $2/M + 30 * $10/M
     assert samples(text, "tarry_tool_calls_total", tool="list_files", outcome="ok") == [1]
+    assert samples(text, "tarry_run_phases_total", phase="WaitingUser", waiting_for="input") == [1]
     # The SDK's own metrics share the endpoint.
     assert samples(text, "temporal_activity_execution_latency_count", activity_type="call_llm")

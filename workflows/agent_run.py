@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
         reply_problem,
     )
     from workflows import approvals, budgets, model_calls, output, tool_calls
-    from workflows.details import current_details, search_attributes
+    from workflows.details import count_phase, current_details, search_attributes
     from workflows.memory import (
         Budgets,
         RunMemory,
@@ -298,12 +298,14 @@ class AgentRunWorkflow:
         self._settle(Phase.FAILED)
 
     def _enter(self, phase: Phase) -> None:
-        """Every phase change is visible: search attributes to list runs by, details to read."""
+        """Every phase change is visible: search attributes to list runs by, details to
+        read, a metric to count by."""
         m = self._m
         m.phase = phase
         cost = workflow.patched(_COST_ATTRIBUTE_PATCH)
         workflow.upsert_search_attributes(search_attributes(m, self._input, cost=cost))
         workflow.set_current_details(current_details(m, self._input))
+        count_phase(m)
 
     def _settle(self, phase: Phase) -> None:
         """Moves to a stop point: every reply delivered so far now has its answer."""

@@ -1,4 +1,5 @@
-"""What the Temporal UI shows of a run: activity summaries and the current details.
+"""What the Temporal UI shows of a run: activity summaries and the current details
+(and what an operator counts runs by: search attributes, the phase metric).
 
 An operator with fifty runs open reads these instead of base64 payloads, so they say
 what a step is (`turn 3 · default`, `read_file notes.md`) and where a run stands.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
 
 from tarry.contracts import (
@@ -45,6 +47,15 @@ def search_attributes(
     if cost:
         attributes.append(COST_ATTRIBUTE.value_set(float(m.usage.cost_usd)))
     return attributes
+
+
+def count_phase(memory: RunMemory) -> None:
+    """`tarry_run_phases_total{phase, waiting_for}`: phases entered, on the worker's
+    metrics endpoint. The SDK records nothing while a run replays: each counts once."""
+    waiting_for = memory.waiting_for()
+    workflow.metric_meter().create_counter("tarry_run_phases", "Phases runs entered").add(
+        1, {"phase": memory.phase.value, "waiting_for": waiting_for.value if waiting_for else ""}
+    )
 
 
 def llm_summary(turn: int, profile: str) -> str:
