@@ -616,9 +616,9 @@ def list_runs(
         str | None,
         typer.Option(
             "--waiting-for",
-            help="Only runs waiting for this: "
-            + " (a reply) or ".join(WaitingFor)
-            + " (a decision on tool calls).",
+            help=f"Only runs waiting for this: {WaitingFor.INPUT} (a reply), "
+            f"{WaitingFor.APPROVAL} (a decision on tool calls) or {WaitingFor.BUDGET} "
+            "(a raised budget: `tarry budget`).",
         ),
     ] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 20,
