@@ -87,6 +87,23 @@ async def test_a_reply_waits_for_the_budget_and_raising_it_goes_on(agent: Agent)
     assert (await agent.updates(run))[-2:] == ["send", "raise_budget"]
 
 
+async def test_a_reply_to_a_run_that_spent_its_budget_stays_queued_until_it_is_raised(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("Hello!", usage=used(90, 20)), say("Goodbye!"))
+    run = await agent.start("hi", budget=Budget(max_total_tokens=100))
+    assert (await run.wait_for(WAITING)).waiting_for is WaitingFor.INPUT  # spent after answering
+
+    replied = await run.send("bye")
+
+    assert replied.waiting_for is WaitingFor.BUDGET
+    assert replied.warning is ErrorCode.BUDGET_EXCEEDED
+    assert [m.content for m in await run.transcript()] == ["hi", "Hello!"]
+    raised = await run.raise_budget(max_total_tokens=500)
+    assert raised.last_assistant_text == "Goodbye!"
+    assert [m.content for m in await run.transcript()] == ["hi", "Hello!", "bye", "Goodbye!"]
+
+
 async def test_a_budget_not_above_what_was_spent_is_refused(agent: Agent) -> None:
     run = await over_budget_run(agent)
 
