@@ -336,7 +336,8 @@ class AgentRunWorkflow:
 
     @contextlib.contextmanager
     def _caller(self) -> Iterator[None]:
-        """Counts a `send` or `decide` caller waiting for this run's next stop point."""
+        """Counts a `send`, `decide` or `raise_budget` caller waiting for this run's next
+        stop point."""
         self._callers += 1
         try:
             yield
