@@ -8,12 +8,14 @@ as an `ApplicationError` whose `type` is an `ErrorCode` (see `activities/provide
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import timedelta
 
 import httpx
 from temporalio import activity
 
-from activities import anthropic_messages, openai_chat
+from activities import anthropic_messages, metrics, openai_chat
 from activities.context import ContextStore, estimate_tokens, fit_to_budget
 from activities.provider import ModelCall, error
 from activities.tools import ToolHost
@@ -54,6 +56,17 @@ class ModelClient:
 
     @activity.defn(name=LLM_ACTIVITY)
     async def call_llm(self, request: LlmRequest) -> LlmResponse:
+        started = time.monotonic()
+        try:
+            answer = await self._answer(request)
+        except BaseException as e:
+            metrics.model_failed(request.profile, e)
+            raise
+        elapsed = timedelta(seconds=time.monotonic() - started)
+        metrics.model_answered(request.profile, answer, elapsed)
+        return answer
+
+    async def _answer(self, request: LlmRequest) -> LlmResponse:
         profile = self._profiles.get(request.profile)
         if profile is None:
             raise error(
@@ -82,6 +95,7 @@ class ModelClient:
             sampling=profile.overridden_by(request.sampling),
             turn=request.turn,
             stable=max(0, len(sent) - len(request.messages)),
+            output_schema=request.output_schema,
         )
         answer = await _ADAPTERS[profile.provider](self._http, call)
         if conversation.tools is None:
@@ -90,4 +104,6 @@ class ModelClient:
             answer.non_idempotent_tools = [t.name for t in tools if not t.idempotent]
         answer.context = context
         answer.sent_messages = len(sent)
+        if profile.prices is not None:
+            answer.usage.cost_usd = profile.prices.cost_of(answer.usage)
         return answer

@@ -40,6 +40,7 @@ from mcp.types import (
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import metrics
 from activities.mcp_connections import Connection, ServerDown
 from activities.tools import ToolListing
 from tarry.contracts import (
@@ -182,6 +183,11 @@ class McpHost:
 
     @activity.defn(name=MCP_TOOL_ACTIVITY)
     async def call(self, invocation: McpInvocation) -> ToolResult:
+        result = await self._call(invocation)
+        metrics.tool_called(f"{invocation.server}__{invocation.tool}", result)
+        return result
+
+    async def _call(self, invocation: McpInvocation) -> ToolResult:
         """One call of a server's tool. A server that cannot be reached is asked again
         until the attempt's time is nearly up, then the model reads `TOOL_FAILED` naming
         it; one that goes away during the call fails the attempt (`CONNECTION_LOST`)."""

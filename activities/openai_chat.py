@@ -34,6 +34,12 @@ async def answer(http: httpx.AsyncClient, call: ModelCall) -> LlmResponse:
     sampling = call.sampling
     body |= sampling.model_dump(exclude={"extra_body"}, exclude_none=True)
     body |= sampling.extra_body or {}
+    if call.output_schema is not None:
+        # OpenAI's structured output: the answer's text is JSON that fits the schema.
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "output", "schema": call.output_schema, "strict": True},
+        }
 
     def parse(text: str) -> LlmResponse:
         return _parse_answer(text, call.turn)

@@ -49,6 +49,9 @@ class ModelCall:
     stable: int
     """How many of `messages` were there before this turn's news: the prefix a provider
     with prompt caching may read from its cache."""
+    output_schema: dict[str, Any] | None = None
+    """The JSON Schema a task's final answer must fit (`RunInput.output_schema`), for the
+    provider's structured output where it has one."""
 
 
 class StreamAssembly(Protocol):

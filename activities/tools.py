@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Protocol
@@ -27,9 +27,11 @@ from pydantic_core import to_jsonable_python
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import metrics
 from tarry.contracts import (
     FINISH_TOOL,
     TOOL_CATALOGUE_ACTIVITY,
+    Catalogue,
     CatalogueRequest,
     ErrorCode,
     FinishArguments,
@@ -127,10 +129,14 @@ class ToolHost:
         workspace_root: Path,
         tools: Iterable[Tool] = BUILTIN_TOOLS,
         sources: Sequence[ToolSource] = (),
+        model_queues: Mapping[str, str] | None = None,
     ) -> None:
+        """`model_queues`: the task queue of each model profile that has its own, which
+        a run resolves with its tools (`Catalogue`)."""
         self._root = workspace_root
         self._tools: dict[str, Tool] = {}
         self._sources = sources
+        self._model_queues = dict(model_queues or {})
         for t in tools:
             self.register(t)
 
@@ -200,7 +206,9 @@ class ToolHost:
         return sorted({*(request.tools or []), *request.require_approval} - known)
 
     @activity.defn(name=TOOL_CATALOGUE_ACTIVITY)
-    async def _catalogue_activity(self, request: CatalogueRequest) -> list[ToolDefinition]:
+    async def _catalogue_activity(
+        self, request: CatalogueRequest
+    ) -> Catalogue | list[ToolDefinition]:
         listings = await asyncio.gather(*(source.listing() for source in self._sources))
         listed = [t for listing in listings for t in listing.tools]
         names = [*self.names, *(t.name for t in listed)]
@@ -213,11 +221,16 @@ class ToolHost:
                 type=ErrorCode.TOOL_NOT_FOUND,
                 non_retryable=True,
             )
-        return self.catalogue(request, listed)
+        tools = self.catalogue(request, listed)
+        if request.profile is None:  # a workflow from before `Catalogue` reads a bare list
+            return tools
+        return Catalogue(tools=tools, model_queue=self._model_queues.get(request.profile))
 
     def _activity(self, name: str) -> Callable[[ToolInvocation], Awaitable[ToolResult]]:
         async def run_tool(invocation: ToolInvocation) -> ToolResult:
-            return await self.invoke(name, invocation)
+            result = await self.invoke(name, invocation)
+            metrics.tool_called(name, result)
+            return result
 
         return activity.defn(name=name)(run_tool)
 

@@ -34,12 +34,14 @@ from temporalio.client import (
 )
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.codec import data_converter
 from tarry.contracts import (
     DEFAULT_TASK_QUEUE,
     WORKFLOW_TYPE,
+    Budget,
     ChatMessage,
     Decision,
     ErrorCode,
@@ -107,15 +109,19 @@ class TarryError(Exception):
         self.message = message
 
 
-async def connect_temporal(settings: TarrySettings | None = None) -> Client:
+async def connect_temporal(
+    settings: TarrySettings | None = None, *, runtime: Runtime | None = None
+) -> Client:
     """A Temporal client with the data converter every Tarry process uses: pydantic,
     encrypting payloads when `TARRY_ENCRYPTION_KEY` is set, and large payloads kept
-    outside history (see `tarry.codec`)."""
+    outside history (see `tarry.codec`). `runtime`: the SDK runtime for a worker's
+    client that serves metrics (`workers.telemetry`); the default one otherwise."""
     settings = settings or TarrySettings()
     return await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
         data_converter=data_converter(settings),
+        runtime=runtime,
     )
 
 
@@ -215,6 +221,20 @@ class RunHandle:
         state at the run's next stop point (the `decide` update)."""
         decision = Decision(call_id=call_id, approved=approved, reason=reason, arguments=arguments)
         return await self._update("decide", decision)
+
+    async def raise_budget(
+        self, *, max_total_tokens: int | None = None, max_cost_usd: float | None = None
+    ) -> RunState:
+        """Replaces the budget limits given (the `raise_budget` update). A run paused on
+        its budget goes on, and the answer is the state at its next stop point; otherwise
+        the state at once. `BUDGET_INVALID` when none is given or one is not above what
+        the run has spent."""
+        try:
+            raised = Budget(max_total_tokens=max_total_tokens, max_cost_usd=max_cost_usd)
+        except ValidationError as e:
+            reason = str(e.errors()[0]["msg"])
+            raise TarryError(ErrorCode.BUDGET_INVALID, f"a budget limit {reason}") from None
+        return await self._update("raise_budget", raised)
 
     async def _check_tools(self) -> None:
         """Raises `TOOL_NOT_FOUND` when the run refused the tools it names (the `started`

@@ -12,10 +12,12 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from temporalio.common import SearchAttributeKey
 
 __all__ = [
+    "COST_ATTRIBUTE",
     "DEFAULT_TASK_QUEUE",
     "FINISH_TOOL",
     "INTERRUPTED_NOTE",
@@ -31,6 +33,8 @@ __all__ = [
     "WAITING_FOR_ATTRIBUTE",
     "WORKFLOW_TYPE",
     "ApprovalDefault",
+    "Budget",
+    "Catalogue",
     "CatalogueRequest",
     "ChatMessage",
     "ContextRef",
@@ -83,7 +87,15 @@ PHASE_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryPhase")
 TURNS_ATTRIBUTE = SearchAttributeKey.for_int("TarryTurns")
 MODEL_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryModel")
 WAITING_FOR_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryWaitingFor")
-SEARCH_ATTRIBUTES = (PHASE_ATTRIBUTE, TURNS_ATTRIBUTE, MODEL_ATTRIBUTE, WAITING_FOR_ATTRIBUTE)
+COST_ATTRIBUTE = SearchAttributeKey.for_float("TarryCostUsd")
+"""The run's estimated cost so far, from its profiles' prices: `TarryCostUsd > 5`."""
+SEARCH_ATTRIBUTES = (
+    PHASE_ATTRIBUTE,
+    TURNS_ATTRIBUTE,
+    MODEL_ATTRIBUTE,
+    WAITING_FOR_ATTRIBUTE,
+    COST_ATTRIBUTE,
+)
 
 
 class Phase(StrEnum):
@@ -102,6 +114,8 @@ class WaitingFor(StrEnum):
 
     INPUT = "input"
     APPROVAL = "approval"
+    BUDGET = "budget"
+    """The run spent its budget: `raise_budget` lets it go on."""
 
 
 class ApprovalDefault(StrEnum):
@@ -144,6 +158,9 @@ class ErrorCode(StrEnum):
     ENGINE_ABORTED = "ENGINE_ABORTED"
     ENGINE_MAX_TURNS = "ENGINE_MAX_TURNS"
     ENGINE_LOOP_DETECTED = "ENGINE_LOOP_DETECTED"
+    BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
+    BUDGET_INVALID = "BUDGET_INVALID"
+    OUTPUT_INVALID = "OUTPUT_INVALID"
     INPUT_EMPTY = "INPUT_EMPTY"
     INPUT_TOO_LARGE = "INPUT_TOO_LARGE"
     INPUT_INVALID = "INPUT_INVALID"
@@ -231,11 +248,14 @@ class Usage(BaseModel):
     cache_write_tokens`."""
     completion_tokens: int = 0
     total_tokens: int = 0
-    # Left out while 0, so usage recorded before prompt caching encodes as it did.
+    # Left out while 0, so usage recorded before prompt caching and prices encodes as it did.
     cache_read_tokens: int = Field(default=0, exclude_if=_empty)
     """Input tokens read from the provider's prompt cache (billed at about a tenth)."""
     cache_write_tokens: int = Field(default=0, exclude_if=_empty)
     """Input tokens written to the provider's prompt cache (billed at about 1.25 times)."""
+    cost_usd: float = Field(default=0.0, exclude_if=_empty)
+    """Estimated from the profile's prices (`ModelProfile.prices`) by the worker; 0, and
+    left out of payloads, where the profile has none."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -244,6 +264,7 @@ class Usage(BaseModel):
             total_tokens=self.total_tokens + other.total_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
         )
 
 
@@ -288,6 +309,16 @@ class Timeouts(BaseModel):
     """One attempt of one tool call."""
 
 
+class Budget(BaseModel):
+    """What a run may spend, in all: at a turn boundary where it has spent either, it
+    waits (`waiting_for: "budget"`) until `raise_budget` raises it. Also the payload of
+    `raise_budget`, whose limits replace the ones it names."""
+
+    max_total_tokens: int | None = Field(default=None, gt=0)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    """Estimated from the profiles' prices: a profile without prices costs nothing."""
+
+
 class RunInput(BaseModel):
     """How to start a run. Only `prompt` is needed; `{"prompt": "..."}` is a valid input."""
 
@@ -318,6 +349,22 @@ class RunInput(BaseModel):
     sampling: Sampling | None = Field(default=None, exclude_if=_none)
     """Overrides of the model profile's sampling settings for this run; null: the
     profile's. Left out while null, so inputs from before it encode as they did."""
+    budget: Budget | None = Field(default=None, exclude_if=_none)
+    """Tokens and cost the run may spend before it waits for a person to raise them."""
+    output_schema: dict[str, Any] | None = Field(default=None, exclude_if=_none)
+    """Task mode: the JSON Schema the final answer must fit. The model is asked for it
+    (OpenAI `response_format: json_schema`), shown its errors once if it misses, and the
+    run fails `OUTPUT_INVALID` if it misses again."""
+
+    @field_validator("output_schema")
+    @classmethod
+    def _a_json_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if schema is not None:
+            try:
+                jsonschema.validators.validator_for(schema).check_schema(schema)
+            except jsonschema.SchemaError as e:
+                raise ValueError(f"output_schema is not a JSON Schema: {e.message}") from None
+        return schema
 
 
 def reply_problem(text: str) -> tuple[ErrorCode, str] | None:
@@ -427,6 +474,8 @@ class RunState(BaseModel):
     answer in flight from its first word (its events have a `turn` above `turn`)."""
     stop_reason: str | None = None
     """The reason given with `stop`, once a run was stopped."""
+    budget: Budget | None = Field(default=None, exclude_if=_none)
+    """The run's budget as it stands (raised or not); null: none."""
 
 
 class RunResult(BaseModel):
@@ -478,6 +527,25 @@ class CatalogueRequest(BaseModel):
     """By name; null: every tool the worker registers."""
     require_approval: list[str] = []
     """Tools whose calls wait for a decision; `["*"]`: every tool but `finish`."""
+    profile: str | None = Field(default=None, exclude_if=_none)
+    """The run's model profile, whose task queue the answer names; null (a workflow
+    from before `Catalogue`): the answer is the bare list of tools."""
+
+
+class Catalogue(BaseModel):
+    """The `tool_catalogue` activity's answer: what a run resolves once, at its start,
+    from the worker's configuration, and keeps (the workflow cannot read config)."""
+
+    tools: list[ToolDefinition]
+    model_queue: str | None = None
+    """The task queue the run's model calls go to (`ModelProfile.task_queue`); null:
+    the run's own."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_bare_list(cls, data: Any) -> Any:
+        """Answers recorded before `Catalogue` are the bare list of tools."""
+        return {"tools": data} if isinstance(data, list) else data
 
 
 class ContextRef(BaseModel):
@@ -512,6 +580,9 @@ class LlmRequest(BaseModel):
     """Before the catalogue only: the run's gated tools."""
     sampling: Sampling | None = Field(default=None, exclude_if=_none)
     """The run's overrides of the profile's sampling settings (`RunInput.sampling`)."""
+    output_schema: dict[str, Any] | None = Field(default=None, exclude_if=_none)
+    """The JSON Schema the answer must fit (`RunInput.output_schema`), for the provider's
+    structured output."""
 
 
 class LlmResponse(BaseModel):

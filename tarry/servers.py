@@ -66,6 +66,7 @@ def dev_server_args() -> list[str]:
 _INDEXED_TYPES = {
     SearchAttributeIndexedValueType.KEYWORD: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
     SearchAttributeIndexedValueType.INT: IndexedValueType.INDEXED_VALUE_TYPE_INT,
+    SearchAttributeIndexedValueType.DOUBLE: IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE,
 }
 
 
@@ -99,7 +100,7 @@ async def add_search_attributes(
 
 
 def cli_type(key: SearchAttributeKey[Any]) -> str:
-    """`Keyword`, `Int`, `KeywordList`: how the `temporal` CLI spells a search attribute type."""
+    """`Keyword`, `Int`, `Double`: how the `temporal` CLI spells a search attribute type."""
     return "".join(part.capitalize() for part in key.indexed_value_type.name.split("_"))
 
 

@@ -17,7 +17,7 @@ from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator,
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from temporalio.converter import StorageDriver
 
-from tarry.contracts import DEFAULT_TASK_QUEUE, Sampling
+from tarry.contracts import DEFAULT_TASK_QUEUE, Sampling, Usage
 
 __all__ = [
     "DEFAULT_API_PORT",
@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_WORKFLOW_TASK_POLLERS",
     "McpServer",
     "ModelProfile",
+    "Prices",
     "TarrySettings",
 ]
 
@@ -54,6 +55,33 @@ DEFAULT_API_PORT = 8234
 Provider = Literal["openai", "anthropic"]
 """The dialect a profile's endpoint speaks: OpenAI-compatible `chat.completions`, or
 Anthropic's Messages API."""
+
+
+class Prices(BaseModel):
+    """A model's prices in US dollars per million tokens, as its provider's rate sheet
+    gives them: what the worker estimates each call's cost with (`Usage.cost_usd`)."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+    """Cached input read back; billed by `cache_cost` once `Usage` counts cache tokens."""
+    cache_write: float | None = Field(default=None, ge=0)
+    """Input written to the provider's prompt cache; see `cache_read`."""
+
+    def cost_of(self, usage: Usage) -> float:
+        """The estimated cost of one call's `usage`, in US dollars: input read from or
+        written to a prompt cache at its own price (`input` where none is given)."""
+        cached = usage.cache_read_tokens + usage.cache_write_tokens
+        full_price = (usage.prompt_tokens - cached) * self.input
+        reads = usage.cache_read_tokens * (
+            self.input if self.cache_read is None else self.cache_read
+        )
+        writes = usage.cache_write_tokens * (
+            self.input if self.cache_write is None else self.cache_write
+        )
+        output = usage.completion_tokens * self.output
+        return (full_price + reads + writes + output) / 1_000_000
+
 
 _DEFAULTS: dict[str, dict[str, str]] = {
     "openai": {"base_url": "https://api.openai.com/v1", "model": "gpt-4o-mini"},
@@ -84,6 +112,13 @@ class ModelProfile(Sampling):
     stream: bool = True
     """Ask for the answer as a stream, so observers see its words as they come; off for
     a server whose streaming misbehaves. The transcript is the same either way."""
+    prices: Prices | None = None
+    """Dollars per million tokens, to estimate each call's cost; none: calls cost 0."""
+    task_queue: str | None = None
+    """The activity task queue this profile's model calls are scheduled on (null: the
+    run's own), so the workers serving it, and their rate limit, govern this provider.
+    Every worker that starts runs on it must name the same queue: a run resolves it once,
+    at its start."""
 
     @model_validator(mode="after")
     def _provider_defaults(self) -> ModelProfile:
@@ -170,6 +205,16 @@ class TarrySettings(BaseSettings):
     config file's `[api] tokens` (see `api_tokens`)."""
     tarry_api_cors_origins: Annotated[list[str], NoDecode] = []
     """Origins whose web pages may call the HTTP API (CORS), comma-separated; none: off."""
+    tarry_task_queue_activities_per_second: float | None = Field(default=None, gt=0)
+    """Temporal's rate limit on the activities of the worker's task queue, for all its
+    workers together; on a model profile's own queue, that provider's calls per second."""
+    tarry_metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    """The worker serves Prometheus metrics (the SDK's and Tarry's) on this port; unset:
+    no metrics endpoint (see `workers.telemetry`)."""
+    tarry_metrics_host: str = "127.0.0.1"
+    """The address the metrics endpoint listens on; `0.0.0.0` in a container."""
+    tarry_tracing: bool = False
+    """Trace workflow and activity tasks with OpenTelemetry (needs the `otel` extra)."""
     storage_driver: StorageDriver | None = Field(default=None, exclude=True)
     """Set in code, not from the environment: a driver to use instead of the filesystem,
     e.g. the SDK's `S3StorageDriver` for a cluster (see the README's "Large payloads")."""

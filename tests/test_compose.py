@@ -132,6 +132,7 @@ def test_the_search_attributes_created_are_exactly_tarrys() -> None:
         "TarryTurns": "Int",
         "TarryModel": "Keyword",
         "TarryWaitingFor": "Keyword",
+        "TarryCostUsd": "Double",
     }
 
 

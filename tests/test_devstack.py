@@ -152,10 +152,13 @@ async def read_until(process: asyncio.subprocess.Process, marker: str) -> list[s
 
 
 @asynccontextmanager
-async def serving(ports: Ports, data_dir: Path, tmp_path: Path) -> AsyncIterator[Serving]:
+async def serving(
+    ports: Ports, data_dir: Path, tmp_path: Path, **extra: str
+) -> AsyncIterator[Serving]:
     """`tarry dev` until its banner is out; killed at the end if a test left it running."""
     stderr = tmp_path / "dev.stderr"
-    process = await run_python(SERVE_DEV, str(data_dir), env=stack_env(ports), stderr=stderr)
+    env = stack_env(ports, **extra)
+    process = await run_python(SERVE_DEV, str(data_dir), env=env, stderr=stderr)
     try:
         banner = await read_until(process, "Ctrl-C to stop")
         yield Serving(process, banner, stderr)
@@ -206,6 +209,22 @@ async def test_dev_serves_the_http_api_at_the_address_it_prints(tmp_path: Path) 
     assert started.status_code == 201
     assert state.last_assistant_text == f"{ECHO_PREFIX}hello api"
     assert not await listening(ports.api)
+
+
+async def test_dev_serves_its_workers_metrics_where_it_prints(tmp_path: Path) -> None:
+    ports, data_dir, metrics = Ports(), tmp_path / "data", free_port()
+    async with serving(ports, data_dir, tmp_path, TARRY_METRICS_PORT=str(metrics)) as dev:
+        [line] = [line for line in dev.banner if line.startswith("Metrics")]
+        url = line.split()[1]
+        tarry = Tarry(await client_of(ports))
+        await (await tarry.start("hello metrics")).wait_for(WAITING, 30)
+        async with httpx.AsyncClient() as http, asyncio.timeout(10):
+            while "tarry_model_calls_total{" not in (text := (await http.get(url)).text):
+                await asyncio.sleep(0.1)  # exported a moment after the call
+        assert await interrupt(dev.process) == 0
+
+    assert url == f"http://127.0.0.1:{metrics}/metrics"
+    assert "temporal_activity_execution_latency" in text  # the SDK's own, beside Tarry's
 
 
 async def test_dev_logs_an_expected_failure_in_one_line_without_a_traceback(

@@ -47,7 +47,7 @@ MAY_IMPORT["bench"] = MAY_IMPORT["tarry.cli"] | {"bench"}
 MAY_IMPORT["tests"] = set(MAY_IMPORT) | {"tests"}
 LIBRARY = ("tarry", "workflows", "activities", "workers")
 """The layers `pip install tarry` installs without extras: a client and a worker."""
-OPTIONAL = re.compile(r"activities\.mcp_\w+")
+OPTIONAL = re.compile(r"activities\.mcp_\w+|workers\.tracing")
 """Library modules that need an extra, loaded only by a worker configured to need it."""
 
 

@@ -9,13 +9,14 @@ from tarry.codec import EncryptionKeyError
 from tarry.entrypoint import run_main
 from tarry.logs import configure_logging
 from tarry.settings import TarrySettings
+from workers.telemetry import TracingExtraMissing
 from workers.worker import WorkerSetupError, run_worker
 
 
 async def _main() -> int:
     try:
         await run_worker(TarrySettings())
-    except (WorkerSetupError, EncryptionKeyError) as e:
+    except (WorkerSetupError, EncryptionKeyError, TracingExtraMissing) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

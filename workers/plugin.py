@@ -34,6 +34,7 @@ from tarry.codec import data_converter
 from tarry.settings import McpServer, ModelProfile, TarrySettings
 from tarry.storage import storage_driver
 from workers import legacy_query
+from workers.telemetry import tracing_interceptors
 from workflows.agent_run import AgentRunWorkflow
 
 __all__ = ["McpExtraMissing", "TarryPlugin"]
@@ -65,8 +66,10 @@ class TarryPlugin(SimplePlugin):
         self.settings = settings or TarrySettings()
         servers = self.settings.mcp_servers() if mcp_servers is None else mcp_servers
         self._sources = [_mcp_host(servers)] if servers else []
-        self.tools = ToolHost(self.settings.tarry_workspace_root, tools, self._sources)
         self._profiles = dict(self.settings.model_profiles() if profiles is None else profiles)
+        queues = {name: p.task_queue for name, p in self._profiles.items() if p.task_queue}
+        self.tools = ToolHost(self.settings.tarry_workspace_root, tools, self._sources, queues)
+        self._interceptors = tracing_interceptors(self.settings)
         self._http = httpx.AsyncClient()
         """One connection pool for the model calls of every worker the plugin configures."""
         super().__init__(
@@ -89,12 +92,16 @@ class TarryPlugin(SimplePlugin):
             models.call_llm,
             *self.tools.activities(),
         ]
+        config["interceptors"] = [*config.get("interceptors", ()), *self._interceptors]
         s = self.settings
         # A run not in the cache replays its history (one continue-as-new segment) on
         # its next workflow task; a run in it resumes where it left off.
         config["max_cached_workflows"] = s.tarry_workflow_cache
         config["max_concurrent_workflow_task_polls"] = s.tarry_workflow_task_pollers
         config["sticky_queue_schedule_to_start_timeout"] = timedelta(seconds=s.tarry_sticky_timeout)
+        if s.tarry_task_queue_activities_per_second is not None:
+            rate = s.tarry_task_queue_activities_per_second
+            config["max_task_queue_activities_per_second"] = rate
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:

@@ -18,6 +18,7 @@ from tarry.servers import missing_search_attributes, search_attribute_command
 from tarry.settings import TarrySettings
 from workers.memory import keep_memory_flat
 from workers.plugin import TarryPlugin
+from workers.telemetry import metrics_runtime, metrics_url
 
 __all__ = ["WorkerSetupError", "check_search_attributes", "run_worker"]
 
@@ -47,7 +48,7 @@ async def check_search_attributes(client: Client, namespace: str) -> None:
 async def run_worker(settings: TarrySettings, tools: Sequence[Tool] = BUILTIN_TOOLS) -> None:
     """Serves `tools` until SIGINT or SIGTERM, then lets in-flight tasks finish and returns."""
     plugin = TarryPlugin(settings, tools=tools)
-    client = await connect_temporal(settings)
+    client = await connect_temporal(settings, runtime=metrics_runtime(settings))
     await check_search_attributes(client, settings.temporal_namespace)
     worker = Worker(client, task_queue=settings.tarry_task_queue, plugins=[plugin])
     keep_memory_flat()
@@ -62,6 +63,8 @@ async def run_worker(settings: TarrySettings, tools: Sequence[Tool] = BUILTIN_TO
             settings.temporal_address,
             ", ".join(plugin.tools.names),
         )
+        if url := metrics_url(settings):
+            log.info("metrics at %s", url)
         await stop.wait()
         log.info("shutting down")
     await plugin.aclose()

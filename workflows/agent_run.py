@@ -26,11 +26,8 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from tarry.contracts import (
-        MODEL_ATTRIBUTE,
-        PHASE_ATTRIBUTE,
-        TURNS_ATTRIBUTE,
-        WAITING_FOR_ATTRIBUTE,
         WORKFLOW_TYPE,
+        Budget,
         ChatMessage,
         Decision,
         ErrorCode,
@@ -45,11 +42,13 @@ with workflow.unsafe.imports_passed_through():
         TranscriptPage,
         TranscriptQuery,
         UserInput,
+        WaitingFor,
         reply_problem,
     )
-    from workflows import approvals, model_calls, tool_calls
-    from workflows.details import current_details
+    from workflows import approvals, budgets, model_calls, output, tool_calls
+    from workflows.details import count_phase, current_details, search_attributes
     from workflows.memory import (
+        Budgets,
         RunMemory,
         WorkflowInput,
         transcript_page,
@@ -65,6 +64,8 @@ _HAND_OVER_PATCH = "continue-as-new"
 _CATALOGUE_PATCH = "tool-catalogue"
 # Runs recorded before it was resolved at their start resolve it at their first step.
 _CATALOGUE_AT_START_PATCH = "tool-catalogue-at-start"
+# Runs recorded before `TarryCostUsd` upsert their search attributes without it.
+_COST_ATTRIBUTE_PATCH = "cost-attribute"
 
 
 @workflow.defn(name=WORKFLOW_TYPE)
@@ -77,7 +78,7 @@ class AgentRunWorkflow:
         if input.memory is not None:  # handed over by the previous run of the chain
             self._m = input.memory
         else:
-            self._m = RunMemory()
+            self._m = RunMemory(budget=Budgets(limits=input.budget))
             if input.prompt:
                 self._m.receive(UserInput(text=input.prompt))
             else:
@@ -87,20 +88,21 @@ class AgentRunWorkflow:
 
     @workflow.run
     async def run(self, input: WorkflowInput) -> RunResult:
-        self._enter(self._m.phase)
+        m = self._m
+        self._enter(m.phase)
         # Before anything else: a run naming a tool no worker has is refused at once.
-        at_start = self._m.tools is None and workflow.patched(_CATALOGUE_AT_START_PATCH)
-        if at_start and (refused := await tool_calls.resolve(self._m, self._input)):
+        at_start = m.tools is None and workflow.patched(_CATALOGUE_AT_START_PATCH)
+        if at_start and (refused := await tool_calls.resolve(m, self._input)):
             self._fail(refused)
-        while not self._m.phase.ended:
-            if self._m.phase is Phase.WAITING_USER:
+        while not m.phase.ended:
+            if m.phase is Phase.WAITING_USER:
                 await workflow.wait_condition(
-                    lambda: bool(self._m.inbox) or self._m.stop_requested or self._hand_over_due()
+                    lambda: budgets.goes_on(m) or m.stop_requested or self._hand_over_due()
                 )
-                if self._m.stop_requested:
+                if m.stop_requested:
                     self._settle(Phase.COMPLETED)
                     break
-                if not self._m.inbox:
+                if not budgets.goes_on(m):
                     self._hand_over()  # returns only where the run keeps its history
                     continue
                 self._enter(Phase.RUNNING)
@@ -109,7 +111,7 @@ class AgentRunWorkflow:
         # is answered now and a new one waits for the run to close.
         self._stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        return self._m.result()
+        return m.result()
 
     # --- Handlers: they record intent; the main loop acts on it -----------------
 
@@ -150,8 +152,7 @@ class AgentRunWorkflow:
         approvals.record(self._m.approvals, decision, "update", workflow.now())
         # With other calls of the answer still undecided, the run stays at this stop point.
         if not self._m.undecided():
-            with self._caller():
-                await workflow.wait_condition(lambda: self._m.stops > stops)
+            await self._next_stop(stops)
         else:
             self._stream.publish_stop(self._m)  # for observers of this `decide`, as for any answer
         return self._m.state()
@@ -159,6 +160,20 @@ class AgentRunWorkflow:
     @decide.validator
     def _validate_decide(self, decision: Decision) -> None:
         if problem := approvals.decision_problem(self._m, decision):
+            raise problem
+
+    @workflow.update
+    async def raise_budget(self, raised: Budget) -> RunState:
+        """Replaces the budget limits `raised` names; answers with the state at the next
+        stop point when that lets a run paused on its budget go on, else at once."""
+        stops = self._m.stops
+        if budgets.record(self._m, raised):
+            await self._next_stop(stops)
+        return self._m.state()
+
+    @raise_budget.validator
+    def _validate_raise_budget(self, raised: Budget) -> None:
+        if problem := budgets.raise_problem(self._m, raised):
             raise problem
 
     @workflow.update
@@ -176,20 +191,17 @@ class AgentRunWorkflow:
         """Deliver a reply and answer with the state at the run's next stop point."""
         seq = self._m.receive(input)
         with self._caller():
-            await workflow.wait_condition(lambda: self._m.answered >= seq)
+            # A run paused on its budget keeps the reply queued: this is its stop point.
+            await workflow.wait_condition(
+                lambda: self._m.answered >= seq or self._m.waiting_for() is WaitingFor.BUDGET
+            )
         return self._m.state()
 
     @send.validator
     def _validate_send(self, input: UserInput) -> None:
         # Rejected updates never enter history: nothing is lost and nothing is stored.
-        if self._m.phase.ended:
-            raise ApplicationError(
-                f"the run has ended ({self._m.phase}); `tarry resume` goes on with it",
-                type=ErrorCode.RUN_ENDED,
-            )
-        if problem := reply_problem(input.text):
-            code, message = problem
-            raise ApplicationError(message, type=code)
+        if problem := self._m.ended_problem() or self._m.reply_refusal(input):
+            raise problem
 
     @workflow.query
     def state(self) -> RunState:
@@ -209,6 +221,8 @@ class AgentRunWorkflow:
     async def _step(self) -> None:
         """One turn boundary and, unless something stops the run there, one turn."""
         m = self._m
+        if not m.stop_requested and budgets.holds(m):
+            return self._settle(Phase.WAITING_USER)
         m.deliver_inbox()
         if m.stop_requested:
             return self._abort()
@@ -237,26 +251,18 @@ class AgentRunWorkflow:
             return self._abort()
         if isinstance(answer, ErrorInfo):
             return self._fail(answer)
-        m.turn += 1
-        m.guards.turns_since_input += 1
-        m.segment_turns += 1
-        m.context = answer.context
-        m.usage += answer.usage
-        m.transcript.append(answer.message)
+        m.take(answer)
         self._stream.publish_messages(m)
-        if answer.message.content:
-            m.last_assistant_text = answer.message.content
-        if answer.finish_reason == "length":
-            # Cut off at the model's output limit: kept as it is, and flagged.
-            m.warning = ErrorCode.LLM_TRUNCATED
         workflow.set_current_details(current_details(m, self._input))
         if answer.message.tool_calls:
             # Runs from before the catalogue read the tools from the answer they replay.
             tools = model_calls.legacy_catalogue(answer) if m.tools is None else m.tools
             await self._run_tools(answer.message.tool_calls, tools)
         elif self._input.mode is Mode.TASK:
-            m.output = m.last_assistant_text
-            self._settle(Phase.COMPLETED)
+            if isinstance(done := output.finish(m, self._input.output_schema), ErrorInfo):
+                return self._fail(done)
+            if done:  # else the model is asked again, shown what its answer missed
+                self._settle(Phase.COMPLETED)
         else:
             self._settle(Phase.WAITING_USER)
 
@@ -292,21 +298,14 @@ class AgentRunWorkflow:
         self._settle(Phase.FAILED)
 
     def _enter(self, phase: Phase) -> None:
-        """Every phase change is visible: search attributes to list runs by, details to read."""
+        """Every phase change is visible: search attributes to list runs by, details to
+        read, a metric to count by."""
         m = self._m
         m.phase = phase
-        waiting_for = m.waiting_for()
-        workflow.upsert_search_attributes(
-            [
-                PHASE_ATTRIBUTE.value_set(phase.value),
-                TURNS_ATTRIBUTE.value_set(m.turn),
-                MODEL_ATTRIBUTE.value_set(self._input.model),
-                WAITING_FOR_ATTRIBUTE.value_set(waiting_for.value)
-                if waiting_for
-                else WAITING_FOR_ATTRIBUTE.value_unset(),
-            ]
-        )
+        cost = workflow.patched(_COST_ATTRIBUTE_PATCH)
+        workflow.upsert_search_attributes(search_attributes(m, self._input, cost=cost))
         workflow.set_current_details(current_details(m, self._input))
+        count_phase(m)
 
     def _settle(self, phase: Phase) -> None:
         """Moves to a stop point: every reply delivered so far now has its answer."""
@@ -330,9 +329,15 @@ class AgentRunWorkflow:
         # too, and one is nearly always waiting while someone watches.
         return due and not self._keeps_its_history and not self._callers
 
+    async def _next_stop(self, stops: int) -> None:
+        """Waits, as a caller the run owes an answer, for the stop point after `stops`."""
+        with self._caller():
+            await workflow.wait_condition(lambda: self._m.stops > stops)
+
     @contextlib.contextmanager
     def _caller(self) -> Iterator[None]:
-        """Counts a `send` or `decide` caller waiting for this run's next stop point."""
+        """Counts a `send`, `decide` or `raise_budget` caller waiting for this run's next
+        stop point."""
         self._callers += 1
         try:
             yield

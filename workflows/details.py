@@ -1,4 +1,5 @@
-"""What the Temporal UI shows of a run: activity summaries and the current details.
+"""What the Temporal UI shows of a run: activity summaries and the current details
+(and what an operator counts runs by: search attributes, the phase metric).
 
 An operator with fifty runs open reads these instead of base64 payloads, so they say
 what a step is (`turn 3 · default`, `read_file notes.md`) and where a run stands.
@@ -10,12 +11,51 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tarry.contracts import RunInput
+from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
+
+from tarry.contracts import (
+    COST_ATTRIBUTE,
+    MODEL_ATTRIBUTE,
+    PHASE_ATTRIBUTE,
+    TURNS_ATTRIBUTE,
+    WAITING_FOR_ATTRIBUTE,
+    RunInput,
+)
 from tarry.text import shorten
 from workflows.memory import RunMemory
 
 _SUMMARY_LIMIT = 80
 _VALUE_LIMIT = 40
+
+
+def search_attributes(
+    memory: RunMemory, input: RunInput, *, cost: bool
+) -> list[SearchAttributeUpdate[Any]]:
+    """What operators list runs by, as of now; `TarryCostUsd` only with `cost` (runs
+    recorded before it upsert without it)."""
+    m = memory
+    waiting_for = m.waiting_for()
+    attributes: list[SearchAttributeUpdate[Any]] = [
+        PHASE_ATTRIBUTE.value_set(m.phase.value),
+        TURNS_ATTRIBUTE.value_set(m.turn),
+        MODEL_ATTRIBUTE.value_set(input.model),
+        WAITING_FOR_ATTRIBUTE.value_set(waiting_for.value)
+        if waiting_for
+        else WAITING_FOR_ATTRIBUTE.value_unset(),
+    ]
+    if cost:
+        attributes.append(COST_ATTRIBUTE.value_set(float(m.usage.cost_usd)))
+    return attributes
+
+
+def count_phase(memory: RunMemory) -> None:
+    """`tarry_run_phases_total{phase, waiting_for}`: phases entered, on the worker's
+    metrics endpoint. The SDK records nothing while a run replays: each counts once."""
+    waiting_for = memory.waiting_for()
+    workflow.metric_meter().create_counter("tarry_run_phases", "Phases runs entered").add(
+        1, {"phase": memory.phase.value, "waiting_for": waiting_for.value if waiting_for else ""}
+    )
 
 
 def llm_summary(turn: int, profile: str) -> str:
@@ -39,8 +79,10 @@ def tool_summary(name: str, arguments: str) -> str:
 def current_details(memory: RunMemory, input: RunInput) -> str:
     """Markdown for the UI's "current details": phase, turn, tokens, the question, trouble."""
     m = memory
+    cost = f" · ${m.usage.cost_usd:.4f}" if m.usage.cost_usd else ""
     lines = [
-        f"**{m.phase}** · turn {m.turn} · {m.usage.total_tokens} tokens · model `{input.model}`"
+        f"**{m.phase}** · turn {m.turn} · {m.usage.total_tokens} tokens{cost}"
+        f" · model `{input.model}`"
     ]
     if m.last_assistant_text:
         label = "Result" if m.output is not None else "Agent said"

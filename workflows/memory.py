@@ -16,11 +16,13 @@ from temporalio.exceptions import ApplicationError
 
 from tarry.contracts import (
     TRANSCRIPT_PAGE_BYTES,
+    Budget,
     ChatMessage,
     ContextRef,
     DecisionRecord,
     ErrorCode,
     ErrorInfo,
+    LlmResponse,
     PendingApproval,
     Phase,
     RunInput,
@@ -33,6 +35,7 @@ from tarry.contracts import (
     Usage,
     UserInput,
     WaitingFor,
+    reply_problem,
 )
 
 
@@ -69,6 +72,8 @@ class Guards(BaseModel):
     streak_tool: str | None = None
     streak: int = 0
     """How many calls in a row went to `streak_tool`."""
+    output_repairs: int = 0
+    """Answers shown their errors against `RunInput.output_schema` and asked again."""
 
 
 class Approvals(BaseModel):
@@ -83,6 +88,15 @@ class Approvals(BaseModel):
 
     def undecided(self) -> list[PendingApproval]:
         return [p for p in self.pending if p.call_id not in self.decisions]
+
+
+class Budgets(BaseModel):
+    """The run's budget as it stands, and whether the run waits for it to be raised."""
+
+    limits: Budget | None = None
+    """`RunInput.budget`, with the limits `raise_budget` replaced."""
+    paused: bool = False
+    """The run stopped at a turn boundary over budget; set and cleared by the main loop."""
 
 
 _GROUPS: dict[str, type[BaseModel]] = {
@@ -111,6 +125,8 @@ class RunMemory(BaseModel):
     """The run's tool catalogue, resolved once at its start and handed over with the
     rest. None only in runs started before the workflow owned it, until their first live
     step on today's code resolves it."""
+    model_queue: str | None = None
+    """The task queue of the run's model calls (`Catalogue.model_queue`); null: its own."""
     context: ContextRef | None = None
     """The stored conversation the last LLM call extended (see `ContextRef`)."""
     usage: Usage = Usage()
@@ -126,6 +142,7 @@ class RunMemory(BaseModel):
     guards: Guards = Guards()
     approvals: Approvals = Approvals()
     events: EventLog = EventLog()
+    budget: Budgets = Budgets()
 
     @model_validator(mode="before")
     @classmethod
@@ -154,6 +171,20 @@ class RunMemory(BaseModel):
         self.inbox.append(QueuedInput(seq=self.received, input=input))
         return self.received
 
+    def take(self, answer: LlmResponse) -> None:
+        """Records the model's answer: a turn taken, its message, tokens and text."""
+        self.turn += 1
+        self.guards.turns_since_input += 1
+        self.segment_turns += 1
+        self.context = answer.context
+        self.usage += answer.usage
+        self.transcript.append(answer.message)
+        if answer.message.content:
+            self.last_assistant_text = answer.message.content
+        if answer.finish_reason == "length":
+            # Cut off at the model's output limit: kept as it is, and flagged.
+            self.warning = ErrorCode.LLM_TRUNCATED
+
     def deliver_inbox(self) -> None:
         """The queued replies become the transcript's next user messages (at a turn
         boundary); the guards start counting again."""
@@ -172,10 +203,29 @@ class RunMemory(BaseModel):
     def undecided(self) -> list[PendingApproval]:
         return self.approvals.undecided()
 
+    def ended_problem(self) -> ApplicationError | None:
+        """`RUN_ENDED` for an update an ended run cannot take; None while it goes on."""
+        if not self.phase.ended:
+            return None
+        return ApplicationError(
+            f"the run has ended ({self.phase}); `tarry resume` goes on with it",
+            type=ErrorCode.RUN_ENDED,
+        )
+
+    @staticmethod
+    def reply_refusal(input: UserInput) -> ApplicationError | None:
+        """Why `send` refuses `input` (`INPUT_EMPTY`, `INPUT_TOO_LARGE`), or None."""
+        if problem := reply_problem(input.text):
+            code, message = problem
+            return ApplicationError(message, type=code)
+        return None
+
     def waiting_for(self) -> WaitingFor | None:
         if self.phase is not Phase.WAITING_USER:
             return None
-        return WaitingFor.APPROVAL if self.undecided() else WaitingFor.INPUT
+        if self.undecided():
+            return WaitingFor.APPROVAL
+        return WaitingFor.BUDGET if self.budget.paused else WaitingFor.INPUT
 
     def state(self) -> RunState:
         return RunState(
@@ -191,6 +241,7 @@ class RunMemory(BaseModel):
             waiting_for=self.waiting_for(),
             pending_approvals=self.undecided(),
             stop_reason=self.stop_reason,
+            budget=self.budget.limits,
         )
 
     def result(self) -> RunResult:

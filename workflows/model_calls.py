@@ -22,6 +22,7 @@ from tarry.contracts import (
     ErrorInfo,
     LlmRequest,
     LlmResponse,
+    Mode,
     ToolDefinition,
 )
 from workflows.details import llm_summary
@@ -52,7 +53,7 @@ async def ask(
         request = _request_for(m, input)
         stream.begin_turn(m, request.turn)
         try:
-            return await _call_model(request, input, lambda: m.stop_requested)
+            return await _call_model(request, input, m.model_queue, lambda: m.stop_requested)
         except ActivityError as e:
             if isinstance(e.cause, CancelledError):
                 if interrupted := stream.interrupted_answer(m, request.turn):
@@ -83,6 +84,7 @@ def _request_for(memory: RunMemory, input: WorkflowInput) -> LlmRequest:
         turn=m.turn + 1,
         tool_definitions=None if m.context else m.tools,
         sampling=input.sampling,
+        output_schema=input.output_schema if input.mode is Mode.TASK else None,
     )
     if m.tools is None:
         # A run from before the catalogue, replaying: the model activity resolved the
@@ -92,15 +94,17 @@ def _request_for(memory: RunMemory, input: WorkflowInput) -> LlmRequest:
 
 
 async def _call_model(
-    request: LlmRequest, input: WorkflowInput, stopped: Callable[[], bool]
+    request: LlmRequest, input: WorkflowInput, queue: str | None, stopped: Callable[[], bool]
 ) -> LlmResponse:
-    """The model activity, cancelled as soon as `stopped()`; the cancellation waits for
-    the activity to confirm, so its HTTP request is really aborted."""
+    """The model activity on `queue` (None: the run's own), cancelled as soon as
+    `stopped()`; the cancellation waits for the activity to confirm, so its HTTP request
+    is really aborted."""
     timeouts = input.timeouts
     call = workflow.start_activity(
         LLM_ACTIVITY,
         request,
         result_type=LlmResponse,
+        task_queue=queue,
         start_to_close_timeout=timeouts.llm_attempt,
         heartbeat_timeout=timeouts.llm_heartbeat,
         schedule_to_close_timeout=timeouts.llm_retry_window,

@@ -22,6 +22,7 @@ from tarry.contracts import (
     MCP_TOOL_ACTIVITY,
     TOOL_CATALOGUE_ACTIVITY,
     ApprovalDefault,
+    Catalogue,
     CatalogueRequest,
     ChatMessage,
     DecisionRecord,
@@ -50,16 +51,20 @@ async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
     """Resolves the run's tools from the worker's registry, once per run (a run handed
     over has them already); the error instead when the run names a tool the worker does
     not have (`TOOL_NOT_FOUND`), which refuses the run."""
+    request = CatalogueRequest(
+        tools=input.tools, require_approval=input.require_approval, profile=input.model
+    )
     try:
-        memory.tools = await workflow.execute_activity(
+        catalogue = await workflow.execute_activity(
             TOOL_CATALOGUE_ACTIVITY,
-            CatalogueRequest(tools=input.tools, require_approval=input.require_approval),
-            result_type=list[ToolDefinition],
+            request,
+            result_type=Catalogue,
             start_to_close_timeout=input.timeouts.tool,
             summary="the run's tools",
         )
     except ActivityError as e:
         return error_of(e, default=ErrorCode.TOOL_NOT_FOUND)
+    memory.tools, memory.model_queue = catalogue.tools, catalogue.model_queue
     # A conversation stored before the catalogue lacks the tools: the next call starts
     # a new one, sending the conversation and the tools whole once.
     memory.context = None

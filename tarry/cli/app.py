@@ -32,6 +32,7 @@ from tarry.client import RunHandle, Tarry, TarryError
 from tarry.codec import EncryptionKeyError
 from tarry.contracts import (
     ApprovalDefault,
+    Budget,
     ChatMessage,
     ErrorCode,
     Mode,
@@ -252,6 +253,14 @@ def start(
             help="Model calls since your last reply before the run asks you to go on.",
         ),
     ] = RunInput.model_fields["max_turns"].default,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(metavar="N", help="A budget: the run waits once it has spent N tokens."),
+    ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(metavar="USD", help="A budget: the run waits once it has cost this much."),
+    ] = None,
     run_id: Annotated[
         str | None, typer.Option("--id", help="The run id; a fresh one by default.")
     ] = None,
@@ -269,6 +278,9 @@ def start(
             approval_timeout=_duration(approval_timeout),
             approval_default=_choice("--approval-default", approval_default, ApprovalDefault),
             max_turns=max_turns,
+            budget=None
+            if max_tokens is None and max_cost is None
+            else Budget(max_total_tokens=max_tokens, max_cost_usd=max_cost),
         )
     except ValidationError as e:
         _fail(_validation_message(e), exit_code=2)
@@ -407,6 +419,28 @@ def _edited_arguments(text: str | None) -> dict[str, Any] | None:
     if not isinstance(arguments, dict):
         _fail(f"""{code}: --args must be a JSON object, like '{{"path": "notes.md"}}'""", 2)
     return arguments
+
+
+@app.command()
+def budget(
+    run_id: RunId,
+    tokens: Annotated[
+        int | None, typer.Option(metavar="N", help="The run's new total token limit.")
+    ] = None,
+    cost: Annotated[
+        float | None, typer.Option(metavar="USD", help="The run's new total cost limit.")
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Raise the run's budget: a run waiting for it goes on, and this shows where it
+    stops next. Each limit given must be above what the run has spent (`tarry status`)."""
+    if tokens is None and cost is None:
+        _fail(f"{ErrorCode.BUDGET_INVALID}: give --tokens, --cost or both", exit_code=2)
+
+    async def raise_it(run: RunHandle) -> RunState:
+        return await run.raise_budget(max_total_tokens=tokens, max_cost_usd=cost)
+
+    _stop_point(_with_run(run_id, raise_it), as_json=as_json)
 
 
 @app.command()
@@ -582,9 +616,9 @@ def list_runs(
         str | None,
         typer.Option(
             "--waiting-for",
-            help="Only runs waiting for this: "
-            + " (a reply) or ".join(WaitingFor)
-            + " (a decision on tool calls).",
+            help=f"Only runs waiting for this: {WaitingFor.INPUT} (a reply), "
+            f"{WaitingFor.APPROVAL} (a decision on tool calls) or {WaitingFor.BUDGET} "
+            "(a raised budget: `tarry budget`).",
         ),
     ] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 20,

@@ -36,6 +36,7 @@ from tarry.servers import is_loopback, register_search_attributes
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel, ScriptStep
 from workers.plugin import TarryPlugin
+from workers.telemetry import metrics_runtime, metrics_url
 
 T = TypeVar("T")
 
@@ -125,6 +126,7 @@ class DevStack:
             f"Model      {self.model}",
             f"Worker     task queue {self.task_queue}; workspaces in {self.workspace_root}",
             f"Data       {self.data_dir}",
+            f"Metrics    {metrics_url(s) or 'off (TARRY_METRICS_PORT=9464 serves them)'}",
         ]
 
 
@@ -162,7 +164,11 @@ async def dev_stack(
         if isolate_on_reuse and server is None:
             queue = f"{queue}-{uuid.uuid4().hex[:8]}"
         workspace_root = _workspace_root(settings, data_dir)
-        worker = _start_worker(stack, client, settings, queue, workspace_root, scripted)
+        # The worker's own client when it serves metrics: the runtime belongs to a client.
+        worker_client = client
+        if (runtime := metrics_runtime(settings)) is not None:
+            worker_client = await connect_temporal(settings, runtime=runtime)
+        worker = _start_worker(stack, worker_client, settings, queue, workspace_root, scripted)
         yield DevStack(
             client=client,
             settings=settings,

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tarry.contracts import (
+    Budget,
     ChatMessage,
     DecisionRecord,
     FunctionCall,
@@ -144,20 +145,25 @@ def state_text(run_id: str, state: RunState) -> Text:
     usage = state.usage
     error = f"{state.error.code}: {state.error.message}" if state.error else "-"
     rows = {"run": run_id, "phase": str(state.phase)}
-    # Only a run held by gated calls gets these rows; one waiting for a reply reads as ever.
+    # Only a run held by gated calls or its budget gets these rows; one waiting for a
+    # reply reads as ever.
     approval = state.waiting_for is WaitingFor.APPROVAL
-    if approval:
+    if approval or state.waiting_for is WaitingFor.BUDGET:
         rows["waiting for"] = str(state.waiting_for)
     rows |= {
         "turn": f"{state.turn} ({state.turns_since_input} since the last reply)",
         "usage": f"{usage.total_tokens} tokens "
-        f"({usage.prompt_tokens} prompt, {usage.completion_tokens} completion)",
+        f"({usage.prompt_tokens} prompt, {usage.completion_tokens} completion)"
+        # Only a run on priced profiles costs anything; `$0` would read as "free".
+        + (f", ${usage.cost_usd:.4f}" if usage.cost_usd else ""),
         "messages": str(state.message_count),
         "pending": f"{state.pending_inputs} replies",
     }
     if approval:
         rows["approvals"] = "\n".join(pending_line(p) for p in state.pending_approvals)
     rows |= {"warning": str(state.warning or "-"), "error": error}
+    if state.budget:
+        rows["budget"] = budget_text(state.budget)
     if state.stop_reason:
         rows["stopped"] = state.stop_reason
     width = max(map(len, rows)) + 2
@@ -165,6 +171,16 @@ def state_text(run_id: str, state: RunState) -> Text:
         Text.assemble((label.ljust(width), "bold"), value.replace("\n", "\n" + " " * width))
         for label, value in rows.items()
     )
+
+
+def budget_text(budget: Budget) -> str:
+    """`10000 tokens, $2.50`: the limits a budget sets."""
+    limits = []
+    if budget.max_total_tokens is not None:
+        limits.append(f"{budget.max_total_tokens} tokens")
+    if budget.max_cost_usd is not None:
+        limits.append(f"${budget.max_cost_usd:.2f}")
+    return ", ".join(limits)
 
 
 def print_stop_line(console: Console, state: RunState, *, approvals: bool = True) -> None:
@@ -186,6 +202,9 @@ def print_stop_line(console: Console, state: RunState, *, approvals: bool = True
                 console.print(Text(line, style="yellow"), soft_wrap=True)
         if state.warning:
             console.print(Text(f"warning: {state.warning}", style="yellow"))
+        if state.waiting_for is WaitingFor.BUDGET:
+            hint = "the run spent its budget; `tarry budget RUN --tokens N --cost USD` raises it"
+            console.print(Text(hint, style="yellow"))
 
 
 def thinking(console: Console) -> AbstractContextManager[object]:

@@ -1,0 +1,79 @@
+"""A worker's Prometheus endpoint (`TARRY_METRICS_PORT`) shows what its runs did: model
+calls with their tokens and cost, and tool calls, beside the SDK's own metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+from typing import Any
+
+import httpx
+from temporalio.client import Client
+
+from tarry.contracts import Phase, Usage
+from tarry.settings import Prices, TarrySettings
+from tarry.testing.scripted_model import call, say
+from workers.telemetry import metrics_runtime
+
+_SAMPLE = re.compile(r"^(\w+)\{(.*)\} (\S+)$")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def samples(text: str, name: str, **labels: str) -> list[float]:
+    """The values of the series `name` whose labels include `labels`."""
+    found = []
+    for line in text.splitlines():
+        if (match := _SAMPLE.match(line)) and match[1] == name:
+            series = dict(_LABEL.findall(match[2]))
+            if labels.items() <= series.items():
+                found.append(float(match[3]))
+    return found
+
+
+async def scrape(url: str, until: str) -> str:
+    """The endpoint's text once it has the series `until` (exported a moment later)."""
+    async with httpx.AsyncClient() as http, asyncio.timeout(10):
+        while until not in (text := (await http.get(url)).text):
+            await asyncio.sleep(0.1)
+    return text
+
+
+async def test_the_metrics_endpoint_shows_a_runs_model_calls_tokens_and_tool_calls(
+    temporal: Client, agent_factory: Any
+) -> None:
+    port = free_port()
+    runtime = metrics_runtime(TarrySettings.model_construct(tarry_metrics_port=port))
+    client = await Client.connect(
+        temporal.service_client.config.target_host,
+        data_converter=temporal.data_converter,
+        runtime=runtime,
+    )
+    agent = await agent_factory(client=client, prices=Prices(input=2.0, output=10.0))
+    agent.model.add(
+        call("list_files", usage=Usage(prompt_tokens=100, completion_tokens=20, total_tokens=120)),
+        say("Two files.", usage=Usage(prompt_tokens=200, completion_tokens=10, total_tokens=210)),
+    )
+    run = await agent.start("look around")
+    await run.wait_for({Phase.WAITING_USER})
+
+    text = await scrape(f"http://127.0.0.1:{port}/metrics", until="tarry_tool_calls_total")
+
+    model = {"profile": "default", "model": "scripted"}
+    assert samples(text, "tarry_model_calls_total", outcome="ok", **model) == [2]
+    assert samples(text, "tarry_model_tokens_total", kind="prompt", **model) == [300]
+    assert samples(text, "tarry_model_tokens_total", kind="completion", **model) == [30]
+    assert samples(text, "tarry_model_latency_count", **model) == [2]
+    (cost,) = samples(text, "tarry_model_cost_usd_sum", **model)
+    assert round(cost, 6) == 0.0009  # 300 * $2/M + 30 * $10/M
+    assert samples(text, "tarry_tool_calls_total", tool="list_files", outcome="ok") == [1]
+    assert samples(text, "tarry_run_phases_total", phase="WaitingUser", waiting_for="input") == [1]
+    # The SDK's own metrics share the endpoint.
+    assert samples(text, "temporal_activity_execution_latency_count", activity_type="call_llm")

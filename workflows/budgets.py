@@ -1,0 +1,81 @@
+"""Budgets that pause: a run that has spent its tokens or its cost waits for a person.
+
+At a turn boundary where the next model call would start over budget, the run waits
+(`waiting_for: "budget"`, warning `BUDGET_EXCEEDED`) instead of failing: replies are
+queued meanwhile and delivered once it goes on, and only `raise_budget` lifts it. The
+update's handler records the new limits; the main loop alone pauses and goes on.
+Pure functions of the run's memory: deterministic. A run without a budget never
+pauses, so its commands are exactly those of a run from before budgets.
+"""
+
+from __future__ import annotations
+
+from temporalio.exceptions import ApplicationError
+
+from tarry.contracts import Budget, ErrorCode, Phase, Usage
+from workflows.memory import RunMemory
+
+
+def exceeded(limits: Budget | None, spent: Usage) -> bool:
+    """Whether `spent` has reached either limit."""
+    if limits is None:
+        return False
+    tokens, cost = limits.max_total_tokens, limits.max_cost_usd
+    return (tokens is not None and spent.total_tokens >= tokens) or (
+        cost is not None and spent.cost_usd >= cost
+    )
+
+
+def holds(memory: RunMemory) -> bool:
+    """At a turn boundary: whether the run must wait for its budget to be raised (it
+    pauses, or stays paused) rather than ask the model. Going on clears the warning."""
+    m = memory
+    over = exceeded(m.budget.limits, m.usage)
+    if over:
+        m.warning = ErrorCode.BUDGET_EXCEEDED
+    elif m.budget.paused and m.warning is ErrorCode.BUDGET_EXCEEDED:
+        m.warning = None
+    m.budget.paused = over
+    return over
+
+
+def goes_on(memory: RunMemory) -> bool:
+    """Whether a waiting run has a reason to go on: raised limits for one paused on its
+    budget (a reply alone does not do), a reply for any other."""
+    m = memory
+    if m.budget.paused:
+        return not exceeded(m.budget.limits, m.usage)
+    return bool(m.inbox)
+
+
+def raise_problem(memory: RunMemory, raised: Budget) -> ApplicationError | None:
+    """Why the run cannot take `raised` (`RUN_ENDED`, `BUDGET_INVALID`), or None."""
+    m = memory
+    if ended := m.ended_problem():
+        return ended
+    tokens, cost = raised.max_total_tokens, raised.max_cost_usd
+    if tokens is None and cost is None:
+        return _invalid("give max_total_tokens, max_cost_usd or both")
+    if tokens is not None and tokens <= m.usage.total_tokens:
+        return _invalid(
+            f"the run has spent {m.usage.total_tokens} tokens; "
+            f"max_total_tokens must be above that (got {tokens})"
+        )
+    if cost is not None and cost <= m.usage.cost_usd:
+        return _invalid(
+            f"the run has spent ${m.usage.cost_usd:.4f}; "
+            f"max_cost_usd must be above that (got {cost:g})"
+        )
+    return None
+
+
+def record(memory: RunMemory, raised: Budget) -> bool:
+    """Replaces the limits `raised` names; True when that lets a paused run go on."""
+    m = memory
+    current = m.budget.limits or Budget()
+    m.budget.limits = current.model_copy(update=raised.model_dump(exclude_none=True))
+    return m.phase is Phase.WAITING_USER and m.budget.paused and goes_on(m)
+
+
+def _invalid(message: str) -> ApplicationError:
+    return ApplicationError(message, type=ErrorCode.BUDGET_INVALID)
