@@ -64,9 +64,9 @@ class Prices(BaseModel):
     input: float = Field(ge=0)
     output: float = Field(ge=0)
     cache_read: float | None = Field(default=None, ge=0)
-    """Cached input read back; billed by `cache_cost` once `Usage` counts cache tokens."""
+    """Input read back from the provider's prompt cache; none: at `input`."""
     cache_write: float | None = Field(default=None, ge=0)
-    """Input written to the provider's prompt cache; see `cache_read`."""
+    """Input written to the provider's prompt cache; none: at `input`."""
 
     def cost_of(self, usage: Usage) -> float:
         """The estimated cost of one call's `usage`, in US dollars: input read from or

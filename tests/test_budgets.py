@@ -167,3 +167,17 @@ async def test_start_gives_a_run_its_budget_from_the_command_line(agent: Agent) 
     state = await run.wait_for(WAITING)
     assert state.budget == Budget(max_total_tokens=100, max_cost_usd=2.0)
     assert state.waiting_for is WaitingFor.BUDGET
+
+
+def test_cached_input_is_priced_at_its_own_rates() -> None:
+    prices = Prices(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)
+    usage = Usage(
+        prompt_tokens=1_000_000,  # all input, the cached part included
+        cache_read_tokens=600_000,
+        cache_write_tokens=200_000,
+        completion_tokens=100_000,
+    )
+
+    full_price, reads, writes, output = 200_000 * 3.0, 600_000 * 0.3, 200_000 * 3.75, 1.5e6
+    assert prices.cost_of(usage) == pytest.approx((full_price + reads + writes + output) / 1e6)
+    assert Prices(input=3.0, output=15.0).cost_of(usage) == pytest.approx((3e6 + 1.5e6) / 1e6)
