@@ -13,7 +13,7 @@ from tarry.client import TarryError
 from tarry.contracts import MAX_INPUT_BYTES, ChatMessage, ErrorCode, Mode, Phase, UserInput
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent, tool_result
-from workflows.agent_run import REPEAT_HINT
+from workflows.tool_calls import REPEAT_HINT
 
 WAITING = {Phase.WAITING_USER}
 ENDED = {Phase.COMPLETED, Phase.FAILED}

@@ -6,12 +6,12 @@ Signal and update handlers only record intent in `RunMemory`; the main loop alon
 moves the run, at turn boundaries. That keeps every decision in one place and makes
 the order of replies, pauses and stops exactly the order the loop saw them.
 
-A run of any length keeps a short history: at a safe point (a turn boundary or while
-it waits for the user, with no handler in flight) it continues as new, handing its
-whole `RunMemory` to the next run of the chain under the same workflow id.
+A run of any length keeps a short history: at a safe point it continues as new,
+handing its whole `RunMemory` to the next run of the chain under the same workflow id.
 
 This module is the handlers, the loop, phase changes and the hand-over; a turn's model
-call is `model_calls`, its tool calls `tool_calls`, the approval rules `approvals`.
+call is `model_calls`, its tool calls `tool_calls`, the rules of approvals, budgets and
+structured output are `approvals`, `budgets` and `output`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ with workflow.unsafe.imports_passed_through():
     from tarry.contracts import (
         WORKFLOW_TYPE,
         Budget,
-        ChatMessage,
         Decision,
         ErrorCode,
         ErrorInfo,
@@ -47,16 +46,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows import approvals, budgets, model_calls, output, tool_calls
     from workflows.details import count_phase, current_details, search_attributes
-    from workflows.memory import (
-        Budgets,
-        RunMemory,
-        WorkflowInput,
-        transcript_page,
-    )
+    from workflows.memory import Budgets, RunMemory, WorkflowInput, transcript_page
     from workflows.stream import RunStream
-
-REPEAT_HINT = "You are repeating the same tool call; try a different approach."
-REPEAT_HINT_AFTER = 5
 
 # Runs recorded before continue-as-new existed replay without it.
 _HAND_OVER_PATCH = "continue-as-new"
@@ -234,9 +225,7 @@ class AgentRunWorkflow:
             return self._settle(Phase.WAITING_USER)
         if self._hand_over_due():
             self._hand_over()
-        if m.guards.streak >= REPEAT_HINT_AFTER:
-            m.guards.streak = 0
-            m.transcript.append(ChatMessage(role="user", content=REPEAT_HINT))
+        tool_calls.hint_if_repeating(m)
         # One patch id per turn: `patched` answers once per id and run, and an id answered
         # False while an old run replays would keep it on the old path for good. So an
         # old run replays the old way and resolves the catalogue at its first live step.
@@ -336,8 +325,7 @@ class AgentRunWorkflow:
 
     @contextlib.contextmanager
     def _caller(self) -> Iterator[None]:
-        """Counts a `send`, `decide` or `raise_budget` caller waiting for this run's next
-        stop point."""
+        """Counts a caller (`send`, `decide`, `raise_budget`) owed the next stop point."""
         self._callers += 1
         try:
             yield

@@ -41,6 +41,9 @@ from workflows.details import tool_summary
 from workflows.memory import RunMemory, WorkflowInput, call_fingerprint
 from workflows.model_calls import error_of
 
+REPEAT_HINT = "You are repeating the same tool call; try a different approach."
+REPEAT_HINT_AFTER = 5
+
 _TOOL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
 # A tool that must not run twice gets one attempt: a retry after its worker died could
 # repeat a side effect (a mail sent, a payment made) that the first attempt completed.
@@ -185,6 +188,14 @@ async def _decision_on(
     if m.phase is Phase.WAITING_USER and not m.undecided() and not m.stop_requested:
         resume()
     return decisions[call.id]
+
+
+def hint_if_repeating(memory: RunMemory) -> None:
+    """The same tool called `REPEAT_HINT_AFTER` times in a row earns the model one hint
+    before its next call."""
+    if memory.guards.streak >= REPEAT_HINT_AFTER:
+        memory.guards.streak = 0
+        memory.transcript.append(ChatMessage(role="user", content=REPEAT_HINT))
 
 
 def record(
