@@ -55,6 +55,7 @@ async def test_an_answer_that_misses_is_shown_its_errors_once_and_repaired(
     assert repair.role == "user"
     assert repair.content is not None
     assert "the answer is not JSON" in repair.content
+    assert repair.content.endswith(json.dumps(SCHEMA))  # for a provider that was not sent it
     assert [(m.role, m.content) for m in transcript[3:]] == [("assistant", '{"files": 3}')]
     assert "response_format" in agent.model.requests[1].body
 

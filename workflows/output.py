@@ -51,9 +51,11 @@ def finish(memory: RunMemory, schema: dict[str, Any] | None) -> ErrorInfo | bool
             details={"errors": found},
         )
     m.guards.output_repairs += 1
+    # The schema itself too: a provider without structured output never sent it.
     repair = (
         "Your answer does not fit the required JSON schema:\n"
-        f"{listed}\nAnswer again with only JSON that fits the schema."
+        f"{listed}\nAnswer again with only JSON that fits the schema:\n"
+        f"{json.dumps(schema, ensure_ascii=False)}"
     )
     m.transcript.append(ChatMessage(role="user", content=repair))
     return False
