@@ -54,8 +54,19 @@ class RunRow(BaseModel):
             waiting_for=attributes.get(WAITING_FOR_ATTRIBUTE),
             started=execution.start_time,
             updated_at=execution.close_time or execution.start_time,
-            summary=await execution.memo_value(SUMMARY_MEMO, None, type_hint=str),
+            summary=await _summary(execution),
         )
+
+
+async def _summary(execution: WorkflowExecution) -> str | None:
+    """The run's summary memo; None where this client cannot read it (a run encrypted
+    with a key it does not hold, sharing the namespace): one such run must not keep the
+    others from being listed."""
+    try:
+        summary: str | None = await execution.memo_value(SUMMARY_MEMO, None, type_hint=str)
+    except (KeyError, ValueError):  # an encoding it lacks; a wrong key (EncryptionKeyError)
+        return None
+    return summary
 
 
 class RunPage(BaseModel):

@@ -28,6 +28,7 @@ from tarry.cli.codec_server import DEFAULT_ORIGIN, codec_app
 from tarry.client import RunHandle, Tarry, connect_temporal
 from tarry.codec import EncryptionCodec, new_key
 from tarry.contracts import ChatMessage, Phase, RunInput, RunState
+from tarry.runs import find_runs
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import CANARY_KEY, FAST_TIMEOUTS, temporal_cli, tool_result
@@ -184,6 +185,17 @@ async def test_search_attributes_stay_plain_so_runs_can_be_listed(
 
     values = [json.loads(base64.b64decode(p["data"])) for p in attributes if "data" in p]
     assert "WaitingUser" in values
+
+
+async def test_a_client_without_the_key_lists_an_encrypted_run_without_its_summary(
+    encrypted: EncryptedRun, temporal: Client
+) -> None:
+    run_id = encrypted.run.id
+
+    page = await find_runs(temporal, limit=1000)
+
+    [row] = [r for r in page.rows if r.run_id == run_id]
+    assert (row.phase, row.summary) == (Phase.COMPLETED, None)
 
 
 async def test_an_encrypted_history_replays_with_the_key(encrypted: EncryptedRun) -> None:
