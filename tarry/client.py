@@ -371,13 +371,13 @@ class RunHandle:
         async with asyncio.timeout(seconds):
             # A query is the only view of a phase; polling it costs no history.
             while True:
-                state = await self._state_when_served()
+                state = await self.served_state()
                 if state is not None and state.phase in phases:
                     return state
                 await asyncio.sleep(0.05)
 
-    async def _state_when_served(self) -> RunState | None:
-        """The run's state; None while no worker serves it."""
+    async def served_state(self) -> RunState | None:
+        """The run's state; None while no worker serves it (one may come later)."""
         try:
             return await self.state()
         except TarryError as e:

@@ -76,6 +76,10 @@ def texts(browser: WebDriver, selector: str) -> list[str]:
     return [e.text for e in browser.find_elements(By.CSS_SELECTOR, selector)]
 
 
+def first(browser: WebDriver, selector: str) -> WebElement | None:
+    return next(iter(browser.find_elements(By.CSS_SELECTOR, selector)), None)
+
+
 async def open_run(browser: WebDriver, api: Api, run_id: str) -> None:
     """Opens the inbox and the waiting run from its list, as a person would."""
     await asyncio.to_thread(browser.get, api.url + "/")
@@ -128,8 +132,7 @@ async def test_a_person_approves_a_gated_call_in_the_inbox(
 
     await open_run(browser, api, run_id)
     card: WebElement = await until(
-        lambda: next(iter(browser.find_elements(By.CSS_SELECTOR, "#approvals .approval")), None),
-        "the pending call's card",
+        lambda: first(browser, "#approvals .approval"), "the pending call's card"
     )
     assert "write_file" in card.text
     await asyncio.to_thread(card.find_element(By.CSS_SELECTOR, "button.approve").click)
@@ -151,10 +154,7 @@ async def test_html_in_a_model_answer_is_shown_as_text_and_never_runs(
     await api.run(run_id).wait_for(WAITING)
 
     await open_run(browser, api, run_id)
-    body: WebElement = await until(
-        lambda: next(iter(browser.find_elements(By.CSS_SELECTOR, ".assistant .body")), None),
-        "the answer",
-    )
+    body: WebElement = await until(lambda: first(browser, ".assistant .body"), "the answer")
 
     assert "<script>document.title='pwned-script'</script>" in body.text
     assert "<img src=x" in body.text

@@ -60,16 +60,6 @@ def idempotent_run_id(key: str) -> str:
     return f"run-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 
-async def first_state(run: RunHandle) -> RunState | None:
-    """The run's state; None while no worker serves it (a worker may come later)."""
-    try:
-        return await run.state()
-    except TarryError as e:
-        if e.code is not ErrorCode.RUN_NOT_SERVED:
-            raise
-        return None
-
-
 async def existing(tarry: Tarry, run_id: str) -> RunHandle | None:
     run = tarry.get(run_id)
     try:
@@ -113,14 +103,14 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         run_id = body.id or (idempotent_run_id(idempotency_key) if idempotency_key else None)
         input = RunInput.model_validate(body.model_dump(exclude={"id"}))
         if idempotency_key and run_id and (run := await existing(tarry, run_id)):
-            return Started(id=run.id, state=await first_state(run))
+            return Started(id=run.id, state=await run.served_state())
         try:
             run = await tarry.start(input, run_id=run_id)
         except WorkflowAlreadyStartedError:
             if not idempotency_key or run_id is None:
                 raise
             run = tarry.get(run_id)  # the first of two concurrent retries started it
-        return Started(id=run.id, state=await first_state(run))
+        return Started(id=run.id, state=await run.served_state())
 
     @router.get("")
     async def list_runs(
