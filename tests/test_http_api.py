@@ -246,6 +246,21 @@ async def test_pause_is_accepted_and_the_run_waits_at_its_next_turn_boundary(
     assert len(api.agent.model.requests) == 1
 
 
+async def test_raising_the_budget_of_a_run_waiting_for_it_lets_it_go_on(api: Api) -> None:
+    usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+    api.agent.model.add(call("list_files", id="c1", usage=usage), say("Three files."))
+    run_id = await api.start("look around", budget={"max_total_tokens": 100})
+    assert (await until_stopped(api, run_id))["waiting_for"] == WaitingFor.BUDGET
+
+    too_low = await api.http.post(f"/v1/runs/{run_id}/budget", json={"max_total_tokens": 110})
+    raised = await api.http.post(f"/v1/runs/{run_id}/budget", json={"max_total_tokens": 1000})
+
+    assert error_of(too_low) == (422, ErrorCode.BUDGET_INVALID)
+    assert raised.status_code == 200, raised.text
+    assert raised.json()["last_assistant_text"] == "Three files."
+    assert raised.json()["waiting_for"] == WaitingFor.INPUT
+
+
 async def test_stop_is_accepted_and_ends_a_waiting_run_with_its_reason(api: Api) -> None:
     run_id = await api.start()
 
@@ -381,6 +396,7 @@ async def test_the_openapi_document_describes_every_route(api: Api) -> None:
         "/v1/runs/{run_id}/transcript",
         "/v1/runs/{run_id}/messages",
         "/v1/runs/{run_id}/approvals",
+        "/v1/runs/{run_id}/budget",
         "/v1/runs/{run_id}/pause",
         "/v1/runs/{run_id}/stop",
         "/v1/runs/{run_id}/events",

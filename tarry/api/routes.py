@@ -28,6 +28,7 @@ from tarry.api.models import (
 )
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import (
+    Budget,
     Decision,
     ErrorCode,
     Phase,
@@ -180,6 +181,16 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         the decision cannot apply (nothing pending, an unknown or decided call)."""
         state = await tarry.get(run_id).decide(
             body.call_id, approved=body.approved, reason=body.reason, arguments=body.arguments
+        )
+        return RunView(id=run_id, **state.model_dump())
+
+    @router.post("/{run_id}/budget")
+    async def raise_budget(run_id: str, body: Budget) -> RunView:
+        """Raise the run's budget (the limits given replace its own): a run waiting for
+        it goes on and the answer is the state at its next stop point, else the state
+        at once; 422 `BUDGET_INVALID` for a limit not above what the run has spent."""
+        state = await tarry.get(run_id).raise_budget(
+            max_total_tokens=body.max_total_tokens, max_cost_usd=body.max_cost_usd
         )
         return RunView(id=run_id, **state.model_dump())
 

@@ -144,7 +144,7 @@ function showWaiting(runs) {
       const link = el("a");
       link.href = `#/runs/${encodeURIComponent(run.id)}`;
       link.append(el("span", "summary", run.summary || run.id));
-      const what = run.waiting_for === "approval" ? "approval" : "reply";
+      const what = { approval: "approval", budget: "budget" }[run.waiting_for] || "reply";
       link.append(el("span", `tag tag-${what}`, what));
       const turns = `${run.turns} turn${run.turns === 1 ? "" : "s"}`;
       link.append(el("span", "muted small", `${run.id} · ${turns} · ${run.model}`));
