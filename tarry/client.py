@@ -32,8 +32,9 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
+from temporalio.common import WorkflowIDReusePolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -54,6 +55,7 @@ from tarry.contracts import (
     TranscriptQuery,
     UserInput,
     reply_problem,
+    run_id_problem,
 )
 from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
 from tarry.settings import TarrySettings
@@ -144,28 +146,40 @@ class Tarry:
         itself once one takes it."""
         if isinstance(input, str):
             input = RunInput(prompt=input)
-        run_id = run_id or f"run-{uuid.uuid4().hex[:8]}"
+        run_id = _checked_id(f"run-{uuid.uuid4().hex[:8]}" if run_id is None else run_id)
         summary = _summary_of(input.prompt)
-        handle = await self.client.start_workflow(
-            WORKFLOW_TYPE,
-            input,
-            id=run_id,
-            task_queue=self.task_queue,
-            result_type=RunResult,
-            # The UI's run list shows this, so runs can be told apart at a glance.
-            static_summary=summary,
-            # `tarry list` reads it here: list results carry a memo, not the summary.
-            memo={SUMMARY_MEMO: summary},
-        )
+        try:
+            handle = await self.client.start_workflow(
+                WORKFLOW_TYPE,
+                input,
+                id=run_id,
+                task_queue=self.task_queue,
+                result_type=RunResult,
+                # An ended run's id is taken too: a new conversation under it would hide
+                # the old one and inherit its workspace. `resume` goes on with that run.
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                # The UI's run list shows this, so runs can be told apart at a glance.
+                static_summary=summary,
+                # `tarry list` reads it here: list results carry a memo, not the summary.
+                memo={SUMMARY_MEMO: summary},
+            )
+        except WorkflowAlreadyStartedError:
+            raise TarryError(
+                ErrorCode.RUN_EXISTS,
+                f"a run with id {run_id!r} exists already; choose another id, or go on with"
+                " that run (`tarry resume` when it has ended)",
+            ) from None
         run = RunHandle(self.client, handle)
         if input.tools is not None or input.require_approval:
             await run._check_tools()
         return run
 
     def get(self, run_id: str) -> RunHandle:
-        """A handle to an existing run; it is checked on first use."""
+        """A handle to an existing run; it is checked on first use (`RUN_ID_INVALID` at
+        once for what can never be a run id)."""
         return RunHandle(
-            self.client, self.client.get_workflow_handle(run_id, result_type=RunResult)
+            self.client,
+            self.client.get_workflow_handle(_checked_id(run_id), result_type=RunResult),
         )
 
 
@@ -484,6 +498,12 @@ def _not_ready(e: RPCError) -> bool:
     """The server's refusal of an update while the run's workflow task is failing."""
     status = e.grpc_status
     return any(d.Is(WorkflowNotReadyFailure.DESCRIPTOR) for d in status.details)
+
+
+def _checked_id(run_id: str) -> str:
+    if problem := run_id_problem(run_id):
+        raise TarryError(ErrorCode.RUN_ID_INVALID, problem)
+    return run_id
 
 
 def _summary_of(prompt: str) -> str:

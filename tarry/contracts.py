@@ -8,6 +8,7 @@ upgrade, so every field added later needs a default, and names never change.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
@@ -23,9 +24,11 @@ __all__ = [
     "INTERRUPTED_NOTE",
     "LLM_ACTIVITY",
     "MAX_INPUT_BYTES",
+    "MAX_RUN_ID_LENGTH",
     "MCP_TOOL_ACTIVITY",
     "MODEL_ATTRIBUTE",
     "PHASE_ATTRIBUTE",
+    "RUN_ID_PATTERN",
     "SEARCH_ATTRIBUTES",
     "TOOL_CATALOGUE_ACTIVITY",
     "TRANSCRIPT_PAGE_BYTES",
@@ -66,6 +69,7 @@ __all__ = [
     "UserInput",
     "WaitingFor",
     "reply_problem",
+    "run_id_problem",
 ]
 
 WORKFLOW_TYPE = "AgentRun"
@@ -169,6 +173,8 @@ class ErrorCode(StrEnum):
     RUN_NOT_SERVED = "RUN_NOT_SERVED"
     RUN_NOT_ENDED = "RUN_NOT_ENDED"
     RUN_EXISTS = "RUN_EXISTS"
+    RUN_ID_INVALID = "RUN_ID_INVALID"
+    IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     UNAUTHORIZED = "UNAUTHORIZED"
     PAYLOAD_NOT_STORED = "PAYLOAD_NOT_STORED"
 
@@ -365,6 +371,30 @@ class RunInput(BaseModel):
             except jsonschema.SchemaError as e:
                 raise ValueError(f"output_schema is not a JSON Schema: {e.message}") from None
         return schema
+
+
+RUN_ID_PATTERN = r"^(?!\.)[A-Za-z0-9_.:@-]{1,200}$"
+"""What a run id may be, at every door (client, CLI, API, MCP): 1 to 200 letters, digits,
+`-`, `_`, `.`, `:` and `@`, not starting with a dot. An id names the run's workspace
+directory and is shown in the inbox and the Temporal UI, so `/`, `..`, control and
+right-to-left override characters, which would escape the one or spoof the others, are
+never an id; Temporal's own limit (1,000 characters) is far above any id a person reads."""
+MAX_RUN_ID_LENGTH = 200
+_RUN_ID = re.compile(RUN_ID_PATTERN)
+
+
+def run_id_problem(run_id: str) -> str | None:
+    """Why `run_id` cannot be a run id (see `RUN_ID_PATTERN`), or None when it can."""
+    if _RUN_ID.fullmatch(run_id):
+        return None
+    if not run_id:
+        return "a run id cannot be empty"
+    if len(run_id) > MAX_RUN_ID_LENGTH:
+        return f"a run id has at most {MAX_RUN_ID_LENGTH} characters, not {len(run_id)}"
+    if run_id.startswith("."):
+        return f"a run id cannot start with a dot: {run_id!r}"
+    bad = next(c for c in run_id if not re.fullmatch(r"[A-Za-z0-9_.:@-]", c))
+    return f"a run id has only letters, digits and - _ . : @, not {bad!r}: {run_id!r}"
 
 
 def reply_problem(text: str) -> tuple[ErrorCode, str] | None:

@@ -33,11 +33,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from temporalio.client import Client
-from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from tarry.cli.processes import DevServer, WorkerProcess
-from tarry.client import RunHandle, Tarry
-from tarry.contracts import ChatMessage, Phase, RunInput, RunState, Timeouts
+from tarry.client import RunHandle, Tarry, TarryError
+from tarry.contracts import ChatMessage, ErrorCode, Phase, RunInput, RunState, Timeouts
 from tarry.entrypoint import run_main
 from tests.faults import (
     FunctionModel,
@@ -245,8 +244,10 @@ class RunDriver:
             return await self.tarry.start(
                 RunInput(prompt=prompt, timeouts=SOAK_TIMEOUTS), run_id=self.run_id
             )
-        except WorkflowAlreadyStartedError:  # an earlier attempt got through
-            return self.tarry.get(self.run_id)
+        except TarryError as e:
+            if e.code is not ErrorCode.RUN_EXISTS:
+                raise
+            return self.tarry.get(self.run_id)  # an earlier attempt got through
 
 
 # --- Faults --------------------------------------------------------------------------

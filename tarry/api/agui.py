@@ -35,7 +35,6 @@ from ag_ui.core import (
 from ag_ui.encoder import EventEncoder
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
-from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from tarry.api.feeds import Feeds
 from tarry.api.routes import existing
@@ -243,7 +242,9 @@ async def _deliver(tarry: Tarry, thread: str, message: UserMessage | None) -> in
         try:
             await tarry.start(RunInput(prompt=text), run_id=thread)
             return 0
-        except WorkflowAlreadyStartedError:
+        except TarryError as e:
+            if e.code is not ErrorCode.RUN_EXISTS:
+                raise
             run = tarry.get(thread)  # a retry of this request started it meanwhile
     if message is None:
         raise TarryError(ErrorCode.INPUT_EMPTY, "no user message to send to the run")

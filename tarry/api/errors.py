@@ -11,7 +11,6 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from tarry.client import TarryError
 from tarry.contracts import MAX_INPUT_BYTES, ErrorCode
@@ -34,6 +33,8 @@ _STATUS = {
     ErrorCode.RUN_NOT_FOUND: HTTPStatus.NOT_FOUND,
     ErrorCode.RUN_ENDED: HTTPStatus.CONFLICT,
     ErrorCode.RUN_EXISTS: HTTPStatus.CONFLICT,
+    ErrorCode.RUN_ID_INVALID: HTTPStatus.UNPROCESSABLE_ENTITY,
+    ErrorCode.IDEMPOTENCY_KEY_REUSED: HTTPStatus.UNPROCESSABLE_ENTITY,
     ErrorCode.RUN_NOT_ENDED: HTTPStatus.CONFLICT,
     ErrorCode.APPROVAL_NOTHING_PENDING: HTTPStatus.CONFLICT,
     ErrorCode.APPROVAL_UNKNOWN_CALL: HTTPStatus.CONFLICT,
@@ -93,21 +94,10 @@ def _http_error(_: Request, error: Exception) -> JSONResponse:
     return error_response(status, code, error.detail)
 
 
-def _already_started(_: Request, error: Exception) -> JSONResponse:
-    assert isinstance(error, WorkflowAlreadyStartedError)
-    return error_response(
-        HTTPStatus.CONFLICT,
-        ErrorCode.RUN_EXISTS,
-        f"a run with id {error.workflow_id!r} already exists; an Idempotency-Key makes a"
-        " retried start return it instead",
-    )
-
-
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(TarryError, _tarry_error)
     app.add_exception_handler(RequestValidationError, _schema_error)
     app.add_exception_handler(HTTPException, _http_error)
-    app.add_exception_handler(WorkflowAlreadyStartedError, _already_started)
 
 
 class _BodyTooLarge(HTTPException):

@@ -13,7 +13,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
-from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from tarry.api.errors import ApiError, ErrorBody
 from tarry.api.feeds import Feeds
@@ -107,8 +106,8 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
             return Started(id=run.id, state=await run.served_state())
         try:
             run = await tarry.start(input, run_id=run_id)
-        except WorkflowAlreadyStartedError:
-            if not idempotency_key or run_id is None:
+        except TarryError as e:
+            if e.code is not ErrorCode.RUN_EXISTS or not idempotency_key or run_id is None:
                 raise
             run = tarry.get(run_id)  # the first of two concurrent retries started it
         return Started(id=run.id, state=await run.served_state())

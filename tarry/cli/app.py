@@ -23,7 +23,6 @@ from pydantic_core import to_jsonable_python
 from rich.console import Console, Group, RenderableType
 from rich.table import Column, Table
 from rich.text import Text
-from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from tarry.cli.chat import converse, exchange, follow, judge
@@ -97,8 +96,6 @@ def _run(main: Coroutine[Any, Any, T]) -> T:
         _fail(f"{e.code}: {e.message}")
     except (CliError, EncryptionKeyError) as e:
         _fail(str(e))
-    except WorkflowAlreadyStartedError as e:
-        _fail(f"a run with id {e.workflow_id!r} already exists")
     except RPCError as e:
         _fail(f"{e.status.name}: {e.message}")
     except ValidationError as e:
