@@ -1,0 +1,189 @@
+"""Which browser pages may reach the HTTP API: a guard on `Host` and `Origin`, and the
+headers that keep the inbox out of other sites' frames.
+
+Tokens decide who may drive runs; they do not stop a web page in the user's own browser.
+With no tokens the API trusts whoever reaches its loopback port, and two kinds of page
+reach it from the browser of the same machine:
+
+- DNS rebinding: a page on `evil.example`, whose name then resolves to 127.0.0.1, is the
+  same origin as the API under that name, so it may read and post anything. Its requests
+  carry `Host: evil.example`; the API answers only the names it is reached by legitimately
+  (421 `MISDIRECTED_REQUEST` otherwise).
+- Cross-site requests: a page on another origin may post a form or `text/plain` without
+  asking (no CORS preflight). Its `Origin` is not the API's own: refused (403 `FORBIDDEN`)
+  for every method that changes something.
+- Clickjacking: another site frames a run's page and has the user click Approve. Every
+  response forbids framing (`frame-ancestors 'none'`, `X-Frame-Options: DENY`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from base64 import b64encode
+from collections.abc import Sequence
+from http import HTTPStatus
+from urllib.parse import urlsplit
+
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tarry.api.errors import error_response
+from tarry.servers import is_loopback
+
+__all__ = [
+    "ANY_HOST",
+    "CONTENT_SECURITY_POLICY",
+    "AccessGuard",
+    "SecurityHeaders",
+    "page_policy",
+]
+
+ANY_HOST = "*"
+"""In TARRY_API_ALLOWED_HOSTS: any `Host` (the API's own checks of it are off)."""
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+    " connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+"""The inbox's and the API's policy: nothing but this server's own files, no inline
+script (a model's HTML that slipped through the sanitiser would not run), no framing."""
+
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""Methods that change nothing, so a foreign `Origin` may send them: CORS still keeps
+their answers from the page."""
+
+_UNGUARDED_PATHS = frozenset({"/healthz"})
+"""Says only whether Temporal answers, and orchestrators probe it by the pod's address."""
+
+_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+def _host_and_port(authority: str, default_port: int) -> tuple[str, int] | None:
+    """`name:port` (or `[v6]:port`) split, the name lower-case; None if it is no authority."""
+    try:
+        parts = urlsplit(f"//{authority}")
+        name, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not name or parts.username is not None or parts.path:
+        return None
+    return name, default_port if port is None else port
+
+
+class AccessGuard:
+    """Answers a request only when its `Host` names this machine (a loopback name or
+    address, or the address the server listens on) or one of `allowed_hosts`, and
+    refuses a state-changing one whose `Origin` is neither the API's own, one of those
+    hosts, nor one of `cors_origins`.
+
+    An entry of `allowed_hosts` is `name` (any port) or `name:port`; `*` lets any `Host`
+    through, while `Origin` stays checked against the request's own `Host`."""
+
+    def __init__(
+        self, app: ASGIApp, allowed_hosts: Sequence[str], cors_origins: Sequence[str]
+    ) -> None:
+        self.app = app
+        self.any_host = ANY_HOST in allowed_hosts
+        named = [_host_and_port(h, 0) for h in allowed_hosts if h != ANY_HOST]
+        self.hosts = {h for h in named if h is not None}
+        # An entry without a port stands for every port of its name.
+        self.any_port = {name for name, port in self.hosts if port == 0}
+        self.cors_origins = frozenset(o.rstrip("/").lower() for o in cors_origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in _UNGUARDED_PATHS:
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        default_port = 443 if scope["scheme"] == "https" else 80
+        host = _host_and_port(headers.get("host", ""), default_port)
+        if not self.any_host and (host is None or not self._is_ours(host, scope)):
+            await error_response(
+                HTTPStatus.MISDIRECTED_REQUEST,
+                HTTPStatus.MISDIRECTED_REQUEST.name,
+                f"this API does not answer to Host {headers.get('host', '')!r}; it answers to"
+                " localhost and this machine's loopback addresses: behind a proxy or under"
+                " another name, set TARRY_API_ALLOWED_HOSTS=NAME[,NAME...]",
+            )(scope, receive, send)
+            return
+        origin = headers.get("origin")
+        if (
+            scope["method"] not in _SAFE_METHODS
+            and origin is not None
+            and not self._is_own_origin(origin, host)
+        ):
+            await error_response(
+                HTTPStatus.FORBIDDEN,
+                HTTPStatus.FORBIDDEN.name,
+                f"refused a request from the page {origin!r}: it is not this API's own; to"
+                " let it call the API, set TARRY_API_CORS_ORIGINS",
+            )(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _is_ours(self, host: tuple[str, int], scope: Scope) -> bool:
+        name, port = host
+        if host in self.hosts or name in self.any_port:
+            return True
+        listening = scope.get("server")
+        # An address (never a name) cannot be rebound to another machine.
+        return is_loopback(name) or (
+            listening is not None and (name, port) == (listening[0], listening[1])
+        )
+
+    def _is_own_origin(self, origin: str, host: tuple[str, int] | None) -> bool:
+        if origin.rstrip("/").lower() in self.cors_origins:
+            return True
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https"):
+            return False  # `null`: a sandboxed frame, a file, a redirect across sites
+        page = _host_and_port(parts.netloc, 443 if parts.scheme == "https" else 80)
+        # The page's port may differ from the API's behind a proxy; a named host is trusted
+        # on every port its entry allows.
+        return page is not None and (page == host or page in self.hosts or page[0] in self.any_port)
+
+
+class SecurityHeaders:
+    """Adds `CONTENT_SECURITY_POLICY` (unless a route set its own), `X-Frame-Options:
+    DENY`, `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer` to every
+    response, errors included. A `<meta>` policy cannot forbid framing; a header can."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+                for name, value in _HEADERS.items():
+                    headers[name] = value
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def page_policy(html: str) -> str:
+    """A policy for a page that is not ours (Swagger UI at `/docs`): what it loads from
+    the hosts it names (a CDN) and exactly its own inline scripts (by hash), no other
+    script; no framing, like every other page."""
+    hosts = " ".join(sorted(set(re.findall(r'(?:src|href)="(https://[^/"]+)', html))))
+    hashes = " ".join(
+        f"'sha256-{b64encode(hashlib.sha256(script.encode()).digest()).decode()}'"
+        for script in re.findall(r"<script>(.*?)</script>", html, flags=re.DOTALL)
+    )
+    # Swagger UI styles its elements inline, which a policy cannot allow by hash.
+    return (
+        f"default-src 'none'; script-src {hosts} {hashes}; style-src {hosts} 'unsafe-inline';"
+        f" img-src 'self' data: {hosts}; connect-src 'self'; base-uri 'none';"
+        " form-action 'self'; frame-ancestors 'none'"
+    )
