@@ -176,6 +176,7 @@ def page_policy(html: str) -> str:
     """A policy for a page that is not ours (Swagger UI at `/docs`): what it loads from
     the hosts it names (a CDN) and exactly its own inline scripts (by hash), no other
     script; no framing, like every other page."""
+    scripts = " ".join(sorted(set(re.findall(r'<script src="(https://[^/"]+)', html))))
     hosts = " ".join(sorted(set(re.findall(r'(?:src|href)="(https://[^/"]+)', html))))
     hashes = " ".join(
         f"'sha256-{b64encode(hashlib.sha256(script.encode()).digest()).decode()}'"
@@ -183,7 +184,7 @@ def page_policy(html: str) -> str:
     )
     # Swagger UI styles its elements inline, which a policy cannot allow by hash.
     return (
-        f"default-src 'none'; script-src {hosts} {hashes}; style-src {hosts} 'unsafe-inline';"
+        f"default-src 'none'; script-src {scripts} {hashes}; style-src {hosts} 'unsafe-inline';"
         f" img-src 'self' data: {hosts}; connect-src 'self'; base-uri 'none';"
         " form-action 'self'; frame-ancestors 'none'"
     )
