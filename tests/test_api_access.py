@@ -145,6 +145,14 @@ def test_any_host_without_tokens_refuses_to_serve() -> None:
     check_exposure("127.0.0.1", named)
 
 
+def test_an_allowed_host_that_is_no_host_refuses_to_serve_saying_what_to_give() -> None:
+    settings = TarrySettings.model_construct(tarry_api_allowed_hosts=["https://tarry.example/"])
+
+    expected = "'https://tarry.example/' is not a host; give NAME or NAME:PORT"
+    with pytest.raises(ApiSetupError, match=re.escape(expected)):
+        check_exposure("127.0.0.1", settings)
+
+
 # --- Origin: cross-site requests --------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ import hashlib
 import re
 from base64 import b64encode
 from collections.abc import Sequence
+from dataclasses import dataclass
 from http import HTTPStatus
 from urllib.parse import urlsplit
 
@@ -35,6 +36,7 @@ __all__ = [
     "ANY_HOST",
     "CONTENT_SECURITY_POLICY",
     "AccessGuard",
+    "AllowedHosts",
     "SecurityHeaders",
     "page_policy",
 ]
@@ -75,24 +77,52 @@ def _host_and_port(authority: str, default_port: int) -> tuple[str, int] | None:
     return name, default_port if port is None else port
 
 
+@dataclass(frozen=True)
+class AllowedHosts:
+    """TARRY_API_ALLOWED_HOSTS: the names the API answers to besides this machine's."""
+
+    any_host: bool = False
+    """`*`: any `Host` (the check is off)."""
+    exact: frozenset[tuple[str, int]] = frozenset()
+    """`name:port` entries."""
+    any_port: frozenset[str] = frozenset()
+    """`name` entries: the name on every port."""
+
+    @classmethod
+    def parse(cls, entries: Sequence[str]) -> AllowedHosts:
+        """Raises ValueError, naming the entry, for one that is no `name[:port]` or `*`."""
+        exact: set[tuple[str, int]] = set()
+        any_port: set[str] = set()
+        for entry in entries:
+            if entry == ANY_HOST:
+                continue
+            parsed = _host_and_port(entry, 0)
+            if parsed is None:
+                raise ValueError(
+                    f"TARRY_API_ALLOWED_HOSTS: {entry!r} is not a host; give NAME or"
+                    " NAME:PORT as browsers send it in Host (no scheme, no path), or * for any"
+                )
+            if parsed[1] == 0:
+                any_port.add(parsed[0])
+            else:
+                exact.add(parsed)
+        return cls(ANY_HOST in entries, frozenset(exact), frozenset(any_port))
+
+    def __contains__(self, host: tuple[str, int]) -> bool:
+        return host in self.exact or host[0] in self.any_port
+
+
 class AccessGuard:
     """Answers a request only when its `Host` names this machine (a loopback name or
-    address, or the address the server listens on) or one of `allowed_hosts`, and
-    refuses a state-changing one whose `Origin` is neither the API's own, one of those
-    hosts, nor one of `cors_origins`.
-
-    An entry of `allowed_hosts` is `name` (any port) or `name:port`; `*` lets any `Host`
-    through, while `Origin` stays checked against the request's own `Host`."""
+    address, or the address the server listens on) or is one of `allowed_hosts`, and
+    refuses a state-changing one whose `Origin` is neither the API's own (its `Host`),
+    one of `allowed_hosts` (not merely `*`), nor one of `cors_origins`."""
 
     def __init__(
-        self, app: ASGIApp, allowed_hosts: Sequence[str], cors_origins: Sequence[str]
+        self, app: ASGIApp, allowed_hosts: AllowedHosts, cors_origins: Sequence[str]
     ) -> None:
         self.app = app
-        self.any_host = ANY_HOST in allowed_hosts
-        named = [_host_and_port(h, 0) for h in allowed_hosts if h != ANY_HOST]
-        self.hosts = {h for h in named if h is not None}
-        # An entry without a port stands for every port of its name.
-        self.any_port = {name for name, port in self.hosts if port == 0}
+        self.allowed = allowed_hosts
         self.cors_origins = frozenset(o.rstrip("/").lower() for o in cors_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -102,7 +132,7 @@ class AccessGuard:
         headers = Headers(scope=scope)
         default_port = 443 if scope["scheme"] == "https" else 80
         host = _host_and_port(headers.get("host", ""), default_port)
-        if not self.any_host and (host is None or not self._is_ours(host, scope)):
+        if not self.allowed.any_host and (host is None or not self._is_ours(host, scope)):
             await error_response(
                 HTTPStatus.MISDIRECTED_REQUEST,
                 HTTPStatus.MISDIRECTED_REQUEST.name,
@@ -128,7 +158,7 @@ class AccessGuard:
 
     def _is_ours(self, host: tuple[str, int], scope: Scope) -> bool:
         name, port = host
-        if host in self.hosts or name in self.any_port:
+        if host in self.allowed:
             return True
         listening = scope.get("server")
         # An address (never a name) cannot be rebound to another machine.
@@ -143,9 +173,8 @@ class AccessGuard:
         if parts.scheme not in ("http", "https"):
             return False  # `null`: a sandboxed frame, a file, a redirect across sites
         page = _host_and_port(parts.netloc, 443 if parts.scheme == "https" else 80)
-        # The page's port may differ from the API's behind a proxy; a named host is trusted
-        # on every port its entry allows.
-        return page is not None and (page == host or page in self.hosts or page[0] in self.any_port)
+        # Behind a proxy the page's port (443) is not the one the API sees in `Host`.
+        return page is not None and (page == host or page in self.allowed)
 
 
 class SecurityHeaders:

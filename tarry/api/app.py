@@ -23,7 +23,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from temporalio.service import RPCError
 
-from tarry.api.access import AccessGuard, SecurityHeaders, page_policy
+from tarry.api.access import AccessGuard, AllowedHosts, SecurityHeaders, page_policy
 from tarry.api.agui import agui_router
 from tarry.api.auth import bearer_guard
 from tarry.api.errors import BodyLimit, install_error_handlers
@@ -92,7 +92,7 @@ def create_app(
     app.add_middleware(BodyLimit)
     app.add_middleware(
         AccessGuard,
-        allowed_hosts=settings.tarry_api_allowed_hosts,
+        allowed_hosts=AllowedHosts.parse(settings.tarry_api_allowed_hosts),
         cors_origins=settings.tarry_api_cors_origins,
     )
     app.add_middleware(SecurityHeaders)  # outermost: its headers go on every refusal too

@@ -13,7 +13,7 @@ from types import TracebackType
 import uvicorn
 from fastapi import FastAPI
 
-from tarry.api.access import ANY_HOST
+from tarry.api.access import ANY_HOST, AllowedHosts
 from tarry.servers import is_loopback
 from tarry.settings import TarrySettings
 
@@ -32,6 +32,10 @@ def check_exposure(host: str, settings: TarrySettings) -> None:
     """Refuses to serve beyond this machine without tokens: whoever reaches the API can
     start runs, answer them and approve what their agents do. Nor, without tokens, to
     any `Host`: then any web page whose name resolves to 127.0.0.1 could."""
+    try:
+        AllowedHosts.parse(settings.tarry_api_allowed_hosts)
+    except ValueError as e:
+        raise ApiSetupError(str(e)) from None
     if settings.api_tokens():
         return
     if not is_loopback(host):
