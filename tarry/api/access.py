@@ -1,9 +1,9 @@
 """Which browser pages may reach the HTTP API: a guard on `Host` and `Origin`, and the
 headers that keep the inbox out of other sites' frames.
 
-Tokens decide who may drive runs; they do not stop a web page in the user's own browser.
-With no tokens the API trusts whoever reaches its loopback port, and two kinds of page
-reach it from the browser of the same machine:
+Tokens decide who may drive runs; without them the API trusts whoever reaches its
+loopback port, and every page the browser on this machine opens reaches it. Three ways,
+each closed here, with tokens or without:
 
 - DNS rebinding: a page on `evil.example`, whose name then resolves to 127.0.0.1, is the
   same origin as the API under that name, so it may read and post anything. Its requests
