@@ -5,8 +5,6 @@ in its browser. Over real HTTP against a served API: a `Host` that is not this m
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import re
 from collections.abc import AsyncIterator
 
@@ -224,15 +222,17 @@ async def test_every_answer_forbids_framing_sniffing_and_referrers(api: Api) -> 
     assert 'http-equiv="Content-Security-Policy"' not in answers["inbox"].text
 
 
-async def test_the_docs_page_may_run_swagger_ui_and_nothing_else(api: Api) -> None:
+async def test_the_docs_page_may_run_swagger_ui_from_its_cdn_and_no_other_script(
+    api: Api,
+) -> None:
     response = await api.http.get("/docs")
 
-    policy = response.headers["content-security-policy"]
-    (inline,) = re.findall(r"<script>(.*?)</script>", response.text, flags=re.DOTALL)
-    digest = base64.b64encode(hashlib.sha256(inline.encode()).digest()).decode()
-    script_src = re.search(r"script-src ([^;]*)", policy)
-    assert script_src is not None
-    assert set(script_src.group(1).split()) == {"https://cdn.jsdelivr.net", f"'sha256-{digest}'"}
+    policy = dict(
+        d.strip().split(" ", 1) for d in response.headers["content-security-policy"].split(";")
+    )
     assert 'src="https://cdn.jsdelivr.net/' in response.text
-    assert "frame-ancestors 'none'" in policy
+    scripts = policy["script-src"].split()
+    assert scripts[0] == "https://cdn.jsdelivr.net"
+    assert [s.startswith("'sha256-") for s in scripts[1:]] == [True]  # its one inline script
+    assert policy["frame-ancestors"] == "'none'"
     assert SECURITY_HEADERS.items() <= response.headers.items()
