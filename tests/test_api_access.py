@@ -168,6 +168,8 @@ async def test_cross_site_text_and_form_posts_to_stop_and_pause_change_nothing(
         ("multipart/form-data; boundary=x", form_data),
     ]
 
+    before = (await api.http.get(f"/v1/runs/{run_id}")).json()
+
     refusals = [
         await api.http.post(
             f"/v1/runs/{run_id}/{action}",
@@ -177,6 +179,7 @@ async def test_cross_site_text_and_form_posts_to_stop_and_pause_change_nothing(
         for action in ("stop", "pause")
         for kind, body in bodies
     ]
+    after = (await api.http.get(f"/v1/runs/{run_id}")).json()
     own = await api.http.post(
         f"/v1/runs/{run_id}/stop", json={"reason": "from the inbox"}, headers={"Origin": api.url}
     )
@@ -185,6 +188,7 @@ async def test_cross_site_text_and_form_posts_to_stop_and_pause_change_nothing(
         status, code, message = error_of(response)
         assert (status, code) == (403, "FORBIDDEN")
         assert "TARRY_API_CORS_ORIGINS" in message
+    assert after == before
     assert own.status_code == 202, own.text
     result = await api.run(run_id).result()
     assert (result.phase, result.stop_reason) == (Phase.COMPLETED, "from the inbox")
