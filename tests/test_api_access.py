@@ -13,7 +13,7 @@ import pytest
 from pydantic import SecretStr
 from temporalio.api.enums.v1 import EventType
 
-from tarry.api import ApiSetupError, check_exposure
+from tarry.api import ApiServer, ApiSetupError, check_exposure, create_app
 from tarry.contracts import ErrorCode, Phase
 from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import say
@@ -128,6 +128,29 @@ async def test_with_tokens_a_proxy_s_host_is_421_until_allowed_hosts_names_it(
     widened.run(started.json()["id"])
     assert error_of(other)[:2] == (421, "MISDIRECTED_REQUEST")
     assert any_host.status_code == 200
+
+
+async def test_allowed_hosts_come_from_the_environment_a_name_alone_on_any_port(
+    agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TARRY_API_ALLOWED_HOSTS", "tarry.example, other.example:8443")
+    settings = TarrySettings()
+
+    async with (
+        ApiServer(create_app(agent.tarry, settings), "127.0.0.1", 0) as server,
+        httpx.AsyncClient(base_url=server.url) as http,
+    ):
+        answers = {
+            host: (await http.get("/v1/runs", headers={"Host": host})).status_code
+            for host in ("tarry.example", "tarry.example:9", "other.example:8443", "other.example")
+        }
+
+    assert answers == {
+        "tarry.example": 200,
+        "tarry.example:9": 200,
+        "other.example:8443": 200,
+        "other.example": 421,
+    }
 
 
 def test_any_host_without_tokens_refuses_to_serve() -> None:

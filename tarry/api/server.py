@@ -31,7 +31,8 @@ class ApiSetupError(Exception):
 def check_exposure(host: str, settings: TarrySettings) -> None:
     """Refuses to serve beyond this machine without tokens: whoever reaches the API can
     start runs, answer them and approve what their agents do. Nor, without tokens, to
-    any `Host`: then any web page whose name resolves to 127.0.0.1 could."""
+    any `Host`: then any web page whose name resolves to 127.0.0.1 could. And says which
+    entry of TARRY_API_ALLOWED_HOSTS is no host."""
     try:
         AllowedHosts.parse(settings.tarry_api_allowed_hosts)
     except ValueError as e:
