@@ -347,7 +347,7 @@ async def unfinished_post(api: Api, headers: bytes, body: bytes) -> tuple[bytes,
     returns the status line and the JSON that came back anyway."""
     host, port = api.url.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
-    writer.write(b"POST /v1/runs/run-any/messages HTTP/1.1\r\nHost: api\r\n")
+    writer.write(f"POST /v1/runs/run-any/messages HTTP/1.1\r\nHost: {host}:{port}\r\n".encode())
     writer.write(b"Content-Type: application/json\r\n" + headers + b"\r\n" + body)
     await writer.drain()
     async with asyncio.timeout(30):

@@ -17,9 +17,17 @@ class ApiError extends Error {
   }
 }
 
+const TOKEN_KEY = "tarry-token";
+
 function authHeaders() {
-  const token = localStorage.getItem("tarry-token");
+  const token = localStorage.getItem(TOKEN_KEY);
   return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+// The token stays in this browser's local storage until forgotten: on a shared machine,
+// the next person at the browser could drive every run with it.
+function showTokenControl() {
+  $("forget-token-button").hidden = !localStorage.getItem(TOKEN_KEY);
 }
 
 async function api(method, path, body, idempotencyKey) {
@@ -499,8 +507,15 @@ function wire() {
     }
   });
   $("token-form").addEventListener("submit", () => {
-    localStorage.setItem("tarry-token", $("token-input").value);
+    localStorage.setItem(TOKEN_KEY, $("token-input").value);
+    showTokenControl();
     route();
+    refreshWaiting();
+  });
+  $("forget-token-button").addEventListener("click", () => {
+    localStorage.removeItem(TOKEN_KEY);
+    $("token-input").value = "";
+    showTokenControl();
     refreshWaiting();
   });
   window.addEventListener("hashchange", route);
@@ -508,6 +523,7 @@ function wire() {
 
 document.addEventListener("DOMContentLoaded", () => {
   wire();
+  showTokenControl();
   route();
   refreshWaiting();
   setInterval(refreshWaiting, WAITING_POLL_MS);
