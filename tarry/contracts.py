@@ -548,6 +548,10 @@ class ToolDefinition(BaseModel):
     tool of the worker's own, run by the activity named after it."""
     remote_name: str | None = Field(default=None, exclude_if=_none)
     """The tool's name on its MCP server; `name` is `SERVER__TOOL`, shortened."""
+    local: bool = Field(default=False, exclude_if=_empty)
+    """Quick and read-only: a call that waits for no decision runs as a local activity,
+    inside the run's own workflow task, saving the server round trip of an activity task.
+    History records it as a marker with the call's summary."""
 
 
 class CatalogueRequest(BaseModel):
