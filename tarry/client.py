@@ -136,6 +136,8 @@ class Tarry:
 
     @classmethod
     async def connect(cls, settings: TarrySettings | None = None) -> Tarry:
+        """Connects to the Temporal server `settings` name (the environment's, by default)
+        with the data converter every Tarry process shares (`connect_temporal`)."""
         settings = settings or TarrySettings()
         return cls(await connect_temporal(settings), settings.tarry_task_queue)
 
@@ -285,10 +287,14 @@ class RunHandle:
                 delay = min(delay * 2, 2.0)
 
     async def pause(self) -> None:
+        """Asks the run to wait for a person at its next turn boundary (the `pause`
+        signal); a reply then goes on as usual."""
         async with self._errors():
             await self._handle.signal("pause")
 
     async def stop(self, reason: str | None = None) -> None:
+        """Ends the run (the `stop` signal): a waiting run completes, a working one is
+        aborted; `reason` is kept in its state and result. `resume` goes on with it."""
         async with self._errors():
             await self._handle.signal("stop", StopRequest(reason=reason))
 
@@ -432,6 +438,7 @@ class RunHandle:
         ]
 
     async def result(self) -> RunResult:
+        """Waits for the run to end and returns how it ended, following continue-as-new."""
         async with self._errors():
             return await self._handle.result()
 

@@ -160,14 +160,21 @@ class TarrySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="", extra="ignore", arbitrary_types_allowed=True)
 
     temporal_address: str = "127.0.0.1:7233"
+    """The Temporal frontend, `host:port`."""
     temporal_namespace: str = "default"
+    """The Temporal namespace every run lives in."""
     tarry_task_queue: str = DEFAULT_TASK_QUEUE
+    """The task queue workers poll and clients start runs on."""
     openai_base_url: str = "https://api.openai.com/v1"
+    """The `default` profile's endpoint: OpenAI or any OpenAI-compatible server."""
     openai_api_key: SecretStr | None = None
+    """The `default` profile's key; it stays on the worker, never in history."""
     tarry_model: str = "gpt-4o-mini"
+    """The `default` profile's model."""
     anthropic_api_key: SecretStr | None = None
     """Set: the workers also hold an `anthropic` profile (Claude, at `ANTHROPIC_BASE_URL`)."""
     anthropic_base_url: str = _DEFAULTS["anthropic"]["base_url"]
+    """The `anthropic` profile's endpoint."""
     tarry_config: Path | None = Field(
         default=None, validation_alias=AliasChoices("tarry_config", "tarry_models_file")
     )
