@@ -473,7 +473,7 @@ function wire() {
     }
   });
   $("pause-button").addEventListener("click", () =>
-    api("POST", `/v1/runs/${encodeURIComponent(current.id)}/pause`).catch((e) => notice(e.message)),
+    api("POST", `/v1/runs/${encodeURIComponent(current.id)}/pause`, {}).catch((e) => notice(e.message)),
   );
   $("stop-button").addEventListener("click", () => {
     const reason = prompt("Stop this run? A reason, if you like:");
