@@ -241,6 +241,24 @@ async def test_an_approval_answers_the_next_state_and_a_second_decision_is_409(
     assert error_of(again) == (409, ErrorCode.APPROVAL_ALREADY_DECIDED)
 
 
+async def test_a_pending_call_s_arguments_are_the_object_a_decision_sends_back(
+    api: Api,
+) -> None:
+    run_id = await gated(api)
+    [pending] = (await api.http.get(f"/v1/runs/{run_id}")).json()["pending_approvals"]
+    edited = {**pending["arguments"], "content": "ship it today"}
+
+    decided = await api.http.post(
+        f"/v1/runs/{run_id}/approvals",
+        json={"call_id": pending["call_id"], "approved": True, "arguments": edited},
+    )
+
+    assert pending["arguments"] == WRITE
+    assert json.loads(pending["arguments_text"]) == WRITE
+    assert decided.status_code == 200, decided.text
+    assert (api.agent.workspace_root / run_id / "plan.md").read_text() == "ship it today"
+
+
 async def test_a_rejection_with_a_reason_is_told_to_the_model(api: Api) -> None:
     run_id = await gated(api)
 

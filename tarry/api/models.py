@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -20,6 +21,7 @@ from tarry.contracts import (
     MAX_RUN_ID_LENGTH,
     RUN_ID_PATTERN,
     Budget,
+    PendingApproval,
     RunInput,
     RunState,
     run_id_problem,
@@ -32,12 +34,14 @@ __all__ = [
     "EmptyRequest",
     "Health",
     "MessageRequest",
+    "PendingCall",
     "RunId",
     "RunList",
     "RunSummary",
     "RunView",
     "StartRequest",
     "Started",
+    "StateView",
 ]
 
 
@@ -72,15 +76,60 @@ class StartRequest(RunInput):
     """The run id; `run-<short uuid>` if none, or one derived from the Idempotency-Key."""
 
 
-class RunView(RunState):
+class PendingCall(BaseModel):
+    """A gated tool call as the API shows it: its arguments an object, the shape in which
+    a decision (`POST /v1/runs/{id}/approvals`) sends them back edited."""
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any] | None
+    """The call's arguments; null when the model's text is not a JSON object."""
+    arguments_text: str
+    """The model's argument text, as it asked."""
+    deadline: datetime | None = None
+
+    @classmethod
+    def of(cls, pending: PendingApproval) -> PendingCall:
+        try:
+            parsed = json.loads(pending.arguments)
+        except ValueError:
+            parsed = None
+        return cls(
+            call_id=pending.call_id,
+            tool=pending.tool,
+            arguments=parsed if isinstance(parsed, dict) else None,
+            arguments_text=pending.arguments,
+            deadline=pending.deadline,
+        )
+
+
+class StateView(RunState):
+    """A run's `state` as the API answers it: each pending call's arguments an object."""
+
+    # The run's own contract keeps the model's text; over HTTP, one shape both ways.
+    pending_approvals: list[PendingCall] = Field(default_factory=list)  # type: ignore[assignment]
+
+    @classmethod
+    def of(cls, state: RunState) -> StateView:
+        return cls(
+            **state.model_dump(exclude={"pending_approvals"}),
+            pending_approvals=[PendingCall.of(p) for p in state.pending_approvals],
+        )
+
+
+class RunView(StateView):
     """A run's `state`, with its id."""
 
     id: str
 
+    @classmethod
+    def of_run(cls, run_id: str, state: RunState) -> RunView:
+        return cls(id=run_id, **StateView.of(state).model_dump())
+
 
 class Started(BaseModel):
     id: str
-    state: RunState | None
+    state: StateView | None
     """The run's first state; null when no worker serves its task queue yet."""
 
 

@@ -27,6 +27,7 @@ from tarry.api.models import (
     RunView,
     Started,
     StartRequest,
+    StateView,
 )
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import (
@@ -196,7 +197,8 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
                 raise
             run = tarry.get(run_id)
             await _retried_start(run, request, e)
-        return Started(id=run.id, state=await run.served_state())
+        state = await run.served_state()
+        return Started(id=run.id, state=StateView.of(state) if state else None)
 
     @router.get("", responses=_errors(*_AUTH, HTTPStatus.UNPROCESSABLE_ENTITY))
     async def list_runs(
@@ -224,7 +226,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
     async def get_run(run_id: RunId) -> RunView:
         """The run's state (its `state` query)."""
         state = await tarry.get(run_id).state()
-        return RunView(id=run_id, **state.model_dump())
+        return RunView.of_run(run_id, state)
 
     @router.get("/{run_id}/transcript", responses=_errors(*_READ, HTTPStatus.SERVICE_UNAVAILABLE))
     async def get_transcript(
@@ -261,7 +263,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
             return Accepted()
         state = await run.send(body.text, id=idempotency_key)
         response.status_code = HTTPStatus.OK
-        return RunView(id=run_id, **state.model_dump())
+        return RunView.of_run(run_id, state)
 
     @router.post(
         "/{run_id}/approvals",
@@ -275,7 +277,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         state = await tarry.get(run_id).decide(
             body.call_id, approved=body.approved, reason=body.reason, arguments=body.arguments
         )
-        return RunView(id=run_id, **state.model_dump())
+        return RunView.of_run(run_id, state)
 
     @router.post(
         "/{run_id}/budget",
@@ -289,7 +291,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         state = await tarry.get(run_id).raise_budget(
             max_total_tokens=body.max_total_tokens, max_cost_usd=body.max_cost_usd
         )
-        return RunView(id=run_id, **state.model_dump())
+        return RunView.of_run(run_id, state)
 
     @router.post(
         "/{run_id}/pause",
@@ -326,7 +328,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         memory: it waits for a reply. 409 `RUN_NOT_ENDED` for a run still going."""
         run = await tarry.get(run_id).resume()
         state = await run.state()
-        return RunView(id=run_id, **state.model_dump())
+        return RunView.of_run(run_id, state)
 
     @router.get(
         "/{run_id}/events",
