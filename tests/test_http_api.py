@@ -396,6 +396,27 @@ async def test_an_idempotency_key_sent_again_with_another_body_is_422_and_starts
     assert [m.content for m in await run.transcript()] == ["hi", "hello once"]
 
 
+async def test_a_retried_start_is_known_after_continue_as_new_and_resume(api: Api) -> None:
+    api.agent.model.add(say("one"), say("two"))
+    key = {"Idempotency-Key": "start-long-lived"}
+    body = {"prompt": "hi", "continue_as_new_after_turns": 1}
+    first = await api.http.post("/v1/runs", json=body, headers=key)
+    run = api.run(first.json()["id"])
+    await run.wait_for({Phase.WAITING_USER})
+    await run.send("again")
+    handed_over = (await run.describe()).raw_description.workflow_execution_info
+    await api.http.post(f"/v1/runs/{run.id}/stop", json={})
+    await run.result()
+    await api.http.post(f"/v1/runs/{run.id}/resume", json={})
+
+    retried = await api.http.post("/v1/runs", json=body, headers=key)
+    changed = await api.http.post("/v1/runs", json={**body, "prompt": "ho"}, headers=key)
+
+    assert handed_over.first_run_id != handed_over.execution.run_id  # a continue-as-new
+    assert (retried.status_code, retried.json()["id"]) == (201, run.id)
+    assert error_of(changed) == (422, ErrorCode.IDEMPOTENCY_KEY_REUSED)
+
+
 BAD_IDS = {
     "empty": "",
     "201 characters": "r" * 201,
