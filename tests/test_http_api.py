@@ -16,7 +16,14 @@ from temporalio.client import Client
 from tarry.api import ApiServer, create_app
 from tarry.api.errors import MAX_BODY_BYTES
 from tarry.client import Tarry
-from tarry.contracts import MAX_INPUT_BYTES, ErrorCode, Phase, WaitingFor
+from tarry.contracts import (
+    MAX_INPUT_BYTES,
+    MAX_RUN_ID_LENGTH,
+    RUN_ID_PATTERN,
+    ErrorCode,
+    Phase,
+    WaitingFor,
+)
 from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent, tool_result
@@ -642,6 +649,25 @@ async def test_the_openapi_document_describes_every_route(api: Api) -> None:
     )
     assert docs.status_code == 200
     assert "swagger" in docs.text.lower()
+
+
+async def test_the_openapi_document_states_what_the_server_checks(api: Api) -> None:
+    document = (await api.http.get("/openapi.json")).json()
+    paths, schemas = document["paths"], document["components"]["schemas"]
+
+    [run_id_parameter] = paths["/v1/runs/{run_id}"]["get"]["parameters"]
+    run_id = run_id_parameter["schema"]
+    start = paths["/v1/runs"]["post"]
+    events = {p["name"]: p for p in paths["/v1/runs/{run_id}/events"]["get"]["parameters"]}
+    thread = schemas["AguiInput"]["properties"]["threadId"]
+
+    assert (run_id["pattern"], run_id["maxLength"]) == (RUN_ID_PATTERN, MAX_RUN_ID_LENGTH)
+    assert thread["pattern"] == RUN_ID_PATTERN
+    assert {"idempotency-key"} == {p["name"] for p in start["parameters"]}
+    assert {"409", "415", "422"} <= set(start["responses"])
+    assert "last-event-id" in events
+    assert len(schemas["BudgetRequest"]["anyOf"]) == 2
+    assert paths["/v1/runs/{run_id}/stop"]["post"]["requestBody"]["required"] is True
 
 
 async def test_healthz_is_503_when_temporal_does_not_answer() -> None:

@@ -40,7 +40,7 @@ from fastapi.responses import StreamingResponse
 from tarry.api.errors import ErrorBody
 from tarry.api.feeds import Feeds
 from tarry.api.models import RunId
-from tarry.api.routes import JSON_ONLY, existing
+from tarry.api.routes import INTERNAL, INTERNAL_MESSAGE, JSON_ONLY, existing
 from tarry.client import Tarry, TarryError
 from tarry.contracts import ChatMessage, ErrorCode, Phase, RunInput, RunState, WaitingFor
 from tarry.events import EventKind, RunEvent
@@ -250,7 +250,7 @@ async def _exchange(tarry: Tarry, feeds: Feeds, body: AguiInput) -> AsyncIterato
         yield RunErrorEvent(message=e.message, code=e.code)
     except Exception:  # the stream has begun: it ends with a RUN_ERROR, whatever failed
         _log.exception("AG-UI exchange on thread %r failed", thread)
-        yield RunErrorEvent(message="the exchange failed inside the API; its log says why")
+        yield RunErrorEvent(message=INTERNAL_MESSAGE, code=INTERNAL)
 
 
 async def _deliver(tarry: Tarry, thread: str, message: UserMessage | None) -> int:

@@ -7,6 +7,7 @@ import base64
 import binascii
 import contextlib
 import hashlib
+import logging
 from collections.abc import AsyncIterator
 from http import HTTPStatus
 from typing import Annotated
@@ -41,7 +42,13 @@ from tarry.contracts import (
 )
 from tarry.runs import find_runs
 
-__all__ = ["runs_router"]
+__all__ = ["INTERNAL", "INTERNAL_MESSAGE", "runs_router"]
+
+_log = logging.getLogger(__name__)
+
+INTERNAL = HTTPStatus.INTERNAL_SERVER_ERROR.name
+"""The code a stream's last event gives for a failure of the API itself."""
+INTERNAL_MESSAGE = "the stream failed inside the API; its log says why"
 
 IdempotencyKey = Annotated[
     str | None,
@@ -368,4 +375,8 @@ async def _sse(feeds: Feeds, run_id: str, start: int) -> AsyncIterator[ServerSen
                 )
     except TarryError as e:  # the stream has begun: its last event says why it ends
         error = ErrorBody(error=ApiError(code=e.code, message=e.message))
+        yield ServerSentEvent(data=error.model_dump_json(), event="error")
+    except Exception:  # whatever failed: a stream cut without a word looks like a network fault
+        _log.exception("the event stream of run %r failed", run_id)
+        error = ErrorBody(error=ApiError(code=INTERNAL, message=INTERNAL_MESSAGE))
         yield ServerSentEvent(data=error.model_dump_json(), event="error")
