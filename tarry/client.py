@@ -15,7 +15,7 @@ import asyncio
 import atexit
 import gc
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Collection
+from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
 from typing import Any
@@ -141,11 +141,18 @@ class Tarry:
         settings = settings or TarrySettings()
         return cls(await connect_temporal(settings), settings.tarry_task_queue)
 
-    async def start(self, input: RunInput | str, *, run_id: str | None = None) -> RunHandle:
+    async def start(
+        self,
+        input: RunInput | str,
+        *,
+        run_id: str | None = None,
+        memo: Mapping[str, Any] | None = None,
+    ) -> RunHandle:
         """Starts a run; `run_id` defaults to `run-<short uuid>`. A run that names tools
         (`tools`, `require_approval`) is refused with `TOOL_NOT_FOUND` when the worker
         has no tool of one of those names; with no worker to ask, the run refuses them
-        itself once one takes it."""
+        itself once one takes it. `memo` adds to the run's memo (which `resume` keeps):
+        what a caller needs to know of the request that started it."""
         if isinstance(input, str):
             input = RunInput(prompt=input)
         run_id = _checked_id(f"run-{uuid.uuid4().hex[:8]}" if run_id is None else run_id)
@@ -163,7 +170,7 @@ class Tarry:
                 # The UI's run list shows this, so runs can be told apart at a glance.
                 static_summary=summary,
                 # `tarry list` reads it here: list results carry a memo, not the summary.
-                memo={SUMMARY_MEMO: summary},
+                memo={**(memo or {}), SUMMARY_MEMO: summary},
             )
         except WorkflowAlreadyStartedError:
             raise TarryError(
@@ -458,7 +465,8 @@ class RunHandle:
             resumption: dict[str, Any] = await self._handle.query(
                 "resumption", result_type=dict[str, Any]
             )
-            summary = await description.memo_value(SUMMARY_MEMO, default="")
+            memo = await description.memo()
+            summary = memo.get(SUMMARY_MEMO, "")
             handle = await self._client.start_workflow(
                 WORKFLOW_TYPE,
                 resumption,
@@ -466,7 +474,8 @@ class RunHandle:
                 task_queue=description.task_queue,
                 result_type=RunResult,
                 static_summary=summary or None,
-                memo={SUMMARY_MEMO: summary},
+                # All of it: what the request that started the run left there too.
+                memo={**memo, SUMMARY_MEMO: summary},
             )
         return RunHandle(self._client, handle)
 

@@ -68,7 +68,9 @@ def create_app(
     app.include_router(agui_router(tarry, feeds), dependencies=guarded)
     app.include_router(_docs_router(app), dependencies=guarded)
 
-    @app.get("/healthz", tags=["health"])
+    @app.get(
+        "/healthz", tags=["health"], responses={HTTPStatus.SERVICE_UNAVAILABLE: {"model": Health}}
+    )
     async def healthz(response: Response) -> Health:
         """200 when Temporal answers, 503 when it does not. Needs no token."""
         try:
@@ -80,8 +82,9 @@ def create_app(
         return Health(temporal="reachable" if reachable else "unreachable")
 
     if inbox_dir is not None:
-        # Last, so that every route above wins over a file of the same path.
-        app.mount("/", StaticFiles(directory=inbox_dir, html=True), name="inbox")
+        # What no route takes, so that every route wins over a file of the same path and
+        # a wrong method on a route's path is its 405 (with `Allow`), not the files' own.
+        app.router.default = StaticFiles(directory=inbox_dir, html=True)
     if settings.tarry_api_cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -368,7 +368,7 @@ function approvalCard(pending) {
   card.dataset.callId = pending.call_id;
   card.append(el("div", "approval-title", `${pending.tool} wants to run`));
   const args = el("textarea", "approval-arguments");
-  args.value = prettyJson(pending.arguments);
+  args.value = prettyJson(pending.arguments_text);
   args.rows = Math.min(12, args.value.split("\n").length + 1);
   args.setAttribute("aria-label", "arguments (edit to change them)");
   const reason = el("input", "approval-reason");
@@ -481,7 +481,7 @@ function wire() {
     }
   });
   $("pause-button").addEventListener("click", () =>
-    api("POST", `/v1/runs/${encodeURIComponent(current.id)}/pause`).catch((e) => notice(e.message)),
+    api("POST", `/v1/runs/${encodeURIComponent(current.id)}/pause`, {}).catch((e) => notice(e.message)),
   );
   $("stop-button").addEventListener("click", () => {
     const reason = prompt("Stop this run? A reason, if you like:");
