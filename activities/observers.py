@@ -50,8 +50,6 @@ answer would otherwise put 3 MB of signals in history and in the stream's log.""
 CLOSE_SECONDS = 5.0
 """The most the last batch may hold up the answer once the stream has ended."""
 
-_MERGED = (EventKind.TEXT, EventKind.TOOL_ARGUMENTS)
-
 
 class AnswerObservers:
     """The observers of one attempt at one answer. Use as `async with`; the first event
