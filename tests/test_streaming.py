@@ -298,8 +298,10 @@ async def test_an_answer_of_150000_deltas_and_a_3_mb_tool_argument_arrive_whole(
     agent = provider_agent
     text, content, answer = a_long_answer()
     agent.model.add(answer, say("Wrote it."))
-    # The shipped attempt timeout: some 750,000 events take a while on a small machine.
-    run = await agent.start("write it all down", timeouts=Timeouts(llm_heartbeat=2))
+    # Some 750,000 events take minutes on a small, busy machine: a long attempt timeout,
+    # and the short heartbeat timeout, which a worker whose loop froze would miss.
+    timeouts = Timeouts(llm_heartbeat=2, llm_attempt=900)
+    run = await agent.start("write it all down", timeouts=timeouts)
 
     await run.wait_for(WAITING, timeout=600)
 
