@@ -227,6 +227,9 @@ class ErrorCode(StrEnum):
     starting with a dot."""
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     """An `Idempotency-Key` sent again with a different body: nothing is started."""
+    TEMPORAL_UNAVAILABLE = "TEMPORAL_UNAVAILABLE"
+    """Temporal did not answer in time, or refused the call (a busy or restarting server):
+    nothing was changed that a retry could repeat; try again."""
     UNAUTHORIZED = "UNAUTHORIZED"
     """An API request without a valid token."""
     PAYLOAD_NOT_STORED = "PAYLOAD_NOT_STORED"

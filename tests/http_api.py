@@ -14,8 +14,8 @@ from httpx_sse import aconnect_sse
 from pydantic import SecretStr
 
 from tarry.api import ApiServer, create_app
+from tarry.api.models import RunView
 from tarry.client import RunHandle
-from tarry.contracts import RunState
 from tarry.settings import TarrySettings
 from tests.conftest import FAST_TIMEOUTS, Agent
 
@@ -44,10 +44,10 @@ class Api:
         self.run(run_id)
         return run_id
 
-    async def state(self, run_id: str) -> RunState:
+    async def state(self, run_id: str) -> RunView:
         response = await self.http.get(f"/v1/runs/{run_id}")
         assert response.status_code == 200, response.text
-        return RunState.model_validate(response.json())
+        return RunView.model_validate(response.json())
 
     async def events(self, path: str, **headers: str) -> AsyncIterator[tuple[str, Any, str]]:
         """(event, data as JSON, id) of each server-sent event at `path`."""

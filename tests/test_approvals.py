@@ -19,6 +19,7 @@ from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import WAITING_FOR_ATTRIBUTE, ErrorCode, Phase, RunInput, WaitingFor
 from tarry.testing.scripted_model import ScriptedModel, ScriptedToolCall, call, calls, say
 from tests.conftest import FAST_TIMEOUTS, Agent, tool_result, worker_process
+from tests.faults import local_activities
 
 WAITING = {Phase.WAITING_USER}
 WRITE = {"path": "plan.md", "content": "ship it"}
@@ -35,12 +36,15 @@ async def gated_run(agent: Agent, *script: Any, **input: Any) -> RunHandle:
 
 
 async def scheduled(agent: Agent, run: RunHandle, activity: str) -> int:
-    """How many times history scheduled `activity` for this run."""
-    history = await agent.tarry.client.get_workflow_handle(run.id).fetch_history()
-    return sum(
+    """How many times history scheduled `activity` for this run, or recorded it as a
+    local activity (a quick tool's ungated call)."""
+    client = agent.tarry.client
+    history = await client.get_workflow_handle(run.id).fetch_history()
+    tasks = sum(
         e.activity_task_scheduled_event_attributes.activity_type.name == activity
         for e in history.events
     )
+    return tasks + (await local_activities(client, run.id)).count(activity)
 
 
 async def test_a_gated_call_waits_for_a_decision_without_running(agent: Agent) -> None:

@@ -670,6 +670,18 @@ async def test_the_openapi_document_states_what_the_server_checks(api: Api) -> N
     assert paths["/v1/runs/{run_id}/stop"]["post"]["requestBody"]["required"] is True
 
 
+async def test_a_route_is_503_temporal_unavailable_when_temporal_does_not_answer() -> None:
+    unreachable = Tarry(await Client.connect("127.0.0.1:1", lazy=True))
+    app = create_app(unreachable, TarrySettings.model_construct())
+    async with ApiServer(app, "127.0.0.1", 0) as server, httpx.AsyncClient() as http:
+        listed = await http.get(f"{server.url}/v1/runs")
+        read = await http.get(f"{server.url}/v1/runs/run-1/transcript")
+
+    for response in (listed, read):
+        assert error_of(response) == (503, ErrorCode.TEMPORAL_UNAVAILABLE)
+        assert response.headers["retry-after"] == "1"
+
+
 async def test_healthz_is_503_when_temporal_does_not_answer() -> None:
     # Nothing listens on port 1; a lazy client connects only when asked something.
     unreachable = Tarry(await Client.connect("127.0.0.1:1", lazy=True))

@@ -213,7 +213,7 @@ def agui_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         dependencies=JSON_ONLY,
         responses={
             200: {"content": {"text/event-stream": {}}},
-            **{status: {"model": ErrorBody} for status in (401, 413, 415, 422)},
+            **{status: {"model": ErrorBody} for status in (401, 413, 415, 422, 503)},
         },
     )
     async def agui(body: AguiInput) -> StreamingResponse:

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from temporalio.service import RPCError
 
 from tarry.client import TarryError
 from tarry.contracts import MAX_INPUT_BYTES, ErrorCode
@@ -50,6 +51,7 @@ _STATUS = {
     ErrorCode.BUDGET_INVALID: HTTPStatus.UNPROCESSABLE_ENTITY,
     ErrorCode.UNAUTHORIZED: HTTPStatus.UNAUTHORIZED,
     ErrorCode.RUN_NOT_SERVED: HTTPStatus.SERVICE_UNAVAILABLE,
+    ErrorCode.TEMPORAL_UNAVAILABLE: HTTPStatus.SERVICE_UNAVAILABLE,
 }
 
 
@@ -120,7 +122,31 @@ def _http_error(request: Request, error: Exception) -> JSONResponse:
     return error_response(status, code, error.detail, headers)
 
 
+def _temporal_error(_: Request, error: Exception) -> JSONResponse:
+    """A call to Temporal that timed out or was refused (a busy or restarting server),
+    or the SDK's failed (re)connect, a RuntimeError: not the caller's fault, and a retry
+    may well succeed. Any other RuntimeError is a fault of the API's own."""
+    if isinstance(error, RPCError):
+        why = f"{error.status.name}: {error.message}"
+    elif str(error).startswith(_CONNECT_FAILED):
+        why = "cannot connect"
+    else:
+        raise error
+    return error_response(
+        HTTPStatus.SERVICE_UNAVAILABLE,
+        ErrorCode.TEMPORAL_UNAVAILABLE,
+        f"Temporal did not answer ({why}); try again",
+        {"Retry-After": "1"},
+    )
+
+
+_CONNECT_FAILED = "Failed client connect"
+"""How the SDK words the RuntimeError of a client that cannot (re)connect."""
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RPCError, _temporal_error)
+    app.add_exception_handler(RuntimeError, _temporal_error)
     app.add_exception_handler(TarryError, _tarry_error)
     app.add_exception_handler(RequestValidationError, _schema_error)
     app.add_exception_handler(HTTPException, _http_error)

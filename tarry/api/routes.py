@@ -77,7 +77,8 @@ IDEMPOTENCY_MEMO = "tarry_idempotency"
 """The memo field of a run started with an Idempotency-Key: digests of the key and of the
 start's body, so that a retry is told from another request under the same key."""
 
-_AUTH = (HTTPStatus.UNAUTHORIZED,)
+# Every route asks Temporal, which may not answer in time: 503 `TEMPORAL_UNAVAILABLE`.
+_AUTH = (HTTPStatus.UNAUTHORIZED, HTTPStatus.SERVICE_UNAVAILABLE)
 _READ = (*_AUTH, HTTPStatus.NOT_FOUND, HTTPStatus.UNPROCESSABLE_ENTITY)
 _WRITE = (
     *_READ,
@@ -184,7 +185,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         "",
         status_code=HTTPStatus.CREATED,
         dependencies=JSON_ONLY,
-        responses=_errors(*_WRITE, HTTPStatus.SERVICE_UNAVAILABLE),
+        responses=_errors(*_WRITE),
     )
     async def start_run(body: StartRequest, idempotency_key: IdempotencyKey = None) -> Started:
         """Start a run; 409 `RUN_EXISTS` for the id of any run there is, open or ended
@@ -229,13 +230,13 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
             next_cursor=base64.urlsafe_b64encode(token).decode() if token else None,
         )
 
-    @router.get("/{run_id}", responses=_errors(*_READ, HTTPStatus.SERVICE_UNAVAILABLE))
+    @router.get("/{run_id}", responses=_errors(*_READ))
     async def get_run(run_id: RunId) -> RunView:
         """The run's state (its `state` query)."""
         state = await tarry.get(run_id).state()
         return RunView.of_run(run_id, state)
 
-    @router.get("/{run_id}/transcript", responses=_errors(*_READ, HTTPStatus.SERVICE_UNAVAILABLE))
+    @router.get("/{run_id}/transcript", responses=_errors(*_READ))
     async def get_transcript(
         run_id: RunId,
         start: Annotated[int, Query(ge=0)] = 0,
@@ -251,7 +252,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         dependencies=JSON_ONLY,
         responses={
             HTTPStatus.OK: {"model": RunView, "description": "with ?wait=true"},
-            **_errors(*_WRITE, HTTPStatus.SERVICE_UNAVAILABLE),
+            **_errors(*_WRITE),
         },
     )
     async def post_message(
@@ -275,7 +276,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
     @router.post(
         "/{run_id}/approvals",
         dependencies=JSON_ONLY,
-        responses=_errors(*_WRITE, HTTPStatus.SERVICE_UNAVAILABLE),
+        responses=_errors(*_WRITE),
     )
     async def decide(run_id: RunId, body: Decision) -> RunView:
         """Decide on a gated tool call (every pending one when `call_id` is null):
@@ -289,7 +290,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
     @router.post(
         "/{run_id}/budget",
         dependencies=JSON_ONLY,
-        responses=_errors(*_WRITE, HTTPStatus.SERVICE_UNAVAILABLE),
+        responses=_errors(*_WRITE),
     )
     async def raise_budget(run_id: RunId, body: BudgetRequest) -> RunView:
         """Raise the run's budget (the limits given replace its own): a run waiting for
@@ -328,7 +329,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         "/{run_id}/resume",
         dependencies=JSON_ONLY,
         openapi_extra=_BODY_REQUIRED,
-        responses=_errors(*_WRITE, HTTPStatus.SERVICE_UNAVAILABLE),
+        responses=_errors(*_WRITE),
     )
     async def resume(run_id: RunId, _: EmptyRequest | None = None) -> RunView:
         """Go on with an ended run (failed, or stopped) under its id, with its whole
