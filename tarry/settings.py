@@ -247,7 +247,7 @@ class TarrySettings(BaseSettings):
     """The Temporal frontend, `host:port`."""
     temporal_namespace: str = "default"
     """The Temporal namespace every run lives in."""
-    tarry_task_queue: str = DEFAULT_TASK_QUEUE
+    tarry_task_queue: str = Field(default=DEFAULT_TASK_QUEUE, min_length=1)
     """The task queue workers poll and clients start runs on."""
     openai_base_url: str = "https://api.openai.com/v1"
     """The `default` profile's endpoint: OpenAI or any OpenAI-compatible server."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 import sys
 import tomllib
 from pathlib import Path
@@ -54,9 +55,10 @@ async def start(
     return await finish(process)
 
 
-def refused(result: Result) -> str:
-    """The one error line of a process that refused its configuration, without `error: `."""
-    assert result.code == CONFIG_ERROR_EXIT, result.err
+def refused(result: Result, code: int = CONFIG_ERROR_EXIT) -> str:
+    """The one error line of a process that refused its configuration (or, with another
+    exit `code`, could not start), without `error: `."""
+    assert result.code == code, result.err
     assert "Traceback" not in result.out + result.err
     assert len(result.err.splitlines()) == 1, result.err
     assert result.err.startswith("error: "), result.err
@@ -246,3 +248,27 @@ def test_any_origin_is_accepted_with_a_token_from_the_config_file(
 
     assert settings.tarry_api_cors_origins == ["*"]
     assert settings.api_tokens() == [SecretStr(LONG_TOKEN)]
+
+
+# --- What a well-configured worker cannot do at its start --------------------------
+
+
+@pytest.mark.parametrize("entry_point", ["python -m workers", "tarry worker"])
+async def test_a_worker_that_cannot_reach_temporal_says_where_it_looked(
+    entry_point: str, tmp_path: Path
+) -> None:
+    line = refused(await start(entry_point, tmp_path), code=1)
+
+    assert line == (
+        f"cannot reach Temporal at {CLOSED_PORT}; start it with `tarry dev` or set TEMPORAL_ADDRESS"
+    )
+
+
+async def test_a_metrics_port_in_use_is_one_line_naming_the_setting(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+
+        line = refused(await start("python -m workers", tmp_path, TARRY_METRICS_PORT=str(port)), 1)
+
+    assert "Address already in use" in line
+    assert line.endswith("set TARRY_METRICS_PORT to a free port")
