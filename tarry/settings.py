@@ -224,7 +224,7 @@ class ConfigFile(BaseModel):
 
     profiles: dict[str, ModelProfile] = {}
     mcp_servers: dict[str, McpServer] = {}
-    api: ApiTable = ApiTable()
+    api: ApiTable = Field(default_factory=ApiTable)
 
     @classmethod
     def read(cls, path: Path) -> ConfigFile:
