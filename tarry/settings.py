@@ -195,17 +195,15 @@ class McpServer(BaseModel):
         return self
 
 
-def _long_enough(token: SecretStr) -> SecretStr:
-    if len(token.get_secret_value()) < MIN_API_TOKEN_LENGTH:
+def _long_enough(tokens: list[SecretStr]) -> list[SecretStr]:
+    """Refuses a bearer token of the HTTP API that is short enough to guess (without
+    showing it: the error names only the length it needs)."""
+    if any(len(token.get_secret_value()) < MIN_API_TOKEN_LENGTH for token in tokens):
         raise ValueError(
             f"a token needs at least {MIN_API_TOKEN_LENGTH} characters to be safe from "
             "guessing; make one with: python -c 'import secrets; print(secrets.token_urlsafe())'"
         )
-    return token
-
-
-ApiToken = Annotated[SecretStr, AfterValidator(_long_enough)]
-"""A bearer token of the HTTP API (never shown in an error: only its length is)."""
+    return tokens
 
 
 class ApiTable(BaseModel):
@@ -213,7 +211,7 @@ class ApiTable(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    tokens: list[ApiToken] = []
+    tokens: Annotated[list[SecretStr], AfterValidator(_long_enough)] = []
     """Bearer tokens, besides `TARRY_API_TOKENS`."""
 
 
@@ -291,7 +289,7 @@ class TarrySettings(BaseSettings):
     """False keeps every payload in history, where Temporal refuses any over 2 MB."""
     tarry_api_port: int = Field(default=DEFAULT_API_PORT, ge=1, le=65535)
     """The port `tarry serve` and `tarry dev` serve the HTTP API on."""
-    tarry_api_tokens: Annotated[list[ApiToken], NoDecode] = []
+    tarry_api_tokens: Annotated[list[SecretStr], NoDecode, AfterValidator(_long_enough)] = []
     """Bearer tokens the HTTP API accepts, comma-separated in the environment, besides the
     config file's `[api] tokens` (see `api_tokens`); each of at least 16 characters."""
     tarry_api_cors_origins: Annotated[list[str], NoDecode] = []
