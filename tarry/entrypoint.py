@@ -1,9 +1,14 @@
-"""Leaving a process that used a Temporal client without tripping upstream sdk-python #300.
+"""What every entry point does at its start and at its end.
 
-The SDK's Rust core can abort the interpreter during its normal shutdown
-(`Fatal Python error: PyGILState_Release`, exit code 134) after all work is done.
-Every entry point therefore flushes what it wrote and leaves through `os._exit`,
-which skips the interpreter finalisation where that abort happens.
+At its start it reads its configuration with `settings_or_exit`: a bad setting or
+config file is one line on stderr and exit code 2 (`CONFIG_ERROR_EXIT`), before any
+connection to Temporal, never a traceback.
+
+At its end it leaves without tripping upstream sdk-python #300: the SDK's Rust core can
+abort the interpreter during its normal shutdown (`Fatal Python error:
+PyGILState_Release`, exit code 134) after all work is done. Every entry point therefore
+flushes what it wrote and leaves through `os._exit`, which skips the interpreter
+finalisation where that abort happens.
 """
 
 from __future__ import annotations
@@ -16,10 +21,17 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn
 
+from tarry.settings import ConfigError, TarrySettings, load_settings
+
 __all__ = [
+    "CONFIG_ERROR_EXIT",
     "exit_now",
     "run_main",
+    "settings_or_exit",
 ]
+
+CONFIG_ERROR_EXIT = 2
+"""The exit code of a process refusing its configuration (2: a usage error, as click's)."""
 
 
 def exit_now(code: int) -> NoReturn:
@@ -39,3 +51,13 @@ def run_main(main: Callable[[], Coroutine[Any, Any, int]]) -> NoReturn:
     except KeyboardInterrupt:
         code = 130
     exit_now(code)
+
+
+def settings_or_exit() -> TarrySettings:
+    """The checked settings (`load_settings`); a problem with them ends the process with
+    its one line on stderr and `CONFIG_ERROR_EXIT`."""
+    try:
+        return load_settings()
+    except ConfigError as e:
+        sys.stderr.write(f"error: {e}\n")
+        exit_now(CONFIG_ERROR_EXIT)

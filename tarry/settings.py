@@ -5,15 +5,35 @@ then from an optional TOML file (`TARRY_CONFIG`, formerly `TARRY_MODELS_FILE`) o
 model profiles and MCP servers. API keys, MCP commands, URLs and headers live here, on
 the worker, and nowhere else: a workflow names a profile or a tool, so none of them
 enters history.
+
+Both are checked whole when `TarrySettings` is made, so a process refuses a bad
+configuration at its start rather than at the first run that needs it: the file's
+tables refuse keys they do not know (`extra="forbid"`), and `load_settings` turns any
+problem into one line (`config_problem`) naming the variable, or the file, table and
+key, with the nearest valid key for a misspelled one.
 """
 
 from __future__ import annotations
 
+import difflib
+import ipaddress
 import tomllib
+import types
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from temporalio.converter import StorageDriver
 
@@ -24,10 +44,15 @@ __all__ = [
     "DEFAULT_STICKY_TIMEOUT",
     "DEFAULT_WORKFLOW_CACHE",
     "DEFAULT_WORKFLOW_TASK_POLLERS",
+    "MIN_API_TOKEN_LENGTH",
+    "ConfigError",
+    "ConfigFile",
     "McpServer",
     "ModelProfile",
     "Prices",
     "TarrySettings",
+    "config_problem",
+    "load_settings",
 ]
 
 DEFAULT_WORKFLOW_CACHE = 1000
@@ -57,9 +82,20 @@ Provider = Literal["openai", "anthropic"]
 Anthropic's Messages API."""
 
 
+MIN_API_TOKEN_LENGTH = 16
+"""A shorter bearer token can be guessed; `secrets.token_urlsafe()` makes 43 characters."""
+
+
+class ConfigError(Exception):
+    """The configuration is wrong: one line (`config_problem`) that names the variable,
+    or the file, table and key, and what to do about it."""
+
+
 class Prices(BaseModel):
     """A model's prices in US dollars per million tokens, as its provider's rate sheet
     gives them: what the worker estimates each call's cost with (`Usage.cost_usd`)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
@@ -95,6 +131,9 @@ ANTHROPIC_MAX_TOKENS = 4096
 class ModelProfile(Sampling):
     """One endpoint, the model to ask there, and how it samples (the `Sampling` fields,
     checked at load; a run may override them)."""
+
+    # Here, not on `Sampling`: a misspelled key in the file must not pass unnoticed.
+    model_config = ConfigDict(extra="forbid")
 
     provider: Provider = "openai"
     base_url: str = ""
@@ -133,6 +172,8 @@ class McpServer(BaseModel):
     worker starts (stdio) or a URL (streamable HTTP). Its secrets (`env`, `headers`) stay
     on the worker: history only ever names the server."""
 
+    model_config = ConfigDict(extra="forbid")
+
     command: str | None = None
     """The program to start (stdio); the worker starts it again if it dies."""
     args: list[str] = []
@@ -154,6 +195,47 @@ class McpServer(BaseModel):
         return self
 
 
+def _long_enough(tokens: list[SecretStr]) -> list[SecretStr]:
+    """Refuses a bearer token of the HTTP API that is short enough to guess (without
+    showing it: the error names only the length it needs)."""
+    if any(len(token.get_secret_value()) < MIN_API_TOKEN_LENGTH for token in tokens):
+        raise ValueError(
+            f"a token needs at least {MIN_API_TOKEN_LENGTH} characters to be safe from "
+            "guessing; make one with: python -c 'import secrets; print(secrets.token_urlsafe())'"
+        )
+    return tokens
+
+
+class ApiTable(BaseModel):
+    """The config file's `[api]` table."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: Annotated[list[SecretStr], AfterValidator(_long_enough)] = []
+    """Bearer tokens, besides `TARRY_API_TOKENS`."""
+
+
+class ConfigFile(BaseModel):
+    """The `TARRY_CONFIG` file, whole: every table refuses keys it does not know."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    profiles: dict[str, ModelProfile] = {}
+    mcp_servers: dict[str, McpServer] = {}
+    api: ApiTable = Field(default_factory=ApiTable)
+
+    @classmethod
+    def read(cls, path: Path) -> ConfigFile:
+        """The file at `path`, checked; a `ConfigError` naming the file otherwise."""
+        try:
+            with path.open("rb") as f:
+                return cls.model_validate(tomllib.load(f))
+        except OSError as e:
+            raise ConfigError(f"TARRY_CONFIG={path}: {e.strerror or e}") from None
+        except (tomllib.TOMLDecodeError, ValidationError) as e:
+            raise ConfigError(config_problem(e, path)) from None
+
+
 class TarrySettings(BaseSettings):
     """Everything a worker or a client reads from its environment."""
 
@@ -163,7 +245,7 @@ class TarrySettings(BaseSettings):
     """The Temporal frontend, `host:port`."""
     temporal_namespace: str = "default"
     """The Temporal namespace every run lives in."""
-    tarry_task_queue: str = DEFAULT_TASK_QUEUE
+    tarry_task_queue: str = Field(default=DEFAULT_TASK_QUEUE, min_length=1)
     """The task queue workers poll and clients start runs on."""
     openai_base_url: str = "https://api.openai.com/v1"
     """The `default` profile's endpoint: OpenAI or any OpenAI-compatible server."""
@@ -207,11 +289,12 @@ class TarrySettings(BaseSettings):
     """False keeps every payload in history, where Temporal refuses any over 2 MB."""
     tarry_api_port: int = Field(default=DEFAULT_API_PORT, ge=1, le=65535)
     """The port `tarry serve` and `tarry dev` serve the HTTP API on."""
-    tarry_api_tokens: Annotated[list[SecretStr], NoDecode] = []
+    tarry_api_tokens: Annotated[list[SecretStr], NoDecode, AfterValidator(_long_enough)] = []
     """Bearer tokens the HTTP API accepts, comma-separated in the environment, besides the
-    config file's `[api] tokens` (see `api_tokens`)."""
+    config file's `[api] tokens` (see `api_tokens`); each of at least 16 characters."""
     tarry_api_cors_origins: Annotated[list[str], NoDecode] = []
-    """Origins whose web pages may call the HTTP API (CORS), comma-separated; none: off."""
+    """Origins whose web pages may call the HTTP API (CORS), comma-separated; none: off.
+    `*` (any page) only with tokens."""
     tarry_api_allowed_hosts: Annotated[list[str], NoDecode] = []
     """`Host` names the HTTP API answers to besides localhost and loopback addresses (a
     reverse proxy's `tarry.example`, `name:port` for one port), comma-separated; `*`: any.
@@ -223,12 +306,15 @@ class TarrySettings(BaseSettings):
     """The worker serves Prometheus metrics (the SDK's and Tarry's) on this port; unset:
     no metrics endpoint (see `workers.telemetry`)."""
     tarry_metrics_host: str = "127.0.0.1"
-    """The address the metrics endpoint listens on; `0.0.0.0` in a container."""
+    """The address the metrics endpoint listens on (an IPv4 address, no port); `0.0.0.0`
+    in a container."""
     tarry_tracing: bool = False
     """Trace workflow and activity tasks with OpenTelemetry (needs the `otel` extra)."""
     storage_driver: StorageDriver | None = Field(default=None, exclude=True)
     """Set in code, not from the environment: a driver to use instead of the filesystem,
     e.g. the SDK's `S3StorageDriver` for a cluster (see the README's "Large payloads")."""
+    _file: ConfigFile = PrivateAttr(default_factory=ConfigFile)
+    """The `tarry_config` file, read and checked when the settings are made."""
 
     @field_validator(
         "tarry_api_tokens", "tarry_api_cors_origins", "tarry_api_allowed_hosts", mode="before"
@@ -239,6 +325,33 @@ class TarrySettings(BaseSettings):
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
+
+    @field_validator("tarry_metrics_host")
+    @classmethod
+    def _address_only(cls, host: str) -> str:
+        """The SDK binds `HOST:PORT`, which it parses as a socket address: a host name or
+        a bare IPv6 address fails there, with a traceback."""
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            hint = "; give the port as TARRY_METRICS_PORT" if ":" in host else ""
+            raise ValueError(
+                f"{host!r} is not an IPv4 address (e.g. 127.0.0.1, or 0.0.0.0 for every "
+                f"interface){hint}"
+            ) from None
+        return host
+
+    @model_validator(mode="after")
+    def _whole(self) -> TarrySettings:
+        """Reads the config file now, so a process refuses a bad one at its start."""
+        if self.tarry_config is not None:
+            self._file = ConfigFile.read(self.tarry_config)
+        if "*" in self.tarry_api_cors_origins and not self.api_tokens():
+            raise ValueError(
+                "TARRY_API_CORS_ORIGINS=* lets any web page drive the runs of an API without "
+                "tokens; name the origins, or set TARRY_API_TOKENS"
+            )
+        return self
 
     def model_profiles(self) -> dict[str, ModelProfile]:
         """The `default` profile from the environment (and the `anthropic` one when
@@ -256,26 +369,107 @@ class TarrySettings(BaseSettings):
                 base_url=self.anthropic_base_url,
                 api_key=self.anthropic_api_key,
             )
-        table = self._config_table("profiles")
-        return profiles | {name: ModelProfile.model_validate(p) for name, p in table.items()}
+        return profiles | self._file.profiles
 
     def api_tokens(self) -> list[SecretStr]:
         """The HTTP API's bearer tokens: `TARRY_API_TOKENS` and the config file's `[api]
         tokens`. With any, every route but `/healthz` needs one; with none, the API
         listens only on loopback."""
-        from_file = self._config_table("api").get("tokens", [])
-        if not isinstance(from_file, list) or not all(isinstance(t, str) for t in from_file):
-            raise ValueError(f"{self.tarry_config}: [api] tokens must be a list of strings")
-        return [*self.tarry_api_tokens, *map(SecretStr, from_file)]
+        return [*self.tarry_api_tokens, *self._file.api.tokens]
 
     def mcp_servers(self) -> dict[str, McpServer]:
         """The config file's `[mcp_servers.NAME]` tables."""
-        table = self._config_table("mcp_servers")
-        return {name: McpServer.model_validate(server) for name, server in table.items()}
+        return dict(self._file.mcp_servers)
 
-    def _config_table(self, name: str) -> dict[str, Any]:
-        if self.tarry_config is None:
-            return {}
-        with self.tarry_config.open("rb") as f:
-            table: dict[str, Any] = tomllib.load(f).get(name, {})
-        return table
+
+def load_settings() -> TarrySettings:
+    """The settings from the environment and the `TARRY_CONFIG` file, checked whole;
+    what every entry point starts with. Raises `ConfigError`: one line saying what is
+    wrong and where."""
+    try:
+        return TarrySettings()
+    except ValidationError as e:
+        raise ConfigError(config_problem(e)) from None
+
+
+def config_problem(
+    error: ValidationError | tomllib.TOMLDecodeError, file: Path | None = None
+) -> str:
+    """One line for a configuration `error`: of the environment (`TarrySettings`), or of
+    the config `file` (`ConfigFile`). Names the variable, or the file, table and key; a
+    key the table does not know comes with the nearest one it does. Never shows a value:
+    it may be a secret."""
+    if isinstance(error, tomllib.TOMLDecodeError):
+        # Its message ends with "(at line L, column C)".
+        return f"{file}: not valid TOML: {error}"
+    # An unknown key first: a misspelled required key is also reported missing.
+    errors = sorted(error.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    first, more = errors[0], len(errors) - 1
+    if first["type"] == "extra_forbidden":
+        *table, key = first["loc"]
+        known = _keys_of(tuple(table))
+        close = difflib.get_close_matches(str(key), known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"the keys are {', '.join(known)}"
+        place = f"in {_table_name(tuple(table))}" if table else "at the top level"
+        line = f"{file}: unknown key {key!r} {place}; {hint}"
+    else:
+        where = _where(first["loc"], file)
+        line = f"{where}: {_message(first)}" if where else _message(first)
+    return line + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
+
+
+def _message(error: Any) -> str:
+    """Pydantic's message, without the "Value error, " it puts before a validator's own."""
+    if error["type"] in ("value_error", "assertion_error"):
+        return str(error["ctx"]["error"])
+    return str(error["msg"])
+
+
+def _where(loc: tuple[int | str, ...], file: Path | None) -> str:
+    """`TARRY_X` for the environment's field `tarry_x`; `FILE: [table] key` in the file.
+    List positions are left out: a list in a configuration is short."""
+    names = tuple(part for part in loc if isinstance(part, str))
+    if file is None:
+        return names[0].upper() if names else ""
+    if not names:
+        return str(file)
+    if _is_table(_type_at(names)):
+        return f"{file}: {_table_name(names)}"
+    *table, key = names
+    return f"{file}: {_table_name(tuple(table))} {key}" if table else f"{file}: {key}"
+
+
+def _table_name(names: tuple[int | str, ...]) -> str:
+    return f"[{'.'.join(map(str, names))}]"
+
+
+def _keys_of(table: tuple[int | str, ...]) -> list[str]:
+    """The keys the config file's table at `table` knows."""
+    kind = _type_at(table)
+    return list(kind.model_fields) if _is_table(kind) else []
+
+
+def _type_at(loc: tuple[int | str, ...]) -> Any:
+    """The type of what is at `loc` in `ConfigFile`: a model for a table."""
+    kind: Any = ConfigFile
+    for part in loc:
+        if _is_table(kind):
+            field = kind.model_fields.get(str(part))
+            kind = _optional_of(field.annotation) if field else None
+        elif get_origin(kind) in (dict, list):
+            kind = _optional_of(get_args(kind)[-1])
+        else:
+            return None
+    return kind
+
+
+def _optional_of(kind: Any) -> Any:
+    """`T` for `T | None`, as a table's type."""
+    if get_origin(kind) in (Union, types.UnionType):
+        kinds = [k for k in get_args(kind) if k is not type(None)]
+        return kinds[0] if len(kinds) == 1 else kind
+    return kind
+
+
+def _is_table(kind: Any) -> bool:
+    return isinstance(kind, type) and issubclass(kind, BaseModel)

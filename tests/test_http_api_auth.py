@@ -20,7 +20,7 @@ from tests.test_cli import TARRY, agent_env
 
 @pytest.fixture
 async def api(agent: Agent) -> AsyncIterator[Api]:
-    async with serving(agent, TOKEN, "another-token") as api:
+    async with serving(agent, TOKEN, "another-token-of-the-api") as api:
         yield api
 
 
@@ -60,7 +60,9 @@ async def test_a_wrong_token_is_401(api: Api) -> None:
 
 async def test_any_configured_token_is_let_through(api: Api) -> None:
     first = await api.http.get("/v1/runs")
-    second = await api.http.get("/v1/runs", headers={"Authorization": "Bearer another-token"})
+    second = await api.http.get(
+        "/v1/runs", headers={"Authorization": "Bearer another-token-of-the-api"}
+    )
 
     assert (first.status_code, second.status_code) == (200, 200)
 
@@ -69,7 +71,7 @@ async def test_tokens_come_from_the_environment_and_the_config_file(
     agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = tmp_path / "tarry.toml"
-    config.write_text('[api]\ntokens = ["from-the-file"]\n')
+    config.write_text('[api]\ntokens = ["from-the-config-file"]\n')
     monkeypatch.setenv("TARRY_CONFIG", str(config))
     monkeypatch.setenv("TARRY_API_TOKENS", "from-the-environment")
     settings = TarrySettings()
@@ -80,7 +82,7 @@ async def test_tokens_come_from_the_environment_and_the_config_file(
     ):
         answers = [
             (await http.get("/v1/runs", headers={"Authorization": f"Bearer {t}"})).status_code
-            for t in ("from-the-file", "from-the-environment", "neither")
+            for t in ("from-the-config-file", "from-the-environment", "neither")
         ]
 
     assert answers == [200, 200, 401]

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from tarry.contracts import Phase, RunInput, Sampling
-from tarry.settings import ModelProfile, TarrySettings
+from tarry.settings import ConfigError, ModelProfile, TarrySettings
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent
 
@@ -91,8 +91,8 @@ def test_a_profile_with_a_setting_out_of_range_is_refused_at_load(
     config.write_text(f"[profiles.bad]\n{name} = {value!r}\n")
     monkeypatch.setenv("TARRY_CONFIG", str(config))
 
-    with pytest.raises(ValidationError, match=name):
-        TarrySettings().model_profiles()
+    with pytest.raises(ConfigError, match=rf"\[profiles\.bad\] {name}: "):
+        TarrySettings()
 
 
 def test_a_run_with_a_setting_out_of_range_is_refused() -> None:

@@ -6,16 +6,16 @@ import sys
 from typing import NoReturn
 
 from tarry.codec import EncryptionKeyError
-from tarry.entrypoint import run_main
+from tarry.entrypoint import run_main, settings_or_exit
 from tarry.logs import configure_logging
 from tarry.settings import TarrySettings
 from workers.telemetry import TracingExtraMissing
 from workers.worker import WorkerSetupError, run_worker
 
 
-async def _main() -> int:
+async def _main(settings: TarrySettings) -> int:
     try:
-        await run_worker(TarrySettings())
+        await run_worker(settings)
     except (WorkerSetupError, EncryptionKeyError, TracingExtraMissing) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -24,7 +24,8 @@ async def _main() -> int:
 
 def main() -> NoReturn:
     configure_logging()
-    run_main(_main)
+    settings = settings_or_exit()
+    run_main(lambda: _main(settings))
 
 
 if __name__ == "__main__":

@@ -48,7 +48,19 @@ async def check_search_attributes(client: Client, namespace: str) -> None:
 async def run_worker(settings: TarrySettings, tools: Sequence[Tool] = BUILTIN_TOOLS) -> None:
     """Serves `tools` until SIGINT or SIGTERM, then lets in-flight tasks finish and returns."""
     plugin = TarryPlugin(settings, tools=tools)
-    client = await connect_temporal(settings, runtime=metrics_runtime(settings))
+    try:
+        runtime = metrics_runtime(settings)
+    except ValueError as e:  # the SDK's: "Failed starting Prometheus exporter: ..."
+        raise WorkerSetupError(f"{e}; set TARRY_METRICS_PORT to a free port") from None
+    try:
+        client = await connect_temporal(settings, runtime=runtime)
+    # The SDK reports a failed connection as a bare RuntimeError (its reason a page of
+    # Rust debug output), an address it cannot parse as a ValueError.
+    except (RuntimeError, ValueError):
+        raise WorkerSetupError(
+            f"cannot reach Temporal at {settings.temporal_address}; start it with "
+            "`tarry dev` or set TEMPORAL_ADDRESS"
+        ) from None
     await check_search_attributes(client, settings.temporal_namespace)
     worker = Worker(client, task_queue=settings.tarry_task_queue, plugins=[plugin])
     keep_memory_flat()

@@ -3,7 +3,8 @@
 Every command that prints data takes `--json` for scripts: plain JSON on stdout, never
 colour. Errors are one line on stderr (`error: CODE: message`) and a non-zero exit,
 never a traceback. Connection settings come from the environment (`TEMPORAL_ADDRESS`,
-`TEMPORAL_NAMESPACE`, `TARRY_TASK_QUEUE`), as for every Tarry process.
+`TEMPORAL_NAMESPACE`, `TARRY_TASK_QUEUE`), as for every Tarry process; a bad setting or
+config file is refused before anything starts, with exit code 2 (`settings_or_exit`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from tarry.contracts import (
     RunState,
     WaitingFor,
 )
-from tarry.entrypoint import exit_now
+from tarry.entrypoint import exit_now, settings_or_exit
 from tarry.logs import configure_logging
 from tarry.runs import RunRow, find_runs
 from tarry.settings import TarrySettings
@@ -127,8 +128,10 @@ async def _connect(settings: TarrySettings) -> Tarry:
 
 
 def _with_tarry(action: Callable[[Tarry], Awaitable[T]]) -> T:
+    settings = settings_or_exit()
+
     async def connected() -> T:
-        return await action(await _connect(TarrySettings()))
+        return await action(await _connect(settings))
 
     return _run(connected())
 
@@ -664,7 +667,8 @@ def mcp_command(
         from tarry.cli.mcp_server import build_server
     except ModuleNotFoundError as e:
         _fail(f"tarry mcp needs the mcp extra ({e.name} is missing): pip install 'tarry[mcp]'")
-    server = build_server(lambda: _connect(TarrySettings()))
+    settings = settings_or_exit()  # refused now, not at the first tool call
+    server = build_server(lambda: _connect(settings))
     if http is None:
         _run(server.run_stdio_async())
     else:
@@ -695,7 +699,7 @@ def worker() -> None:
     from workers.worker import WorkerSetupError, run_worker
 
     configure_logging()
-    settings = TarrySettings()
+    settings = settings_or_exit()
 
     async def serve() -> None:
         await _connect(settings)  # a missing server is one line here, not a traceback later
@@ -735,7 +739,7 @@ def dev(data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
     """
     from tarry.cli.devstack import serve_dev
 
-    raise typer.Exit(_run(serve_dev(TarrySettings(), data_dir)))
+    raise typer.Exit(_run(serve_dev(settings_or_exit(), data_dir)))
 
 
 @app.command()
@@ -761,7 +765,7 @@ def serve(
     from tarry.api import ApiServer, ApiSetupError, check_exposure, create_app
     from tarry.cli.devstack import stop_signals, unless_stopped
 
-    settings = TarrySettings()
+    settings = settings_or_exit()
 
     async def serve_api() -> None:
         try:
@@ -814,7 +818,7 @@ def demo(
     """
     from tarry.cli.demo import run_demo
 
-    demo = run_demo(TarrySettings(), data_dir, keep=keep, reply=reply, model=model)
+    demo = run_demo(settings_or_exit(), data_dir, keep=keep, reply=reply, model=model)
     raise typer.Exit(_run(demo))
 
 

@@ -22,8 +22,7 @@ from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
 from tarry.codec import EncryptionCodec
-from tarry.entrypoint import run_main
-from tarry.settings import TarrySettings
+from tarry.entrypoint import run_main, settings_or_exit
 
 DEFAULT_ORIGIN = "http://127.0.0.1:8233"
 """The Web UI of `temporal server start-dev` (and so of `tarry dev`) on its default port."""
@@ -105,7 +104,7 @@ def main() -> NoReturn:
         "--origin", default=DEFAULT_ORIGIN, help="the Web UI's origin, allowed by CORS"
     )
     args = parser.parse_args()
-    key = TarrySettings().tarry_encryption_key
+    key = settings_or_exit().tarry_encryption_key
     if key is None:
         sys.exit("error: TARRY_ENCRYPTION_KEY is not set; the codec server needs the runs' key")
     try:
