@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Protocol
@@ -130,13 +130,17 @@ class ToolHost:
         tools: Iterable[Tool] = BUILTIN_TOOLS,
         sources: Sequence[ToolSource] = (),
         model_queues: Mapping[str, str] | None = None,
+        profiles: Collection[str] | None = None,
     ) -> None:
         """`model_queues`: the task queue of each model profile that has its own, which
-        a run resolves with its tools (`Catalogue`)."""
+        a run resolves with its tools (`Catalogue`); `profiles`: the names of the worker's
+        model profiles, so a run naming another is refused at its start like an unknown
+        tool (None: not checked here; the model call refuses it)."""
         self._root = workspace_root
         self._tools: dict[str, Tool] = {}
         self._sources = sources
         self._model_queues = dict(model_queues or {})
+        self._profiles = None if profiles is None else sorted(profiles)
         for t in tools:
             self.register(t)
 
@@ -219,6 +223,14 @@ class ToolHost:
                 f"no tool named {', '.join(map(repr, unknown))}; this worker has "
                 f"{', '.join(names)} ('*' in require_approval gates them all){why}",
                 type=ErrorCode.TOOL_NOT_FOUND,
+                non_retryable=True,
+            )
+        # A typo in `--model` would otherwise fail the run only at its first model call.
+        if self._profiles is not None and request.profile not in (None, *self._profiles):
+            raise ApplicationError(
+                f"no model profile {request.profile!r} on this worker; "
+                f"configured: {', '.join(self._profiles)}",
+                type=ErrorCode.LLM_UNKNOWN_PROFILE,
                 non_retryable=True,
             )
         tools = self.catalogue(request, listed)

@@ -87,7 +87,8 @@ def decision_text(decision: DecisionRecord) -> Text:
         head = f"✗ rejected: the run was stopped {at}"
     else:
         verdict = "✓ approved" if decision.approved else "✗ rejected"
-        head = f"{verdict} {_DECIDED_BY[decision.by]} {at}"
+        via = f" via {decision.source}" if decision.source else ""
+        head = f"{verdict} {_DECIDED_BY[decision.by]}{via} {at}"
     if decision.reason:
         head += f": {json.dumps(decision.reason, ensure_ascii=False)}"
     text = Text("    ").append(head, style="green" if decision.approved else "red")
