@@ -69,7 +69,12 @@ class TarryPlugin(SimplePlugin):
         self._profiles = dict(self.settings.model_profiles() if profiles is None else profiles)
         queues = {name: p.task_queue for name, p in self._profiles.items() if p.task_queue}
         self.tools = ToolHost(
-            self.settings.tarry_workspace_root, tools, self._sources, queues, self._profiles
+            self.settings.tarry_workspace_root,
+            tools,
+            self._sources,
+            queues,
+            self._profiles,
+            self.settings.tarry_read_file_max_bytes,
         )
         self._interceptors = tracing_interceptors(self.settings)
         self._http = httpx.AsyncClient()
