@@ -789,7 +789,7 @@ async def test_starting_a_run_id_twice_is_one_error_line(cli: Cli) -> None:
 
     result = await cli("start", "hi again", "--id", run.id)
 
-    result.assert_one_error_line(f"error: a run with id {run.id!r} already exists")
+    result.assert_one_error_line(f"error: RUN_EXISTS: a run with id {run.id!r} exists already")
 
 
 async def test_a_usage_error_exits_2_without_a_traceback(cli: Cli) -> None:

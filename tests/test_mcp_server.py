@@ -3,6 +3,7 @@ to with the `mcp` package's client, against a real dev server and worker."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -15,6 +16,7 @@ from mcp.types import CallToolResult, TextContent
 from tarry.contracts import ErrorCode
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
+from tests.test_cli import agent_env
 from tests.test_run_ids import BAD_IDS
 
 TARRY = Path(sys.executable).parent / "tarry"
@@ -112,6 +114,8 @@ async def test_a_decision_through_mcp_is_recorded_as_taken_through_mcp(
         "update",
         "mcp",
     )
+    shown = await tarry_show(agent, started["run_id"])
+    assert "\n    ✓ approved via mcp " in shown, shown
 
 
 async def test_decide_is_marked_destructive_so_a_host_asks_its_user_first(
@@ -179,6 +183,17 @@ async def test_every_bad_run_id_form_is_a_run_id_invalid_tool_error(tarry_mcp: C
 
     assert set(codes.values()) == {ErrorCode.RUN_ID_INVALID}
     assert len(codes) == 2 * len(BAD_IDS)
+
+
+async def tarry_show(agent: Agent, run_id: str) -> str:
+    """What `tarry show RUN` prints."""
+    env = agent_env(agent)
+    process = await asyncio.create_subprocess_exec(
+        str(TARRY), "show", run_id, env=env, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode == 0
+    return out.decode()
 
 
 def error_code(result: CallToolResult) -> str | None:
