@@ -17,6 +17,7 @@ new (`Usage.cache_read_tokens`, `Usage.cache_write_tokens`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -54,7 +55,7 @@ async def answer(http: httpx.AsyncClient, call: ModelCall) -> LlmResponse:
             message = json.loads(text)
         except ValueError:
             message = None
-        return _answer_of(message, call.turn, text)
+        return _answer_of(message, call.turn, lambda: text)
 
     if not profile.stream:
         return parse((await post(http, call, url, headers, body)).text)
@@ -170,6 +171,9 @@ class _Assembly:
         self._turn = turn
         self._message: dict[str, Any] = {}
         self._blocks: dict[int, dict[str, Any]] = {}
+        self._pieces: dict[int, list[str]] = {}
+        """Block index -> its text's or its input JSON's pieces, joined once at the end:
+        growing a string per delta is quadratic."""
         self._calls: dict[int, int] = {}
         """Block index -> the call's position among the answer's tool calls."""
         self._usage: dict[str, Any] = {}
@@ -205,38 +209,48 @@ class _Assembly:
 
     def _start(self, index: int, block: dict[str, Any]) -> None:
         self._blocks[index] = block
-        if block["type"] == "text" and block.get("text") and self.observers:
-            self.observers.text(block["text"])
+        self._pieces[index] = []
+        if block["type"] == "text":
+            self._pieces[index].append(block.get("text") or "")
+            if block.get("text") and self.observers:
+                self.observers.text(block["text"])
         if block["type"] == "tool_use":
             self._calls[index] = len(self._calls)
-            block["input"] = ""  # its JSON text arrives in `input_json_delta`s
+            # Its JSON text arrives in `input_json_delta`s.
             if self.observers:
                 self.observers.tool_call(self._calls[index], block["name"], block.get("id"))
 
     def _delta(self, index: int, delta: dict[str, Any]) -> None:
-        block = self._blocks[index]
+        pieces = self._pieces[index]
         if delta["type"] == "text_delta":
-            block["text"] = block.get("text", "") + delta["text"]
+            pieces.append(delta["text"])
             if delta["text"] and self.observers:
                 self.observers.text(delta["text"])
         elif delta["type"] == "input_json_delta":
-            block["input"] += delta["partial_json"]
+            pieces.append(delta["partial_json"])
             if delta["partial_json"] and self.observers:
                 self.observers.tool_arguments(self._calls[index], delta["partial_json"])
 
     def answer(self) -> LlmResponse:
         if not (self._done or self._stop_reason):
             raise cut_short(self.events)
-        content = [self._blocks[i] for i in sorted(self._blocks)]
-        for block in content:
-            if block["type"] == "tool_use":
-                block["input"] = block["input"] or "{}"
+        content = [self._block(i) for i in sorted(self._blocks)]
         message = self._message | {
             "content": content,
             "stop_reason": self._stop_reason,
             "usage": self._usage,
         }
-        return _answer_of(message, self._turn, json.dumps(message))
+        return _answer_of(message, self._turn, lambda: json.dumps(message))
+
+    def _block(self, index: int) -> dict[str, Any]:
+        """A content block as the plain answer has it, its text or input JSON joined."""
+        block = self._blocks[index]
+        joined = "".join(self._pieces[index])
+        if block["type"] == "text":
+            return block | {"text": joined}
+        if block["type"] == "tool_use":
+            return block | {"input": joined or "{}"}
+        return block
 
 
 def _stream_error(raw: dict[str, Any]) -> Exception:
@@ -249,9 +263,11 @@ def _stream_error(raw: dict[str, Any]) -> Exception:
     return error(code, f"the model's stream failed: {raw.get('type')}: {raw.get('message')}")
 
 
-def _answer_of(message: Any, turn: int, shown: str) -> LlmResponse:
-    """Reads a Messages API message; `shown` is its text, for the error message. A
-    tool call's `input` is an object, or (from a stream) its JSON text as it came."""
+def _answer_of(message: Any, turn: int, shown: Callable[[], str]) -> LlmResponse:
+    """Reads a Messages API message; `shown` gives its text for the error message, only
+    when there is one (encoding a megabyte answer to show 300 characters of it would
+    hold the worker's loop). A tool call's `input` is an object, or (from a stream) its
+    JSON text as it came."""
     try:
         blocks = [b for b in message["content"] if isinstance(b, dict)]
         text = "".join(b["text"] for b in blocks if b.get("type") == "text")
@@ -264,7 +280,7 @@ def _answer_of(message: Any, turn: int, shown: str) -> LlmResponse:
         usage = _usage_of(message.get("usage") or {})
     except (KeyError, TypeError, AttributeError, ValidationError) as e:
         raise bad_response(
-            f"the model's answer is not a message ({type(e).__name__} {e}): {shown[:300]!r}"
+            f"the model's answer is not a message ({type(e).__name__} {e}): {shown()[:300]!r}"
         ) from None
     if not chat.content and not chat.tool_calls:
         # Nothing to show the user and nothing to do: asking again usually helps.

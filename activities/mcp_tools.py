@@ -92,6 +92,8 @@ def tool_definition(server: str, config: McpServer, tool: Tool) -> ToolDefinitio
         parameters=tool.input_schema,
         idempotent=not writes or bool(hints.idempotent_hint),
         needs_approval=destructive and config.destructive_needs_approval,
+        # Marked both, the server vouches that a call is safe to run again unasked.
+        local=bool(hints.read_only_hint and hints.idempotent_hint),
         server=server,
         remote_name=tool.name,
     )

@@ -50,8 +50,6 @@ answer would otherwise put 3 MB of signals in history and in the stream's log.""
 CLOSE_SECONDS = 5.0
 """The most the last batch may hold up the answer once the stream has ended."""
 
-_MERGED = (EventKind.TEXT, EventKind.TOOL_ARGUMENTS)
-
 
 class AnswerObservers:
     """The observers of one attempt at one answer. Use as `async with`; the first event
@@ -66,6 +64,9 @@ class AnswerObservers:
         self._interval = interval.total_seconds()
         self._turn = turn
         self._pending: list[RunEvent] = []
+        self._tail: list[str] = []
+        """The words of the last pending event while deltas are merged into it, joined
+        when it is sealed: a string grown per delta is quadratic in the batch's size."""
         self._ticker: asyncio.Task[None] | None = None
         self._published = False
         self._batches = 0
@@ -87,7 +88,7 @@ class AnswerObservers:
         await self.close(cancelled=exc_type is not None and issubclass(exc_type, CancelledError))
 
     def text(self, delta: str) -> None:
-        self._add(RunEvent(kind=EventKind.TEXT, turn=self._turn, text=delta))
+        self._words(EventKind.TEXT, None, delta)
 
     def tool_call(self, index: int, name: str, call_id: str | None) -> None:
         event = RunEvent(
@@ -96,7 +97,7 @@ class AnswerObservers:
         self._add(event)
 
     def tool_arguments(self, index: int, delta: str) -> None:
-        self._add(RunEvent(kind=EventKind.TOOL_ARGUMENTS, turn=self._turn, index=index, text=delta))
+        self._words(EventKind.TOOL_ARGUMENTS, index, delta)
 
     def end(self, usage: Usage, finish_reason: str | None) -> None:
         event = RunEvent(
@@ -121,25 +122,33 @@ class AnswerObservers:
         except Exception as e:  # the answer matters more than its observers
             log.warning("the last words of turn %d did not reach observers: %r", self._turn, e)
 
+    def _words(self, kind: EventKind, index: int | None, delta: str) -> None:
+        """A delta of text or of a call's arguments, merged into the last pending event
+        when that is of the same kind (and call)."""
+        # Past the limit the words are dropped here; the answer's message has them all.
+        text = delta[: self._room]
+        if not text:
+            return
+        self._room -= len(text)
+        last = self._pending[-1] if self._tail else None
+        if last is not None and (last.kind, last.index) == (kind, index):
+            self._tail.append(text)
+            return
+        self._add(RunEvent(kind=kind, turn=self._turn, index=index, text=text))
+        self._tail = [text]
+
     def _add(self, event: RunEvent) -> None:
-        if event.kind in _MERGED:
-            # Past the limit the words are dropped here; the answer's message has them all.
-            text = (event.text or "")[: self._room]
-            self._room -= len(text)
-            if not text:
-                return
-            event.text = text
-        last = self._pending[-1] if self._pending else None
-        if (
-            last is not None
-            and event.kind in _MERGED
-            and (last.kind, last.index) == (event.kind, event.index)
-        ):
-            last.text = (last.text or "") + (event.text or "")
-        else:
-            self._pending.append(event)
+        self._seal()
+        self._pending.append(event)
+
+    def _seal(self) -> None:
+        """Joins the merged words of the last pending event."""
+        if len(self._tail) > 1:
+            self._pending[-1].text = "".join(self._tail)
+        self._tail = []
 
     async def _send(self) -> None:
+        self._seal()
         events, self._pending = self._pending, []
         for event in events:
             self._topic.publish(event)

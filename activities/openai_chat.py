@@ -8,6 +8,8 @@ as a stream of deltas.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -71,7 +73,8 @@ class _Assembly:
         self.events = 0
         self._turn = turn
         self._content: list[str] | None = None
-        self._calls: dict[int, dict[str, Any]] = {}
+        """The text's pieces, joined once at the end: a copy per delta is quadratic."""
+        self._calls: dict[int, _CallPieces] = {}
         self._finish_reason: str | None = None
         self._usage: Any = None
         self._model: str | None = None
@@ -100,40 +103,59 @@ class _Assembly:
         delta = choice.get("delta") or {}
         text = _text_of(delta.get("content"))
         if text is not None:
-            self._content = [*(self._content or []), text]
+            if self._content is None:
+                self._content = []
+            self._content.append(text)
             if text and self.observers:
                 self.observers.text(text)
         for part in delta.get("tool_calls") or []:
             index = part.get("index", 0)
-            call = self._calls.setdefault(index, {"id": "", "function": {"name": ""}})
-            call["id"] = part.get("id") or call["id"]
+            call = self._calls.setdefault(index, _CallPieces())
+            call.id = part.get("id") or call.id
             function = part.get("function") or {}
             if name := function.get("name"):
-                call["function"]["name"] = name
+                call.name = name
                 if self.observers:
-                    self.observers.tool_call(index, name, call["id"] or None)
+                    self.observers.tool_call(index, name, call.id or None)
             fragment = function.get("arguments")
             if fragment:
                 if not isinstance(fragment, str):  # an object in one piece
                     fragment = json.dumps(fragment)
-                call["function"]["arguments"] = call["function"].get("arguments", "") + fragment
+                call.arguments.append(fragment)
                 if self.observers:
                     self.observers.tool_arguments(index, fragment)
         self._finish_reason = choice.get("finish_reason") or self._finish_reason
 
     def answer(self) -> LlmResponse:
         completion = self._completion()
-        return _answer_of(completion, self._turn, json.dumps(completion))
+        return _answer_of(completion, self._turn, lambda: json.dumps(completion))
 
     def _completion(self) -> dict[str, Any]:
         """The answer as `chat.completions` without streaming gives it."""
         if not (self._done or self._finish_reason):
             raise cut_short(self.events)
         content = None if self._content is None else "".join(self._content)
-        calls = [self._calls[i] for i in sorted(self._calls)]
+        calls = [self._calls[i].joined() for i in sorted(self._calls)]
         message = {"role": "assistant", "content": content, "tool_calls": calls or None}
         choice = {"index": 0, "message": message, "finish_reason": self._finish_reason}
         return {"model": self._model, "choices": [choice], "usage": self._usage}
+
+
+@dataclass
+class _CallPieces:
+    """One streamed tool call: its id and name, and its argument fragments as they came."""
+
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+    """Joined once at the end: growing a string per fragment is quadratic."""
+
+    def joined(self) -> dict[str, Any]:
+        """The call as the plain answer's `tool_calls` entry."""
+        function = {"name": self.name}
+        if self.arguments:
+            function["arguments"] = "".join(self.arguments)
+        return {"id": self.id, "function": function}
 
 
 def _parse_answer(text: str, turn: int) -> LlmResponse:
@@ -142,18 +164,19 @@ def _parse_answer(text: str, turn: int) -> LlmResponse:
         answer = json.loads(text)
     except ValueError:
         answer = None
-    return _answer_of(answer, turn, text)
+    return _answer_of(answer, turn, lambda: text)
 
 
-def _answer_of(answer: Any, turn: int, shown: str) -> LlmResponse:
-    """Reads `choices[0].message`, tolerating the shapes real providers send; `shown` is
-    the answer's text, for the error message."""
+def _answer_of(answer: Any, turn: int, shown: Callable[[], str]) -> LlmResponse:
+    """Reads `choices[0].message`, tolerating the shapes real providers send; `shown`
+    gives the answer's text for the error message, only when there is one (encoding a
+    megabyte answer to show 300 characters of it would hold the worker's loop)."""
     try:
         choice = answer["choices"][0]
         raw = choice["message"]
     except (KeyError, IndexError, TypeError):
         raise bad_response(
-            f"the model's answer has no choices[0].message: {shown[:300]!r}"
+            f"the model's answer has no choices[0].message: {shown()[:300]!r}"
         ) from None
     try:
         message = ChatMessage(

@@ -30,6 +30,10 @@ from tarry.settings import ModelProfile
 
 # Status codes worth another attempt: the provider may answer differently next time.
 _RETRYABLE_STATUS = frozenset({408, 409})
+EVENTS_PER_TURN = 100
+"""Stream events read before the worker's other work gets a turn of its loop: one read
+of the response can hold a thousand tiny deltas, and reading them in one go holds every
+other run on the worker (its heartbeats, its polls, the next person's answer)."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,8 @@ async def stream(
             async for event in source.aiter_sse():
                 if assembly.add(event.event, event.data):
                     break
+                if not assembly.events % EVENTS_PER_TURN:
+                    await asyncio.sleep(0)
             answer = assembly.answer()
             observers.end(answer.usage, answer.finish_reason)
     return answer

@@ -59,7 +59,7 @@ WorkspacePath = Annotated[
 ]
 
 
-@tool
+@tool(quick=True)
 def read_file(
     ctx: ToolContext,
     path: WorkspacePath,
@@ -104,7 +104,7 @@ def write_file(ctx: ToolContext, path: WorkspacePath, content: str) -> dict[str,
     return {"path": target.relative_to(ctx.workspace.resolve()).as_posix(), "bytes": len(data)}
 
 
-@tool
+@tool(quick=True)
 def list_files(ctx: ToolContext, path: WorkspacePath = ".") -> list[str]:
     """List a directory of the workspace; directory names end with '/'."""
     target = ctx.resolve(path)

@@ -4,7 +4,7 @@ the targets of issue 13 they show.
 scripts/bench                 everything, at full size (over an hour on 2 cores)
 scripts/bench --quick         small sizes, a few minutes
 scripts/bench --only turns    one benchmark: turns, reply, busy, long, parked, stream, startup,
-                              cache
+                              cache, stream-stall
 
 Tarry's rows use the shipped settings; set `TARRY_WORKFLOW_CACHE` (or any `TARRY_*`
 worker setting) in the environment to measure others.
@@ -26,6 +26,7 @@ from bench import (
     reply_latency,
     startup,
     stream_history,
+    stream_stall,
     targets,
     throughput,
     turn_overhead,
@@ -33,9 +34,12 @@ from bench import (
 from bench.rig import console
 from tarry.entrypoint import run_main
 
-SECTIONS = ("turns", "reply", "busy", "long", "parked", "stream", "startup", "cache")
-"""The five results of issue 13 in its order, then the stream's history, start-up and
-the input a long run pays for with prompt caching."""
+SECTIONS = (
+    "turns", "reply", "busy", "long", "parked", "stream", "startup", "cache", "stream-stall"
+)  # fmt: skip
+"""The five results of issue 13 in its order, then the stream's history, start-up, the
+input a long run pays for with prompt caching, and how long one streamed answer holds the
+worker's loop (issue 23)."""
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -67,6 +71,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.busy_turns = args.busy_turns or (3 if quick else 20)
     args.stream_turns = 3 if quick else 10
     args.cache_turns = 12 if quick else 100
+    args.stall_text_bytes = 400_000 if quick else 4_000_000
+    args.stall_file_bytes = 300_000 if quick else 3_000_000
     args.parked = args.parked or (200 if quick else 10_000)
     args.samples = args.samples or (20 if quick else 200)
     args.settle = args.settle if args.settle is not None else (3.0 if quick else 30.0)
@@ -112,6 +118,8 @@ async def main(args: argparse.Namespace) -> int:
             await startup.run(root)
         if "cache" in args.only:
             await prompt_cache.run(args.cache_turns, root / "workspaces")
+        if "stream-stall" in args.only:
+            await stream_stall.run(args.stall_text_bytes, args.stall_file_bytes, root)
     if found:
         console.print(targets.render(found))
     return 0

@@ -1,4 +1,4 @@
-"""The targets of issue 13, read off the results of one `scripts/bench` invocation:
+"""The targets of issues 13 and 24, read off the results of one `scripts/bench` invocation:
 each with the figure measured, the limit, and whether it was met or by how much it
 was missed. They are shown, never asserted: the lead reads them on a quiet machine."""
 
@@ -56,7 +56,8 @@ def turns(results: Mapping[str, Sequence[turn_overhead.Outcome]]) -> list[Target
         floor = outcomes[turn_overhead.FLOOR].seconds
         agents = outcomes[turn_overhead.AGENTS].seconds
         found += [
-            Target(f"per turn x Temporal's floor ({config} config)", _over(shipped, floor), 1.0),
+            # Issue 24: the turn's read-only tool is a local activity, the floor's is not.
+            Target(f"per turn x Temporal's floor ({config} config)", _over(shipped, floor), 0.7),
             Target(
                 f"per turn x SDK agent integration ({config} config)", _over(shipped, agents), 0.8
             ),

@@ -15,7 +15,7 @@ import asyncio
 import atexit
 import gc
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Collection
+from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
 from typing import Any
@@ -136,15 +136,24 @@ class Tarry:
 
     @classmethod
     async def connect(cls, settings: TarrySettings | None = None) -> Tarry:
+        """Connects to the Temporal server `settings` name (the environment's, by default)
+        with the data converter every Tarry process shares (`connect_temporal`)."""
         settings = settings or TarrySettings()
         return cls(await connect_temporal(settings), settings.tarry_task_queue)
 
-    async def start(self, input: RunInput | str, *, run_id: str | None = None) -> RunHandle:
+    async def start(
+        self,
+        input: RunInput | str,
+        *,
+        run_id: str | None = None,
+        memo: Mapping[str, Any] | None = None,
+    ) -> RunHandle:
         """Starts a run; `run_id` defaults to `run-<short uuid>`. A run that names tools
         (`tools`, `require_approval`) is refused with `TOOL_NOT_FOUND` when the worker
         has no tool of one of those names, and one that names a model profile with
         `LLM_UNKNOWN_PROFILE` when the worker has no such profile; with no worker to ask,
-        the run refuses them itself once one takes it."""
+        the run refuses them itself once one takes it. `memo` adds to the run's memo (which
+        `resume` keeps): what a caller needs to know of the request that started it."""
         if isinstance(input, str):
             input = RunInput(prompt=input)
         run_id = _checked_id(f"run-{uuid.uuid4().hex[:8]}" if run_id is None else run_id)
@@ -162,7 +171,7 @@ class Tarry:
                 # The UI's run list shows this, so runs can be told apart at a glance.
                 static_summary=summary,
                 # `tarry list` reads it here: list results carry a memo, not the summary.
-                memo={SUMMARY_MEMO: summary},
+                memo={**(memo or {}), SUMMARY_MEMO: summary},
             )
         except WorkflowAlreadyStartedError:
             raise TarryError(
@@ -292,10 +301,14 @@ class RunHandle:
                 delay = min(delay * 2, 2.0)
 
     async def pause(self) -> None:
+        """Asks the run to wait for a person at its next turn boundary (the `pause`
+        signal); a reply then goes on as usual."""
         async with self._errors():
             await self._handle.signal("pause")
 
     async def stop(self, reason: str | None = None) -> None:
+        """Ends the run (the `stop` signal): a waiting run completes, a working one is
+        aborted; `reason` is kept in its state and result. `resume` goes on with it."""
         async with self._errors():
             await self._handle.signal("stop", StopRequest(reason=reason))
 
@@ -439,6 +452,7 @@ class RunHandle:
         ]
 
     async def result(self) -> RunResult:
+        """Waits for the run to end and returns how it ended, following continue-as-new."""
         async with self._errors():
             return await self._handle.result()
 
@@ -458,7 +472,8 @@ class RunHandle:
             resumption: dict[str, Any] = await self._handle.query(
                 "resumption", result_type=dict[str, Any]
             )
-            summary = await description.memo_value(SUMMARY_MEMO, default="")
+            memo = await description.memo()
+            summary = memo.get(SUMMARY_MEMO, "")
             handle = await self._client.start_workflow(
                 WORKFLOW_TYPE,
                 resumption,
@@ -466,7 +481,8 @@ class RunHandle:
                 task_queue=description.task_queue,
                 result_type=RunResult,
                 static_summary=summary or None,
-                memo={SUMMARY_MEMO: summary},
+                # All of it: what the request that started the run left there too.
+                memo={**memo, SUMMARY_MEMO: summary},
             )
         return RunHandle(self._client, handle)
 

@@ -103,6 +103,8 @@ SEARCH_ATTRIBUTES = (
 
 
 class Phase(StrEnum):
+    """Where a run stands: working, waiting for a person, or ended for good."""
+
     RUNNING = "Running"
     WAITING_USER = "WaitingUser"
     COMPLETED = "Completed"
@@ -130,6 +132,8 @@ class ApprovalDefault(StrEnum):
 
 
 class Mode(StrEnum):
+    """What an answer without tool calls means: wait for the user, or the task is done."""
+
     CHAT = "chat"
     """An answer without tool calls waits for the user."""
     TASK = "task"
@@ -140,43 +144,93 @@ class ErrorCode(StrEnum):
     """Structured codes carried by errors, warnings and failed tool results."""
 
     LLM_AUTH_FAILED = "LLM_AUTH_FAILED"
+    """The provider refused the key (401/403): not retried; the run fails naming the profile,
+    and `tarry resume` goes on once the key is fixed."""
     LLM_RATE_LIMITED = "LLM_RATE_LIMITED"
+    """The provider said 429: retried, waiting `Retry-After` when it gives one."""
     LLM_TIMEOUT = "LLM_TIMEOUT"
+    """A model call took longer than its profile's `request_timeout`: retried."""
     LLM_HTTP_ERROR = "LLM_HTTP_ERROR"
+    """A connection error, 408, 409 or 5xx (retried for `timeouts.llm_retry_window`), or
+    another 4xx (not retried)."""
     LLM_BAD_RESPONSE = "LLM_BAD_RESPONSE"
+    """A 2xx answer that is not JSON or has no message: asked again up to
+    `bad_response_attempts` times, then the run fails."""
     LLM_UNKNOWN_PROFILE = "LLM_UNKNOWN_PROFILE"
+    """The run names a model profile no worker has; the message lists the profiles there are."""
     LLM_TRUNCATED = "LLM_TRUNCATED"
+    """A warning: the answer hit the model's length limit and is kept as it is."""
     LLM_CONTEXT_MISSING = "LLM_CONTEXT_MISSING"
+    """The worker cannot read the stored conversation: that call sends the whole conversation
+    once."""
     TOOL_INVALID_ARGUMENTS = "TOOL_INVALID_ARGUMENTS"
+    """A tool call's arguments are not JSON or do not fit its schema: the model reads it and
+    may try again."""
     TOOL_NOT_FOUND = "TOOL_NOT_FOUND"
+    """A tool the run does not have; at start, a name in `tools` or `require_approval` no
+    worker has, which refuses the run."""
     TOOL_FAILED = "TOOL_FAILED"
+    """The tool raised: the model reads the error."""
     TOOL_TIMEOUT = "TOOL_TIMEOUT"
+    """The tool ran past `timeouts.tool` on every attempt."""
     TOOL_FORBIDDEN = "TOOL_FORBIDDEN"
+    """A path that leaves the run's workspace."""
     TOOL_REJECTED = "TOOL_REJECTED"
+    """A person (or a stop) rejected a gated call: the model reads the reason."""
     TOOL_APPROVAL_EXPIRED = "TOOL_APPROVAL_EXPIRED"
+    """Nobody decided on a gated call before its deadline, and its default is to reject."""
     TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
+    """A non-idempotent tool's single attempt was cut short: it may or may not have taken
+    effect."""
     APPROVAL_NOTHING_PENDING = "APPROVAL_NOTHING_PENDING"
+    """A decision on a run with no gated call waiting."""
     APPROVAL_UNKNOWN_CALL = "APPROVAL_UNKNOWN_CALL"
+    """A decision naming a call the run is not waiting on."""
     APPROVAL_ALREADY_DECIDED = "APPROVAL_ALREADY_DECIDED"
+    """A second decision on a call: the first one stands."""
     APPROVAL_INVALID_ARGUMENTS = "APPROVAL_INVALID_ARGUMENTS"
+    """Edited arguments that do not fit the tool's schema."""
     ENGINE_ABORTED = "ENGINE_ABORTED"
+    """`stop` while the run was working: the run fails, its transcript kept."""
     ENGINE_MAX_TURNS = "ENGINE_MAX_TURNS"
+    """A warning: `max_turns` model calls since the last reply; the run waits for the user."""
     ENGINE_LOOP_DETECTED = "ENGINE_LOOP_DETECTED"
+    """A warning: the same failing call `max_repeated_failures` times; the run waits for the
+    user."""
     BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
+    """A warning: the run has spent its budget and waits (`waiting_for: budget`) until it is
+    raised."""
     BUDGET_INVALID = "BUDGET_INVALID"
+    """`raise_budget` with no limit, or one not above what the run has spent: nothing changes."""
     OUTPUT_INVALID = "OUTPUT_INVALID"
+    """A task run's final answer does not fit `output_schema`, again after one repair: the run
+    fails."""
     INPUT_EMPTY = "INPUT_EMPTY"
+    """An empty reply: refused before it enters history."""
     INPUT_TOO_LARGE = "INPUT_TOO_LARGE"
+    """A reply over 4 MiB (or a request body over the API's limit): refused whole."""
     INPUT_INVALID = "INPUT_INVALID"
+    """Input of the wrong shape: text that is not valid UTF-8, a field the API does not take."""
     RUN_ENDED = "RUN_ENDED"
+    """The run has ended: reply refused (`tarry resume` goes on with it)."""
     RUN_NOT_FOUND = "RUN_NOT_FOUND"
+    """No run has that id."""
     RUN_NOT_SERVED = "RUN_NOT_SERVED"
+    """No worker polls the run's task queue, so it cannot answer: start `tarry worker` or
+    `tarry dev`."""
     RUN_NOT_ENDED = "RUN_NOT_ENDED"
+    """`resume` of a run that is still going: reply to it instead."""
     RUN_EXISTS = "RUN_EXISTS"
+    """A start under the id of a run that exists, open or ended: nothing is started."""
     RUN_ID_INVALID = "RUN_ID_INVALID"
+    """An id outside the rule: 1 to 200 letters, digits, `-`, `_`, `.`, `:` or `@`, not
+    starting with a dot."""
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+    """An `Idempotency-Key` sent again with a different body: nothing is started."""
     UNAUTHORIZED = "UNAUTHORIZED"
+    """An API request without a valid token."""
     PAYLOAD_NOT_STORED = "PAYLOAD_NOT_STORED"
+    """The payload store refused a payload (over its limit, or unusable)."""
 
 
 class ErrorInfo(BaseModel):
@@ -515,6 +569,8 @@ class RunState(BaseModel):
 
 
 class RunResult(BaseModel):
+    """How a run ended: the workflow's result, what `RunHandle.result` returns."""
+
     phase: Phase
     output: str | None = None
     """The `finish` tool's result, or the last assistant text."""
@@ -554,6 +610,10 @@ class ToolDefinition(BaseModel):
     tool of the worker's own, run by the activity named after it."""
     remote_name: str | None = Field(default=None, exclude_if=_none)
     """The tool's name on its MCP server; `name` is `SERVER__TOOL`, shortened."""
+    local: bool = Field(default=False, exclude_if=_empty)
+    """Quick and read-only: a call that waits for no decision runs as a local activity,
+    inside the run's own workflow task, saving the server round trip of an activity task.
+    History records it as a marker with the call's summary."""
 
 
 class CatalogueRequest(BaseModel):

@@ -10,15 +10,18 @@ from __future__ import annotations
 from datetime import datetime
 
 from pydantic import BaseModel
+from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
 from temporalio.client import Client, WorkflowExecution
+from temporalio.service import RPCError, RPCStatusCode
 
-from tarry.client import SUMMARY_MEMO
+from tarry.client import SUMMARY_MEMO, TarryError
 from tarry.contracts import (
     MODEL_ATTRIBUTE,
     PHASE_ATTRIBUTE,
     TURNS_ATTRIBUTE,
     WAITING_FOR_ATTRIBUTE,
     WORKFLOW_TYPE,
+    ErrorCode,
     Phase,
     WaitingFor,
 )
@@ -93,6 +96,25 @@ def runs_query(
     return query
 
 
+async def _check_page_token(client: Client, query: str, page_token: bytes) -> None:
+    """Asks visibility once, without the SDK's retries, whether it can read `page_token`:
+    it answers a forged one with an error the SDK takes for a passing one (`UNKNOWN`),
+    and retries for ten seconds before it gives up."""
+    try:
+        await client.workflow_service.list_workflow_executions(
+            ListWorkflowExecutionsRequest(
+                namespace=client.namespace, query=query, page_size=1, next_page_token=page_token
+            ),
+            retry=False,
+        )
+    except RPCError as e:
+        if e.status not in (RPCStatusCode.UNKNOWN, RPCStatusCode.INVALID_ARGUMENT):
+            raise
+        raise TarryError(
+            ErrorCode.INPUT_INVALID, "not a page token of this list: start from the first page"
+        ) from None
+
+
 async def find_runs(
     client: Client,
     *,
@@ -103,10 +125,12 @@ async def find_runs(
     page_token: bytes | None = None,
 ) -> RunPage:
     """One page of up to `limit` runs, open runs first, newest first (visibility's own
-    order), from `page_token` (a `RunPage.next_page_token`) or the start."""
-    executions = client.list_workflows(
-        runs_query(phase, waiting_for, task_queue), page_size=limit, next_page_token=page_token
-    )
+    order), from `page_token` (a `RunPage.next_page_token`) or the start; `INPUT_INVALID`
+    for a token visibility did not give."""
+    query = runs_query(phase, waiting_for, task_queue)
+    if page_token is not None:
+        await _check_page_token(client, query, page_token)
+    executions = client.list_workflows(query, page_size=limit, next_page_token=page_token)
     await executions.fetch_next_page()
     rows = [await RunRow.of(e) for e in executions.current_page or []]
     return RunPage(rows=rows, next_page_token=executions.next_page_token)

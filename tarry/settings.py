@@ -161,14 +161,21 @@ class TarrySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="", extra="ignore", arbitrary_types_allowed=True)
 
     temporal_address: str = "127.0.0.1:7233"
+    """The Temporal frontend, `host:port`."""
     temporal_namespace: str = "default"
+    """The Temporal namespace every run lives in."""
     tarry_task_queue: str = DEFAULT_TASK_QUEUE
+    """The task queue workers poll and clients start runs on."""
     openai_base_url: str = "https://api.openai.com/v1"
+    """The `default` profile's endpoint: OpenAI or any OpenAI-compatible server."""
     openai_api_key: SecretStr | None = None
+    """The `default` profile's key; it stays on the worker, never in history."""
     tarry_model: str = "gpt-4o-mini"
+    """The `default` profile's model."""
     anthropic_api_key: SecretStr | None = None
     """Set: the workers also hold an `anthropic` profile (Claude, at `ANTHROPIC_BASE_URL`)."""
     anthropic_base_url: str = _DEFAULTS["anthropic"]["base_url"]
+    """The `anthropic` profile's endpoint."""
     tarry_config: Path | None = Field(
         default=None, validation_alias=AliasChoices("tarry_config", "tarry_models_file")
     )
@@ -208,6 +215,10 @@ class TarrySettings(BaseSettings):
     config file's `[api] tokens` (see `api_tokens`)."""
     tarry_api_cors_origins: Annotated[list[str], NoDecode] = []
     """Origins whose web pages may call the HTTP API (CORS), comma-separated; none: off."""
+    tarry_api_allowed_hosts: Annotated[list[str], NoDecode] = []
+    """`Host` names the HTTP API answers to besides localhost and loopback addresses (a
+    reverse proxy's `tarry.example`, `name:port` for one port), comma-separated; `*`: any.
+    Others get 421, so that a page whose name resolves to 127.0.0.1 cannot use it."""
     tarry_task_queue_activities_per_second: float | None = Field(default=None, gt=0)
     """Temporal's rate limit on the activities of the worker's task queue, for all its
     workers together; on a model profile's own queue, that provider's calls per second."""
@@ -222,7 +233,9 @@ class TarrySettings(BaseSettings):
     """Set in code, not from the environment: a driver to use instead of the filesystem,
     e.g. the SDK's `S3StorageDriver` for a cluster (see the README's "Large payloads")."""
 
-    @field_validator("tarry_api_tokens", "tarry_api_cors_origins", mode="before")
+    @field_validator(
+        "tarry_api_tokens", "tarry_api_cors_origins", "tarry_api_allowed_hosts", mode="before"
+    )
     @classmethod
     def _comma_separated(cls, value: object) -> object:
         """`a,b` in the environment is the list `["a", "b"]`; blanks are dropped."""

@@ -361,6 +361,18 @@ async def activity_attempts(client: Client, run_id: str) -> list[Attempt]:
     return attempts
 
 
+async def local_activities(client: Client, run_id: str) -> list[str]:
+    """The activity type of each local activity the run's history records (a marker each)."""
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    names = []
+    for e in history.events:
+        marker = e.marker_recorded_event_attributes
+        if marker.marker_name == "core_local_activity":
+            data = json.loads(marker.details["data"].payloads[0].data)
+            names.append(data["activity_type"])
+    return names
+
+
 async def workflow_task_failures(client: Client, run_id: str) -> list[str]:
     """The messages of the run's failed workflow tasks: a run stuck on one (e.g. a
     nondeterminism error) retries it forever and never moves again."""

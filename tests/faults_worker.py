@@ -2,9 +2,10 @@
 configured from the environment), with two test tools besides the built-ins, so a test
 can kill it while a tool runs.
 
-`block(name)` and `block_once(name)` each append a line to `<workspace>/<name>.starts`
-when they begin, then wait until `<workspace>/<name>.release` exists. `block` is
-idempotent (retried after its worker died); `block_once` is not (`idempotent=False`).
+`block(name)`, `block_once(name)` and `block_quick(name)` each append a line to
+`<workspace>/<name>.starts` when they begin, then wait until `<workspace>/<name>.release`
+exists. `block` is idempotent (retried after its worker died); `block_once` is not
+(`idempotent=False`); `block_quick` is declared quick, so it runs as a local activity.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ async def _block(ctx: ToolContext, name: str) -> str:
 
 block = tool(name="block")(_block)
 block_once = tool(name="block_once", idempotent=False)(_block)
-FAULT_TOOLS: tuple[Tool, ...] = (block, block_once)
+block_quick = tool(name="block_quick", quick=True)(_block)
+FAULT_TOOLS: tuple[Tool, ...] = (block, block_once, block_quick)
 
 
 async def _main() -> int:

@@ -59,11 +59,15 @@ class Api:
 
 @asynccontextmanager
 async def serving(
-    agent: Agent, *tokens: str, cors_origins: tuple[str, ...] = ()
+    agent: Agent,
+    *tokens: str,
+    cors_origins: tuple[str, ...] = (),
+    allowed_hosts: tuple[str, ...] = (),
 ) -> AsyncIterator[Api]:
     settings = TarrySettings.model_construct(
         tarry_api_tokens=[SecretStr(t) for t in tokens],
         tarry_api_cors_origins=list(cors_origins),
+        tarry_api_allowed_hosts=list(allowed_hosts),
     )
     async with ApiServer(create_app(agent.tarry, settings), "127.0.0.1", 0) as server:
         headers = {"Authorization": f"Bearer {tokens[0]}"} if tokens else {}

@@ -134,3 +134,34 @@ async def test_a_failed_run_ends_the_exchange_with_a_run_error(api: Api) -> None
     assert events[-1] is error
     assert isinstance(error, RunErrorEvent)
     assert error.code == "LLM_HTTP_ERROR"
+
+
+async def test_a_thread_id_that_is_no_run_id_is_422_before_any_event(api: Api) -> None:
+    for thread in ("t" * 1001, "thread/one", "thread-\u202eeno"):
+        request = RunAgentInput(
+            thread_id=thread,
+            run_id="agui-bad-thread",
+            messages=[UserMessage(id="u0", content="hi")],
+        )
+
+        response = await api.http.post(
+            "/v1/agui", json=json.loads(request.model_dump_json(by_alias=True))
+        )
+
+        assert response.status_code == 422, thread
+        assert response.json()["error"]["code"] == "RUN_ID_INVALID"
+
+
+async def test_a_message_to_an_ended_thread_ends_the_exchange_with_a_run_error(api: Api) -> None:
+    api.agent.model.add(say("first answer"))
+    await exchange(api, "thread-ended", "hello")
+    await api.http.post("/v1/runs/thread-ended/stop", json={})
+    await api.run("thread-ended").result()
+
+    events = await exchange(api, "thread-ended", "hello", "still there?")
+
+    assert events[0].type == EventType.RUN_STARTED
+    [error] = of_type(events, EventType.RUN_ERROR)
+    assert events[-1] is error
+    assert isinstance(error, RunErrorEvent)
+    assert error.code == "RUN_ENDED"

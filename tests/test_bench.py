@@ -11,6 +11,7 @@ from bench import (
     parked_runs,
     prompt_cache,
     reply_latency,
+    stream_stall,
     targets,
     throughput,
     turn_overhead,
@@ -91,3 +92,15 @@ async def test_quick_prompt_cache_bills_turn_10_and_the_last_turn_the_same_full_
     assert rows[0].full_price == rows[1].full_price
     assert all(row.cache_read > 0 for row in rows)
     assert "billed at full price" in captured.get()
+
+
+async def test_quick_stream_stall_times_the_loop_through_each_long_answer(tmp_path: Path) -> None:
+    with console.capture() as captured:
+        stalls = await stream_stall.run(40_000, 30_000, tmp_path)
+    labels = [stall.label for stall in stalls[:-1]]  # the last: the machine's reference
+    assert labels == [answer.label for answer in stream_stall.answers(40_000, 30_000)[1:]]
+    for stall in stalls:
+        assert stall.longest > 0, stall.label
+        assert stall.label in captured.get()
+    written = tmp_path / "workspaces"
+    assert [len(f.read_text()) for f in written.rglob("big.txt")] == [30_000]

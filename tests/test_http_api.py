@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -15,7 +16,14 @@ from temporalio.client import Client
 from tarry.api import ApiServer, create_app
 from tarry.api.errors import MAX_BODY_BYTES
 from tarry.client import Tarry
-from tarry.contracts import MAX_INPUT_BYTES, ErrorCode, Phase, WaitingFor
+from tarry.contracts import (
+    MAX_INPUT_BYTES,
+    MAX_RUN_ID_LENGTH,
+    RUN_ID_PATTERN,
+    ErrorCode,
+    Phase,
+    WaitingFor,
+)
 from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent, tool_result
@@ -203,6 +211,28 @@ async def test_a_message_retried_with_one_key_enters_the_transcript_once(api: Ap
     assert len(api.agent.model.requests) == 2
 
 
+async def test_a_blocking_answer_carries_the_run_s_event_offsets(api: Api) -> None:
+    api.agent.model.add(say("first"), say("second"))
+    run_id = await api.start("hi")
+    await until_stopped(api, run_id)
+
+    answered = await api.http.post(f"/v1/runs/{run_id}/messages?wait=true", json={"text": "more"})
+    read = await api.http.get(f"/v1/runs/{run_id}")
+
+    assert answered.json()["last_assistant_text"] == "second"
+    assert answered.json()["events"] == read.json()["events"] > 0
+    assert answered.json()["turn_events"] == read.json()["turn_events"] > 0
+
+
+async def test_a_decision_answers_with_the_run_s_event_offsets(api: Api) -> None:
+    run_id = await gated(api)
+
+    decided = await api.http.post(f"/v1/runs/{run_id}/approvals", json={"approved": True})
+    read = await api.http.get(f"/v1/runs/{run_id}")
+
+    assert decided.json()["events"] == read.json()["events"] > 0
+
+
 async def test_an_approval_answers_the_next_state_and_a_second_decision_is_409(
     api: Api,
 ) -> None:
@@ -216,6 +246,24 @@ async def test_an_approval_answers_the_next_state_and_a_second_decision_is_409(
     assert decided.json()["last_assistant_text"] == "written"
     assert (api.agent.workspace_root / run_id / "plan.md").read_text() == "ship it"
     assert error_of(again) == (409, ErrorCode.APPROVAL_ALREADY_DECIDED)
+
+
+async def test_a_pending_call_s_arguments_are_the_object_a_decision_sends_back(
+    api: Api,
+) -> None:
+    run_id = await gated(api)
+    [pending] = (await api.http.get(f"/v1/runs/{run_id}")).json()["pending_approvals"]
+    edited = {**pending["arguments"], "content": "ship it today"}
+
+    decided = await api.http.post(
+        f"/v1/runs/{run_id}/approvals",
+        json={"call_id": pending["call_id"], "approved": True, "arguments": edited},
+    )
+
+    assert pending["arguments"] == WRITE
+    assert json.loads(pending["arguments_text"]) == WRITE
+    assert decided.status_code == 200, decided.text
+    assert (api.agent.workspace_root / run_id / "plan.md").read_text() == "ship it today"
 
 
 async def test_a_rejection_with_a_reason_is_told_to_the_model(api: Api) -> None:
@@ -238,7 +286,7 @@ async def test_pause_is_accepted_and_the_run_waits_at_its_next_turn_boundary(
     run_id = await api.start("look around")
     await api.agent.model.wait_for_requests(1)
 
-    response = await api.http.post(f"/v1/runs/{run_id}/pause")
+    response = await api.http.post(f"/v1/runs/{run_id}/pause", json={})
 
     assert (response.status_code, response.json()) == (202, {"accepted": True})
     state = await until_stopped(api, run_id)
@@ -285,7 +333,7 @@ async def test_an_unknown_run_is_404_run_not_found(api: Api) -> None:
 
 async def test_a_message_to_an_ended_run_is_409_run_ended(api: Api) -> None:
     run_id = await api.start()
-    await api.http.post(f"/v1/runs/{run_id}/stop")
+    await api.http.post(f"/v1/runs/{run_id}/stop", json={})
     await api.run(run_id).result()
 
     response = await api.http.post(f"/v1/runs/{run_id}/messages", json={"text": "hello?"})
@@ -299,6 +347,198 @@ async def test_a_start_with_the_id_of_a_running_run_is_409_run_exists(api: Api) 
     response = await api.http.post("/v1/runs", json={"id": run_id})
 
     assert error_of(response) == (409, ErrorCode.RUN_EXISTS)
+
+
+async def test_a_start_with_the_id_of_an_ended_run_is_409_and_its_transcript_stays(
+    api: Api,
+) -> None:
+    api.agent.model.add(say("first conversation"))
+    run_id = await api.start("hello")
+    await until_stopped(api, run_id)
+    await api.http.post(f"/v1/runs/{run_id}/stop", json={})
+    await api.run(run_id).result()
+    before = (await api.http.get(f"/v1/runs/{run_id}/transcript")).json()["messages"]
+
+    plain = await api.http.post("/v1/runs", json={"id": run_id, "prompt": "a new one"})
+    keyed = await api.http.post(
+        "/v1/runs", json={"id": run_id, "prompt": "a new one"}, headers={"Idempotency-Key": "k1"}
+    )
+
+    assert error_of(plain) == (409, ErrorCode.RUN_EXISTS)
+    assert error_of(keyed) == (409, ErrorCode.RUN_EXISTS)
+    after = (await api.http.get(f"/v1/runs/{run_id}/transcript")).json()["messages"]
+    assert after == before
+    assert [m["content"] for m in after] == ["hello", "first conversation"]
+
+
+async def test_resume_goes_on_with_an_ended_run_under_its_id(api: Api) -> None:
+    run_id = await api.start()
+    await api.http.post(f"/v1/runs/{run_id}/stop", json={"reason": "later"})
+    await api.run(run_id).result()
+
+    response = await api.http.post(f"/v1/runs/{run_id}/resume", json={})
+
+    assert response.status_code == 200, response.text
+    assert (response.json()["id"], response.json()["phase"]) == (run_id, Phase.WAITING_USER)
+    assert error_of(await api.http.post(f"/v1/runs/{run_id}/resume", json={})) == (
+        409,
+        ErrorCode.RUN_NOT_ENDED,
+    )
+
+
+async def test_an_idempotency_key_sent_again_with_another_body_is_422_and_starts_nothing(
+    api: Api,
+) -> None:
+    api.agent.model.add(say("hello once"))
+    key = {"Idempotency-Key": "start-reused"}
+    first = await api.http.post("/v1/runs", json={"prompt": "hi"}, headers=key)
+    run = api.run(first.json()["id"])
+    await run.wait_for({Phase.WAITING_USER})
+
+    other = await api.http.post("/v1/runs", json={"prompt": "something else"}, headers=key)
+    same = await api.http.post("/v1/runs", json={"prompt": "hi"}, headers=key)
+
+    assert error_of(other) == (422, ErrorCode.IDEMPOTENCY_KEY_REUSED)
+    assert (same.status_code, same.json()["id"]) == (201, run.id)
+    assert [m.content for m in await run.transcript()] == ["hi", "hello once"]
+
+
+async def test_a_retried_start_is_known_after_continue_as_new_and_resume(api: Api) -> None:
+    api.agent.model.add(say("one"), say("two"))
+    key = {"Idempotency-Key": "start-long-lived"}
+    body = {"prompt": "hi", "continue_as_new_after_turns": 1}
+    first = await api.http.post("/v1/runs", json=body, headers=key)
+    run = api.run(first.json()["id"])
+    await run.wait_for({Phase.WAITING_USER})
+    await run.send("again")
+    handed_over = (await run.describe()).raw_description.workflow_execution_info
+    await api.http.post(f"/v1/runs/{run.id}/stop", json={})
+    await run.result()
+    await api.http.post(f"/v1/runs/{run.id}/resume", json={})
+
+    retried = await api.http.post("/v1/runs", json=body, headers=key)
+    changed = await api.http.post("/v1/runs", json={**body, "prompt": "ho"}, headers=key)
+
+    assert handed_over.first_run_id != handed_over.execution.run_id  # a continue-as-new
+    assert (retried.status_code, retried.json()["id"]) == (201, run.id)
+    assert error_of(changed) == (422, ErrorCode.IDEMPOTENCY_KEY_REUSED)
+
+
+BAD_IDS = {
+    "empty": "",
+    "201 characters": "r" * 201,
+    "1001 characters": "r" * 1001,
+    "a slash": "run/one",
+    "dot dot": "..",
+    "a control character": "run\x07one",
+    "a right-to-left override": "run-\u202eeno",
+}
+
+
+@pytest.mark.parametrize("bad_id", BAD_IDS.values(), ids=BAD_IDS.keys())
+async def test_a_start_with_a_bad_id_is_422_run_id_invalid(api: Api, bad_id: str) -> None:
+    response = await api.http.post("/v1/runs", json={"id": bad_id, "prompt": "hi"})
+
+    assert error_of(response) == (422, ErrorCode.RUN_ID_INVALID)
+
+
+PATH_BAD_IDS = {name: bad for name, bad in BAD_IDS.items() if bad}
+"""An empty id in a path is no id: `/v1/runs/` is the run list's path."""
+
+
+@pytest.mark.parametrize("bad_id", PATH_BAD_IDS.values(), ids=PATH_BAD_IDS.keys())
+async def test_a_bad_id_in_the_path_is_refused_at_the_door(api: Api, bad_id: str) -> None:
+    # Percent-encoded, so that the id reaches the server as it is (`/` and `..` too).
+    path = f"/v1/runs/{quote(bad_id, safe='')}"
+
+    read = await api.http.get(path)
+    stopped = await api.http.post(f"{path}/stop", json={})
+
+    for response in (read, stopped):
+        status, code = error_of(response)
+        assert 400 <= status < 500
+        assert code in {ErrorCode.RUN_ID_INVALID, "NOT_FOUND", "METHOD_NOT_ALLOWED"}
+
+
+async def test_an_id_in_the_path_breaking_the_rule_is_422_run_id_invalid(api: Api) -> None:
+    for bad_id in ("r" * 1001, "run\x07one", "run-\u202eeno", ".hidden"):
+        response = await api.http.get(f"/v1/runs/{quote(bad_id, safe='')}/transcript")
+
+        assert error_of(response) == (422, ErrorCode.RUN_ID_INVALID), bad_id
+
+
+async def test_a_forged_cursor_is_422_input_invalid(api: Api) -> None:
+    for forged in ("garbage", "Z2FyYmFnZQ==", "eyJDbG9zZVRpbWUiOiJiYWQifQ=="):
+        response = await api.http.get(f"/v1/runs?cursor={forged}")
+
+        assert error_of(response) == (422, ErrorCode.INPUT_INVALID), forged
+
+
+@pytest.mark.parametrize(
+    ("headers", "content"),
+    [
+        ({"Content-Type": "text/plain"}, b""),
+        ({"Content-Type": "application/x-www-form-urlencoded"}, b""),
+        ({"Content-Type": "application/x-www-form-urlencoded"}, b"reason=x"),
+        ({"Content-Type": "multipart/form-data; boundary=b"}, b"--b--\r\n"),
+        ({}, b""),
+    ],
+    ids=["empty text", "empty form", "form", "multipart", "no content type"],
+)
+async def test_stop_and_pause_take_only_json_so_a_cross_site_form_changes_nothing(
+    api: Api, headers: dict[str, str], content: bytes
+) -> None:
+    run_id = await api.start()
+
+    for action in ("stop", "pause"):
+        response = await api.http.post(
+            f"/v1/runs/{run_id}/{action}", content=content, headers=headers
+        )
+
+        assert error_of(response) == (415, "UNSUPPORTED_MEDIA_TYPE")
+    state = await api.state(run_id)
+    assert (state.phase, state.waiting_for) == (Phase.WAITING_USER, WaitingFor.INPUT)
+
+
+async def test_an_empty_body_sent_as_json_stops_a_run(api: Api) -> None:
+    run_id = await api.start()
+
+    response = await api.http.post(
+        f"/v1/runs/{run_id}/stop", headers={"Content-Type": "application/json"}
+    )
+
+    assert response.status_code == 202, response.text
+    assert (await api.run(run_id).result()).phase is Phase.COMPLETED
+
+
+async def test_a_start_sent_as_a_form_is_415_and_starts_nothing(api: Api) -> None:
+    response = await api.http.post(
+        "/v1/runs", content=b'{"id": "run-from-a-form"}', headers={"Content-Type": "text/plain"}
+    )
+
+    assert error_of(response) == (415, "UNSUPPORTED_MEDIA_TYPE")
+    assert error_of(await api.http.get("/v1/runs/run-from-a-form")) == (
+        404,
+        ErrorCode.RUN_NOT_FOUND,
+    )
+
+
+async def test_a_method_a_path_does_not_take_is_405_with_allow(api: Api) -> None:
+    runs = await api.http.delete("/v1/runs")
+    stop = await api.http.get("/v1/runs/run-x/stop")
+
+    assert error_of(runs) == (405, "METHOD_NOT_ALLOWED")
+    assert set(runs.headers["Allow"].split(", ")) == {"GET", "POST"}
+    assert error_of(stop) == (405, "METHOD_NOT_ALLOWED")
+    assert stop.headers["Allow"] == "POST"
+
+
+async def test_a_budget_body_naming_no_limit_is_422(api: Api) -> None:
+    run_id = await api.start()
+
+    response = await api.http.post(f"/v1/runs/{run_id}/budget", json={})
+
+    assert error_of(response) == (422, ErrorCode.INPUT_INVALID)
 
 
 async def test_a_decision_with_nothing_pending_is_409(api: Api) -> None:
@@ -325,11 +565,11 @@ async def test_a_body_that_breaks_the_schema_is_422_input_invalid(api: Api) -> N
     assert "max_turns" in response.json()["error"]["message"]
 
 
-async def test_a_start_naming_an_unknown_tool_is_422_tool_not_found(api: Api) -> None:
+async def test_a_start_naming_an_unknown_tool_is_409_tool_not_found(api: Api) -> None:
     response = await api.http.post("/v1/runs", json={"id": "run-typo", "tools": ["raed_file"]})
     api.run("run-typo")
 
-    assert error_of(response) == (422, ErrorCode.TOOL_NOT_FOUND)
+    assert error_of(response) == (409, ErrorCode.TOOL_NOT_FOUND)
 
 
 async def test_a_reply_over_the_limit_is_413_input_too_large(api: Api) -> None:
@@ -347,7 +587,7 @@ async def unfinished_post(api: Api, headers: bytes, body: bytes) -> tuple[bytes,
     returns the status line and the JSON that came back anyway."""
     host, port = api.url.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
-    writer.write(b"POST /v1/runs/run-any/messages HTTP/1.1\r\nHost: api\r\n")
+    writer.write(f"POST /v1/runs/run-any/messages HTTP/1.1\r\nHost: {host}:{port}\r\n".encode())
     writer.write(b"Content-Type: application/json\r\n" + headers + b"\r\n" + body)
     await writer.drain()
     async with asyncio.timeout(30):
@@ -399,6 +639,7 @@ async def test_the_openapi_document_describes_every_route(api: Api) -> None:
         "/v1/runs/{run_id}/budget",
         "/v1/runs/{run_id}/pause",
         "/v1/runs/{run_id}/stop",
+        "/v1/runs/{run_id}/resume",
         "/v1/runs/{run_id}/events",
         "/v1/agui",
         "/healthz",
@@ -408,6 +649,25 @@ async def test_the_openapi_document_describes_every_route(api: Api) -> None:
     )
     assert docs.status_code == 200
     assert "swagger" in docs.text.lower()
+
+
+async def test_the_openapi_document_states_what_the_server_checks(api: Api) -> None:
+    document = (await api.http.get("/openapi.json")).json()
+    paths, schemas = document["paths"], document["components"]["schemas"]
+
+    [run_id_parameter] = paths["/v1/runs/{run_id}"]["get"]["parameters"]
+    run_id = run_id_parameter["schema"]
+    start = paths["/v1/runs"]["post"]
+    events = {p["name"]: p for p in paths["/v1/runs/{run_id}/events"]["get"]["parameters"]}
+    thread = schemas["AguiInput"]["properties"]["threadId"]
+
+    assert (run_id["pattern"], run_id["maxLength"]) == (RUN_ID_PATTERN, MAX_RUN_ID_LENGTH)
+    assert thread["pattern"] == RUN_ID_PATTERN
+    assert {"idempotency-key"} == {p["name"] for p in start["parameters"]}
+    assert {"409", "415", "422"} <= set(start["responses"])
+    assert "last-event-id" in events
+    assert len(schemas["BudgetRequest"]["anyOf"]) == 2
+    assert paths["/v1/runs/{run_id}/stop"]["post"]["requestBody"]["required"] is True
 
 
 async def test_healthz_is_503_when_temporal_does_not_answer() -> None:

@@ -62,7 +62,7 @@ async def test_events_show_the_words_before_the_answer_ends(api: Api) -> None:
 
 async def test_the_event_stream_ends_after_the_run_ends(api: Api) -> None:
     run_id = await api.start()
-    await api.http.post(f"/v1/runs/{run_id}/stop")
+    await api.http.post(f"/v1/runs/{run_id}/stop", json={})
 
     async with asyncio.timeout(60):
         seen = [event async for event in api.events(f"/v1/runs/{run_id}/events")]
@@ -82,7 +82,7 @@ async def test_last_event_id_resumes_across_a_continue_as_new_and_misses_nothing
     # Away while the run answers twice more and hands its state over each time.
     for n in (1, 2):
         await api.http.post(f"/v1/runs/{run_id}/messages?wait=true", json={"text": f"reply {n}"})
-    await api.http.post(f"/v1/runs/{run_id}/stop")
+    await api.http.post(f"/v1/runs/{run_id}/stop", json={})
 
     async with asyncio.timeout(60):
         after = [e async for e in api.events(path, **{"Last-Event-ID": before[-1][2]})]
@@ -126,3 +126,16 @@ async def test_a_hundred_streams_on_one_run_all_receive_the_whole_answer(api: Ap
     # One feed read the run for all of them: a reader each would have polled 100 times.
     polls = [u for u in await api.agent.updates(api.run(run_id)) if "stream_poll" in u]
     assert 0 < len(polls) < 100
+
+
+async def test_a_last_event_id_of_anything_but_ascii_digits_is_422(api: Api) -> None:
+    run_id = await api.start()
+
+    # b"\xb2" is `²` to a server reading headers as Latin-1: a digit to `str.isdigit`.
+    for last_event_id in (b"\xb2", "²".encode(), "٣".encode(), b"-1", b"1e3", b"9" * 40):
+        response = await api.http.get(
+            f"/v1/runs/{run_id}/events", headers={b"Last-Event-ID": last_event_id}
+        )
+
+        assert response.status_code == 422, last_event_id
+        assert response.json()["error"]["code"] == "INPUT_INVALID"

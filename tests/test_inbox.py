@@ -5,22 +5,29 @@ over a real dev server, worker and scripted model (issue 17)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import shutil
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.command import Command
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 
-from tarry.contracts import Phase
+from tarry.contracts import Phase, WaitingFor
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
-from tests.http_api import Api, serving
+from tests.http_api import TOKEN, Api, serving
+from tests.test_api_access import signals
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(
@@ -47,8 +54,12 @@ def browser() -> Iterator[WebDriver]:
         "--disable-quic",
         "--no-first-run",
         "--window-size=1280,900",
+        # A name that resolves to this machine, as an attacker's would after DNS rebinding;
+        # no other name resolves (/docs names a CDN): nothing is fetched from elsewhere.
+        "--host-resolver-rules=MAP evil.example 127.0.0.1, MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
     ):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
     yield driver
     driver.quit()
@@ -162,3 +173,122 @@ async def test_html_in_a_model_answer_is_shown_as_text_and_never_runs(
     assert body.find_elements(By.TAG_NAME, "script") == []
     assert body.find_element(By.TAG_NAME, "strong").text == "bold"  # markdown still renders
     assert "pwned" not in browser.title
+
+
+# --- Other sites' pages (issue 23) ----------------------------------------------------------
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def other_site(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """(URL, directory) of a second web server on another loopback port: another origin,
+    as an attacker's page is, serving the files the test writes into the directory."""
+    server = ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(tmp_path))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}", tmp_path
+    server.shutdown()
+    server.server_close()
+
+
+async def test_another_site_framing_a_run_s_page_shows_nothing(
+    agent: Agent, api: Api, browser: WebDriver, other_site: tuple[str, Path]
+) -> None:
+    agent.model.add(call("write_file", {"path": "a.md", "content": "hi"}), say("Written."))
+    run_id = await api.start("write a.md", require_approval=["write_file"])
+    await api.run(run_id).wait_for(WAITING)
+    site, root = other_site
+    (root / "frame.html").write_text(
+        f'<iframe id="victim" src="{api.url}/#/runs/{run_id}" width="900" height="700"'
+        " onload=\"document.title = 'loaded'\"></iframe>"
+    )
+
+    await asyncio.to_thread(browser.get, f"{site}/frame.html")
+    await until(lambda: browser.title == "loaded", "the frame's load")
+    await asyncio.to_thread(browser.switch_to.frame, browser.find_element(By.ID, "victim"))
+    try:
+        framed = browser.find_elements(By.CSS_SELECTOR, "#approvals, button")
+    finally:
+        browser.switch_to.default_content()
+
+    assert framed == []
+    await open_run(browser, api, run_id)  # the same page, opened as itself, shows the call
+    await until(lambda: first(browser, "#approvals .approval button.approve"), "the call")
+    assert (await api.state(run_id)).waiting_for == WaitingFor.APPROVAL
+
+
+async def test_another_site_can_neither_read_the_runs_nor_pause_one(
+    agent: Agent, api: Api, browser: WebDriver, other_site: tuple[str, Path]
+) -> None:
+    agent.model.add(say("Shall I go on?"))
+    run_id = await api.start("hello")
+    await api.run(run_id).wait_for(WAITING)
+    site, root = other_site
+    (root / "steal.html").write_text(
+        "<script>(async () => {"
+        f'  const pause = "{api.url}/v1/runs/{run_id}/pause";'
+        '  await fetch(pause, {method: "POST", mode: "no-cors", body: "x"});'
+        f'  try {{ document.title = "read " + await (await fetch("{api.url}/v1/runs")).text(); }}'
+        '  catch (e) { document.title = "refused " + e.name; }'
+        "})();</script>"
+    )
+
+    await asyncio.to_thread(browser.get, f"{site}/steal.html")
+    title: str = await until(lambda: browser.title, "the page's attempt")
+
+    assert title == "refused TypeError"  # fetch's network error: CORS kept the answer
+    assert run_id not in title
+    assert await signals(agent, run_id) == []
+
+
+async def test_a_page_under_a_rebound_name_gets_no_inbox(api: Api, browser: WebDriver) -> None:
+    port = httpx.URL(api.url).port
+    await asyncio.to_thread(browser.get, f"http://evil.example:{port}/")
+
+    assert "MISDIRECTED_REQUEST" in browser.find_element(By.TAG_NAME, "body").text
+    assert browser.find_elements(By.ID, "waiting-list") == []
+
+
+def console(browser: WebDriver) -> list[str]:
+    """What the browser's console logged since the last call."""
+    entries: list[dict[str, Any]] = browser.execute(Command.GET_LOG, {"type": "browser"})["value"]
+    return [entry["message"] for entry in entries]
+
+
+async def test_the_docs_page_s_own_policy_lets_its_inline_script_run(
+    api: Api, browser: WebDriver
+) -> None:
+    await asyncio.to_thread(console, browser)  # what earlier pages logged
+
+    await asyncio.to_thread(browser.get, api.url + "/docs")
+    logged = await asyncio.to_thread(console, browser)
+
+    # The script ran: it found no Swagger UI only because its CDN is out of reach here.
+    assert any("SwaggerUIBundle is not defined" in message for message in logged), logged
+    assert not [message for message in logged if "Content Security Policy" in message]
+
+
+async def test_the_inbox_forgets_its_token_when_asked(agent: Agent, browser: WebDriver) -> None:
+    async with serving(agent, TOKEN) as api:
+        await asyncio.to_thread(browser.get, api.url + "/")
+        dialog = await until(lambda: first(browser, "#token-dialog[open]"), "the token prompt")
+        await asyncio.to_thread(
+            browser.find_element(By.ID, "token-input").send_keys, TOKEN, Keys.ENTER
+        )
+        forget: WebElement = await until(
+            lambda: first(browser, "#forget-token-button:not([hidden])"), "the Forget control"
+        )
+        assert not dialog.get_attribute("open")
+        assert browser.execute_script("return localStorage.getItem('tarry-token')") == TOKEN
+
+        await asyncio.to_thread(forget.click)
+
+        await until(lambda: first(browser, "#token-dialog[open]"), "the prompt again")
+        assert browser.execute_script("return localStorage.getItem('tarry-token')") is None
+        assert not forget.is_displayed()

@@ -88,16 +88,20 @@ async def kill_when_marked(marks: Path, tool: str) -> int:
 
 
 async def activity_summaries(agent: Agent, run: Any) -> list[tuple[str, str]]:
-    """(activity type, summary) of every activity the run scheduled, in order."""
+    """(activity type, summary) of every activity the run scheduled, in order, local
+    activities (the tools a server marks read-only and idempotent) included."""
     history = await agent.tarry.client.get_workflow_handle(run.id).fetch_history()
-    return [
-        (
-            e.activity_task_scheduled_event_attributes.activity_type.name,
-            json.loads(e.user_metadata.summary.data),
-        )
-        for e in history.events
-        if e.HasField("activity_task_scheduled_event_attributes")
-    ]
+    steps = []
+    for e in history.events:
+        if e.HasField("activity_task_scheduled_event_attributes"):
+            name = e.activity_task_scheduled_event_attributes.activity_type.name
+        elif e.marker_recorded_event_attributes.marker_name == "core_local_activity":
+            marker = e.marker_recorded_event_attributes.details["data"].payloads[0]
+            name = json.loads(marker.data)["activity_type"]
+        else:
+            continue
+        steps.append((name, json.loads(e.user_metadata.summary.data)))
+    return steps
 
 
 def tool_messages(transcript: list[Any]) -> list[Any]:

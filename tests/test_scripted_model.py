@@ -295,6 +295,20 @@ async def test_a_long_streamed_text_comes_in_at_most_max_stream_pieces_events(
     assert "".join(pieces) == text
 
 
+async def test_a_step_without_a_piece_limit_streams_every_piece_at_its_size(
+    model: ScriptedModel, client: httpx.AsyncClient
+) -> None:
+    text = "word " * 40_000  # 200 kB: 50,000 pieces, past MAX_STREAM_PIECES
+    model.add(say(text, chunk_chars=4, max_pieces=None))
+
+    events = await streamed(client)
+
+    deltas = [json.loads(e)["choices"][0]["delta"] for e in events[:-1]]
+    pieces = [d["content"] for d in deltas if d.get("content")]
+    assert [len(p) for p in pieces] == [4] * 50_000
+    assert "".join(pieces) == text
+
+
 async def test_a_streamed_tool_call_sends_its_arguments_in_fragments_by_index(
     model: ScriptedModel, client: httpx.AsyncClient
 ) -> None:

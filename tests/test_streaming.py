@@ -16,10 +16,10 @@ from temporalio.client import Client
 
 from activities.observers import PUBLISH_LIMIT
 from tarry.client import RunHandle
-from tarry.contracts import INTERRUPTED_NOTE, LLM_ACTIVITY, ErrorCode, Phase, Usage
+from tarry.contracts import INTERRUPTED_NOTE, LLM_ACTIVITY, ErrorCode, Phase, Timeouts, Usage
 from tarry.events import EventKind, RunEvent
 from tarry.testing.scripted_model import ScriptedToolCall, ScriptStep, call, calls, say
-from tests.conftest import PROVIDERS, Agent
+from tests.conftest import PROVIDERS, Agent, tool_result
 from tests.faults import activity_attempts
 from tests.test_cli import TARRY, agent_env
 
@@ -273,6 +273,46 @@ async def test_an_answer_of_megabytes_costs_a_bounded_history_and_streams_withou
     assert EventKind.RESET not in [e.kind for e in seen]
     assert words(seen) == text[:PUBLISH_LIMIT]  # the rest comes with the message
     assert (await run.transcript())[-1].content == text
+
+
+def a_long_answer() -> tuple[str, str, ScriptStep]:
+    """150,000 text deltas and a write_file call whose 3 MB of content come in 5-character
+    argument fragments, as a model writing token by token sends them: the text, the
+    content, and the answer's script step."""
+    text = "".join(f"w{i:06d} " for i in range(93_750))  # 750,000 chars: 150,000 deltas
+    content = "".join(f"line {i:07d}\n" for i in range(230_000))  # 3.0 MB, escaped in JSON
+    answer = ScriptStep(
+        content=text,
+        tool_calls=[
+            ScriptedToolCall(name="write_file", arguments={"path": "big.txt", "content": content})
+        ],
+        chunk_chars=5,
+        max_pieces=None,
+    )
+    return text, content, answer
+
+
+async def test_an_answer_of_150000_deltas_and_a_3_mb_tool_argument_arrive_whole(
+    provider_agent: Agent,
+) -> None:
+    agent = provider_agent
+    text, content, answer = a_long_answer()
+    agent.model.add(answer, say("Wrote it."))
+    # Some 750,000 events take minutes on a small, busy machine: a long attempt timeout,
+    # and the short heartbeat timeout, which a worker whose loop froze would miss.
+    timeouts = Timeouts(llm_heartbeat=2, llm_attempt=900)
+    run = await agent.start("write it all down", timeouts=timeouts)
+
+    await run.wait_for(WAITING, timeout=600)
+
+    transcript = await run.transcript()
+    assert transcript[1].content == text
+    assert tool_result(transcript[2]) == {
+        "ok": True,
+        "data": {"path": "big.txt", "bytes": len(content)},
+    }
+    assert (agent.workspace_root / run.id / "big.txt").read_text() == content
+    assert await agent.retries(run) == []  # the worker kept heartbeating throughout
 
 
 async def test_watch_shows_an_answer_longer_than_the_publish_limit_whole_and_once(

@@ -32,6 +32,7 @@ from tests.faults import (
     check_replay,
     finished,
     line_count,
+    local_activities,
     tool_call,
     tool_ok,
     user,
@@ -108,6 +109,32 @@ async def test_an_idempotent_tool_cut_off_by_a_killed_worker_runs_again_on_a_new
     assert line_count(starts) == 2  # it ran again: that is what retry means
     block = [a for a in await activity_attempts(rig.client, run.id) if a.activity == "block"]
     assert [a.attempts for a in block] == [2]
+
+
+async def test_a_quick_tool_cut_off_by_a_killed_worker_runs_again_and_is_recorded_once(
+    rig: CrashRig, model: ScriptedModel
+) -> None:
+    model.add(call("block_quick", {"name": "q"}, id="q1"), say("Done."))
+    first = await rig.worker()
+    run = await rig.start("look once", mode=Mode.TASK)
+    starts = rig.workspace(run) / "q.starts"
+    await wait_for_file_lines(starts, 1)
+
+    await first.kill()
+    (rig.workspace(run) / "q.release").touch()
+    await rig.worker()
+    result = await finished(run)
+
+    assert result.phase is Phase.COMPLETED
+    q1 = tool_call("q1", "block_quick", {"name": "q"})
+    assert_transcript(
+        await run.transcript(),
+        [user("look once"), calling(q1), tool_ok(q1, "released q"), assistant("Done.")],
+    )
+    assert line_count(starts) == 2  # the dead worker's call left no marker: run again
+    # A local activity: one marker in history, no activity task.
+    assert await local_activities(rig.client, run.id) == ["block_quick"]
+    assert "block_quick" not in [a.activity for a in await activity_attempts(rig.client, run.id)]
 
 
 async def test_a_non_idempotent_tool_cut_off_by_a_killed_worker_is_not_run_again(

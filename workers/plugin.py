@@ -92,6 +92,8 @@ class TarryPlugin(SimplePlugin):
         return ModelClient(self._profiles, self.tools, contexts, self._http)
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """Adds the model and tool activities, with a model client built for the worker's
+        own data converter (the SDK calls this as the worker is built)."""
         config = super().configure_worker(config)
         models = self.model_client(config["client"].data_converter)
         config["activities"] = [

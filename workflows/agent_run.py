@@ -146,7 +146,7 @@ class AgentRunWorkflow:
             await self._next_stop(stops)
         else:
             self._stream.publish_stop(self._m)  # for observers of this `decide`, as for any answer
-        return self._m.state()
+        return self.state()
 
     @decide.validator
     def _validate_decide(self, decision: Decision) -> None:
@@ -160,7 +160,7 @@ class AgentRunWorkflow:
         stops = self._m.stops
         if budgets.record(self._m, raised):
             await self._next_stop(stops)
-        return self._m.state()
+        return self.state()
 
     @raise_budget.validator
     def _validate_raise_budget(self, raised: Budget) -> None:
@@ -175,7 +175,7 @@ class AgentRunWorkflow:
         await workflow.wait_condition(lambda: m.tools is not None or m.phase.ended)
         if m.tools is None and m.error is not None:
             raise ApplicationError(m.error.message, type=m.error.code)
-        return m.state()
+        return self.state()
 
     @workflow.update
     async def send(self, input: UserInput) -> RunState:
@@ -186,7 +186,7 @@ class AgentRunWorkflow:
             await workflow.wait_condition(
                 lambda: self._m.answered >= seq or self._m.waiting_for() is WaitingFor.BUDGET
             )
-        return self._m.state()
+        return self.state()
 
     @send.validator
     def _validate_send(self, input: UserInput) -> None:

@@ -117,7 +117,8 @@ async def run_call(
             return ToolResult.failure(ErrorCode.TOOL_INVALID_ARGUMENTS, str(e))
         return ToolResult.success(args.result)
     arguments = call.function.arguments
-    if any(p.call_id == call.id for p in memory.approvals.pending):
+    gated = any(p.call_id == call.id for p in memory.approvals.pending)
+    if gated:
         decision = await _decision_on(memory, input, call, resume)
         if not decision.approved:
             return _rejection(decision)
@@ -132,15 +133,30 @@ async def run_call(
         remote = tool.remote_name or name
         invocation = McpInvocation(**invocation.model_dump(), server=tool.server, tool=remote)
         summary = tool_summary(f"{tool.server}: {remote}", arguments)
+    retry_policy = _TOOL_RETRY if tool.idempotent else _TOOL_ONCE
     try:
-        result: ToolResult = await workflow.execute_activity(
-            activity,
-            invocation,
-            result_type=ToolResult,
-            start_to_close_timeout=input.timeouts.tool,
-            retry_policy=_TOOL_RETRY if tool.idempotent else _TOOL_ONCE,
-            summary=summary,
-        )
+        if tool.local and not gated:
+            # No activity task to schedule and hand back: the server round trip that
+            # would dwarf a call answering in microseconds. A worker that dies before its
+            # workflow task completes leaves no marker, so the next one runs the call
+            # again, which a quick tool (read-only, idempotent) allows.
+            result: ToolResult = await workflow.execute_local_activity(
+                activity,
+                invocation,
+                result_type=ToolResult,
+                start_to_close_timeout=input.timeouts.tool,
+                retry_policy=retry_policy,
+                summary=summary,
+            )
+        else:
+            result = await workflow.execute_activity(
+                activity,
+                invocation,
+                result_type=ToolResult,
+                start_to_close_timeout=input.timeouts.tool,
+                retry_policy=retry_policy,
+                summary=summary,
+            )
     except ActivityError as e:
         if tool.server is not None and (known := _known_failure(e)) is not None:
             return ToolResult(ok=False, error=known)

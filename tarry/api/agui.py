@@ -10,6 +10,7 @@ until the run's next stop point.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
@@ -36,13 +37,24 @@ from ag_ui.encoder import EventEncoder
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
+from tarry.api.errors import ErrorBody
 from tarry.api.feeds import Feeds
-from tarry.api.routes import existing
+from tarry.api.models import RunId
+from tarry.api.routes import INTERNAL, INTERNAL_MESSAGE, JSON_ONLY, existing
 from tarry.client import Tarry, TarryError
 from tarry.contracts import ChatMessage, ErrorCode, Phase, RunInput, RunState, WaitingFor
 from tarry.events import EventKind, RunEvent
 
-__all__ = ["AguiTranslation", "agui_router"]
+__all__ = ["AguiInput", "AguiTranslation", "agui_router"]
+
+_log = logging.getLogger(__name__)
+
+
+class AguiInput(RunAgentInput):
+    """AG-UI's `RunAgentInput`, its `threadId` a run id: checked before the stream begins
+    (422 `RUN_ID_INVALID`), since after that an error can only be a `RUN_ERROR`."""
+
+    thread_id: RunId
 
 
 @dataclass
@@ -198,9 +210,13 @@ def agui_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
     @router.post(
         "/v1/agui",
         response_class=StreamingResponse,
-        responses={200: {"content": {"text/event-stream": {}}}},
+        dependencies=JSON_ONLY,
+        responses={
+            200: {"content": {"text/event-stream": {}}},
+            **{status: {"model": ErrorBody} for status in (401, 413, 415, 422)},
+        },
     )
-    async def agui(body: RunAgentInput) -> StreamingResponse:
+    async def agui(body: AguiInput) -> StreamingResponse:
         """Run one AG-UI exchange: `threadId` is the run id. A new thread starts a run
         with the last user message as its prompt; a known one gets that message as a
         reply (its id is the reply's id, so a retried request enters it once). Answers
@@ -215,7 +231,7 @@ def agui_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
     return router
 
 
-async def _exchange(tarry: Tarry, feeds: Feeds, body: RunAgentInput) -> AsyncIterator[BaseEvent]:
+async def _exchange(tarry: Tarry, feeds: Feeds, body: AguiInput) -> AsyncIterator[BaseEvent]:
     thread, run_id = body.thread_id, body.run_id
     yield RunStartedEvent(thread_id=thread, run_id=run_id)
     try:
@@ -232,6 +248,9 @@ async def _exchange(tarry: Tarry, feeds: Feeds, body: RunAgentInput) -> AsyncIte
         raise TarryError(ErrorCode.RUN_ENDED, f"run {thread!r} ended without a stop point")
     except TarryError as e:
         yield RunErrorEvent(message=e.message, code=e.code)
+    except Exception:  # the stream has begun: it ends with a RUN_ERROR, whatever failed
+        _log.exception("AG-UI exchange on thread %r failed", thread)
+        yield RunErrorEvent(message=INTERNAL_MESSAGE, code=INTERNAL)
 
 
 async def _deliver(tarry: Tarry, thread: str, message: UserMessage | None) -> int:

@@ -4,7 +4,7 @@ Routes: `/v1/runs...` (`tarry.api.routes`), `/v1/agui` (`tarry.api.agui`), `/hea
 `/openapi.json` and `/docs`; the web inbox (`tarry/api/inbox/`: static HTML, CSS and
 JavaScript, no build step) at `/`. Every route but `/healthz` and the inbox's files needs
 a bearer token when `TARRY_API_TOKENS` holds any (the inbox's page sends one with its own
-requests).
+requests). Every route answers only the hosts and pages `tarry.api.access` lets through.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from temporalio.service import RPCError
 
+from tarry.api.access import AccessGuard, AllowedHosts, SecurityHeaders, page_policy
 from tarry.api.agui import agui_router
 from tarry.api.auth import bearer_guard
 from tarry.api.errors import BodyLimit, install_error_handlers
@@ -67,7 +68,9 @@ def create_app(
     app.include_router(agui_router(tarry, feeds), dependencies=guarded)
     app.include_router(_docs_router(app), dependencies=guarded)
 
-    @app.get("/healthz", tags=["health"])
+    @app.get(
+        "/healthz", tags=["health"], responses={HTTPStatus.SERVICE_UNAVAILABLE: {"model": Health}}
+    )
     async def healthz(response: Response) -> Health:
         """200 when Temporal answers, 503 when it does not. Needs no token."""
         try:
@@ -79,8 +82,9 @@ def create_app(
         return Health(temporal="reachable" if reachable else "unreachable")
 
     if inbox_dir is not None:
-        # Last, so that every route above wins over a file of the same path.
-        app.mount("/", StaticFiles(directory=inbox_dir, html=True), name="inbox")
+        # What no route takes, so that every route wins over a file of the same path and
+        # a wrong method on a route's path is its 405 (with `Allow`), not the files' own.
+        app.router.default = StaticFiles(directory=inbox_dir, html=True)
     if settings.tarry_api_cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -89,6 +93,12 @@ def create_app(
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"],
         )
     app.add_middleware(BodyLimit)
+    app.add_middleware(
+        AccessGuard,
+        allowed_hosts=AllowedHosts.parse(settings.tarry_api_allowed_hosts),
+        cors_origins=settings.tarry_api_cors_origins,
+    )
+    app.add_middleware(SecurityHeaders)  # outermost: its headers go on every refusal too
     return app
 
 
@@ -102,6 +112,9 @@ def _docs_router(app: FastAPI) -> APIRouter:
 
     @router.get("/docs")
     async def docs() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url="/openapi.json", title="Tarry API")
+        page = get_swagger_ui_html(openapi_url="/openapi.json", title="Tarry API")
+        # Swagger UI comes from a CDN and starts with an inline script: a policy of its own.
+        page.headers["Content-Security-Policy"] = page_policy(bytes(page.body).decode())
+        return page
 
     return router

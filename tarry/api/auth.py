@@ -1,7 +1,8 @@
 """Who may drive runs over HTTP: bearer tokens (`TARRY_API_TOKENS`).
 
 A person with the API can start runs, answer them and approve what an agent does, so
-with no token configured the server listens only on loopback (`tarry.api.server`)."""
+with no token configured the server listens only on loopback (`tarry.api.server`), and
+answers only this machine's names, never another site's page (`tarry.api.access`)."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@ means, for Tarry's own errors, schema errors, unknown routes and oversized bodie
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from http import HTTPStatus
 
 from fastapi import FastAPI, Request
@@ -10,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
+from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tarry.client import TarryError
@@ -43,7 +45,8 @@ _STATUS = {
     ErrorCode.INPUT_TOO_LARGE: HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
     ErrorCode.INPUT_EMPTY: HTTPStatus.UNPROCESSABLE_ENTITY,
     ErrorCode.INPUT_INVALID: HTTPStatus.UNPROCESSABLE_ENTITY,
-    ErrorCode.TOOL_NOT_FOUND: HTTPStatus.UNPROCESSABLE_ENTITY,
+    # Which tools there are is the workers' state, which no schema can state: a conflict.
+    ErrorCode.TOOL_NOT_FOUND: HTTPStatus.CONFLICT,
     ErrorCode.BUDGET_INVALID: HTTPStatus.UNPROCESSABLE_ENTITY,
     ErrorCode.UNAUTHORIZED: HTTPStatus.UNAUTHORIZED,
     ErrorCode.RUN_NOT_SERVED: HTTPStatus.SERVICE_UNAVAILABLE,
@@ -66,9 +69,13 @@ class ErrorBody(BaseModel):
     error: ApiError
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
+def error_response(
+    status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
     body = ErrorBody(error=ApiError(code=code, message=message))
-    headers = {"WWW-Authenticate": "Bearer"} if status == HTTPStatus.UNAUTHORIZED else None
+    headers = dict(headers or {})
+    if status == HTTPStatus.UNAUTHORIZED:
+        headers["WWW-Authenticate"] = "Bearer"
     return JSONResponse(body.model_dump(), status_code=status, headers=headers)
 
 
@@ -82,16 +89,35 @@ def _schema_error(_: Request, error: Exception) -> JSONResponse:
     first = error.errors()[0]
     where = ".".join(str(part) for part in first["loc"])
     message = str(first["msg"]).removeprefix("Value error, ")
-    return error_response(
-        HTTPStatus.UNPROCESSABLE_ENTITY, ErrorCode.INPUT_INVALID, f"{where}: {message}"
-    )
+    # A validator that knows the Tarry error it means names it as its type (`RunId`).
+    code = ErrorCode(first["type"]) if first["type"] in set(ErrorCode) else ErrorCode.INPUT_INVALID
+    return error_response(status_of(code), code, f"{where}: {message}")
 
 
-def _http_error(_: Request, error: Exception) -> JSONResponse:
+def _allowed(request: Request) -> str:
+    """The methods the OpenAPI document names at the request's path (Starlette's 405
+    names those of the first route it finds, and `/v1/runs` is two); the inbox's files
+    at any other path take GET and HEAD."""
+    path = request.url.path
+    methods = {
+        method.upper()
+        for template, operations in request.app.openapi()["paths"].items()
+        if compile_path(template)[0].match(path)
+        for method in operations
+    }
+    return ", ".join(sorted(methods or {"GET", "HEAD"}))
+
+
+def _http_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, HTTPException)
     status = error.status_code
     code = ErrorCode.INPUT_TOO_LARGE if status == 413 else HTTPStatus(status).name
-    return error_response(status, code, error.detail)
+    if status == HTTPStatus.BAD_REQUEST:  # FastAPI's word for a body it could not decode
+        status, code = HTTPStatus.UNPROCESSABLE_ENTITY, ErrorCode.INPUT_INVALID
+    headers = dict(error.headers or {})
+    if status == HTTPStatus.METHOD_NOT_ALLOWED:
+        headers["Allow"] = _allowed(request)
+    return error_response(status, code, error.detail, headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:

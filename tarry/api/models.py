@@ -3,47 +3,162 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
-from tarry.contracts import RunInput, RunState
+from tarry.contracts import (
+    MAX_RUN_ID_LENGTH,
+    RUN_ID_PATTERN,
+    Budget,
+    PendingApproval,
+    RunInput,
+    RunState,
+    run_id_problem,
+)
 from tarry.runs import RunRow
 
 __all__ = [
     "Accepted",
+    "BudgetRequest",
+    "EmptyRequest",
     "Health",
     "MessageRequest",
+    "PendingCall",
+    "RunId",
     "RunList",
     "RunSummary",
     "RunView",
     "StartRequest",
     "Started",
+    "StateView",
 ]
+
+
+def _checked_run_id(run_id: str) -> str:
+    if problem := run_id_problem(run_id):
+        # Its type is the error code the API answers with (`errors.py`).
+        raise PydanticCustomError("RUN_ID_INVALID", "{problem}", {"problem": problem})
+    return run_id
+
+
+RunId = Annotated[
+    str,
+    AfterValidator(_checked_run_id),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": RUN_ID_PATTERN,
+            "minLength": 1,
+            "maxLength": MAX_RUN_ID_LENGTH,
+            "description": "1 to 200 letters, digits, - _ . : @; not starting with a dot.",
+        }
+    ),
+]
+"""A run id as the API takes it (path, start body, AG-UI `threadId`): checked at the door
+with the one id rule (422 `RUN_ID_INVALID`), and stated in the OpenAPI document."""
 
 
 class StartRequest(RunInput):
     """A `RunInput`, and the run's id if the caller chooses it."""
 
-    id: str | None = None
+    id: RunId | None = None
     """The run id; `run-<short uuid>` if none, or one derived from the Idempotency-Key."""
 
 
-class RunView(RunState):
+class PendingCall(BaseModel):
+    """A gated tool call as the API shows it: its arguments an object, the shape in which
+    a decision (`POST /v1/runs/{id}/approvals`) sends them back edited."""
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any] | None
+    """The call's arguments; null when the model's text is not a JSON object."""
+    arguments_text: str
+    """The model's argument text, as it asked."""
+    deadline: datetime | None = None
+
+    @classmethod
+    def of(cls, pending: PendingApproval) -> PendingCall:
+        try:
+            parsed = json.loads(pending.arguments)
+        except ValueError:
+            parsed = None
+        return cls(
+            call_id=pending.call_id,
+            tool=pending.tool,
+            arguments=parsed if isinstance(parsed, dict) else None,
+            arguments_text=pending.arguments,
+            deadline=pending.deadline,
+        )
+
+
+class StateView(RunState):
+    """A run's `state` as the API answers it: each pending call's arguments an object."""
+
+    # The run's own contract keeps the model's text; over HTTP, one shape both ways.
+    pending_approvals: list[PendingCall] = Field(default_factory=list)  # type: ignore[assignment]
+
+    @classmethod
+    def of(cls, state: RunState) -> StateView:
+        return cls(
+            **state.model_dump(exclude={"pending_approvals"}),
+            pending_approvals=[PendingCall.of(p) for p in state.pending_approvals],
+        )
+
+
+class RunView(StateView):
     """A run's `state`, with its id."""
 
     id: str
 
+    @classmethod
+    def of_run(cls, run_id: str, state: RunState) -> RunView:
+        return cls(id=run_id, **StateView.of(state).model_dump())
+
 
 class Started(BaseModel):
     id: str
-    state: RunState | None
+    state: StateView | None
     """The run's first state; null when no worker serves its task queue yet."""
 
 
 class MessageRequest(BaseModel):
-    text: str
+    text: Annotated[str, Field(json_schema_extra={"minLength": 1, "pattern": r"\S"})]
+    """The reply: not empty nor only white space (422 `INPUT_EMPTY`)."""
+
+
+class BudgetRequest(Budget):
+    """The limits to raise: at least one of them."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": [name], "properties": {name: {"type": kind}}}
+                for name, kind in (("max_total_tokens", "integer"), ("max_cost_usd", "number"))
+            ]
+        }
+    )
+
+    @model_validator(mode="after")
+    def _one_at_least(self) -> BudgetRequest:
+        if self.max_total_tokens is None and self.max_cost_usd is None:
+            raise ValueError("name a limit to raise: max_total_tokens, max_cost_usd or both")
+        return self
+
+
+class EmptyRequest(BaseModel):
+    """The body of a request that needs no fields: `{}` (or an empty body sent as JSON)."""
 
 
 class Accepted(BaseModel):

@@ -7,57 +7,143 @@ import base64
 import binascii
 import contextlib
 import hashlib
+import logging
 from collections.abc import AsyncIterator
 from http import HTTPStatus
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from tarry.api.errors import ApiError, ErrorBody
 from tarry.api.feeds import Feeds
 from tarry.api.models import (
     Accepted,
+    BudgetRequest,
+    EmptyRequest,
     MessageRequest,
+    RunId,
     RunList,
     RunSummary,
     RunView,
     Started,
     StartRequest,
+    StateView,
 )
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import (
-    Budget,
     Decision,
     ErrorCode,
     Phase,
     RunInput,
-    RunState,
     StopRequest,
     TranscriptPage,
     WaitingFor,
 )
 from tarry.runs import find_runs
 
-__all__ = ["runs_router"]
+__all__ = ["INTERNAL", "INTERNAL_MESSAGE", "runs_router"]
+
+_log = logging.getLogger(__name__)
+
+INTERNAL = HTTPStatus.INTERNAL_SERVER_ERROR.name
+"""The code a stream's last event gives for a failure of the API itself."""
+INTERNAL_MESSAGE = "the stream failed inside the API; its log says why"
 
 IdempotencyKey = Annotated[
     str | None,
     Header(
+        min_length=1,
+        max_length=200,
         description="A retried request with the same key is the same request: a start"
-        " returns the run the first one started; a message enters the transcript once."
+        " returns the run the first one started (422 `IDEMPOTENCY_KEY_REUSED` when its body"
+        " differs); a message enters the transcript once.",
     ),
 ]
 
-_ERRORS: dict[int | str, dict[str, object]] = {
-    status: {"model": ErrorBody} for status in (401, 404, 409, 413, 422, 503)
-}
+LastEventId = Annotated[
+    str | None,
+    Header(
+        # ASCII digits only: `int()` takes any Unicode digit (`²`) and fails on some.
+        pattern=r"^[0-9]{1,15}$",
+        description="The `id:` of the last event received: the stream resumes after it.",
+    ),
+]
+
+MAX_OFFSET = 10**15 - 1
+"""The largest event offset asked for (15 digits): far above any run's stream."""
+
+IDEMPOTENCY_MEMO = "tarry_idempotency"
+"""The memo field of a run started with an Idempotency-Key: digests of the key and of the
+start's body, so that a retry is told from another request under the same key."""
+
+_AUTH = (HTTPStatus.UNAUTHORIZED,)
+_READ = (*_AUTH, HTTPStatus.NOT_FOUND, HTTPStatus.UNPROCESSABLE_ENTITY)
+_WRITE = (
+    *_READ,
+    HTTPStatus.CONFLICT,
+    HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+    HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+)
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, object]]:
+    """The error answers a route can give, for the OpenAPI document."""
+    return {status: {"model": ErrorBody} for status in statuses}
+
+
+async def _json_body(request: Request) -> None:
+    """Refuses a state-changing request whose body is not declared JSON (415), so that
+    a page's auto-submitted form (`text/plain`, urlencoded, multipart), which a browser
+    sends cross-site without asking, changes nothing."""
+    media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media != "application/json" and not (
+        media.startswith("application/") and media.endswith("+json")
+    ):
+        raise HTTPException(
+            HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+            "this route takes a JSON body: send Content-Type: application/json"
+            " (and `{}` when there is nothing to say)",
+        )
+
+
+JSON_ONLY = [Depends(_json_body)]
+_BODY_REQUIRED: dict[str, object] = {"requestBody": {"required": True}}
+"""For a route whose body has no required field: the document still asks for one, since
+without a JSON body (`{}` will do) the route answers 415."""
 
 
 def idempotent_run_id(key: str) -> str:
     """The run id a start with Idempotency-Key `key` and no id gets: the same for every
     retry, so Temporal itself knows the run (no table here that a restart would lose)."""
-    return f"run-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    return f"run-{_digest(key)[:16]}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _start_request(key: str, body: StartRequest) -> dict[str, str]:
+    """What the run's memo keeps of a start with an Idempotency-Key (`IDEMPOTENCY_MEMO`):
+    digests only, since a key or a prompt may be private. The body counts as validated,
+    so a retry that only orders or spaces its JSON differently is the same request."""
+    return {"key": _digest(key), "body": _digest(body.model_dump_json())}
+
+
+async def _retried_start(run: RunHandle, request: dict[str, str], taken: TarryError) -> None:
+    """Returns when `run` was started by this very request (a retry); raises
+    `IDEMPOTENCY_KEY_REUSED` when its key started it with another body, and `taken`
+    (`RUN_EXISTS`) when this key did not start it."""
+    description = await run.describe()
+    first = await description.memo_value(IDEMPOTENCY_MEMO, default=None)
+    if not isinstance(first, dict) or first.get("key") != request["key"]:
+        raise taken
+    if first.get("body") != request["body"]:
+        raise TarryError(
+            ErrorCode.IDEMPOTENCY_KEY_REUSED,
+            f"this Idempotency-Key started run {run.id!r} with another body; a retry sends"
+            " the same body, a new run needs a new key",
+        )
 
 
 async def existing(tarry: Tarry, run_id: str) -> RunHandle | None:
@@ -75,7 +161,7 @@ def _page_token(cursor: str | None) -> bytes | None:
     if cursor is None:
         return None
     try:
-        return base64.urlsafe_b64decode(cursor.encode())
+        return base64.urlsafe_b64decode(cursor.encode("ascii"))
     except (binascii.Error, ValueError):
         raise TarryError(
             ErrorCode.INPUT_INVALID, "cursor: not a cursor this API gave (next_cursor)"
@@ -87,37 +173,46 @@ def resume_offset(after: int | None, last_event_id: str | None) -> int:
     sends when it reconnects (the offset of the last event it received), else at the
     oldest event the run holds."""
     if after is None and last_event_id is not None:
-        if not last_event_id.strip().isdigit():
-            raise TarryError(ErrorCode.INPUT_INVALID, "Last-Event-ID: not an event id (an offset)")
-        after = int(last_event_id)
+        after = int(last_event_id)  # ASCII digits: `LastEventId` checked them
     return 0 if after is None else after + 1
 
 
 def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
-    router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=_ERRORS)
+    router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
-    @router.post("", status_code=HTTPStatus.CREATED)
+    @router.post(
+        "",
+        status_code=HTTPStatus.CREATED,
+        dependencies=JSON_ONLY,
+        responses=_errors(*_WRITE, HTTPStatus.SERVICE_UNAVAILABLE),
+    )
     async def start_run(body: StartRequest, idempotency_key: IdempotencyKey = None) -> Started:
-        """Start a run. With an Idempotency-Key, a retry returns the run the first
-        request started (its id comes from the key, unless `id` is given)."""
+        """Start a run; 409 `RUN_EXISTS` for the id of any run there is, open or ended
+        (`POST /v1/runs/{id}/resume` goes on with an ended one). With an Idempotency-Key,
+        a retry returns the run the first request started (its id comes from the key,
+        unless `id` is given); the key sent with another body is 422
+        `IDEMPOTENCY_KEY_REUSED`."""
         run_id = body.id or (idempotent_run_id(idempotency_key) if idempotency_key else None)
         input = RunInput.model_validate(body.model_dump(exclude={"id"}))
-        if idempotency_key and run_id and (run := await existing(tarry, run_id)):
-            return Started(id=run.id, state=await run.served_state())
+        request = _start_request(idempotency_key, body) if idempotency_key else None
         try:
-            run = await tarry.start(input, run_id=run_id)
+            run = await tarry.start(
+                input, run_id=run_id, memo={IDEMPOTENCY_MEMO: request} if request else None
+            )
         except TarryError as e:
-            if e.code is not ErrorCode.RUN_EXISTS or not idempotency_key or run_id is None:
+            if e.code is not ErrorCode.RUN_EXISTS or request is None or run_id is None:
                 raise
-            run = tarry.get(run_id)  # the first of two concurrent retries started it
-        return Started(id=run.id, state=await run.served_state())
+            run = tarry.get(run_id)
+            await _retried_start(run, request, e)
+        state = await run.served_state()
+        return Started(id=run.id, state=StateView.of(state) if state else None)
 
-    @router.get("")
+    @router.get("", responses=_errors(*_AUTH, HTTPStatus.UNPROCESSABLE_ENTITY))
     async def list_runs(
         phase: Phase | None = None,
         waiting_for: WaitingFor | None = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 20,
-        cursor: str | None = None,
+        cursor: Annotated[str | None, Query(min_length=1)] = None,
     ) -> RunList:
         """Runs as Temporal's visibility records them (no worker needed), open runs
         first, newest first, a page of `limit` at a time."""
@@ -127,22 +222,22 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
             waiting_for=waiting_for,
             limit=limit,
             page_token=_page_token(cursor),
-        )
+        )  # a cursor visibility cannot read is INPUT_INVALID
         token = page.next_page_token
         return RunList(
             runs=[RunSummary.of(row) for row in page.rows],
             next_cursor=base64.urlsafe_b64encode(token).decode() if token else None,
         )
 
-    @router.get("/{run_id}")
-    async def get_run(run_id: str) -> RunView:
+    @router.get("/{run_id}", responses=_errors(*_READ, HTTPStatus.SERVICE_UNAVAILABLE))
+    async def get_run(run_id: RunId) -> RunView:
         """The run's state (its `state` query)."""
         state = await tarry.get(run_id).state()
-        return RunView(id=run_id, **state.model_dump())
+        return RunView.of_run(run_id, state)
 
-    @router.get("/{run_id}/transcript")
+    @router.get("/{run_id}/transcript", responses=_errors(*_READ, HTTPStatus.SERVICE_UNAVAILABLE))
     async def get_transcript(
-        run_id: str,
+        run_id: RunId,
         start: Annotated[int, Query(ge=0)] = 0,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> TranscriptPage:
@@ -153,10 +248,14 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
     @router.post(
         "/{run_id}/messages",
         status_code=HTTPStatus.ACCEPTED,
-        responses={HTTPStatus.OK: {"model": RunState, "description": "with ?wait=true"}},
+        dependencies=JSON_ONLY,
+        responses={
+            HTTPStatus.OK: {"model": RunView, "description": "with ?wait=true"},
+            **_errors(*_WRITE, HTTPStatus.SERVICE_UNAVAILABLE),
+        },
     )
     async def post_message(
-        run_id: str,
+        run_id: RunId,
         body: MessageRequest,
         response: Response,
         wait: bool = False,
@@ -171,49 +270,85 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
             return Accepted()
         state = await run.send(body.text, id=idempotency_key)
         response.status_code = HTTPStatus.OK
-        return RunView(id=run_id, **state.model_dump())
+        return RunView.of_run(run_id, state)
 
-    @router.post("/{run_id}/approvals")
-    async def decide(run_id: str, body: Decision) -> RunView:
+    @router.post(
+        "/{run_id}/approvals",
+        dependencies=JSON_ONLY,
+        responses=_errors(*_WRITE, HTTPStatus.SERVICE_UNAVAILABLE),
+    )
+    async def decide(run_id: RunId, body: Decision) -> RunView:
         """Decide on a gated tool call (every pending one when `call_id` is null):
         the state at the run's next stop point, or 409 with an `APPROVAL_*` code when
         the decision cannot apply (nothing pending, an unknown or decided call)."""
         state = await tarry.get(run_id).decide(
             body.call_id, approved=body.approved, reason=body.reason, arguments=body.arguments
         )
-        return RunView(id=run_id, **state.model_dump())
+        return RunView.of_run(run_id, state)
 
-    @router.post("/{run_id}/budget")
-    async def raise_budget(run_id: str, body: Budget) -> RunView:
+    @router.post(
+        "/{run_id}/budget",
+        dependencies=JSON_ONLY,
+        responses=_errors(*_WRITE, HTTPStatus.SERVICE_UNAVAILABLE),
+    )
+    async def raise_budget(run_id: RunId, body: BudgetRequest) -> RunView:
         """Raise the run's budget (the limits given replace its own): a run waiting for
         it goes on and the answer is the state at its next stop point, else the state
         at once; 422 `BUDGET_INVALID` for a limit not above what the run has spent."""
         state = await tarry.get(run_id).raise_budget(
             max_total_tokens=body.max_total_tokens, max_cost_usd=body.max_cost_usd
         )
-        return RunView(id=run_id, **state.model_dump())
+        return RunView.of_run(run_id, state)
 
-    @router.post("/{run_id}/pause", status_code=HTTPStatus.ACCEPTED)
-    async def pause(run_id: str) -> Accepted:
+    @router.post(
+        "/{run_id}/pause",
+        status_code=HTTPStatus.ACCEPTED,
+        dependencies=JSON_ONLY,
+        openapi_extra=_BODY_REQUIRED,
+        responses=_errors(*_WRITE),
+    )
+    async def pause(run_id: RunId, _: EmptyRequest | None = None) -> Accepted:
         """Ask the run to wait for a person at its next turn boundary."""
         await tarry.get(run_id).pause()
         return Accepted()
 
-    @router.post("/{run_id}/stop", status_code=HTTPStatus.ACCEPTED)
-    async def stop(run_id: str, body: StopRequest | None = None) -> Accepted:
+    @router.post(
+        "/{run_id}/stop",
+        status_code=HTTPStatus.ACCEPTED,
+        dependencies=JSON_ONLY,
+        openapi_extra=_BODY_REQUIRED,
+        responses=_errors(*_WRITE),
+    )
+    async def stop(run_id: RunId, body: StopRequest | None = None) -> Accepted:
         """End the run: a waiting run completes, a working one is aborted."""
         await tarry.get(run_id).stop(body.reason if body else None)
         return Accepted()
 
+    @router.post(
+        "/{run_id}/resume",
+        dependencies=JSON_ONLY,
+        openapi_extra=_BODY_REQUIRED,
+        responses=_errors(*_WRITE, HTTPStatus.SERVICE_UNAVAILABLE),
+    )
+    async def resume(run_id: RunId, _: EmptyRequest | None = None) -> RunView:
+        """Go on with an ended run (failed, or stopped) under its id, with its whole
+        memory: it waits for a reply. 409 `RUN_NOT_ENDED` for a run still going."""
+        run = await tarry.get(run_id).resume()
+        state = await run.state()
+        return RunView.of_run(run_id, state)
+
     @router.get(
         "/{run_id}/events",
         response_class=EventSourceResponse,
-        responses={HTTPStatus.OK: {"content": {"text/event-stream": {}}}},
+        responses={
+            HTTPStatus.OK: {"content": {"text/event-stream": {}}},
+            **_errors(*_READ),
+        },
     )
     async def events(
-        run_id: str,
-        after: Annotated[int | None, Query(ge=-1)] = None,
-        last_event_id: Annotated[str | None, Header()] = None,
+        run_id: RunId,
+        after: Annotated[int | None, Query(ge=-1, le=MAX_OFFSET)] = None,
+        last_event_id: LastEventId = None,
     ) -> EventSourceResponse:
         """The run's events as server-sent events: `id:` the offset in the run's
         stream, `event:` the kind, `data:` the `RunEvent` JSON. Resumes after
@@ -240,4 +375,8 @@ async def _sse(feeds: Feeds, run_id: str, start: int) -> AsyncIterator[ServerSen
                 )
     except TarryError as e:  # the stream has begun: its last event says why it ends
         error = ErrorBody(error=ApiError(code=e.code, message=e.message))
+        yield ServerSentEvent(data=error.model_dump_json(), event="error")
+    except Exception:  # whatever failed: a stream cut without a word looks like a network fault
+        _log.exception("the event stream of run %r failed", run_id)
+        error = ErrorBody(error=ApiError(code=INTERNAL, message=INTERNAL_MESSAGE))
         yield ServerSentEvent(data=error.model_dump_json(), event="error")

@@ -13,6 +13,7 @@ from types import TracebackType
 import uvicorn
 from fastapi import FastAPI
 
+from tarry.api.access import ANY_HOST, AllowedHosts
 from tarry.servers import is_loopback
 from tarry.settings import TarrySettings
 
@@ -29,12 +30,26 @@ class ApiSetupError(Exception):
 
 def check_exposure(host: str, settings: TarrySettings) -> None:
     """Refuses to serve beyond this machine without tokens: whoever reaches the API can
-    start runs, answer them and approve what their agents do."""
-    if not settings.api_tokens() and not is_loopback(host):
+    start runs, answer them and approve what their agents do. Nor, without tokens, to
+    any `Host`: then any web page whose name resolves to 127.0.0.1 could. And says which
+    entry of TARRY_API_ALLOWED_HOSTS is no host."""
+    try:
+        AllowedHosts.parse(settings.tarry_api_allowed_hosts)
+    except ValueError as e:
+        raise ApiSetupError(str(e)) from None
+    if settings.api_tokens():
+        return
+    if not is_loopback(host):
         raise ApiSetupError(
             f"refusing to serve the API on {host} with no TARRY_API_TOKENS: anyone who"
             " reaches it could drive your runs; set TARRY_API_TOKENS=TOKEN[,TOKEN...] or"
             " listen on 127.0.0.1"
+        )
+    if ANY_HOST in settings.tarry_api_allowed_hosts:
+        raise ApiSetupError(
+            "refusing TARRY_API_ALLOWED_HOSTS=* with no TARRY_API_TOKENS: any web page whose"
+            " name resolves to this machine could drive your runs; name the hosts or set"
+            " TARRY_API_TOKENS=TOKEN[,TOKEN...]"
         )
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
 
-from tarry.testing.script import ScriptStep, pieces
+from tarry.testing.script import PIECE, ScriptStep, framed, pieces
 
 TOKENS_PER_BLOCK = 10
 """What each content block (a tool, the system prompt, a message's text, tool use or
@@ -107,13 +108,20 @@ def message(n: int, step: ScriptStep, body: dict[str, Any], cache: PromptCache) 
     }
 
 
-def stream_events(answer: dict[str, Any], size: int) -> list[str]:
+def stream_events(answer: dict[str, Any], size: int, limit: int | None) -> Iterator[str]:
     """The server-sent events Anthropic streams for `answer`: `message_start` (with the
     input usage), per block a start, its text or input JSON in `size`-character deltas
-    and a stop, then `message_delta` (stop reason, output usage) and `message_stop`."""
+    (at most `limit` of them) and a stop, then `message_delta` (stop reason, output
+    usage) and `message_stop`. Made as they are sent: a long answer's events all at once
+    would hold the server's loop for seconds."""
+
+    def frame(event: dict[str, Any]) -> str:
+        return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+
     usage = answer["usage"]
     start = answer | {"content": [], "stop_reason": None, "usage": usage | {"output_tokens": 1}}
-    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}, {"type": "ping"}]
+    yield frame({"type": "message_start", "message": start})
+    yield frame({"type": "ping"})
     for index, block in enumerate(answer["content"]):
         if block["type"] == "text":
             opening, kind, key, text = (
@@ -126,22 +134,14 @@ def stream_events(answer: dict[str, Any], size: int) -> list[str]:
             opening = {k: block[k] for k in ("type", "id", "name")} | {"input": {}}
             kind, key = "input_json_delta", "partial_json"
             text = block["input"] if isinstance(block["input"], str) else json.dumps(block["input"])
-        events.append({"type": "content_block_start", "index": index, "content_block": opening})
-        events += [
-            {"type": "content_block_delta", "index": index, "delta": {"type": kind, key: piece}}
-            for piece in pieces(text, size)
-        ]
-        events.append({"type": "content_block_stop", "index": index})
+        yield frame({"type": "content_block_start", "index": index, "content_block": opening})
+        piece = {"type": "content_block_delta", "index": index, "delta": {"type": kind, key: PIECE}}
+        yield from framed(frame(piece), pieces(text, size, limit))
+        yield frame({"type": "content_block_stop", "index": index})
     delta = {"stop_reason": answer["stop_reason"], "stop_sequence": None}
-    events.append(
-        {
-            "type": "message_delta",
-            "delta": delta,
-            "usage": {"output_tokens": usage["output_tokens"]},
-        }
-    )
-    events.append({"type": "message_stop"})
-    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events]
+    usage = {"output_tokens": usage["output_tokens"]}
+    yield frame({"type": "message_delta", "delta": delta, "usage": usage})
+    yield frame({"type": "message_stop"})
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:

@@ -3,6 +3,8 @@ text, tool calls, HTTP errors, delays, and streams that go wrong on cue."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -10,10 +12,10 @@ from pydantic import BaseModel, Field
 from tarry.contracts import Usage
 
 MAX_STREAM_PIECES = 2000
-"""The most events one streamed text (or one call's arguments) is cut into: a real model
-sends a token or so per event, but never writes a megabyte in one answer, which the
-offline model does when it echoes one. At 4 characters an event, a 3 MB echo would be
-750,000 events, slower to parse than any attempt's timeout."""
+"""The most events one streamed text (or one call's arguments) is cut into unless a step
+says otherwise (`ScriptStep.max_pieces`): a real model sends a token or so per event, but
+rarely writes a megabyte in one answer, which the offline model does when it echoes one,
+and a step with a `chunk_delay` would take hours to send 750,000 events."""
 
 
 StreamFault = Literal["cut", "malformed", "no_end", "stall"]
@@ -49,7 +51,11 @@ class ScriptStep(BaseModel):
     """Seconds to wait before answering; the client may give up first."""
     chunk_chars: int = Field(default=4, ge=1)
     """Streamed answers: characters of text, or of a call's arguments, per event; more
-    for a text longer than `MAX_STREAM_PIECES` of them (see there)."""
+    for a text longer than `max_pieces` of them."""
+    max_pieces: int | None = Field(default=MAX_STREAM_PIECES, ge=1)
+    """Streamed answers: the most events a text (or a call's arguments) is cut into; None
+    sends every piece at `chunk_chars`, however many, as a model writing a long answer
+    token by token does."""
     chunk_delay: float = 0.0
     """Streamed answers: seconds between events, so observers see words before the end."""
     stream_fault: StreamFault | None = None
@@ -86,7 +92,20 @@ def fail(status: int, **kw: Any) -> ScriptStep:
     return ScriptStep(status=status, **kw)
 
 
-def pieces(text: str, size: int) -> list[str]:
-    """`text` as a stream sends it: `size`-character pieces, at most `MAX_STREAM_PIECES`."""
-    step = max(size, -(-len(text) // MAX_STREAM_PIECES))
-    return [text[i : i + step] for i in range(0, len(text), step)]
+def pieces(text: str, size: int, limit: int | None = MAX_STREAM_PIECES) -> Iterator[str]:
+    """`text` as a stream sends it: `size`-character pieces, at most `limit` of them."""
+    step = size if limit is None else max(size, -(-len(text) // limit))
+    return (text[i : i + step] for i in range(0, len(text), step))
+
+
+PIECE = "\x00piece\x00"
+"""A stand-in for each piece's text in the frame `framed` fills in."""
+
+
+def framed(frame: str, texts: Iterable[str]) -> Iterator[str]:
+    """`frame` (a stream event encoded with `PIECE` as its text) for each of `texts`:
+    each text's JSON string put in the place of `PIECE`'s. The same events at a fraction
+    of the cost of encoding each whole, so a stream of a million goes out quickly."""
+    before, after = frame.split(json.dumps(PIECE), 1)
+    for text in texts:
+        yield before + json.dumps(text) + after

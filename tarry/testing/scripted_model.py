@@ -20,7 +20,7 @@ import json
 import signal
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -33,12 +33,14 @@ from tarry.contracts import FunctionCall, ToolCall, Usage
 from tarry.testing import anthropic_wire
 from tarry.testing.anthropic_wire import PromptCache
 from tarry.testing.script import (
+    PIECE,
     ScriptedToolCall,
     ScriptStep,
     StreamFault,
     call,
     calls,
     fail,
+    framed,
     pieces,
     say,
 )
@@ -60,6 +62,8 @@ CREATED = 1_700_000_000
 """The fixed `created` timestamp of every answer, so answers are reproducible."""
 MAX_REQUEST_BYTES = 256 * 1024 * 1024
 """The largest request body the scripted model reads: like a provider's, far past 1 MiB."""
+WRITE_BYTES = 64 * 1024
+"""About how much of a stream sent without pauses goes out in one write."""
 
 
 @dataclass
@@ -129,10 +133,21 @@ def _completion(n: int, step: ScriptStep, request: dict[str, Any]) -> dict[str, 
     }
 
 
-def _stream_events(completion: dict[str, Any], include_usage: bool, size: int) -> list[str]:
-    """The `data:` payloads OpenAI streams for `completion`: a role delta, the text and
-    each call's arguments in `size`-character pieces (at most `MAX_STREAM_PIECES` of
-    them), the finish reason, the usage if asked for, then `[DONE]`."""
+def _stream_events(
+    completion: dict[str, Any], include_usage: bool, size: int, limit: int | None
+) -> Iterator[str]:
+    """The `data:` frames OpenAI streams for `completion`: a role delta, the text and
+    each call's arguments in `size`-character pieces (at most `limit` of them), the
+    finish reason, the usage if asked for, then `[DONE]`. Made as they are sent: a long
+    answer's events all at once would hold the server's loop for seconds."""
+    for event in _stream_chunks(completion, include_usage, size, limit):
+        yield f"data: {event}\n\n"
+    yield "data: [DONE]\n\n"
+
+
+def _stream_chunks(
+    completion: dict[str, Any], include_usage: bool, size: int, limit: int | None
+) -> Iterator[str]:
     head = {k: completion[k] for k in ("id", "created", "model")}
     head["object"] = "chat.completion.chunk"
     choice = completion["choices"][0]
@@ -143,29 +158,41 @@ def _stream_events(completion: dict[str, Any], include_usage: bool, size: int) -
         return json.dumps(head | {"choices": choices})
 
     content = message["content"]
-    events = [chunk({"role": "assistant", "content": "" if content is not None else None})]
-    events += [chunk({"content": piece}) for piece in pieces(content or "", size)]
+    yield chunk({"role": "assistant", "content": "" if content is not None else None})
+    yield from framed(chunk({"content": PIECE}), pieces(content or "", size, limit))
     for i, tool_call in enumerate(message.get("tool_calls") or []):
         function = tool_call["function"]
         start = {"index": i, "id": tool_call["id"], "type": "function"}
         start["function"] = {"name": function["name"], "arguments": ""}
-        events.append(chunk({"tool_calls": [start]}))
-        events += [
-            chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
-            for piece in pieces(function["arguments"], size)
-        ]
-    events.append(chunk({}, choice["finish_reason"]))
+        yield chunk({"tool_calls": [start]})
+        fragment = chunk({"tool_calls": [{"index": i, "function": {"arguments": PIECE}}]})
+        yield from framed(fragment, pieces(function["arguments"], size, limit))
+    yield chunk({}, choice["finish_reason"])
     if include_usage:
-        events.append(json.dumps(head | {"choices": [], "usage": completion["usage"]}))
-    return [f"data: {event}\n\n" for event in [*events, "[DONE]"]]
+        yield json.dumps(head | {"choices": [], "usage": completion["usage"]})
 
 
-async def _stream(request: web.Request, step: ScriptStep, events: list[str]) -> web.StreamResponse:
-    """Sends the server-sent `events`, pausing between them and faulting on cue."""
+async def _stream(
+    request: web.Request, step: ScriptStep, events: Iterable[str]
+) -> web.StreamResponse:
+    """Sends the server-sent `events`, pausing between them and faulting on cue. With no
+    pause, events go out in writes of about `WRITE_BYTES`, as a provider's packets carry
+    several: a write per event makes a stream of a million events slow to send."""
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", **step.headers})
     await response.prepare(request)
+    batch: list[bytes] = []
+    size = 0
+
+    async def send() -> None:
+        nonlocal size
+        if batch:
+            await response.write(b"".join(batch))
+        batch.clear()
+        size = 0
+
     for i, event in enumerate(events):
         if step.stream_fault is not None and i == step.fault_after:
+            await send()
             if step.stream_fault == "cut":
                 # Mid chunked body: the client reads an incomplete message, not an end.
                 assert request.transport is not None
@@ -177,9 +204,14 @@ async def _stream(request: web.Request, step: ScriptStep, events: list[str]) -> 
                 await asyncio.sleep(3600)
             await response.write_eof()
             return response
-        if i:
+        if i and step.chunk_delay:
             await asyncio.sleep(step.chunk_delay)
-        await response.write(event.encode())
+        batch.append(data := event.encode())
+        size += len(data)
+        if size >= WRITE_BYTES or step.chunk_delay:
+            await send()
+            await asyncio.sleep(0)  # the client may share this loop: let it read
+    await send()
     await response.write_eof()
     return response
 
@@ -209,7 +241,7 @@ class _Dialect:
 
     answer: Callable[[int, ScriptStep, dict[str, Any]], dict[str, Any]]
     """(request number, step, request body) -> the plain answer."""
-    events: Callable[[dict[str, Any], dict[str, Any], ScriptStep], list[str]]
+    events: Callable[[dict[str, Any], dict[str, Any], ScriptStep], Iterable[str]]
     """(answer, request body, step) -> the stream's frames."""
     error: Callable[[int, str, dict[str, str] | None], web.Response]
 
@@ -217,7 +249,10 @@ class _Dialect:
 _OPENAI = _Dialect(
     answer=_completion,
     events=lambda answer, body, step: _stream_events(
-        answer, bool((body.get("stream_options") or {}).get("include_usage")), step.chunk_chars
+        answer,
+        bool((body.get("stream_options") or {}).get("include_usage")),
+        step.chunk_chars,
+        step.max_pieces,
     ),
     error=_error,
 )
@@ -249,7 +284,7 @@ class ScriptedModel:
         self._anthropic = _Dialect(
             answer=lambda n, step, body: anthropic_wire.message(n, step, body, self.prompt_cache),
             events=lambda answer, body, step: anthropic_wire.stream_events(
-                answer, step.chunk_chars
+                answer, step.chunk_chars, step.max_pieces
             ),
             error=anthropic_wire.error,
         )

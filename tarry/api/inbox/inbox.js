@@ -17,9 +17,17 @@ class ApiError extends Error {
   }
 }
 
+const TOKEN_KEY = "tarry-token";
+
 function authHeaders() {
-  const token = localStorage.getItem("tarry-token");
+  const token = localStorage.getItem(TOKEN_KEY);
   return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+// The token stays in this browser's local storage until forgotten: on a shared machine,
+// the next person at the browser could drive every run with it.
+function showTokenControl() {
+  $("forget-token-button").hidden = !localStorage.getItem(TOKEN_KEY);
 }
 
 async function api(method, path, body, idempotencyKey) {
@@ -360,7 +368,7 @@ function approvalCard(pending) {
   card.dataset.callId = pending.call_id;
   card.append(el("div", "approval-title", `${pending.tool} wants to run`));
   const args = el("textarea", "approval-arguments");
-  args.value = prettyJson(pending.arguments);
+  args.value = prettyJson(pending.arguments_text);
   args.rows = Math.min(12, args.value.split("\n").length + 1);
   args.setAttribute("aria-label", "arguments (edit to change them)");
   const reason = el("input", "approval-reason");
@@ -473,7 +481,7 @@ function wire() {
     }
   });
   $("pause-button").addEventListener("click", () =>
-    api("POST", `/v1/runs/${encodeURIComponent(current.id)}/pause`).catch((e) => notice(e.message)),
+    api("POST", `/v1/runs/${encodeURIComponent(current.id)}/pause`, {}).catch((e) => notice(e.message)),
   );
   $("stop-button").addEventListener("click", () => {
     const reason = prompt("Stop this run? A reason, if you like:");
@@ -499,8 +507,15 @@ function wire() {
     }
   });
   $("token-form").addEventListener("submit", () => {
-    localStorage.setItem("tarry-token", $("token-input").value);
+    localStorage.setItem(TOKEN_KEY, $("token-input").value);
+    showTokenControl();
     route();
+    refreshWaiting();
+  });
+  $("forget-token-button").addEventListener("click", () => {
+    localStorage.removeItem(TOKEN_KEY);
+    $("token-input").value = "";
+    showTokenControl();
     refreshWaiting();
   });
   window.addEventListener("hashchange", route);
@@ -508,6 +523,7 @@ function wire() {
 
 document.addEventListener("DOMContentLoaded", () => {
   wire();
+  showTokenControl();
   route();
   refreshWaiting();
   setInterval(refreshWaiting, WAITING_POLL_MS);
