@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Protocol
@@ -39,7 +39,7 @@ from tarry.contracts import (
     ToolInvocation,
     ToolResult,
 )
-from tarry.tools import Tool, ToolContext, ToolError, tool
+from tarry.tools import MAX_READ_BYTES, Tool, ToolContext, ToolError, tool
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -60,14 +60,36 @@ WorkspacePath = Annotated[
 
 
 @tool(quick=True)
-def read_file(ctx: ToolContext, path: WorkspacePath) -> str:
-    """Read a text file from the workspace."""
+def read_file(
+    ctx: ToolContext,
+    path: WorkspacePath,
+    offset: Annotated[int, Field(ge=0, description="The first byte to read.")] = 0,
+    limit: Annotated[
+        int | None, Field(ge=1, description="At most this many bytes; null: to the end.")
+    ] = None,
+) -> str:
+    """Read a text file from the workspace, or the part of it `offset` and `limit` name
+    (in bytes). A read too large for one result is refused with the file's size."""
     target = ctx.resolve(path)
     if not target.exists():
         raise ToolError(ErrorCode.TOOL_FAILED, f"no such file: {path}")
     if target.is_dir():
         raise ToolError(ErrorCode.TOOL_FAILED, f"is a directory, not a file: {path}")
-    return target.read_text(encoding="utf-8", errors="replace")
+    size, cap = target.stat().st_size, ctx.max_read_bytes
+    rest = max(0, size - offset)
+    part = rest if limit is None else min(limit, rest)
+    # A result goes to the model with every later call and into history: never a log file.
+    if part > cap:
+        raise ToolError(
+            ErrorCode.TOOL_FAILED,
+            f"{path} has {size} bytes; one read returns at most {cap}. Read it in parts:"
+            f" offset=0, limit={cap}, then offset={cap}, and so on",
+            {"bytes": size, "max_read_bytes": cap},
+        )
+    with target.open("rb") as file:
+        file.seek(offset)
+        # A part may cut a character in two: its bytes read as U+FFFD.
+        return file.read(part).decode("utf-8", errors="replace")
 
 
 @tool
@@ -130,13 +152,20 @@ class ToolHost:
         tools: Iterable[Tool] = BUILTIN_TOOLS,
         sources: Sequence[ToolSource] = (),
         model_queues: Mapping[str, str] | None = None,
+        profiles: Collection[str] | None = None,
+        max_read_bytes: int = MAX_READ_BYTES,
     ) -> None:
         """`model_queues`: the task queue of each model profile that has its own, which
-        a run resolves with its tools (`Catalogue`)."""
+        a run resolves with its tools (`Catalogue`); `profiles`: the names of the worker's
+        model profiles, so a run naming another is refused at its start like an unknown
+        tool (None: not checked here; the model call refuses it); `max_read_bytes`: the
+        most a tool reads into one result (`ToolContext.max_read_bytes`)."""
         self._root = workspace_root
         self._tools: dict[str, Tool] = {}
         self._sources = sources
         self._model_queues = dict(model_queues or {})
+        self._profiles = None if profiles is None else sorted(profiles)
+        self._max_read_bytes = max_read_bytes
         for t in tools:
             self.register(t)
 
@@ -221,6 +250,14 @@ class ToolHost:
                 type=ErrorCode.TOOL_NOT_FOUND,
                 non_retryable=True,
             )
+        # A typo in `--model` would otherwise fail the run only at its first model call.
+        if self._profiles is not None and request.profile not in (None, *self._profiles):
+            raise ApplicationError(
+                f"no model profile {request.profile!r} on this worker; "
+                f"configured: {', '.join(self._profiles)}",
+                type=ErrorCode.LLM_UNKNOWN_PROFILE,
+                non_retryable=True,
+            )
         tools = self.catalogue(request, listed)
         if request.profile is None:  # a workflow from before `Catalogue` reads a bare list
             return tools
@@ -241,7 +278,7 @@ class ToolHost:
             raise ToolError(ErrorCode.TOOL_FORBIDDEN, f"run id cannot name a workspace: {run_id!r}")
         workspace = self._root / run_id
         workspace.mkdir(parents=True, exist_ok=True)
-        return ToolContext(run_id, invocation.call_id, workspace)
+        return ToolContext(run_id, invocation.call_id, workspace, self._max_read_bytes)
 
 
 def _parse_arguments(tool: Tool, text: str) -> dict[str, Any]:

@@ -150,9 +150,10 @@ class Tarry:
     ) -> RunHandle:
         """Starts a run; `run_id` defaults to `run-<short uuid>`. A run that names tools
         (`tools`, `require_approval`) is refused with `TOOL_NOT_FOUND` when the worker
-        has no tool of one of those names; with no worker to ask, the run refuses them
-        itself once one takes it. `memo` adds to the run's memo (which `resume` keeps):
-        what a caller needs to know of the request that started it."""
+        has no tool of one of those names, and one that names a model profile with
+        `LLM_UNKNOWN_PROFILE` when the worker has no such profile; with no worker to ask,
+        the run refuses them itself once one takes it. `memo` adds to the run's memo (which
+        `resume` keeps): what a caller needs to know of the request that started it."""
         if isinstance(input, str):
             input = RunInput(prompt=input)
         run_id = _checked_id(f"run-{uuid.uuid4().hex[:8]}" if run_id is None else run_id)
@@ -179,7 +180,8 @@ class Tarry:
                 " that run (`tarry resume` when it has ended)",
             ) from None
         run = RunHandle(self.client, handle)
-        if input.tools is not None or input.require_approval:
+        named_profile = input.model != RunInput.model_fields["model"].default
+        if input.tools is not None or input.require_approval or named_profile:
             await run._check_tools()
         return run
 
@@ -239,10 +241,14 @@ class RunHandle:
         approved: bool = True,
         reason: str | None = None,
         arguments: dict[str, Any] | None = None,
+        source: str | None = None,
     ) -> RunState:
         """Like `approve`, but checked first (`APPROVAL_*` codes) and answered with the
-        state at the run's next stop point (the `decide` update)."""
-        decision = Decision(call_id=call_id, approved=approved, reason=reason, arguments=arguments)
+        state at the run's next stop point (the `decide` update). `source` names the door
+        the decision came through (`Decision.source`), kept with it."""
+        decision = Decision(
+            call_id=call_id, approved=approved, reason=reason, arguments=arguments, source=source
+        )
         return await self._update("decide", decision)
 
     async def raise_budget(
@@ -260,15 +266,16 @@ class RunHandle:
         return await self._update("raise_budget", raised)
 
     async def _check_tools(self) -> None:
-        """Raises `TOOL_NOT_FOUND` when the run refused the tools it names (the `started`
-        update). With no worker to ask yet, the run refuses them itself once one takes it."""
+        """Raises `TOOL_NOT_FOUND` or `LLM_UNKNOWN_PROFILE` when the run refused the tools
+        or the model profile it names (the `started` update). With no worker to ask yet,
+        the run refuses them itself once one takes it."""
         try:
             await self._update("started")
         except TarryError as e:
             if e.code is ErrorCode.RUN_ENDED:
                 # Refused before the update reached it: the run's error says why.
                 error = (await self.result()).error
-                if error is not None and error.code is ErrorCode.TOOL_NOT_FOUND:
+                if error is not None and error.code in _REFUSALS_AT_START:
                     raise TarryError(error.code, error.message) from None
             elif e.code is not ErrorCode.RUN_NOT_SERVED:
                 raise
@@ -508,6 +515,10 @@ async def _translated_errors(run_id: str) -> AsyncIterator[None]:
         if e.type not in set(ErrorCode):
             raise
         raise TarryError(ErrorCode(e.type), e.message) from e
+
+
+_REFUSALS_AT_START = {ErrorCode.TOOL_NOT_FOUND, ErrorCode.LLM_UNKNOWN_PROFILE}
+"""Why a run refuses itself before its first model call (the `tool_catalogue` activity)."""
 
 
 def _not_ready(e: RPCError) -> bool:

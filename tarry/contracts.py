@@ -274,6 +274,8 @@ class DecisionRecord(BaseModel):
     """The edited arguments the tool ran with, when a person edited them."""
     by: Literal["signal", "update", "deadline", "stop"]
     at: datetime
+    source: str | None = Field(default=None, exclude_if=_none)
+    """The door the decision came through, as `Decision.source` named it (`mcp`)."""
 
 
 class ChatMessage(BaseModel):
@@ -502,6 +504,10 @@ class Decision(BaseModel):
     """Told to the model when the call is rejected."""
     arguments: dict[str, Any] | None = None
     """Edited arguments to run the call with, checked against the tool's schema."""
+    source: str | None = Field(default=None, exclude_if=_none)
+    """The door it came through when that is not a person's own client: `mcp` for
+    `tarry mcp`, where an assistant may decide without asking its user. Kept with the
+    decision (`DecisionRecord.source`); left out while null, so older payloads match."""
 
 
 class PendingApproval(BaseModel):

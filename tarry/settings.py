@@ -38,6 +38,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from temporalio.converter import StorageDriver
 
 from tarry.contracts import DEFAULT_TASK_QUEUE, Sampling, Usage
+from tarry.tools import MAX_READ_BYTES
 
 __all__ = [
     "DEFAULT_API_PORT",
@@ -265,6 +266,8 @@ class TarrySettings(BaseSettings):
     name, still works."""
     tarry_workspace_root: Path = Path(".tarry/workspaces")
     """Each run's file tools are confined to `<root>/<run id>`."""
+    tarry_read_file_max_bytes: int = Field(default=MAX_READ_BYTES, ge=1)
+    """The most `read_file` returns in one call; a larger file is read in parts."""
     tarry_workflow_cache: int = Field(default=DEFAULT_WORKFLOW_CACHE, ge=0)
     """Runs a worker keeps in memory between their workflow tasks; see
     `DEFAULT_WORKFLOW_CACHE`. 0: every workflow task replays its run's segment."""

@@ -20,7 +20,11 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from tarry.contracts import ErrorCode, ToolDefinition
 
-__all__ = ["Tool", "ToolContext", "ToolError", "tool"]
+__all__ = ["MAX_READ_BYTES", "Tool", "ToolContext", "ToolError", "tool"]
+
+MAX_READ_BYTES = 1024 * 1024
+"""The most a tool reads into one result by default (`TARRY_READ_FILE_MAX_BYTES`): a
+result is sent to the model with every later call, and kept in history."""
 
 _MAX_PATH = 1024
 _MAX_NAME = 255
@@ -47,6 +51,8 @@ class ToolContext:
     call_id: str
     workspace: Path
     """This run's own directory, `<workspace_root>/<run_id>`."""
+    max_read_bytes: int = MAX_READ_BYTES
+    """The most a tool should read into one result (the worker's setting)."""
 
     def resolve(self, path: str) -> Path:
         """Confine a model-given path to the workspace, following symlinks."""

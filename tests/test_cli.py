@@ -21,9 +21,10 @@ from temporalio.client import Client
 
 from activities.tools import Tool, tool
 from tarry.client import RunHandle, Tarry
-from tarry.contracts import ErrorCode, Phase, RunState
+from tarry.contracts import ErrorCode, Phase, RunState, Usage
 from tarry.testing.scripted_model import ScriptedModel, call, fail, say
 from tests.conftest import CANARY_KEY, Agent
+from tests.test_run_ids import BAD_IDS
 
 TARRY = Path(sys.executable).parent / "tarry"
 WAITING = {Phase.WAITING_USER}
@@ -189,6 +190,25 @@ async def test_start_refuses_a_tool_name_the_worker_does_not_have(cli: Cli) -> N
 
     result.assert_one_error_line("error: TOOL_NOT_FOUND: no tool named 'write_flie'")
     assert "write_file" in result.err
+    assert cli.agent.model.requests == []
+
+
+async def test_start_refuses_a_model_profile_the_worker_does_not_have(cli: Cli) -> None:
+    result = await cli("start", "--model", "NOSUCH", "hi")
+
+    result.assert_one_error_line(
+        "error: LLM_UNKNOWN_PROFILE: no model profile 'NOSUCH' on this worker; configured: default"
+    )
+    assert cli.agent.model.requests == []
+
+
+@pytest.mark.parametrize("run_id", BAD_IDS.values(), ids=BAD_IDS.keys())
+async def test_a_bad_run_id_is_one_error_line_at_every_command(cli: Cli, run_id: str) -> None:
+    results = [await cli("start", "--id", run_id, "hi"), await cli("status", run_id)]
+
+    for result in results:
+        result.assert_one_error_line("error: RUN_ID_INVALID: a run id ")
+        assert result.code == 2
     assert cli.agent.model.requests == []
 
 
@@ -432,6 +452,43 @@ async def test_stop_with_a_reason_aborts_a_working_run(gated: tuple[Cli, Gate]) 
     assert result.error.code is ErrorCode.ENGINE_ABORTED
     assert "changed my mind" in result.error.message
     assert len(cli.agent.model.requests) == 1
+
+
+def tokens(total: int) -> Usage:
+    """A model call's usage of `total` tokens."""
+    return Usage(prompt_tokens=total, total_tokens=total)
+
+
+async def test_budget_shows_the_raised_budget_and_where_the_run_stops_next(cli: Cli) -> None:
+    cli.agent.model.add(
+        call("list_files", usage=tokens(120)), say("Three files.", usage=tokens(160))
+    )
+    run = await cli.start("look around", "--max-tokens", "100")
+    assert (await run.wait_for(WAITING)).waiting_for == "budget"
+
+    out = await cli.ok("budget", run.id, "--tokens", "1000")
+
+    assert out.splitlines() == [
+        "budget: 1000 tokens",
+        "agent: Three files.",
+        f"the run waits for your reply: `tarry send {run.id} TEXT`",
+    ]
+
+
+async def test_budget_of_a_run_that_spends_it_again_says_so(cli: Cli) -> None:
+    cli.agent.model.add(
+        call("list_files", usage=tokens(120)), call("list_files", usage=tokens(220))
+    )
+    run = await cli.start("look around", "--max-tokens", "100")
+    await run.wait_for(WAITING)
+
+    out = await cli.ok("budget", run.id, "--tokens", "200")
+
+    assert out.splitlines() == [
+        "budget: 200 tokens",
+        "warning: BUDGET_EXCEEDED",
+        "the run spent its budget; `tarry budget RUN --tokens N --cost USD` raises it",
+    ]
 
 
 async def test_stop_completes_a_waiting_run(cli: Cli) -> None:
@@ -732,7 +789,7 @@ async def test_starting_a_run_id_twice_is_one_error_line(cli: Cli) -> None:
 
     result = await cli("start", "hi again", "--id", run.id)
 
-    result.assert_one_error_line(f"error: a run with id {run.id!r} already exists")
+    result.assert_one_error_line(f"error: RUN_EXISTS: a run with id {run.id!r} exists already")
 
 
 async def test_a_usage_error_exits_2_without_a_traceback(cli: Cli) -> None:

@@ -21,7 +21,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from tarry.cli.processes import free_port
-from tarry.client import Tarry, connect_temporal
+from tarry.client import Tarry, TarryError, connect_temporal
 from tarry.contracts import SEARCH_ATTRIBUTES, ErrorCode, Phase, RunInput
 from tarry.servers import dev_server_args, find_binary
 from tarry.settings import TarrySettings
@@ -232,8 +232,10 @@ async def test_dev_logs_an_expected_failure_in_one_line_without_a_traceback(
 ) -> None:
     ports, data_dir = Ports(), tmp_path / "data"
     async with serving(ports, data_dir, tmp_path) as dev:
-        run = await Tarry(await client_of(ports)).start(RunInput(prompt="hi", model="nosuch"))
-        result = await run.result()
+        tarry = Tarry(await client_of(ports))
+        with pytest.raises(TarryError):  # refused at start: the run failed itself
+            await tarry.start(RunInput(prompt="hi", model="nosuch"), run_id="run-nosuch")
+        result = await tarry.get("run-nosuch").result()
         assert await interrupt(dev.process) == 0
 
     assert result.error is not None

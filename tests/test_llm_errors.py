@@ -104,13 +104,3 @@ async def test_a_slow_answer_times_out_and_is_retried(agent_factory: object) -> 
     assert await agent.retries(run) == [(2, ErrorCode.LLM_TIMEOUT)]
     assert agent.model.requests[0].cancelled
     assert [m.content for m in await run.transcript()] == ["hello", "quick this time"]
-
-
-async def test_an_unknown_model_profile_fails_the_run_and_says_which(agent: Agent) -> None:
-    run = await agent.start("hello", model="gpt-9")
-
-    result = await run.result()
-
-    assert result.error is not None
-    assert result.error.code is ErrorCode.LLM_UNKNOWN_PROFILE
-    assert "gpt-9" in result.error.message

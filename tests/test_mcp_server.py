@@ -3,24 +3,27 @@ to with the `mcp` package's client, against a real dev server and worker."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.types import TextContent
+from mcp.types import CallToolResult, TextContent
 
 from tarry.contracts import ErrorCode
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
+from tests.test_cli import agent_env
+from tests.test_run_ids import BAD_IDS
 
 TARRY = Path(sys.executable).parent / "tarry"
 
 
-@pytest.fixture
-def tarry_mcp(agent: Agent, payload_store: Path) -> Client:
-    """A client of `tarry mcp` for the agent's task queue, to enter in the test: the
+def mcp_client(agent: Agent, payload_store: Path, *args: str) -> Client:
+    """A client of `tarry mcp ARGS` for the agent's task queue, to enter in the test: the
     SDK's transports must be left by the task that entered them, and an async fixture's
     teardown runs in another."""
     env = {
@@ -28,7 +31,12 @@ def tarry_mcp(agent: Agent, payload_store: Path) -> Client:
         "TARRY_TASK_QUEUE": agent.tarry.task_queue,
         "TARRY_STORAGE_DIR": str(payload_store),
     }
-    return Client(StdioServerParameters(command=str(TARRY), args=["mcp"], env=env))
+    return Client(StdioServerParameters(command=str(TARRY), args=["mcp", *args], env=env))
+
+
+@pytest.fixture
+def tarry_mcp(agent: Agent, payload_store: Path) -> Client:
+    return mcp_client(agent, payload_store)
 
 
 async def use(client: Client, tool: str, **arguments: Any) -> Any:
@@ -84,6 +92,122 @@ async def test_an_mcp_client_decides_a_pending_approval(agent: Agent, tarry_mcp:
     assert (waiting["waiting_for"], pending["tool"]) == ("approval", "write_file")
     assert decided["last_assistant_text"] == "Written."
     assert (agent.workspace_root / started["run_id"] / "a.md").read_text() == "# A"
+
+
+async def test_a_decision_through_mcp_is_recorded_as_taken_through_mcp(
+    agent: Agent, tarry_mcp: Client
+) -> None:
+    agent.model.add(call("write_file", {"path": "a.md", "content": "# A"}), say("Written."))
+
+    async with tarry_mcp as client:
+        started = await use(
+            client, "start_run", prompt="Write a.md.", require_approval=["write_file"]
+        )
+        agent.runs.append(agent.tarry.get(started["run_id"]))
+        await use(client, "run_state", run_id=started["run_id"], wait_seconds=30)
+        await use(client, "decide", run_id=started["run_id"], approved=True)
+        transcript = await use(client, "run_transcript", run_id=started["run_id"])
+
+    (tool_message,) = [m for m in transcript if m["role"] == "tool"]
+    assert tool_message["decision"]["approved"] is True
+    assert (tool_message["decision"]["by"], tool_message["decision"]["source"]) == (
+        "update",
+        "mcp",
+    )
+    shown = await tarry_show(agent, started["run_id"])
+    assert "\n    ✓ approved via mcp " in shown, shown
+
+
+async def test_decide_is_marked_destructive_so_a_host_asks_its_user_first(
+    tarry_mcp: Client,
+) -> None:
+    async with tarry_mcp as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+
+    annotations = tools["decide"].annotations
+    assert annotations is not None
+    assert (annotations.destructive_hint, annotations.read_only_hint) == (True, False)
+
+
+async def test_a_read_only_server_offers_only_the_tools_that_change_nothing(
+    agent: Agent, payload_store: Path
+) -> None:
+    async with mcp_client(agent, payload_store, "--read-only") as client:
+        tools = (await client.list_tools()).tools
+
+    assert sorted(t.name for t in tools) == ["run_state", "run_transcript", "waiting_runs"]
+    assert all(t.annotations and t.annotations.read_only_hint for t in tools)
+
+
+async def test_the_server_reports_tarry_and_its_version(tarry_mcp: Client) -> None:
+    async with tarry_mcp as client:
+        info = client.server_info
+
+    assert info is not None
+    assert (info.name, info.version) == ("tarry", version("tarry"))
+
+
+async def test_a_reused_run_id_is_refused_with_run_exists(agent: Agent, tarry_mcp: Client) -> None:
+    agent.model.add(say("Hello!"))
+
+    async with tarry_mcp as client:
+        first = await use(client, "start_run", prompt="hi", run_id="run-mcp-twice")
+        agent.runs.append(agent.tarry.get(first["run_id"]))
+        again = await client.call_tool("start_run", {"prompt": "hi", "run_id": "run-mcp-twice"})
+
+    assert error_code(again) == ErrorCode.RUN_EXISTS
+
+
+async def test_start_run_hands_its_model_profile_to_the_run(
+    agent: Agent, tarry_mcp: Client
+) -> None:
+    async with tarry_mcp as client:
+        refused = await client.call_tool("start_run", {"prompt": "hi", "model": "gpt-9"})
+
+    # The worker names the profile it lacks, and those it has.
+    assert error_code(refused) == ErrorCode.LLM_UNKNOWN_PROFILE
+    assert "'gpt-9' on this worker; configured: default" in text_of(refused)
+    assert agent.model.requests == []
+
+
+async def test_every_bad_run_id_form_is_a_run_id_invalid_tool_error(tarry_mcp: Client) -> None:
+    async with tarry_mcp as client:
+        codes = {
+            (form, tool): error_code(await client.call_tool(tool, arguments))
+            for form, run_id in BAD_IDS.items()
+            for tool, arguments in [
+                ("start_run", {"prompt": "hi", "run_id": run_id}),
+                ("run_state", {"run_id": run_id}),
+            ]
+        }
+
+    assert set(codes.values()) == {ErrorCode.RUN_ID_INVALID}
+    assert len(codes) == 2 * len(BAD_IDS)
+
+
+async def tarry_show(agent: Agent, run_id: str) -> str:
+    """What `tarry show RUN` prints."""
+    env = agent_env(agent)
+    process = await asyncio.create_subprocess_exec(
+        str(TARRY), "show", run_id, env=env, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode == 0
+    return out.decode()
+
+
+def error_code(result: CallToolResult) -> str | None:
+    """The code of a tool error; fails the test on a success."""
+    assert result.is_error, result.structured_content
+    assert result.structured_content is not None
+    code: str | None = result.structured_content["code"]
+    return code
+
+
+def text_of(result: CallToolResult) -> str:
+    (content,) = result.content
+    assert isinstance(content, TextContent)
+    return content.text
 
 
 async def test_an_mcp_client_gets_the_same_error_codes_as_everywhere(

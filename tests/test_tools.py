@@ -34,10 +34,16 @@ from tarry.contracts import (
     TOOL_CATALOGUE_ACTIVITY,
     CatalogueRequest,
     ErrorCode,
+    Phase,
     ToolDefinition,
     ToolInvocation,
     ToolResult,
 )
+from tarry.settings import TarrySettings
+from tarry.testing.scripted_model import call, say
+from tarry.tools import MAX_READ_BYTES
+from tests.conftest import Agent, tool_result
+from workers.plugin import TarryPlugin
 
 RUN_ID = "run-1"
 
@@ -252,6 +258,98 @@ async def test_read_of_a_directory_fails_clearly(host: ToolHost, workspace: Path
     (workspace / "src").mkdir()
     result = await run_activity(host, "read_file", '{"path": "src"}')
     assert "is a directory" in assert_failed(result, ErrorCode.TOOL_FAILED)
+
+
+@pytest.fixture
+def capped(tmp_path: Path) -> ToolHost:
+    """A host whose reads return at most 10 bytes."""
+    return ToolHost(tmp_path / "workspaces", max_read_bytes=10)
+
+
+async def test_a_read_over_the_cap_says_the_files_size_and_how_to_read_parts(
+    capped: ToolHost, workspace: Path
+) -> None:
+    (workspace / "log.txt").write_text("0123456789" * 3)
+
+    result = await run_activity(capped, "read_file", '{"path": "log.txt"}')
+
+    message = assert_failed(result, ErrorCode.TOOL_FAILED)
+    assert message == (
+        "log.txt has 30 bytes; one read returns at most 10. Read it in parts:"
+        " offset=0, limit=10, then offset=10, and so on"
+    )
+    assert result.error is not None
+    assert result.error.details == {"bytes": 30, "max_read_bytes": 10}
+
+
+async def test_a_file_over_the_cap_is_read_in_parts_by_offset_and_limit(
+    capped: ToolHost, workspace: Path
+) -> None:
+    (workspace / "log.txt").write_text("first line\nsecond one\nthird")
+
+    parts = [
+        await run_activity(capped, "read_file", json.dumps({"path": "log.txt", **part}))
+        for part in ({"limit": 10}, {"offset": 10, "limit": 10}, {"offset": 20})
+    ]
+
+    assert [part.data for part in parts] == ["first line", "\nsecond on", "e\nthird"]
+
+
+async def test_a_part_asked_larger_than_the_cap_is_refused(
+    capped: ToolHost, workspace: Path
+) -> None:
+    (workspace / "log.txt").write_text("0123456789" * 3)
+
+    result = await run_activity(capped, "read_file", '{"path": "log.txt", "limit": 11}')
+
+    assert "one read returns at most 10" in assert_failed(result, ErrorCode.TOOL_FAILED)
+
+
+def test_read_files_offset_and_limit_are_optional() -> None:
+    parameters = read_file.definition().parameters
+
+    assert parameters["required"] == ["path"]
+    assert set(parameters["properties"]) == {"path", "offset", "limit"}
+
+
+async def test_the_workers_read_file_cap_comes_from_its_settings(
+    tmp_path: Path, workspace: Path
+) -> None:
+    settings = TarrySettings.model_construct(
+        tarry_workspace_root=tmp_path / "workspaces", tarry_read_file_max_bytes=4
+    )
+    plugin = TarryPlugin(settings, profiles={})
+    (workspace / "a.txt").write_text("hello")
+
+    try:
+        result = await plugin.tools.invoke("read_file", invocation('{"path": "a.txt"}'))
+    finally:
+        await plugin.aclose()
+
+    assert "a.txt has 5 bytes; one read returns at most 4" in assert_failed(
+        result, ErrorCode.TOOL_FAILED
+    )
+
+
+async def test_a_run_reads_a_file_over_the_cap_in_parts(agent: Agent) -> None:
+    """The model reads the refusal, with the file's size, and reads a part instead."""
+    big = "x" * MAX_READ_BYTES + "THE END"
+    agent.model.add(
+        call("read_file", {"path": "big.log"}),
+        call("read_file", {"path": "big.log", "offset": MAX_READ_BYTES}),
+        say("It ends with THE END."),
+    )
+    workspace = agent.workspace_root / "run-big-file"
+    workspace.mkdir(parents=True)
+    (workspace / "big.log").write_text(big)
+
+    run = await agent.start("How does big.log end?", run_id="run-big-file")
+    await run.wait_for({Phase.WAITING_USER})
+
+    refused, part = [tool_result(m) for m in await run.transcript() if m.role == "tool"]
+    assert refused["error"]["code"] == ErrorCode.TOOL_FAILED
+    assert refused["error"]["message"].startswith(f"big.log has {len(big)} bytes;")
+    assert part == {"ok": True, "data": "THE END"}
 
 
 async def test_a_run_id_that_escapes_the_root_is_forbidden(host: ToolHost, tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
-"""A run that names a tool the worker does not have is refused at its start: a typo in
-`require_approval` must never switch a gate off without a word (issue 18)."""
+"""A run that names a tool or a model profile the worker does not have is refused at its
+start: a typo in `require_approval` must never switch a gate off without a word (issue
+18), nor one in `--model` fail the run only at its first model call (issue 23)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,38 @@ async def test_known_names_and_the_star_start_the_run(agent: Agent) -> None:
     assert state.last_assistant_text == "ready"
     offered = [t["function"]["name"] for t in agent.model.requests[0].body["tools"]]
     assert offered == ["read_file", "finish"]
+
+
+async def test_an_unknown_model_profile_is_refused_at_start_naming_the_profiles_there_are(
+    agent: Agent,
+) -> None:
+    with pytest.raises(TarryError) as refused:
+        await agent.start("hello", model="gpt-9")
+
+    assert refused.value.code is ErrorCode.LLM_UNKNOWN_PROFILE
+    assert refused.value.message == "no model profile 'gpt-9' on this worker; configured: default"
+    assert agent.model.requests == []
+
+
+async def test_a_raw_start_naming_an_unknown_profile_fails_the_run_before_any_model_call(
+    agent: Agent,
+) -> None:
+    """Started around the client: the run refuses the profile itself, at its start."""
+    client = agent.tarry.client
+    input = RunInput(prompt="hello", model="gpt-9", timeouts=FAST_TIMEOUTS)
+    handle = await client.start_workflow(
+        WORKFLOW_TYPE,
+        input,
+        id="run-raw-profile",
+        task_queue=agent.tarry.task_queue,
+        result_type=RunResult,
+    )
+    agent.runs.append(agent.tarry.get(handle.id))
+
+    result = await handle.result()
+
+    assert result.phase is Phase.FAILED
+    assert result.error is not None
+    assert result.error.code is ErrorCode.LLM_UNKNOWN_PROFILE
+    assert "'gpt-9'" in result.error.message
+    assert agent.model.requests == []

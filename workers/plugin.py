@@ -68,7 +68,14 @@ class TarryPlugin(SimplePlugin):
         self._sources = [_mcp_host(servers)] if servers else []
         self._profiles = dict(self.settings.model_profiles() if profiles is None else profiles)
         queues = {name: p.task_queue for name, p in self._profiles.items() if p.task_queue}
-        self.tools = ToolHost(self.settings.tarry_workspace_root, tools, self._sources, queues)
+        self.tools = ToolHost(
+            self.settings.tarry_workspace_root,
+            tools,
+            self._sources,
+            queues,
+            self._profiles,
+            self.settings.tarry_read_file_max_bytes,
+        )
         self._interceptors = tracing_interceptors(self.settings)
         self._http = httpx.AsyncClient()
         """One connection pool for the model calls of every worker the plugin configures."""

@@ -85,4 +85,5 @@ def record(
                 arguments=decision.arguments if decision.approved else None,
                 by=by,
                 at=at,
+                source=decision.source,
             )

@@ -27,7 +27,14 @@ from rich.text import Text
 from temporalio.service import RPCError
 
 from tarry.cli.chat import converse, exchange, follow, judge
-from tarry.cli.render import LiveView, message_text, print_stop_line, state_text, when
+from tarry.cli.render import (
+    LiveView,
+    budget_text,
+    message_text,
+    print_stop_line,
+    state_text,
+    when,
+)
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.codec import EncryptionKeyError
 from tarry.contracts import (
@@ -40,6 +47,7 @@ from tarry.contracts import (
     RunInput,
     RunState,
     WaitingFor,
+    run_id_problem,
 )
 from tarry.entrypoint import exit_now, settings_or_exit
 from tarry.logs import configure_logging
@@ -137,7 +145,15 @@ def _with_tarry(action: Callable[[Tarry], Awaitable[T]]) -> T:
 
 
 def _with_run(run_id: str, action: Callable[[RunHandle], Awaitable[T]]) -> T:
+    _check_id(run_id)
     return _with_tarry(lambda tarry: action(tarry.get(run_id)))
+
+
+def _check_id(run_id: str | None) -> None:
+    """A run id checked before anything connects (`run_id_problem`, the one rule), so a
+    bad one is its own error even with no server to reach."""
+    if run_id is not None and (problem := run_id_problem(run_id)):
+        _fail(f"{ErrorCode.RUN_ID_INVALID}: {problem}", exit_code=2)
 
 
 # --- Output -------------------------------------------------------------------------
@@ -284,6 +300,7 @@ def start(
         )
     except ValidationError as e:
         _fail(_validation_message(e), exit_code=2)
+    _check_id(run_id)
 
     async def begin(tarry: Tarry) -> str:
         return (await tarry.start(input, run_id=run_id)).id
@@ -440,7 +457,29 @@ def budget(
     async def raise_it(run: RunHandle) -> RunState:
         return await run.raise_budget(max_total_tokens=tokens, max_cost_usd=cost)
 
-    _stop_point(_with_run(run_id, raise_it), as_json=as_json)
+    state = _with_run(run_id, raise_it)
+    if as_json:
+        _emit(state)
+    else:
+        _print_next_stop(run_id, state)
+    _fail_if_failed(state)
+
+
+def _print_next_stop(run_id: str, state: RunState) -> None:
+    """`tarry budget`'s answer: the budget now, then where the run stopped next (its
+    answer and that it waits for a reply, a decision or more budget, or that it ended),
+    or that it works on when it was not waiting for its budget."""
+    if state.budget:
+        console.print(f"budget: {budget_text(state.budget)}")
+    if state.phase is Phase.RUNNING:
+        console.print(f"the run works on; `tarry watch {run_id}` follows it")
+        return
+    if state.last_assistant_text and state.phase is not Phase.FAILED:
+        console.print(Text.assemble(("agent: ", "bold"), state.last_assistant_text))
+    if state.waiting_for is WaitingFor.INPUT:
+        console.print(f"the run waits for your reply: `tarry send {run_id} TEXT`")
+    elif state.phase is not Phase.FAILED:
+        print_stop_line(console, state)
 
 
 @app.command()
@@ -656,19 +695,29 @@ def mcp_command(
             help="Serve streamable HTTP on http://127.0.0.1:PORT/mcp instead of stdio.",
         ),
     ] = None,
+    read_only: Annotated[
+        bool,
+        typer.Option(
+            "--read-only",
+            metavar=FLAG,
+            help="Offer only the tools that change nothing: a run's state and transcript,"
+            " and the runs waiting for a person.",
+        ),
+    ] = False,
 ) -> None:
     """Serve Tarry as an MCP server, on standard input and output unless `--http`.
 
     Its tools start runs, read their state and transcript, reply, decide pending tool
     calls and list the runs waiting for a person, so an MCP client can hand durable work
-    to Tarry and come back for it. Needs the mcp extra.
+    to Tarry and come back for it. `decide` is marked destructive, so a host asks its
+    user first, and the run records a decision as taken through MCP. Needs the mcp extra.
     """
     try:
         from tarry.cli.mcp_server import build_server
     except ModuleNotFoundError as e:
         _fail(f"tarry mcp needs the mcp extra ({e.name} is missing): pip install 'tarry[mcp]'")
     settings = settings_or_exit()  # refused now, not at the first tool call
-    server = build_server(lambda: _connect(settings))
+    server = build_server(lambda: _connect(settings), read_only=read_only)
     if http is None:
         _run(server.run_stdio_async())
     else:
@@ -686,6 +735,7 @@ def chat_command(
     Tool calls waiting for approval are shown one by one to approve, reject or edit.
     Leaving the chat (/quit, Ctrl-D) leaves the run waiting for the next message.
     """
+    _check_id(run_id)
     _with_tarry(lambda tarry: converse(tarry, run_id, console))
 
 

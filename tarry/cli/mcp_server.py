@@ -6,13 +6,18 @@ it to stop, if asked) and its transcript, reply, decide a pending tool call, and
 the runs waiting for a person. Each answers JSON, as text and as structured content; an
 error a caller can act on is a tool error with the same code as everywhere else: text
 `RUN_NOT_FOUND: no run ...`, structured `{"code": ..., "message": ...}`.
+
+`decide` is annotated destructive, so a host asks its user before an assistant approves
+an agent's gated call, and the run records that the decision came through MCP. Read-only,
+the server offers only the tools that change nothing.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from importlib.metadata import version
+from typing import Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
@@ -24,9 +29,15 @@ from tarry.runs import find_runs
 
 __all__ = ["build_server"]
 
+ToolFunction = TypeVar("ToolFunction", bound=Callable[..., Any])
+
 READS = ToolAnnotations(read_only_hint=True)
 ANSWERS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
-"""A reply or a decision adds to a run; sent twice, it is a second reply."""
+"""A start or a reply adds to a run; sent twice, it is a second reply."""
+DECIDES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False)
+"""A decision lets an agent's gated call run (or not): a host should ask its user first."""
+SOURCE = "mcp"
+"""`Decision.source` of a decision taken through this server."""
 STOPS = {Phase.WAITING_USER, Phase.COMPLETED, Phase.FAILED}
 INSTRUCTIONS = """Tarry runs LLM agents as durable conversations on Temporal. Start a run
 with a prompt, then come back whenever you like: read its state (wait_seconds waits for
@@ -34,8 +45,9 @@ it to stop), reply when it waits for input, decide its tool calls when it waits 
 approval, and read its transcript. Runs outlive this server and any worker."""
 
 
-def build_server(connect: Callable[[], Awaitable[Tarry]]) -> MCPServer:
-    """The server, connecting to Temporal with `connect` at its first tool call."""
+def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = False) -> MCPServer:
+    """The server, connecting to Temporal with `connect` at its first tool call;
+    `read_only`: only the tools that change nothing (state, transcript, waiting runs)."""
     connection: list[Tarry] = []
 
     async def tarry() -> Tarry:
@@ -43,11 +55,18 @@ def build_server(connect: Callable[[], Awaitable[Tarry]]) -> MCPServer:
             connection.append(await connect())
         return connection[0]
 
-    server: MCPServer = MCPServer("tarry", instructions=INSTRUCTIONS)
+    server: MCPServer = MCPServer("tarry", instructions=INSTRUCTIONS, version=version("tarry"))
 
-    @server.tool(annotations=ANSWERS)
+    def changes(annotations: ToolAnnotations) -> Callable[[ToolFunction], ToolFunction]:
+        """Registers a tool that changes a run, unless the server is read-only."""
+        if read_only:
+            return lambda fn: fn
+        return server.tool(annotations=annotations)
+
+    @changes(ANSWERS)
     async def start_run(
         prompt: str,
+        model: str = RunInput.model_fields["model"].default,
         system: str | None = None,
         tools: list[str] | None = None,
         mode: Literal["chat", "task"] = "chat",
@@ -56,13 +75,15 @@ def build_server(connect: Callable[[], Awaitable[Tarry]]) -> MCPServer:
         approval_default: Literal["reject", "approve"] = "reject",
         run_id: str | None = None,
     ) -> CallToolResult:
-        """Start an agent run; returns its id and state. `tools` limits the tools it may
-        use (null: all); `require_approval` names tools whose calls wait for a decision
-        ("*": all); in `task` mode the run ends with its first answer that calls no tool."""
+        """Start an agent run; returns its id and state. `model` is the worker's model
+        profile to use; `tools` limits the tools it may use (null: all); `require_approval`
+        names tools whose calls wait for a decision ("*": all); in `task` mode the run ends
+        with its first answer that calls no tool."""
 
         async def work() -> dict[str, Any]:
             input = RunInput(
                 prompt=prompt,
+                model=model,
                 system=system,
                 tools=tools,
                 mode=Mode(mode),
@@ -102,7 +123,7 @@ def build_server(connect: Callable[[], Awaitable[Tarry]]) -> MCPServer:
 
         return await _answer(work)
 
-    @server.tool(annotations=ANSWERS)
+    @changes(ANSWERS)
     async def reply(run_id: str, text: str, message_id: str | None = None) -> CallToolResult:
         """Reply to a run and wait for its next stop; returns the state there (its answer
         in `last_assistant_text`). A retry with the same `message_id` is not doubled."""
@@ -112,7 +133,7 @@ def build_server(connect: Callable[[], Awaitable[Tarry]]) -> MCPServer:
 
         return await _answer(work)
 
-    @server.tool(annotations=ANSWERS)
+    @changes(DECIDES)
     async def decide(
         run_id: str,
         approved: bool,
@@ -121,11 +142,14 @@ def build_server(connect: Callable[[], Awaitable[Tarry]]) -> MCPServer:
         arguments: dict[str, Any] | None = None,
     ) -> CallToolResult:
         """Approve or reject a tool call the run waits on (`call_id` null: every pending
-        call), optionally with edited `arguments`; returns the state at the next stop."""
+        call), optionally with edited `arguments`; returns the state at the next stop.
+        The run records the decision as taken through MCP."""
 
         async def work() -> Any:
             run = (await tarry()).get(run_id)
-            state = await run.decide(call_id, approved=approved, reason=reason, arguments=arguments)
+            state = await run.decide(
+                call_id, approved=approved, reason=reason, arguments=arguments, source=SOURCE
+            )
             return _json(state)
 
         return await _answer(work)

@@ -87,7 +87,9 @@ def decision_text(decision: DecisionRecord) -> Text:
         head = f"✗ rejected: the run was stopped {at}"
     else:
         verdict = "✓ approved" if decision.approved else "✗ rejected"
-        head = f"{verdict} {_DECIDED_BY[decision.by]} {at}"
+        # A decision through another door (`tarry mcp`) says so: an assistant may have taken it.
+        how = f"via {decision.source}" if decision.source else _DECIDED_BY[decision.by]
+        head = f"{verdict} {how} {at}"
     if decision.reason:
         head += f": {json.dumps(decision.reason, ensure_ascii=False)}"
     text = Text("    ").append(head, style="green" if decision.approved else "red")
