@@ -349,10 +349,18 @@ class TarrySettings(BaseSettings):
         """Reads the config file now, so a process refuses a bad one at its start."""
         if self.tarry_config is not None:
             self._file = ConfigFile.read(self.tarry_config)
-        if "*" in self.tarry_api_cors_origins and not self.api_tokens():
+        if self.api_tokens():
+            return self
+        if "*" in self.tarry_api_cors_origins:
             raise ValueError(
                 "TARRY_API_CORS_ORIGINS=* lets any web page drive the runs of an API without "
                 "tokens; name the origins, or set TARRY_API_TOKENS"
+            )
+        if "*" in self.tarry_api_allowed_hosts:
+            raise ValueError(
+                "TARRY_API_ALLOWED_HOSTS=* lets any web page whose name resolves to this "
+                "machine drive the runs of an API without tokens; name the hosts, or set "
+                "TARRY_API_TOKENS"
             )
         return self
 

@@ -233,6 +233,15 @@ async def test_any_origin_is_refused_while_the_api_has_no_tokens(
     assert line.startswith("TARRY_API_CORS_ORIGINS=* lets any web page drive the runs")
 
 
+@pytest.mark.parametrize("entry_point", ["tarry serve", "tarry dev"])
+async def test_any_host_is_refused_while_the_api_has_no_tokens(
+    entry_point: str, tmp_path: Path
+) -> None:
+    line = refused(await start(entry_point, tmp_path, TARRY_API_ALLOWED_HOSTS="tarry.example,*"))
+
+    assert line.startswith("TARRY_API_ALLOWED_HOSTS=* lets any web page whose name resolves")
+
+
 def test_any_origin_is_accepted_with_a_token_from_the_config_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,7 +13,7 @@ from types import TracebackType
 import uvicorn
 from fastapi import FastAPI
 
-from tarry.api.access import ANY_HOST, AllowedHosts
+from tarry.api.access import AllowedHosts
 from tarry.servers import is_loopback
 from tarry.settings import TarrySettings
 
@@ -44,12 +44,6 @@ def check_exposure(host: str, settings: TarrySettings) -> None:
             f"refusing to serve the API on {host} with no TARRY_API_TOKENS: anyone who"
             " reaches it could drive your runs; set TARRY_API_TOKENS=TOKEN[,TOKEN...] or"
             " listen on 127.0.0.1"
-        )
-    if ANY_HOST in settings.tarry_api_allowed_hosts:
-        raise ApiSetupError(
-            "refusing TARRY_API_ALLOWED_HOSTS=* with no TARRY_API_TOKENS: any web page whose"
-            " name resolves to this machine could drive your runs; name the hosts or set"
-            " TARRY_API_TOKENS=TOKEN[,TOKEN...]"
         )
 
 

@@ -205,11 +205,14 @@ async def serve_dev(settings: TarrySettings, data_dir: Path) -> int:
 async def serving_api(stack: DevStack) -> AsyncIterator[str]:
     """The HTTP API over the stack's client, on loopback at TARRY_API_PORT; its URL."""
     # Imported here: the demo shares this module and needs no web server.
-    from tarry.api import ApiServer, ApiSetupError, create_app
+    from tarry.api import ApiServer, ApiSetupError, check_exposure, create_app
 
-    app = create_app(stack.tarry, stack.settings)
-    server = ApiServer(app, HOST, stack.settings.tarry_api_port)
     try:
+        # As `tarry serve` does: TARRY_API_ALLOWED_HOSTS is checked, and `*` needs tokens.
+        check_exposure(HOST, stack.settings)
+        server = ApiServer(
+            create_app(stack.tarry, stack.settings), HOST, stack.settings.tarry_api_port
+        )
         await server.start()
     except ApiSetupError as e:
         raise DevStackError(str(e).replace("--port or ", "")) from None
