@@ -27,6 +27,7 @@ from temporalio.exceptions import ApplicationError
 from activities.observers import AnswerObservers
 from tarry.contracts import ChatMessage, ErrorCode, LlmResponse, Sampling, ToolDefinition
 from tarry.settings import ModelProfile
+from tarry.text import redact
 
 # Status codes worth another attempt: the provider may answer differently next time.
 _RETRYABLE_STATUS = frozenset({408, 409})
@@ -139,10 +140,9 @@ def raise_for_status(name: str, response: httpx.Response, profile: ModelProfile)
     status = response.status_code
     if status < 300:
         return
-    body = response.text[:300]
-    if profile.api_key is not None:
-        # Some providers echo the key they were sent; the message goes into history.
-        body = body.replace(profile.api_key.get_secret_value(), "***")
+    key = profile.api_key.get_secret_value() if profile.api_key is not None else None
+    # Some providers echo the key they were sent; the message goes into history.
+    body = redact(response.text, key)[:300]  # redacted whole: a cut could split the key
     detail = f"model {name!r} answered HTTP {status}: {body}"
     if status in (401, 403):
         raise error(
