@@ -98,6 +98,13 @@ NOT_READY_PATIENCE = 60.0
 workflow task is failing or timing out (a worker too busy to finish it, or restarting)."""
 
 
+_UNPROCESSED_UPDATE = "UnprocessedUpdate"
+"""The server's failure type for an update a worker completed a task without taking in
+(Temporal's `unprocessedUpdateFailure`): rejected, never entered, safe to send again."""
+_UPDATE_OUTLIVED_RUN = "AcceptedUpdateCompletedWorkflow"
+"""The server's failure type for an accepted update whose run ended before it did."""
+
+
 SUMMARY_MEMO = "summary"
 """The memo key of a run's summary, the first line of its prompt (see `_summary_of`)."""
 
@@ -266,9 +273,13 @@ class RunHandle:
 
     async def _update(self, name: str, *args: object, id: str | None = None) -> RunState:
         """The update `name`, answered with the state at the run's next stop point.
-        While the run's workflow task is failing the server refuses the update without
-        admitting it (`WorkflowNotReadyFailure`), so asking again cannot deliver it twice."""
+        The server may refuse an update without admitting it: while the run's workflow
+        task is failing (`WorkflowNotReadyFailure`), or when a worker finished a task
+        without taking it in (`UnprocessedUpdate`, as after a server restart). Either
+        way nothing entered the run, so it is asked again, with the same update id: an
+        attempt that did enter is answered with its first outcome, never run twice."""
         await self._require_worker()
+        id = id or f"{name}-{uuid.uuid4()}"
         loop = asyncio.get_running_loop()
         give_up, delay = loop.time() + NOT_READY_PATIENCE, 0.1
         async with self._errors():
@@ -278,9 +289,16 @@ class RunHandle:
                         name, args=args, id=id, result_type=RunState
                     )
                     return state
-                except RPCError as e:
-                    if not _not_ready(e) or loop.time() + delay > give_up:
+                except (RPCError, WorkflowUpdateFailedError) as e:
+                    if not _unadmitted(e):
                         raise
+                    if loop.time() + delay > give_up:
+                        raise TarryError(
+                            ErrorCode.RUN_NOT_SERVED,
+                            f"run {self.id!r} did not take the {name!r} update in "
+                            f"{NOT_READY_PATIENCE:g}s (its worker is failing or restarting); "
+                            "nothing was delivered, sending it again is safe",
+                        ) from e
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
@@ -487,15 +505,24 @@ async def _translated_errors(run_id: str) -> AsyncIterator[None]:
         cause = e.cause
         if isinstance(cause, ApplicationError) and cause.type in set(ErrorCode):
             raise TarryError(ErrorCode(cause.type), cause.message) from e
-        raise
+        if isinstance(cause, ApplicationError) and cause.type == _UPDATE_OUTLIVED_RUN:
+            raise TarryError(ErrorCode.RUN_ENDED, f"run {run_id!r} ended first") from e
+        # Every update failure leaves as a Tarry code, also one Tarry does not foresee.
+        raise TarryError(
+            ErrorCode.UPDATE_FAILED, f"run {run_id!r} refused the update: {cause}"
+        ) from e
     except ApplicationError as e:  # raised here by the data converter: `PAYLOAD_NOT_STORED`
         if e.type not in set(ErrorCode):
             raise
         raise TarryError(ErrorCode(e.type), e.message) from e
 
 
-def _not_ready(e: RPCError) -> bool:
-    """The server's refusal of an update while the run's workflow task is failing."""
+def _unadmitted(e: RPCError | WorkflowUpdateFailedError) -> bool:
+    """The server's refusal of an update it did not admit: while the run's workflow task
+    is failing (an RPC error), or one a worker left unprocessed (the update's outcome)."""
+    if isinstance(e, WorkflowUpdateFailedError):
+        cause = e.cause
+        return isinstance(cause, ApplicationError) and cause.type == _UNPROCESSED_UPDATE
     status = e.grpc_status
     return any(d.Is(WorkflowNotReadyFailure.DESCRIPTOR) for d in status.details)
 

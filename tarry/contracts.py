@@ -177,6 +177,8 @@ class ErrorCode(StrEnum):
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     UNAUTHORIZED = "UNAUTHORIZED"
     PAYLOAD_NOT_STORED = "PAYLOAD_NOT_STORED"
+    UPDATE_FAILED = "UPDATE_FAILED"
+    """An update failed in a way Tarry has no code for; its message is Temporal's."""
 
 
 class ErrorInfo(BaseModel):
