@@ -55,6 +55,26 @@ class ModelCall:
     provider's structured output where it has one."""
 
 
+TOOL_CHOICE_MODES = frozenset({"auto", "required", "none"})
+"""The `tool_choice` values that are no tool's name (`Sampling.tool_choice`)."""
+
+
+def tool_choice(call: ModelCall) -> str:
+    """The call's `tool_choice` (`auto` when unset): a mode, or the name of a tool the
+    call offers. Any other name is refused here, not by the provider: no retry could
+    make it right, so the run fails at once, saying which names there are."""
+    choice = call.sampling.tool_choice or "auto"
+    names = [t.name for t in call.tools]
+    if choice not in TOOL_CHOICE_MODES and choice not in names:
+        raise error(
+            ErrorCode.INPUT_INVALID,
+            f"tool_choice {choice!r} of model {call.name!r} is neither auto, required nor "
+            f"none, nor a tool of this run ({', '.join(names) or 'it has none'})",
+            retryable=False,
+        )
+    return choice
+
+
 class StreamAssembly(Protocol):
     """A streamed answer being put back together, event by event."""
 

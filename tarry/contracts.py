@@ -291,6 +291,11 @@ class Sampling(BaseModel):
     extra_body: dict[str, Any] | None = Field(default=None, exclude_if=_none)
     """Merged into the request body as it is: a provider's own options (e.g. OpenAI's
     `reasoning_effort`, Anthropic's `thinking`)."""
+    tool_choice: str | None = Field(default=None, min_length=1, exclude_if=_none)
+    """Whether the model must call a tool: `auto` (it decides; the default), `required`
+    (some tool), `none` (no tool), or one tool's name (that tool). Each provider is
+    sent its own shape of it; a small model that rarely calls tools on its own can be
+    made to."""
 
     def overridden_by(self, run: Sampling | None) -> Sampling:
         """These settings (a profile's) with a run's set fields on top; `extra_body`

@@ -38,6 +38,7 @@ from tarry.contracts import (
     Phase,
     RunInput,
     RunState,
+    Sampling,
     WaitingFor,
 )
 from tarry.entrypoint import exit_now
@@ -261,6 +262,14 @@ def start(
     run_id: Annotated[
         str | None, typer.Option("--id", help="The run id; a fresh one by default.")
     ] = None,
+    tool_choice: Annotated[
+        str | None,
+        typer.Option(
+            metavar="auto|required|none|TOOL",
+            help="Whether the model must call a tool (required), one tool (its name), or none;"
+            " the profile's setting if not given.",
+        ),
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
     """Start a run and print its id; the run goes on without this command."""
@@ -278,6 +287,7 @@ def start(
             budget=None
             if max_tokens is None and max_cost is None
             else Budget(max_total_tokens=max_tokens, max_cost_usd=max_cost),
+            sampling=None if tool_choice is None else Sampling(tool_choice=tool_choice),
         )
     except ValidationError as e:
         _fail(_validation_message(e), exit_code=2)
