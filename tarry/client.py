@@ -17,7 +17,7 @@ import gc
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Collection
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -41,12 +41,15 @@ from temporalio.service import RPCError, RPCStatusCode
 from tarry.codec import data_converter
 from tarry.contracts import (
     DEFAULT_TASK_QUEUE,
+    LLM_ACTIVITY,
     WORKFLOW_TYPE,
     Budget,
     ChatMessage,
     Decision,
     ErrorCode,
+    ErrorInfo,
     Phase,
+    Retrying,
     RunInput,
     RunResult,
     RunState,
@@ -98,6 +101,7 @@ NOT_READY_PATIENCE = 60.0
 workflow task is failing or timing out (a worker too busy to finish it, or restarting)."""
 
 
+_CODES = frozenset(ErrorCode)
 _UNPROCESSED_UPDATE = "UnprocessedUpdate"
 """The server's failure type for an update a worker completed a task without taking in
 (Temporal's `unprocessedUpdateFailure`): rejected, never entered, safe to send again."""
@@ -311,8 +315,40 @@ class RunHandle:
             await self._handle.signal("stop", StopRequest(reason=reason))
 
     async def state(self) -> RunState:
-        """The run's `state` query. Raises `RUN_NOT_SERVED` within `QUERY_PATIENCE` when
-        no worker polls the run's task queue, since only a worker can answer a query."""
+        """The run's `state` query, with the call being retried when it is `Running`
+        (`retrying`, from Temporal). Raises `RUN_NOT_SERVED` within `QUERY_PATIENCE`
+        when no worker polls the run's task queue, since only a worker can answer a query."""
+        state = await self._state()
+        if state.phase is Phase.RUNNING:
+            state.retrying = await self.retrying()
+        return state
+
+    async def retrying(self) -> Retrying | None:
+        """The model or tool call that failed and waits for its next attempt, if any:
+        Temporal's pending activity, which the run itself cannot see."""
+        description = await self.describe()
+        for pending in description.raw_description.pending_activities:
+            if pending.attempt < 2 or not pending.HasField("last_failure"):
+                continue
+            model = pending.activity_type.name == LLM_ACTIVITY
+            failure = pending.last_failure
+            code = failure.application_failure_info.type
+            default = ErrorCode.LLM_HTTP_ERROR if model else ErrorCode.TOOL_FAILED
+            scheduled = pending.HasField("next_attempt_schedule_time")
+            return Retrying(
+                call="model" if model else pending.activity_type.name,
+                attempt=pending.attempt,
+                last_error=ErrorInfo(
+                    code=ErrorCode(code) if code in _CODES else default, message=failure.message
+                ),
+                next_attempt_at=pending.next_attempt_schedule_time.ToDatetime(UTC)
+                if scheduled
+                else None,
+            )
+        return None
+
+    async def _state(self) -> RunState:
+        """The `state` query alone: what polling needs."""
         async with self._errors():
             try:
                 return await self._query_state(QUERY_PATIENCE)
@@ -403,15 +439,16 @@ class RunHandle:
         async with asyncio.timeout(seconds):
             # A query is the only view of a phase; polling it costs no history.
             while True:
-                state = await self.served_state()
+                state = await self.served_state(retrying=False)
                 if state is not None and state.phase in phases:
                     return state
                 await asyncio.sleep(0.05)
 
-    async def served_state(self) -> RunState | None:
-        """The run's state; None while no worker serves it (one may come later)."""
+    async def served_state(self, *, retrying: bool = True) -> RunState | None:
+        """The run's state (without `retrying` unless asked); None while no worker
+        serves it (one may come later)."""
         try:
-            return await self.state()
+            return await (self.state() if retrying else self._state())
         except TarryError as e:
             if e.code is not ErrorCode.RUN_NOT_SERVED:
                 raise

@@ -53,6 +53,7 @@ __all__ = [
     "Mode",
     "PendingApproval",
     "Phase",
+    "Retrying",
     "RunInput",
     "RunResult",
     "RunState",
@@ -488,6 +489,19 @@ class TranscriptPage(BaseModel):
         return end if end < self.total else None
 
 
+class Retrying(BaseModel):
+    """A model or tool call that failed and waits for its next attempt: what Temporal
+    records of the pending activity, so an outage shows while the run still reads as
+    `Running` (the workflow itself does not see an activity's attempts)."""
+
+    call: str
+    """`model`, or the tool's name."""
+    attempt: int
+    """The attempt to come (2 after one failure)."""
+    last_error: ErrorInfo | None = None
+    next_attempt_at: datetime | None = None
+
+
 class RunState(BaseModel):
     """What the `state` query answers: small, whatever the length of the run."""
 
@@ -513,6 +527,8 @@ class RunState(BaseModel):
     """The reason given with `stop`, once a run was stopped."""
     budget: Budget | None = Field(default=None, exclude_if=_none)
     """The run's budget as it stands (raised or not); null: none."""
+    retrying: Retrying | None = Field(default=None, exclude_if=_none)
+    """A call being retried (`RunHandle.state` reads it from Temporal, not the run)."""
 
 
 class RunResult(BaseModel):
