@@ -261,6 +261,18 @@ class RunHandle:
             raise TarryError(ErrorCode.BUDGET_INVALID, f"a budget limit {reason}") from None
         return await self._update("raise_budget", raised)
 
+    async def retry(self) -> RunState:
+        """Asks the model again, for a run waiting because it kept failing (`waiting_for:
+        "model"`); the state at the run's next stop point. `INPUT_INVALID` for a run
+        that waits for something else."""
+        return await self._update("retry")
+
+    async def set_model(self, profile: str) -> RunState:
+        """Switches the run's next model calls to the worker's profile `profile` (the
+        `set_model` update); the state at once. A run waiting for a failing model goes
+        on with `retry` or a reply."""
+        return await self._update("set_model", profile)
+
     async def _check_tools(self) -> None:
         """Raises `TOOL_NOT_FOUND` when the run refused the tools it names (the `started`
         update). With no worker to ask yet, the run refuses them itself once one takes it."""

@@ -121,6 +121,9 @@ class WaitingFor(StrEnum):
     APPROVAL = "approval"
     BUDGET = "budget"
     """The run spent its budget: `raise_budget` lets it go on."""
+    MODEL = "model"
+    """The model kept failing past `Timeouts.llm_ask_after`: `retry`, a reply (retried
+    with it added) or `set_model` and `retry` let it go on; `error` says what failed."""
 
 
 class ApprovalDefault(StrEnum):
@@ -319,6 +322,10 @@ class Timeouts(BaseModel):
     """How soon a call whose worker died is noticed and retried elsewhere."""
     llm_retry_window: timedelta = timedelta(hours=2)
     """How long transient faults (5xx, 429, timeouts, refused connections) are retried."""
+    llm_ask_after: timedelta = timedelta(minutes=5)
+    """How long a model call failing the same transient way is retried before the run
+    asks a person (`waiting_for: "model"`). At `llm_retry_window` or more the run never
+    asks: it fails once the window has passed, as runs did before."""
     tool: timedelta = timedelta(minutes=2)
     """One attempt of one tool call."""
 
@@ -527,6 +534,8 @@ class RunState(BaseModel):
     """The reason given with `stop`, once a run was stopped."""
     budget: Budget | None = Field(default=None, exclude_if=_none)
     """The run's budget as it stands (raised or not); null: none."""
+    model: str | None = Field(default=None, exclude_if=_none)
+    """The model profile `set_model` switched the run to; null: the one it started with."""
     retrying: Retrying | None = Field(default=None, exclude_if=_none)
     """A call being retried (`RunHandle.state` reads it from Temporal, not the run)."""
 

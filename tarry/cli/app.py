@@ -451,6 +451,28 @@ def budget(
 
 
 @app.command()
+def retry(run_id: RunId, as_json: AsJson = False) -> None:
+    """Ask the model again, for a run waiting because it kept failing (waiting for model),
+    and show its answer."""
+    state = _with_run(run_id, lambda run: run.retry())
+    answer = state.last_assistant_text
+    if not as_json and state.waiting_for is not WaitingFor.MODEL and answer:
+        console.print(message_text(ChatMessage(role="assistant", content=answer)))
+    _stop_point(state, as_json=as_json)
+
+
+@app.command()
+def model(
+    run_id: RunId,
+    name: Annotated[str, typer.Argument(metavar="PROFILE", help="A model profile.")],
+    as_json: AsJson = False,
+) -> None:
+    """Switch the run's next model calls to another profile; then `tarry retry` or reply."""
+    state = _with_run(run_id, lambda run: run.set_model(name))
+    _output(state, as_json, Text(f"run {run_id} now asks model profile {state.model or name}"))
+
+
+@app.command()
 def pause(run_id: RunId) -> None:
     """Ask the run to stop at its next turn boundary and wait for a reply."""
     _with_run(run_id, lambda run: run.pause())

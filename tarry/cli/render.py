@@ -149,8 +149,10 @@ def state_text(run_id: str, state: RunState) -> Text:
     # Only a run held by gated calls or its budget gets these rows; one waiting for a
     # reply reads as ever.
     approval = state.waiting_for is WaitingFor.APPROVAL
-    if approval or state.waiting_for is WaitingFor.BUDGET:
+    if approval or state.waiting_for in (WaitingFor.BUDGET, WaitingFor.MODEL):
         rows["waiting for"] = str(state.waiting_for)
+    if state.model:
+        rows["profile"] = state.model
     rows |= {
         "turn": f"{state.turn} ({state.turns_since_input} since the last reply)",
         "usage": f"{usage.total_tokens} tokens "
@@ -221,6 +223,13 @@ def print_stop_line(console: Console, state: RunState, *, approvals: bool = True
         if state.waiting_for is WaitingFor.BUDGET:
             hint = "the run spent its budget; `tarry budget RUN --tokens N --cost USD` raises it"
             console.print(Text(hint, style="yellow"))
+        if state.waiting_for is WaitingFor.MODEL and state.error:
+            error = state.error
+            hint = (
+                f"the model keeps failing ({error.code}: {error.message}); `tarry retry RUN`,"
+                " `tarry model RUN PROFILE` then retry, or reply"
+            )
+            console.print(Text(hint, style="yellow"), soft_wrap=True)
 
 
 def thinking(console: Console) -> AbstractContextManager[object]:
