@@ -81,7 +81,24 @@ async def test_switching_the_profile_and_retrying_finishes_the_turn(
     assert (state.phase, state.waiting_for) == (Phase.WAITING_USER, WaitingFor.INPUT)
     assert state.error is None
     assert state.last_assistant_text == "Hello from the backup."
-    assert backup.requests[0].body["messages"][-1] == {"role": "user", "content": "hello"}
+    assert backup.requests[0].body["messages"][0] == {"role": "user", "content": "hello"}
+
+
+async def test_the_transcript_shows_the_failure_and_the_switch(
+    agent: Agent, backup: ScriptedModel
+) -> None:
+    backup.add(say("Hello from the backup."))
+    run = await agent.start("hello", timeouts=ASK_SOON)
+    await run.wait_for(WAITING)
+    await run.set_model("backup")
+    await run.retry()
+
+    transcript = await run.transcript()
+
+    assert [m.role for m in transcript] == ["user", "system", "system", "assistant"]
+    failure, switch = (m.content or "" for m in transcript[1:3])
+    assert failure.startswith("The model kept failing (LLM_HTTP_ERROR: model 'default'")
+    assert switch == "The model profile is now 'backup'."
 
 
 async def test_a_reply_to_a_run_waiting_for_its_model_asks_again_with_the_reply(
@@ -97,6 +114,7 @@ async def test_a_reply_to_a_run_waiting_for_its_model_asks_again_with_the_reply(
     assert state.last_assistant_text == "Both heard."
     sent = [m["content"] for m in backup.requests[0].body["messages"] if m["role"] == "user"]
     assert sent == ["hello", "are you there?"]
+    assert (await run.transcript())[-2].content == "are you there?"
 
 
 async def test_retry_of_a_run_that_waits_for_a_reply_is_refused(

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from tarry.contracts import (
         WORKFLOW_TYPE,
         Budget,
+        ChatMessage,
         Decision,
         ErrorCode,
         ErrorInfo,
@@ -186,6 +187,7 @@ class AgentRunWorkflow:
         """Switches the run's model calls from now on to the worker's profile `name`; a
         run waiting for a failing model then goes on with `retry` or a reply."""
         self._m.model = name
+        self._note(f"The model profile is now {name!r}.")
         return self._m.state()
 
     @set_model.validator
@@ -271,6 +273,10 @@ class AgentRunWorkflow:
         if isinstance(answer, ErrorInfo):
             if m.model_failure is not None:  # a person decides how to go on
                 m.error = answer
+                self._note(
+                    f"The model kept failing ({answer.code}: {answer.message}); "
+                    "waiting for a person to retry, switch the model or reply."
+                )
                 return self._settle(Phase.WAITING_USER)
             return self._fail(answer)
         m.take(answer)
@@ -340,6 +346,12 @@ class AgentRunWorkflow:
         self._stream.publish_stop(self._m)
 
     # --- Continue-as-new ------------------------------------------------------------
+
+    def _note(self, text: str) -> None:
+        """A line of the run's own in its transcript, for people reading it and for the
+        model: what happened to the conversation between its turns."""
+        self._m.transcript.append(ChatMessage(role="system", content=text))
+        self._stream.publish_messages(self._m)
 
     def _goes_on(self) -> bool:
         """Whether a waiting run has a reason to go on: a reply, raised limits, a retry."""
