@@ -24,7 +24,16 @@ import httpx
 from pydantic import ValidationError
 
 from activities.observers import AnswerObservers
-from activities.provider import ModelCall, bad_response, cut_short, error, post, stream
+from activities.provider import (
+    TOOL_CHOICE_MODES,
+    ModelCall,
+    bad_response,
+    cut_short,
+    error,
+    post,
+    stream,
+    tool_choice,
+)
 from tarry.contracts import ChatMessage, ErrorCode, LlmResponse, ToolCall, Usage
 from tarry.settings import ANTHROPIC_MAX_TOKENS
 
@@ -83,11 +92,22 @@ def _request_body(call: ModelCall) -> dict[str, Any]:
             for t in call.tools
         ]
         tools[-1]["cache_control"] = _CACHE_BREAKPOINT
-        body |= {"tools": tools, "tool_choice": {"type": "auto"}}
+        body |= {"tools": tools, "tool_choice": _tool_choice(call)}
     body |= sampling.model_dump(include={"temperature", "top_p"}, exclude_none=True)
     if sampling.stop:
         body["stop_sequences"] = sampling.stop
     return body | (sampling.extra_body or {})
+
+
+def _tool_choice(call: ModelCall) -> dict[str, Any]:
+    """`tool_choice` as the Messages API takes it: `required` is its `any`, a tool's
+    name its `{"type": "tool", "name": ...}`."""
+    choice = tool_choice(call)
+    if choice == "required":
+        return {"type": "any"}
+    if choice in TOOL_CHOICE_MODES:
+        return {"type": choice}
+    return {"type": "tool", "name": choice}
 
 
 def _messages(transcript: list[ChatMessage], stable: int) -> list[dict[str, Any]]:

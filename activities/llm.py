@@ -18,6 +18,7 @@ from temporalio import activity
 from activities import anthropic_messages, metrics, openai_chat
 from activities.context import ContextStore, estimate_tokens, fit_to_budget
 from activities.provider import ModelCall, error
+from activities.sendable import sendable
 from activities.tools import ToolHost
 from tarry.contracts import (
     LLM_ACTIVITY,
@@ -85,7 +86,9 @@ class ModelClient:
             )
         system = [ChatMessage(role="system", content=request.system)] if request.system else []
         budget = profile.context_budget - sum(estimate_tokens(m) for m in system)
-        sent = fit_to_budget(conversation.messages, budget)
+        # What the model wrote, made valid for the provider: a bad call of its own
+        # must not make every later request fail (`activities/sendable.py`).
+        sent = sendable(fit_to_budget(conversation.messages, budget))
         call = ModelCall(
             name=request.profile,
             profile=profile,

@@ -15,10 +15,8 @@ MCP servers.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -42,6 +40,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities import metrics
 from activities.mcp_connections import Connection, ServerDown
+from activities.sendable import provider_name
 from activities.tools import ToolListing
 from tarry.contracts import (
     MCP_TOOL_ACTIVITY,
@@ -60,23 +59,12 @@ log = logging.getLogger("tarry.mcp")
 CONNECTION_LOST = "MCP_CONNECTION_LOST"
 """The failure type of a call whose server went away while it ran: retried for a tool
 that may run twice, `TOOL_OUTCOME_UNKNOWN` for one that may not."""
-_PROVIDER_NAME = re.compile(r"[a-zA-Z0-9_-]")
-_MAX_NAME = 64
-_HASH = 8
 _DEFAULT_BUDGET = timedelta(seconds=10)
 
 
 def tool_name(server: str, tool: str) -> str:
-    """`SERVER__TOOL`, as every provider takes a tool name (`^[a-zA-Z0-9_-]{1,64}$`).
-    A name that does not fit as it is gets its other characters as `_`, is cut to 55
-    characters and ends in `_` and 8 hex digits of its SHA-256: the same name on every
-    worker, and two tools that only differ past the cut stay two."""
-    full = f"{server}__{tool}"
-    safe = "".join(c if _PROVIDER_NAME.fullmatch(c) else "_" for c in full)
-    if safe == full and len(full) <= _MAX_NAME:
-        return full
-    digest = hashlib.sha256(full.encode()).hexdigest()[:_HASH]
-    return f"{safe[: _MAX_NAME - _HASH - 1]}_{digest}"
+    """`SERVER__TOOL`, as every provider takes a tool name (`provider_name`)."""
+    return provider_name(f"{server}__{tool}")
 
 
 def tool_definition(server: str, config: McpServer, tool: Tool) -> ToolDefinition:

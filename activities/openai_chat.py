@@ -16,7 +16,15 @@ import httpx
 from pydantic import ValidationError
 
 from activities.observers import AnswerObservers
-from activities.provider import ModelCall, bad_response, cut_short, post, stream
+from activities.provider import (
+    TOOL_CHOICE_MODES,
+    ModelCall,
+    bad_response,
+    cut_short,
+    post,
+    stream,
+    tool_choice,
+)
 from tarry.contracts import ChatMessage, LlmResponse, ToolCall, ToolDefinition, Usage
 
 
@@ -31,10 +39,10 @@ async def answer(http: httpx.AsyncClient, call: ModelCall) -> LlmResponse:
         "model": profile.model,
         "messages": [m.for_model() for m in system + call.messages],
         "tools": [_function_spec(t) for t in call.tools],
-        "tool_choice": "auto",
+        "tool_choice": _tool_choice(call),
     }
     sampling = call.sampling
-    body |= sampling.model_dump(exclude={"extra_body"}, exclude_none=True)
+    body |= sampling.model_dump(exclude={"extra_body", "tool_choice"}, exclude_none=True)
     body |= sampling.extra_body or {}
     if call.output_schema is not None:
         # OpenAI's structured output: the answer's text is JSON that fits the schema.
@@ -50,6 +58,14 @@ async def answer(http: httpx.AsyncClient, call: ModelCall) -> LlmResponse:
         return parse((await post(http, call, url, headers, body)).text)
     body |= {"stream": True, "stream_options": {"include_usage": True}}
     return await stream(http, call, url, headers, body, _Assembly(call.turn), parse)
+
+
+def _tool_choice(call: ModelCall) -> str | dict[str, Any]:
+    """`tool_choice` as `chat.completions` takes it: a mode, or the one function."""
+    choice = tool_choice(call)
+    if choice in TOOL_CHOICE_MODES:
+        return choice
+    return {"type": "function", "function": {"name": choice}}
 
 
 def _function_spec(tool: ToolDefinition) -> dict[str, Any]:

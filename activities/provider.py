@@ -27,6 +27,7 @@ from temporalio.exceptions import ApplicationError
 from activities.observers import AnswerObservers
 from tarry.contracts import ChatMessage, ErrorCode, LlmResponse, Sampling, ToolDefinition
 from tarry.settings import ModelProfile
+from tarry.text import redact
 
 # Status codes worth another attempt: the provider may answer differently next time.
 _RETRYABLE_STATUS = frozenset({408, 409})
@@ -56,6 +57,26 @@ class ModelCall:
     output_schema: dict[str, Any] | None = None
     """The JSON Schema a task's final answer must fit (`RunInput.output_schema`), for the
     provider's structured output where it has one."""
+
+
+TOOL_CHOICE_MODES = frozenset({"auto", "required", "none"})
+"""The `tool_choice` values that are no tool's name (`Sampling.tool_choice`)."""
+
+
+def tool_choice(call: ModelCall) -> str:
+    """The call's `tool_choice` (`auto` when unset): a mode, or the name of a tool the
+    call offers. Any other name is refused here, not by the provider: no retry could
+    make it right, so the run fails at once, saying which names there are."""
+    choice = call.sampling.tool_choice or "auto"
+    names = [t.name for t in call.tools]
+    if choice not in TOOL_CHOICE_MODES and choice not in names:
+        raise error(
+            ErrorCode.INPUT_INVALID,
+            f"tool_choice {choice!r} of model {call.name!r} is neither auto, required nor "
+            f"none, nor a tool of this run ({', '.join(names) or 'it has none'})",
+            retryable=False,
+        )
+    return choice
 
 
 class StreamAssembly(Protocol):
@@ -145,10 +166,9 @@ def raise_for_status(name: str, response: httpx.Response, profile: ModelProfile)
     status = response.status_code
     if status < 300:
         return
-    body = response.text[:300]
-    if profile.api_key is not None:
-        # Some providers echo the key they were sent; the message goes into history.
-        body = body.replace(profile.api_key.get_secret_value(), "***")
+    key = profile.api_key.get_secret_value() if profile.api_key is not None else None
+    # Some providers echo the key they were sent; the message goes into history.
+    body = redact(response.text, key)[:300]  # redacted whole: a cut could split the key
     detail = f"model {name!r} answered HTTP {status}: {body}"
     if status in (401, 403):
         raise error(

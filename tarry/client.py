@@ -17,7 +17,7 @@ import gc
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -41,12 +41,15 @@ from temporalio.service import RPCError, RPCStatusCode
 from tarry.codec import data_converter
 from tarry.contracts import (
     DEFAULT_TASK_QUEUE,
+    LLM_ACTIVITY,
     WORKFLOW_TYPE,
     Budget,
     ChatMessage,
     Decision,
     ErrorCode,
+    ErrorInfo,
     Phase,
+    Retrying,
     RunInput,
     RunResult,
     RunState,
@@ -96,6 +99,14 @@ replies come seconds apart, and each check costs two RPCs before the reply trave
 NOT_READY_PATIENCE = 60.0
 """Seconds an update is asked again while the server refuses it because the run's
 workflow task is failing or timing out (a worker too busy to finish it, or restarting)."""
+
+
+_CODES = frozenset(ErrorCode)
+_UNPROCESSED_UPDATE = "UnprocessedUpdate"
+"""The server's failure type for an update a worker completed a task without taking in
+(Temporal's `unprocessedUpdateFailure`): rejected, never entered, safe to send again."""
+_UPDATE_OUTLIVED_RUN = "AcceptedUpdateCompletedWorkflow"
+"""The server's failure type for an accepted update whose run ended before it did."""
 
 
 SUMMARY_MEMO = "summary"
@@ -265,6 +276,18 @@ class RunHandle:
             raise TarryError(ErrorCode.BUDGET_INVALID, f"a budget limit {reason}") from None
         return await self._update("raise_budget", raised)
 
+    async def retry(self) -> RunState:
+        """Asks the model again, for a run waiting because it kept failing (`waiting_for:
+        "model"`); the state at the run's next stop point. `INPUT_INVALID` for a run
+        that waits for something else."""
+        return await self._update("retry")
+
+    async def set_model(self, profile: str) -> RunState:
+        """Switches the run's next model calls to the worker's profile `profile` (the
+        `set_model` update); the state at once. A run waiting for a failing model goes
+        on with `retry` or a reply."""
+        return await self._update("set_model", profile)
+
     async def _check_tools(self) -> None:
         """Raises `TOOL_NOT_FOUND` or `LLM_UNKNOWN_PROFILE` when the run refused the tools
         or the model profile it names (the `started` update). With no worker to ask yet,
@@ -282,9 +305,13 @@ class RunHandle:
 
     async def _update(self, name: str, *args: object, id: str | None = None) -> RunState:
         """The update `name`, answered with the state at the run's next stop point.
-        While the run's workflow task is failing the server refuses the update without
-        admitting it (`WorkflowNotReadyFailure`), so asking again cannot deliver it twice."""
+        The server may refuse an update without admitting it: while the run's workflow
+        task is failing (`WorkflowNotReadyFailure`), or when a worker finished a task
+        without taking it in (`UnprocessedUpdate`, as after a server restart). Either
+        way nothing entered the run, so it is asked again, with the same update id: an
+        attempt that did enter is answered with its first outcome, never run twice."""
         await self._require_worker()
+        id = id or f"{name}-{uuid.uuid4()}"
         loop = asyncio.get_running_loop()
         give_up, delay = loop.time() + NOT_READY_PATIENCE, 0.1
         async with self._errors():
@@ -294,9 +321,16 @@ class RunHandle:
                         name, args=args, id=id, result_type=RunState
                     )
                     return state
-                except RPCError as e:
-                    if not _not_ready(e) or loop.time() + delay > give_up:
+                except (RPCError, WorkflowUpdateFailedError) as e:
+                    if not _unadmitted(e):
                         raise
+                    if loop.time() + delay > give_up:
+                        raise TarryError(
+                            ErrorCode.RUN_NOT_SERVED,
+                            f"run {self.id!r} did not take the {name!r} update in "
+                            f"{NOT_READY_PATIENCE:g}s (its worker is failing or restarting); "
+                            "nothing was delivered, sending it again is safe",
+                        ) from e
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
@@ -313,8 +347,40 @@ class RunHandle:
             await self._handle.signal("stop", StopRequest(reason=reason))
 
     async def state(self) -> RunState:
-        """The run's `state` query. Raises `RUN_NOT_SERVED` within `QUERY_PATIENCE` when
-        no worker polls the run's task queue, since only a worker can answer a query."""
+        """The run's `state` query, with the call being retried when it is `Running`
+        (`retrying`, from Temporal). Raises `RUN_NOT_SERVED` within `QUERY_PATIENCE`
+        when no worker polls the run's task queue, since only a worker can answer a query."""
+        state = await self._state()
+        if state.phase is Phase.RUNNING:
+            state.retrying = await self.retrying()
+        return state
+
+    async def retrying(self) -> Retrying | None:
+        """The model or tool call that failed and waits for its next attempt, if any:
+        Temporal's pending activity, which the run itself cannot see."""
+        description = await self.describe()
+        for pending in description.raw_description.pending_activities:
+            if pending.attempt < 2 or not pending.HasField("last_failure"):
+                continue
+            model = pending.activity_type.name == LLM_ACTIVITY
+            failure = pending.last_failure
+            code = failure.application_failure_info.type
+            default = ErrorCode.LLM_HTTP_ERROR if model else ErrorCode.TOOL_FAILED
+            scheduled = pending.HasField("next_attempt_schedule_time")
+            return Retrying(
+                call="model" if model else pending.activity_type.name,
+                attempt=pending.attempt,
+                last_error=ErrorInfo(
+                    code=ErrorCode(code) if code in _CODES else default, message=failure.message
+                ),
+                next_attempt_at=pending.next_attempt_schedule_time.ToDatetime(UTC)
+                if scheduled
+                else None,
+            )
+        return None
+
+    async def _state(self) -> RunState:
+        """The `state` query alone: what polling needs."""
         async with self._errors():
             try:
                 return await self._query_state(QUERY_PATIENCE)
@@ -405,15 +471,16 @@ class RunHandle:
         async with asyncio.timeout(seconds):
             # A query is the only view of a phase; polling it costs no history.
             while True:
-                state = await self.served_state()
+                state = await self.served_state(retrying=False)
                 if state is not None and state.phase in phases:
                     return state
                 await asyncio.sleep(0.05)
 
-    async def served_state(self) -> RunState | None:
-        """The run's state; None while no worker serves it (one may come later)."""
+    async def served_state(self, *, retrying: bool = True) -> RunState | None:
+        """The run's state (without `retrying` unless asked); None while no worker
+        serves it (one may come later)."""
         try:
-            return await self.state()
+            return await (self.state() if retrying else self._state())
         except TarryError as e:
             if e.code is not ErrorCode.RUN_NOT_SERVED:
                 raise
@@ -510,7 +577,12 @@ async def _translated_errors(run_id: str) -> AsyncIterator[None]:
         cause = e.cause
         if isinstance(cause, ApplicationError) and cause.type in set(ErrorCode):
             raise TarryError(ErrorCode(cause.type), cause.message) from e
-        raise
+        if isinstance(cause, ApplicationError) and cause.type == _UPDATE_OUTLIVED_RUN:
+            raise TarryError(ErrorCode.RUN_ENDED, f"run {run_id!r} ended first") from e
+        # Every update failure leaves as a Tarry code, also one Tarry does not foresee.
+        raise TarryError(
+            ErrorCode.UPDATE_FAILED, f"run {run_id!r} refused the update: {cause}"
+        ) from e
     except ApplicationError as e:  # raised here by the data converter: `PAYLOAD_NOT_STORED`
         if e.type not in set(ErrorCode):
             raise
@@ -521,8 +593,12 @@ _REFUSALS_AT_START = {ErrorCode.TOOL_NOT_FOUND, ErrorCode.LLM_UNKNOWN_PROFILE}
 """Why a run refuses itself before its first model call (the `tool_catalogue` activity)."""
 
 
-def _not_ready(e: RPCError) -> bool:
-    """The server's refusal of an update while the run's workflow task is failing."""
+def _unadmitted(e: RPCError | WorkflowUpdateFailedError) -> bool:
+    """The server's refusal of an update it did not admit: while the run's workflow task
+    is failing (an RPC error), or one a worker left unprocessed (the update's outcome)."""
+    if isinstance(e, WorkflowUpdateFailedError):
+        cause = e.cause
+        return isinstance(cause, ApplicationError) and cause.type == _UNPROCESSED_UPDATE
     status = e.grpc_status
     return any(d.Is(WorkflowNotReadyFailure.DESCRIPTOR) for d in status.details)
 

@@ -53,6 +53,7 @@ __all__ = [
     "Mode",
     "PendingApproval",
     "Phase",
+    "Retrying",
     "RunInput",
     "RunResult",
     "RunState",
@@ -122,6 +123,9 @@ class WaitingFor(StrEnum):
     APPROVAL = "approval"
     BUDGET = "budget"
     """The run spent its budget: `raise_budget` lets it go on."""
+    MODEL = "model"
+    """The model kept failing past `Timeouts.llm_ask_after`: `retry`, a reply (retried
+    with it added) or `set_model` and `retry` let it go on; `error` says what failed."""
 
 
 class ApprovalDefault(StrEnum):
@@ -234,6 +238,8 @@ class ErrorCode(StrEnum):
     """An API request without a valid token."""
     PAYLOAD_NOT_STORED = "PAYLOAD_NOT_STORED"
     """The payload store refused a payload (over its limit, or unusable)."""
+    UPDATE_FAILED = "UPDATE_FAILED"
+    """An update failed in a way Tarry has no code for; its message is Temporal's."""
 
 
 class ErrorInfo(BaseModel):
@@ -348,6 +354,11 @@ class Sampling(BaseModel):
     extra_body: dict[str, Any] | None = Field(default=None, exclude_if=_none)
     """Merged into the request body as it is: a provider's own options (e.g. OpenAI's
     `reasoning_effort`, Anthropic's `thinking`)."""
+    tool_choice: str | None = Field(default=None, min_length=1, exclude_if=_none)
+    """Whether the model must call a tool: `auto` (it decides; the default), `required`
+    (some tool), `none` (no tool), or one tool's name (that tool). Each provider is
+    sent its own shape of it; a small model that rarely calls tools on its own can be
+    made to."""
 
     def overridden_by(self, run: Sampling | None) -> Sampling:
         """These settings (a profile's) with a run's set fields on top; `extra_body`
@@ -370,6 +381,10 @@ class Timeouts(BaseModel):
     """How soon a call whose worker died is noticed and retried elsewhere."""
     llm_retry_window: timedelta = timedelta(hours=2)
     """How long transient faults (5xx, 429, timeouts, refused connections) are retried."""
+    llm_ask_after: timedelta = timedelta(minutes=5)
+    """How long a model call failing the same transient way is retried before the run
+    asks a person (`waiting_for: "model"`). At `llm_retry_window` or more the run never
+    asks: it fails once the window has passed, as runs did before."""
     tool: timedelta = timedelta(minutes=2)
     """One attempt of one tool call."""
 
@@ -544,6 +559,19 @@ class TranscriptPage(BaseModel):
         return end if end < self.total else None
 
 
+class Retrying(BaseModel):
+    """A model or tool call that failed and waits for its next attempt: what Temporal
+    records of the pending activity, so an outage shows while the run still reads as
+    `Running` (the workflow itself does not see an activity's attempts)."""
+
+    call: str
+    """`model`, or the tool's name."""
+    attempt: int
+    """The attempt to come (2 after one failure)."""
+    last_error: ErrorInfo | None = None
+    next_attempt_at: datetime | None = None
+
+
 class RunState(BaseModel):
     """What the `state` query answers: small, whatever the length of the run."""
 
@@ -569,6 +597,10 @@ class RunState(BaseModel):
     """The reason given with `stop`, once a run was stopped."""
     budget: Budget | None = Field(default=None, exclude_if=_none)
     """The run's budget as it stands (raised or not); null: none."""
+    model: str | None = Field(default=None, exclude_if=_none)
+    """The model profile `set_model` switched the run to; null: the one it started with."""
+    retrying: Retrying | None = Field(default=None, exclude_if=_none)
+    """A call being retried (`RunHandle.state` reads it from Temporal, not the run)."""
 
 
 class RunResult(BaseModel):

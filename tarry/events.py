@@ -13,7 +13,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel
 
-from tarry.contracts import ChatMessage, RunState, Usage
+from tarry.contracts import ChatMessage, Retrying, RunState, Usage
 
 __all__ = [
     "EVENTS_TOPIC",
@@ -44,6 +44,9 @@ class EventKind(StrEnum):
     """`message` became the transcript's message number `index`."""
     STOP = "stop"
     """The run reached a stop point: it waits for a person, or it ended; `state` says which."""
+    RETRYING = "retrying"
+    """A model or tool call failed and waits for its next attempt (`retrying`). Not on
+    the run's stream: `tarry watch` adds it from what Temporal records of the call."""
 
 
 class RunEvent(BaseModel):
@@ -58,6 +61,7 @@ class RunEvent(BaseModel):
     finish_reason: str | None = None
     message: ChatMessage | None = None
     state: RunState | None = None
+    retrying: Retrying | None = None
     offset: int | None = None
     """Where the event is in the run's stream, as `RunHandle.events` read it: `events(
     offset + 1)` resumes after it. Not published: the stream assigns it."""

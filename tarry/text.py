@@ -1,9 +1,16 @@
 """Text as a person reads it in one line: the UI's summaries of a run, the run list's
-prompts and the command line's messages all shorten the same way."""
+prompts and the command line's messages all shorten the same way. And text with a
+secret taken out before it is stored or shown."""
 
 from __future__ import annotations
 
-__all__ = ["shorten"]
+import re
+
+__all__ = ["MIN_SECRET_LENGTH", "redact", "shorten"]
+
+MIN_SECRET_LENGTH = 8
+"""Shorter values (a placeholder key such as `x` for a local server) are no secrets:
+replacing them would mangle every word that holds them (`json.e***ception`)."""
 
 
 def shorten(text: str, limit: int = 80) -> str:
@@ -11,3 +18,13 @@ def shorten(text: str, limit: int = 80) -> str:
     line cut short ends in `…`."""
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def redact(text: str, secret: str | None) -> str:
+    """`text` with each whole occurrence of `secret` as `***`: only a secret of
+    `MIN_SECRET_LENGTH` characters or more, and never inside a longer word or token."""
+    if secret is None or len(secret) < MIN_SECRET_LENGTH:
+        return text
+    # Not inside a word: no letter, digit or `_`/`-` (which keys are made of) around it.
+    word = r"[\w-]"
+    return re.sub(rf"(?<!{word}){re.escape(secret)}(?!{word})", "***", text)

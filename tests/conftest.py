@@ -233,6 +233,7 @@ async def agent_factory(
         client: Client | None = None,
         workflow_cache: int = DEFAULT_WORKFLOW_CACHE,
         mcp_servers: Mapping[str, McpServer] | None = None,
+        more_profiles: Mapping[str, ModelProfile] | None = None,
         **profile: Any,
     ) -> Agent:
         model = ScriptedModel()
@@ -245,7 +246,8 @@ async def agent_factory(
                 model="scripted",
                 api_key=SecretStr(CANARY_KEY),
                 **profile,
-            )
+            ),
+            **(more_profiles or {}),
         }
         task_queue = f"test-{uuid.uuid4().hex[:8]}"
         settings = TarrySettings.model_construct(

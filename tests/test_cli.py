@@ -863,3 +863,13 @@ async def test_scripted_model_serves_its_script_until_ctrl_c(tmp_path: Path) -> 
 
     assert response.json()["choices"][0]["message"]["content"] == "scripted hello"
     assert await asyncio.wait_for(model.wait(), timeout=30) == 0
+
+
+async def test_start_tool_choice_makes_the_model_call_that_tool(cli: Cli) -> None:
+    cli.agent.model.add(call("list_files"), say("Empty."))
+
+    run = await cli.start("look around", "--tool-choice", "list_files")
+
+    await run.wait_for(WAITING)
+    sent = cli.agent.model.requests[0].body["tool_choice"]
+    assert sent == {"type": "function", "function": {"name": "list_files"}}

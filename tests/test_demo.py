@@ -12,7 +12,7 @@ import pexpect
 import pytest
 
 from tarry.cli.demo import PROMPT, SCRIPT, SCRIPTED_REPLY
-from tarry.testing.scripted_model import ScriptedModel
+from tarry.testing.scripted_model import ScriptedModel, say
 from tests.conftest import CANARY_KEY
 from tests.test_devstack import (
     STARTUP_TIMEOUT,
@@ -87,6 +87,7 @@ async def test_the_demo_runs_a_human_in_the_loop_run_end_to_end_offline(
         f"Completed run {run_id}",
         f"http://127.0.0.1:{ports.ui}/namespaces/default/workflows/{run_id}",
     ), out
+    assert out.strip().splitlines()[-1] == "Demo finished."
     # The human's reply is printed once: as it is sent, not again from the transcript.
     assert out.count(SCRIPTED_REPLY) == 1
     assert "thinking" not in out, "no spinner when the output is not a terminal"
@@ -136,6 +137,26 @@ async def test_with_a_configured_model_the_demo_sends_the_given_reply(tmp_path: 
     assert after_reply[-1] == {"role": "user", "content": "Sam can take it."}
     assert model.remaining == 0
     run_id_in(out)
+
+
+async def test_a_model_that_never_finishes_ends_the_demo_with_exit_1_saying_why(
+    tmp_path: Path,
+) -> None:
+    ports, data_dir = Ports(), tmp_path / "data"
+    # A real model that answers in text and never calls `finish`, its first answer cut
+    # at its length limit: the reply is used up and the demo must not claim success.
+    script = [say("Who should own the blog", finish_reason="length"), say("Anything else?")]
+    async with ScriptedModel(script) as model:
+        code, out = await demo(
+            ports, data_dir, tmp_path,
+            reply="Priya.",
+            OPENAI_BASE_URL=model.base_url,
+            OPENAI_API_KEY=CANARY_KEY,
+        )  # fmt: skip
+
+    assert code == 1, out
+    assert "warning: LLM_TRUNCATED" in out
+    assert out.strip().splitlines()[-1].startswith("Demo not finished: the agent asked again")
 
 
 async def test_with_a_configured_model_and_no_reply_the_human_types_it(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from tarry.contracts import Phase, RunInput, Sampling
+from tarry.contracts import ErrorCode, Phase, RunInput, Sampling
 from tarry.settings import ConfigError, ModelProfile, TarrySettings
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent
@@ -130,3 +130,62 @@ def test_a_profile_file_names_its_provider_and_gets_that_providers_endpoint(
     claude = TarrySettings().model_profiles()["claude"]
 
     assert (claude.base_url, claude.model) == ("https://api.anthropic.com", "claude-haiku-4-5")
+
+
+async def test_without_a_tool_choice_the_model_decides(agent: Agent) -> None:
+    agent.model.add(say("hi"))
+    run = await agent.start("hello")
+    await run.wait_for(WAITING)
+
+    assert agent.model.requests[0].body["tool_choice"] == "auto"
+
+
+async def test_a_profile_can_require_a_tool_call_and_a_run_can_name_the_tool(
+    agent_factory: Any,
+) -> None:
+    agent: Agent = await agent_factory(tool_choice="required")
+    agent.model.add(say("hi"), say("hi"))
+    first = await agent.start("hello")
+    await first.wait_for(WAITING)
+    named = await agent.start("hello", sampling=Sampling(tool_choice="list_files"))
+    await named.wait_for(WAITING)
+
+    assert agent.model.requests[0].body["tool_choice"] == "required"
+    assert agent.model.requests[1].body["tool_choice"] == {
+        "type": "function",
+        "function": {"name": "list_files"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("choice", "sent"),
+    [
+        ("auto", {"type": "auto"}),
+        ("required", {"type": "any"}),
+        ("none", {"type": "none"}),
+        ("read_file", {"type": "tool", "name": "read_file"}),
+    ],
+)
+async def test_anthropic_is_sent_the_tool_choice_in_its_own_shape(
+    agent_factory: Any, choice: str, sent: dict[str, str]
+) -> None:
+    agent: Agent = await agent_factory(provider="anthropic")
+    agent.model.add(say("hi"))
+    run = await agent.start("hello", sampling=Sampling(tool_choice=choice))
+    await run.wait_for(WAITING)
+
+    assert agent.model.requests[0].body["tool_choice"] == sent
+
+
+async def test_a_tool_choice_naming_no_tool_of_the_run_fails_it_saying_which_there_are(
+    agent: Agent,
+) -> None:
+    run = await agent.start("hello", sampling=Sampling(tool_choice="send_email"))
+
+    result = await run.result()
+
+    assert result.error is not None
+    assert result.error.code is ErrorCode.INPUT_INVALID
+    assert "'send_email'" in result.error.message
+    assert "read_file" in result.error.message
+    assert agent.model.requests == []

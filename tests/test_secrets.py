@@ -12,6 +12,7 @@ from temporalio.client import Client
 from tarry.client import Tarry
 from tarry.contracts import ErrorCode, Phase
 from tarry.testing.scripted_model import ScriptedModel, call, fail, say
+from tarry.text import redact
 from tests.conftest import CANARY_KEY, Agent, worker_process
 
 
@@ -67,3 +68,22 @@ async def test_no_api_key_in_the_worker_process_logs(
     assert result.error.code is ErrorCode.LLM_AUTH_FAILED
     assert "LLM_AUTH_FAILED" in logs  # the failure was logged ...
     assert CANARY_KEY not in logs  # ... without the key
+
+
+def test_a_key_too_short_to_be_a_secret_is_not_redacted() -> None:
+    # A local server's placeholder key, `x`, would turn `json.exception` into `json.e***ception`.
+    text = "json.exception: Failed to parse tool call arguments as JSON"
+
+    assert redact(text, "x") == text
+
+
+def test_a_key_inside_a_longer_word_is_not_redacted() -> None:
+    assert redact("tokens sk-test-12345678-extra", "sk-test-12345678") == (
+        "tokens sk-test-12345678-extra"
+    )
+
+
+def test_a_key_of_eight_characters_is_redacted_wherever_it_stands_alone() -> None:
+    text = 'bad key "abcd1234", key=abcd1234.'
+
+    assert redact(text, "abcd1234") == 'bad key "***", key=***.'

@@ -6,6 +6,7 @@ finishes only if that worker came back."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import uuid
 from collections.abc import AsyncIterator
@@ -163,3 +164,28 @@ async def test_runs_in_a_model_call_survive_a_server_restart(stack: Stack, sig: 
         state = await waiting(run)
         assert state.last_assistant_text == f"ready {run.id}"
     await assert_finished_exactly(stack, runs)
+
+
+async def test_replies_sent_at_once_to_twenty_runs_after_a_stack_restart_each_enter_once(
+    stack: Stack,
+) -> None:
+    runs = [
+        await stack.start(stack.process_queue, f"many-{i}-{uuid.uuid4().hex[:6]}")
+        for i in range(20)
+    ]
+    for run in runs:
+        await run.wait_for({Phase.WAITING_USER})
+
+    # The whole stack, as `tarry dev` restarts: the server and a fresh worker.
+    await stack.process_worker.stop()
+    await stack.server.restart(signal.SIGTERM)
+    await stack.process_worker.start()
+    await waiting(runs[0])
+
+    # No retries here: the client itself must deliver each reply, once.
+    states = await asyncio.gather(*(run.send("finish") for run in runs))
+
+    assert [state.phase for state in states] == [Phase.COMPLETED] * len(runs)
+    for run in runs:
+        assert_transcript(await run.transcript(), expected(run.id))
+    await check_replay(stack.client, [run.id for run in runs])

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from tarry.contracts import (
         WORKFLOW_TYPE,
         Budget,
+        ChatMessage,
         Decision,
         ErrorCode,
         ErrorInfo,
@@ -88,12 +89,12 @@ class AgentRunWorkflow:
         while not m.phase.ended:
             if m.phase is Phase.WAITING_USER:
                 await workflow.wait_condition(
-                    lambda: budgets.goes_on(m) or m.stop_requested or self._hand_over_due()
+                    lambda: self._goes_on() or m.stop_requested or self._hand_over_due()
                 )
                 if m.stop_requested:
                     self._settle(Phase.COMPLETED)
                     break
-                if not budgets.goes_on(m):
+                if not self._goes_on():
                     self._hand_over()  # returns only where the run keeps its history
                     continue
                 self._enter(Phase.RUNNING)
@@ -168,6 +169,35 @@ class AgentRunWorkflow:
             raise problem
 
     @workflow.update
+    async def retry(self) -> RunState:
+        """Asks the model again, for a run that waits because it kept failing
+        (`waiting_for: "model"`); answers with the state at the next stop point."""
+        stops = self._m.stops
+        self._m.retry_requested = True
+        await self._next_stop(stops)
+        return self._m.state()
+
+    @retry.validator
+    def _validate_retry(self) -> None:
+        if problem := self._m.ended_problem() or self._m.model_problem():
+            raise problem
+
+    @workflow.update
+    def set_model(self, name: str) -> RunState:
+        """Switches the run's model calls from now on to the worker's profile `name`; a
+        run waiting for a failing model then goes on with `retry` or a reply."""
+        self._m.model = name
+        self._note(f"The model profile is now {name!r}.")
+        return self._m.state()
+
+    @set_model.validator
+    def _validate_set_model(self, name: str) -> None:
+        if problem := self._m.ended_problem():
+            raise problem
+        if not name.strip():
+            raise ApplicationError("name a model profile", type=ErrorCode.INPUT_INVALID)
+
+    @workflow.update
     async def started(self) -> RunState:
         """The state once the run has its tools, or `TOOL_NOT_FOUND` when it names one the
         worker lacks: the client asks it, so a typo is an error at start, not a gate off."""
@@ -235,10 +265,19 @@ class AgentRunWorkflow:
         if m.stop_requested:
             return self._abort()
 
+        if m.model_failure is not None:  # asked again: by `retry`, or with a reply
+            m.model_failure, m.retry_requested, m.error = None, False, None
         answer = await model_calls.ask(m, self._input, self._stream)
         if answer is None:
             return self._abort()
         if isinstance(answer, ErrorInfo):
+            if m.model_failure is not None:  # a person decides how to go on
+                m.error = answer
+                self._note(
+                    f"The model kept failing ({answer.code}: {answer.message}); "
+                    "waiting for a person to retry, switch the model or reply."
+                )
+                return self._settle(Phase.WAITING_USER)
             return self._fail(answer)
         m.take(answer)
         self._stream.publish_messages(m)
@@ -307,6 +346,16 @@ class AgentRunWorkflow:
         self._stream.publish_stop(self._m)
 
     # --- Continue-as-new ------------------------------------------------------------
+
+    def _note(self, text: str) -> None:
+        """A line of the run's own in its transcript, for people reading it and for the
+        model: what happened to the conversation between its turns."""
+        self._m.transcript.append(ChatMessage(role="system", content=text))
+        self._stream.publish_messages(self._m)
+
+    def _goes_on(self) -> bool:
+        """Whether a waiting run has a reason to go on: a reply, raised limits, a retry."""
+        return budgets.goes_on(self._m) or self._m.retry_requested
 
     def _hand_over_due(self) -> bool:
         """Due, and no `send` or `decide` caller still waits for an answer from this run."""

@@ -143,6 +143,12 @@ class RunMemory(BaseModel):
     approvals: Approvals = Approvals()
     events: EventLog = EventLog()
     budget: Budgets = Budgets()
+    model_failure: ErrorInfo | None = None
+    """The model call that kept failing past `Timeouts.llm_ask_after`: the run waits
+    for a person (`waiting_for: "model"`) until a retry or a reply."""
+    retry_requested: bool = False
+    model: str | None = None
+    """The profile `set_model` switched the run to; null: the run's own (`RunInput.model`)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -212,6 +218,15 @@ class RunMemory(BaseModel):
             type=ErrorCode.RUN_ENDED,
         )
 
+    def model_problem(self) -> ApplicationError | None:
+        """Why `retry` has nothing to do (`INPUT_INVALID`), or None."""
+        if self.waiting_for() is WaitingFor.MODEL:
+            return None
+        return ApplicationError(
+            "the run is not waiting for its model: reply to it instead",
+            type=ErrorCode.INPUT_INVALID,
+        )
+
     @staticmethod
     def reply_refusal(input: UserInput) -> ApplicationError | None:
         """Why `send` refuses `input` (`INPUT_EMPTY`, `INPUT_TOO_LARGE`), or None."""
@@ -225,6 +240,8 @@ class RunMemory(BaseModel):
             return None
         if self.undecided():
             return WaitingFor.APPROVAL
+        if self.model_failure is not None:
+            return WaitingFor.MODEL
         return WaitingFor.BUDGET if self.budget.paused else WaitingFor.INPUT
 
     def state(self) -> RunState:
@@ -242,6 +259,7 @@ class RunMemory(BaseModel):
             pending_approvals=self.undecided(),
             stop_reason=self.stop_reason,
             budget=self.budget.limits,
+            model=self.model,
         )
 
     def result(self) -> RunResult:

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
 from temporalio.exceptions import TimeoutError as TimeoutFailure
 
 from tarry.contracts import (
@@ -40,6 +40,9 @@ _LLM_RETRY = RetryPolicy(
     ],
 )
 _CODES = frozenset(ErrorCode)
+# Runs recorded before a failing model was handed to a person retry it for the whole
+# `llm_retry_window` and then fail.
+ASK_ON_MODEL_FAILURE_PATCH = "ask-on-model-failure"
 
 
 async def ask(
@@ -68,6 +71,13 @@ async def ask(
                 bad_responses_left -= 1
                 if bad_responses_left > 0:
                     continue
+            timeouts = input.timeouts
+            asks = timeouts.llm_ask_after < timeouts.llm_retry_window
+            gave_up = e.retry_state is RetryState.TIMEOUT
+            if asks and gave_up and workflow.patched(ASK_ON_MODEL_FAILURE_PATCH):
+                # Retried past `llm_ask_after` without an answer: a person decides (retry,
+                # another profile, a reply) rather than the run failing.
+                m.model_failure = error
             return error
 
 
@@ -77,7 +87,7 @@ def _request_for(memory: RunMemory, input: WorkflowInput) -> LlmRequest:
     m = memory
     stored = m.context.count if m.context else 0
     request = LlmRequest(
-        profile=input.model,
+        profile=m.model or input.model,
         system=input.system,
         context=m.context,
         messages=m.transcript[stored:],
@@ -100,6 +110,9 @@ async def _call_model(
     `stopped()`; the cancellation waits for the activity to confirm, so its HTTP request
     is really aborted."""
     timeouts = input.timeouts
+    window = timeouts.llm_retry_window
+    if workflow.patched(ASK_ON_MODEL_FAILURE_PATCH):
+        window = min(window, timeouts.llm_ask_after)
     call = workflow.start_activity(
         LLM_ACTIVITY,
         request,
@@ -107,10 +120,10 @@ async def _call_model(
         task_queue=queue,
         start_to_close_timeout=timeouts.llm_attempt,
         heartbeat_timeout=timeouts.llm_heartbeat,
-        schedule_to_close_timeout=timeouts.llm_retry_window,
+        schedule_to_close_timeout=window,
         retry_policy=_LLM_RETRY,
         cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-        summary=llm_summary(request.turn, input.model),
+        summary=llm_summary(request.turn, request.profile),
     )
     await workflow.wait_condition(lambda: call.done() or stopped())
     call.cancel()  # a no-op when the call is done

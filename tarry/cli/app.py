@@ -46,6 +46,7 @@ from tarry.contracts import (
     Phase,
     RunInput,
     RunState,
+    Sampling,
     WaitingFor,
     run_id_problem,
 )
@@ -280,6 +281,14 @@ def start(
     run_id: Annotated[
         str | None, typer.Option("--id", help="The run id; a fresh one by default.")
     ] = None,
+    tool_choice: Annotated[
+        str | None,
+        typer.Option(
+            metavar="auto|required|none|TOOL",
+            help="Whether the model must call a tool (required), one tool (its name), or none;"
+            " the profile's setting if not given.",
+        ),
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
     """Start a run and print its id; the run goes on without this command."""
@@ -297,6 +306,7 @@ def start(
             budget=None
             if max_tokens is None and max_cost is None
             else Budget(max_total_tokens=max_tokens, max_cost_usd=max_cost),
+            sampling=None if tool_choice is None else Sampling(tool_choice=tool_choice),
         )
     except ValidationError as e:
         _fail(_validation_message(e), exit_code=2)
@@ -480,6 +490,28 @@ def _print_next_stop(run_id: str, state: RunState) -> None:
         console.print(f"the run waits for your reply: `tarry send {run_id} TEXT`")
     elif state.phase is not Phase.FAILED:
         print_stop_line(console, state)
+
+
+@app.command()
+def retry(run_id: RunId, as_json: AsJson = False) -> None:
+    """Ask the model again, for a run waiting because it kept failing (waiting for model),
+    and show its answer."""
+    state = _with_run(run_id, lambda run: run.retry())
+    answer = state.last_assistant_text
+    if not as_json and state.waiting_for is not WaitingFor.MODEL and answer:
+        console.print(message_text(ChatMessage(role="assistant", content=answer)))
+    _stop_point(state, as_json=as_json)
+
+
+@app.command()
+def model(
+    run_id: RunId,
+    name: Annotated[str, typer.Argument(metavar="PROFILE", help="A model profile.")],
+    as_json: AsJson = False,
+) -> None:
+    """Switch the run's next model calls to another profile; then `tarry retry` or reply."""
+    state = _with_run(run_id, lambda run: run.set_model(name))
+    _output(state, as_json, Text(f"run {run_id} now asks model profile {state.model or name}"))
 
 
 @app.command()

@@ -18,13 +18,16 @@ from typing import Any
 
 from rich.console import Console
 from rich.text import Text
+from temporalio.service import RPCError
 
 from tarry.cli.render import LiveView, pending_line, print_stop_line, state_text
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import ErrorCode, PendingApproval, Phase, RunState, WaitingFor
 from tarry.events import EventKind, RunEvent
 
-_ANSWER_EVENTS = frozenset(EventKind) - {EventKind.MESSAGE, EventKind.STOP}
+_ANSWER_EVENTS = frozenset(EventKind) - {EventKind.MESSAGE, EventKind.STOP, EventKind.RETRYING}
+RETRY_POLL_SECONDS = 1.0
+"""How often a followed run's failing calls are looked for: a retry waits a second or more."""
 PROMPT = "[bold cyan]you>[/] "
 APPROVE_PROMPT = Text("approve? [y]es / [n]o / [e]dit> ", style="bold magenta")
 REASON_PROMPT = Text("why not? (told to the agent; Enter for no reason)> ", style="bold magenta")
@@ -57,6 +60,7 @@ async def follow(
         raise
     # Begun only now, so the stop point it waits for is after `state.events`.
     sending = asyncio.ensure_future(answer) if answer is not None else None
+    retries: asyncio.Task[None] | None = None
     try:
         made = max(start, state.message_count)
         for i, message in enumerate((await run.transcript(start=start))[: made - start]):
@@ -66,6 +70,7 @@ async def follow(
             return state
         # From the turn's start, to show the answer in flight from its first word; of
         # what came before this state, only that answer's words are new.
+        retries = asyncio.create_task(_report_retries(run, show))
         async with aclosing(_alongside(run.events(state.turn_events), sending)) as events:
             async for event in events:
                 if (event.offset or 0) < state.events and not (
@@ -80,6 +85,8 @@ async def follow(
         # The run ended and its last events are read.
         return await sending if sending is not None else await run.state()
     finally:
+        if retries is not None:
+            retries.cancel()
         if sending is not None and not sending.done():
             # Left early (a second Ctrl-C): end the send here rather than leave a task
             # behind that fails as the loop closes. The run goes on regardless.
@@ -87,6 +94,21 @@ async def follow(
             await asyncio.wait({sending})
             if not sending.cancelled():
                 sending.exception()
+
+
+async def _report_retries(run: RunHandle, show: Callable[[RunEvent], None]) -> None:
+    """Shows each new attempt of a failing model or tool call while the run is followed:
+    the run's own events say nothing of them, so an outage would look like silence."""
+    shown: tuple[str, int] | None = None
+    while True:
+        await asyncio.sleep(RETRY_POLL_SECONDS)
+        try:
+            retrying = await run.retrying()
+        except (TarryError, RPCError):
+            continue  # the event stream reports a run or server that went away
+        if retrying is not None and (retrying.call, retrying.attempt) != shown:
+            shown = (retrying.call, retrying.attempt)
+            show(RunEvent(kind=EventKind.RETRYING, retrying=retrying))
 
 
 async def _alongside(

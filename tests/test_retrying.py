@@ -1,0 +1,89 @@
+"""Retries visible: while a model call is retried, the run still reads as `Running`, so
+its state, `tarry status` and `tarry watch` say which call fails, how often, and when it
+is tried next (from what Temporal records of the pending activity)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from tarry.client import RunHandle
+from tarry.contracts import ErrorCode, Phase, RunState
+from tarry.testing.scripted_model import fail, say
+from tests.conftest import Agent
+from tests.test_cli import Cli, agent_env
+
+OUTAGE = tuple(fail(503, content="upstream down") for _ in range(2))
+LONG_OUTAGE = tuple(fail(503, content="upstream down") for _ in range(4))
+"""Retried after 1, 2, 4 and 8 s: time for a command to start while it lasts."""
+
+
+@pytest.fixture
+def cli(agent: Agent) -> Cli:
+    return Cli(agent_env(agent), agent)
+
+
+async def retrying_state(run: RunHandle) -> RunState:
+    """The run's state once it shows a call being retried."""
+    async with asyncio.timeout(30):
+        while (state := await run.state()).retrying is None:
+            await asyncio.sleep(0.1)
+    return state
+
+
+async def test_while_the_model_fails_the_state_shows_the_retry_and_its_next_time(
+    agent: Agent,
+) -> None:
+    agent.model.add(*OUTAGE, say("back online"))
+    run = await agent.start("hello")
+
+    state = await retrying_state(run)
+
+    assert state.phase is Phase.RUNNING
+    retrying = state.retrying
+    assert retrying is not None
+    assert retrying.call == "model"
+    assert retrying.attempt >= 2
+    assert retrying.last_error is not None
+    assert retrying.last_error.code is ErrorCode.LLM_HTTP_ERROR
+    assert "upstream down" in retrying.last_error.message
+    assert retrying.next_attempt_at is not None
+
+
+async def test_once_the_model_answers_the_state_shows_no_retry(agent: Agent) -> None:
+    agent.model.add(*OUTAGE, say("back online"))
+    run = await agent.start("hello")
+    await retrying_state(run)
+
+    await run.wait_for({Phase.WAITING_USER})
+
+    assert (await run.state()).retrying is None
+
+
+async def test_status_shows_the_model_unreachable_with_attempt_and_next_time(cli: Cli) -> None:
+    cli.agent.model.add(*LONG_OUTAGE, say("back online"))
+    run = await cli.agent.start("hello")
+    await retrying_state(run)
+
+    out = await cli.ok("status", run.id)
+
+    [row] = [line for line in out.splitlines() if line.startswith("retrying")]
+    assert "model unreachable, attempt " in row
+    assert ", next in " in row
+    assert "LLM_HTTP_ERROR: model 'default' answered HTTP 503" in row
+
+
+async def test_watch_shows_each_retry_of_the_model_then_its_answer(cli: Cli) -> None:
+    cli.agent.model.add(*LONG_OUTAGE, say("back online"))
+    run = await cli.agent.start("hello")
+
+    out = await cli.ok("watch", run.id, "--json")
+
+    events = [json.loads(line) for line in out.splitlines()]
+    retries = [e["retrying"] for e in events if e["kind"] == "retrying"]
+    assert retries
+    assert {r["call"] for r in retries} == {"model"}
+    assert events[-1]["kind"] == "stop"
+    assert events[-1]["state"]["last_assistant_text"] == "back online"
