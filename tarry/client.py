@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import gc
+import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -73,6 +74,8 @@ __all__ = [
     "connect_temporal",
 ]
 
+_log = logging.getLogger(__name__)
+
 # sdk-python #300: the SDK's service client and its services refer to each other (a
 # reference cycle), so the Rust connection under a client is freed only by the cycle
 # collector. Left to interpreter finalisation, freeing it can abort the process (exit
@@ -93,6 +96,9 @@ _UNANSWERED = {
 }
 
 
+WORKER_GRACE = 5.0
+"""Seconds a start that names tools or a profile waits for a worker to poll its queue
+before it leaves the check to the run (a worker just started polls within this)."""
 SERVED_FOR = 30.0
 """Seconds a handle trusts that a worker serves its run once it saw one poll: a chat's
 replies come seconds apart, and each check costs two RPCs before the reply travels."""
@@ -290,18 +296,44 @@ class RunHandle:
 
     async def _check_tools(self) -> None:
         """Raises `TOOL_NOT_FOUND` or `LLM_UNKNOWN_PROFILE` when the run refused the tools
-        or the model profile it names (the `started` update). With no worker to ask yet,
-        the run refuses them itself once one takes it."""
+        or the model profile it names: the run's own answer (the `started` update), waited
+        for as long as a worker polls its task queue, however busy. Only when none does
+        for `WORKER_GRACE` does this give up, saying so in a warning: the run then refuses
+        them itself once a worker takes it."""
+        answer = asyncio.ensure_future(self._deliver("started"))
+        give_up = asyncio.get_running_loop().time() + WORKER_GRACE
         try:
-            await self._update("started")
+            # A worker that has just started may not have polled yet: ask again while the
+            # run's answer is awaited, rather than judge by one look.
+            while not (await asyncio.wait({answer}, timeout=0.5))[0]:
+                try:
+                    await self._require_worker()
+                except TarryError as e:
+                    if e.code is not ErrorCode.RUN_NOT_SERVED:
+                        raise
+                    if asyncio.get_running_loop().time() > give_up:
+                        _log.warning(
+                            "%s; the run checks its tools when a worker takes it", e.message
+                        )
+                        return
+            await answer
         except TarryError as e:
-            if e.code is ErrorCode.RUN_ENDED:
-                # Refused before the update reached it: the run's error says why.
-                error = (await self.result()).error
-                if error is not None and error.code in _REFUSALS_AT_START:
-                    raise TarryError(error.code, error.message) from None
-            elif e.code is not ErrorCode.RUN_NOT_SERVED:
+            if e.code is ErrorCode.RUN_NOT_SERVED:  # its worker kept failing the task
+                _log.warning("%s; the run checks its tools itself", e.message)
+                return
+            if e.code is not ErrorCode.RUN_ENDED:
                 raise
+            # Refused before the update reached it: the run's error says why.
+            error = (await self.result()).error
+            if error is not None and error.code in _REFUSALS_AT_START:
+                raise TarryError(error.code, error.message) from None
+        finally:
+            if not answer.done():
+                answer.cancel()
+                # The SDK turns the cancellation into an error of its own: taken, not raised.
+                await asyncio.wait({answer})
+                if not answer.cancelled():
+                    answer.exception()
 
     async def _update(self, name: str, *args: object, id: str | None = None) -> RunState:
         """The update `name`, answered with the state at the run's next stop point.
@@ -311,6 +343,10 @@ class RunHandle:
         way nothing entered the run, so it is asked again, with the same update id: an
         attempt that did enter is answered with its first outcome, never run twice."""
         await self._require_worker()
+        return await self._deliver(name, *args, id=id)
+
+    async def _deliver(self, name: str, *args: object, id: str | None = None) -> RunState:
+        """`_update` once a worker is known to serve the run (or worth waiting for)."""
         id = id or f"{name}-{uuid.uuid4()}"
         loop = asyncio.get_running_loop()
         give_up, delay = loop.time() + NOT_READY_PATIENCE, 0.1

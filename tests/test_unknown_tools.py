@@ -4,9 +4,12 @@ start: a typo in `require_approval` must never switch a gate off without a word 
 
 from __future__ import annotations
 
-import pytest
+import uuid
 
-from tarry.client import TarryError
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from tarry.client import Tarry, TarryError
 from tarry.contracts import WORKFLOW_TYPE, ErrorCode, Phase, RunInput, RunResult
 from tarry.testing.scripted_model import say
 from tests.conftest import FAST_TIMEOUTS, Agent
@@ -101,3 +104,17 @@ async def test_a_raw_start_naming_an_unknown_profile_fails_the_run_before_any_mo
     assert result.error.code is ErrorCode.LLM_UNKNOWN_PROFILE
     assert "'gpt-9'" in result.error.message
     assert agent.model.requests == []
+
+
+async def test_a_start_naming_tools_with_no_worker_says_so_and_leaves_the_check_to_the_run(
+    temporal: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    tarry = Tarry(temporal, f"nobody-{uuid.uuid4().hex[:8]}")
+
+    run = await tarry.start(RunInput(prompt="look", tools=["raed_file"], timeouts=FAST_TIMEOUTS))
+
+    assert (await run.describe()).status is WorkflowExecutionStatus.RUNNING
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "tarry.client"]
+    assert f"no worker polls task queue {tarry.task_queue!r}" in warning
+    assert warning.endswith("the run checks its tools when a worker takes it")
+    await run.stop()
