@@ -133,30 +133,21 @@ async def run_call(
         remote = tool.remote_name or name
         invocation = McpInvocation(**invocation.model_dump(), server=tool.server, tool=remote)
         summary = tool_summary(f"{tool.server}: {remote}", arguments)
-    retry_policy = _TOOL_RETRY if tool.idempotent else _TOOL_ONCE
+    # A quick tool's ungated call is a local activity: no activity task to schedule and
+    # hand back, the server round trip that would dwarf a call answering in microseconds.
+    # A worker that dies before its workflow task completes leaves no marker, so the next
+    # one runs the call again, which a quick tool (read-only, idempotent) allows.
+    local = tool.local and not gated
+    execute = workflow.execute_local_activity if local else workflow.execute_activity
     try:
-        if tool.local and not gated:
-            # No activity task to schedule and hand back: the server round trip that
-            # would dwarf a call answering in microseconds. A worker that dies before its
-            # workflow task completes leaves no marker, so the next one runs the call
-            # again, which a quick tool (read-only, idempotent) allows.
-            result: ToolResult = await workflow.execute_local_activity(
-                activity,
-                invocation,
-                result_type=ToolResult,
-                start_to_close_timeout=input.timeouts.tool,
-                retry_policy=retry_policy,
-                summary=summary,
-            )
-        else:
-            result = await workflow.execute_activity(
-                activity,
-                invocation,
-                result_type=ToolResult,
-                start_to_close_timeout=input.timeouts.tool,
-                retry_policy=retry_policy,
-                summary=summary,
-            )
+        result: ToolResult = await execute(
+            activity,
+            invocation,
+            result_type=ToolResult,
+            start_to_close_timeout=input.timeouts.tool,
+            retry_policy=_TOOL_RETRY if tool.idempotent else _TOOL_ONCE,
+            summary=summary,
+        )
     except ActivityError as e:
         if tool.server is not None and (known := _known_failure(e)) is not None:
             return ToolResult(ok=False, error=known)
