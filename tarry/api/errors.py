@@ -48,6 +48,7 @@ _STATUS = {
     ErrorCode.INPUT_INVALID: HTTPStatus.UNPROCESSABLE_ENTITY,
     # Which tools there are is the workers' state, which no schema can state: a conflict.
     ErrorCode.TOOL_NOT_FOUND: HTTPStatus.CONFLICT,
+    ErrorCode.LLM_UNKNOWN_PROFILE: HTTPStatus.CONFLICT,
     ErrorCode.BUDGET_INVALID: HTTPStatus.UNPROCESSABLE_ENTITY,
     ErrorCode.UNAUTHORIZED: HTTPStatus.UNAUTHORIZED,
     ErrorCode.RUN_NOT_SERVED: HTTPStatus.SERVICE_UNAVAILABLE,
