@@ -34,19 +34,20 @@ checks.positive_data_acceptance.expected-statuses = [
 """
 
 
-# Two minutes on a quiet machine; the whole suite under load (2 cores, load ~5) triples it.
-@pytest.mark.timeout(900)
 @pytest.fixture
 async def own_temporal(tmp_path: Path, converter: DataConverter) -> AsyncIterator[Client]:
     """A server of the test's own: the fuzzer lists the runs there are and asks each one,
-    and the session's server holds other tests' runs, whose workers are gone (503)."""
+    and the session's server holds other tests' runs, whose workers are gone (503). The
+    test asks for it before `agent_factory`, so that it stops after the agent's worker."""
     env = await local_temporal(tmp_path, converter)
     yield env.client
     await env.shutdown()
 
 
+# Two minutes on a quiet machine; the whole suite under load (2 cores, load ~5) triples it.
+@pytest.mark.timeout(900)
 async def test_schemathesis_finds_nothing_the_openapi_document_does_not_promise(
-    agent_factory: Any, own_temporal: Client, tmp_path: Path
+    own_temporal: Client, agent_factory: Any, tmp_path: Path
 ) -> None:
     agent: Agent = await agent_factory(client=own_temporal)
     config = tmp_path / "schemathesis.toml"
