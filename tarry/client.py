@@ -100,8 +100,8 @@ _UNANSWERED = {
 
 
 WORKER_GRACE = 5.0
-"""Seconds a start that names tools or a profile waits for a worker to poll its queue
-before it leaves the check to the run (a worker just started polls within this)."""
+"""Seconds the client looks for a worker polling a run's task queue before it says there
+is none (`RUN_NOT_SERVED`): a worker that has just started polls within this."""
 SERVED_FOR = 30.0
 """Seconds a handle trusts that a worker serves its run once it saw one poll: a chat's
 replies come seconds apart, and each check costs two RPCs before the reply travels."""
@@ -300,29 +300,13 @@ class RunHandle:
     async def _check_tools(self) -> None:
         """Raises `TOOL_NOT_FOUND` or `LLM_UNKNOWN_PROFILE` when the run refused the tools
         or the model profile it names: the run's own answer (the `started` update), waited
-        for as long as a worker polls its task queue, however busy. Only when none does
-        for `WORKER_GRACE` does this give up, saying so in a warning: the run then refuses
-        them itself once a worker takes it."""
-        answer = asyncio.ensure_future(self._deliver("started"))
-        give_up = asyncio.get_running_loop().time() + WORKER_GRACE
+        for as long as a worker polls its task queue, however busy. With none for
+        `WORKER_GRACE`, says so in a warning: the run refuses them itself once one takes it."""
         try:
-            # A worker that has just started may not have polled yet: ask again while the
-            # run's answer is awaited, rather than judge by one look.
-            while not (await asyncio.wait({answer}, timeout=0.5))[0]:
-                try:
-                    await self._require_worker()
-                except TarryError as e:
-                    if e.code is not ErrorCode.RUN_NOT_SERVED:
-                        raise
-                    if asyncio.get_running_loop().time() > give_up:
-                        _log.warning(
-                            "%s; the run checks its tools when a worker takes it", e.message
-                        )
-                        return
-            await answer
+            await self._update("started")
         except TarryError as e:
-            if e.code is ErrorCode.RUN_NOT_SERVED:  # its worker kept failing the task
-                _log.warning("%s; the run checks its tools itself", e.message)
+            if e.code is ErrorCode.RUN_NOT_SERVED:
+                _log.warning("%s; the run checks its tools when a worker takes it", e.message)
                 return
             if e.code is not ErrorCode.RUN_ENDED:
                 raise
@@ -330,13 +314,6 @@ class RunHandle:
             error = (await self.result()).error
             if error is not None and error.code in _REFUSALS_AT_START:
                 raise TarryError(error.code, error.message) from None
-        finally:
-            if not answer.done():
-                answer.cancel()
-                # The SDK turns the cancellation into an error of its own: taken, not raised.
-                await asyncio.wait({answer})
-                if not answer.cancelled():
-                    answer.exception()
 
     async def _update(self, name: str, *args: object, id: str | None = None) -> RunState:
         """The update `name`, answered with the state at the run's next stop point.
@@ -346,10 +323,6 @@ class RunHandle:
         way nothing entered the run, so it is asked again, with the same update id: an
         attempt that did enter is answered with its first outcome, never run twice."""
         await self._require_worker()
-        return await self._deliver(name, *args, id=id)
-
-    async def _deliver(self, name: str, *args: object, id: str | None = None) -> RunState:
-        """`_update` once a worker is known to serve the run (or worth waiting for)."""
         id = id or f"{name}-{uuid.uuid4()}"
         loop = asyncio.get_running_loop()
         give_up, delay = loop.time() + NOT_READY_PATIENCE, 0.1
@@ -459,24 +432,30 @@ class RunHandle:
         if description.status is not WorkflowExecutionStatus.RUNNING and not even_ended:
             return
         queue = description.raw_description.execution_config.task_queue.name
-        try:
-            pollers = await self._client.workflow_service.describe_task_queue(
-                DescribeTaskQueueRequest(
-                    namespace=self._client.namespace,
-                    task_queue=TaskQueue(name=queue),
-                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        request = DescribeTaskQueueRequest(
+            namespace=self._client.namespace,
+            task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+        # A worker that has just started (or a busy one) may not have polled yet: look
+        # again for `WORKER_GRACE` before saying there is none.
+        give_up = loop.time() + WORKER_GRACE
+        while True:
+            try:
+                pollers = await self._client.workflow_service.describe_task_queue(request)
+            except RPCError as e:
+                if e.status is not RPCStatusCode.UNIMPLEMENTED:
+                    raise
+                return  # a server that cannot tell (the time-skipping test server): ask the run
+            if pollers.pollers:
+                break
+            if loop.time() > give_up:
+                raise TarryError(
+                    ErrorCode.RUN_NOT_SERVED,
+                    f"no worker polls task queue {queue!r}, so run {self.id!r} cannot answer;"
+                    f" start one with `tarry worker` (TARRY_TASK_QUEUE={queue}) or `tarry dev`",
                 )
-            )
-        except RPCError as e:
-            if e.status is not RPCStatusCode.UNIMPLEMENTED:
-                raise
-            return  # a server that cannot tell (the time-skipping test server): ask the run
-        if not pollers.pollers:
-            raise TarryError(
-                ErrorCode.RUN_NOT_SERVED,
-                f"no worker polls task queue {queue!r}, so run {self.id!r} cannot answer;"
-                f" start one with `tarry worker` (TARRY_TASK_QUEUE={queue}) or `tarry dev`",
-            )
+            await asyncio.sleep(0.25)
         self._served_until = loop.time() + SERVED_FOR
 
     async def transcript(self, start: int = 0) -> list[ChatMessage]:
