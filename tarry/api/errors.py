@@ -39,6 +39,7 @@ _STATUS = {
     ErrorCode.RUN_ID_INVALID: HTTPStatus.UNPROCESSABLE_ENTITY,
     ErrorCode.IDEMPOTENCY_KEY_REUSED: HTTPStatus.UNPROCESSABLE_ENTITY,
     ErrorCode.RUN_NOT_ENDED: HTTPStatus.CONFLICT,
+    ErrorCode.RETRY_NOT_WAITING: HTTPStatus.CONFLICT,
     ErrorCode.APPROVAL_NOTHING_PENDING: HTTPStatus.CONFLICT,
     ErrorCode.APPROVAL_UNKNOWN_CALL: HTTPStatus.CONFLICT,
     ErrorCode.APPROVAL_ALREADY_DECIDED: HTTPStatus.CONFLICT,
@@ -48,7 +49,10 @@ _STATUS = {
     ErrorCode.INPUT_INVALID: HTTPStatus.UNPROCESSABLE_ENTITY,
     # Which tools there are is the workers' state, which no schema can state: a conflict.
     ErrorCode.TOOL_NOT_FOUND: HTTPStatus.CONFLICT,
+    ErrorCode.LLM_UNKNOWN_PROFILE: HTTPStatus.CONFLICT,
     ErrorCode.BUDGET_INVALID: HTTPStatus.UNPROCESSABLE_ENTITY,
+    # The run refused an update in a way Tarry has no code for: its state, not the request.
+    ErrorCode.UPDATE_FAILED: HTTPStatus.CONFLICT,
     ErrorCode.UNAUTHORIZED: HTTPStatus.UNAUTHORIZED,
     ErrorCode.RUN_NOT_SERVED: HTTPStatus.SERVICE_UNAVAILABLE,
     ErrorCode.TEMPORAL_UNAVAILABLE: HTTPStatus.SERVICE_UNAVAILABLE,
