@@ -287,7 +287,7 @@ class RunHandle:
 
     async def retry(self) -> RunState:
         """Asks the model again, for a run waiting because it kept failing (`waiting_for:
-        "model"`); the state at the run's next stop point. `INPUT_INVALID` for a run
+        "model"`); the state at the run's next stop point. `RETRY_NOT_WAITING` for a run
         that waits for something else."""
         return await self._update("retry")
 

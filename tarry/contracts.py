@@ -186,6 +186,8 @@ class ErrorCode(StrEnum):
     TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
     """A non-idempotent tool's single attempt was cut short: it may or may not have taken
     effect."""
+    RETRY_NOT_WAITING = "RETRY_NOT_WAITING"
+    """A `retry` of a run that is not waiting for its model: reply to it instead."""
     APPROVAL_NOTHING_PENDING = "APPROVAL_NOTHING_PENDING"
     """A decision on a run with no gated call waiting."""
     APPROVAL_UNKNOWN_CALL = "APPROVAL_UNKNOWN_CALL"

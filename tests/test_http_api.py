@@ -637,6 +637,8 @@ async def test_the_openapi_document_describes_every_route(api: Api) -> None:
         "/v1/runs/{run_id}/messages",
         "/v1/runs/{run_id}/approvals",
         "/v1/runs/{run_id}/budget",
+        "/v1/runs/{run_id}/retry",
+        "/v1/runs/{run_id}/model",
         "/v1/runs/{run_id}/pause",
         "/v1/runs/{run_id}/stop",
         "/v1/runs/{run_id}/resume",

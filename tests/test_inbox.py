@@ -24,10 +24,13 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 
 from tarry.contracts import Phase, WaitingFor
-from tarry.testing.scripted_model import call, say
+from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import Agent
 from tests.http_api import TOKEN, Api, serving
 from tests.test_api_access import signals
+from tests.test_api_model_failure import SOON
+from tests.test_model_failure import failing_agent
+from tests.test_retrying import LONG_OUTAGE
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(
@@ -173,6 +176,66 @@ async def test_html_in_a_model_answer_is_shown_as_text_and_never_runs(
     assert body.find_elements(By.TAG_NAME, "script") == []
     assert body.find_element(By.TAG_NAME, "strong").text == "bold"  # markdown still renders
     assert "pwned" not in browser.title
+
+
+# --- A failing model (issue 27) ------------------------------------------------------------
+
+
+async def test_while_the_model_fails_the_run_s_page_shows_the_retry(
+    agent: Agent, api: Api, browser: WebDriver
+) -> None:
+    agent.model.add(*LONG_OUTAGE, say("back online"))
+    run_id = await api.start("hello")
+
+    await asyncio.to_thread(browser.get, f"{api.url}/#/runs/{run_id}")
+    line: str = await until(
+        lambda: next(iter(texts(browser, "#run-retrying")), ""), "the retry line"
+    )
+
+    assert line.startswith("↻ model unreachable, attempt ")
+    assert " s (LLM_HTTP_ERROR: model 'default' answered HTTP 503" in line
+    assert ", next in " in line
+    await until(lambda: "back online" in texts(browser, ".message.assistant .body"), "answer")
+    await until(lambda: not browser.find_element(By.ID, "run-retrying").is_displayed(), "no line")
+
+
+@pytest.fixture
+async def backup() -> AsyncIterator[ScriptedModel]:
+    async with ScriptedModel() as model:
+        yield model
+
+
+@pytest.fixture
+async def failing(agent_factory: Any, backup: ScriptedModel) -> AsyncIterator[Api]:
+    """The API over an agent whose `default` model answers 500, with a working `backup`."""
+    async with serving(await failing_agent(agent_factory, backup)) as served:
+        yield served
+
+
+async def test_a_person_switches_a_failing_run_s_model_and_retries_in_the_inbox(
+    failing: Api, backup: ScriptedModel, browser: WebDriver
+) -> None:
+    backup.add(say("Hello from the backup."))
+    run_id = await failing.start("hello", timeouts=SOON)
+    await failing.run(run_id).wait_for(WAITING)
+
+    await open_run(browser, failing, run_id)
+    form: WebElement = await until(
+        lambda: (f := first(browser, "#model-form")) and f.is_displayed() and f, "the controls"
+    )
+    assert "LLM_HTTP_ERROR: model 'default' answered HTTP 500" in form.text
+    assert browser.find_element(By.ID, "run-phase").text == "waiting for model"
+    profile = browser.find_element(By.ID, "model-profile")
+    await asyncio.to_thread(profile.send_keys, "backup", Keys.ENTER)
+    await until(lambda: "now asks model profile backup" in texts(browser, "#run-notice")[0], "ok")
+    await asyncio.to_thread(browser.find_element(By.ID, "retry-button").click)
+
+    await until(
+        lambda: "Hello from the backup." in texts(browser, ".message.assistant .body"), "answer"
+    )
+    await until(lambda: not form.is_displayed(), "the controls gone")
+    state = await failing.run(run_id).state()
+    assert (state.model, state.waiting_for) == ("backup", WaitingFor.INPUT)
 
 
 # --- Other sites' pages (issue 23) ----------------------------------------------------------

@@ -30,14 +30,18 @@ async def backup() -> AsyncIterator[ScriptedModel]:
         yield model
 
 
-@pytest.fixture
-async def agent(agent_factory: Any, backup: ScriptedModel) -> Agent:
+async def failing_agent(agent_factory: Any, backup: ScriptedModel) -> Agent:
     """An agent whose `default` model answers HTTP 500 to everything, with a profile
     `backup` on a working one."""
     profile = ModelProfile(base_url=backup.base_url, model="backup", api_key=SecretStr(CANARY_KEY))
     made: Agent = await agent_factory(more_profiles={"backup": profile})
     made.model.add(*(fail(500, content="Failed to parse tool call arguments") for _ in range(30)))
     return made
+
+
+@pytest.fixture
+async def agent(agent_factory: Any, backup: ScriptedModel) -> Agent:
+    return await failing_agent(agent_factory, backup)
 
 
 async def test_a_model_failing_past_the_bound_makes_the_run_wait_for_a_person(
@@ -127,7 +131,7 @@ async def test_retry_of_a_run_that_waits_for_a_reply_is_refused(
     with pytest.raises(TarryError) as refused:
         await run.retry()
 
-    assert refused.value.code is ErrorCode.INPUT_INVALID
+    assert refused.value.code is ErrorCode.RETRY_NOT_WAITING
 
 
 async def test_from_the_command_line_status_shows_the_failure_then_model_and_retry_go_on(

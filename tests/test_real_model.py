@@ -79,6 +79,26 @@ async def test_a_real_model_answers_a_chat_turn(agent: Agent) -> None:
     assert state.usage.completion_tokens > 0
 
 
+async def test_a_real_model_s_words_arrive_before_its_answer_ends(agent: Agent) -> None:
+    run = await agent.start("Tell me about cats.", model="llama", tools=[], timeouts=REAL)
+
+    kinds: list[EventKind] = []
+    words: list[str] = []
+    async with aclosing(run.events()) as events:
+        async for event in events:
+            kinds.append(event.kind)
+            if event.kind is EventKind.TEXT:
+                words.append(event.text or "")
+            if event.kind is EventKind.STOP:
+                break
+
+    assert EventKind.ANSWER_END in kinds
+    before_end = kinds[: kinds.index(EventKind.ANSWER_END)]
+    assert before_end.count(EventKind.TEXT) >= 2  # in pieces, not all at the end
+    state = await run.state()
+    assert state.last_assistant_text == "".join(words)
+
+
 async def test_a_real_server_answers_after_a_tool_call_whose_arguments_were_not_json(
     agent: Agent,
 ) -> None:

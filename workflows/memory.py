@@ -219,12 +219,12 @@ class RunMemory(BaseModel):
         )
 
     def model_problem(self) -> ApplicationError | None:
-        """Why `retry` has nothing to do (`INPUT_INVALID`), or None."""
+        """Why `retry` has nothing to do (`RETRY_NOT_WAITING`), or None."""
         if self.waiting_for() is WaitingFor.MODEL:
             return None
         return ApplicationError(
             "the run is not waiting for its model: reply to it instead",
-            type=ErrorCode.INPUT_INVALID,
+            type=ErrorCode.RETRY_NOT_WAITING,
         )
 
     @staticmethod

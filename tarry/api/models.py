@@ -34,6 +34,7 @@ __all__ = [
     "EmptyRequest",
     "Health",
     "MessageRequest",
+    "ModelRequest",
     "PendingCall",
     "RunId",
     "RunList",
@@ -136,6 +137,11 @@ class Started(BaseModel):
 class MessageRequest(BaseModel):
     text: Annotated[str, Field(json_schema_extra={"minLength": 1, "pattern": r"\S"})]
     """The reply: not empty nor only white space (422 `INPUT_EMPTY`)."""
+
+
+class ModelRequest(BaseModel):
+    profile: Annotated[str, Field(json_schema_extra={"minLength": 1, "pattern": r"\S"})]
+    """The name of a model profile the worker has (`TARRY_MODELS`)."""
 
 
 class BudgetRequest(Budget):

@@ -22,6 +22,7 @@ from tarry.api.models import (
     BudgetRequest,
     EmptyRequest,
     MessageRequest,
+    ModelRequest,
     RunId,
     RunList,
     RunSummary,
@@ -299,6 +300,30 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         state = await tarry.get(run_id).raise_budget(
             max_total_tokens=body.max_total_tokens, max_cost_usd=body.max_cost_usd
         )
+        return RunView.of_run(run_id, state)
+
+    @router.post(
+        "/{run_id}/retry",
+        dependencies=JSON_ONLY,
+        openapi_extra=_BODY_REQUIRED,
+        responses=_errors(*_WRITE),
+    )
+    async def retry(run_id: RunId, _: EmptyRequest | None = None) -> RunView:
+        """Ask the model again, for a run waiting because its model kept failing
+        (`waiting_for: "model"`): the state at the run's next stop point. 409
+        `RETRY_NOT_WAITING` for a run that waits for something else."""
+        state = await tarry.get(run_id).retry()
+        return RunView.of_run(run_id, state)
+
+    @router.post(
+        "/{run_id}/model",
+        dependencies=JSON_ONLY,
+        responses=_errors(*_WRITE),
+    )
+    async def set_model(run_id: RunId, body: ModelRequest) -> RunView:
+        """Switch the run's next model calls to the worker's profile `profile`: the
+        state at once. A run waiting for its model goes on with a retry or a reply."""
+        state = await tarry.get(run_id).set_model(body.profile)
         return RunView.of_run(run_id, state)
 
     @router.post(

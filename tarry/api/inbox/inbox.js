@@ -5,6 +5,9 @@
 "use strict";
 
 const WAITING_POLL_MS = 2000;
+// A failing call's retries are not on the run's event stream (Temporal records them, not
+// the run): while the run works, its state is read this often to show them.
+const RETRY_POLL_MS = 1000;
 const $ = (id) => document.getElementById(id);
 
 // --- The API ------------------------------------------------------------------------
@@ -152,7 +155,7 @@ function showWaiting(runs) {
       const link = el("a");
       link.href = `#/runs/${encodeURIComponent(run.id)}`;
       link.append(el("span", "summary", run.summary || run.id));
-      const what = { approval: "approval", budget: "budget" }[run.waiting_for] || "reply";
+      const what = { approval: "approval", budget: "budget", model: "model" }[run.waiting_for] || "reply";
       link.append(el("span", `tag tag-${what}`, what));
       const turns = `${run.turns} turn${run.turns === 1 ? "" : "s"}`;
       link.append(el("span", "muted small", `${run.id} · ${turns} · ${run.model}`));
@@ -187,6 +190,7 @@ async function openRun(id) {
     }
     showState(state);
     follow(id, state.events, current.abort.signal);
+    pollRetrying(id, current.abort.signal);
   } catch (error) {
     notice(error.message);
   }
@@ -330,6 +334,10 @@ function decisionText(decision) {
   return `${verdict} by ${decision.by} at ${new Date(decision.at).toLocaleString()}${reason}`;
 }
 
+function ended(state) {
+  return Boolean(state) && (state.phase === "Completed" || state.phase === "Failed");
+}
+
 function showState(state) {
   current.state = state;
   const phase = $("run-phase");
@@ -337,18 +345,85 @@ function showState(state) {
   phase.className = `badge ${state.phase}`;
   const usage = state.usage || {};
   $("run-meta").textContent = `turn ${state.turn} · ${usage.total_tokens || 0} tokens`;
-  const ended = state.phase === "Completed" || state.phase === "Failed";
+  const over = ended(state);
   const problems = [];
   if (state.error) problems.push(`${state.error.code}: ${state.error.message}`);
   if (state.warning && !state.error) problems.push(`warning: ${state.warning}`);
   if (state.stop_reason) problems.push(`stopped: ${state.stop_reason}`);
-  if (ended) problems.push(`The run has ended (${state.phase}).`);
+  if (over) problems.push(`The run has ended (${state.phase}).`);
   notice(problems.join(" — "));
   $("pause-button").disabled = state.phase !== "Running";
-  $("stop-button").disabled = ended;
-  $("reply-text").disabled = ended;
-  $("reply-button").disabled = ended;
+  $("stop-button").disabled = over;
+  $("reply-text").disabled = over;
+  $("reply-button").disabled = over;
   showApprovals(state.pending_approvals || []);
+  showRetrying(state.retrying || null);
+  showModelFailing(state);
+}
+
+// "model unreachable, attempt 5, next in 16 s", as `tarry status` words it.
+function retryingText(retrying) {
+  const what = retrying.call === "model" ? "model unreachable" : `tool ${retrying.call} failing`;
+  let text = `${what}, attempt ${retrying.attempt}`;
+  if (retrying.next_attempt_at) {
+    const wait = Math.max(0, Math.round((new Date(retrying.next_attempt_at) - Date.now()) / 1000));
+    text += `, next in ${wait} s`;
+  }
+  if (retrying.last_error) text += ` (${retrying.last_error.code}: ${retrying.last_error.message})`;
+  return text;
+}
+
+function showRetrying(retrying) {
+  const line = $("run-retrying");
+  line.textContent = retrying ? `↻ ${retryingText(retrying)}` : "";
+  line.hidden = !retrying;
+}
+
+function showModelFailing(state) {
+  const waiting = state.phase === "WaitingUser" && state.waiting_for === "model";
+  $("model-form").hidden = !waiting;
+  $("model-error").textContent = waiting && state.error ? `${state.error.code}: ${state.error.message}` : "";
+  for (const id of ["retry-button", "model-button", "model-profile"]) $(id).disabled = !waiting;
+}
+
+// The run's state is polled for retries until it ends: no event says it went back to work
+// (a reply is a message, and a model that cannot be reached starts no answer).
+async function pollRetrying(id, signal) {
+  while (!signal.aborted && !ended(current.state)) {
+    await new Promise((resolve) => setTimeout(resolve, RETRY_POLL_MS));
+    if (signal.aborted) return;
+    try {
+      const state = await api("GET", `/v1/runs/${encodeURIComponent(id)}`);
+      if (!signal.aborted) showRetrying(state.retrying || null);
+    } catch {
+      // The event stream reports a run or server that went away.
+    }
+  }
+}
+
+async function retryModel() {
+  $("retry-button").disabled = true;
+  showModelFailing({});
+  try {
+    // The answer comes at the run's next stop point; the event stream shows it first.
+    await api("POST", `/v1/runs/${encodeURIComponent(current.id)}/retry`, {});
+  } catch (error) {
+    notice(error.message);
+    if (current.state) showModelFailing(current.state);
+  }
+}
+
+async function switchModel() {
+  const profile = $("model-profile").value.trim();
+  if (!profile) return;
+  try {
+    const state = await api("POST", `/v1/runs/${encodeURIComponent(current.id)}/model`, { profile });
+    $("model-profile").value = "";
+    showState(state);
+    notice(`The run now asks model profile ${state.model}; Retry to ask it.`);
+  } catch (error) {
+    notice(error.message);
+  }
 }
 
 function notice(text) {
@@ -487,6 +562,11 @@ function wire() {
     const reason = prompt("Stop this run? A reason, if you like:");
     if (reason === null) return;
     api("POST", `/v1/runs/${encodeURIComponent(current.id)}/stop`, { reason: reason || null }).catch((e) => notice(e.message));
+  });
+  $("retry-button").addEventListener("click", retryModel);
+  $("model-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    switchModel();
   });
   $("new-run-button").addEventListener("click", () => (location.hash = "#/new"));
   $("start-form").addEventListener("submit", async (event) => {
