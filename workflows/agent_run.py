@@ -175,7 +175,7 @@ class AgentRunWorkflow:
         stops = self._m.stops
         self._m.retry_requested = True
         await self._next_stop(stops)
-        return self._m.state()
+        return self.state()
 
     @retry.validator
     def _validate_retry(self) -> None:
@@ -188,7 +188,7 @@ class AgentRunWorkflow:
         run waiting for a failing model then goes on with `retry` or a reply."""
         self._m.model = name
         self._note(f"The model profile is now {name!r}.")
-        return self._m.state()
+        return self.state()
 
     @set_model.validator
     def _validate_set_model(self, name: str) -> None:
