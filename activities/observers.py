@@ -152,10 +152,12 @@ class AnswerObservers:
         events, self._pending = self._pending, []
         for event in events:
             self._topic.publish(event)
+        # Handed to the client, the answer's beginning will reach observers: marked now,
+        # since `close` may cancel the flush below, and must then send the rest.
+        self._published = True
         # One signal for the batch; a failed one is kept by the client and sent again
         # (deduplicated by the workflow) with the next batch.
         await self._client.flush()
-        self._published = True
         self._batches += bool(events)
 
     async def _tick(self) -> None:
