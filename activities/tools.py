@@ -261,7 +261,10 @@ class ToolHost:
         tools = self.catalogue(request, listed)
         if request.profile is None:  # a workflow from before `Catalogue` reads a bare list
             return tools
-        return Catalogue(tools=tools, model_queue=self._model_queues.get(request.profile))
+        profiles = {name: self._model_queues.get(name) for name in self._profiles or ()}
+        return Catalogue(
+            tools=tools, model_queue=self._model_queues.get(request.profile), profiles=profiles
+        )
 
     def _activity(self, name: str) -> Callable[[ToolInvocation], Awaitable[ToolResult]]:
         async def run_tool(invocation: ToolInvocation) -> ToolResult:

@@ -673,6 +673,10 @@ class Catalogue(BaseModel):
     model_queue: str | None = None
     """The task queue the run's model calls go to (`ModelProfile.task_queue`); null:
     the run's own."""
+    profiles: dict[str, str | None] = {}
+    """Every model profile of the worker, with the task queue its calls go to, so
+    `set_model` can refuse a name no worker has and route the calls of the one it
+    switches to; empty in answers recorded before `set_model` checked names."""
 
     @model_validator(mode="before")
     @classmethod

@@ -14,7 +14,7 @@ from temporalio.worker import Worker
 
 from tarry.contracts import Phase
 from tarry.settings import ModelProfile, TarrySettings
-from tarry.testing.scripted_model import call, say
+from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import CANARY_KEY, Agent
 from tests.faults import local_activities
 from workers.plugin import TarryPlugin
@@ -66,3 +66,36 @@ async def test_a_profiles_model_calls_go_to_its_own_task_queue(
     ]
     # A quick tool runs inside the run's own workflow task, on its own worker.
     assert await local_activities(temporal, run.id) == ["list_files"]
+
+
+async def test_switching_a_run_to_a_profile_with_its_own_queue_moves_its_calls_there(
+    agent_factory: Any, temporal: Client, tmp_path: Path
+) -> None:
+    models = f"models-{uuid.uuid4().hex[:8]}"
+    async with ScriptedModel() as remote_model:
+        remote = ModelProfile(
+            base_url=remote_model.base_url,
+            model="remote",
+            api_key=SecretStr(CANARY_KEY),
+            task_queue=models,
+        )
+        agent: Agent = await agent_factory(more_profiles={"remote": remote})
+        settings = TarrySettings.model_construct(
+            tarry_storage_dir=tmp_path / "payloads", tarry_workspace_root=tmp_path / "workspaces"
+        )
+        plugin = TarryPlugin(settings, tools=[], profiles={"remote": remote})
+        agent.model.add(say("Hello from the run's own queue."))
+        remote_model.add(say("Hello from the remote queue."))
+        try:
+            async with Worker(temporal, task_queue=models, plugins=[plugin]):
+                run = await agent.start("hello")
+                await run.wait_for({Phase.WAITING_USER})
+                await run.set_model("remote")
+                state = await run.send("and now?")
+        finally:
+            await plugin.aclose()
+
+    assert state.last_assistant_text == "Hello from the remote queue."
+    own = agent.tarry.task_queue
+    calls = [queue for name, queue in await scheduled_queues(agent, run.id) if name == "call_llm"]
+    assert calls == [own, models]

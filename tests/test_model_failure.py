@@ -155,3 +155,18 @@ async def test_from_the_command_line_status_shows_the_failure_then_model_and_ret
         WaitingFor.INPUT,
         "Hello from the backup.",
     )
+
+
+async def test_switching_to_a_profile_the_worker_lacks_is_refused_and_changes_nothing(
+    agent: Agent,
+) -> None:
+    run = await agent.start("hello", timeouts=ASK_SOON)
+    await run.wait_for(WAITING)
+
+    with pytest.raises(TarryError) as refused:
+        await run.set_model("bakcup")
+
+    assert refused.value.code is ErrorCode.LLM_UNKNOWN_PROFILE
+    assert "no model profile 'bakcup'" in str(refused.value)
+    assert "configured: backup, default" in str(refused.value)
+    assert (await run.state()).model is None

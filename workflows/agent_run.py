@@ -187,6 +187,8 @@ class AgentRunWorkflow:
         """Switches the run's model calls from now on to the worker's profile `name`; a
         run waiting for a failing model then goes on with `retry` or a reply."""
         self._m.model = name
+        if name in self._m.profiles:  # runs that resolved their tools before: kept queue
+            self._m.model_queue = self._m.profiles[name]
         self._note(f"The model profile is now {name!r}.")
         return self.state()
 
@@ -196,6 +198,12 @@ class AgentRunWorkflow:
             raise problem
         if not name.strip():
             raise ApplicationError("name a model profile", type=ErrorCode.INPUT_INVALID)
+        # A typo would otherwise fail the run's next model call instead of this request.
+        if (profiles := self._m.profiles) and name not in profiles:
+            raise ApplicationError(
+                f"no model profile {name!r} on this worker; configured: {', '.join(profiles)}",
+                type=ErrorCode.LLM_UNKNOWN_PROFILE,
+            )
 
     @workflow.update
     async def started(self) -> RunState:

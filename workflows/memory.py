@@ -127,6 +127,8 @@ class RunMemory(BaseModel):
     step on today's code resolves it."""
     model_queue: str | None = None
     """The task queue of the run's model calls (`Catalogue.model_queue`); null: its own."""
+    profiles: dict[str, str | None] = {}
+    """The worker's model profiles and their task queues (`Catalogue.profiles`)."""
     context: ContextRef | None = None
     """The stored conversation the last LLM call extended (see `ContextRef`)."""
     usage: Usage = Usage()

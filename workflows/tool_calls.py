@@ -68,6 +68,7 @@ async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
     except ActivityError as e:
         return error_of(e, default=ErrorCode.TOOL_NOT_FOUND)
     memory.tools, memory.model_queue = catalogue.tools, catalogue.model_queue
+    memory.profiles = catalogue.profiles
     # A conversation stored before the catalogue lacks the tools: the next call starts
     # a new one, sending the conversation and the tools whole once.
     memory.context = None
