@@ -49,6 +49,7 @@ from tarry.contracts import (
     Decision,
     ErrorCode,
     ErrorInfo,
+    Fork,
     Phase,
     Retrying,
     RunInput,
@@ -176,12 +177,26 @@ class Tarry:
         `resume` keeps): what a caller needs to know of the request that started it."""
         if isinstance(input, str):
             input = RunInput(prompt=input)
+        return await self._start(input, run_id=run_id, memo=memo)
+
+    async def _start(
+        self,
+        input: RunInput,
+        *,
+        run_id: str | None,
+        memo: Mapping[str, Any] | None = None,
+        fork: Fork | None = None,
+    ) -> RunHandle:
         run_id = _checked_id(f"run-{uuid.uuid4().hex[:8]}" if run_id is None else run_id)
         summary = _summary_of(input.prompt)
+        # The workflow's own input: a fork's origin and first messages are not `RunInput`'s.
+        payload: RunInput | dict[str, Any] = input
+        if fork is not None:
+            payload = {**input.model_dump(mode="json"), "fork": fork.model_dump(mode="json")}
         try:
             handle = await self.client.start_workflow(
                 WORKFLOW_TYPE,
-                input,
+                payload,
                 id=run_id,
                 task_queue=self.task_queue,
                 result_type=RunResult,
@@ -541,6 +556,34 @@ class RunHandle:
         """Waits for the run to end and returns how it ended, following continue-as-new."""
         async with self._errors():
             return await self._handle.result()
+
+    async def fork(
+        self, at: int, text: str | None = None, *, run_id: str | None = None
+    ) -> RunHandle:
+        """Starts a new run that branches off this one at message `at` (a user message,
+        counted from 0 as in `transcript()`): this run's input, its conversation before
+        that message, and then the message again, or `text` in its place. This run is
+        untouched and goes on; open and ended runs both fork. `run_id` defaults to
+        `<this id>-fork-<short uuid>`. Raises `FORK_POINT_INVALID` when message `at` is
+        not a user message."""
+        if text is not None:
+            text = _user_input(text, None).text
+        transcript = await self.transcript()
+        if not 0 <= at < len(transcript) or transcript[at].role != "user":
+            users = [i for i, message in enumerate(transcript) if message.role == "user"]
+            raise TarryError(
+                ErrorCode.FORK_POINT_INVALID,
+                f"message {at} of run {self.id!r} is not a user message; a fork starts at"
+                f" one of its user messages: {', '.join(map(str, users)) or 'none yet'}",
+            )
+        input = await self._query("run_input", RunInput)
+        prompt = text if text is not None else transcript[at].content or ""
+        fork = Fork(run_id=self.id, at=at, transcript=transcript[:at])
+        tarry = Tarry(self._client, (await self.describe()).task_queue)
+        fork_id = run_id or f"{self.id[:180]}-fork-{uuid.uuid4().hex[:6]}"
+        return await tarry._start(
+            input.model_copy(update={"prompt": prompt}), run_id=fork_id, fork=fork
+        )
 
     async def resume(self) -> RunHandle:
         """Goes on with an ended run (failed by a model error once its retries were

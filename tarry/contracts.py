@@ -186,6 +186,9 @@ class ErrorCode(StrEnum):
     TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
     """A non-idempotent tool's single attempt was cut short: it may or may not have taken
     effect."""
+    FORK_POINT_INVALID = "FORK_POINT_INVALID"
+    """A fork `at` a message that is not one of the run's user messages: the error lists
+    the positions of those."""
     RETRY_NOT_WAITING = "RETRY_NOT_WAITING"
     """A `retry` of a run that is not waiting for its model: reply to it instead."""
     APPROVAL_NOTHING_PENDING = "APPROVAL_NOTHING_PENDING"
@@ -574,6 +577,24 @@ class Retrying(BaseModel):
     next_attempt_at: datetime | None = None
 
 
+class ForkOrigin(BaseModel):
+    """Where a forked run branched off another (`RunHandle.fork`)."""
+
+    run_id: str
+    """The run it was forked from, which goes on untouched."""
+    at: int = Field(ge=0)
+    """The position in that run's transcript, from 0, of the user message the fork sent
+    again or replaced."""
+
+
+class Fork(ForkOrigin):
+    """What a forked run starts from: the conversation before message `at` (its first
+    message is then the `prompt`: message `at`'s text, or the text that replaced it)."""
+
+    transcript: list[ChatMessage] = []
+    """Left out of the input the run hands over: its memory holds the messages then."""
+
+
 class RunState(BaseModel):
     """What the `state` query answers: small, whatever the length of the run."""
 
@@ -603,6 +624,8 @@ class RunState(BaseModel):
     """The model profile `set_model` switched the run to; null: the one it started with."""
     retrying: Retrying | None = Field(default=None, exclude_if=_none)
     """A call being retried (`RunHandle.state` reads it from Temporal, not the run)."""
+    forked_from: ForkOrigin | None = Field(default=None, exclude_if=_none)
+    """The run and message this run branched off (`RunHandle.fork`); null: not a fork."""
 
 
 class RunResult(BaseModel):

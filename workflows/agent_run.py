@@ -32,8 +32,10 @@ with workflow.unsafe.imports_passed_through():
         Decision,
         ErrorCode,
         ErrorInfo,
+        ForkOrigin,
         Mode,
         Phase,
+        RunInput,
         RunResult,
         RunState,
         StopRequest,
@@ -71,6 +73,9 @@ class AgentRunWorkflow:
             self._m = input.memory
         else:
             self._m = RunMemory(budget=Budgets(limits=input.budget))
+            if fork := input.fork:  # the conversation before the message it branches at
+                self._m.transcript = list(fork.transcript)
+                self._m.forked_from = ForkOrigin(run_id=fork.run_id, at=fork.at)
             if input.prompt:
                 self._m.receive(UserInput(text=input.prompt))
             else:
@@ -241,6 +246,11 @@ class AgentRunWorkflow:
         return transcript_page(self._m.transcript, query or TranscriptQuery())
 
     @workflow.query
+    def run_input(self) -> RunInput:
+        """The input the run was started with (`RunHandle.fork` starts its fork with it)."""
+        return self._input.run_input()
+
+    @workflow.query
     def resumption(self) -> WorkflowInput:
         """The input of a run that goes on where this ended one stopped (`tarry resume`)."""
         return self._input.model_copy(update={"memory": self._m.resumed()})
@@ -404,4 +414,6 @@ class AgentRunWorkflow:
         self._stream.truncate(self._m.events.previous_turn_events)
         events = self._m.events.model_copy(update={"state": self._stream.get_state()})
         memory = self._m.model_copy(update={"segment_turns": 0, "events": events})
-        workflow.continue_as_new(self._input.model_copy(update={"memory": memory}))
+        # A fork's first messages are in the memory now: sent again, they'd grow history.
+        fork = self._input.fork and self._input.fork.model_copy(update={"transcript": []})
+        workflow.continue_as_new(self._input.model_copy(update={"memory": memory, "fork": fork}))

@@ -84,6 +84,8 @@ def current_details(memory: RunMemory, input: RunInput) -> str:
         f"**{m.phase}** · turn {m.turn} · {m.usage.total_tokens} tokens{cost}"
         f" · model `{input.model}`"
     ]
+    if origin := m.forked_from:
+        lines.append(f"**Forked from** `{origin.run_id}` at message {origin.at}")
     if m.last_assistant_text:
         label = "Result" if m.output is not None else "Agent said"
         text = m.output if m.output is not None else m.last_assistant_text

@@ -22,6 +22,8 @@ from tarry.contracts import (
     DecisionRecord,
     ErrorCode,
     ErrorInfo,
+    Fork,
+    ForkOrigin,
     LlmResponse,
     PendingApproval,
     Phase,
@@ -151,6 +153,7 @@ class RunMemory(BaseModel):
     retry_requested: bool = False
     model: str | None = None
     """The profile `set_model` switched the run to; null: the run's own (`RunInput.model`)."""
+    forked_from: ForkOrigin | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -262,6 +265,7 @@ class RunMemory(BaseModel):
             stop_reason=self.stop_reason,
             budget=self.budget.limits,
             model=self.model,
+            forked_from=self.forked_from,
         )
 
     def result(self) -> RunResult:
@@ -303,6 +307,13 @@ class WorkflowInput(RunInput):
     continue-as-new chain, the same input with the memory the previous run handed over."""
 
     memory: RunMemory | None = None
+    fork: Fork | None = None
+    """What a forked run starts from (`RunHandle.fork`): not part of `RunInput`, so no
+    caller but the client's fork names another run as its origin."""
+
+    def run_input(self) -> RunInput:
+        """The input as its caller sent it, without what the workflow adds."""
+        return RunInput.model_validate(self.model_dump(exclude={"memory", "fork"}))
 
 
 def call_fingerprint(call: ToolCall) -> str:

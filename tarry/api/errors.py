@@ -41,6 +41,8 @@ _STATUS = {
     ErrorCode.RUN_NOT_ENDED: HTTPStatus.CONFLICT,
     ErrorCode.RETRY_NOT_WAITING: HTTPStatus.CONFLICT,
     ErrorCode.APPROVAL_NOTHING_PENDING: HTTPStatus.CONFLICT,
+    # Which message is a user's is the run's state, as which call is pending is.
+    ErrorCode.FORK_POINT_INVALID: HTTPStatus.CONFLICT,
     ErrorCode.APPROVAL_UNKNOWN_CALL: HTTPStatus.CONFLICT,
     ErrorCode.APPROVAL_ALREADY_DECIDED: HTTPStatus.CONFLICT,
     ErrorCode.APPROVAL_INVALID_ARGUMENTS: HTTPStatus.CONFLICT,

@@ -32,6 +32,7 @@ __all__ = [
     "Accepted",
     "BudgetRequest",
     "EmptyRequest",
+    "ForkRequest",
     "Health",
     "MessageRequest",
     "ModelRequest",
@@ -161,6 +162,16 @@ class BudgetRequest(Budget):
         if self.max_total_tokens is None and self.max_cost_usd is None:
             raise ValueError("name a limit to raise: max_total_tokens, max_cost_usd or both")
         return self
+
+
+class ForkRequest(BaseModel):
+    at: Annotated[int, Field(ge=0)]
+    """The position, from 0, of the user message the fork branches at (409
+    `FORK_POINT_INVALID` for any other message)."""
+    text: Annotated[str, Field(json_schema_extra={"minLength": 1, "pattern": r"\S"})] | None = None
+    """The text that replaces that message in the fork; null: the message as it was."""
+    id: RunId | None = None
+    """The fork's run id; `<id>-fork-<short uuid>` if none."""
 
 
 class EmptyRequest(BaseModel):

@@ -21,6 +21,7 @@ from tarry.api.models import (
     Accepted,
     BudgetRequest,
     EmptyRequest,
+    ForkRequest,
     MessageRequest,
     ModelRequest,
     RunId,
@@ -362,6 +363,20 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         run = await tarry.get(run_id).resume()
         state = await run.state()
         return RunView.of_run(run_id, state)
+
+    @router.post(
+        "/{run_id}/fork",
+        status_code=HTTPStatus.CREATED,
+        dependencies=JSON_ONLY,
+        responses=_errors(*_WRITE),
+    )
+    async def fork(run_id: RunId, body: ForkRequest) -> Started:
+        """Start a new run that branches off this one at user message `at`, with `text`
+        in its place: this run's input and its conversation before that message. This
+        run is untouched; open and ended runs both fork."""
+        run = await tarry.get(run_id).fork(body.at, body.text, run_id=body.id)
+        state = await run.served_state()
+        return Started(id=run.id, state=StateView.of(state) if state else None)
 
     @router.get(
         "/{run_id}/events",

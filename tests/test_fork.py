@@ -1,0 +1,150 @@
+"""Forking a conversation: a new run with the original's input and its transcript up
+to one of its user messages, that message sent again or replaced, going on as a
+conversation of its own while the original stays untouched and answerable."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tarry.client import RunHandle, TarryError
+from tarry.contracts import ErrorCode, ForkOrigin, Phase
+from tarry.testing.scripted_model import say
+from tests.conftest import Agent
+from tests.http_api import Api, serving
+from tests.test_http_api import error_of
+
+WAITING = {Phase.WAITING_USER}
+
+
+async def long_run(agent: Agent, turns: int, **input: Any) -> RunHandle:
+    """A run of `turns` model calls, one per user message, each answered `answer N`."""
+    agent.model.add(*(say(f"answer {n}") for n in range(turns)))
+    run = await agent.start("question 0", **input)
+    await run.wait_for(WAITING)
+    for n in range(1, turns):
+        await run.send(f"question {n}")
+    return run
+
+
+async def fork(agent: Agent, run: RunHandle, at: int, text: str | None = None) -> RunHandle:
+    forked = await run.fork(at, text)
+    agent.runs.append(forked)  # its history is replayed after the test, like the original's
+    return forked
+
+
+async def test_a_fork_of_a_run_that_continued_as_new_asks_with_the_prefix_and_the_new_text(
+    agent: Agent,
+) -> None:
+    run = await long_run(agent, 60, continue_as_new_after_turns=10)
+    transcript = await run.transcript()
+    at = 40  # user message `question 20`
+    original_request = agent.model.requests[20].body["messages"]
+    agent.model.add(say("a different answer"))
+
+    forked = await fork(agent, run, at, "a different question")
+    state = await forked.wait_for(WAITING)
+
+    assert len(await agent.histories(run)) >= 6
+    assert transcript[at].content == "question 20"
+    sent = agent.model.requests[-1].body["messages"]
+    assert sent == [*original_request[:-1], {"role": "user", "content": "a different question"}]
+    assert state.last_assistant_text == "a different answer"
+    assert state.forked_from == ForkOrigin(run_id=run.id, at=at)
+
+
+async def test_the_original_answers_a_reply_after_it_was_forked(agent: Agent) -> None:
+    run = await long_run(agent, 3)
+    agent.model.add(say("forked"))
+    await (await fork(agent, run, 2, "instead")).wait_for(WAITING)
+    agent.model.add(say("still here"))
+
+    state = await run.send("are you there?")
+
+    assert state.last_assistant_text == "still here"
+    assert state.forked_from is None
+    assert [m.content for m in await run.transcript()][-2:] == ["are you there?", "still here"]
+
+
+async def test_a_forks_transcript_is_the_prefix_then_its_own_conversation(agent: Agent) -> None:
+    run = await long_run(agent, 3)
+    original = await run.transcript()
+    agent.model.add(say("forked"))
+
+    forked = await fork(agent, run, 2, "instead")
+    await forked.wait_for(WAITING)
+
+    assert await forked.transcript() == [*original[:2], *(await forked.transcript())[2:]]
+    assert [m.content for m in (await forked.transcript())[2:]] == ["instead", "forked"]
+
+
+async def test_a_fork_without_a_text_sends_the_message_again_even_from_an_ended_run(
+    agent: Agent,
+) -> None:
+    run = await long_run(agent, 2)
+    await run.stop()
+    await run.result()
+    agent.model.add(say("again"))
+
+    forked = await fork(agent, run, 0)
+    state = await forked.wait_for(WAITING)
+
+    assert agent.model.requests[-1].body["messages"] == [{"role": "user", "content": "question 0"}]
+    assert state.last_assistant_text == "again"
+
+
+async def test_a_fork_keeps_the_originals_input(agent: Agent) -> None:
+    run = await long_run(agent, 2, system="Answer in French.")
+    agent.model.add(say("d'accord"))
+
+    forked = await fork(agent, run, 2, "encore")
+    await forked.wait_for(WAITING)
+
+    assert agent.model.requests[-1].body["messages"][0] == {
+        "role": "system",
+        "content": "Answer in French.",
+    }
+
+
+@pytest.mark.parametrize("at", [1, 99, -1])
+async def test_a_fork_at_a_message_that_is_not_a_users_is_refused(agent: Agent, at: int) -> None:
+    run = await long_run(agent, 2)
+
+    with pytest.raises(TarryError) as refused:
+        await run.fork(at, "instead")
+
+    assert refused.value.code is ErrorCode.FORK_POINT_INVALID
+    assert "its user messages: 0, 2" in str(refused.value)
+
+
+@pytest.fixture
+async def api(agent: Agent) -> AsyncIterator[Api]:
+    async with serving(agent) as api:
+        yield api
+
+
+async def test_a_fork_over_http_is_a_new_run_named_after_its_origin(api: Api) -> None:
+    run = await long_run(api.agent, 2)
+    api.agent.model.add(say("forked over HTTP"))
+
+    response = await api.http.post(
+        f"/v1/runs/{run.id}/fork", json={"at": 2, "text": "instead", "id": "the-fork"}
+    )
+
+    assert response.status_code == 201, response.text
+    assert response.json()["id"] == "the-fork"
+    forked = api.run("the-fork")
+    await forked.wait_for(WAITING)
+    state = await api.state("the-fork")
+    assert state.forked_from == ForkOrigin(run_id=run.id, at=2)
+    assert state.last_assistant_text == "forked over HTTP"
+
+
+async def test_a_fork_over_http_at_an_answer_is_409(api: Api) -> None:
+    run = await long_run(api.agent, 2)
+
+    response = await api.http.post(f"/v1/runs/{run.id}/fork", json={"at": 1})
+
+    assert error_of(response) == (409, ErrorCode.FORK_POINT_INVALID)
