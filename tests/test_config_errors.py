@@ -160,9 +160,13 @@ async def test_a_config_file_that_is_not_there_is_named(tmp_path: Path) -> None:
     assert line == f"TARRY_CONFIG={missing}: No such file or directory"
 
 
-def test_every_config_file_the_readme_shows_is_accepted() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    examples = re.findall(r"```toml\n(.*?)```", readme, re.DOTALL)
+def test_every_config_file_the_docs_show_is_accepted() -> None:
+    pages = (Path(__file__).parent.parent / "docs").rglob("*.md")
+    examples = [
+        example
+        for page in pages
+        for example in re.findall(r"```toml\n(.*?)```", page.read_text(), re.DOTALL)
+    ]
 
     files = [ConfigFile.model_validate(tomllib.loads(example)) for example in examples]
 
