@@ -1,4 +1,4 @@
-"""What a provider's odd answers do to a run: each is handled as the README documents,
+"""What a provider's odd answers do to a run: each is handled as docs/guides/errors.md documents,
 none fails a workflow task. (Arguments that are not JSON and unknown tools are in
 test_tool_errors.py: they come back to the model as tool results.)"""
 

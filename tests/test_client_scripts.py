@@ -13,7 +13,7 @@ from tarry.testing.scripted_model import say
 from tests.conftest import Agent
 from tests.test_cli import Result, agent_env
 
-README = Path(__file__).parent.parent / "README.md"
+PYTHON_GUIDE = Path(__file__).parent.parent / "docs" / "guides" / "python.md"
 
 PLAIN_SCRIPT = """
 import asyncio
@@ -33,10 +33,9 @@ asyncio.run(main())
 """
 
 
-def readme_python_example() -> str:
-    """The one Python block of the README's "Python" section."""
-    section = README.read_text().split("\n## Python\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+def python_guide_example() -> str:
+    """The one Python block of the Python client's guide."""
+    blocks = re.findall(r"```python\n(.*?)```", PYTHON_GUIDE.read_text(), re.DOTALL)
     assert len(blocks) == 1, blocks
     return str(blocks[0])
 
@@ -67,9 +66,9 @@ async def test_a_plain_client_script_exits_0_every_time(agent: Agent, tmp_path: 
     assert [(r.code, r.out, r.err) for r in results] == [(0, "WaitingUser\n", "")] * 20
 
 
-async def test_the_readme_python_example_runs_as_a_script(agent: Agent, tmp_path: Path) -> None:
+async def test_the_python_guide_example_runs_as_a_script(agent: Agent, tmp_path: Path) -> None:
     script = tmp_path / "example.py"
-    script.write_text(readme_python_example())
+    script.write_text(python_guide_example())
     agent.model.add(say("Which headings?"), say("Kept them."))
 
     result = await run_script(agent, script)

@@ -11,17 +11,15 @@ server; these tests would then see no error line at all).
 from __future__ import annotations
 
 import asyncio
-import re
 import socket
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
 
 from tarry.entrypoint import CONFIG_ERROR_EXIT
-from tarry.settings import MIN_API_TOKEN_LENGTH, ConfigFile, TarrySettings
+from tarry.settings import MIN_API_TOKEN_LENGTH, TarrySettings
 from tests.test_cli import CLOSED_PORT, TARRY, Result, cli_env, finish
 
 LONG_TOKEN = "a-token-long-enough-to-keep"
@@ -158,16 +156,6 @@ async def test_a_config_file_that_is_not_there_is_named(tmp_path: Path) -> None:
     line = refused(await start("tarry serve", tmp_path, TARRY_CONFIG=str(missing)))
 
     assert line == f"TARRY_CONFIG={missing}: No such file or directory"
-
-
-def test_every_config_file_the_readme_shows_is_accepted() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    examples = re.findall(r"```toml\n(.*?)```", readme, re.DOTALL)
-
-    files = [ConfigFile.model_validate(tomllib.loads(example)) for example in examples]
-
-    assert len(files) >= 5
-    assert all(file.profiles or file.mcp_servers for file in files)
 
 
 # --- The environment --------------------------------------------------------------

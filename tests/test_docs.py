@@ -122,3 +122,16 @@ def test_a_documented_name_and_its_public_methods_have_docstrings(name: str) -> 
         ]
 
     assert undocumented == []
+
+
+def test_the_readme_is_a_landing_page_of_at_most_250_lines() -> None:
+    lines = (ROOT / "README.md").read_text().splitlines()
+
+    assert len(lines) <= 250
+
+
+def test_every_page_the_readme_links_to_is_in_the_repository() -> None:
+    links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", (ROOT / "README.md").read_text())
+
+    assert "docs/guides/approvals.md" in links
+    assert [link for link in links if not (ROOT / link).exists()] == []

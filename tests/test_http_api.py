@@ -1,5 +1,5 @@
 """The HTTP API's routes, against a real dev server and worker over real HTTP: each
-answers as the route table in the README says, with Tarry's error codes."""
+answers as the route table in docs/guides/http-api.md says, with Tarry's error codes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The house has floors, and imports run one way, down (README, "Layout"):
+"""The house has floors, and imports run one way, down (docs/design/layout.md):
 
     tarry (ground)  <-  tarry.testing, tarry.api
     tarry           <-  workflows, activities (which never import each other)
