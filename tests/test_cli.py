@@ -652,6 +652,34 @@ async def test_help_shows_no_value_beside_an_on_off_flag(cli: Cli, command: list
     assert not [line for line in flags if "<bool>" in line]
 
 
+def help_panels(help_text: str) -> dict[str, list[str]]:
+    """The command panels of `tarry --help` and the commands each lists, in order."""
+    panels: dict[str, list[str]] = {}
+    commands: list[str] = []
+    for line in help_text.splitlines():
+        if title := re.match(r"╭─ (.+?) ─", line):
+            commands = panels.setdefault(title.group(1), [])
+        elif name := re.match(r"│ (\S+)  ", line):
+            commands.append(name.group(1))
+    panels.pop("Options")
+    return panels
+
+
+async def test_help_groups_the_commands_in_a_panel_per_command_group(cli: Cli) -> None:
+    cli.env["COLUMNS"] = "100"
+
+    out = await cli.ok("--help")
+
+    assert help_panels(out) == {
+        "Runs": ["start", "reply", "send", "chat", "pause", "stop", "resume"],
+        "Watching runs": ["status", "show", "watch", "list"],
+        "Approvals and budget": ["approve", "budget"],
+        "Model": ["retry", "model"],
+        "Local stack": ["dev", "worker", "scripted-model", "demo"],
+        "Servers": ["serve", "mcp"],
+    }
+
+
 async def test_version_prints_the_package_version(cli: Cli) -> None:
     assert await cli.ok("--version") == f"tarry {version('tarry')}\n"
 

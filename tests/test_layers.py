@@ -49,6 +49,9 @@ LIBRARY = ("tarry", "workflows", "activities", "workers")
 """The layers `pip install tarry` installs without extras: a client and a worker."""
 OPTIONAL = re.compile(r"activities\.mcp_\w+|workers\.tracing")
 """Library modules that need an extra, loaded only by a worker configured to need it."""
+CLI_MODULE_LINES = 350
+"""The most lines a module of the command line may have: one module per command group
+(issue 28), not every command in one file."""
 
 
 def layer_of(module: str) -> str | None:
@@ -104,6 +107,15 @@ def upward_imports(root: Path) -> list[str]:
             if target is not None and target not in MAY_IMPORT[layer]:
                 found.append(f"{path.relative_to(root)}:{line}: {layer} imports {name}")
     return found
+
+
+def long_cli_modules(root: Path) -> list[str]:
+    """Every module under `tarry/cli` over `CLI_MODULE_LINES` lines, with its length."""
+    return [
+        f"{path.relative_to(root)}: {lines} lines"
+        for path in sorted((root / "tarry" / "cli").rglob("*.py"))
+        if (lines := len(path.read_text().splitlines())) > CLI_MODULE_LINES
+    ]
 
 
 def _dist(requirement: str) -> str:
@@ -169,6 +181,18 @@ def test_an_upward_import_is_found(tmp_path: Path) -> None:
         "tarry/testing/model.py:1: tarry.testing imports workers.plugin",
         "workflows/run.py:2: workflows imports activities.tools",
     ]
+
+
+def test_no_module_of_the_command_line_is_over_350_lines() -> None:
+    assert long_cli_modules(ROOT) == []
+
+
+def test_a_long_command_line_module_is_found(tmp_path: Path) -> None:
+    (tmp_path / "tarry" / "cli" / "groups").mkdir(parents=True)
+    (tmp_path / "tarry" / "cli" / "runs.py").write_text("x = 1\n" * CLI_MODULE_LINES)
+    (tmp_path / "tarry" / "cli" / "groups" / "app.py").write_text("x = 1\n" * 351)
+
+    assert long_cli_modules(tmp_path) == ["tarry/cli/groups/app.py: 351 lines"]
 
 
 def test_a_client_and_a_worker_import_nothing_an_extra_installs() -> None:

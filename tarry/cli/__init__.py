@@ -1,6 +1,9 @@
-"""The roof: what people run, above `workers/`. The `tarry` command line (`app`), the
-chat, the terminal rendering, the dev stack (`tarry dev`), the dev server and worker
-processes, the demo and the codec server.
+"""The roof: what people run, above `workers/`. The `tarry` command line: the app
+(`app`), its commands one module per group (`runs`, `watching`, `approvals`, `model`,
+`local`, `serve`) over one layer of errors and output (`common`); the chat, following a
+run live (`follow`, `live`) and the terminal rendering (`render`); the dev stack (`tarry
+dev`: `devstack`, `devserver`), the dev server and worker processes, the demo, the MCP
+server and the codec server.
 
 Needs the `cli` extra (`pip install 'tarry[cli]'`). Nothing below this package imports it.
 """

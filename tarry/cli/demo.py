@@ -22,8 +22,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from tarry.cli.devstack import DevStack, DevStackError, dev_stack, stop_signals, unless_stopped
+from tarry.cli.devserver import DevStackError
+from tarry.cli.devstack import DevStack, dev_stack
 from tarry.cli.render import message_text, print_messages, thinking
+from tarry.cli.stopping import stop_signals, unless_stopped
 from tarry.client import RunHandle
 from tarry.contracts import ChatMessage, ErrorCode, Phase, RunInput, RunState
 from tarry.settings import TarrySettings

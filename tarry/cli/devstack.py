@@ -4,7 +4,7 @@ A Temporal dev server (persisted in SQLite, so runs survive a restart), an
 OpenAI-compatible model (the offline scripted one unless a model is configured), a
 worker, and (`serve_dev` only) the HTTP API. `dev_stack` is the context manager that
 brings the first three up and takes down exactly what it started; `serve_dev` (`tarry
-dev`) and the demo share it.
+dev`) and the demo share it. The server is `devserver`'s: reused when one answers.
 
 A problem the user can fix (a busy port, no `temporal` binary, a data directory
 that cannot be written) is a `DevStackError` whose message is one line saying
@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import sys
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterable
@@ -26,13 +25,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
-from tarry.cli.processes import HOST, DevServer, DevServerError
+from tarry.cli.devserver import DevStackError, temporal_server, ui_port
+from tarry.cli.processes import HOST, DevServer
+from tarry.cli.stopping import race, stop_signals, unless_stopped
 from tarry.client import Tarry, connect_temporal
 from tarry.logs import configure_logging
-from tarry.servers import is_loopback, register_search_attributes
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel, ScriptStep
 from workers.plugin import TarryPlugin
@@ -40,22 +39,10 @@ from workers.telemetry import metrics_runtime, metrics_url
 
 T = TypeVar("T")
 
-PROBE_TIMEOUT = 5.0
-"""Seconds to wait for whatever listens on the Temporal port to prove it is Temporal."""
-
-
-class DevStackError(Exception):
-    """A problem the user can fix; the message is one line that says how."""
-
 
 def uses_offline_model(settings: TarrySettings) -> bool:
     """No model configured (neither OPENAI_BASE_URL nor OPENAI_API_KEY): use the scripted one."""
     return settings.openai_api_key is None and "openai_base_url" not in settings.model_fields_set
-
-
-def ui_port(settings: TarrySettings) -> int:
-    """TARRY_UI_PORT, else the gRPC port + 1000 as the `temporal` CLI does (8233)."""
-    return settings.tarry_ui_port or _split_address(settings.temporal_address)[1] + 1000
 
 
 @dataclass(frozen=True)
@@ -89,7 +76,7 @@ class DevStack:
         """Runs `work` while the stack is up. Should the dev server or the worker stop
         first, `work` is cancelled and `DevStackError` says which: a worker whose server
         died only retries, and a person would see nothing happen."""
-        finished = await _race(work, self._watch())
+        finished = await race(work, self._watch())
         assert finished is not None, "_watch only ever raises"
         return finished.result()
 
@@ -147,14 +134,8 @@ async def dev_stack(
     """
     data_dir = _prepare_data_dir(data_dir)
     settings = _storage_in(settings, data_dir)
-    host, port = _split_address(settings.temporal_address)
     async with AsyncExitStack() as stack:
-        server = None
-        client = await _reuse_server(settings, host, port)
-        if client is None:
-            server = await _start_server(stack, settings, data_dir)
-            client = await connect_temporal(settings)
-        await _ensure_search_attributes(client, settings)
+        client, server = await temporal_server(stack, settings, data_dir)
         scripted = None
         if uses_offline_model(settings):
             scripted = ScriptedModel(script, when_exhausted="echo")
@@ -222,66 +203,7 @@ async def serving_api(stack: DevStack) -> AsyncIterator[str]:
         await server.stop()
 
 
-# --- Signals ------------------------------------------------------------------
-
-
-@asynccontextmanager
-async def stop_signals() -> AsyncIterator[asyncio.Event]:
-    """SIGINT and SIGTERM set the event, for the whole block.
-
-    The whole block, shutdown included: a second Ctrl-C while the stack stops must not
-    interrupt the shutdown halfway and leave the dev server running with nobody to stop
-    it. SIGTERM too, so `kill` stops the stack as cleanly as Ctrl-C does.
-    """
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGINT, signal.SIGTERM)
-    for sig in signals:
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        yield stop
-    finally:
-        for sig in signals:
-            loop.remove_signal_handler(sig)
-
-
-async def unless_stopped(stop: asyncio.Event, work: Coroutine[Any, Any, T]) -> T | None:
-    """Runs `work` to its end, or cancels it once `stop` is set and returns None."""
-    finished = await _race(work, stop.wait())
-    return None if finished is None else finished.result()
-
-
-async def _race(
-    work: Coroutine[Any, Any, T], rival: Coroutine[Any, Any, object]
-) -> asyncio.Task[T] | None:
-    """Runs `work` until it or `rival` ends; the other is cancelled.
-
-    Returns the finished task of `work`, or None when `rival` ended first (an error
-    of `rival` is raised instead). Neither task outlives the call, also when the call
-    itself is cancelled.
-    """
-    tasks = (asyncio.create_task(work), asyncio.create_task(rival))
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    done, lost = tasks
-    if not done.cancelled():
-        return done
-    lost.result()
-    return None
-
-
 # --- The pieces -----------------------------------------------------------------
-
-
-def _split_address(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise DevStackError(f"TEMPORAL_ADDRESS must be HOST:PORT, not {address!r}")
-    return host, int(port)
 
 
 def _prepare_data_dir(data_dir: Path) -> Path:
@@ -301,84 +223,6 @@ def _prepare_data_dir(data_dir: Path) -> Path:
             "choose a writable directory with --data-dir"
         ) from None
     return data_dir
-
-
-async def _listening(host: str, port: int) -> bool:
-    try:
-        async with asyncio.timeout(PROBE_TIMEOUT):
-            _, writer = await asyncio.open_connection(host, port)
-    except (OSError, TimeoutError):
-        return False
-    writer.close()
-    with contextlib.suppress(OSError):
-        await writer.wait_closed()
-    return True
-
-
-async def _connect(settings: TarrySettings, timeout: float) -> Client | None:  # noqa: ASYNC109
-    """A client if a Temporal server answers within `timeout`, else None."""
-    try:
-        async with asyncio.timeout(timeout):
-            return await connect_temporal(settings)
-    except (RuntimeError, TimeoutError):  # the SDK's connect failures are RuntimeErrors
-        return None
-
-
-async def _reuse_server(settings: TarrySettings, host: str, port: int) -> Client | None:
-    """A client of the server already on TEMPORAL_ADDRESS; None when nothing listens there."""
-    if not await _listening(host, port):
-        if not is_loopback(host):
-            raise DevStackError(
-                f"no Temporal server answers at {settings.temporal_address}, and a dev server "
-                "can only be started on this machine; start that server or unset TEMPORAL_ADDRESS"
-            )
-        return None
-    client = await _connect(settings, PROBE_TIMEOUT)
-    if client is None:
-        raise DevStackError(
-            f"port {port} is in use by something that is not a Temporal server; stop it "
-            "or set TEMPORAL_ADDRESS to a free port, e.g. TEMPORAL_ADDRESS=127.0.0.1:7300"
-        )
-    return client
-
-
-async def _start_server(
-    stack: AsyncExitStack, settings: TarrySettings, data_dir: Path
-) -> DevServer:
-    """Starts the dev server, its output going to `<data_dir>/temporal.log`, and returns
-    once it serves. It is stopped after the worker, which would otherwise lose its
-    server mid-shutdown."""
-    ui = ui_port(settings)
-    if await _listening(HOST, ui):
-        raise DevStackError(
-            f"the Web UI port {ui} is in use; stop what uses it or set TARRY_UI_PORT to a free port"
-        )
-    server = DevServer(
-        data_dir,
-        port=_split_address(settings.temporal_address)[1],
-        ui_port=ui,
-        namespace=settings.temporal_namespace,
-    )
-    stack.push_async_callback(server.stop)
-    try:
-        await server.start()
-    except DevServerError as e:
-        raise DevStackError(str(e)) from None
-    return server
-
-
-async def _ensure_search_attributes(client: Client, settings: TarrySettings) -> None:
-    """Adds the search attributes a server lacks: a reused server may predate Tarry."""
-    namespace = settings.temporal_namespace
-    try:
-        await register_search_attributes(client, namespace)
-    except RPCError as e:
-        if e.status is RPCStatusCode.NOT_FOUND:
-            raise DevStackError(
-                f"the Temporal server at {settings.temporal_address} has no namespace "
-                f"{namespace!r}; create it with `temporal operator namespace create {namespace}`"
-            ) from None
-        raise
 
 
 def _workspace_root(settings: TarrySettings, data_dir: Path) -> Path:

@@ -1,0 +1,141 @@
+"""The "Approvals and budget" commands: what a run holds out for a person on, a decision
+on its gated tool calls or more budget, and what it does once it has them."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from tarry.cli.common import (
+    FLAG,
+    AsJson,
+    Panel,
+    RunId,
+    console,
+    emit,
+    fail,
+    fail_if_failed,
+    read,
+    stop_point,
+    with_run,
+)
+from tarry.cli.follow import judge
+from tarry.cli.render import budget_text, print_stop_line
+from tarry.client import RunHandle
+from tarry.contracts import ErrorCode, Phase, RunState, WaitingFor
+
+commands = typer.Typer()
+
+
+@commands.command(rich_help_panel=Panel.APPROVALS)
+def approve(
+    run_id: RunId,
+    call_id: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="CALL_ID",
+            help="The call to decide on, as `tarry status` shows it; all pending calls if none.",
+            show_default=False,
+        ),
+    ] = None,
+    reject: Annotated[
+        bool,
+        typer.Option(
+            "--reject", metavar=FLAG, help="Reject the call instead: the tool does not run."
+        ),
+    ] = False,
+    reason: Annotated[
+        str | None,
+        typer.Option(help="Why; the agent is told it when the call is rejected."),
+    ] = None,
+    args: Annotated[
+        str | None,
+        typer.Option(
+            "--args",
+            metavar="JSON",
+            help="Run the call with these arguments instead, a JSON object, checked against"
+            " the tool's schema.",
+        ),
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Decide on tool calls waiting for approval, then show what the run does next.
+
+    Approved calls run; a rejected call does not, and the agent is told so, with the
+    reason. Shows the tool results and the agent's answer as they happen, like `send`;
+    with --json, prints the run's state at its next stop point instead. A decision the
+    run cannot take (an unknown or already decided call, nothing pending, arguments
+    that do not fit the tool) changes nothing and is one error line.
+    """
+    arguments = _edited_arguments(args)
+    if arguments is not None and reject:
+        fail("--args gives the arguments to run a call with; it cannot go with --reject", 2)
+
+    async def decide(run: RunHandle) -> RunState:
+        options: dict[str, Any] = {"approved": not reject, "reason": reason, "arguments": arguments}
+        if as_json:
+            return await run.decide(call_id, **options)
+        return await judge(run, console, call_id, **options)
+
+    stop_point(with_run(run_id, decide), as_json=as_json)
+
+
+def _edited_arguments(text: str | None) -> dict[str, Any] | None:
+    """`--args`, parsed here so a typo is one line and nothing reaches the run."""
+    if text is None:
+        return None
+    code = ErrorCode.APPROVAL_INVALID_ARGUMENTS
+    try:
+        arguments = json.loads(read(text))
+    except ValueError as e:
+        fail(f"{code}: --args is not JSON: {e}", exit_code=2)
+    if not isinstance(arguments, dict):
+        fail(f"""{code}: --args must be a JSON object, like '{{"path": "notes.md"}}'""", 2)
+    return arguments
+
+
+@commands.command(rich_help_panel=Panel.APPROVALS)
+def budget(
+    run_id: RunId,
+    tokens: Annotated[
+        int | None, typer.Option(metavar="N", help="The run's new total token limit.")
+    ] = None,
+    cost: Annotated[
+        float | None, typer.Option(metavar="USD", help="The run's new total cost limit.")
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Raise the run's budget: a run waiting for it goes on, and this shows where it
+    stops next. Each limit given must be above what the run has spent (`tarry status`)."""
+    if tokens is None and cost is None:
+        fail(f"{ErrorCode.BUDGET_INVALID}: give --tokens, --cost or both", exit_code=2)
+
+    async def raise_it(run: RunHandle) -> RunState:
+        return await run.raise_budget(max_total_tokens=tokens, max_cost_usd=cost)
+
+    state = with_run(run_id, raise_it)
+    if as_json:
+        emit(state)
+    else:
+        _print_next_stop(run_id, state)
+    fail_if_failed(state)
+
+
+def _print_next_stop(run_id: str, state: RunState) -> None:
+    """`tarry budget`'s answer: the budget now, then where the run stopped next (its
+    answer and that it waits for a reply, a decision or more budget, or that it ended),
+    or that it works on when it was not waiting for its budget."""
+    if state.budget:
+        console.print(f"budget: {budget_text(state.budget)}")
+    if state.phase is Phase.RUNNING:
+        console.print(f"the run works on; `tarry watch {run_id}` follows it")
+        return
+    if state.last_assistant_text and state.phase is not Phase.FAILED:
+        console.print(Text.assemble(("agent: ", "bold"), state.last_assistant_text))
+    if state.waiting_for is WaitingFor.INPUT:
+        console.print(f"the run waits for your reply: `tarry send {run_id} TEXT`")
+    elif state.phase is not Phase.FAILED:
+        print_stop_line(console, state)

@@ -1,0 +1,193 @@
+"""What every `tarry` command shares: connecting, the one-line errors, the output.
+
+Every command that prints data takes `--json` for scripts: plain JSON on stdout, never
+colour. Errors are one line on stderr (`error: CODE: message`) and a non-zero exit,
+never a traceback. Connection settings come from the environment (`TEMPORAL_ADDRESS`,
+`TEMPORAL_NAMESPACE`, `TARRY_TASK_QUEUE`), as for every Tarry process; a bad setting or
+config file is refused before anything starts, with exit code 2 (`settings_or_exit`).
+The command modules (`runs`, `watching`, `approvals`, `model`, `local`, `serve`) use
+only this layer to do so, so every command fails and prints alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from enum import StrEnum
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
+from rich.console import Console, RenderableType
+from temporalio.service import RPCError
+
+from tarry.cli.render import print_stop_line
+from tarry.client import RunHandle, Tarry, TarryError
+from tarry.codec import EncryptionKeyError
+from tarry.contracts import ErrorCode, Phase, RunState, run_id_problem
+from tarry.entrypoint import settings_or_exit
+from tarry.settings import TarrySettings
+from tarry.text import shorten
+
+T = TypeVar("T")
+E = TypeVar("E", bound=StrEnum)
+
+CONNECT_TIMEOUT_SECONDS = 5.0
+"""A refused connection fails at once; this bounds one that hangs (a firewall)."""
+
+console = Console(highlight=False)
+
+
+class Panel(StrEnum):
+    """The groups `tarry --help` shows the commands in: one per command module."""
+
+    RUNS = "Runs"
+    WATCHING = "Watching runs"
+    APPROVALS = "Approvals and budget"
+    MODEL = "Model"
+    LOCAL = "Local stack"
+    SERVERS = "Servers"
+
+
+RunId = Annotated[
+    str, typer.Argument(metavar="RUN", help="The run id, as `tarry start` printed it.")
+]
+Message = Annotated[
+    str, typer.Argument(metavar="TEXT", help="The message; `-` reads it from standard input.")
+]
+FLAG = ""
+"""The metavar of an on/off option: typer would show `<bool>`, as if it took a value."""
+AsJson = Annotated[
+    bool, typer.Option("--json", metavar=FLAG, help="Print plain JSON instead of text.")
+]
+
+
+class CliError(Exception):
+    """A failure this command line diagnoses itself, with what to do about it."""
+
+
+# --- Running a command: connect, run, turn errors into one line ---------------------
+
+
+def fail(message: str, exit_code: int = 1) -> NoReturn:
+    """Ends the command with `message` as its one error line."""
+    sys.stderr.write(f"error: {message}\n")
+    raise typer.Exit(exit_code)
+
+
+def run_command(main: Coroutine[Any, Any, T]) -> T:
+    """Runs a command's async body; every error a person can act on becomes one line."""
+    try:
+        return asyncio.run(main)
+    except TarryError as e:
+        fail(f"{e.code}: {e.message}")
+    except (CliError, EncryptionKeyError) as e:
+        fail(str(e))
+    except RPCError as e:
+        fail(f"{e.status.name}: {e.message}")
+    except ValidationError as e:
+        fail(shorten(str(e), 300))
+    except TimeoutError:
+        fail("timed out waiting for the run")
+    except OSError as e:
+        fail(str(e))
+
+
+async def connect(settings: TarrySettings) -> Tarry:
+    """A client of the settings' server; an address it cannot use is a `CliError` that
+    says what to do."""
+    address = settings.temporal_address
+    try:
+        async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+            return await Tarry.connect(settings)
+    except EncryptionKeyError:
+        raise  # a ValueError too, with its own message
+    # The SDK reports an address it cannot parse as a ValueError ("invalid target URL").
+    except ValueError as e:
+        raise CliError(
+            f"TEMPORAL_ADDRESS={address!r} is not an address ({e}); give host:port, "
+            "e.g. 127.0.0.1:7233"
+        ) from e
+    # The SDK reports a failed connection as a bare RuntimeError.
+    except (RuntimeError, TimeoutError) as e:
+        raise CliError(
+            f"cannot reach Temporal at {address}; start it with `tarry dev` or set TEMPORAL_ADDRESS"
+        ) from e
+
+
+def with_tarry(action: Callable[[Tarry], Awaitable[T]]) -> T:
+    """Runs `action` with a client of the environment's server, as a command's body."""
+    settings = settings_or_exit()
+
+    async def connected() -> T:
+        return await action(await connect(settings))
+
+    return run_command(connected())
+
+
+def with_run(run_id: str, action: Callable[[RunHandle], Awaitable[T]]) -> T:
+    """Runs `action` on run `run_id`, its id checked first, as a command's body."""
+    check_id(run_id)
+    return with_tarry(lambda tarry: action(tarry.get(run_id)))
+
+
+def check_id(run_id: str | None) -> None:
+    """A run id checked before anything connects (`run_id_problem`, the one rule), so a
+    bad one is its own error even with no server to reach."""
+    if run_id is not None and (problem := run_id_problem(run_id)):
+        fail(f"{ErrorCode.RUN_ID_INVALID}: {problem}", exit_code=2)
+
+
+# --- Input --------------------------------------------------------------------------
+
+
+def read(text: str) -> str:
+    """The text itself, or standard input for `-` (without its final newline)."""
+    return sys.stdin.read().rstrip("\r\n") if text == "-" else text
+
+
+def one_of(option: str, value: str, choices: type[E]) -> E:
+    """An option's value among `choices`, any case, checked here rather than by typer so
+    a typo is one plain line, like every error."""
+    by_name = {choice.lower(): choice for choice in choices}
+    if (chosen := by_name.get(value.lower())) is None:
+        fail(f"unknown {option} {value!r}; use one of {', '.join(choices)}", exit_code=2)
+    return chosen
+
+
+# --- Output -------------------------------------------------------------------------
+
+
+def emit(data: Any) -> None:
+    """One JSON document on its own line: no colour, no wrapping, flushed at once so a
+    reader of `watch --json` sees each message as it comes."""
+    sys.stdout.write(json.dumps(to_jsonable_python(data)) + "\n")
+    sys.stdout.flush()
+
+
+def output(data: Any, as_json: bool, view: RenderableType) -> None:
+    """`data` as JSON for scripts, or its rich `view` for people."""
+    if as_json:
+        emit(data)
+    else:
+        console.print(view)
+
+
+def stop_point(state: RunState, *, as_json: bool = False) -> None:
+    """Where `send`, `approve`, `retry` and `watch` leave a run: its state as JSON or its
+    stop line; a failed run is an error, on stderr with a non-zero exit, as for any error."""
+    if as_json:
+        emit(state)
+    elif state.phase is not Phase.FAILED:
+        print_stop_line(console, state)
+    fail_if_failed(state)
+
+
+def fail_if_failed(state: RunState) -> None:
+    """A failed run ends the command with its error as the one error line."""
+    if state.phase is Phase.FAILED:
+        error = state.error
+        fail(f"run failed: {error.code}: {error.message}" if error else "run failed")

@@ -1,0 +1,110 @@
+"""The "Local stack" commands: what runs the runs on this machine — all of it (`dev`), a
+worker alone, the offline scripted model alone — and the demo on top of it.
+
+The stack itself is `devstack`; each command imports what it serves only when it runs,
+so the commands that talk to runs start without loading a worker or a model server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import TypeAdapter
+
+from tarry.cli.common import FLAG, CliError, Panel, connect, run_command
+from tarry.entrypoint import settings_or_exit
+from tarry.logs import configure_logging
+
+DEFAULT_DATA_DIR = Path(".tarry")
+DataDir = Annotated[Path, typer.Option(help="Where the local server keeps its data.")]
+
+commands = typer.Typer()
+
+
+@commands.command(rich_help_panel=Panel.LOCAL)
+def dev(data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
+    """Run all a run needs on this machine until Ctrl-C: Temporal, a model and a worker.
+
+    The model is the offline scripted one unless one is configured; runs survive a
+    restart, kept in --data-dir.
+    """
+    from tarry.cli.devstack import serve_dev
+
+    raise typer.Exit(run_command(serve_dev(settings_or_exit(), data_dir)))
+
+
+@commands.command(rich_help_panel=Panel.LOCAL)
+def worker() -> None:
+    """Run a worker: it executes runs, model calls and tools until Ctrl-C or SIGTERM.
+
+    Model profiles come from OPENAI_BASE_URL, OPENAI_API_KEY, TARRY_MODEL and the
+    TARRY_CONFIG file (or TARRY_MODELS_FILE), which also names its MCP servers.
+    """
+    from workers.worker import WorkerSetupError, run_worker
+
+    configure_logging()
+    settings = settings_or_exit()
+
+    async def serve() -> None:
+        await connect(settings)  # a missing server is one line here, not a traceback later
+        try:
+            await run_worker(settings)
+        except WorkerSetupError as e:
+            raise CliError(str(e)) from None
+
+    run_command(serve())
+
+
+@commands.command("scripted-model", rich_help_panel=Panel.LOCAL)
+def scripted_model(
+    host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="The port to listen on.")] = 8765,
+    script: Annotated[
+        Path | None,
+        typer.Option(exists=True, dir_okay=False, help="A JSON file: a list of script steps."),
+    ] = None,
+) -> None:
+    """Serve the offline scripted model, an OpenAI-compatible endpoint, until Ctrl-C."""
+    from tarry.testing.scripted_model import ScriptedModel, ScriptStep, serve
+
+    async def serve_script() -> None:
+        steps = TypeAdapter(list[ScriptStep]).validate_json(script.read_text()) if script else []
+        await serve(ScriptedModel(steps, host=host, port=port))
+
+    run_command(serve_script())
+
+
+@commands.command(rich_help_panel=Panel.LOCAL)
+def demo(
+    keep: Annotated[
+        bool,
+        typer.Option(
+            "--keep",
+            metavar=FLAG,
+            help="Keep the stack up afterwards, to look at the run in the UI.",
+        ),
+    ] = False,
+    reply: Annotated[
+        str | None,
+        typer.Option(help="The answer to the agent's question, when a real model is configured."),
+    ] = None,
+    model: Annotated[
+        str,
+        typer.Option(
+            help="The model profile the run names; offline, `anthropic` is the scripted "
+            "model speaking Anthropic's Messages API."
+        ),
+    ] = "default",
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+) -> None:
+    """Show one human-in-the-loop run end to end on the local stack of `tarry dev`.
+
+    With no model configured, the offline scripted model plays the agent and the
+    reply is scripted too: no key, no network, no keyboard.
+    """
+    from tarry.cli.demo import run_demo
+
+    demo = run_demo(settings_or_exit(), data_dir, keep=keep, reply=reply, model=model)
+    raise typer.Exit(run_command(demo))

@@ -1,0 +1,185 @@
+"""The "Watching runs" commands: where a run stands, its transcript, following it live,
+and the list of runs. None of them changes a run."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console, Group
+from rich.table import Column, Table
+from rich.text import Text
+
+from tarry.cli.common import (
+    AsJson,
+    Panel,
+    RunId,
+    console,
+    emit,
+    fail_if_failed,
+    one_of,
+    output,
+    stop_point,
+    with_run,
+    with_tarry,
+)
+from tarry.cli.follow import follow
+from tarry.cli.live import LiveView
+from tarry.cli.render import message_text, state_text, when
+from tarry.client import RunHandle, Tarry, TarryError
+from tarry.contracts import ChatMessage, ErrorCode, Phase, RunState, WaitingFor
+from tarry.runs import RunRow, find_runs
+
+commands = typer.Typer()
+
+
+@commands.command(rich_help_panel=Panel.WATCHING)
+def status(run_id: RunId, as_json: AsJson = False) -> None:
+    """Show where the run stands: phase, turn, token usage, warning, error, pending replies,
+    and the tool calls waiting for approval.
+
+    With no worker to answer, shows what Temporal itself last recorded of the run (its
+    phase, turns, profile) and says which task queue needs one, exiting 1."""
+
+    async def where(run: RunHandle) -> RunState:
+        try:
+            return await run.state()
+        except TarryError as e:
+            if e.code is ErrorCode.RUN_NOT_SERVED:
+                row = await RunRow.of(await run.describe())
+                output(row, as_json, _row_text(row))
+            raise
+
+    state = with_run(run_id, where)
+    if as_json:
+        emit(state)
+    else:
+        console.print(state_text(run_id, state), soft_wrap=True)
+
+
+def _row_text(row: RunRow) -> Text:
+    """A run as visibility records it (search attributes), for when no worker can answer."""
+    rows = {
+        "run": row.run_id,
+        "phase": row.phase or "- (not recorded yet)",
+        "turn": "-" if row.turns is None else str(row.turns),
+        "profile": row.model or "-",
+        "waiting for": row.waiting_for or "-",
+        "started": when(row.started),
+        "summary": row.summary or "-",
+    }
+    width = max(map(len, rows)) + 2
+    return Text("\n").join(Text.assemble((k.ljust(width), "bold"), v) for k, v in rows.items())
+
+
+@commands.command(rich_help_panel=Panel.WATCHING)
+def show(
+    run_id: RunId,
+    start: Annotated[int, typer.Option("--from", min=0, help="The first message to show.")] = 0,
+    as_json: AsJson = False,
+) -> None:
+    """Print the run's transcript, and the reason it was stopped with, if it was."""
+
+    async def read(run: RunHandle) -> tuple[list[ChatMessage], RunState]:
+        return await run.transcript(start=start), await run.state()
+
+    messages, state = with_run(run_id, read)
+    view = Group(*(message_text(m) for m in messages))
+    if state.stop_reason:
+        view.renderables.append(Text(f"stopped: {state.stop_reason}", style="bold"))
+    output(messages, as_json, view)
+
+
+@commands.command(rich_help_panel=Panel.WATCHING)
+def watch(
+    run_id: RunId,
+    start: Annotated[int, typer.Option("--from", min=0, help="The first message to show.")] = 0,
+    as_json: AsJson = False,
+) -> None:
+    """Follow the run live until it waits for a reply or a decision, or ends.
+
+    Prints the agent's words as it writes them, then its tool calls and their results;
+    with --json, one event per line (`kind`: message, answer, text, tool_call,
+    tool_arguments, answer_end, reset, stop).
+    """
+
+    async def follow_live(run: RunHandle) -> RunState:
+        if as_json:
+            return await follow(
+                run, start, lambda e: emit(e.model_dump(mode="json", exclude_none=True))
+            )
+        with LiveView(console) as view:
+            return await follow(run, start, view.show)
+
+    state = with_run(run_id, follow_live)
+    if as_json:
+        fail_if_failed(state)
+    else:
+        stop_point(state)
+
+
+@commands.command("list", rich_help_panel=Panel.WATCHING)
+def list_runs(
+    phase: Annotated[
+        str | None, typer.Option(help="Only runs in this phase: " + ", ".join(Phase) + ".")
+    ] = None,
+    waiting_for: Annotated[
+        str | None,
+        typer.Option(
+            "--waiting-for",
+            help=f"Only runs waiting for this: {WaitingFor.INPUT} (a reply), "
+            f"{WaitingFor.APPROVAL} (a decision on tool calls) or {WaitingFor.BUDGET} "
+            "(a raised budget: `tarry budget`).",
+        ),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 20,
+    as_json: AsJson = False,
+) -> None:
+    """List runs with their phase, turns, model profile, what they wait for and the first
+    line of their prompt; open runs first, newest first."""
+    wanted = None if phase is None else one_of("--phase", phase, Phase)
+    awaited = None if waiting_for is None else one_of("--waiting-for", waiting_for, WaitingFor)
+
+    async def find(tarry: Tarry) -> list[RunRow]:
+        page = await find_runs(tarry.client, phase=wanted, waiting_for=awaited, limit=limit)
+        return page.rows
+
+    rows = with_tarry(find)
+    if as_json:
+        emit(rows)
+    else:
+        # Piped, a line is as long as it needs to be; a terminal cuts the summary to fit.
+        if console.is_terminal:
+            console.print(_runs_table(rows, console.width))
+        else:
+            Console(highlight=False, width=100_000).print(_runs_table(rows, None))
+
+
+def _runs_table(rows: list[RunRow], width: int | None) -> Table:
+    """The runs, one line each; the summary is cut to fit `width`, if given."""
+    cells = [
+        [
+            row.run_id,
+            row.phase or "-",
+            "-" if row.turns is None else str(row.turns),
+            row.model or "-",
+            row.waiting_for or "-",
+            when(row.started),
+        ]
+        for row in rows
+    ]
+    # One run, one line, for people and for grep: only the summary gives way to the width.
+    names = ("run", "phase", "turns", "profile", "waiting for", "started")
+    columns = list(zip(*cells, strict=True)) or [()] * len(names)
+    fixed = [
+        Column(name, no_wrap=True, min_width=max(map(len, [name, *column])))
+        for name, column in zip(names, columns, strict=True)
+    ]
+    room = None
+    if width is not None:
+        room = max(10, width - sum(column.min_width or 0 for column in fixed) - 2 * len(fixed))
+    summary = Column("summary", no_wrap=True, overflow="ellipsis", max_width=room)
+    table = Table(*fixed, summary, box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for row, values in zip(rows, cells, strict=True):
+        table.add_row(*values, row.summary or "-")
+    return table
