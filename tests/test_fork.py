@@ -14,6 +14,7 @@ from tarry.contracts import ErrorCode, ForkOrigin, Phase
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent
 from tests.http_api import Api, serving
+from tests.test_cli import Cli, agent_env
 from tests.test_http_api import error_of
 
 WAITING = {Phase.WAITING_USER}
@@ -148,3 +149,46 @@ async def test_a_fork_over_http_at_an_answer_is_409(api: Api) -> None:
     response = await api.http.post(f"/v1/runs/{run.id}/fork", json={"at": 1})
 
     assert error_of(response) == (409, ErrorCode.FORK_POINT_INVALID)
+
+
+@pytest.fixture
+def cli(agent: Agent) -> Cli:
+    return Cli(agent_env(agent), agent)
+
+
+async def test_tarry_fork_prints_the_forks_id_and_its_status_names_the_origin(
+    cli: Cli, agent: Agent
+) -> None:
+    run = await long_run(agent, 2)
+    agent.model.add(say("forked on the command line"))
+
+    printed = await cli.ok("fork", run.id, "--at", "2", "--text", "instead", "--id", "cli-fork")
+    forked = agent.tarry.get("cli-fork")
+    agent.runs.append(forked)
+    await forked.wait_for(WAITING)
+    status = await cli.ok("status", "cli-fork")
+
+    assert printed == "cli-fork\n"
+    assert f"forked from  {run.id} at message 2" in status
+
+
+async def test_tarry_show_numbers_the_messages_as_fork_counts_them(cli: Cli, agent: Agent) -> None:
+    run = await long_run(agent, 2)
+
+    shown = await cli.ok("show", run.id, "--numbers", "--from", "1")
+
+    numbers = [line.split()[0] for line in shown.splitlines()]
+    assert numbers == ["1", "2", "3"]
+    assert "question 1" in shown.splitlines()[1]
+
+
+async def test_tarry_fork_at_an_answer_fails_and_names_the_user_messages(
+    cli: Cli, agent: Agent
+) -> None:
+    run = await long_run(agent, 2)
+
+    result = await cli("fork", run.id, "--at", "1")
+
+    assert result.code == 1
+    assert "FORK_POINT_INVALID" in result.err
+    assert "its user messages: 0, 2" in result.err

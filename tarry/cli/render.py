@@ -170,6 +170,8 @@ def state_text(run_id: str, state: RunState) -> Text:
         rows["budget"] = budget_text(state.budget)
     if state.stop_reason:
         rows["stopped"] = state.stop_reason
+    if origin := state.forked_from:
+        rows["forked from"] = f"{origin.run_id} at message {origin.at}"
     width = max(map(len, rows)) + 2
     return Text("\n").join(
         Text.assemble((label.ljust(width), "bold"), value.replace("\n", "\n" + " " * width))

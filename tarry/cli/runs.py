@@ -219,6 +219,41 @@ def stop(
 
 
 @commands.command(rich_help_panel=Panel.RUNS)
+def fork(
+    run_id: RunId,
+    at: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            metavar="N",
+            help="The user message to branch at, by its number in `tarry show --numbers`.",
+        ),
+    ],
+    text: Annotated[
+        str | None,
+        typer.Option(
+            metavar="TEXT", help="Its new text (`-` reads stdin); as it was if not given."
+        ),
+    ] = None,
+    fork_id: Annotated[
+        str | None,
+        typer.Option("--id", help="The fork's run id; `RUN-fork-<short uuid>` by default."),
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Start a new run from RUN's conversation before user message N, with that message
+    again or TEXT in its place, and print its id. RUN itself is untouched and goes on."""
+    check_id(fork_id)
+    new_text = None if text is None else read(text)
+
+    async def branch(run: RunHandle) -> str:
+        return (await run.fork(at, new_text, run_id=fork_id)).id
+
+    forked = with_run(run_id, branch)
+    output({"run_id": forked}, as_json, Text(forked))
+
+
+@commands.command(rich_help_panel=Panel.RUNS)
 def resume(run_id: RunId, as_json: AsJson = False) -> None:
     """Go on with an ended run: one that failed (a model error once its retries were
     spent, a profile to fix) or was stopped. A new run under the same id takes its whole

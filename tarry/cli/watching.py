@@ -11,6 +11,7 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from tarry.cli.common import (
+    FLAG,
     AsJson,
     Panel,
     RunId,
@@ -76,6 +77,12 @@ def _row_text(row: RunRow) -> Text:
 def show(
     run_id: RunId,
     start: Annotated[int, typer.Option("--from", min=0, help="The first message to show.")] = 0,
+    numbers: Annotated[
+        bool,
+        typer.Option(
+            "--numbers", metavar=FLAG, help="Number the messages, as `tarry fork --at` counts."
+        ),
+    ] = False,
     as_json: AsJson = False,
 ) -> None:
     """Print the run's transcript, and the reason it was stopped with, if it was."""
@@ -84,7 +91,10 @@ def show(
         return await run.transcript(start=start), await run.state()
 
     messages, state = with_run(run_id, read)
-    view = Group(*(message_text(m) for m in messages))
+    lines = [message_text(m) for m in messages]
+    if numbers:
+        lines = [Text.assemble((f"{n:>4} ", "dim"), line) for n, line in enumerate(lines, start)]
+    view = Group(*lines)
     if state.stop_reason:
         view.renderables.append(Text(f"stopped: {state.stop_reason}", style="bold"))
     output(messages, as_json, view)
