@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 from rich.console import Console, Group, RenderableType
 from rich.table import Column, Table
@@ -799,15 +799,20 @@ def scripted_model(
     port: Annotated[int, typer.Option(help="The port to listen on.")] = 8765,
     script: Annotated[
         Path | None,
-        typer.Option(exists=True, dir_okay=False, help="A JSON file: a list of script steps."),
+        typer.Option(
+            exists=True,
+            dir_okay=False,
+            help="A JSON script file: steps in order and conversations by their prompt"
+            " (docs: Guides, The scripted model).",
+        ),
     ] = None,
 ) -> None:
     """Serve the offline scripted model, an OpenAI-compatible endpoint, until Ctrl-C."""
-    from tarry.testing.scripted_model import ScriptedModel, ScriptStep, serve
+    from tarry.testing.scripted_model import Script, ScriptedModel, serve
 
     async def serve_script() -> None:
-        steps = TypeAdapter(list[ScriptStep]).validate_json(script.read_text()) if script else []
-        await serve(ScriptedModel(steps, host=host, port=port))
+        played = Script.from_json(script.read_text()) if script else Script()
+        await serve(ScriptedModel.of(played, host=host, port=port))
 
     _run(serve_script())
 
