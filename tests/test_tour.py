@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from activities.workspaces import make_workspace
@@ -74,6 +75,8 @@ class Step:
     output: str
     state: RunState
     """The run's state once the command returned."""
+    in_the_inbox: list[str]
+    """The runs the inbox lists as waiting for an approval then (`GET /v1/runs`)."""
 
 
 @dataclass(frozen=True)
@@ -135,12 +138,14 @@ async def played(tmp_path_factory: pytest.TempPathFactory) -> Tour:
         await read_until(dev, "Ctrl-C to stop")
         tarry = Tarry(await client_of(ports))
         steps = []
-        for command in commands:
-            output = await run_command(command, env, home)
-            state = await tarry.get(env["RUN"]).state()
-            steps.append(Step(command, output, state))
-        run = tarry.get(env["RUN"])
-        transcript = await run.transcript()
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ports.api}") as inbox:
+            for command in commands:
+                output = await run_command(command, env, home)
+                state = await tarry.get(env["RUN"]).state()
+                listed = await inbox.get("/v1/runs", params={"waiting_for": "approval"})
+                waiting = [run["id"] for run in listed.json()["runs"]]
+                steps.append(Step(command, output, state, waiting))
+        transcript = await tarry.get(env["RUN"]).transcript()
         assert await interrupt(dev) == 0, (home / "dev.stderr").read_text()
     finally:
         if dev.returncode is None:
@@ -185,10 +190,13 @@ async def test_the_reply_brings_a_write_that_waits_for_approval(played: Tour) ->
     assert "waiting for approval: write_file" in played.step("send").output
 
 
-async def test_the_run_waiting_for_approval_is_listed(played: Tour) -> None:
-    [row] = [line for line in played.step("list").output.splitlines() if played.run_id in line]
+async def test_the_run_waiting_for_approval_is_listed_and_in_the_inbox(played: Tour) -> None:
+    listing = played.step("list")
+    [row] = [line for line in listing.output.splitlines() if played.run_id in line]
 
     assert "approval" in row.split()
+    # Read after `tarry list` saw it: the inbox reads the same visibility records.
+    assert listing.in_the_inbox == [played.run_id]
 
 
 async def test_the_approval_is_decided_in_the_terminal(played: Tour) -> None:
