@@ -28,6 +28,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import metrics
+from activities.workspaces import make_workspace
 from tarry.contracts import (
     FINISH_TOOL,
     TOOL_CATALOGUE_ACTIVITY,
@@ -154,13 +155,16 @@ class ToolHost:
         model_queues: Mapping[str, str] | None = None,
         profiles: Collection[str] | None = None,
         max_read_bytes: int = MAX_READ_BYTES,
+        workspace_template: Path | None = None,
     ) -> None:
         """`model_queues`: the task queue of each model profile that has its own, which
         a run resolves with its tools (`Catalogue`); `profiles`: the names of the worker's
         model profiles, so a run naming another is refused at its start like an unknown
         tool (None: not checked here; the model call refuses it); `max_read_bytes`: the
-        most a tool reads into one result (`ToolContext.max_read_bytes`)."""
+        most a tool reads into one result (`ToolContext.max_read_bytes`);
+        `workspace_template`: a directory whose files a new workspace starts with."""
         self._root = workspace_root
+        self._template = workspace_template
         self._tools: dict[str, Tool] = {}
         self._sources = sources
         self._model_queues = dict(model_queues or {})
@@ -280,7 +284,7 @@ class ToolHost:
         if run_id in ("", ".", "..") or any(c in run_id for c in "/\\\0"):
             raise ToolError(ErrorCode.TOOL_FORBIDDEN, f"run id cannot name a workspace: {run_id!r}")
         workspace = self._root / run_id
-        workspace.mkdir(parents=True, exist_ok=True)
+        make_workspace(workspace, self._template)
         return ToolContext(run_id, invocation.call_id, workspace, self._max_read_bytes)
 
 

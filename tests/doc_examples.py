@@ -50,9 +50,13 @@ from tarry.testing.scripted_model import ScriptedModel
 
 ROOT = Path(__file__).resolve().parent.parent
 
-COVERED_ELSEWHERE = {("README.md", "Five minutes with the CLI"): "covered by tests/test_tour.py"}
-"""(page, `##` section) whose blocks another test runs: the README's tour, which
-tests/test_tour.py walks through command by command (markers there would collide with it)."""
+COVERED_ELSEWHERE = {
+    ("README.md", "Five minutes with the CLI"): "covered by tests/test_tour.py",
+    ("docs/getting-started.md", "*"): "covered by tests/test_tour.py",
+}
+"""(page, `##` section, `*` for every one) whose blocks another test runs: the tour, which
+tests/test_tour.py walks through command by command, in the README and in Getting started
+(which it checks holds exactly the README's commands)."""
 
 SHELL_COMMANDS = {"tarry", "temporal"}
 """The programs a shell block may run: the CLI and Temporal's, against the test stack."""
@@ -138,8 +142,8 @@ def _program(words: list[str]) -> str:
 
 
 def collect(text: str, path: str, covered: Mapping[str, str] | None = None) -> list[Block]:
-    """The fenced blocks of a markdown page; `covered` maps a `##` section's title to why
-    its blocks are not run here."""
+    """The fenced blocks of a markdown page; `covered` maps a `##` section's title (`*`:
+    every section) to why its blocks are not run here."""
     blocks: list[Block] = []
     lines = text.splitlines()
     section, markers, i = "", dict[str, str](), 0
@@ -153,7 +157,8 @@ def collect(text: str, path: str, covered: Mapping[str, str] | None = None) -> l
             markers[marker.group(1)] = marker.group(2)
         elif fence:
             end = next(j for j in range(i + 1, len(lines)) if lines[j].lstrip().startswith("```"))
-            not_run = markers.get("not-run") or (covered or {}).get(section)
+            covering = covered or {}
+            not_run = markers.get("not-run") or covering.get(section) or covering.get("*")
             steps = STEPS.validate_json(markers["model"]) if "model" in markers else []
             code = textwrap.dedent("\n".join(lines[i + 1 : end]) + "\n")
             blocks.append(Block(f"{path}:{i + 1}", fence.group(2), code, not_run, tuple(steps)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -12,10 +13,13 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 from tarry.contracts import Usage
 from tarry.testing.script import MAX_STREAM_PIECES
 from tarry.testing.scripted_model import (
+    Conversation,
+    Script,
     ScriptedModel,
     ScriptedToolCall,
     ScriptStep,
@@ -437,3 +441,113 @@ async def test_the_prompt_cache_reads_what_an_earlier_request_marked(
     assert (first["cache_creation_input_tokens"], first["cache_read_input_tokens"]) == (10, 0)
     assert (second["cache_creation_input_tokens"], second["cache_read_input_tokens"]) == (0, 10)
     assert first["input_tokens"] == second["input_tokens"] == 10
+
+
+def conversation(prompt: str, answers: int) -> list[dict[str, Any]]:
+    """A conversation that opened with `prompt`, after `answers` answers of the model."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": prompt},
+    ]
+    for n in range(answers):
+        messages += [
+            {"role": "assistant", "content": f"answer {n}"},
+            {"role": "user", "content": f"reply {n}"},
+        ]
+    return messages
+
+
+async def said(client: httpx.AsyncClient, messages: list[dict[str, Any]]) -> str:
+    """The text of the model's answer to `messages`."""
+    answer = await client.post("/chat/completions", json={"messages": messages})
+    text: str = answer.json()["choices"][0]["message"]["content"]
+    return text
+
+
+PLAN = Conversation(prompt="Plan my week", steps=[say("first"), say("second")])
+
+
+async def test_a_conversation_is_answered_by_where_it_stands_whatever_came_before() -> None:
+    async with (
+        ScriptedModel(conversations=[PLAN]) as model,
+        httpx.AsyncClient(base_url=model.base_url) as client,
+    ):
+        texts = [
+            await said(client, conversation("plan  my WEEK", 1)),  # case and spacing aside
+            await said(client, conversation("Plan my week", 1)),
+            await said(client, conversation("Plan my week", 0)),
+        ]
+
+    assert texts == ["second", "second", "first"]
+    assert [r.step for r in model.requests] == [-1, -1, -1]  # none of the steps in order
+
+
+async def test_other_requests_get_the_steps_in_order() -> None:
+    async with (
+        ScriptedModel([say("in order")], conversations=[PLAN]) as model,
+        httpx.AsyncClient(base_url=model.base_url) as client,
+    ):
+        past_its_steps = await said(client, conversation("Plan my week", 2))
+        exhausted = await client.post("/chat/completions", json={"messages": MESSAGES})
+
+    assert past_its_steps == "in order"
+    assert exhausted.status_code == 400
+
+
+async def test_an_anthropic_conversation_is_matched_by_its_text_blocks() -> None:
+    opening = [{"role": "user", "content": [{"type": "text", "text": "Plan my week"}]}]
+    async with (
+        ScriptedModel(conversations=[PLAN]) as model,
+        httpx.AsyncClient(base_url=model.root_url) as client,
+    ):
+        body = {"model": "m1", "max_tokens": 100, "messages": opening}
+        answer = (await client.post("/v1/messages", json=body)).json()
+
+    assert answer["content"] == [{"type": "text", "text": "first"}]
+
+
+def test_a_script_file_with_a_misspelt_key_is_refused_naming_it() -> None:
+    with pytest.raises(ValidationError, match="contnet"):
+        Script.from_json('{"steps": [{"contnet": "hello"}]}')
+
+
+def test_a_script_file_of_a_bare_list_is_its_steps() -> None:
+    script = Script.from_json('[{"content": "hello"}]')
+
+    assert script == Script(steps=[say("hello")])
+
+
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guides" / "scripted-model.md"
+
+
+async def test_the_guides_example_script_plays_as_the_guide_says(tmp_path: Path) -> None:
+    example = re.search(r"```json\n(\{.*?)```", GUIDE.read_text(), flags=re.DOTALL)
+    assert example is not None
+    script = tmp_path / "my-script.json"
+    script.write_text(example.group(1))
+    tarry = Path(sys.executable).parent / "tarry"
+    proc = await asyncio.create_subprocess_exec(
+        str(tarry), "scripted-model", "--script", str(script), "--port", "0",
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip()
+        url = line.rsplit(" ", 1)[1] + "/chat/completions"
+        opening = [{"role": "user", "content": "What is in my workspace?"}]
+        async with httpx.AsyncClient() as c:
+            listed = (await c.post(url, json={"messages": opening})).json()
+            overloaded = await c.post(url, json={"messages": MESSAGES})
+            hello = (await c.post(url, json={"messages": MESSAGES})).json()
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+    [listing] = listed["choices"][0]["message"]["tool_calls"]
+    assert listing["function"]["name"] == "list_files"
+    assert overloaded.status_code == 503
+    assert hello["choices"][0]["message"]["content"] == "Hello!"
+    assert hello["usage"]["total_tokens"] == 15

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import timedelta
+from pathlib import Path
 
 import httpx
 from temporalio.converter import DataConverter
@@ -49,8 +50,9 @@ class TarryPlugin(SimplePlugin):
 
     `tools` are the tools runs may use (the built-ins unless given); `profiles` the model
     profiles and `mcp_servers` the MCP servers whose tools runs may use too (both the
-    settings' config file's unless given). The worker settings it applies are the
-    settings' (`TARRY_WORKFLOW_CACHE`, `TARRY_WORKFLOW_TASK_POLLERS`,
+    settings' config file's unless given); a new run's workspace starts with the files of
+    `workspace_template`, if given (`tarry dev`: the tour's notes). The worker settings
+    it applies are the settings' (`TARRY_WORKFLOW_CACHE`, `TARRY_WORKFLOW_TASK_POLLERS`,
     `TARRY_STICKY_TIMEOUT`) and replace what the `Worker` was given for them. Call
     `aclose()` once its workers have stopped.
     """
@@ -62,6 +64,7 @@ class TarryPlugin(SimplePlugin):
         tools: Iterable[Tool] = BUILTIN_TOOLS,
         profiles: Mapping[str, ModelProfile] | None = None,
         mcp_servers: Mapping[str, McpServer] | None = None,
+        workspace_template: Path | None = None,
     ) -> None:
         self.settings = settings or TarrySettings()
         servers = self.settings.mcp_servers() if mcp_servers is None else mcp_servers
@@ -75,6 +78,7 @@ class TarryPlugin(SimplePlugin):
             queues,
             self._profiles,
             self.settings.tarry_read_file_max_bytes,
+            workspace_template,
         )
         self._interceptors = tracing_interceptors(self.settings)
         self._http = httpx.AsyncClient()

@@ -2,10 +2,11 @@
 
 The agent looks through a small workspace of meeting notes, asks the human who should
 own an action item, gets the answer through the `user_input` signal, writes a checklist
-and finishes. With no model configured the offline scripted model plays the agent
-(the script below), and the human's reply is scripted too, so the demo needs no key,
-no network and no keyboard. With a real model the same prompt is sent; the reply is
-`--reply` or typed at a prompt, since a real model's question can't be predicted.
+and finishes. With no model configured the offline scripted model plays the agent (the
+tour's conversation, `tarry.cli.tour`, without its approval and budget), and the
+human's reply is scripted too, so the demo needs no key, no network and no keyboard.
+With a real model the same prompt is sent; the reply is `--reply` or typed at a
+prompt, since a real model's question can't be predicted.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from tarry.cli import tour
 from tarry.cli.devserver import DevStackError
 from tarry.cli.devstack import DevStack, dev_stack
 from tarry.cli.render import message_text, print_messages, thinking
@@ -29,26 +31,6 @@ from tarry.cli.stopping import stop_signals, unless_stopped
 from tarry.client import RunHandle
 from tarry.contracts import ChatMessage, ErrorCode, Phase, RunInput, RunState
 from tarry.settings import TarrySettings
-from tarry.testing.scripted_model import call, say
-
-SEED_FILES = {
-    "notes.md": """\
-# Planning meeting, Tuesday
-
-Attendees: Ana, Priya, Sam
-
-- Sam updates the pricing page before the launch.
-- Ana drafts the customer email by Thursday.
-- Someone needs to write the Q3 launch blog post.
-- Next meeting: Monday 10:00.
-""",
-    "todo.md": """\
-# To do
-
-- [ ] Book the venue for the offsite
-- [ ] Renew the domain
-""",
-}
 
 SYSTEM = (
     "You are a careful assistant working on the files in a small workspace, through "
@@ -61,32 +43,9 @@ PROMPT = (
 )
 SCRIPTED_REPLY = "Priya, please. She wrote the last one."
 
-ACTIONS_MD = """\
-# Action items
-
-- [ ] Update the pricing page before the launch (Sam)
-- [ ] Draft the customer email by Thursday (Ana)
-- [ ] Write the Q3 launch blog post (Priya)
-"""
-
-# What the offline scripted model answers, call by call: the agent's side of the demo.
-SCRIPT = (
-    call("list_files", content="Let me see what's in the workspace first."),
-    call("read_file", {"path": "notes.md"}, content="notes.md looks like the meeting notes."),
-    say(
-        "I found three action items. Sam has the pricing page and Ana the customer "
-        "email, but nobody owns the Q3 launch blog post. Who should take it?"
-    ),
-    call(
-        "write_file",
-        {"path": "actions.md", "content": ACTIONS_MD},
-        content="Thanks! Writing the checklist with Priya on the blog post.",
-    ),
-    call(
-        "finish",
-        {"result": "Wrote actions.md: 3 action items, owned by Sam, Ana and Priya."},
-    ),
-)
+# What the offline scripted model answers, call by call: the agent's side of the demo,
+# the tour's conversation (in the tour, its write waits for an approval).
+SCRIPT = tuple(tour.conversation().steps)
 
 NO_REPLY = "the agent asked again and there was no reply to give (--reply, or type one)"
 WARNINGS = {
@@ -133,22 +92,13 @@ async def run_demo(
             return 1
 
 
-def seed_workspace(workspace: Path) -> None:
-    """Writes the demo's files into a run's workspace, `<workspace_root>/<run id>`."""
-    workspace.mkdir(parents=True, exist_ok=True)
-    for name, text in SEED_FILES.items():
-        (workspace / name).write_text(text, encoding="utf-8")
-
-
 async def _demo_run(stack: DevStack, console: Console, replies: Replies, model: str) -> int:
     """Starts the run and sees it through; the demo's exit code."""
     run_id = f"demo-{uuid.uuid4().hex[:8]}"
     workspace = stack.workspace_root / run_id
-    # Tools create the workspace on first use; seeding first puts the notes in it.
-    await asyncio.to_thread(seed_workspace, workspace)
-    console.print(
-        f"\nWorkspace  {workspace} ({', '.join(SEED_FILES)})\n", markup=False, soft_wrap=True
-    )
+    # The first tool call makes the workspace, a copy of the tour's (`dev_stack`).
+    seeded = ", ".join(sorted(path.name for path in tour.WORKSPACE.iterdir()))
+    console.print(f"\nWorkspace  {workspace} ({seeded})\n", markup=False, soft_wrap=True)
     run_input = RunInput(prompt=PROMPT, system=SYSTEM, model=model)
     run = await stack.tarry.start(run_input, run_id=run_id)
     printer = _TranscriptPrinter(console)

@@ -1,10 +1,12 @@
 """`tarry dev`: everything a run needs on one machine, in one process tree, offline.
 
 A Temporal dev server (persisted in SQLite, so runs survive a restart), an
-OpenAI-compatible model (the offline scripted one unless a model is configured), a
-worker, and (`serve_dev` only) the HTTP API. `dev_stack` is the context manager that
-brings the first three up and takes down exactly what it started; `serve_dev` (`tarry
-dev`) and the demo share it. The server is `devserver`'s: reused when one answers.
+OpenAI-compatible model (the offline scripted one unless a model is configured: it plays
+the tour, `tarry.cli.tour`, and echoes everything else), a worker whose runs' workspaces
+start with the tour's notes, and (`serve_dev` only) the HTTP API. `dev_stack` is the
+context manager that brings the first three up and takes down exactly what it started;
+`serve_dev` (`tarry dev`) and the demo share it. The server is `devserver`'s: reused
+when one answers.
 
 A problem the user can fix (a busy port, no `temporal` binary, a data directory
 that cannot be written) is a `DevStackError` whose message is one line saying
@@ -27,6 +29,7 @@ from typing import Any, TypeVar
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from tarry.cli import tour
 from tarry.cli.devserver import DevStackError, temporal_server, ui_port
 from tarry.cli.processes import HOST, DevServer
 from tarry.cli.stopping import race, stop_signals, unless_stopped
@@ -127,7 +130,8 @@ async def dev_stack(
 ) -> AsyncIterator[DevStack]:
     """Starts (or reuses) the dev server, the model and a worker; stops what it started.
 
-    `script` is what the offline scripted model answers first; past it the model echoes
+    The offline scripted model plays the tour's conversation for a run that opens with
+    its prompt, and answers other requests with `script`, in order; past it, it echoes
     the user. `isolate_on_reuse` gives the worker a task queue of its own when a server
     was already running, because a worker already polling the shared queue (another
     `tarry dev`, with another model) would otherwise pick up the caller's runs.
@@ -138,7 +142,9 @@ async def dev_stack(
         client, server = await temporal_server(stack, settings, data_dir)
         scripted = None
         if uses_offline_model(settings):
-            scripted = ScriptedModel(script, when_exhausted="echo")
+            scripted = ScriptedModel(
+                script, conversations=tour.script().conversations, when_exhausted="echo"
+            )
             await scripted.start()
             stack.push_async_callback(scripted.close)
         queue = settings.tarry_task_queue
@@ -270,6 +276,7 @@ def _start_worker(
     plugin = TarryPlugin(
         settings.model_copy(update={"tarry_workspace_root": workspace_root}),
         profiles=_profiles(settings, scripted),
+        workspace_template=tour.WORKSPACE,
     )
     # Closed after the worker stops (callbacks run last-in, first-out): a call still
     # finishing during shutdown needs its HTTP client.

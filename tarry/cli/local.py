@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import TypeAdapter
 
 from tarry.cli.common import FLAG, CliError, Panel, connect, run_command
 from tarry.entrypoint import settings_or_exit
@@ -63,15 +62,20 @@ def scripted_model(
     port: Annotated[int, typer.Option(help="The port to listen on.")] = 8765,
     script: Annotated[
         Path | None,
-        typer.Option(exists=True, dir_okay=False, help="A JSON file: a list of script steps."),
+        typer.Option(
+            exists=True,
+            dir_okay=False,
+            help="A JSON script file: steps in order and conversations by their prompt"
+            " (docs: Guides, The scripted model).",
+        ),
     ] = None,
 ) -> None:
     """Serve the offline scripted model, an OpenAI-compatible endpoint, until Ctrl-C."""
-    from tarry.testing.scripted_model import ScriptedModel, ScriptStep, serve
+    from tarry.testing.scripted_model import Script, ScriptedModel, serve
 
     async def serve_script() -> None:
-        steps = TypeAdapter(list[ScriptStep]).validate_json(script.read_text()) if script else []
-        await serve(ScriptedModel(steps, host=host, port=port))
+        played = Script.from_json(script.read_text()) if script else Script()
+        await serve(ScriptedModel.of(played, host=host, port=port))
 
     run_command(serve_script())
 

@@ -1,5 +1,8 @@
 """The steps a scripted model answers with, whichever provider's dialect it speaks:
-text, tool calls, HTTP errors, delays, and streams that go wrong on cue."""
+text, tool calls, HTTP errors, delays, and streams that go wrong on cue; and the script
+file `tarry scripted-model --script` reads (`Script`), the format docs/guides/scripted-model.md
+documents.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from tarry.contracts import Usage
 
@@ -26,7 +29,11 @@ sends nothing more, holding the connection open."""
 
 
 class ScriptedToolCall(BaseModel):
+    # A misspelt key in a script file is an error, not a field silently left at its default.
+    model_config = ConfigDict(extra="forbid")
+
     name: str
+    """The tool's name, as the run's catalogue has it (`finish` ends a task)."""
     arguments: dict[str, Any] | str = {}
     """A dict is sent as its JSON text; a str is sent verbatim (it need not be JSON)."""
     id: str | None = None
@@ -34,17 +41,22 @@ class ScriptedToolCall(BaseModel):
 
 
 class ScriptStep(BaseModel):
-    """One scripted answer; each request to the model consumes the next step."""
+    """One scripted answer: what a request gets (see `Script` for which one)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     content: str | None = None
     """The assistant text; for an error step (`status` != 200), the error message."""
     tool_calls: list[ScriptedToolCall] | None = None
+    """The calls the answer asks for, beside its text or instead of it."""
     finish_reason: str | None = None
     """None means "tool_calls" when there are tool calls, else "stop"."""
     usage: Usage | None = None
     """None means 10 prompt tokens per request message and 5 completion tokens."""
     status: int = 200
+    """Not 200: an HTTP error answer, in the provider's error shape, `content` its message."""
     headers: dict[str, str] = {}
+    """Sent with the answer, e.g. `retry-after` with a 429."""
     body: str | None = None
     """Sent verbatim instead of the JSON answer, e.g. to send garbage."""
     delay: float = 0.0
@@ -61,8 +73,58 @@ class ScriptStep(BaseModel):
     stream_fault: StreamFault | None = None
     """Streamed answers: how the stream goes wrong after `fault_after` events."""
     fault_after: int = 2
+    """Streamed answers: the events sent whole before `stream_fault`."""
     plain: bool = False
     """Answer a streaming request with the plain JSON body, as some servers do."""
+
+
+class Conversation(BaseModel):
+    """The answers for every conversation that opens with `prompt`, by where it stands.
+
+    A request whose first user message is `prompt` (compared without regard to case or
+    runs of whitespace) gets `steps[n]`, n being the number of assistant messages it
+    holds: the model's answers so far. So the answer depends only on the conversation,
+    not on what other runs asked before it: any number of runs can play it, at once or
+    one after another, and a call the worker retries gets the same answer again.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str
+    """The first user message of the conversations this plays."""
+    steps: list[ScriptStep]
+    """The model's answers, the first to the prompt, each next one after the last."""
+
+    def answers(self, first_user_message: str) -> bool:
+        """Whether a request whose first user message is this belongs to it."""
+        return _normal(first_user_message) == _normal(self.prompt)
+
+
+class Script(BaseModel):
+    """A script file. A request of a conversation one of `conversations` opens gets
+    that conversation's answer for where it stands; any other request (or one past its
+    conversation's steps) gets the next of `steps`, in order, whatever it asks. A file
+    holding only a JSON list is its `steps`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: list[ScriptStep] = []
+    """The answers for every request no conversation answers, in order."""
+    conversations: list[Conversation] = []
+    """The answers for the conversations that open with their prompts."""
+
+    @classmethod
+    def from_json(cls, text: str) -> Script:
+        """The script a file's text holds: an object with `steps` and `conversations`,
+        or a bare list of steps. Not JSON, or not a script, is a `ValidationError`
+        that names the key at fault."""
+        if text.lstrip().startswith("["):
+            return cls(steps=TypeAdapter(list[ScriptStep]).validate_json(text))
+        return cls.model_validate_json(text)
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split()).casefold()
 
 
 def say(content: str, **kw: Any) -> ScriptStep:

@@ -9,7 +9,9 @@ A request with `"stream": true` is answered with server-sent events, as OpenAI s
 the text and the tool calls' arguments in small pieces, and on cue with the faults real
 streams have (a cut connection, a malformed event, an end without `[DONE]`).
 `POST /v1/messages` answers the same script in Anthropic's dialect
-(`tarry.testing.anthropic_wire`), so both providers run with no key.
+(`tarry.testing.anthropic_wire`), so both providers run with no key. Besides its steps
+in order, it plays whole conversations by their opening prompt (`Conversation`): that is
+how `tarry dev` plays the tour, and echoes everything else.
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ from typing import Any, Literal
 
 from aiohttp import web
 from multidict import CIMultiDict
-from pydantic import TypeAdapter
 
 from tarry.contracts import FunctionCall, ToolCall, Usage
 from tarry.testing import anthropic_wire
 from tarry.testing.anthropic_wire import PromptCache
 from tarry.testing.script import (
     PIECE,
+    Conversation,
+    Script,
     ScriptedToolCall,
     ScriptStep,
     StreamFault,
@@ -47,7 +50,9 @@ from tarry.testing.script import (
 
 __all__ = [
     "ECHO_PREFIX",
+    "Conversation",
     "RecordedRequest",
+    "Script",
     "ScriptStep",
     "ScriptedModel",
     "ScriptedToolCall",
@@ -72,7 +77,8 @@ class RecordedRequest:
     headers: CIMultiDict[str]
     """Case-insensitive: `headers["authorization"]` and `headers["Authorization"]` both work."""
     step: int
-    """The index of the step that answered it; -1 if none did (script exhausted, bad request)."""
+    """The index of the step (of `steps`, in order) that answered it; -1 if none did
+    (a conversation's step, script exhausted, bad request)."""
     cancelled: bool = False
     """The client went away before the answer was sent."""
     answered: bool = False
@@ -221,17 +227,38 @@ ECHO_PREFIX = "(offline scripted model) You said: "
 
 def _echo(request: dict[str, Any]) -> ScriptStep:
     """The answer past the end of the script: the last user message, said back."""
-    said = next(
-        (
-            m.get("content")
-            for m in reversed(request["messages"])
-            if isinstance(m, dict) and m.get("role") == "user"
-        ),
-        None,
-    )
-    if isinstance(said, list):  # Anthropic's content blocks
-        said = "".join(b.get("text", "") for b in said if isinstance(b, dict)) or None
-    return say(ECHO_PREFIX + (said if isinstance(said, str) else "(nothing)"))
+    said = next(reversed(_user_texts(request)), None)
+    return say(ECHO_PREFIX + (said if said is not None else "(nothing)"))
+
+
+def _user_texts(request: dict[str, Any]) -> list[str | None]:
+    """The text of each user message of the request, in order; None for one without
+    text (an Anthropic user message holding only tool results)."""
+    texts: list[str | None] = []
+    for m in request["messages"]:
+        if isinstance(m, dict) and m.get("role") == "user":
+            said = m.get("content")
+            if isinstance(said, list):  # Anthropic's content blocks
+                said = "".join(b.get("text", "") for b in said if isinstance(b, dict)) or None
+            texts.append(said if isinstance(said, str) else None)
+    return texts
+
+
+def _conversation_step(
+    conversations: Iterable[Conversation], request: dict[str, Any]
+) -> ScriptStep | None:
+    """The step of the conversation the request belongs to, for where it stands; None
+    when it belongs to none or is past its conversation's steps."""
+    opening = next(iter(_user_texts(request)), None)
+    if opening is None:
+        return None
+    messages = request["messages"]
+    answered = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+    for conversation in conversations:
+        if conversation.answers(opening):
+            steps = conversation.steps
+            return steps[answered] if answered < len(steps) else None
+    return None
 
 
 @dataclass(frozen=True)
@@ -266,15 +293,18 @@ class ScriptedModel:
         self,
         steps: Iterable[ScriptStep] = (),
         *,
+        conversations: Iterable[Conversation] = (),
         host: str = "127.0.0.1",
         port: int = 0,
         when_exhausted: Literal["error", "echo"] = "error",
     ) -> None:
-        """`when_exhausted="echo"` answers every request past the script with a short
+        """`steps` answer in order, after `conversations` (see `Script`).
+        `when_exhausted="echo"` answers every request past the script with a short
         deterministic text instead of HTTP 400, for people chatting with `tarry dev`;
         tests keep the default, so an unplanned extra call fails loudly."""
         self.requests: list[RecordedRequest] = []
         self._steps: deque[ScriptStep] = deque(steps)
+        self._conversations = list(conversations)
         self._when_exhausted = when_exhausted
         self._used = 0
         self._host, self._port = host, port
@@ -298,6 +328,11 @@ class ScriptedModel:
         # cancelled activity shows up as a cancelled request. A short shutdown
         # timeout keeps close() from waiting out long delays.
         self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
+
+    @classmethod
+    def of(cls, script: Script, **options: Any) -> ScriptedModel:
+        """The model that plays `script` (a script file's); `options` as for the class."""
+        return cls(script.steps, conversations=script.conversations, **options)
 
     def add(self, *steps: ScriptStep) -> None:
         """Append steps to the script, also while a run is in flight."""
@@ -374,6 +409,8 @@ class ScriptedModel:
         if not isinstance(body.get("messages"), list):
             self._record(body, request, -1).settle()
             return dialect.error(400, "scripted model: the request has no `messages` list", None)
+        if (step := _conversation_step(self._conversations, body)) is not None:
+            return await self._answer(request, dialect, body, step, -1)
         if not self._steps:
             self._record(body, request, -1).settle()
             if self._when_exhausted == "echo":
@@ -386,8 +423,19 @@ class ScriptedModel:
                 400, f"scripted model: script exhausted after {self._used} requests", None
             )
         step = self._steps.popleft()
-        recorded = self._record(body, request, self._used)
         self._used += 1
+        return await self._answer(request, dialect, body, step, self._used - 1)
+
+    async def _answer(
+        self,
+        request: web.Request,
+        dialect: _Dialect,
+        body: dict[str, Any],
+        step: ScriptStep,
+        index: int,
+    ) -> web.StreamResponse:
+        """Answers the request with `step`, recorded as answered by step `index`."""
+        recorded = self._record(body, request, index)
         n = len(self.requests)
         try:
             await asyncio.sleep(step.delay)
@@ -424,16 +472,14 @@ async def serve(model: ScriptedModel) -> None:
 
 
 def main() -> None:
-    """`tarry-scripted-model`: serve a JSON script (a list of steps) until SIGINT/SIGTERM."""
+    """`tarry-scripted-model`: serve a JSON script file (`Script`) until SIGINT/SIGTERM."""
     parser = argparse.ArgumentParser(description="Serve a scripted chat-completions model.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--script", type=Path, help="a JSON file: a list of ScriptStep objects")
+    parser.add_argument("--script", type=Path, help="a JSON script file (see Script)")
     args = parser.parse_args()
-    steps = (
-        TypeAdapter(list[ScriptStep]).validate_json(args.script.read_text()) if args.script else []
-    )
-    asyncio.run(serve(ScriptedModel(steps, host=args.host, port=args.port)))
+    script = Script.from_json(args.script.read_text()) if args.script else Script()
+    asyncio.run(serve(ScriptedModel.of(script, host=args.host, port=args.port)))
 
 
 if __name__ == "__main__":
