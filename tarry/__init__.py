@@ -9,6 +9,7 @@ tool is declared (`tool`, `ToolContext`, `ToolError`). Workers live in `workers/
 from tarry.client import RunHandle, Tarry, TarryError, connect_temporal
 from tarry.contracts import (
     ErrorCode,
+    ForkOrigin,
     Mode,
     Phase,
     RunInput,
@@ -22,6 +23,7 @@ from tarry.tools import Tool, ToolContext, ToolError, tool
 
 __all__ = [
     "ErrorCode",
+    "ForkOrigin",
     "Mode",
     "ModelProfile",
     "Phase",

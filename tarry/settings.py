@@ -315,7 +315,7 @@ class TarrySettings(BaseSettings):
     """Trace workflow and activity tasks with OpenTelemetry (needs the `otel` extra)."""
     storage_driver: StorageDriver | None = Field(default=None, exclude=True)
     """Set in code, not from the environment: a driver to use instead of the filesystem,
-    e.g. the SDK's `S3StorageDriver` for a cluster (see the README's "Large payloads")."""
+    e.g. the SDK's `S3StorageDriver` for a cluster (docs: Guides, Encrypted and large payloads)."""
     _file: ConfigFile = PrivateAttr(default_factory=ConfigFile)
     """The `tarry_config` file, read and checked when the settings are made."""
 

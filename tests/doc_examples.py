@@ -99,7 +99,8 @@ class Block:
             return _python_kind(self.code)
         if self.language in ("sh", "bash", "shell"):
             try:
-                programs = {_program(command) for command in _commands(self.code)}
+                # `NAME=$(tarry ...)`: the assignment runs no program, its substitution does.
+                programs = {_program(command) for command in _commands(self.code)} - {""}
             except ValueError:  # shlex: an unclosed quote
                 return Kind.UNRUNNABLE
             return Kind.SHELL if programs <= SHELL_COMMANDS else Kind.UNRUNNABLE
