@@ -26,13 +26,15 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from tarry.contracts import (
+        TEMPORAL_UI,
         WORKFLOW_TYPE,
-        Budget,
+        BudgetRaise,
         ChatMessage,
         Decision,
         ErrorCode,
         ErrorInfo,
         Mode,
+        PauseRequest,
         Phase,
         RunResult,
         RunState,
@@ -107,6 +109,9 @@ class AgentRunWorkflow:
 
     # --- Handlers: they record intent; the main loop acts on it -----------------
 
+    # Every door of Tarry names who acts (`by`); what arrives without a name was sent
+    # straight from the Temporal UI or CLI, by an operator: recorded as `TEMPORAL_UI`.
+
     @workflow.signal
     def user_input(self, input: UserInput) -> None:
         if self._m.phase.ended:
@@ -115,19 +120,21 @@ class AgentRunWorkflow:
             # Only a caller that bypasses the client gets here: the client refuses first.
             self._m.warning, _ = problem
         else:
-            self._m.receive(input)
+            self._m.receive(_named(input))
 
     @workflow.signal
-    def pause(self) -> None:
+    def pause(self, request: PauseRequest | None = None) -> None:
         # A run that already waits has nothing to pause; a stale request must not
         # swallow the answer to the next reply.
         if self._m.phase is Phase.RUNNING:
             self._m.pause_requested = True
+            self._m.paused_by = (request.by if request else None) or TEMPORAL_UI
 
     @workflow.signal
     def stop(self, request: StopRequest | None = None) -> None:
         self._m.stop_requested = True
         self._m.stop_reason = request.reason if request else None
+        self._m.stopped_by = (request.by if request else None) or TEMPORAL_UI
 
     @workflow.signal
     def approve(self, decision: Decision) -> None:
@@ -155,7 +162,7 @@ class AgentRunWorkflow:
             raise problem
 
     @workflow.update
-    async def raise_budget(self, raised: Budget) -> RunState:
+    async def raise_budget(self, raised: BudgetRaise) -> RunState:
         """Replaces the budget limits `raised` names; answers with the state at the next
         stop point when that lets a run paused on its budget go on, else at once."""
         stops = self._m.stops
@@ -164,7 +171,7 @@ class AgentRunWorkflow:
         return self.state()
 
     @raise_budget.validator
-    def _validate_raise_budget(self, raised: Budget) -> None:
+    def _validate_raise_budget(self, raised: BudgetRaise) -> None:
         if problem := budgets.raise_problem(self._m, raised):
             raise problem
 
@@ -210,7 +217,7 @@ class AgentRunWorkflow:
     @workflow.update
     async def send(self, input: UserInput) -> RunState:
         """Deliver a reply and answer with the state at the run's next stop point."""
-        seq = self._m.receive(input)
+        seq = self._m.receive(_named(input))
         with self._caller():
             # A run paused on its budget keeps the reply queued: this is its stop point.
             await workflow.wait_condition(
@@ -397,3 +404,8 @@ class AgentRunWorkflow:
         events = self._m.events.model_copy(update={"state": self._stream.get_state()})
         memory = self._m.model_copy(update={"segment_turns": 0, "events": events})
         workflow.continue_as_new(self._input.model_copy(update={"memory": memory}))
+
+
+def _named(input: UserInput) -> UserInput:
+    """The reply with its author: `TEMPORAL_UI` for one that came without."""
+    return input if input.by else input.model_copy(update={"by": TEMPORAL_UI})

@@ -116,6 +116,18 @@ def _run(main: Coroutine[Any, Any, T]) -> T:
         _fail(str(e))
 
 
+def _approvers(entries: list[str]) -> dict[str, list[str]]:
+    """`--approver TOOL=WHO,...` options as `RunInput.approvers`."""
+    approvers: dict[str, list[str]] = {}
+    for entry in entries:
+        tool, _, who = entry.partition("=")
+        names = _names([who])
+        if not tool.strip() or not names:
+            _fail(f"--approver {entry!r}: give TOOL=USER_OR_GROUP[,...], e.g. write_file=ops", 2)
+        approvers.setdefault(tool.strip(), []).extend(names)
+    return approvers
+
+
 async def _connect(settings: TarrySettings) -> Tarry:
     address = settings.temporal_address
     try:
@@ -247,6 +259,16 @@ def start(
             " or repeated; `*` is every tool.",
         ),
     ] = None,
+    approver: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--approver",
+            metavar="TOOL=WHO",
+            help="Who may decide a tool's calls: users and groups ([api.groups]),"
+            " comma-separated (`write_file=ops,alice`); `*=WHO` for the tools not named;"
+            " repeated for more tools. Anyone if not given.",
+        ),
+    ] = None,
     approval_timeout: Annotated[
         str | None,
         typer.Option(
@@ -300,6 +322,7 @@ def start(
             tools=_names(tools),
             mode=_choice("--mode", mode, Mode),
             require_approval=_names(require_approval) or [],
+            approvers=_approvers(approver or []),
             approval_timeout=_duration(approval_timeout),
             approval_default=_choice("--approval-default", approval_default, ApprovalDefault),
             max_turns=max_turns,
