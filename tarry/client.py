@@ -185,6 +185,7 @@ class Tarry:
         `resume` keeps): what a caller needs to know of the request that started it."""
         if isinstance(input, str):
             input = RunInput(prompt=input)
+        input = input.model_copy(update={"started_by": self.caller.user})
         run_id = _checked_id(f"run-{uuid.uuid4().hex[:8]}" if run_id is None else run_id)
         summary = _summary_of(input.prompt)
         try:

@@ -463,6 +463,9 @@ class RunInput(BaseModel):
     """Task mode: the JSON Schema the final answer must fit. The model is asked for it
     (OpenAI `response_format: json_schema`), shown its errors once if it misses, and the
     run fails `OUTPUT_INVALID` if it misses again."""
+    started_by: str | None = Field(default=None, exclude_if=_none)
+    """Who started the run, and so sent `prompt`: set by the client that starts it, from
+    its caller (a value sent to the API is replaced by the caller's)."""
     approvers: dict[str, list[str]] = Field(default={}, exclude_if=_empty)
     """Who may decide a gated call: a tool's name (or `*`, for the tools not named) to the
     users and groups (`[api.groups]`) who may; a tool in neither: anyone. A decision by

@@ -74,7 +74,7 @@ class AgentRunWorkflow:
         else:
             self._m = RunMemory(budget=Budgets(limits=input.budget))
             if input.prompt:
-                self._m.receive(UserInput(text=input.prompt))
+                self._m.receive(UserInput(text=input.prompt, by=input.started_by))
             else:
                 self._m.phase = Phase.WAITING_USER
         self._stream = RunStream(self._m.events.state)

@@ -205,7 +205,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         input = RunInput.model_validate(body.model_dump(exclude={"id"}))
         request = _start_request(idempotency_key, body) if idempotency_key else None
         try:
-            run = await tarry.start(
+            run = await tarry.acting_as(caller).start(
                 input, run_id=run_id, memo={IDEMPOTENCY_MEMO: request} if request else None
             )
         except TarryError as e:
