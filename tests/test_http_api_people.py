@@ -219,6 +219,17 @@ async def test_a_stop_records_who_stopped_the_run(api: Api) -> None:
     assert (await api.state(run_id)).stopped_by == "bob"
 
 
+async def test_a_pause_records_who_paused_the_run(api: Api) -> None:
+    api.agent.model.add(say("slowly " * 40, chunk_delay=0.05))
+    run_id = await api.start("hi")
+
+    paused = await api.http.post(f"/v1/runs/{run_id}/pause", json={}, headers=as_(BOB))
+
+    assert paused.status_code == 202
+    assert (await until_stopped(api, run_id))["paused_by"] == "bob"
+    assert dict(await sent_in_history(api.agent, run_id))["pause"] == {"by": "bob"}
+
+
 async def test_a_body_cannot_say_who_sends_it(api: Api) -> None:
     run_id = await gated(api, approvers={"write_file": ["bob"]})
 
