@@ -322,7 +322,7 @@ class TarrySettings(BaseSettings):
     config file's `[api] tokens` and `[api.users]` (see `api_users`): `NAME:TOKEN` names
     the person the token is, a bare `TOKEN` is the user `api`; each token of at least 16
     characters."""
-    tarry_user: str | None = Field(default=None, min_length=1)
+    tarry_user: str | None = None
     """Who the CLI and `tarry mcp` act as, recorded in the runs; unset: `cli:$USER`."""
     tarry_api_cors_origins: Annotated[list[str], NoDecode] = []
     """Origins whose web pages may call the HTTP API (CORS), comma-separated; none: off.
