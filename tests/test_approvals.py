@@ -87,6 +87,20 @@ async def test_an_operator_sees_who_may_decide_a_call_and_who_stopped_the_run(
     assert "**Stopped by:** bob: not today" in ended
 
 
+async def test_an_approve_signal_by_someone_outside_the_approvers_decides_nothing(
+    agent: Agent,
+) -> None:
+    run = await gated_run(agent, say("Written."), approvers={"write_file": ["bob"]})
+
+    await agent.tarry.get(run.id, Caller("mallory")).approve("w1")
+    # Signals are taken in order: the update after it sees whatever the signal did.
+    await agent.tarry.get(run.id, Caller("bob")).decide("w1", approved=False)
+
+    decision = next(m for m in await run.transcript() if m.role == "tool").decision
+    assert decision is not None
+    assert (decision.approved, decision.user) == (False, "bob")
+
+
 async def test_approving_runs_the_call(agent: Agent) -> None:
     run = await gated_run(agent, say("Written."))
 

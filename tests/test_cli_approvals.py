@@ -16,6 +16,7 @@ import pytest
 
 from tarry.client import RunHandle
 from tarry.contracts import ChatMessage, DecisionRecord, Phase, RunState, WaitingFor
+from tarry.identities import Caller
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent, tool_result
 from tests.test_cli import LIST_HEADER, Cli, agent_env, until_listed
@@ -478,3 +479,13 @@ async def test_an_approver_option_without_a_tool_is_refused(cli: Cli) -> None:
     result = await cli("start", "hi", "--approver", "ops")
 
     result.assert_one_error_line("error: --approver 'ops': give TOOL=USER_OR_GROUP")
+
+
+async def test_status_says_who_stopped_the_run(cli: Cli) -> None:
+    run = await gated_run(cli.agent)
+    await cli.agent.tarry.get(run.id, Caller("bob")).stop("enough")
+    await run.result()
+
+    out = await cli.ok("status", run.id)
+
+    assert ["stopped", "by", "bob"] in [line.split() for line in out.splitlines()]
