@@ -15,6 +15,7 @@ import asyncio
 import atexit
 import gc
 import logging
+import os
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -44,12 +45,13 @@ from tarry.contracts import (
     DEFAULT_TASK_QUEUE,
     LLM_ACTIVITY,
     WORKFLOW_TYPE,
-    Budget,
+    BudgetRaise,
     ChatMessage,
     Decision,
     ErrorCode,
     ErrorInfo,
     Fork,
+    PauseRequest,
     Phase,
     Retrying,
     RunInput,
@@ -63,6 +65,7 @@ from tarry.contracts import (
     run_id_problem,
 )
 from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
+from tarry.identities import Caller, local_user
 from tarry.settings import TarrySettings
 from tarry.text import shorten
 
@@ -149,18 +152,24 @@ async def connect_temporal(
 
 
 class Tarry:
-    """Starts runs and finds them again by id."""
+    """Starts runs and finds them again by id. What its handles do, the runs record as
+    done by `caller` (by default `TARRY_USER`, else `cli:$USER`)."""
 
-    def __init__(self, client: Client, task_queue: str = DEFAULT_TASK_QUEUE) -> None:
+    def __init__(
+        self, client: Client, task_queue: str = DEFAULT_TASK_QUEUE, caller: Caller | None = None
+    ) -> None:
         self.client = client
         self.task_queue = task_queue
+        self.caller = caller or Caller(local_user(os.environ.get("TARRY_USER")))
 
     @classmethod
     async def connect(cls, settings: TarrySettings | None = None) -> Tarry:
         """Connects to the Temporal server `settings` name (the environment's, by default)
-        with the data converter every Tarry process shares (`connect_temporal`)."""
+        with the data converter every Tarry process shares (`connect_temporal`), acting as
+        `settings`' local user, with their groups."""
         settings = settings or TarrySettings()
-        return cls(await connect_temporal(settings), settings.tarry_task_queue)
+        client = await connect_temporal(settings)
+        return cls(client, settings.tarry_task_queue, settings.local_caller())
 
     async def start(
         self,
@@ -177,6 +186,7 @@ class Tarry:
         `resume` keeps): what a caller needs to know of the request that started it."""
         if isinstance(input, str):
             input = RunInput(prompt=input)
+        input = input.model_copy(update={"started_by": self.caller.user})
         return await self._start(input, run_id=run_id, memo=memo)
 
     async def _start(
@@ -214,27 +224,36 @@ class Tarry:
                 f"a run with id {run_id!r} exists already; choose another id, or go on with"
                 " that run (`tarry resume` when it has ended)",
             ) from None
-        run = RunHandle(self.client, handle)
+        run = RunHandle(self.client, handle, self.caller)
         named_profile = input.model != RunInput.model_fields["model"].default
         if input.tools is not None or input.require_approval or named_profile:
             await run._check_tools()
         return run
 
-    def get(self, run_id: str) -> RunHandle:
-        """A handle to an existing run; it is checked on first use (`RUN_ID_INVALID` at
-        once for what can never be a run id)."""
+    def acting_as(self, caller: Caller) -> Tarry:
+        """This client, its handles acting as `caller`: a server's, for one request."""
+        return Tarry(self.client, self.task_queue, caller)
+
+    def get(self, run_id: str, caller: Caller | None = None) -> RunHandle:
+        """A handle to an existing run, acting as `caller` (None: this client's); it is
+        checked on first use (`RUN_ID_INVALID` at once for what can never be a run id)."""
         return RunHandle(
             self.client,
             self.client.get_workflow_handle(_checked_id(run_id), result_type=RunResult),
+            caller or self.caller,
         )
 
 
 class RunHandle:
-    """One agent run, by workflow id (it follows the run across its whole chain)."""
+    """One agent run, by workflow id (it follows the run across its whole chain); what
+    it sends, the run records as done by `caller`."""
 
-    def __init__(self, client: Client, handle: WorkflowHandle[object, RunResult]) -> None:
+    def __init__(
+        self, client: Client, handle: WorkflowHandle[object, RunResult], caller: Caller
+    ) -> None:
         self._client = client
         self._handle = handle
+        self.caller = caller
         self._served_until = 0.0  # `loop.time()` until which a worker is trusted to serve
 
     @property
@@ -244,13 +263,13 @@ class RunHandle:
     async def reply(self, text: str, *, id: str | None = None) -> None:
         """Queues a reply (the `user_input` signal); it is delivered at the next turn
         boundary. Retrying with the same `id` never delivers it twice."""
-        message = _user_input(text, id)
+        message = _user_input(text, id, self.caller.user)
         async with self._errors():
             await self._handle.signal("user_input", message)
 
     async def send(self, text: str, *, id: str | None = None) -> RunState:
         """Delivers a reply and waits for the run's next stop point (the `send` update)."""
-        message = _user_input(text, id)
+        message = _user_input(text, id, self.caller.user)
         # The same message id is the same update: the server answers a retry with the
         # first call's outcome instead of running it again.
         return await self._update("send", message, id=f"send-{id}" if id else None)
@@ -265,7 +284,7 @@ class RunHandle:
     ) -> None:
         """Decides on a gated tool call (all pending calls when `call_id` is None) with the
         `approve` signal. Sent twice, the first decision stands."""
-        decision = Decision(call_id=call_id, approved=approved, reason=reason, arguments=arguments)
+        decision = self._decision(call_id, approved, reason, arguments)
         async with self._errors():
             await self._handle.signal("approve", decision)
 
@@ -281,10 +300,25 @@ class RunHandle:
         """Like `approve`, but checked first (`APPROVAL_*` codes) and answered with the
         state at the run's next stop point (the `decide` update). `source` names the door
         the decision came through (`Decision.source`), kept with it."""
-        decision = Decision(
-            call_id=call_id, approved=approved, reason=reason, arguments=arguments, source=source
+        decision = self._decision(call_id, approved, reason, arguments)
+        return await self._update("decide", decision.model_copy(update={"source": source}))
+
+    def _decision(
+        self,
+        call_id: str | None,
+        approved: bool,
+        reason: str | None,
+        arguments: dict[str, Any] | None,
+    ) -> Decision:
+        """A decision by this handle's caller, with their groups for the run's approvers."""
+        return Decision(
+            call_id=call_id,
+            approved=approved,
+            reason=reason,
+            arguments=arguments,
+            by=self.caller.user,
+            groups=list(self.caller.groups),
         )
-        return await self._update("decide", decision)
 
     async def raise_budget(
         self, *, max_total_tokens: int | None = None, max_cost_usd: float | None = None
@@ -294,7 +328,9 @@ class RunHandle:
         the state at once. `BUDGET_INVALID` when none is given or one is not above what
         the run has spent."""
         try:
-            raised = Budget(max_total_tokens=max_total_tokens, max_cost_usd=max_cost_usd)
+            raised = BudgetRaise(
+                max_total_tokens=max_total_tokens, max_cost_usd=max_cost_usd, by=self.caller.user
+            )
         except ValidationError as e:
             reason = str(e.errors()[0]["msg"])
             raise TarryError(ErrorCode.BUDGET_INVALID, f"a budget limit {reason}") from None
@@ -365,13 +401,13 @@ class RunHandle:
         """Asks the run to wait for a person at its next turn boundary (the `pause`
         signal); a reply then goes on as usual."""
         async with self._errors():
-            await self._handle.signal("pause")
+            await self._handle.signal("pause", PauseRequest(by=self.caller.user))
 
     async def stop(self, reason: str | None = None) -> None:
         """Ends the run (the `stop` signal): a waiting run completes, a working one is
         aborted; `reason` is kept in its state and result. `resume` goes on with it."""
         async with self._errors():
-            await self._handle.signal("stop", StopRequest(reason=reason))
+            await self._handle.signal("stop", StopRequest(reason=reason, by=self.caller.user))
 
     async def state(self) -> RunState:
         """The run's `state` query, with the call being retried when it is `Running`
@@ -567,7 +603,7 @@ class RunHandle:
         `<this id>-fork-<short uuid>`. Raises `FORK_POINT_INVALID` when message `at` is
         not a user message."""
         if text is not None:
-            text = _user_input(text, None).text
+            text = _user_input(text, None, self.caller.user).text
         transcript = await self.transcript()
         if not 0 <= at < len(transcript) or transcript[at].role != "user":
             users = [i for i, message in enumerate(transcript) if message.role == "user"]
@@ -579,11 +615,10 @@ class RunHandle:
         input = await self._query("run_input", RunInput)
         prompt = text if text is not None else transcript[at].content or ""
         fork = Fork(run_id=self.id, at=at, transcript=transcript[:at])
-        tarry = Tarry(self._client, (await self.describe()).task_queue)
+        tarry = Tarry(self._client, (await self.describe()).task_queue, self.caller)
         fork_id = run_id or f"{self.id[:180]}-fork-{uuid.uuid4().hex[:6]}"
-        return await tarry._start(
-            input.model_copy(update={"prompt": prompt}), run_id=fork_id, fork=fork
-        )
+        input = input.model_copy(update={"prompt": prompt, "started_by": self.caller.user})
+        return await tarry._start(input, run_id=fork_id, fork=fork)
 
     async def resume(self) -> RunHandle:
         """Goes on with an ended run (failed by a model error once its retries were
@@ -613,7 +648,7 @@ class RunHandle:
                 # All of it: what the request that started the run left there too.
                 memo={**memo, SUMMARY_MEMO: summary},
             )
-        return RunHandle(self._client, handle)
+        return RunHandle(self._client, handle, self.caller)
 
     def _errors(self) -> AbstractAsyncContextManager[None]:
         return _translated_errors(self.id)
@@ -684,11 +719,11 @@ def _summary_of(prompt: str) -> str:
     return shorten(first_line, 80) if first_line else "(waiting for a first message)"
 
 
-def _user_input(text: str, id: str | None) -> UserInput:
+def _user_input(text: str, id: str | None, by: str) -> UserInput:
     """The reply as it travels; refused here, before it travels, when it is not UTF-8,
     empty or over `MAX_INPUT_BYTES` (`reply_problem`, the check the run makes too)."""
     try:
-        message = UserInput(text=text, id=id)
+        message = UserInput(text=text, id=id, by=by)
     except ValidationError as e:
         reason = str(e.errors()[0]["msg"]).removeprefix("Value error, ")
         raise TarryError(ErrorCode.INPUT_INVALID, reason) from None

@@ -30,6 +30,7 @@ __all__ = [
     "PHASE_ATTRIBUTE",
     "RUN_ID_PATTERN",
     "SEARCH_ATTRIBUTES",
+    "TEMPORAL_UI",
     "TOOL_CATALOGUE_ACTIVITY",
     "TRANSCRIPT_PAGE_BYTES",
     "TURNS_ATTRIBUTE",
@@ -37,6 +38,7 @@ __all__ = [
     "WORKFLOW_TYPE",
     "ApprovalDefault",
     "Budget",
+    "BudgetRaise",
     "Catalogue",
     "CatalogueRequest",
     "ChatMessage",
@@ -51,6 +53,7 @@ __all__ = [
     "LlmResponse",
     "McpInvocation",
     "Mode",
+    "PauseRequest",
     "PendingApproval",
     "Phase",
     "Retrying",
@@ -69,6 +72,8 @@ __all__ = [
     "Usage",
     "UserInput",
     "WaitingFor",
+    "approvers_of",
+    "may_decide",
     "reply_problem",
     "run_id_problem",
 ]
@@ -199,6 +204,9 @@ class ErrorCode(StrEnum):
     """A second decision on a call: the first one stands."""
     APPROVAL_INVALID_ARGUMENTS = "APPROVAL_INVALID_ARGUMENTS"
     """Edited arguments that do not fit the tool's schema."""
+    APPROVAL_NOT_ALLOWED = "APPROVAL_NOT_ALLOWED"
+    """A decision by someone who is not one of the call's approvers (`RunInput.approvers`):
+    nothing is decided."""
     ENGINE_ABORTED = "ENGINE_ABORTED"
     """`stop` while the run was working: the run fails, its transcript kept."""
     ENGINE_MAX_TURNS = "ENGINE_MAX_TURNS"
@@ -284,9 +292,14 @@ class DecisionRecord(BaseModel):
     arguments: dict[str, Any] | None = None
     """The edited arguments the tool ran with, when a person edited them."""
     by: Literal["signal", "update", "deadline", "stop"]
+    """How it was decided: this name was taken before people were named, and names never
+    change, so the person is `user`."""
     at: datetime
     source: str | None = Field(default=None, exclude_if=_none)
     """The door the decision came through, as `Decision.source` named it (`mcp`)."""
+    user: str | None = Field(default=None, exclude_if=_none)
+    """Who decided (`Decision.by`), or who stopped the run for a call a stop rejected;
+    null for a deadline's default and for decisions recorded before people were named."""
 
 
 class ChatMessage(BaseModel):
@@ -302,6 +315,8 @@ class ChatMessage(BaseModel):
     """Transcript metadata on a gated call's tool message; not part of what the model sees."""
     interrupted: bool = False
     """An answer a `stop` cut short: the words the model had written by then."""
+    by: str | None = Field(default=None, exclude_if=_none)
+    """Transcript metadata on a reply: who sent it (`UserInput.by`); not sent to the model."""
     blocks: list[dict[str, Any]] | None = Field(default=None, exclude_if=_none)
     """Transcript metadata on an MCP tool's message: its content blocks (images, audio,
     resources) exactly as the server gave them; the model reads their summary."""
@@ -310,7 +325,7 @@ class ChatMessage(BaseModel):
         """The message as the provider takes it: no nulls, no Tarry metadata; an
         interrupted answer says so in its text, the one place a model reads it."""
         message = self.model_dump(
-            mode="json", exclude_none=True, exclude={"decision", "interrupted", "blocks"}
+            mode="json", exclude_none=True, exclude={"decision", "interrupted", "blocks", "by"}
         )
         if self.interrupted:
             message["content"] = f"{self.content or ''} {INTERRUPTED_NOTE}".lstrip()
@@ -396,12 +411,23 @@ class Timeouts(BaseModel):
 
 class Budget(BaseModel):
     """What a run may spend, in all: at a turn boundary where it has spent either, it
-    waits (`waiting_for: "budget"`) until `raise_budget` raises it. Also the payload of
-    `raise_budget`, whose limits replace the ones it names."""
+    waits (`waiting_for: "budget"`) until `raise_budget` raises it."""
 
     max_total_tokens: int | None = Field(default=None, gt=0)
     max_cost_usd: float | None = Field(default=None, gt=0)
     """Estimated from the profiles' prices: a profile without prices costs nothing."""
+
+
+class BudgetRaise(Budget):
+    """The payload of `raise_budget`: the limits that replace the ones it names, and who
+    raised them. Payloads recorded before people were named decode as one without `by`."""
+
+    by: str | None = Field(default=None, exclude_if=_none)
+    """Who raised it; null (the Temporal UI, an older client) is recorded as `temporal-ui`."""
+
+    def limits(self) -> dict[str, Any]:
+        """The limits it names, to replace the run's own with."""
+        return self.model_dump(include=set(Budget.model_fields), exclude_none=True)
 
 
 class RunInput(BaseModel):
@@ -440,6 +466,14 @@ class RunInput(BaseModel):
     """Task mode: the JSON Schema the final answer must fit. The model is asked for it
     (OpenAI `response_format: json_schema`), shown its errors once if it misses, and the
     run fails `OUTPUT_INVALID` if it misses again."""
+    started_by: str | None = Field(default=None, exclude_if=_none)
+    """Who started the run, and so sent `prompt`: set by the client that starts it, from
+    its caller (a value sent to the API is replaced by the caller's)."""
+    approvers: dict[str, list[str]] = Field(default={}, exclude_if=_empty)
+    """Who may decide a gated call: a tool's name (or `*`, for the tools not named) to the
+    users and groups (`[api.groups]`) who may; a tool in neither: anyone. A decision by
+    anyone else is refused (`APPROVAL_NOT_ALLOWED`). Left out while empty, so inputs from
+    before it encode as they did."""
 
     @field_validator("output_schema")
     @classmethod
@@ -489,12 +523,34 @@ def reply_problem(text: str) -> tuple[ErrorCode, str] | None:
     return None
 
 
+TEMPORAL_UI = "temporal-ui"
+"""Who a signal or update without `by` is recorded as: sent straight from the Temporal UI
+(or the `temporal` CLI) by an operator, whom Temporal's own access control governs."""
+
+
+def approvers_of(approvers: dict[str, list[str]], tool: str) -> list[str] | None:
+    """Who may decide a call of `tool` under `RunInput.approvers`: the tool's own entry,
+    else the `*` entry; None: anyone."""
+    return approvers.get(tool, approvers.get("*"))
+
+
+def may_decide(approvers: list[str] | None, user: str | None, groups: list[str]) -> bool:
+    """Whether `user`, a member of `groups`, may decide a call `approvers` may decide.
+    A decision without a user is an operator's, straight from Temporal: always allowed."""
+    if approvers is None or user is None:
+        return True
+    return user in approvers or any(group in approvers for group in groups)
+
+
 class UserInput(BaseModel):
     """A reply: the payload of the `user_input` signal and the `send` update."""
 
     text: str
     id: str | None = None
     """A client message id; a second message with an id the run has seen is ignored."""
+    by: str | None = Field(default=None, exclude_if=_none)
+    """Who sent it (kept on its transcript message); null (the Temporal UI, an older
+    client) is recorded as `temporal-ui`. Left out while null, so older payloads match."""
 
     @field_validator("text")
     @classmethod
@@ -512,6 +568,15 @@ class UserInput(BaseModel):
 
 class StopRequest(BaseModel):
     reason: str | None = None
+    by: str | None = Field(default=None, exclude_if=_none)
+    """Who stopped the run; null is recorded as `temporal-ui`."""
+
+
+class PauseRequest(BaseModel):
+    """The payload of the `pause` signal (none, from before people were named)."""
+
+    by: str | None = Field(default=None, exclude_if=_none)
+    """Who paused the run; null is recorded as `temporal-ui`."""
 
 
 class Decision(BaseModel):
@@ -528,6 +593,12 @@ class Decision(BaseModel):
     """The door it came through when that is not a person's own client: `mcp` for
     `tarry mcp`, where an assistant may decide without asking its user. Kept with the
     decision (`DecisionRecord.source`); left out while null, so older payloads match."""
+    by: str | None = Field(default=None, exclude_if=_none)
+    """Who decides (`DecisionRecord.user`); null: an operator straight from Temporal,
+    recorded as `temporal-ui` and never refused."""
+    groups: list[str] = Field(default=[], exclude_if=_empty)
+    """The groups `by` belongs to, as the door that resolved the caller found them in its
+    configuration: the run checks `RunInput.approvers` against `by` and these."""
 
 
 class PendingApproval(BaseModel):
@@ -536,6 +607,8 @@ class PendingApproval(BaseModel):
     arguments: str
     """The model's argument text, as it asked."""
     deadline: datetime | None = None
+    approvers: list[str] | None = Field(default=None, exclude_if=_none)
+    """The users and groups who may decide it (`RunInput.approvers`); null: anyone."""
 
 
 TRANSCRIPT_PAGE_BYTES = 128 * 1024
@@ -618,6 +691,12 @@ class RunState(BaseModel):
     answer in flight from its first word (its events have a `turn` above `turn`)."""
     stop_reason: str | None = None
     """The reason given with `stop`, once a run was stopped."""
+    stopped_by: str | None = Field(default=None, exclude_if=_none)
+    """Who stopped the run."""
+    paused_by: str | None = Field(default=None, exclude_if=_none)
+    """Who asked the run to pause, until the next reply is delivered."""
+    budget_raised_by: str | None = Field(default=None, exclude_if=_none)
+    """Who last raised the run's budget."""
     budget: Budget | None = Field(default=None, exclude_if=_none)
     """The run's budget as it stands (raised or not); null: none."""
     model: str | None = Field(default=None, exclude_if=_none)
@@ -639,6 +718,8 @@ class RunResult(BaseModel):
     turns: int = 0
     stop_reason: str | None = None
     """The reason given with `stop`, when a stop ended the run."""
+    stopped_by: str | None = Field(default=None, exclude_if=_none)
+    """Who stopped the run, when a stop ended it."""
 
 
 # --- Activity contracts -----------------------------------------------------

@@ -38,6 +38,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from temporalio.converter import StorageDriver
 
 from tarry.contracts import DEFAULT_TASK_QUEUE, Sampling, Usage
+from tarry.identities import API_USER, Caller, local_user
 from tarry.tools import MAX_READ_BYTES
 
 __all__ = [
@@ -207,13 +208,37 @@ def _long_enough(tokens: list[SecretStr]) -> list[SecretStr]:
     return tokens
 
 
+def _long_token(token: SecretStr) -> SecretStr:
+    return _long_enough([token])[0]
+
+
+def _user_tokens(entries: list[SecretStr]) -> list[SecretStr]:
+    """Refuses a `NAME:TOKEN` entry of `TARRY_API_TOKENS` whose token is short or whose
+    name is empty (a bare token has no colon)."""
+    _long_enough([_named_token(entry)[1] for entry in entries])
+    if any(_named_token(entry)[0] == "" for entry in entries):
+        raise ValueError("a NAME:TOKEN entry needs a name before the colon")
+    return entries
+
+
+def _named_token(entry: SecretStr) -> tuple[str, SecretStr]:
+    """`NAME:TOKEN` as its user and token; a bare token is the user `api`."""
+    name, colon, token = entry.get_secret_value().partition(":")
+    return (name, SecretStr(token)) if colon else (API_USER, entry)
+
+
 class ApiTable(BaseModel):
     """The config file's `[api]` table."""
 
     model_config = ConfigDict(extra="forbid")
 
     tokens: Annotated[list[SecretStr], AfterValidator(_long_enough)] = []
-    """Bearer tokens, besides `TARRY_API_TOKENS`."""
+    """Bearer tokens of the user `api`, besides `TARRY_API_TOKENS`."""
+    users: dict[str, Annotated[SecretStr, AfterValidator(_long_token)]] = {}
+    """`[api.users]`: each person's name and their token (`alice = "TOKEN"`); the runs
+    record what they do under that name."""
+    groups: dict[str, list[str]] = {}
+    """`[api.groups]`: groups of users (`ops = ["alice", "bob"]`), for `RunInput.approvers`."""
 
 
 class ConfigFile(BaseModel):
@@ -292,9 +317,13 @@ class TarrySettings(BaseSettings):
     """False keeps every payload in history, where Temporal refuses any over 2 MB."""
     tarry_api_port: int = Field(default=DEFAULT_API_PORT, ge=1, le=65535)
     """The port `tarry serve` and `tarry dev` serve the HTTP API on."""
-    tarry_api_tokens: Annotated[list[SecretStr], NoDecode, AfterValidator(_long_enough)] = []
+    tarry_api_tokens: Annotated[list[SecretStr], NoDecode, AfterValidator(_user_tokens)] = []
     """Bearer tokens the HTTP API accepts, comma-separated in the environment, besides the
-    config file's `[api] tokens` (see `api_tokens`); each of at least 16 characters."""
+    config file's `[api] tokens` and `[api.users]` (see `api_users`): `NAME:TOKEN` names
+    the person the token is, a bare `TOKEN` is the user `api`; each token of at least 16
+    characters."""
+    tarry_user: str | None = None
+    """Who the CLI and `tarry mcp` act as, recorded in the runs; unset: `cli:$USER`."""
     tarry_api_cors_origins: Annotated[list[str], NoDecode] = []
     """Origins whose web pages may call the HTTP API (CORS), comma-separated; none: off.
     `*` (any page) only with tokens."""
@@ -384,9 +413,25 @@ class TarrySettings(BaseSettings):
 
     def api_tokens(self) -> list[SecretStr]:
         """The HTTP API's bearer tokens: `TARRY_API_TOKENS` and the config file's `[api]
-        tokens`. With any, every route but `/healthz` needs one; with none, the API
-        listens only on loopback."""
-        return [*self.tarry_api_tokens, *self._file.api.tokens]
+        tokens` and `[api.users]`. With any, every route but `/healthz` needs one; with
+        none, the API listens only on loopback."""
+        return [token for _, token in self.api_users()]
+
+    def api_users(self) -> list[tuple[Caller, SecretStr]]:
+        """Each bearer token with the person it names and their groups."""
+        named = [_named_token(entry) for entry in self.tarry_api_tokens]
+        named += [(API_USER, token) for token in self._file.api.tokens]
+        named += list(self._file.api.users.items())
+        return [(self.caller(user), token) for user, token in named]
+
+    def caller(self, user: str) -> Caller:
+        """`user` with the groups `[api.groups]` puts them in."""
+        groups = self._file.api.groups.items()
+        return Caller(user, tuple(group for group, users in groups if user in users))
+
+    def local_caller(self) -> Caller:
+        """Who the CLI and `tarry mcp` act as: `TARRY_USER`, else `cli:$USER`."""
+        return self.caller(local_user(self.tarry_user))
 
     def mcp_servers(self) -> dict[str, McpServer]:
         """The config file's `[mcp_servers.NAME]` tables."""

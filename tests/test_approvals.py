@@ -17,6 +17,7 @@ from temporalio.client import Client
 from activities.tools import tool
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import WAITING_FOR_ATTRIBUTE, ErrorCode, Phase, RunInput, WaitingFor
+from tarry.identities import Caller
 from tarry.testing.scripted_model import ScriptedModel, ScriptedToolCall, call, calls, say
 from tests.conftest import FAST_TIMEOUTS, Agent, tool_result, worker_process
 from tests.faults import local_activities
@@ -69,6 +70,35 @@ async def test_an_operator_sees_what_a_run_waits_for(agent: Agent) -> None:
     assert "**Waiting for approval:** `write_file plan.md ship it` (call `w1`)" in (
         metadata.current_details
     )
+
+
+async def test_an_operator_sees_who_may_decide_a_call_and_who_stopped_the_run(
+    agent: Agent,
+) -> None:
+    run = await gated_run(agent, approvers={"write_file": ["ops", "alice"]})
+    handle = agent.tarry.client.get_workflow_handle(run.id)
+    waiting = (await handle.query("__temporal_workflow_metadata")).current_details
+
+    await agent.tarry.get(run.id, Caller("bob")).stop("not today")
+    await run.result()
+    ended = (await handle.query("__temporal_workflow_metadata")).current_details
+
+    assert "(call `w1`, approvers: ops, alice)" in waiting
+    assert "**Stopped by:** bob: not today" in ended
+
+
+async def test_an_approve_signal_by_someone_outside_the_approvers_decides_nothing(
+    agent: Agent,
+) -> None:
+    run = await gated_run(agent, say("Written."), approvers={"write_file": ["bob"]})
+
+    await agent.tarry.get(run.id, Caller("mallory")).approve("w1")
+    # Signals are taken in order: the update after it sees whatever the signal did.
+    await agent.tarry.get(run.id, Caller("bob")).decide("w1", approved=False)
+
+    decision = next(m for m in await run.transcript() if m.role == "tool").decision
+    assert decision is not None
+    assert (decision.approved, decision.user) == (False, "bob")
 
 
 async def test_approving_runs_the_call(agent: Agent) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from tarry.client import RunHandle
 from tarry.contracts import ChatMessage, DecisionRecord, Phase, RunState, WaitingFor
+from tarry.identities import Caller
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent, tool_result
 from tests.test_cli import LIST_HEADER, Cli, agent_env, until_listed
@@ -303,7 +304,8 @@ async def test_show_says_who_approved_a_call_and_when(cli: Cli) -> None:
 
     you, called, decided, result, answer = out.splitlines()
     assert (you, called) == ("you: write a.md", f"    → {WRITE_LINE}")
-    assert re.fullmatch(rf"    ✓ approved in the CLI/API {clock(at)}", decided), decided
+    by = re.escape(cli.agent.tarry.caller.user)  # the CLI's user is this test's: `cli:$USER`
+    assert re.fullmatch(rf"    ✓ approved in the CLI/API {clock(at)} by {by}", decided), decided
     assert (result, answer) == ('    ← {"path": "a.md", "bytes": 1}', "agent: done")
 
 
@@ -316,7 +318,9 @@ async def test_show_says_who_rejected_a_call_and_why(cli: Cli) -> None:
     out = await cli.ok("show", run.id)
 
     decided = next(line for line in out.splitlines() if "✗" in line)
-    assert re.fullmatch(rf'    ✗ rejected by signal {clock(at)}: "too risky"', decided), decided
+    by = re.escape(run.caller.user)
+    expected = rf'    ✗ rejected by signal {clock(at)} by {by}: "too risky"'
+    assert re.fullmatch(expected, decided), decided
 
 
 async def test_show_notes_edited_arguments(cli: Cli) -> None:
@@ -413,3 +417,75 @@ async def test_an_invalid_waiting_for_is_one_error_line(cli: Cli) -> None:
         "error: unknown --waiting-for 'coffee'; use one of input, approval"
     )
     assert result.code == 2
+
+
+# --- Who decides ------------------------------------------------------------------------
+
+
+async def test_a_decision_by_a_user_outside_the_approvers_is_one_error_line_and_nothing(
+    cli: Cli,
+) -> None:
+    run = await gated_run(cli.agent, approvers={"write_file": ["alice"]})
+    mallory = Cli(cli.env | {"TARRY_USER": "mallory"}, cli.agent)
+
+    result = await mallory("approve", run.id)
+
+    result.assert_one_error_line("error: APPROVAL_NOT_ALLOWED: mallory may not decide write_file")
+    assert (await run.state()).waiting_for is WaitingFor.APPROVAL
+    assert await decisions_in_history(cli.agent, run) == []
+
+
+async def test_the_cli_decides_as_cli_and_the_login_name_by_default(cli: Cli) -> None:
+    run = await gated_run(cli.agent)
+    login = {"LOGNAME": "pat", "USER": "pat"}
+
+    await Cli(cli.env | login, cli.agent).ok("approve", run.id)
+
+    assert (await decision_of(run)).user == "cli:pat"
+
+
+async def test_tarry_user_decides_with_the_groups_of_the_config_file(
+    cli: Cli, tmp_path: Path
+) -> None:
+    config = tmp_path / "tarry.toml"
+    config.write_text('[api.groups]\nops = ["carol"]\n')
+    run = await gated_run(cli.agent, approvers={"write_file": ["ops"]})
+    carol = Cli(cli.env | {"TARRY_USER": "carol", "TARRY_CONFIG": str(config)}, cli.agent)
+
+    await carol.ok("approve", run.id)
+
+    assert (await decision_of(run)).user == "carol"
+    assert (workspace(cli.agent, run) / "a.md").read_text() == "x"
+
+
+async def test_start_names_the_approvers_of_each_tool(cli: Cli) -> None:
+    cli.agent.model.add(WRITE, say("done"))
+
+    run = await cli.start(
+        "write a.md",
+        "--require-approval",
+        "write_file",
+        "--approver",
+        "write_file=ops, alice",
+        "--approver",
+        "*=bob",
+    )
+
+    state = await until_state(run, lambda s: s.waiting_for is WaitingFor.APPROVAL)
+    assert [p.approvers for p in state.pending_approvals] == [["ops", "alice"]]
+
+
+async def test_an_approver_option_without_a_tool_is_refused(cli: Cli) -> None:
+    result = await cli("start", "hi", "--approver", "ops")
+
+    result.assert_one_error_line("error: --approver 'ops': give TOOL=USER_OR_GROUP")
+
+
+async def test_status_says_who_stopped_the_run(cli: Cli) -> None:
+    run = await gated_run(cli.agent)
+    await cli.agent.tarry.get(run.id, Caller("bob")).stop("enough")
+    await run.result()
+
+    out = await cli.ok("status", run.id)
+
+    assert ["stopped", "by", "bob"] in [line.split() for line in out.splitlines()]

@@ -156,6 +156,37 @@ async def test_a_person_approves_a_gated_call_in_the_inbox(
     assert browser.find_elements(By.CSS_SELECTOR, "#approvals .approval") == []
 
 
+async def test_a_call_only_others_may_decide_shows_who_and_offers_no_decision(
+    agent: Agent, api: Api, browser: WebDriver
+) -> None:
+    agent.model.add(call("write_file", {"path": "a.md", "content": "hi"}), say("Written."))
+    run_id = await api.start(
+        "write a.md", require_approval=["write_file"], approvers={"*": ["bob"]}
+    )
+    await api.run(run_id).wait_for(WAITING)
+
+    await open_run(browser, api, run_id)
+    card: WebElement = await until(
+        lambda: first(browser, "#approvals .approval"), "the pending call's card"
+    )
+
+    assert "Only bob may decide this call." in card.text
+    assert card.find_elements(By.CSS_SELECTOR, "button") == []
+
+
+async def test_the_transcript_says_who_sent_each_message(
+    agent: Agent, api: Api, browser: WebDriver
+) -> None:
+    agent.model.add(say("Hello."))
+    run_id = await api.start("hi")  # over an API without tokens: the user `api`
+    await api.run(run_id).wait_for(WAITING)
+
+    await open_run(browser, api, run_id)
+
+    who = await until(lambda: first(browser, ".message.user .who"), "the reply")
+    assert who.get_attribute("textContent") == "api"  # as written; the page shows it in capitals
+
+
 async def test_html_in_a_model_answer_is_shown_as_text_and_never_runs(
     agent: Agent, api: Api, browser: WebDriver
 ) -> None:

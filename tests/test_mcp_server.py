@@ -13,7 +13,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
-from tarry.contracts import ErrorCode
+from tarry.contracts import ErrorCode, Phase, WaitingFor
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
 from tests.test_cli import agent_env
@@ -22,11 +22,13 @@ from tests.test_run_ids import BAD_IDS
 TARRY = Path(sys.executable).parent / "tarry"
 
 
-def mcp_client(agent: Agent, payload_store: Path, *args: str) -> Client:
-    """A client of `tarry mcp ARGS` for the agent's task queue, to enter in the test: the
-    SDK's transports must be left by the task that entered them, and an async fixture's
-    teardown runs in another."""
-    env = {
+def mcp_client(
+    agent: Agent, payload_store: Path, *args: str, env: dict[str, str] | None = None
+) -> Client:
+    """A client of `tarry mcp ARGS` for the agent's task queue, with `env` on top of the
+    variables that name it, to enter in the test: the SDK's transports must be left by the
+    task that entered them, and an async fixture's teardown runs in another."""
+    env = (env or {}) | {
         "TEMPORAL_ADDRESS": agent.tarry.client.service_client.config.target_host,
         "TARRY_TASK_QUEUE": agent.tarry.task_queue,
         "TARRY_STORAGE_DIR": str(payload_store),
@@ -222,3 +224,21 @@ async def test_an_mcp_client_gets_the_same_error_codes_as_everywhere(
     (content,) = result.content
     assert isinstance(content, TextContent)
     assert content.text.startswith(f"{ErrorCode.RUN_NOT_FOUND}: no run 'run-nobody'")
+
+
+async def test_a_decision_by_a_user_outside_the_approvers_is_approval_not_allowed(
+    agent: Agent, payload_store: Path
+) -> None:
+    agent.model.add(call("write_file", {"path": "a.md", "content": "# A"}), say("Written."))
+    run = await agent.start(
+        "Write a.md.", require_approval=["write_file"], approvers={"write_file": ["alice"]}
+    )
+    await run.wait_for({Phase.WAITING_USER})
+
+    async with mcp_client(agent, payload_store, env={"TARRY_USER": "mallory"}) as client:
+        result = await client.call_tool("decide", {"run_id": run.id, "approved": True})
+
+    assert result.is_error
+    assert result.structured_content is not None
+    assert result.structured_content["code"] == ErrorCode.APPROVAL_NOT_ALLOWED
+    assert (await run.state()).waiting_for is WaitingFor.APPROVAL

@@ -26,14 +26,16 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from tarry.contracts import (
+        TEMPORAL_UI,
         WORKFLOW_TYPE,
-        Budget,
+        BudgetRaise,
         ChatMessage,
         Decision,
         ErrorCode,
         ErrorInfo,
         ForkOrigin,
         Mode,
+        PauseRequest,
         Phase,
         RunInput,
         RunResult,
@@ -77,7 +79,7 @@ class AgentRunWorkflow:
                 self._m.transcript = list(fork.transcript)
                 self._m.forked_from = ForkOrigin(run_id=fork.run_id, at=fork.at)
             if input.prompt:
-                self._m.receive(UserInput(text=input.prompt))
+                self._m.receive(UserInput(text=input.prompt, by=input.started_by))
             else:
                 self._m.phase = Phase.WAITING_USER
         self._stream = RunStream(self._m.events.state)
@@ -112,6 +114,9 @@ class AgentRunWorkflow:
 
     # --- Handlers: they record intent; the main loop acts on it -----------------
 
+    # Every door of Tarry names who acts (`by`); what arrives without a name was sent
+    # straight from the Temporal UI or CLI, by an operator: recorded as `TEMPORAL_UI`.
+
     @workflow.signal
     def user_input(self, input: UserInput) -> None:
         if self._m.phase.ended:
@@ -120,19 +125,21 @@ class AgentRunWorkflow:
             # Only a caller that bypasses the client gets here: the client refuses first.
             self._m.warning, _ = problem
         else:
-            self._m.receive(input)
+            self._m.receive(_named(input))
 
     @workflow.signal
-    def pause(self) -> None:
+    def pause(self, request: PauseRequest | None = None) -> None:
         # A run that already waits has nothing to pause; a stale request must not
         # swallow the answer to the next reply.
         if self._m.phase is Phase.RUNNING:
             self._m.pause_requested = True
+            self._m.paused_by = (request.by if request else None) or TEMPORAL_UI
 
     @workflow.signal
     def stop(self, request: StopRequest | None = None) -> None:
         self._m.stop_requested = True
         self._m.stop_reason = request.reason if request else None
+        self._m.stopped_by = (request.by if request else None) or TEMPORAL_UI
 
     @workflow.signal
     def approve(self, decision: Decision) -> None:
@@ -160,7 +167,7 @@ class AgentRunWorkflow:
             raise problem
 
     @workflow.update
-    async def raise_budget(self, raised: Budget) -> RunState:
+    async def raise_budget(self, raised: BudgetRaise) -> RunState:
         """Replaces the budget limits `raised` names; answers with the state at the next
         stop point when that lets a run paused on its budget go on, else at once."""
         stops = self._m.stops
@@ -169,7 +176,7 @@ class AgentRunWorkflow:
         return self.state()
 
     @raise_budget.validator
-    def _validate_raise_budget(self, raised: Budget) -> None:
+    def _validate_raise_budget(self, raised: BudgetRaise) -> None:
         if problem := budgets.raise_problem(self._m, raised):
             raise problem
 
@@ -223,7 +230,7 @@ class AgentRunWorkflow:
     @workflow.update
     async def send(self, input: UserInput) -> RunState:
         """Deliver a reply and answer with the state at the run's next stop point."""
-        seq = self._m.receive(input)
+        seq = self._m.receive(_named(input))
         with self._caller():
             # A run paused on its budget keeps the reply queued: this is its stop point.
             await workflow.wait_condition(
@@ -417,3 +424,8 @@ class AgentRunWorkflow:
         # A fork's first messages are in the memory now: sent again, they'd grow history.
         fork = self._input.fork and self._input.fork.model_copy(update={"transcript": []})
         workflow.continue_as_new(self._input.model_copy(update={"memory": memory, "fork": fork}))
+
+
+def _named(input: UserInput) -> UserInput:
+    """The reply with its author: `TEMPORAL_UI` for one that came without."""
+    return input if input.by else input.model_copy(update={"by": TEMPORAL_UI})

@@ -3,6 +3,14 @@
 Shared by the `approve` signal (a bad decision is ignored: a signal cannot answer) and
 the `decide` update (its validator rejects the same decisions with the same codes,
 before anything enters history). Pure functions of the run's memory: deterministic.
+
+Who may decide is checked here, in the run, so no door (HTTP, MCP, the CLI, a script
+with the client) can get round it. Each gated call carries its approvers, resolved from
+`RunInput.approvers` when it was gated; the decision carries its author and the groups
+the door found them in. Groups travel with the decision, not in the run's input: the
+workflow cannot read the configuration, and membership changed there applies at once to
+runs already waiting, as a person removed from `ops` expects. The run cannot check the
+claim, but neither could it check anything else a caller with Temporal access sends.
 """
 
 from __future__ import annotations
@@ -13,7 +21,14 @@ from typing import Literal
 import jsonschema
 from temporalio.exceptions import ApplicationError
 
-from tarry.contracts import Decision, DecisionRecord, ErrorCode, PendingApproval
+from tarry.contracts import (
+    TEMPORAL_UI,
+    Decision,
+    DecisionRecord,
+    ErrorCode,
+    PendingApproval,
+    may_decide,
+)
 from workflows.memory import Approvals, RunMemory
 
 
@@ -39,6 +54,8 @@ def decision_problem(memory: RunMemory, decision: Decision) -> ApplicationError 
             f"no pending call {decision.call_id!r}; pending: {waiting}",
             type=ErrorCode.APPROVAL_UNKNOWN_CALL,
         )
+    if refused := _not_allowed(undecided if target is None else [target], decision):
+        return refused
     if decision.arguments is None or not decision.approved:
         return None
     if target is None:
@@ -53,6 +70,20 @@ def decision_problem(memory: RunMemory, decision: Decision) -> ApplicationError 
             f"the edited arguments do not fit {target.tool}: {e.message}",
             type=ErrorCode.APPROVAL_INVALID_ARGUMENTS,
         )
+    return None
+
+
+def _not_allowed(calls: list[PendingApproval], decision: Decision) -> ApplicationError | None:
+    """`APPROVAL_NOT_ALLOWED` when the decision's author may not decide one of `calls`
+    (all of them are refused: a decision on every call is one decision)."""
+    for call in calls:
+        if not may_decide(call.approvers, decision.by, decision.groups):
+            approvers = ", ".join(call.approvers or [])
+            return ApplicationError(
+                f"{decision.by} may not decide {call.tool} call {call.call_id!r}; its"
+                f" approvers are {approvers}",
+                type=ErrorCode.APPROVAL_NOT_ALLOWED,
+            )
     return None
 
 
@@ -86,4 +117,5 @@ def record(
                 by=by,
                 at=at,
                 source=decision.source,
+                user=decision.by or TEMPORAL_UI,
             )

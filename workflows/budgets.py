@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from temporalio.exceptions import ApplicationError
 
-from tarry.contracts import Budget, ErrorCode, Phase, Usage
+from tarry.contracts import TEMPORAL_UI, Budget, BudgetRaise, ErrorCode, Phase, Usage
 from workflows.memory import RunMemory
 
 
@@ -48,7 +48,7 @@ def goes_on(memory: RunMemory) -> bool:
     return bool(m.inbox)
 
 
-def raise_problem(memory: RunMemory, raised: Budget) -> ApplicationError | None:
+def raise_problem(memory: RunMemory, raised: BudgetRaise) -> ApplicationError | None:
     """Why the run cannot take `raised` (`RUN_ENDED`, `BUDGET_INVALID`), or None."""
     m = memory
     if ended := m.ended_problem():
@@ -69,11 +69,13 @@ def raise_problem(memory: RunMemory, raised: Budget) -> ApplicationError | None:
     return None
 
 
-def record(memory: RunMemory, raised: Budget) -> bool:
-    """Replaces the limits `raised` names; True when that lets a paused run go on."""
+def record(memory: RunMemory, raised: BudgetRaise) -> bool:
+    """Replaces the limits `raised` names, and records who raised them; True when that
+    lets a paused run go on."""
     m = memory
     current = m.budget.limits or Budget()
-    m.budget.limits = current.model_copy(update=raised.model_dump(exclude_none=True))
+    m.budget.limits = current.model_copy(update=raised.limits())
+    m.budget.raised_by = raised.by or TEMPORAL_UI
     return m.phase is Phase.WAITING_USER and m.budget.paused and goes_on(m)
 
 

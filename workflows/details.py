@@ -77,7 +77,8 @@ def tool_summary(name: str, arguments: str) -> str:
 
 
 def current_details(memory: RunMemory, input: RunInput) -> str:
-    """Markdown for the UI's "current details": phase, turn, tokens, the question, trouble."""
+    """Markdown for the UI's "current details": phase, turn, tokens, the question, who
+    may decide it, who paused, stopped or raised the budget, trouble."""
     m = memory
     cost = f" · ${m.usage.cost_usd:.4f}" if m.usage.cost_usd else ""
     lines = [
@@ -92,12 +93,20 @@ def current_details(memory: RunMemory, input: RunInput) -> str:
         lines.append(f"**{label}:** {shorten(text, 300)}")
     for pending in m.undecided():
         deadline = f", default at {pending.deadline:%Y-%m-%d %H:%M} UTC" if pending.deadline else ""
+        approvers = f", approvers: {', '.join(pending.approvers)}" if pending.approvers else ""
         lines.append(
             f"**Waiting for approval:** `{tool_summary(pending.tool, pending.arguments)}` "
-            f"(call `{pending.call_id}`{deadline})"
+            f"(call `{pending.call_id}`{deadline}{approvers})"
         )
     if m.inbox:
         lines.append(f"**Replies queued:** {len(m.inbox)}")
+    if m.paused_by:
+        lines.append(f"**Paused by:** {m.paused_by}")
+    if m.budget.raised_by:
+        lines.append(f"**Budget raised by:** {m.budget.raised_by}")
+    if m.stopped_by:
+        reason = f": {shorten(m.stop_reason, 200)}" if m.stop_reason else ""
+        lines.append(f"**Stopped by:** {m.stopped_by}{reason}")
     if m.warning:
         lines.append(f"**Warning:** `{m.warning}`")
     if m.error:

@@ -99,6 +99,8 @@ class Budgets(BaseModel):
     """`RunInput.budget`, with the limits `raise_budget` replaced."""
     paused: bool = False
     """The run stopped at a turn boundary over budget; set and cleared by the main loop."""
+    raised_by: str | None = None
+    """Who last raised the limits (`BudgetRaise.by`)."""
 
 
 _GROUPS: dict[str, type[BaseModel]] = {
@@ -139,7 +141,10 @@ class RunMemory(BaseModel):
     error: ErrorInfo | None = None
     warning: ErrorCode | None = None
     pause_requested: bool = False
+    paused_by: str | None = None
+    """Who asked for the pause; kept until the next reply is delivered."""
     stop_reason: str | None = None
+    stopped_by: str | None = None
     stop_requested: bool = False
     stops: int = 0
     """How many stop points the run has reached; a `decide` caller waits for the next."""
@@ -202,10 +207,11 @@ class RunMemory(BaseModel):
         if not self.inbox:
             return
         for queued in self.inbox:
-            self.transcript.append(ChatMessage(role="user", content=queued.input.text))
+            message = ChatMessage(role="user", content=queued.input.text, by=queued.input.by)
+            self.transcript.append(message)
         self.inbox = []
         # A reply delivered at the boundary a pause asked for is what the pause waits for.
-        self.pause_requested = False
+        self.pause_requested, self.paused_by = False, None
         self.guards.turns_since_input = 0
         self.warning = None
         self.error = None  # a resumed run's: the reply goes on past it
@@ -263,6 +269,9 @@ class RunMemory(BaseModel):
             waiting_for=self.waiting_for(),
             pending_approvals=self.undecided(),
             stop_reason=self.stop_reason,
+            stopped_by=self.stopped_by,
+            paused_by=self.paused_by,
+            budget_raised_by=self.budget.raised_by,
             budget=self.budget.limits,
             model=self.model,
             forked_from=self.forked_from,
@@ -277,6 +286,7 @@ class RunMemory(BaseModel):
             usage=self.usage,
             turns=self.turn,
             stop_reason=self.stop_reason,
+            stopped_by=self.stopped_by,
         )
 
     def resumed(self) -> RunMemory:
@@ -293,7 +303,9 @@ class RunMemory(BaseModel):
                 "warning": self.error.code if self.error else None,
                 "stop_requested": False,
                 "stop_reason": None,
+                "stopped_by": None,
                 "pause_requested": False,
+                "paused_by": None,
                 "segment_turns": 0,
                 "approvals": Approvals(),
                 # A new run's event stream starts at offset 0 with the messages published.

@@ -36,6 +36,7 @@ from tarry.contracts import (
     ToolDefinition,
     ToolInvocation,
     ToolResult,
+    approvers_of,
 )
 from workflows.details import tool_summary
 from workflows.memory import RunMemory, WorkflowInput, call_fingerprint
@@ -87,7 +88,11 @@ def gate(
     memory.approvals.schemas = gated
     memory.approvals.pending = [
         PendingApproval(
-            call_id=c.id, tool=c.function.name, arguments=c.function.arguments, deadline=deadline
+            call_id=c.id,
+            tool=c.function.name,
+            arguments=c.function.arguments,
+            deadline=deadline,
+            approvers=approvers_of(input.approvers, c.function.name),
         )
         for c in pending
     ]
@@ -189,7 +194,8 @@ async def _decision_on(
     if call.id not in decisions:
         by = "stop" if m.stop_requested else "deadline"
         approve = by == "deadline" and input.approval_default is ApprovalDefault.APPROVE
-        decisions[call.id] = DecisionRecord(approved=approve, by=by, at=workflow.now())
+        user = m.stopped_by if by == "stop" else None
+        decisions[call.id] = DecisionRecord(approved=approve, by=by, at=workflow.now(), user=user)
     # Resumed here, between the last decision and its call's activity, as recorded
     # histories have it: moved, the phase's search attribute update would change places
     # with the activity in the commands of runs in flight.

@@ -40,7 +40,7 @@ from fastapi.responses import StreamingResponse
 from tarry.api.errors import ErrorBody
 from tarry.api.feeds import Feeds
 from tarry.api.models import RunId
-from tarry.api.routes import INTERNAL, INTERNAL_MESSAGE, JSON_ONLY, existing
+from tarry.api.routes import INTERNAL, INTERNAL_MESSAGE, JSON_ONLY, CallerOf, existing
 from tarry.client import Tarry, TarryError
 from tarry.contracts import ChatMessage, ErrorCode, Phase, RunInput, RunState, WaitingFor
 from tarry.events import EventKind, RunEvent
@@ -216,14 +216,14 @@ def agui_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
             **{status: {"model": ErrorBody} for status in (401, 413, 415, 422, 503)},
         },
     )
-    async def agui(body: AguiInput) -> StreamingResponse:
+    async def agui(body: AguiInput, caller: CallerOf) -> StreamingResponse:
         """Run one AG-UI exchange: `threadId` is the run id. A new thread starts a run
         with the last user message as its prompt; a known one gets that message as a
         reply (its id is the reply's id, so a retried request enters it once). Answers
         with AG-UI events until the run's next stop point."""
         encoder = EventEncoder()
         return StreamingResponse(
-            (encoder.encode(e) async for e in _exchange(tarry, feeds, body)),
+            (encoder.encode(e) async for e in _exchange(tarry.acting_as(caller), feeds, body)),
             media_type=encoder.get_content_type(),
             headers={"Cache-Control": "no-cache"},
         )

@@ -31,6 +31,7 @@ from tarry.api.feeds import Feeds
 from tarry.api.models import Health
 from tarry.api.routes import runs_router
 from tarry.client import Tarry
+from tarry.identities import API_USER
 from tarry.settings import TarrySettings
 
 __all__ = ["HEALTH_TIMEOUT", "INBOX_DIR", "create_app"]
@@ -63,7 +64,8 @@ def create_app(
         openapi_url=None,
     )
     install_error_handlers(app)
-    guarded = [Depends(bearer_guard(settings.api_tokens()))]
+    anonymous = settings.caller(API_USER)
+    guarded = [Depends(bearer_guard(settings.api_users(), anonymous))]
     app.include_router(runs_router(tarry, feeds), dependencies=guarded)
     app.include_router(agui_router(tarry, feeds), dependencies=guarded)
     app.include_router(_docs_router(app), dependencies=guarded)

@@ -1,4 +1,5 @@
-"""Who may drive runs over HTTP: bearer tokens (`TARRY_API_TOKENS`).
+"""Who may drive runs over HTTP, and who they are: bearer tokens (`TARRY_API_TOKENS`,
+the config file's `[api.users]`), each naming a person (`tarry.identities`).
 
 A person with the API can start runs, answer them and approve what an agent does, so
 with no token configured the server listens only on loopback (`tarry.api.server`), and
@@ -9,29 +10,33 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 
-from fastapi import Depends
+from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import SecretStr
 
 from tarry.client import TarryError
 from tarry.contracts import ErrorCode
+from tarry.identities import Caller
 
-__all__ = ["bearer_guard"]
+__all__ = ["bearer_guard", "caller_of"]
 
-Guard = Callable[[HTTPAuthorizationCredentials | None], Awaitable[None]]
+Guard = Callable[[Request, HTTPAuthorizationCredentials | None], Awaitable[None]]
 
 _bearer = HTTPBearer(auto_error=False, description="A token of TARRY_API_TOKENS.")
 
 
-def bearer_guard(tokens: Sequence[SecretStr]) -> Guard:
-    """A dependency that lets a request through when it carries one of `tokens` (every
-    request, when there are none) and refuses it with 401 `UNAUTHORIZED` otherwise."""
-    accepted = [token.get_secret_value().encode() for token in tokens]
+def bearer_guard(users: Sequence[tuple[Caller, SecretStr]], anonymous: Caller) -> Guard:
+    """A dependency that lets a request through when it carries one of the `users`'
+    tokens, as that user (every request, as `anonymous`, when there are none), and
+    refuses it with 401 `UNAUTHORIZED` otherwise. The caller is `caller_of(request)`."""
+    accepted = [(caller, token.get_secret_value().encode()) for caller, token in users]
 
     async def guard(
+        request: Request,
         credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
     ) -> None:
         if not accepted:
+            request.state.caller = anonymous
             return
         if credentials is None:
             raise TarryError(
@@ -40,7 +45,15 @@ def bearer_guard(tokens: Sequence[SecretStr]) -> Guard:
         given = credentials.credentials.encode()
         # Every token is compared, each in constant time, so the answer's timing tells
         # nothing about how much of a guess was right, nor which token it was near.
-        if not any([secrets.compare_digest(given, token) for token in accepted]):
+        matches = [secrets.compare_digest(given, token) for _, token in accepted]
+        if not any(matches):
             raise TarryError(ErrorCode.UNAUTHORIZED, "the token is not one of TARRY_API_TOKENS")
+        request.state.caller = accepted[matches.index(True)][0]
 
     return guard
+
+
+def caller_of(request: Request) -> Caller:
+    """The person behind a request the guard let through."""
+    caller: Caller = request.state.caller
+    return caller

@@ -1,5 +1,6 @@
 """The HTTP API's own bodies; everything else it takes and gives is a Tarry contract
-(`RunInput`, `RunState`, `Decision`, `StopRequest`, `TranscriptPage`, `RunEvent`)."""
+(`RunInput`, `RunState`, `TranscriptPage`, `RunEvent`). A body never says who sends it:
+the request's token does (`tarry.api.auth`)."""
 
 from __future__ import annotations
 
@@ -24,13 +25,16 @@ from tarry.contracts import (
     PendingApproval,
     RunInput,
     RunState,
+    may_decide,
     run_id_problem,
 )
+from tarry.identities import Caller
 from tarry.runs import RunRow
 
 __all__ = [
     "Accepted",
     "BudgetRequest",
+    "DecisionRequest",
     "EmptyRequest",
     "ForkRequest",
     "Health",
@@ -44,6 +48,7 @@ __all__ = [
     "StartRequest",
     "Started",
     "StateView",
+    "StopBody",
 ]
 
 
@@ -89,9 +94,14 @@ class PendingCall(BaseModel):
     arguments_text: str
     """The model's argument text, as it asked."""
     deadline: datetime | None = None
+    approvers: list[str] | None = None
+    """The users and groups who may decide it (`RunInput.approvers`); null: anyone."""
+    may_decide: bool = True
+    """Whether the caller of this request may decide it: a decision by anyone else is
+    403 `APPROVAL_NOT_ALLOWED`."""
 
     @classmethod
-    def of(cls, pending: PendingApproval) -> PendingCall:
+    def of(cls, pending: PendingApproval, caller: Caller) -> PendingCall:
         try:
             parsed = json.loads(pending.arguments)
         except ValueError:
@@ -102,6 +112,8 @@ class PendingCall(BaseModel):
             arguments=parsed if isinstance(parsed, dict) else None,
             arguments_text=pending.arguments,
             deadline=pending.deadline,
+            approvers=pending.approvers,
+            may_decide=may_decide(pending.approvers, caller.user, list(caller.groups)),
         )
 
 
@@ -112,10 +124,11 @@ class StateView(RunState):
     pending_approvals: list[PendingCall] = Field(default_factory=list)  # type: ignore[assignment]
 
     @classmethod
-    def of(cls, state: RunState) -> StateView:
+    def of(cls, state: RunState, caller: Caller) -> StateView:
+        """`state` as `caller` sees it: which pending calls they may decide."""
         return cls(
             **state.model_dump(exclude={"pending_approvals"}),
-            pending_approvals=[PendingCall.of(p) for p in state.pending_approvals],
+            pending_approvals=[PendingCall.of(p, caller) for p in state.pending_approvals],
         )
 
 
@@ -125,14 +138,26 @@ class RunView(StateView):
     id: str
 
     @classmethod
-    def of_run(cls, run_id: str, state: RunState) -> RunView:
-        return cls(id=run_id, **StateView.of(state).model_dump())
+    def of_run(cls, run_id: str, state: RunState, caller: Caller) -> RunView:
+        return cls(id=run_id, **StateView.of(state, caller).model_dump())
 
 
 class Started(BaseModel):
     id: str
     state: StateView | None
     """The run's first state; null when no worker serves its task queue yet."""
+
+
+class DecisionRequest(BaseModel):
+    """A decision on a gated call, by the person whose token the request carries."""
+
+    call_id: str | None = None
+    """The call decided on; null decides every pending call."""
+    approved: bool
+    reason: str | None = None
+    """Told to the model when the call is rejected."""
+    arguments: dict[str, Any] | None = None
+    """Edited arguments to run the call with, checked against the tool's schema."""
 
 
 class MessageRequest(BaseModel):
@@ -172,6 +197,11 @@ class ForkRequest(BaseModel):
     """The text that replaces that message in the fork; null: the message as it was."""
     id: RunId | None = None
     """The fork's run id; `<id>-fork-<short uuid>` if none."""
+
+
+class StopBody(BaseModel):
+    reason: str | None = None
+    """Kept in the run's state and result."""
 
 
 class EmptyRequest(BaseModel):

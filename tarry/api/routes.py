@@ -15,11 +15,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from tarry.api.auth import caller_of
 from tarry.api.errors import ApiError, ErrorBody
 from tarry.api.feeds import Feeds
 from tarry.api.models import (
     Accepted,
     BudgetRequest,
+    DecisionRequest,
     EmptyRequest,
     ForkRequest,
     MessageRequest,
@@ -31,17 +33,17 @@ from tarry.api.models import (
     Started,
     StartRequest,
     StateView,
+    StopBody,
 )
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import (
-    Decision,
     ErrorCode,
     Phase,
     RunInput,
-    StopRequest,
     TranscriptPage,
     WaitingFor,
 )
+from tarry.identities import Caller
 from tarry.runs import find_runs
 
 __all__ = ["INTERNAL", "INTERNAL_MESSAGE", "runs_router"]
@@ -71,6 +73,9 @@ LastEventId = Annotated[
         description="The `id:` of the last event received: the stream resumes after it.",
     ),
 ]
+
+CallerOf = Annotated[Caller, Depends(caller_of)]
+"""Who sends the request (its token's user): what it does, the run records as theirs."""
 
 MAX_OFFSET = 10**15 - 1
 """The largest event offset asked for (15 digits): far above any run's stream."""
@@ -189,7 +194,9 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         dependencies=JSON_ONLY,
         responses=_errors(*_WRITE),
     )
-    async def start_run(body: StartRequest, idempotency_key: IdempotencyKey = None) -> Started:
+    async def start_run(
+        body: StartRequest, caller: CallerOf, idempotency_key: IdempotencyKey = None
+    ) -> Started:
         """Start a run; 409 `RUN_EXISTS` for the id of any run there is, open or ended
         (`POST /v1/runs/{id}/resume` goes on with an ended one). With an Idempotency-Key,
         a retry returns the run the first request started (its id comes from the key,
@@ -199,7 +206,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         input = RunInput.model_validate(body.model_dump(exclude={"id"}))
         request = _start_request(idempotency_key, body) if idempotency_key else None
         try:
-            run = await tarry.start(
+            run = await tarry.acting_as(caller).start(
                 input, run_id=run_id, memo={IDEMPOTENCY_MEMO: request} if request else None
             )
         except TarryError as e:
@@ -208,7 +215,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
             run = tarry.get(run_id)
             await _retried_start(run, request, e)
         state = await run.served_state()
-        return Started(id=run.id, state=StateView.of(state) if state else None)
+        return Started(id=run.id, state=StateView.of(state, caller) if state else None)
 
     @router.get("", responses=_errors(*_AUTH, HTTPStatus.UNPROCESSABLE_ENTITY))
     async def list_runs(
@@ -233,10 +240,10 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         )
 
     @router.get("/{run_id}", responses=_errors(*_READ))
-    async def get_run(run_id: RunId) -> RunView:
-        """The run's state (its `state` query)."""
+    async def get_run(run_id: RunId, caller: CallerOf) -> RunView:
+        """The run's state (its `state` query), with the calls the caller may decide."""
         state = await tarry.get(run_id).state()
-        return RunView.of_run(run_id, state)
+        return RunView.of_run(run_id, state, caller)
 
     @router.get("/{run_id}/transcript", responses=_errors(*_READ))
     async def get_transcript(
@@ -261,47 +268,49 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         run_id: RunId,
         body: MessageRequest,
         response: Response,
+        caller: CallerOf,
         wait: bool = False,
         idempotency_key: IdempotencyKey = None,
     ) -> Accepted | RunView:
         """Reply to the run. The Idempotency-Key is the message's id: a retry enters
         the transcript once. With `?wait=true`, answers 200 with the state at the run's
         next stop point instead of 202 at once."""
-        run = tarry.get(run_id)
+        run = tarry.get(run_id, caller)
         if not wait:
             await run.reply(body.text, id=idempotency_key)
             return Accepted()
         state = await run.send(body.text, id=idempotency_key)
         response.status_code = HTTPStatus.OK
-        return RunView.of_run(run_id, state)
+        return RunView.of_run(run_id, state, caller)
 
     @router.post(
         "/{run_id}/approvals",
         dependencies=JSON_ONLY,
         responses=_errors(*_WRITE),
     )
-    async def decide(run_id: RunId, body: Decision) -> RunView:
+    async def decide(run_id: RunId, body: DecisionRequest, caller: CallerOf) -> RunView:
         """Decide on a gated tool call (every pending one when `call_id` is null):
         the state at the run's next stop point, or 409 with an `APPROVAL_*` code when
-        the decision cannot apply (nothing pending, an unknown or decided call)."""
-        state = await tarry.get(run_id).decide(
+        the decision cannot apply (nothing pending, an unknown or decided call), 403
+        `APPROVAL_NOT_ALLOWED` when the caller is not one of the call's approvers."""
+        state = await tarry.get(run_id, caller).decide(
             body.call_id, approved=body.approved, reason=body.reason, arguments=body.arguments
         )
-        return RunView.of_run(run_id, state)
+        return RunView.of_run(run_id, state, caller)
 
     @router.post(
         "/{run_id}/budget",
         dependencies=JSON_ONLY,
         responses=_errors(*_WRITE),
     )
-    async def raise_budget(run_id: RunId, body: BudgetRequest) -> RunView:
+    async def raise_budget(run_id: RunId, body: BudgetRequest, caller: CallerOf) -> RunView:
         """Raise the run's budget (the limits given replace its own): a run waiting for
         it goes on and the answer is the state at its next stop point, else the state
         at once; 422 `BUDGET_INVALID` for a limit not above what the run has spent."""
-        state = await tarry.get(run_id).raise_budget(
+        state = await tarry.get(run_id, caller).raise_budget(
             max_total_tokens=body.max_total_tokens, max_cost_usd=body.max_cost_usd
         )
-        return RunView.of_run(run_id, state)
+        return RunView.of_run(run_id, state, caller)
 
     @router.post(
         "/{run_id}/retry",
@@ -309,23 +318,23 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         openapi_extra=_BODY_REQUIRED,
         responses=_errors(*_WRITE),
     )
-    async def retry(run_id: RunId, _: EmptyRequest | None = None) -> RunView:
+    async def retry(run_id: RunId, caller: CallerOf, _: EmptyRequest | None = None) -> RunView:
         """Ask the model again, for a run waiting because its model kept failing
         (`waiting_for: "model"`): the state at the run's next stop point. 409
         `RETRY_NOT_WAITING` for a run that waits for something else."""
-        state = await tarry.get(run_id).retry()
-        return RunView.of_run(run_id, state)
+        state = await tarry.get(run_id, caller).retry()
+        return RunView.of_run(run_id, state, caller)
 
     @router.post(
         "/{run_id}/model",
         dependencies=JSON_ONLY,
         responses=_errors(*_WRITE),
     )
-    async def set_model(run_id: RunId, body: ModelRequest) -> RunView:
+    async def set_model(run_id: RunId, body: ModelRequest, caller: CallerOf) -> RunView:
         """Switch the run's next model calls to the worker's profile `profile`: the
         state at once. A run waiting for its model goes on with a retry or a reply."""
-        state = await tarry.get(run_id).set_model(body.profile)
-        return RunView.of_run(run_id, state)
+        state = await tarry.get(run_id, caller).set_model(body.profile)
+        return RunView.of_run(run_id, state, caller)
 
     @router.post(
         "/{run_id}/pause",
@@ -334,9 +343,9 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         openapi_extra=_BODY_REQUIRED,
         responses=_errors(*_WRITE),
     )
-    async def pause(run_id: RunId, _: EmptyRequest | None = None) -> Accepted:
+    async def pause(run_id: RunId, caller: CallerOf, _: EmptyRequest | None = None) -> Accepted:
         """Ask the run to wait for a person at its next turn boundary."""
-        await tarry.get(run_id).pause()
+        await tarry.get(run_id, caller).pause()
         return Accepted()
 
     @router.post(
@@ -346,9 +355,9 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         openapi_extra=_BODY_REQUIRED,
         responses=_errors(*_WRITE),
     )
-    async def stop(run_id: RunId, body: StopRequest | None = None) -> Accepted:
+    async def stop(run_id: RunId, caller: CallerOf, body: StopBody | None = None) -> Accepted:
         """End the run: a waiting run completes, a working one is aborted."""
-        await tarry.get(run_id).stop(body.reason if body else None)
+        await tarry.get(run_id, caller).stop(body.reason if body else None)
         return Accepted()
 
     @router.post(
@@ -357,12 +366,12 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         openapi_extra=_BODY_REQUIRED,
         responses=_errors(*_WRITE),
     )
-    async def resume(run_id: RunId, _: EmptyRequest | None = None) -> RunView:
+    async def resume(run_id: RunId, caller: CallerOf, _: EmptyRequest | None = None) -> RunView:
         """Go on with an ended run (failed, or stopped) under its id, with its whole
         memory: it waits for a reply. 409 `RUN_NOT_ENDED` for a run still going."""
-        run = await tarry.get(run_id).resume()
+        run = await tarry.get(run_id, caller).resume()
         state = await run.state()
-        return RunView.of_run(run_id, state)
+        return RunView.of_run(run_id, state, caller)
 
     @router.post(
         "/{run_id}/fork",
@@ -370,13 +379,13 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         dependencies=JSON_ONLY,
         responses=_errors(*_WRITE),
     )
-    async def fork(run_id: RunId, body: ForkRequest) -> Started:
+    async def fork(run_id: RunId, body: ForkRequest, caller: CallerOf) -> Started:
         """Start a new run that branches off this one at user message `at`, with `text`
-        in its place: this run's input and its conversation before that message. This
-        run is untouched; open and ended runs both fork."""
-        run = await tarry.get(run_id).fork(body.at, body.text, run_id=body.id)
+        in its place: this run's input and its conversation before that message, started
+        by the caller. This run is untouched; open and ended runs both fork."""
+        run = await tarry.get(run_id, caller).fork(body.at, body.text, run_id=body.id)
         state = await run.served_state()
-        return Started(id=run.id, state=StateView.of(state) if state else None)
+        return Started(id=run.id, state=StateView.of(state, caller) if state else None)
 
     @router.get(
         "/{run_id}/events",

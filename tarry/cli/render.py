@@ -8,6 +8,7 @@ comes from rich, which drops it when the output is not a terminal or `NO_COLOR` 
 from __future__ import annotations
 
 import json
+import os
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
@@ -27,6 +28,7 @@ from tarry.contracts import (
     ToolCall,
     WaitingFor,
 )
+from tarry.identities import local_user
 from tarry.text import shorten
 
 INTERRUPTED = " [interrupted]"
@@ -68,7 +70,9 @@ def pending_line(pending: PendingApproval) -> str:
         id=pending.call_id, function=FunctionCall(name=pending.tool, arguments=pending.arguments)
     )
     line = f"{call_line(call)} [{pending.call_id}]"
-    return f"{line} · deadline {when(pending.deadline)}" if pending.deadline else line
+    if pending.deadline:
+        line += f" · deadline {when(pending.deadline)}"
+    return f"{line} · approvers {', '.join(pending.approvers)}" if pending.approvers else line
 
 
 def decision_text(decision: DecisionRecord) -> Text:
@@ -88,6 +92,8 @@ def decision_text(decision: DecisionRecord) -> Text:
         # A decision through another door (`tarry mcp`) says so: an assistant may have taken it.
         how = f"via {decision.source}" if decision.source else _DECIDED_BY[decision.by]
         head = f"{verdict} {how} {at}"
+    if decision.user:
+        head += f" by {decision.user}"
     if decision.reason:
         head += f": {json.dumps(decision.reason, ensure_ascii=False)}"
     text = Text("    ").append(head, style="green" if decision.approved else "red")
@@ -122,6 +128,8 @@ def message_text(message: ChatMessage) -> Text:
     if message.role == "system":
         return Text(f"system: {shorten(message.content or '')}", style="dim")
     label, style = _ROLE_STYLE[message.role]
+    if message.by and message.by != local_user(os.environ.get("TARRY_USER")):
+        label = message.by  # someone else's reply (over the API, from the Temporal UI)
     text = Text()
     if message.content:
         text.append(f"{label}: ", style=style).append(message.content)
@@ -172,6 +180,13 @@ def state_text(run_id: str, state: RunState) -> Text:
         rows["stopped"] = state.stop_reason
     if origin := state.forked_from:
         rows["forked from"] = f"{origin.run_id} at message {origin.at}"
+    for label, by in (
+        ("paused by", state.paused_by),
+        ("budget by", state.budget_raised_by),
+        ("stopped by", state.stopped_by),
+    ):
+        if by:
+            rows[label] = by
     width = max(map(len, rows)) + 2
     return Text("\n").join(
         Text.assemble((label.ljust(width), "bold"), value.replace("\n", "\n" + " " * width))

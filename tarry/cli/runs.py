@@ -67,6 +67,16 @@ def start(
             " or repeated; `*` is every tool.",
         ),
     ] = None,
+    approver: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--approver",
+            metavar="TOOL=WHO",
+            help="Who may decide a tool's calls: users and groups ([api.groups]),"
+            " comma-separated (`write_file=ops,alice`); `*=WHO` for the tools not named;"
+            " repeated for more tools. Anyone if not given.",
+        ),
+    ] = None,
     approval_timeout: Annotated[
         str | None,
         typer.Option(
@@ -120,6 +130,7 @@ def start(
             tools=_names(tools),
             mode=one_of("--mode", mode, Mode),
             require_approval=_names(require_approval) or [],
+            approvers=_approvers(approver or []),
             approval_timeout=_duration(approval_timeout),
             approval_default=one_of("--approval-default", approval_default, ApprovalDefault),
             max_turns=max_turns,
@@ -144,6 +155,18 @@ def _names(values: list[str] | None) -> list[str] | None:
     if values is None:
         return None
     return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+def _approvers(entries: list[str]) -> dict[str, list[str]]:
+    """`--approver TOOL=WHO,...` options as `RunInput.approvers`."""
+    approvers: dict[str, list[str]] = {}
+    for entry in entries:
+        tool, _, who = entry.partition("=")
+        names = _names([who])
+        if not tool.strip() or not names:
+            fail(f"--approver {entry!r}: give TOOL=USER_OR_GROUP[,...], e.g. write_file=ops", 2)
+        approvers.setdefault(tool.strip(), []).extend(names)
+    return approvers
 
 
 def _duration(text: str | None) -> float | str | None:

@@ -214,6 +214,24 @@ async function follow(id, offset, signal) {
   }
 }
 
+// A stop event's state is the run's, the same for every reader; whether this page's
+// person may decide a call is the API's answer to its token (`may_decide`), so a state
+// with calls only some may decide is asked for again.
+async function showStopState(state) {
+  const guarded = (state.pending_approvals || []).some((p) => p.approvers && p.may_decide === undefined);
+  if (!guarded) {
+    showState(state);
+    return;
+  }
+  const id = current.id;
+  try {
+    const view = await api("GET", `/v1/runs/${encodeURIComponent(id)}`);
+    if (id === current.id) showState(view); // never another run's state on this page
+  } catch (error) {
+    notice(error.message);
+  }
+}
+
 function onEvent(event) {
   switch (event.kind) {
     case "answer":
@@ -237,7 +255,7 @@ function onEvent(event) {
       break;
     case "stop":
       dropLiveAnswer();
-      showState(event.state);
+      showStopState(event.state);
       refreshWaiting();
       break;
   }
@@ -309,7 +327,8 @@ function addMessage(message, index) {
     return;
   }
   const item = el("li", `message ${message.role}`);
-  item.append(el("div", "who", message.role === "user" ? "you" : message.role === "assistant" ? "agent" : message.role));
+  const user = message.by || "you";
+  item.append(el("div", "who", message.role === "user" ? user : message.role === "assistant" ? "agent" : message.role));
   const body = el("div", "body");
   if (message.role === "assistant") renderMarkdown(body, message.content || "");
   else body.textContent = message.content || "";
@@ -331,7 +350,8 @@ function addMessage(message, index) {
 function decisionText(decision) {
   const verdict = decision.approved ? "approved" : "rejected";
   const reason = decision.reason ? `: ${decision.reason}` : "";
-  return `${verdict} by ${decision.by} at ${new Date(decision.at).toLocaleString()}${reason}`;
+  const who = decision.user ? `${decision.user} (${decision.by})` : decision.by;
+  return `${verdict} by ${who} at ${new Date(decision.at).toLocaleString()}${reason}`;
 }
 
 function ended(state) {
@@ -344,12 +364,15 @@ function showState(state) {
   phase.textContent = state.waiting_for ? `waiting for ${state.waiting_for}` : state.phase;
   phase.className = `badge ${state.phase}`;
   const usage = state.usage || {};
-  $("run-meta").textContent = `turn ${state.turn} · ${usage.total_tokens || 0} tokens`;
+  const raised = state.budget_raised_by ? ` · budget raised by ${state.budget_raised_by}` : "";
+  $("run-meta").textContent = `turn ${state.turn} · ${usage.total_tokens || 0} tokens${raised}`;
   const over = ended(state);
   const problems = [];
   if (state.error) problems.push(`${state.error.code}: ${state.error.message}`);
   if (state.warning && !state.error) problems.push(`warning: ${state.warning}`);
-  if (state.stop_reason) problems.push(`stopped: ${state.stop_reason}`);
+  if (state.stopped_by) problems.push(`stopped by ${state.stopped_by}${state.stop_reason ? `: ${state.stop_reason}` : ""}`);
+  else if (state.stop_reason) problems.push(`stopped: ${state.stop_reason}`);
+  if (state.paused_by && !over) problems.push(`paused by ${state.paused_by}`);
   if (over) problems.push(`The run has ended (${state.phase}).`);
   notice(problems.join(" — "));
   $("pause-button").disabled = state.phase !== "Running";
@@ -458,6 +481,13 @@ function approvalCard(pending) {
   reject.addEventListener("click", () => decide(card, pending.call_id, false, reason.value, null));
   const actions = el("div", "approval-actions");
   actions.append(approve, reject);
+  if (pending.may_decide === false) {
+    // Only its approvers may decide it: the run would refuse anyone else (403).
+    args.readOnly = true;
+    const who = el("div", "muted small approvers", `Only ${pending.approvers.join(", ")} may decide this call.`);
+    card.append(args, deadline, who);
+    return card;
+  }
   card.append(args, reason, deadline, actions);
   return card;
 }

@@ -1,0 +1,39 @@
+"""Who acts on a run: a user, and the groups the configuration puts them in.
+
+Every door names the person behind a reply, a decision, a budget raise, a pause or a
+stop, and the run records the name (`by`): the HTTP API by the caller's token
+(`[api.users]`, `TARRY_API_TOKENS=NAME:TOKEN`), the CLI and `tarry mcp` by `TARRY_USER`,
+else `cli:$USER`. Groups (`[api.groups]`) are resolved by the door, and travel with a
+decision so the run can check its approvers (`workflows.approvals` says why).
+"""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import dataclass
+
+__all__ = ["API_USER", "Caller", "local_user"]
+
+API_USER = "api"
+"""The user of a bare token (`TARRY_API_TOKENS=TOKEN`, `[api] tokens`), and of every
+request to an API that has no tokens."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """A user and the groups they belong to."""
+
+    user: str
+    groups: tuple[str, ...] = ()
+
+
+def local_user(tarry_user: str | None) -> str:
+    """The name of the person at this machine: `TARRY_USER` when set, else `cli:$USER`
+    (the login name, prefixed so it cannot pass for an API user of the same name)."""
+    if tarry_user:
+        return tarry_user
+    try:
+        login = getpass.getuser()
+    except OSError:  # no USER, LOGNAME, ... and no passwd entry (a bare container)
+        login = "unknown"
+    return f"cli:{login}"
