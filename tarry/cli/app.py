@@ -213,87 +213,109 @@ def _root(
     """
 
 
-@app.command()
-def start(
-    prompt: Annotated[
-        str,
-        typer.Argument(
-            metavar="PROMPT", help="The first message; `-` reads stdin; empty waits for one."
-        ),
-    ] = "",
-    model: Annotated[str, typer.Option(help="The model profile the workers use.")] = "default",
-    system: Annotated[str | None, typer.Option(help="A system prompt.")] = None,
-    tools: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--tools",
-            "--tool",
-            metavar="NAMES",
-            help="The tools the run may use, comma-separated or repeated; all if not given.",
-        ),
-    ] = None,
-    mode: Annotated[
-        str,
-        typer.Option(
-            metavar="chat|task", help="chat waits for you after each answer; task ends on one."
-        ),
-    ] = Mode.CHAT,
-    require_approval: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--require-approval",
-            metavar="NAMES",
-            help="Tools whose calls wait for your decision (`tarry approve`), comma-separated"
-            " or repeated; `*` is every tool.",
-        ),
-    ] = None,
-    approval_timeout: Annotated[
-        str | None,
-        typer.Option(
-            metavar="DURATION",
-            help="How long a gated call waits for a decision, in seconds or ISO 8601"
-            " (`P7D`); forever if not given.",
-        ),
-    ] = None,
-    approval_default: Annotated[
-        str,
-        typer.Option(
-            metavar="reject|approve",
-            help="What a gated call nobody decided on gets at its deadline.",
-        ),
-    ] = ApprovalDefault.REJECT,
-    max_turns: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            metavar="N",
-            help="Model calls since your last reply before the run asks you to go on.",
-        ),
-    ] = RunInput.model_fields["max_turns"].default,
-    max_tokens: Annotated[
-        int | None,
-        typer.Option(metavar="N", help="A budget: the run waits once it has spent N tokens."),
-    ] = None,
-    max_cost: Annotated[
-        float | None,
-        typer.Option(metavar="USD", help="A budget: the run waits once it has cost this much."),
-    ] = None,
-    run_id: Annotated[
-        str | None, typer.Option("--id", help="The run id; a fresh one by default.")
-    ] = None,
-    tool_choice: Annotated[
-        str | None,
-        typer.Option(
-            metavar="auto|required|none|TOOL",
-            help="Whether the model must call a tool (required), one tool (its name), or none;"
-            " the profile's setting if not given.",
-        ),
-    ] = None,
-    as_json: AsJson = False,
-) -> None:
-    """Start a run and print its id; the run goes on without this command."""
+# The options of a run's input, which `start` and `schedule create` both take.
+Prompt = Annotated[
+    str,
+    typer.Argument(
+        metavar="PROMPT", help="The first message; `-` reads stdin; empty waits for one."
+    ),
+]
+ModelOption = Annotated[str, typer.Option("--model", help="The model profile the workers use.")]
+SystemOption = Annotated[str | None, typer.Option("--system", help="A system prompt.")]
+ToolsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tools",
+        "--tool",
+        metavar="NAMES",
+        help="The tools the run may use, comma-separated or repeated; all if not given.",
+    ),
+]
+ModeOption = Annotated[
+    str,
+    typer.Option(
+        "--mode",
+        metavar="chat|task",
+        help="chat waits for you after each answer; task ends on one.",
+    ),
+]
+RequireApprovalOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--require-approval",
+        metavar="NAMES",
+        help="Tools whose calls wait for your decision (`tarry approve`), comma-separated"
+        " or repeated; `*` is every tool.",
+    ),
+]
+ApprovalTimeoutOption = Annotated[
+    str | None,
+    typer.Option(
+        "--approval-timeout",
+        metavar="DURATION",
+        help="How long a gated call waits for a decision, in seconds or ISO 8601"
+        " (`P7D`); forever if not given.",
+    ),
+]
+ApprovalDefaultOption = Annotated[
+    str,
+    typer.Option(
+        "--approval-default",
+        metavar="reject|approve",
+        help="What a gated call nobody decided on gets at its deadline.",
+    ),
+]
+MaxTurnsOption = Annotated[
+    int,
+    typer.Option(
+        "--max-turns",
+        min=1,
+        metavar="N",
+        help="Model calls since your last reply before the run asks you to go on.",
+    ),
+]
+MaxTokensOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens", metavar="N", help="A budget: the run waits once it has spent N tokens."
+    ),
+]
+MaxCostOption = Annotated[
+    float | None,
+    typer.Option(
+        "--max-cost", metavar="USD", help="A budget: the run waits once it has cost this much."
+    ),
+]
+ToolChoiceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--tool-choice",
+        metavar="auto|required|none|TOOL",
+        help="Whether the model must call a tool (required), one tool (its name), or none;"
+        " the profile's setting if not given.",
+    ),
+]
+DEFAULT_MAX_TURNS: int = RunInput.model_fields["max_turns"].default
+
+
+def run_input(
+    prompt: str,
+    *,
+    model: str,
+    system: str | None,
+    tools: list[str] | None,
+    mode: str,
+    require_approval: list[str] | None,
+    approval_timeout: str | None,
+    approval_default: str,
+    max_turns: int,
+    max_tokens: int | None,
+    max_cost: float | None,
+    tool_choice: str | None,
+) -> RunInput:
+    """The run input the run options give; a bad one is one error line, exit code 2."""
     try:
-        input = RunInput(
+        return RunInput(
             prompt=_read(prompt),
             model=model,
             system=system,
@@ -310,6 +332,42 @@ def start(
         )
     except ValidationError as e:
         _fail(_validation_message(e), exit_code=2)
+
+
+@app.command()
+def start(
+    prompt: Prompt = "",
+    model: ModelOption = "default",
+    system: SystemOption = None,
+    tools: ToolsOption = None,
+    mode: ModeOption = Mode.CHAT,
+    require_approval: RequireApprovalOption = None,
+    approval_timeout: ApprovalTimeoutOption = None,
+    approval_default: ApprovalDefaultOption = ApprovalDefault.REJECT,
+    max_turns: MaxTurnsOption = DEFAULT_MAX_TURNS,
+    max_tokens: MaxTokensOption = None,
+    max_cost: MaxCostOption = None,
+    run_id: Annotated[
+        str | None, typer.Option("--id", help="The run id; a fresh one by default.")
+    ] = None,
+    tool_choice: ToolChoiceOption = None,
+    as_json: AsJson = False,
+) -> None:
+    """Start a run and print its id; the run goes on without this command."""
+    input = run_input(
+        prompt,
+        model=model,
+        system=system,
+        tools=tools,
+        mode=mode,
+        require_approval=require_approval,
+        approval_timeout=approval_timeout,
+        approval_default=approval_default,
+        max_turns=max_turns,
+        max_tokens=max_tokens,
+        max_cost=max_cost,
+        tool_choice=tool_choice,
+    )
     _check_id(run_id)
 
     async def begin(tarry: Tarry) -> str:
@@ -692,6 +750,10 @@ def list_runs(
             "(a raised budget: `tarry budget`).",
         ),
     ] = None,
+    schedule: Annotated[
+        str | None,
+        typer.Option(metavar="NAME", help="Only runs the schedule NAME started."),
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 20,
     as_json: AsJson = False,
 ) -> None:
@@ -701,7 +763,9 @@ def list_runs(
     awaited = None if waiting_for is None else _choice("--waiting-for", waiting_for, WaitingFor)
 
     async def find(tarry: Tarry) -> list[RunRow]:
-        page = await find_runs(tarry.client, phase=wanted, waiting_for=awaited, limit=limit)
+        page = await find_runs(
+            tarry.client, phase=wanted, waiting_for=awaited, schedule=schedule, limit=limit
+        )
         return page.rows
 
     rows = _with_tarry(find)
@@ -902,6 +966,13 @@ def demo(
 
     demo = run_demo(settings_or_exit(), data_dir, keep=keep, reply=reply, model=model)
     raise typer.Exit(_run(demo))
+
+
+# Last, since its commands build on the helpers and options above (a cycle: imported at
+# the top, it would find none of them yet).
+from tarry.cli.schedule import schedule_app  # noqa: E402
+
+app.add_typer(schedule_app)
 
 
 def main() -> NoReturn:
