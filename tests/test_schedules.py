@@ -16,7 +16,12 @@ import pytest
 from tarry.client import ScheduleHandle, Tarry, TarryError
 from tarry.contracts import ErrorCode, Mode, Phase, RunInput, run_id_problem
 from tarry.runs import RunRow, find_runs
-from tarry.schedules import MAX_SCHEDULE_NAME_LENGTH, Overlap, ScheduleView
+from tarry.schedules import (
+    MAX_SCHEDULE_NAME_LENGTH,
+    SCHEDULED_BY_ATTRIBUTE,
+    Overlap,
+    ScheduleView,
+)
 from tarry.testing.scripted_model import say
 from tests.conftest import FAST_TIMEOUTS, Agent
 from tests.faults import wait_until
@@ -152,6 +157,22 @@ async def test_a_schedule_starts_runs_named_after_it_that_carry_its_name(
         assert run_id_problem(row.run_id) is None
         assert row.schedule == schedule.name
         assert row.summary == "Write the morning digest"
+
+
+async def test_a_scheduled_run_keeps_its_schedules_name_across_continue_as_new(
+    schedules: Schedules,
+) -> None:
+    input = chat("Draft the weekly report").model_copy(update={"continue_as_new_after_turns": 1})
+    schedule = await schedules.create(input, every="1s")
+    [row] = await schedules.until_listed(schedule.name, 1)
+    run = schedules.tarry.get(row.run_id)
+    await run.wait_for({Phase.WAITING_USER})
+
+    await run.send("Shorter, please")
+    description = await run.describe()
+
+    assert description.run_id != description.raw_description.workflow_execution_info.first_run_id
+    assert description.typed_search_attributes.get(SCHEDULED_BY_ATTRIBUTE) == schedule.name
 
 
 async def test_a_scheduled_run_starts_with_the_schedules_input(schedules: Schedules) -> None:
