@@ -30,6 +30,7 @@ from temporalio.client import (
     Client,
     ScheduleActionStartWorkflow,
     ScheduleAlreadyRunningError,
+    ScheduleDescription,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowHandle,
@@ -662,11 +663,7 @@ class ScheduleHandle:
         """What it starts, when it starts it next, whether it is paused and why, and its
         runs: the recent ones and those still open. `SCHEDULE_NOT_FOUND` for a name no
         schedule of Tarry's runs has."""
-        async with self._errors():
-            description = await self._handle.describe()
-        action = description.schedule.action
-        if not isinstance(action, ScheduleActionStartWorkflow) or action.workflow != WORKFLOW_TYPE:
-            raise self._not_found()
+        description, action = await self._described()
         # The action's input as the schedule keeps it: payloads, encoded as a run's are.
         [input] = await self._client.data_converter.decode(action.args, [RunInput])
         return await ScheduleView.of_description(description, input, SUMMARY_MEMO)
@@ -674,25 +671,40 @@ class ScheduleHandle:
     async def pause(self, note: str | None = None) -> None:
         """Stops it starting runs until `unpause`; `note` says why (shown by `describe`).
         The runs it started go on."""
+        await self._described()
         async with self._errors():
             await self._handle.pause(note=note or "paused with tarry")
 
     async def unpause(self, note: str | None = None) -> None:
         """Lets it start runs again, from its next time on (the times missed while it was
         paused are not caught up)."""
+        await self._described()
         async with self._errors():
             await self._handle.unpause(note=note or "unpaused with tarry")
 
     async def trigger(self) -> None:
         """Starts a run now, as its time had come: under its overlap policy, so by default
         nothing starts while its last run is open."""
+        await self._described()
         async with self._errors():
             await self._handle.trigger()
 
     async def delete(self) -> None:
         """Deletes it: it starts no more runs; the runs it started go on."""
+        await self._described()
         async with self._errors():
             await self._handle.delete()
+
+    async def _described(self) -> tuple[ScheduleDescription, ScheduleActionStartWorkflow]:
+        """Temporal's description of the schedule and its action; `SCHEDULE_NOT_FOUND` for
+        one that starts no `AgentRun`: a namespace may hold other schedules, which a
+        mistyped name must never pause or delete."""
+        async with self._errors():
+            description = await self._handle.describe()
+        action = description.schedule.action
+        if not isinstance(action, ScheduleActionStartWorkflow) or action.workflow != WORKFLOW_TYPE:
+            raise self._not_found()
+        return description, action
 
     def _not_found(self) -> TarryError:
         return TarryError(

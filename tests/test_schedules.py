@@ -12,6 +12,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from temporalio.client import Schedule, ScheduleActionStartWorkflow, ScheduleSpec
 
 from tarry.client import ScheduleHandle, Tarry, TarryError
 from tarry.contracts import ErrorCode, Mode, Phase, RunInput, run_id_problem
@@ -323,6 +324,21 @@ async def test_an_unknown_schedule_is_not_found(agent: Agent) -> None:
         await agent.tarry.schedule("nobody-made-this").pause()
 
     assert raised.value.code is ErrorCode.SCHEDULE_NOT_FOUND
+
+
+async def test_a_schedule_of_other_workflows_is_not_tarrys_to_touch(agent: Agent) -> None:
+    client = agent.tarry.client
+    name = f"other-{uuid.uuid4().hex[:6]}"
+    action = ScheduleActionStartWorkflow("Billing", id=name, task_queue="billing")
+    spec = ScheduleSpec(cron_expressions=["0 0 1 1 *"])
+    other = await client.create_schedule(name, Schedule(action=action, spec=spec))
+
+    with pytest.raises(TarryError) as raised:
+        await agent.tarry.schedule(name).delete()
+
+    assert raised.value.code is ErrorCode.SCHEDULE_NOT_FOUND
+    assert (await other.describe()).id == name
+    await other.delete()
 
 
 # --- The command line ---------------------------------------------------------------
