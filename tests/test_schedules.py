@@ -471,6 +471,16 @@ async def test_the_api_refuses_a_schedule_it_cannot_keep(
     assert (response.status_code, response.json()["error"]["code"]) == (status, code)
 
 
+@pytest.mark.parametrize("path", ["/v1/schedules/.hidden", "/v1/runs?schedule=a%27b"])
+async def test_the_api_refuses_a_name_outside_the_rule_wherever_it_comes(
+    agent: Agent, path: str
+) -> None:
+    async with serving(agent) as api:
+        response = await api.http.get(path)
+
+    assert (response.status_code, response.json()["error"]["code"]) == (422, "SCHEDULE_INVALID")
+
+
 async def test_the_api_refuses_a_name_taken(schedules: Schedules) -> None:
     schedule = await schedules.create(task("Check the inbox"), every="1h")
     async with serving(schedules.agent) as api:
