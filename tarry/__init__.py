@@ -1,12 +1,13 @@
 """Tarry: durable, human-in-the-loop LLM agent runs on Temporal.
 
 The ground floor: what a library user imports to start and talk to runs (`Tarry`,
-`RunHandle`), what runs take and give (`RunInput`, `Phase`, `RunState`, ...) and how a
-tool is declared (`tool`, `ToolContext`, `ToolError`). Workers live in `workers/`
-(`workers.plugin.TarryPlugin`); the command line in `tarry.cli`.
+`RunHandle`) and to schedule them (`ScheduleHandle`, `Overlap`), what runs take and give
+(`RunInput`, `Phase`, `RunState`, ...) and how a tool is declared (`tool`, `ToolContext`,
+`ToolError`). Workers live in `workers/` (`workers.plugin.TarryPlugin`); the command
+line in `tarry.cli`.
 """
 
-from tarry.client import RunHandle, Tarry, TarryError, connect_temporal
+from tarry.client import RunHandle, ScheduleHandle, Tarry, TarryError, connect_temporal
 from tarry.contracts import (
     ErrorCode,
     ForkOrigin,
@@ -18,6 +19,7 @@ from tarry.contracts import (
     Sampling,
     WaitingFor,
 )
+from tarry.schedules import Overlap, ScheduleSummary, ScheduleView
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.tools import Tool, ToolContext, ToolError, tool
 
@@ -26,12 +28,16 @@ __all__ = [
     "ForkOrigin",
     "Mode",
     "ModelProfile",
+    "Overlap",
     "Phase",
     "RunHandle",
     "RunInput",
     "RunResult",
     "RunState",
     "Sampling",
+    "ScheduleHandle",
+    "ScheduleSummary",
+    "ScheduleView",
     "Tarry",
     "TarryError",
     "TarrySettings",

@@ -29,6 +29,9 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleDescription,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowHandle,
@@ -66,6 +69,16 @@ from tarry.contracts import (
 )
 from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
 from tarry.identities import Caller, local_user
+from tarry.schedules import (
+    SCHEDULE_MEMO,
+    Overlap,
+    ScheduleSummary,
+    ScheduleView,
+    Timing,
+    is_tarrys,
+    schedule_name_problem,
+    temporal_schedule,
+)
 from tarry.settings import TarrySettings
 from tarry.text import shorten
 
@@ -73,6 +86,7 @@ __all__ = [
     "QUERY_PATIENCE",
     "SUMMARY_MEMO",
     "RunHandle",
+    "ScheduleHandle",
     "Tarry",
     "TarryError",
     "connect_temporal",
@@ -229,6 +243,65 @@ class Tarry:
         if input.tools is not None or input.require_approval or named_profile:
             await run._check_tools()
         return run
+
+    async def create_schedule(
+        self,
+        name: str,
+        input: RunInput | str,
+        *,
+        cron: str | None = None,
+        every: str | None = None,
+        time_zone: str | None = None,
+        overlap: Overlap = Overlap.SKIP,
+    ) -> ScheduleHandle:
+        """Creates the schedule `name`, which starts `input` as run `name-<time>` at the
+        times of `cron` (`"0 9 * * 1-5"`, in `time_zone`, UTC if none) or `every` (`"1h"`),
+        one of the two. While its last run is open (waiting for a person, say), `overlap`
+        says what it does: by default it starts nothing (`Overlap.SKIP`).
+        `SCHEDULE_INVALID` for a name outside the run id rule or a timing Temporal cannot
+        read, `SCHEDULE_EXISTS` for the name of a schedule there is. The tools and model
+        profile `input` names are checked by each run when it starts (`TOOL_NOT_FOUND`,
+        `LLM_UNKNOWN_PROFILE` end it), since no worker is asked now."""
+        if isinstance(input, str):
+            input = RunInput(prompt=input)
+        # Its runs' prompt is the words of whoever created the schedule.
+        input = input.model_copy(update={"started_by": self.caller.user})
+        schedule = ScheduleHandle(self.client, _checked_name(name))
+        try:
+            timing = Timing(cron=cron, every=every, time_zone=time_zone)
+        except ValidationError as e:
+            raise TarryError(ErrorCode.SCHEDULE_INVALID, e.errors()[0]["msg"]) from None
+        summary = _summary_of(input.prompt)
+        action = temporal_schedule(
+            name,
+            input,
+            timing,
+            overlap,
+            task_queue=self.task_queue,
+            memo={SUMMARY_MEMO: summary},
+            summary=summary,
+        )
+        memo = {SCHEDULE_MEMO: timing.model_dump(exclude_none=True), SUMMARY_MEMO: summary}
+        async with schedule._errors():
+            try:
+                await self.client.create_schedule(name, action, memo=memo)
+            except ScheduleAlreadyRunningError:
+                raise TarryError(
+                    ErrorCode.SCHEDULE_EXISTS,
+                    f"a schedule named {name!r} exists already; delete it or choose another name",
+                ) from None
+        return schedule
+
+    async def list_schedules(self) -> list[ScheduleSummary]:
+        """The schedules that start Tarry's runs, as Temporal's visibility records them:
+        a schedule just created or deleted may take a moment to show."""
+        listed = await self.client.list_schedules()
+        return [await ScheduleSummary.of(s, SUMMARY_MEMO) async for s in listed if is_tarrys(s)]
+
+    def schedule(self, name: str) -> ScheduleHandle:
+        """A handle to the schedule `name`, checked on first use (`SCHEDULE_INVALID` at
+        once for what can never name one)."""
+        return ScheduleHandle(self.client, _checked_name(name))
 
     def acting_as(self, caller: Caller) -> Tarry:
         """This client, its handles acting as `caller`: a server's, for one request."""
@@ -654,6 +727,83 @@ class RunHandle:
         return _translated_errors(self.id)
 
 
+class ScheduleHandle:
+    """One schedule of Tarry's runs, by name (`Tarry.create_schedule`)."""
+
+    def __init__(self, client: Client, name: str) -> None:
+        self._client = client
+        self._handle = client.get_schedule_handle(name)
+
+    @property
+    def name(self) -> str:
+        """The schedule's name, which its runs' ids start with."""
+        return self._handle.id
+
+    async def describe(self) -> ScheduleView:
+        """What it starts, when it starts it next, whether it is paused and why, and its
+        runs: the recent ones and those still open. `SCHEDULE_NOT_FOUND` for a name no
+        schedule of Tarry's runs has."""
+        description, action = await self._described()
+        # The action's input as the schedule keeps it: payloads, encoded as a run's are.
+        [input] = await self._client.data_converter.decode(action.args, [RunInput])
+        return await ScheduleView.of_description(description, input, SUMMARY_MEMO)
+
+    async def pause(self, note: str | None = None) -> None:
+        """Stops it starting runs until `unpause`; `note` says why (shown by `describe`).
+        The runs it started go on."""
+        await self._described()
+        async with self._errors():
+            await self._handle.pause(note=note or "paused with tarry")
+
+    async def unpause(self, note: str | None = None) -> None:
+        """Lets it start runs again, from its next time on (the times missed while it was
+        paused are not caught up)."""
+        await self._described()
+        async with self._errors():
+            await self._handle.unpause(note=note or "unpaused with tarry")
+
+    async def trigger(self) -> None:
+        """Starts a run now, as its time had come: under its overlap policy, so by default
+        nothing starts while its last run is open."""
+        await self._described()
+        async with self._errors():
+            await self._handle.trigger()
+
+    async def delete(self) -> None:
+        """Deletes it: it starts no more runs; the runs it started go on."""
+        await self._described()
+        async with self._errors():
+            await self._handle.delete()
+
+    async def _described(self) -> tuple[ScheduleDescription, ScheduleActionStartWorkflow]:
+        """Temporal's description of the schedule and its action; `SCHEDULE_NOT_FOUND` for
+        one that starts no `AgentRun`: a namespace may hold other schedules, which a
+        mistyped name must never pause or delete."""
+        async with self._errors():
+            description = await self._handle.describe()
+        action = description.schedule.action
+        if not isinstance(action, ScheduleActionStartWorkflow) or action.workflow != WORKFLOW_TYPE:
+            raise self._not_found()
+        return description, action
+
+    def _not_found(self) -> TarryError:
+        return TarryError(
+            ErrorCode.SCHEDULE_NOT_FOUND,
+            f"no schedule {self.name!r}; `tarry schedule list` shows the schedules there are",
+        )
+
+    @asynccontextmanager
+    async def _errors(self) -> AsyncIterator[None]:
+        try:
+            yield
+        except RPCError as e:
+            if e.status is RPCStatusCode.NOT_FOUND:
+                raise self._not_found() from e
+            if e.status is RPCStatusCode.INVALID_ARGUMENT:  # "Invalid schedule spec: ..."
+                raise TarryError(ErrorCode.SCHEDULE_INVALID, e.message) from e
+            raise
+
+
 @asynccontextmanager
 async def _translated_errors(run_id: str) -> AsyncIterator[None]:
     """Turns the RPC and update errors a caller can act on into `TarryError`s."""
@@ -711,6 +861,12 @@ def _checked_id(run_id: str) -> str:
     if problem := run_id_problem(run_id):
         raise TarryError(ErrorCode.RUN_ID_INVALID, problem)
     return run_id
+
+
+def _checked_name(name: str) -> str:
+    if problem := schedule_name_problem(name):
+        raise TarryError(ErrorCode.SCHEDULE_INVALID, problem)
+    return name
 
 
 def _summary_of(prompt: str) -> str:

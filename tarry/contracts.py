@@ -242,6 +242,14 @@ class ErrorCode(StrEnum):
     RUN_ID_INVALID = "RUN_ID_INVALID"
     """An id outside the rule: 1 to 200 letters, digits, `-`, `_`, `.`, `:` or `@`, not
     starting with a dot."""
+    SCHEDULE_NOT_FOUND = "SCHEDULE_NOT_FOUND"
+    """No schedule has that name: `tarry schedule list` shows the schedules there are."""
+    SCHEDULE_EXISTS = "SCHEDULE_EXISTS"
+    """A schedule of that name exists already: nothing is created."""
+    SCHEDULE_INVALID = "SCHEDULE_INVALID"
+    """A schedule Temporal cannot keep: a name outside the run id rule (or too long for its
+    runs' ids), neither or both of `cron` and `every`, a cron expression, interval or time
+    zone it cannot read."""
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     """An `Idempotency-Key` sent again with a different body: nothing is started."""
     TEMPORAL_UNAVAILABLE = "TEMPORAL_UNAVAILABLE"

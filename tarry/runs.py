@@ -25,6 +25,7 @@ from tarry.contracts import (
     Phase,
     WaitingFor,
 )
+from tarry.schedules import SCHEDULED_BY_ATTRIBUTE, schedule_name_problem
 
 __all__ = ["RunPage", "RunRow", "find_runs", "runs_query"]
 
@@ -45,6 +46,9 @@ class RunRow(BaseModel):
     later moment of a run in flight."""
     summary: str | None = None
     """The first line of the prompt; None for runs started without the client."""
+    schedule: str | None = None
+    """The schedule that started the run (`TemporalScheduledById`); None for one a
+    person or a program started."""
 
     @classmethod
     async def of(cls, execution: WorkflowExecution) -> RunRow:
@@ -58,6 +62,7 @@ class RunRow(BaseModel):
             started=execution.start_time,
             updated_at=execution.close_time or execution.start_time,
             summary=await _summary(execution),
+            schedule=attributes.get(SCHEDULED_BY_ATTRIBUTE),
         )
 
 
@@ -82,10 +87,12 @@ def runs_query(
     phase: Phase | None = None,
     waiting_for: WaitingFor | None = None,
     task_queue: str | None = None,
+    schedule: str | None = None,
 ) -> str:
     """The visibility query for Tarry's runs, in `phase`, waiting for `waiting_for`, on
-    `task_queue` (None: any). The first two are enum members and the queue is the
-    caller's own setting, so nothing a person types reaches the query text."""
+    `task_queue`, started by `schedule` (None: any). The first two are enum members and
+    the queue is the caller's own setting; a schedule name is checked against the name
+    rule here, which has no quote, so nothing a person types can change the query."""
     query = f"WorkflowType = '{WORKFLOW_TYPE}'"
     if task_queue is not None:
         query += f" AND TaskQueue = '{task_queue}'"
@@ -93,6 +100,10 @@ def runs_query(
         query += f" AND {PHASE_ATTRIBUTE.name} = '{phase.value}'"
     if waiting_for is not None:
         query += f" AND {WAITING_FOR_ATTRIBUTE.name} = '{waiting_for.value}'"
+    if schedule is not None:
+        if problem := schedule_name_problem(schedule):
+            raise TarryError(ErrorCode.SCHEDULE_INVALID, problem)
+        query += f" AND {SCHEDULED_BY_ATTRIBUTE.name} = '{schedule}'"
     return query
 
 
@@ -121,13 +132,14 @@ async def find_runs(
     phase: Phase | None = None,
     waiting_for: WaitingFor | None = None,
     task_queue: str | None = None,
+    schedule: str | None = None,
     limit: int = 20,
     page_token: bytes | None = None,
 ) -> RunPage:
     """One page of up to `limit` runs, open runs first, newest first (visibility's own
     order), from `page_token` (a `RunPage.next_page_token`) or the start; `INPUT_INVALID`
-    for a token visibility did not give."""
-    query = runs_query(phase, waiting_for, task_queue)
+    for a token visibility did not give. `schedule`: only the runs that schedule started."""
+    query = runs_query(phase, waiting_for, task_queue, schedule)
     if page_token is not None:
         await _check_page_token(client, query, page_token)
     executions = client.list_workflows(query, page_size=limit, next_page_token=page_token)

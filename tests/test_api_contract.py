@@ -31,6 +31,14 @@ include-path = "/v1/runs"
 checks.positive_data_acceptance.expected-statuses = [
     "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"
 ]
+
+# A cron expression and a time zone are text only Temporal can read: schema-valid ones
+# it cannot are 422 SCHEDULE_INVALID.
+[[operations]]
+include-path = "/v1/schedules"
+checks.positive_data_acceptance.expected-statuses = [
+    "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"
+]
 """
 
 

@@ -677,6 +677,7 @@ async def test_help_groups_the_commands_in_a_panel_per_command_group(cli: Cli) -
         "Model": ["retry", "model"],
         "Local stack": ["dev", "worker", "scripted-model", "demo"],
         "Servers": ["serve", "mcp"],
+        "Schedules": ["schedule"],
     }
 
 

@@ -642,7 +642,13 @@ async def test_the_openapi_document_describes_every_route(api: Api) -> None:
         "/v1/runs/{run_id}/pause",
         "/v1/runs/{run_id}/stop",
         "/v1/runs/{run_id}/resume",
+        "/v1/runs/{run_id}/fork",
         "/v1/runs/{run_id}/events",
+        "/v1/schedules",
+        "/v1/schedules/{name}",
+        "/v1/schedules/{name}/pause",
+        "/v1/schedules/{name}/unpause",
+        "/v1/schedules/{name}/trigger",
         "/v1/agui",
         "/healthz",
     }

@@ -8,10 +8,11 @@ import asyncio
 import functools
 import shutil
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -23,6 +24,7 @@ from selenium.webdriver.remote.command import Command
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 
+from tarry.client import ScheduleHandle
 from tarry.contracts import Phase, WaitingFor
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import Agent
@@ -39,6 +41,7 @@ pytestmark = pytest.mark.skipif(
 )
 WAITING = {Phase.WAITING_USER}
 PATIENCE = 30.0
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +138,40 @@ async def test_a_person_answers_a_waiting_run_and_sees_the_answer_stream_in(
     assert texts(browser, ".message.user .body") == ["name the cat", "Bob, please"]
     transcript = [m.content for m in await api.run(run_id).transcript()]
     assert transcript == ["name the cat", "What shall I call the cat?", "Bob, please", answer]
+
+
+async def test_a_waiting_run_a_schedule_started_names_its_schedule(
+    agent: Agent, api: Api, browser: WebDriver
+) -> None:
+    agent.model.add(say("Here is the weekly report. Shall I send it?"))
+    schedule = await agent.tarry.create_schedule(
+        f"report-{uuid.uuid4().hex[:6]}", "Draft the weekly report", cron="0 0 1 1 *"
+    )
+    await schedule.trigger()
+    run_id = await until_async(lambda: _first_run(schedule), "the scheduled run")
+    await api.run(run_id).wait_for(WAITING)
+
+    await asyncio.to_thread(browser.get, api.url + "/")
+
+    line = await until(
+        lambda: next((t for t in texts(browser, "#waiting-list a") if run_id in t), None),
+        f"{run_id} in the list of waiting runs",
+    )
+    await schedule.delete()
+    await api.run(run_id).stop()
+    assert f"from schedule {schedule.name}" in line
+
+
+async def _first_run(schedule: ScheduleHandle) -> str | None:
+    return next(iter((await schedule.describe()).running), None)
+
+
+async def until_async(check: Callable[[], Awaitable[T | None]], what: str) -> T:
+    """Polls `check()` until it gives something other than None."""
+    async with asyncio.timeout(PATIENCE):
+        while (found := await check()) is None:
+            await asyncio.sleep(0.05)
+    return found
 
 
 async def test_a_person_approves_a_gated_call_in_the_inbox(

@@ -1,6 +1,7 @@
 """The HTTP API as an ASGI app: `create_app(tarry, settings)`.
 
-Routes: `/v1/runs...` (`tarry.api.routes`), `/v1/agui` (`tarry.api.agui`), `/healthz`,
+Routes: `/v1/runs...` (`tarry.api.routes`), `/v1/schedules...` (`tarry.api.schedules`),
+`/v1/agui` (`tarry.api.agui`), `/healthz`,
 `/openapi.json` and `/docs`; the web inbox (`tarry/api/inbox/`: static HTML, CSS and
 JavaScript, no build step) at `/`. Every route but `/healthz` and the inbox's files needs
 a bearer token when `TARRY_API_TOKENS` holds any (the inbox's page sends one with its own
@@ -30,6 +31,7 @@ from tarry.api.errors import BodyLimit, install_error_handlers
 from tarry.api.feeds import Feeds
 from tarry.api.models import Health
 from tarry.api.routes import runs_router
+from tarry.api.schedules import schedules_router
 from tarry.client import Tarry
 from tarry.identities import API_USER
 from tarry.settings import TarrySettings
@@ -67,6 +69,7 @@ def create_app(
     anonymous = settings.caller(API_USER)
     guarded = [Depends(bearer_guard(settings.api_users(), anonymous))]
     app.include_router(runs_router(tarry, feeds), dependencies=guarded)
+    app.include_router(schedules_router(tarry), dependencies=guarded)
     app.include_router(agui_router(tarry, feeds), dependencies=guarded)
     app.include_router(_docs_router(app), dependencies=guarded)
 
@@ -91,7 +94,7 @@ def create_app(
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.tarry_api_cors_origins,
-            allow_methods=["GET", "POST"],
+            allow_methods=["GET", "POST", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"],
         )
     app.add_middleware(BodyLimit)

@@ -39,6 +39,9 @@ _STATUS = {
     ErrorCode.RUN_ID_INVALID: HTTPStatus.UNPROCESSABLE_ENTITY,
     ErrorCode.IDEMPOTENCY_KEY_REUSED: HTTPStatus.UNPROCESSABLE_ENTITY,
     ErrorCode.RUN_NOT_ENDED: HTTPStatus.CONFLICT,
+    ErrorCode.SCHEDULE_NOT_FOUND: HTTPStatus.NOT_FOUND,
+    ErrorCode.SCHEDULE_EXISTS: HTTPStatus.CONFLICT,
+    ErrorCode.SCHEDULE_INVALID: HTTPStatus.UNPROCESSABLE_ENTITY,
     ErrorCode.RETRY_NOT_WAITING: HTTPStatus.CONFLICT,
     ErrorCode.APPROVAL_NOTHING_PENDING: HTTPStatus.CONFLICT,
     # Which message is a user's is the run's state, as which call is pending is.

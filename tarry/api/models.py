@@ -30,6 +30,13 @@ from tarry.contracts import (
 )
 from tarry.identities import Caller
 from tarry.runs import RunRow
+from tarry.schedules import (
+    MAX_SCHEDULE_NAME_LENGTH,
+    Overlap,
+    ScheduleSummary,
+    Timing,
+    schedule_name_problem,
+)
 
 __all__ = [
     "Accepted",
@@ -45,6 +52,10 @@ __all__ = [
     "RunList",
     "RunSummary",
     "RunView",
+    "ScheduleList",
+    "ScheduleName",
+    "ScheduleNote",
+    "ScheduleRequest",
     "StartRequest",
     "Started",
     "StateView",
@@ -74,6 +85,30 @@ RunId = Annotated[
 ]
 """A run id as the API takes it (path, start body, AG-UI `threadId`): checked at the door
 with the one id rule (422 `RUN_ID_INVALID`), and stated in the OpenAPI document."""
+
+
+def _checked_schedule_name(name: str) -> str:
+    if problem := schedule_name_problem(name):
+        raise PydanticCustomError("SCHEDULE_INVALID", "{problem}", {"problem": problem})
+    return name
+
+
+ScheduleName = Annotated[
+    str,
+    AfterValidator(_checked_schedule_name),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": RUN_ID_PATTERN,
+            "minLength": 1,
+            "maxLength": MAX_SCHEDULE_NAME_LENGTH,
+            "description": f"1 to {MAX_SCHEDULE_NAME_LENGTH} letters, digits, - _ . : @; not"
+            " starting with a dot (its runs' ids, NAME-<time>, are run ids).",
+        }
+    ),
+]
+"""A schedule's name as the API takes it (path, create body, `?schedule=`): 422
+`SCHEDULE_INVALID` for one outside the rule."""
 
 
 class StartRequest(RunInput):
@@ -225,6 +260,8 @@ class RunSummary(BaseModel):
     summary: str | None
     updated_at: datetime
     """When the run ended, else when its latest continue-as-new segment started."""
+    schedule: str | None = None
+    """The schedule that started the run; null for one started by hand."""
 
     @classmethod
     def of(cls, row: RunRow) -> RunSummary:
@@ -239,3 +276,31 @@ class RunList(BaseModel):
 
 class Health(BaseModel):
     temporal: Literal["reachable", "unreachable"]
+
+
+class ScheduleRequest(Timing):
+    """A schedule to create: its name, when it starts runs (`cron` or `every`), what it
+    does while its last run is open (`overlap`), and what each run starts with."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": [name], "properties": {name: {"type": "string"}}}
+                for name in ("cron", "every")
+            ]
+        }
+    )
+
+    name: ScheduleName
+    overlap: Overlap = Overlap.SKIP
+    input: RunInput
+
+
+class ScheduleNote(BaseModel):
+    """Why a schedule is paused or unpaused (`{}` says nothing)."""
+
+    note: str | None = None
+
+
+class ScheduleList(BaseModel):
+    schedules: list[ScheduleSummary]

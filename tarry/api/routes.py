@@ -30,6 +30,7 @@ from tarry.api.models import (
     RunList,
     RunSummary,
     RunView,
+    ScheduleName,
     Started,
     StartRequest,
     StateView,
@@ -221,15 +222,18 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
     async def list_runs(
         phase: Phase | None = None,
         waiting_for: WaitingFor | None = None,
+        schedule: ScheduleName | None = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 20,
         cursor: Annotated[str | None, Query(min_length=1)] = None,
     ) -> RunList:
         """Runs as Temporal's visibility records them (no worker needed), open runs
-        first, newest first, a page of `limit` at a time."""
+        first, newest first, a page of `limit` at a time; `schedule`: only the runs
+        that schedule started."""
         page = await find_runs(
             tarry.client,
             phase=phase,
             waiting_for=waiting_for,
+            schedule=schedule,
             limit=limit,
             page_token=_page_token(cursor),
         )  # a cursor visibility cannot read is INPUT_INVALID

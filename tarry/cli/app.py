@@ -13,8 +13,8 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from tarry.cli import approvals, local, model, runs, serve, watching
-from tarry.cli.common import FLAG
+from tarry.cli import approvals, local, model, runs, schedule, serve, watching
+from tarry.cli.common import FLAG, Panel
 from tarry.entrypoint import exit_now
 from tarry.text import shorten
 
@@ -28,6 +28,7 @@ app = typer.Typer(
 # In the order `tarry --help` shows their panels.
 for group in (runs, watching, approvals, model, local, serve):
     app.add_typer(group.commands)
+app.add_typer(schedule.commands, rich_help_panel=Panel.SCHEDULES)  # `tarry schedule ...`
 
 
 def _show_version(show: bool) -> None:

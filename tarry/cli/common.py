@@ -50,6 +50,7 @@ class Panel(StrEnum):
     MODEL = "Model"
     LOCAL = "Local stack"
     SERVERS = "Servers"
+    SCHEDULES = "Schedules"
 
 
 RunId = Annotated[

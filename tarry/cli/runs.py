@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.text import Text
 
 from tarry.cli.chat import converse
@@ -17,8 +16,6 @@ from tarry.cli.common import (
     check_id,
     console,
     emit,
-    fail,
-    one_of,
     output,
     read,
     stop_point,
@@ -26,121 +23,65 @@ from tarry.cli.common import (
     with_tarry,
 )
 from tarry.cli.follow import exchange
+from tarry.cli.run_options import (
+    DEFAULT_MAX_TURNS,
+    ApprovalDefaultOption,
+    ApprovalTimeoutOption,
+    ApproverOption,
+    MaxCostOption,
+    MaxTokensOption,
+    MaxTurnsOption,
+    ModelOption,
+    ModeOption,
+    Prompt,
+    RequireApprovalOption,
+    SystemOption,
+    ToolChoiceOption,
+    ToolsOption,
+    run_input,
+)
 from tarry.client import RunHandle, Tarry
-from tarry.contracts import ApprovalDefault, Budget, Mode, Phase, RunInput, RunState, Sampling
-from tarry.text import shorten
+from tarry.contracts import ApprovalDefault, Mode, Phase, RunState
 
 commands = typer.Typer()
 
 
 @commands.command(rich_help_panel=Panel.RUNS)
 def start(
-    prompt: Annotated[
-        str,
-        typer.Argument(
-            metavar="PROMPT", help="The first message; `-` reads stdin; empty waits for one."
-        ),
-    ] = "",
-    model: Annotated[str, typer.Option(help="The model profile the workers use.")] = "default",
-    system: Annotated[str | None, typer.Option(help="A system prompt.")] = None,
-    tools: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--tools",
-            "--tool",
-            metavar="NAMES",
-            help="The tools the run may use, comma-separated or repeated; all if not given.",
-        ),
-    ] = None,
-    mode: Annotated[
-        str,
-        typer.Option(
-            metavar="chat|task", help="chat waits for you after each answer; task ends on one."
-        ),
-    ] = Mode.CHAT,
-    require_approval: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--require-approval",
-            metavar="NAMES",
-            help="Tools whose calls wait for your decision (`tarry approve`), comma-separated"
-            " or repeated; `*` is every tool.",
-        ),
-    ] = None,
-    approver: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--approver",
-            metavar="TOOL=WHO",
-            help="Who may decide a tool's calls: users and groups ([api.groups]),"
-            " comma-separated (`write_file=ops,alice`); `*=WHO` for the tools not named;"
-            " repeated for more tools. Anyone if not given.",
-        ),
-    ] = None,
-    approval_timeout: Annotated[
-        str | None,
-        typer.Option(
-            metavar="DURATION",
-            help="How long a gated call waits for a decision, in seconds or ISO 8601"
-            " (`P7D`); forever if not given.",
-        ),
-    ] = None,
-    approval_default: Annotated[
-        str,
-        typer.Option(
-            metavar="reject|approve",
-            help="What a gated call nobody decided on gets at its deadline.",
-        ),
-    ] = ApprovalDefault.REJECT,
-    max_turns: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            metavar="N",
-            help="Model calls since your last reply before the run asks you to go on.",
-        ),
-    ] = RunInput.model_fields["max_turns"].default,
-    max_tokens: Annotated[
-        int | None,
-        typer.Option(metavar="N", help="A budget: the run waits once it has spent N tokens."),
-    ] = None,
-    max_cost: Annotated[
-        float | None,
-        typer.Option(metavar="USD", help="A budget: the run waits once it has cost this much."),
-    ] = None,
+    prompt: Prompt = "",
+    model: ModelOption = "default",
+    system: SystemOption = None,
+    tools: ToolsOption = None,
+    mode: ModeOption = Mode.CHAT,
+    require_approval: RequireApprovalOption = None,
+    approver: ApproverOption = None,
+    approval_timeout: ApprovalTimeoutOption = None,
+    approval_default: ApprovalDefaultOption = ApprovalDefault.REJECT,
+    max_turns: MaxTurnsOption = DEFAULT_MAX_TURNS,
+    max_tokens: MaxTokensOption = None,
+    max_cost: MaxCostOption = None,
     run_id: Annotated[
         str | None, typer.Option("--id", help="The run id; a fresh one by default.")
     ] = None,
-    tool_choice: Annotated[
-        str | None,
-        typer.Option(
-            metavar="auto|required|none|TOOL",
-            help="Whether the model must call a tool (required), one tool (its name), or none;"
-            " the profile's setting if not given.",
-        ),
-    ] = None,
+    tool_choice: ToolChoiceOption = None,
     as_json: AsJson = False,
 ) -> None:
     """Start a run and print its id; the run goes on without this command."""
-    try:
-        input = RunInput(
-            prompt=read(prompt),
-            model=model,
-            system=system,
-            tools=_names(tools),
-            mode=one_of("--mode", mode, Mode),
-            require_approval=_names(require_approval) or [],
-            approvers=_approvers(approver or []),
-            approval_timeout=_duration(approval_timeout),
-            approval_default=one_of("--approval-default", approval_default, ApprovalDefault),
-            max_turns=max_turns,
-            budget=None
-            if max_tokens is None and max_cost is None
-            else Budget(max_total_tokens=max_tokens, max_cost_usd=max_cost),
-            sampling=None if tool_choice is None else Sampling(tool_choice=tool_choice),
-        )
-    except ValidationError as e:
-        fail(_validation_message(e), exit_code=2)
+    input = run_input(
+        prompt,
+        model=model,
+        system=system,
+        tools=tools,
+        mode=mode,
+        require_approval=require_approval,
+        approver=approver,
+        approval_timeout=approval_timeout,
+        approval_default=approval_default,
+        max_turns=max_turns,
+        max_tokens=max_tokens,
+        max_cost=max_cost,
+        tool_choice=tool_choice,
+    )
     check_id(run_id)
 
     async def begin(tarry: Tarry) -> str:
@@ -148,42 +89,6 @@ def start(
 
     started = with_tarry(begin)
     output({"run_id": started}, as_json, Text(started))
-
-
-def _names(values: list[str] | None) -> list[str] | None:
-    """`--tools a,b --tools c` as `["a", "b", "c"]`; None when the option is not given."""
-    if values is None:
-        return None
-    return [name.strip() for value in values for name in value.split(",") if name.strip()]
-
-
-def _approvers(entries: list[str]) -> dict[str, list[str]]:
-    """`--approver TOOL=WHO,...` options as `RunInput.approvers`."""
-    approvers: dict[str, list[str]] = {}
-    for entry in entries:
-        tool, _, who = entry.partition("=")
-        names = _names([who])
-        if not tool.strip() or not names:
-            fail(f"--approver {entry!r}: give TOOL=USER_OR_GROUP[,...], e.g. write_file=ops", 2)
-        approvers.setdefault(tool.strip(), []).extend(names)
-    return approvers
-
-
-def _duration(text: str | None) -> float | str | None:
-    """`--approval-timeout`: seconds (`90`, `0.5`) as a number, anything else (`P7D`) as
-    ISO 8601 text for pydantic to read."""
-    try:
-        return float(text) if text is not None else None
-    except ValueError:
-        return text
-
-
-def _validation_message(error: ValidationError) -> str:
-    """The first problem of `error` as one line: `--approval-timeout: ...`."""
-    first = error.errors()[0]
-    option = "--" + "-".join(str(part) for part in first["loc"][:1]).replace("_", "-")
-    message = str(first["msg"]).removeprefix("Value error, ")
-    return f"{option}: {message} (got {shorten(repr(first.get('input')), 60)})"
 
 
 @commands.command(rich_help_panel=Panel.RUNS)

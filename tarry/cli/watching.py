@@ -142,6 +142,10 @@ def list_runs(
             "(a raised budget: `tarry budget`).",
         ),
     ] = None,
+    schedule: Annotated[
+        str | None,
+        typer.Option(metavar="NAME", help="Only runs the schedule NAME started."),
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 20,
     as_json: AsJson = False,
 ) -> None:
@@ -151,7 +155,9 @@ def list_runs(
     awaited = None if waiting_for is None else one_of("--waiting-for", waiting_for, WaitingFor)
 
     async def find(tarry: Tarry) -> list[RunRow]:
-        page = await find_runs(tarry.client, phase=wanted, waiting_for=awaited, limit=limit)
+        page = await find_runs(
+            tarry.client, phase=wanted, waiting_for=awaited, schedule=schedule, limit=limit
+        )
         return page.rows
 
     rows = with_tarry(find)

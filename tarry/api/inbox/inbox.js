@@ -158,7 +158,8 @@ function showWaiting(runs) {
       const what = { approval: "approval", budget: "budget", model: "model" }[run.waiting_for] || "reply";
       link.append(el("span", `tag tag-${what}`, what));
       const turns = `${run.turns} turn${run.turns === 1 ? "" : "s"}`;
-      link.append(el("span", "muted small", `${run.id} · ${turns} · ${run.model}`));
+      const origin = run.schedule ? ` · from schedule ${run.schedule}` : "";
+      link.append(el("span", "muted small", `${run.id} · ${turns} · ${run.model}${origin}`));
       item.append(link);
       return item;
     }),

@@ -1,0 +1,114 @@
+"""`/v1/schedules`: runs that start on their own (`tarry.schedules`), each route a thin
+layer over the client's schedule handle, with the runs routes' guards and errors."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+from fastapi import APIRouter, Response
+
+from tarry.api.models import (
+    Accepted,
+    EmptyRequest,
+    ScheduleList,
+    ScheduleName,
+    ScheduleNote,
+    ScheduleRequest,
+)
+from tarry.api.routes import (
+    _AUTH,
+    _BODY_REQUIRED,
+    _READ,
+    _WRITE,
+    JSON_ONLY,
+    CallerOf,
+    _errors,
+)
+from tarry.client import Tarry
+from tarry.schedules import ScheduleView
+
+__all__ = ["schedules_router"]
+
+
+def schedules_router(tarry: Tarry) -> APIRouter:
+    router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
+
+    @router.get("", responses=_errors(*_AUTH))
+    async def list_schedules() -> ScheduleList:
+        """The schedules of Tarry's runs, as Temporal's visibility records them: one just
+        created or deleted may take a moment to show."""
+        return ScheduleList(schedules=await tarry.list_schedules())
+
+    @router.post(
+        "",
+        status_code=HTTPStatus.CREATED,
+        dependencies=JSON_ONLY,
+        responses=_errors(*_WRITE),
+    )
+    async def create_schedule(body: ScheduleRequest, caller: CallerOf) -> ScheduleView:
+        """Create a schedule that starts `input` as run `NAME-<time>` at the times of
+        `cron` or `every`; while its last run is open (waiting for a person, say), it
+        starts none unless `overlap` says otherwise. 409 `SCHEDULE_EXISTS` for a name
+        taken; 422 `SCHEDULE_INVALID` for a cron expression or time zone Temporal cannot
+        read. The runs check their tools and model profile as they start; their prompt
+        is the caller's."""
+        schedule = await tarry.acting_as(caller).create_schedule(
+            body.name,
+            body.input,
+            cron=body.cron,
+            every=body.every,
+            time_zone=body.time_zone,
+            overlap=body.overlap,
+        )
+        return await schedule.describe()
+
+    @router.get("/{name}", responses=_errors(*_READ))
+    async def get_schedule(name: ScheduleName) -> ScheduleView:
+        """The schedule: when it starts runs, what with, whether it is paused and why,
+        its next times and its runs (the recent ones, and those still open)."""
+        return await tarry.schedule(name).describe()
+
+    @router.post(
+        "/{name}/pause",
+        dependencies=JSON_ONLY,
+        openapi_extra=_BODY_REQUIRED,
+        responses=_errors(*_WRITE),
+    )
+    async def pause(name: ScheduleName, body: ScheduleNote | None = None) -> ScheduleView:
+        """Stop it starting runs until it is unpaused; `note` says why. Its runs go on."""
+        schedule = tarry.schedule(name)
+        await schedule.pause(body.note if body else None)
+        return await schedule.describe()
+
+    @router.post(
+        "/{name}/unpause",
+        dependencies=JSON_ONLY,
+        openapi_extra=_BODY_REQUIRED,
+        responses=_errors(*_WRITE),
+    )
+    async def unpause(name: ScheduleName, body: ScheduleNote | None = None) -> ScheduleView:
+        """Let it start runs again, from its next time on."""
+        schedule = tarry.schedule(name)
+        await schedule.unpause(body.note if body else None)
+        return await schedule.describe()
+
+    @router.post(
+        "/{name}/trigger",
+        status_code=HTTPStatus.ACCEPTED,
+        dependencies=JSON_ONLY,
+        openapi_extra=_BODY_REQUIRED,
+        responses=_errors(*_WRITE),
+    )
+    async def trigger(name: ScheduleName, _: EmptyRequest | None = None) -> Accepted:
+        """Start a run now, as if its time had come, by its overlap policy (with `skip`,
+        none while its last run is open). The run shows in its `running` once started."""
+        await tarry.schedule(name).trigger()
+        return Accepted()
+
+    @router.delete("/{name}", status_code=HTTPStatus.NO_CONTENT, responses=_errors(*_READ))
+    async def delete(name: ScheduleName) -> Response:
+        """Delete it: it starts no more runs; the runs it started go on."""
+        await tarry.schedule(name).delete()
+        return Response(status_code=HTTPStatus.NO_CONTENT)
+
+    return router

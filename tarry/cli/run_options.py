@@ -1,0 +1,181 @@
+"""The options of a run's input, which `tarry start` and `tarry schedule create` both
+take: declared once, read into a `RunInput` by one function (`run_input`), so a scheduled
+run is started with exactly what a person would type."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from tarry.cli.common import fail, one_of, read
+from tarry.contracts import ApprovalDefault, Budget, Mode, RunInput, Sampling
+from tarry.text import shorten
+
+Prompt = Annotated[
+    str,
+    typer.Argument(
+        metavar="PROMPT", help="The first message; `-` reads stdin; empty waits for one."
+    ),
+]
+ModelOption = Annotated[str, typer.Option("--model", help="The model profile the workers use.")]
+SystemOption = Annotated[str | None, typer.Option("--system", help="A system prompt.")]
+ToolsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tools",
+        "--tool",
+        metavar="NAMES",
+        help="The tools the run may use, comma-separated or repeated; all if not given.",
+    ),
+]
+ModeOption = Annotated[
+    str,
+    typer.Option(
+        "--mode",
+        metavar="chat|task",
+        help="chat waits for you after each answer; task ends on one.",
+    ),
+]
+RequireApprovalOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--require-approval",
+        metavar="NAMES",
+        help="Tools whose calls wait for your decision (`tarry approve`), comma-separated"
+        " or repeated; `*` is every tool.",
+    ),
+]
+ApproverOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--approver",
+        metavar="TOOL=WHO",
+        help="Who may decide a tool's calls: users and groups ([api.groups]),"
+        " comma-separated (`write_file=ops,alice`); `*=WHO` for the tools not named;"
+        " repeated for more tools. Anyone if not given.",
+    ),
+]
+ApprovalTimeoutOption = Annotated[
+    str | None,
+    typer.Option(
+        "--approval-timeout",
+        metavar="DURATION",
+        help="How long a gated call waits for a decision, in seconds or ISO 8601"
+        " (`P7D`); forever if not given.",
+    ),
+]
+ApprovalDefaultOption = Annotated[
+    str,
+    typer.Option(
+        "--approval-default",
+        metavar="reject|approve",
+        help="What a gated call nobody decided on gets at its deadline.",
+    ),
+]
+MaxTurnsOption = Annotated[
+    int,
+    typer.Option(
+        "--max-turns",
+        min=1,
+        metavar="N",
+        help="Model calls since your last reply before the run asks you to go on.",
+    ),
+]
+MaxTokensOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens", metavar="N", help="A budget: the run waits once it has spent N tokens."
+    ),
+]
+MaxCostOption = Annotated[
+    float | None,
+    typer.Option(
+        "--max-cost", metavar="USD", help="A budget: the run waits once it has cost this much."
+    ),
+]
+ToolChoiceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--tool-choice",
+        metavar="auto|required|none|TOOL",
+        help="Whether the model must call a tool (required), one tool (its name), or none;"
+        " the profile's setting if not given.",
+    ),
+]
+DEFAULT_MAX_TURNS: int = RunInput.model_fields["max_turns"].default
+
+
+def run_input(
+    prompt: str,
+    *,
+    model: str,
+    system: str | None,
+    tools: list[str] | None,
+    mode: str,
+    require_approval: list[str] | None,
+    approver: list[str] | None,
+    approval_timeout: str | None,
+    approval_default: str,
+    max_turns: int,
+    max_tokens: int | None,
+    max_cost: float | None,
+    tool_choice: str | None,
+) -> RunInput:
+    """The run input the run options give; a bad one is one error line, exit code 2."""
+    try:
+        return RunInput(
+            prompt=read(prompt),
+            model=model,
+            system=system,
+            tools=_names(tools),
+            mode=one_of("--mode", mode, Mode),
+            require_approval=_names(require_approval) or [],
+            approvers=_approvers(approver or []),
+            approval_timeout=_duration(approval_timeout),
+            approval_default=one_of("--approval-default", approval_default, ApprovalDefault),
+            max_turns=max_turns,
+            budget=None
+            if max_tokens is None and max_cost is None
+            else Budget(max_total_tokens=max_tokens, max_cost_usd=max_cost),
+            sampling=None if tool_choice is None else Sampling(tool_choice=tool_choice),
+        )
+    except ValidationError as e:
+        fail(_validation_message(e), exit_code=2)
+
+
+def _names(values: list[str] | None) -> list[str] | None:
+    """`--tools a,b --tools c` as `["a", "b", "c"]`; None when the option is not given."""
+    if values is None:
+        return None
+    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+def _approvers(entries: list[str]) -> dict[str, list[str]]:
+    """`--approver TOOL=WHO,...` options as `RunInput.approvers`."""
+    approvers: dict[str, list[str]] = {}
+    for entry in entries:
+        tool, _, who = entry.partition("=")
+        names = _names([who])
+        if not tool.strip() or not names:
+            fail(f"--approver {entry!r}: give TOOL=USER_OR_GROUP[,...], e.g. write_file=ops", 2)
+        approvers.setdefault(tool.strip(), []).extend(names)
+    return approvers
+
+
+def _duration(text: str | None) -> float | str | None:
+    """`--approval-timeout`: seconds (`90`, `0.5`) as a number, anything else (`P7D`) as
+    ISO 8601 text for pydantic to read."""
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return text
+
+
+def _validation_message(error: ValidationError) -> str:
+    """The first problem of `error` as one line: `--approval-timeout: ...`."""
+    first = error.errors()[0]
+    option = "--" + "-".join(str(part) for part in first["loc"][:1]).replace("_", "-")
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"{option}: {message} (got {shorten(repr(first.get('input')), 60)})"
