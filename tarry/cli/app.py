@@ -44,6 +44,7 @@ from tarry.contracts import (
     ErrorCode,
     Mode,
     Phase,
+    ReplyPolicy,
     RunInput,
     RunState,
     Sampling,
@@ -57,6 +58,13 @@ from tarry.settings import TarrySettings
 from tarry.text import shorten
 
 T = TypeVar("T")
+
+RUN_BUSY_ADVICE = (
+    "the agent is working; try again when it waits, or start the run with"
+    " --on-reply-while-running queue"
+)
+"""What `RUN_BUSY` tells a person at the command line: the run's own message names the
+API's field, not the option."""
 
 CONNECT_TIMEOUT_SECONDS = 5.0
 """A refused connection fails at once; this bounds one that hangs (a firewall)."""
@@ -103,6 +111,8 @@ def _run(main: Coroutine[Any, Any, T]) -> T:
     try:
         return asyncio.run(main)
     except TarryError as e:
+        if e.code is ErrorCode.RUN_BUSY:
+            _fail(f"{e.code}: {RUN_BUSY_ADVICE}")
         _fail(f"{e.code}: {e.message}")
     except (CliError, EncryptionKeyError) as e:
         _fail(str(e))
@@ -289,6 +299,14 @@ def start(
             " the profile's setting if not given.",
         ),
     ] = None,
+    on_reply_while_running: Annotated[
+        str,
+        typer.Option(
+            metavar="queue|interrupt|reject",
+            help="What a reply does while the agent works: waits its turn, cuts the model"
+            " call short, or is refused.",
+        ),
+    ] = ReplyPolicy.QUEUE,
     as_json: AsJson = False,
 ) -> None:
     """Start a run and print its id; the run goes on without this command."""
@@ -307,6 +325,9 @@ def start(
             if max_tokens is None and max_cost is None
             else Budget(max_total_tokens=max_tokens, max_cost_usd=max_cost),
             sampling=None if tool_choice is None else Sampling(tool_choice=tool_choice),
+            on_reply_while_running=_choice(
+                "--on-reply-while-running", on_reply_while_running, ReplyPolicy
+            ),
         )
     except ValidationError as e:
         _fail(_validation_message(e), exit_code=2)
