@@ -7,15 +7,25 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from tarry.client import Tarry
-from tarry.contracts import ErrorCode, Phase, ReplyPolicy, RunInput, UserInput
+from tarry.contracts import (
+    INTERRUPTED_NOTE,
+    ChatMessage,
+    ErrorCode,
+    Phase,
+    ReplyPolicy,
+    RunInput,
+    UserInput,
+)
 from tarry.events import EventKind
-from tarry.testing.scripted_model import say
-from tests.conftest import FAST_TIMEOUTS, Agent
+from tarry.testing.scripted_model import call, say
+from tarry.tools import tool
+from tests.conftest import FAST_TIMEOUTS, Agent, tool_result
 from tests.http_api import Api, serving
 from tests.test_cli import Cli, agent_env
 from tests.test_mcp_server import mcp_client
@@ -48,6 +58,73 @@ async def working(api: Api, policy: ReplyPolicy) -> str:
 async def user_texts(api: Api, run_id: str) -> list[str]:
     transcript = await api.run(run_id).transcript()
     return [m.content or "" for m in transcript if m.role == "user"]
+
+
+# --- interrupt ----------------------------------------------------------------------
+
+
+async def interrupted(api: Api, reply: str = "shorter, please") -> list[ChatMessage]:
+    """The transcript of a run whose long streamed answer `reply` interrupted, once the
+    run waits again."""
+    run_id = await working(api, ReplyPolicy.INTERRUPT)
+    response = await api.http.post(f"/v1/runs/{run_id}/messages", json={"text": reply})
+    assert response.status_code == 202, response.text
+    await api.run(run_id).wait_for(WAITING)
+    return await api.run(run_id).transcript()
+
+
+async def test_a_reply_under_interrupt_cancels_the_model_call_and_keeps_its_words_marked(
+    api: Api,
+) -> None:
+    transcript = await interrupted(api)
+
+    assert api.agent.model.requests[0].cancelled
+    kept = transcript[1]
+    assert (kept.role, kept.interrupted) == ("assistant", True)
+    assert kept.content
+    assert LONG.startswith(kept.content)
+    assert kept.content != LONG
+    assert [(m.role, m.content) for m in transcript[2:]] == [
+        ("user", "shorter, please"),
+        ("assistant", "Noted."),
+    ]
+
+
+async def test_the_model_is_asked_again_at_once_with_the_interrupting_reply(api: Api) -> None:
+    transcript = await interrupted(api)
+
+    assert len(api.agent.model.requests) == 2
+    *_, cut, reply = api.agent.model.requests[1].body["messages"]
+    assert cut == {"role": "assistant", "content": f"{transcript[1].content} {INTERRUPTED_NOTE}"}
+    assert reply == {"role": "user", "content": "shorter, please"}
+
+
+async def test_a_running_tool_call_ends_before_an_interrupting_reply_is_read(
+    agent_factory: Any,
+) -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def slow_count() -> int:
+        """Counts, slowly."""
+        started.set()
+        await release.wait()
+        return 3
+
+    agent: Agent = await agent_factory(tools=[slow_count])
+    agent.model.add(call("slow_count"), say("Counted."))
+    async with serving(agent) as api:
+        run_id = await api.start("count", on_reply_while_running=ReplyPolicy.INTERRUPT)
+        await asyncio.wait_for(started.wait(), 30)
+        await api.http.post(f"/v1/runs/{run_id}/messages", json={"text": "and then?"})
+        release.set()
+        await api.run(run_id).wait_for(WAITING)
+        transcript = await api.run(run_id).transcript()
+
+    assert [m.role for m in transcript] == ["user", "assistant", "tool", "user", "assistant"]
+    assert tool_result(transcript[2]) == {"ok": True, "data": 3}
+    assert not any(m.interrupted for m in transcript)
+    assert len(agent.model.requests) == 2
 
 
 # --- reject -------------------------------------------------------------------------

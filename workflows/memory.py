@@ -254,6 +254,10 @@ class RunMemory(BaseModel):
             type=ErrorCode.RUN_BUSY,
         )
 
+    def interrupting(self) -> bool:
+        """A reply waits that cuts the model call in flight short (`ReplyPolicy.INTERRUPT`)."""
+        return self.reply_policy is ReplyPolicy.INTERRUPT and bool(self.inbox)
+
     def waiting_for(self) -> WaitingFor | None:
         if self.phase is not Phase.WAITING_USER:
             return None
