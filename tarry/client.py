@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import gc
 import logging
 import os
@@ -32,12 +33,13 @@ from temporalio.client import (
     ScheduleActionStartWorkflow,
     ScheduleAlreadyRunningError,
     ScheduleDescription,
+    WithStartWorkflowOperation,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import WorkflowIDReusePolicy
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.runtime import Runtime
@@ -56,6 +58,7 @@ from tarry.contracts import (
     Fork,
     PauseRequest,
     Phase,
+    ReplyPolicy,
     Retrying,
     RunInput,
     RunResult,
@@ -135,6 +138,10 @@ _UNPROCESSED_UPDATE = "UnprocessedUpdate"
 _UPDATE_OUTLIVED_RUN = "AcceptedUpdateCompletedWorkflow"
 """The server's failure type for an accepted update whose run ended before it did."""
 
+
+_ID_REUSE = WorkflowIDReusePolicy.REJECT_DUPLICATE
+"""An ended run's id is taken too: a new conversation under it would hide the old one and
+inherit its workspace. `resume` goes on with that run."""
 
 SUMMARY_MEMO = "summary"
 """The memo key of a run's summary, the first line of its prompt (see `_summary_of`)."""
@@ -224,9 +231,7 @@ class Tarry:
                 id=run_id,
                 task_queue=self.task_queue,
                 result_type=RunResult,
-                # An ended run's id is taken too: a new conversation under it would hide
-                # the old one and inherit its workspace. `resume` goes on with that run.
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                id_reuse_policy=_ID_REUSE,
                 # The UI's run list shows this, so runs can be told apart at a glance.
                 static_summary=summary,
                 # `tarry list` reads it here: list results carry a memo, not the summary.
@@ -307,6 +312,77 @@ class Tarry:
         """This client, its handles acting as `caller`: a server's, for one request."""
         return Tarry(self.client, self.task_queue, caller)
 
+    async def send(
+        self, run_id: str, text: str, *, id: str | None = None, start: RunInput | None = None
+    ) -> RunState:
+        """`RunHandle.send` to run `run_id`; with `start`, the run is first started with
+        that input if no run has the id (see `reply`)."""
+        if start is None:
+            return await self.get(run_id).send(text, id=id)
+        return await self._deliver_starting(
+            "send", run_id, _user_input(text, id, self.caller.user), start
+        )
+
+    async def reply(
+        self, run_id: str, text: str, *, id: str | None = None, start: RunInput | None = None
+    ) -> None:
+        """`RunHandle.reply` to run `run_id`; with `start`, the run is first started with
+        that input if no run has the id. One atomic call (Temporal's update-with-start,
+        the open run's id winning), so a chat integration can map its thread id to a run:
+        two first messages at once start one run and both enter it, once each. An ended
+        run under the id is `RUN_ENDED`; a worker must serve this client's task queue
+        (`RUN_NOT_SERVED`), since the run itself takes or refuses the reply."""
+        if start is None:
+            await self.get(run_id).reply(text, id=id)
+        else:
+            await self._deliver_starting(
+                "reply", run_id, _user_input(text, id, self.caller.user), start
+            )
+
+    async def _deliver_starting(
+        self, update: str, run_id: str, message: UserInput, input: RunInput
+    ) -> RunState:
+        """The reply update `update` with `message`, to run `run_id`, started with
+        `input` if it is not open."""
+        run_id = _checked_id(run_id)
+        input = input.model_copy(update={"started_by": self.caller.user})
+        await _await_poller(self.client, self.task_queue, run_id)
+        summary = _summary_of(input.prompt)
+        start: WithStartWorkflowOperation[Any, RunResult] = WithStartWorkflowOperation(
+            WORKFLOW_TYPE,
+            input,
+            id=run_id,
+            task_queue=self.task_queue,
+            result_type=RunResult,
+            # The one way a first message may race another: both enter the open run.
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=_ID_REUSE,
+            static_summary=summary,
+            memo={SUMMARY_MEMO: summary},
+        )
+        update_id = f"{update}-{message.id}" if message.id else None
+        async with _translated_errors(run_id):
+            try:
+                state: RunState = await self.client.execute_update_with_start_workflow(
+                    update,
+                    message,
+                    start_workflow_operation=start,
+                    id=update_id,
+                    result_type=RunState,
+                )
+            except Exception as e:
+                # A failed start leaves its error in the operation as well: read there,
+                # or asyncio reports it as never retrieved.
+                with contextlib.suppress(Exception):
+                    await start.workflow_handle()
+                if isinstance(e, WorkflowAlreadyStartedError):  # closed, and ids are not reused
+                    raise TarryError(
+                        ErrorCode.RUN_ENDED,
+                        f"run {run_id!r} has ended; `tarry resume` goes on with it",
+                    ) from None
+                raise
+        return state
+
     def get(self, run_id: str, caller: Caller | None = None) -> RunHandle:
         """A handle to an existing run, acting as `caller` (None: this client's); it is
         checked on first use (`RUN_ID_INVALID` at once for what can never be a run id)."""
@@ -334,11 +410,20 @@ class RunHandle:
         return self._handle.id
 
     async def reply(self, text: str, *, id: str | None = None) -> None:
-        """Queues a reply (the `user_input` signal); it is delivered at the next turn
-        boundary. Retrying with the same `id` never delivers it twice."""
+        """Queues a reply, delivered at the next turn boundary (or at once, cutting the
+        model call short, for a run that is `interrupt`ed by replies); `RUN_BUSY` from a
+        working run that refuses them. It travels as the `reply` update, so the run can
+        refuse it; while no worker serves the run nothing works on it, and it waits as
+        the `user_input` signal until one does. Retrying with the same `id` never
+        delivers it twice."""
         message = _user_input(text, id, self.caller.user)
-        async with self._errors():
-            await self._handle.signal("user_input", message)
+        try:
+            await self._update("reply", message, id=f"reply-{id}" if id else None)
+        except TarryError as e:
+            if e.code is not ErrorCode.RUN_NOT_SERVED:
+                raise
+            async with self._errors():
+                await self._handle.signal("user_input", message)
 
     async def send(self, text: str, *, id: str | None = None) -> RunState:
         """Delivers a reply and waits for the run's next stop point (the `send` update)."""
@@ -420,6 +505,11 @@ class RunHandle:
         `set_model` update); the state at once. A run waiting for a failing model goes
         on with `retry` or a reply."""
         return await self._update("set_model", profile)
+
+    async def set_reply_policy(self, policy: ReplyPolicy) -> RunState:
+        """What a reply does from now on that arrives while the agent works (the
+        `set_reply_policy` update); the state at once."""
+        return await self._update("set_reply_policy", policy)
 
     async def _check_tools(self) -> None:
         """Raises `TOOL_NOT_FOUND` or `LLM_UNKNOWN_PROFILE` when the run refused the tools
@@ -556,30 +646,7 @@ class RunHandle:
         if description.status is not WorkflowExecutionStatus.RUNNING and not even_ended:
             return
         queue = description.raw_description.execution_config.task_queue.name
-        request = DescribeTaskQueueRequest(
-            namespace=self._client.namespace,
-            task_queue=TaskQueue(name=queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-        )
-        # A worker that has just started (or a busy one) may not have polled yet: look
-        # again for `WORKER_GRACE` before saying there is none.
-        give_up = loop.time() + WORKER_GRACE
-        while True:
-            try:
-                pollers = await self._client.workflow_service.describe_task_queue(request)
-            except RPCError as e:
-                if e.status is not RPCStatusCode.UNIMPLEMENTED:
-                    raise
-                return  # a server that cannot tell (the time-skipping test server): ask the run
-            if pollers.pollers:
-                break
-            if loop.time() > give_up:
-                raise TarryError(
-                    ErrorCode.RUN_NOT_SERVED,
-                    f"no worker polls task queue {queue!r}, so run {self.id!r} cannot answer;"
-                    f" start one with `tarry worker` (TARRY_TASK_QUEUE={queue}) or `tarry dev`",
-                )
-            await asyncio.sleep(0.25)
+        await _await_poller(self._client, queue, self.id)
         self._served_until = loop.time() + SERVED_FOR
 
     async def transcript(self, start: int = 0) -> list[ChatMessage]:
@@ -841,6 +908,35 @@ async def _translated_errors(run_id: str) -> AsyncIterator[None]:
         if e.type not in set(ErrorCode):
             raise
         raise TarryError(ErrorCode(e.type), e.message) from e
+
+
+async def _await_poller(client: Client, queue: str, run_id: str) -> None:
+    """Raises `RUN_NOT_SERVED` when no worker polls task queue `queue`. A worker that has
+    just started (or a busy one) may not have polled yet: it is looked for again for
+    `WORKER_GRACE` before saying there is none."""
+    loop = asyncio.get_running_loop()
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace,
+        task_queue=TaskQueue(name=queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    )
+    give_up = loop.time() + WORKER_GRACE
+    while True:
+        try:
+            pollers = await client.workflow_service.describe_task_queue(request)
+        except RPCError as e:
+            if e.status is not RPCStatusCode.UNIMPLEMENTED:
+                raise
+            return  # a server that cannot tell (the time-skipping test server): ask the run
+        if pollers.pollers:
+            return
+        if loop.time() > give_up:
+            raise TarryError(
+                ErrorCode.RUN_NOT_SERVED,
+                f"no worker polls task queue {queue!r}, so run {run_id!r} cannot answer;"
+                f" start one with `tarry worker` (TARRY_TASK_QUEUE={queue}) or `tarry dev`",
+            )
+        await asyncio.sleep(0.25)
 
 
 _REFUSALS_AT_START = {ErrorCode.TOOL_NOT_FOUND, ErrorCode.LLM_UNKNOWN_PROFILE}

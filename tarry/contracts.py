@@ -56,6 +56,7 @@ __all__ = [
     "PauseRequest",
     "PendingApproval",
     "Phase",
+    "ReplyPolicy",
     "Retrying",
     "RunInput",
     "RunResult",
@@ -138,6 +139,20 @@ class ApprovalDefault(StrEnum):
 
     REJECT = "reject"
     APPROVE = "approve"
+
+
+class ReplyPolicy(StrEnum):
+    """What a reply does that arrives while the agent works (the run is `Running`); a
+    run that waits takes every reply at once, whatever its policy."""
+
+    QUEUE = "queue"
+    """It waits for the next turn boundary: the model or tool call in flight ends first."""
+    INTERRUPT = "interrupt"
+    """The model call in flight is cancelled, the words it had written are kept marked
+    `interrupted`, and the model is asked again at once with the reply. A running tool
+    call ends first: its effects may be half done otherwise."""
+    REJECT = "reject"
+    """It is refused with `RUN_BUSY` and enters nothing: send it again once the run waits."""
 
 
 class Mode(StrEnum):
@@ -232,6 +247,9 @@ class ErrorCode(StrEnum):
     """The run has ended: reply refused (`tarry resume` goes on with it)."""
     RUN_NOT_FOUND = "RUN_NOT_FOUND"
     """No run has that id."""
+    RUN_BUSY = "RUN_BUSY"
+    """A reply while the agent works, to a run whose `on_reply_while_running` is `reject`:
+    nothing entered the run; send it again once the run waits."""
     RUN_NOT_SERVED = "RUN_NOT_SERVED"
     """No worker polls the run's task queue, so it cannot answer: start `tarry worker` or
     `tarry dev`."""
@@ -275,6 +293,10 @@ def _empty(value: object) -> bool:
 
 def _none(value: object) -> bool:
     return value is None
+
+
+def _queue(value: object) -> bool:
+    return value is ReplyPolicy.QUEUE
 
 
 # --- Messages, in the OpenAI chat format -----------------------------------
@@ -322,7 +344,8 @@ class ChatMessage(BaseModel):
     decision: DecisionRecord | None = None
     """Transcript metadata on a gated call's tool message; not part of what the model sees."""
     interrupted: bool = False
-    """An answer a `stop` cut short: the words the model had written by then."""
+    """An answer a `stop`, or a reply under `ReplyPolicy.INTERRUPT`, cut short: the words
+    the model had written by then."""
     by: str | None = Field(default=None, exclude_if=_none)
     """Transcript metadata on a reply: who sent it (`UserInput.by`); not sent to the model."""
     blocks: list[dict[str, Any]] | None = Field(default=None, exclude_if=_none)
@@ -470,6 +493,10 @@ class RunInput(BaseModel):
     profile's. Left out while null, so inputs from before it encode as they did."""
     budget: Budget | None = Field(default=None, exclude_if=_none)
     """Tokens and cost the run may spend before it waits for a person to raise them."""
+    on_reply_while_running: ReplyPolicy = Field(default=ReplyPolicy.QUEUE, exclude_if=_queue)
+    """What a reply does that arrives while the agent works: queued (the default),
+    interrupts the model call, or refused (`RUN_BUSY`). `set_reply_policy` changes it.
+    Left out while `queue`, so inputs from before it encode as they did."""
     output_schema: dict[str, Any] | None = Field(default=None, exclude_if=_none)
     """Task mode: the JSON Schema the final answer must fit. The model is asked for it
     (OpenAI `response_format: json_schema`), shown its errors once if it misses, and the
@@ -709,6 +736,9 @@ class RunState(BaseModel):
     """The run's budget as it stands (raised or not); null: none."""
     model: str | None = Field(default=None, exclude_if=_none)
     """The model profile `set_model` switched the run to; null: the one it started with."""
+    on_reply_while_running: ReplyPolicy = ReplyPolicy.QUEUE
+    """What a reply does that arrives while the agent works (`RunInput.on_reply_while_running`,
+    or what `set_reply_policy` made it since)."""
     retrying: Retrying | None = Field(default=None, exclude_if=_none)
     """A call being retried (`RunHandle.state` reads it from Temporal, not the run)."""
     forked_from: ForkOrigin | None = Field(default=None, exclude_if=_none)

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         Mode,
         PauseRequest,
         Phase,
+        ReplyPolicy,
         RunInput,
         RunResult,
         RunState,
@@ -74,7 +75,9 @@ class AgentRunWorkflow:
         if input.memory is not None:  # handed over by the previous run of the chain
             self._m = input.memory
         else:
-            self._m = RunMemory(budget=Budgets(limits=input.budget))
+            self._m = RunMemory(
+                budget=Budgets(limits=input.budget), reply_policy=input.on_reply_while_running
+            )
             if fork := input.fork:  # the conversation before the message it branches at
                 self._m.transcript = list(fork.transcript)
                 self._m.forked_from = ForkOrigin(run_id=fork.run_id, at=fork.at)
@@ -119,6 +122,8 @@ class AgentRunWorkflow:
 
     @workflow.signal
     def user_input(self, input: UserInput) -> None:
+        # A signal cannot be refused: under `reject` one sent past the client (the
+        # Temporal UI, `temporal workflow signal`) is queued, an operator's own door.
         if self._m.phase.ended:
             workflow.logger.warning("reply to an ended run ignored")
         elif problem := reply_problem(input.text):
@@ -241,7 +246,29 @@ class AgentRunWorkflow:
     @send.validator
     def _validate_send(self, input: UserInput) -> None:
         # Rejected updates never enter history: nothing is lost and nothing is stored.
-        if problem := self._m.ended_problem() or self._m.reply_refusal(input):
+        if problem := self._m.reply_refusal(input):
+            raise problem
+
+    @workflow.update
+    def reply(self, input: UserInput) -> RunState:
+        """Queue a reply and answer at once: the `user_input` signal, but one the run can
+        refuse (`RUN_BUSY` under `reject`, `RUN_ENDED`, a bad text) before it enters."""
+        self._m.receive(_named(input))
+        return self.state()
+
+    @reply.validator
+    def _validate_reply(self, input: UserInput) -> None:
+        self._validate_send(input)
+
+    @workflow.update
+    def set_reply_policy(self, policy: ReplyPolicy) -> RunState:
+        """What a reply does from now on that arrives while the agent works."""
+        self._m.reply_policy = policy
+        return self.state()
+
+    @set_reply_policy.validator
+    def _validate_set_reply_policy(self, policy: ReplyPolicy) -> None:
+        if problem := self._m.ended_problem():
             raise problem
 
     @workflow.query

@@ -27,6 +27,7 @@ from tarry.contracts import (
     LlmResponse,
     PendingApproval,
     Phase,
+    ReplyPolicy,
     RunInput,
     RunResult,
     RunState,
@@ -159,6 +160,10 @@ class RunMemory(BaseModel):
     model: str | None = None
     """The profile `set_model` switched the run to; null: the run's own (`RunInput.model`)."""
     forked_from: ForkOrigin | None = None
+    reply_policy: ReplyPolicy = ReplyPolicy.QUEUE
+    """What a reply does while the agent works: `RunInput.on_reply_while_running` at the
+    start, then whatever `set_reply_policy` made it. Memories from before it: `queue`,
+    which is what their runs did."""
 
     @model_validator(mode="before")
     @classmethod
@@ -238,13 +243,31 @@ class RunMemory(BaseModel):
             type=ErrorCode.RETRY_NOT_WAITING,
         )
 
-    @staticmethod
-    def reply_refusal(input: UserInput) -> ApplicationError | None:
-        """Why `send` refuses `input` (`INPUT_EMPTY`, `INPUT_TOO_LARGE`), or None."""
+    def reply_refusal(self, input: UserInput) -> ApplicationError | None:
+        """Why `send` and `reply` refuse `input` (`RUN_ENDED`, `INPUT_EMPTY`,
+        `INPUT_TOO_LARGE`, `RUN_BUSY`), or None."""
+        if ended := self.ended_problem():
+            return ended
         if problem := reply_problem(input.text):
             code, message = problem
             return ApplicationError(message, type=code)
-        return None
+        return self.busy_problem(input)
+
+    def busy_problem(self, input: UserInput) -> ApplicationError | None:
+        """`RUN_BUSY` for a new reply while the agent works, when the run refuses them."""
+        if self.reply_policy is not ReplyPolicy.REJECT or self.phase is not Phase.RUNNING:
+            return None
+        if input.id is not None and input.id in self.seen_ids:
+            return None  # a retry of a reply the run took: answered as the first one was
+        return ApplicationError(
+            "the agent is working and this run refuses replies meanwhile"
+            " (on_reply_while_running: reject); send it again once the run waits",
+            type=ErrorCode.RUN_BUSY,
+        )
+
+    def interrupting(self) -> bool:
+        """A reply waits that cuts the model call in flight short (`ReplyPolicy.INTERRUPT`)."""
+        return self.reply_policy is ReplyPolicy.INTERRUPT and bool(self.inbox)
 
     def waiting_for(self) -> WaitingFor | None:
         if self.phase is not Phase.WAITING_USER:
@@ -275,6 +298,7 @@ class RunMemory(BaseModel):
             budget=self.budget.limits,
             model=self.model,
             forked_from=self.forked_from,
+            on_reply_while_running=self.reply_policy,
         )
 
     def result(self) -> RunResult:

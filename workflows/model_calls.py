@@ -8,6 +8,7 @@ conversation keeps them, so a turn adds to history only its news.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -49,19 +50,30 @@ async def ask(
     memory: RunMemory, input: WorkflowInput, stream: RunStream
 ) -> LlmResponse | ErrorInfo | None:
     """The model's answer; the error that ends the run instead; or None when a `stop`
-    cancelled the call (the words the model had written by then stay, marked)."""
+    cancelled the call. A call a `stop` or a reply cuts short keeps the words the model
+    had written by then, marked; after a reply (`ReplyPolicy.INTERRUPT`) the model is
+    asked again at once, with it.
+
+    Runs from before reply policies replay unchanged without a patch: their memory's
+    policy is `queue`, under which `interrupting()` is never true."""
     m = memory
     bad_responses_left = input.bad_response_attempts
     while True:
+        if m.interrupting():  # the reply that cut the last call short, or came before this one
+            m.deliver_inbox()
         request = _request_for(m, input)
         stream.begin_turn(m, request.turn)
         try:
-            return await _call_model(request, input, m.model_queue, lambda: m.stop_requested)
+            return await _call_model(request, input, m.model_queue, functools.partial(_cut, m))
         except ActivityError as e:
             if isinstance(e.cause, CancelledError):
+                # The activity confirmed its cancellation only after sending its last
+                # words (`AnswerObservers.close`), so they are in history and the stream.
                 if interrupted := stream.interrupted_answer(m, request.turn):
                     m.transcript.append(interrupted)
-                return None
+                if m.stop_requested or not m.interrupting():  # a stop wins over a reply
+                    return None
+                continue
             error = error_of(e, default=ErrorCode.LLM_HTTP_ERROR)
             if error.code is ErrorCode.LLM_CONTEXT_MISSING and m.context:
                 # This worker cannot read the stored conversation: send it whole once.
@@ -79,6 +91,12 @@ async def ask(
                 # another profile, a reply) rather than the run failing.
                 m.model_failure = error
             return error
+
+
+def _cut(memory: RunMemory) -> bool:
+    """Whether the model call in flight is to be cancelled: a stop, or a reply that
+    interrupts."""
+    return memory.stop_requested or memory.interrupting()
 
 
 def _request_for(memory: RunMemory, input: WorkflowInput) -> LlmRequest:
@@ -107,8 +125,8 @@ async def _call_model(
     request: LlmRequest, input: WorkflowInput, queue: str | None, stopped: Callable[[], bool]
 ) -> LlmResponse:
     """The model activity on `queue` (None: the run's own), cancelled as soon as
-    `stopped()`; the cancellation waits for the activity to confirm, so its HTTP request
-    is really aborted."""
+    `stopped()` (a stop, or an interrupting reply); the cancellation waits for the
+    activity to confirm, so its HTTP request is really aborted."""
     timeouts = input.timeouts
     window = timeouts.llm_retry_window
     if workflow.patched(ASK_ON_MODEL_FAILURE_PATCH):

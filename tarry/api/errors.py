@@ -42,6 +42,7 @@ _STATUS = {
     ErrorCode.SCHEDULE_NOT_FOUND: HTTPStatus.NOT_FOUND,
     ErrorCode.SCHEDULE_EXISTS: HTTPStatus.CONFLICT,
     ErrorCode.SCHEDULE_INVALID: HTTPStatus.UNPROCESSABLE_ENTITY,
+    ErrorCode.RUN_BUSY: HTTPStatus.CONFLICT,
     ErrorCode.RETRY_NOT_WAITING: HTTPStatus.CONFLICT,
     ErrorCode.APPROVAL_NOTHING_PENDING: HTTPStatus.CONFLICT,
     # Which message is a user's is the run's state, as which call is pending is.

@@ -23,6 +23,7 @@ from tarry.contracts import (
     RUN_ID_PATTERN,
     Budget,
     PendingApproval,
+    ReplyPolicy,
     RunInput,
     RunState,
     may_decide,
@@ -48,6 +49,7 @@ __all__ = [
     "MessageRequest",
     "ModelRequest",
     "PendingCall",
+    "ReplyPolicyRequest",
     "RunId",
     "RunList",
     "RunSummary",
@@ -198,6 +200,14 @@ class DecisionRequest(BaseModel):
 class MessageRequest(BaseModel):
     text: Annotated[str, Field(json_schema_extra={"minLength": 1, "pattern": r"\S"})]
     """The reply: not empty nor only white space (422 `INPUT_EMPTY`)."""
+    input: RunInput | None = None
+    """With `?start=true`: the input the run starts with if no run has the id (its
+    `prompt` comes before the reply); none starts one that waits for this reply."""
+
+
+class ReplyPolicyRequest(BaseModel):
+    on_reply_while_running: ReplyPolicy
+    """What a reply does from now on that arrives while the agent works."""
 
 
 class ModelRequest(BaseModel):

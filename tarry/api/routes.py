@@ -26,6 +26,7 @@ from tarry.api.models import (
     ForkRequest,
     MessageRequest,
     ModelRequest,
+    ReplyPolicyRequest,
     RunId,
     RunList,
     RunSummary,
@@ -274,17 +275,40 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         response: Response,
         caller: CallerOf,
         wait: bool = False,
+        start: bool = False,
         idempotency_key: IdempotencyKey = None,
     ) -> Accepted | RunView:
         """Reply to the run. The Idempotency-Key is the message's id: a retry enters
         the transcript once. With `?wait=true`, answers 200 with the state at the run's
-        next stop point instead of 202 at once."""
-        run = tarry.get(run_id, caller)
+        next stop point instead of 202 at once. 409 `RUN_BUSY` while the agent works,
+        for a run that refuses replies meanwhile (`on_reply_while_running: reject`).
+
+        With `?start=true`, a run is started under the id first (with `input`, or one
+        waiting for this reply) unless one is open: one atomic call, so two first
+        messages at once start one run and both enter it; 409 `RUN_ENDED` for an ended
+        run under the id."""
+        if body.input is not None and not start:
+            raise TarryError(ErrorCode.INPUT_INVALID, "input: only with ?start=true")
+        starting = (body.input or RunInput()) if start else None
+        acting = tarry.acting_as(caller)
         if not wait:
-            await run.reply(body.text, id=idempotency_key)
+            await acting.reply(run_id, body.text, id=idempotency_key, start=starting)
             return Accepted()
-        state = await run.send(body.text, id=idempotency_key)
+        state = await acting.send(run_id, body.text, id=idempotency_key, start=starting)
         response.status_code = HTTPStatus.OK
+        return RunView.of_run(run_id, state, caller)
+
+    @router.post(
+        "/{run_id}/reply-policy",
+        dependencies=JSON_ONLY,
+        responses=_errors(*_WRITE),
+    )
+    async def set_reply_policy(
+        run_id: RunId, body: ReplyPolicyRequest, caller: CallerOf
+    ) -> RunView:
+        """Change what a reply does that arrives while the agent works (`queue`,
+        `interrupt`, `reject`): the state at once."""
+        state = await tarry.get(run_id, caller).set_reply_policy(body.on_reply_while_running)
         return RunView.of_run(run_id, state, caller)
 
     @router.post(

@@ -79,11 +79,21 @@ def fail(message: str, exit_code: int = 1) -> NoReturn:
     raise typer.Exit(exit_code)
 
 
+RUN_BUSY_ADVICE = (
+    "the agent is working; try again when it waits, or start the run with"
+    " --on-reply-while-running queue"
+)
+"""What `RUN_BUSY` tells a person at the command line: the run's own message names the
+API's field, not the option."""
+
+
 def run_command(main: Coroutine[Any, Any, T]) -> T:
     """Runs a command's async body; every error a person can act on becomes one line."""
     try:
         return asyncio.run(main)
     except TarryError as e:
+        if e.code is ErrorCode.RUN_BUSY:
+            fail(f"{e.code}: {RUN_BUSY_ADVICE}")
         fail(f"{e.code}: {e.message}")
     except (CliError, EncryptionKeyError) as e:
         fail(str(e))

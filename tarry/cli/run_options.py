@@ -10,7 +10,7 @@ import typer
 from pydantic import ValidationError
 
 from tarry.cli.common import fail, one_of, read
-from tarry.contracts import ApprovalDefault, Budget, Mode, RunInput, Sampling
+from tarry.contracts import ApprovalDefault, Budget, Mode, ReplyPolicy, RunInput, Sampling
 from tarry.text import shorten
 
 Prompt = Annotated[
@@ -55,6 +55,15 @@ ApproverOption = Annotated[
         help="Who may decide a tool's calls: users and groups ([api.groups]),"
         " comma-separated (`write_file=ops,alice`); `*=WHO` for the tools not named;"
         " repeated for more tools. Anyone if not given.",
+    ),
+]
+ReplyPolicyOption = Annotated[
+    str,
+    typer.Option(
+        "--on-reply-while-running",
+        metavar="queue|interrupt|reject",
+        help="What a reply does while the agent works: waits its turn, cuts the model"
+        " call short, or is refused.",
     ),
 ]
 ApprovalTimeoutOption = Annotated[
@@ -122,6 +131,7 @@ def run_input(
     max_tokens: int | None,
     max_cost: float | None,
     tool_choice: str | None,
+    on_reply_while_running: str,
 ) -> RunInput:
     """The run input the run options give; a bad one is one error line, exit code 2."""
     try:
@@ -140,6 +150,9 @@ def run_input(
             if max_tokens is None and max_cost is None
             else Budget(max_total_tokens=max_tokens, max_cost_usd=max_cost),
             sampling=None if tool_choice is None else Sampling(tool_choice=tool_choice),
+            on_reply_while_running=one_of(
+                "--on-reply-while-running", on_reply_while_running, ReplyPolicy
+            ),
         )
     except ValidationError as e:
         fail(_validation_message(e), exit_code=2)

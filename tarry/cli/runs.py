@@ -34,6 +34,7 @@ from tarry.cli.run_options import (
     ModelOption,
     ModeOption,
     Prompt,
+    ReplyPolicyOption,
     RequireApprovalOption,
     SystemOption,
     ToolChoiceOption,
@@ -41,7 +42,7 @@ from tarry.cli.run_options import (
     run_input,
 )
 from tarry.client import RunHandle, Tarry
-from tarry.contracts import ApprovalDefault, Mode, Phase, RunState
+from tarry.contracts import ApprovalDefault, Mode, Phase, ReplyPolicy, RunState
 
 commands = typer.Typer()
 
@@ -64,6 +65,7 @@ def start(
         str | None, typer.Option("--id", help="The run id; a fresh one by default.")
     ] = None,
     tool_choice: ToolChoiceOption = None,
+    on_reply_while_running: ReplyPolicyOption = ReplyPolicy.QUEUE,
     as_json: AsJson = False,
 ) -> None:
     """Start a run and print its id; the run goes on without this command."""
@@ -81,6 +83,7 @@ def start(
         max_tokens=max_tokens,
         max_cost=max_cost,
         tool_choice=tool_choice,
+        on_reply_while_running=on_reply_while_running,
     )
     check_id(run_id)
 

@@ -28,6 +28,7 @@ from tarry.cli.run_options import (
     ModelOption,
     ModeOption,
     Prompt,
+    ReplyPolicyOption,
     RequireApprovalOption,
     SystemOption,
     ToolChoiceOption,
@@ -35,7 +36,7 @@ from tarry.cli.run_options import (
     run_input,
 )
 from tarry.client import ScheduleHandle, Tarry
-from tarry.contracts import ApprovalDefault, ErrorCode, Mode
+from tarry.contracts import ApprovalDefault, ErrorCode, Mode, ReplyPolicy
 from tarry.schedules import Overlap, ScheduleSummary, ScheduleView, schedule_name_problem
 
 __all__ = ["commands"]
@@ -120,6 +121,7 @@ def create(
     max_tokens: MaxTokensOption = None,
     max_cost: MaxCostOption = None,
     tool_choice: ToolChoiceOption = None,
+    on_reply_while_running: ReplyPolicyOption = ReplyPolicy.QUEUE,
     as_json: AsJson = False,
 ) -> None:
     """Create a schedule that starts a run with PROMPT at the times of --cron or --every.
@@ -141,6 +143,7 @@ def create(
         max_tokens=max_tokens,
         max_cost=max_cost,
         tool_choice=tool_choice,
+        on_reply_while_running=on_reply_while_running,
     )
     policy = one_of("--overlap", overlap, Overlap)
     _check_name(name)
