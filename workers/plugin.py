@@ -87,8 +87,10 @@ class TarryPlugin(SimplePlugin):
 
     def model_client(self, converter: DataConverter) -> ModelClient:
         """The model activity's host, storing conversations with `converter`: the worker
-        client's, so they are encrypted exactly as the payloads Temporal sees."""
-        contexts = ContextStore(storage_driver(self.settings), converter)
+        client's, so they are encrypted exactly as the payloads Temporal sees. It keeps of
+        each the window the largest of its profiles' context budgets can be sent."""
+        window = max((p.context_budget for p in self._profiles.values()), default=None)
+        contexts = ContextStore(storage_driver(self.settings), converter, window)
         return ModelClient(self._profiles, self.tools, contexts, self._http)
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
