@@ -55,6 +55,7 @@ from tarry.contracts import (
     RunResult,
     RunState,
     StopRequest,
+    TranscriptAnswer,
     TranscriptPage,
     TranscriptQuery,
     UserInput,
@@ -62,7 +63,9 @@ from tarry.contracts import (
     run_id_problem,
 )
 from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
+from tarry.pages import PageMissing, PageStore
 from tarry.settings import TarrySettings
+from tarry.storage import storage_driver
 from tarry.text import shorten
 
 __all__ = [
@@ -122,6 +125,9 @@ SUMMARY_MEMO = "summary"
 """The memo key of a run's summary, the first line of its prompt (see `_summary_of`)."""
 
 
+_DEFAULT_LIMIT: int = TranscriptQuery.model_fields["limit"].default
+
+
 class TarryError(Exception):
     """An error with a structured code, e.g. `RUN_NOT_FOUND` or `INPUT_EMPTY`."""
 
@@ -150,16 +156,27 @@ async def connect_temporal(
 class Tarry:
     """Starts runs and finds them again by id."""
 
-    def __init__(self, client: Client, task_queue: str = DEFAULT_TASK_QUEUE) -> None:
+    def __init__(
+        self,
+        client: Client,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        *,
+        pages: PageStore | None = None,
+    ) -> None:
+        """`pages`: where the workers store the pages of long transcripts; by default the
+        store of the client's large payloads (its data converter's external storage)."""
         self.client = client
         self.task_queue = task_queue
+        self._pages = pages if pages is not None else PageStore.of(client.data_converter)
 
     @classmethod
     async def connect(cls, settings: TarrySettings | None = None) -> Tarry:
         """Connects to the Temporal server `settings` name (the environment's, by default)
         with the data converter every Tarry process shares (`connect_temporal`)."""
         settings = settings or TarrySettings()
-        return cls(await connect_temporal(settings), settings.tarry_task_queue)
+        client = await connect_temporal(settings)
+        pages = PageStore.of(client.data_converter, storage_driver(settings))
+        return cls(client, settings.tarry_task_queue, pages=pages)
 
     async def start(
         self,
@@ -199,7 +216,7 @@ class Tarry:
                 f"a run with id {run_id!r} exists already; choose another id, or go on with"
                 " that run (`tarry resume` when it has ended)",
             ) from None
-        run = RunHandle(self.client, handle)
+        run = RunHandle(self.client, handle, self._pages)
         named_profile = input.model != RunInput.model_fields["model"].default
         if input.tools is not None or input.require_approval or named_profile:
             await run._check_tools()
@@ -211,15 +228,23 @@ class Tarry:
         return RunHandle(
             self.client,
             self.client.get_workflow_handle(_checked_id(run_id), result_type=RunResult),
+            self._pages,
         )
 
 
 class RunHandle:
     """One agent run, by workflow id (it follows the run across its whole chain)."""
 
-    def __init__(self, client: Client, handle: WorkflowHandle[object, RunResult]) -> None:
+    def __init__(
+        self,
+        client: Client,
+        handle: WorkflowHandle[object, RunResult],
+        pages: PageStore | None = None,
+    ) -> None:
+        """`pages`: where the run's older messages are stored (see `Tarry`)."""
         self._client = client
         self._handle = handle
+        self._pages = pages if pages is not None else PageStore.of(client.data_converter)
         self._served_until = 0.0  # `loop.time()` until which a worker is trusted to serve
 
     @property
@@ -460,23 +485,46 @@ class RunHandle:
 
     async def transcript(self, start: int = 0) -> list[ChatMessage]:
         """The transcript from `start`, read page by page (each page a `transcript`
-        query small enough for the `temporal` CLI and the Web UI to show as text)."""
+        query small enough for the `temporal` CLI and the Web UI to show as text, or
+        the references of the older messages a long run keeps in the payload store)."""
         messages: list[ChatMessage] = []
         next_start: int | None = start
         while next_start is not None:
-            page = await self.transcript_page(next_start)
-            messages += page.messages
-            next_start = page.next_start
+            answer = await self._transcript(next_start, _DEFAULT_LIMIT)
+            messages += await self._messages_of(answer)
+            next_start = answer.next_start
         return messages
 
-    async def transcript_page(
-        self, start: int = 0, limit: int = TranscriptQuery.model_fields["limit"].default
-    ) -> TranscriptPage:
+    async def transcript_page(self, start: int = 0, limit: int = _DEFAULT_LIMIT) -> TranscriptPage:
         """One page of the transcript: up to `limit` messages from `start`, fewer when
-        they pass `TRANSCRIPT_PAGE_BYTES` (the `transcript` query)."""
-        return await self._query(
-            "transcript", TranscriptPage, TranscriptQuery(start=start, limit=limit)
-        )
+        they pass `TRANSCRIPT_PAGE_BYTES` (the `transcript` query; messages a long run
+        moved into the payload store are read from there)."""
+        answer = await self._transcript(start, limit)
+        messages = await self._messages_of(answer)
+        return TranscriptPage.of(messages, start, answer.total, limit)
+
+    async def _transcript(self, start: int, limit: int) -> TranscriptAnswer:
+        query = TranscriptQuery(start=start, limit=limit)
+        return await self._query("transcript", TranscriptAnswer, query)
+
+    async def _messages_of(self, answer: TranscriptAnswer) -> list[ChatMessage]:
+        """The answer's messages from its `start`: in it, or in the pages it names."""
+        if not answer.stored:
+            return answer.messages
+        if self._pages is None:
+            raise TarryError(
+                ErrorCode.PAYLOAD_MISSING,
+                f"run {self.id!r} keeps its older messages in the payload store, and this "
+                "client has none: connect with `Tarry.connect(settings)`, or pass `pages`",
+            )
+        messages: list[ChatMessage] = []
+        for ref in answer.stored:
+            try:
+                page = await self._pages.read(ref)
+            except PageMissing as e:
+                raise TarryError(ErrorCode.PAYLOAD_MISSING, str(e)) from e
+            messages += page[max(0, answer.start - ref.start) :]
+        return messages
 
     async def wait_for(
         self,
@@ -570,7 +618,7 @@ class RunHandle:
                 # All of it: what the request that started the run left there too.
                 memo={**memo, SUMMARY_MEMO: summary},
             )
-        return RunHandle(self._client, handle)
+        return RunHandle(self._client, handle, self._pages)
 
     def _errors(self) -> AbstractAsyncContextManager[None]:
         return _translated_errors(self.id)

@@ -29,8 +29,10 @@ from temporalio.worker import Worker, WorkerConfig
 
 from activities.context import ContextStore
 from activities.llm import ModelClient
+from activities.pages import PageWriter
 from activities.tools import BUILTIN_TOOLS, Tool, ToolHost, ToolSource
 from tarry.codec import data_converter
+from tarry.pages import PageStore
 from tarry.settings import McpServer, ModelProfile, TarrySettings
 from tarry.storage import storage_driver
 from workers import legacy_query
@@ -97,10 +99,14 @@ class TarryPlugin(SimplePlugin):
         """Adds the model and tool activities, with a model client built for the worker's
         own data converter (the SDK calls this as the worker is built)."""
         config = super().configure_worker(config)
-        models = self.model_client(config["client"].data_converter)
+        converter = config["client"].data_converter
+        models = self.model_client(converter)
+        # Where the worker's large payloads go, so clients of the same converter find them.
+        pages = PageWriter(PageStore.of(converter, storage_driver(self.settings)))
         config["activities"] = [
             *config.get("activities", ()),
             models.call_llm,
+            pages.store_transcript_page,
             *self.tools.activities(),
         ]
         config["interceptors"] = [*config.get("interceptors", ()), *self._interceptors]
