@@ -44,14 +44,17 @@ over unpaged, and the next segment tries again."""
 
 
 def due(memory: RunMemory, input: RunInput) -> StoredPage | None:
-    """The page to write on the segment's last turn before its hand-over: the messages
-    before the model's window (and before the first one the event stream has yet to
-    publish). None on other turns, with nothing to page, and in runs recorded before
-    pages (only a run that writes pages may schedule its model call from a task of
-    its own, as writing one beside it does)."""
+    """The page to write on the segment's last turn before its hand-over (or a turn the
+    server suggested the hand-over before): the messages before the model's window and
+    before the first one the event stream has yet to publish. None on other turns, with
+    nothing to page, and in runs recorded before pages (only a run that writes pages
+    may schedule its model call from a task of its own, as writing one beside it does)."""
     m = memory
     cut = min(m.window_start, m.events.published)
-    last_turn = m.segment_turns + 1 == input.continue_as_new_after_turns
+    # Or sooner, when the server suggests the hand-over: a run of huge messages may have
+    # every segment end that way, before its last turn.
+    suggested = workflow.info().is_continue_as_new_suggested()
+    last_turn = suggested or m.segment_turns + 1 == input.continue_as_new_after_turns
     if not last_turn or cut <= m.paged or not workflow.patched(PAGES_PATCH):
         return None
     return StoredPage(start=m.paged, messages=m.transcript[: cut - m.paged])
