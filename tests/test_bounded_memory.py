@@ -18,6 +18,8 @@ from tarry.testing.scripted_model import say
 from tests.conftest import Agent
 from tests.http_api import serving
 from tests.test_cli import Cli, agent_env
+from tests.test_runs_in_flight import handed_over
+from workflows.memory import WorkflowInput
 
 WAITING = {Phase.WAITING_USER}
 SMALL_BUDGET = 50
@@ -91,6 +93,26 @@ async def test_a_paged_run_goes_on_with_the_model_seeing_its_newest_messages(
     assert (state.last_assistant_text, state.turn, state.message_count) == ("still here", 11, 22)
     sent = [m["content"] for m in agent.model.requests[-1].body["messages"]]
     assert sent[-3:] == ["user 9", "answer 9", "user 10"]
+
+
+async def test_a_run_handed_over_whole_by_the_previous_code_pages_out_on_this_code(
+    agent_factory: Any,
+) -> None:
+    agent: Agent = await agent_factory(context_budget=SMALL_BUDGET)
+    agent.model.add(*(say(f"answer {n}") for n in range(6)))
+    previous = WorkflowInput.model_validate(handed_over())  # its whole transcript in memory
+    input = previous.model_copy(update={"continue_as_new_after_turns": 2})
+    run = await agent.tarry.start(input)
+    agent.runs.append(run)
+
+    for n in range(6):
+        await run.send(f"user {n}")
+
+    paged = await answer(agent, run.id)
+    assert [p.start for p in paged.stored][:1] == [0]  # paged from its first message on
+    transcript = [m.content for m in await run.transcript()]
+    assert (transcript[0], transcript[-2:]) == ("write hi", ["user 5", "answer 5"])
+    assert len(transcript) == paged.total == 4 + 6 * 2
 
 
 async def test_a_client_without_the_store_of_the_pages_says_payload_missing(
