@@ -500,15 +500,18 @@ class RunHandle:
         they pass `TRANSCRIPT_PAGE_BYTES` (the `transcript` query; messages a long run
         moved into the payload store are read from there)."""
         answer = await self._transcript(start, limit)
-        messages = await self._messages_of(answer)
+        messages = await self._messages_of(answer, enough=limit)
         return TranscriptPage.of(messages, start, answer.total, limit)
 
     async def _transcript(self, start: int, limit: int) -> TranscriptAnswer:
         query = TranscriptQuery(start=start, limit=limit)
         return await self._query("transcript", TranscriptAnswer, query)
 
-    async def _messages_of(self, answer: TranscriptAnswer) -> list[ChatMessage]:
-        """The answer's messages from its `start`: in it, or in the pages it names."""
+    async def _messages_of(
+        self, answer: TranscriptAnswer, enough: int | None = None
+    ) -> list[ChatMessage]:
+        """The answer's messages from its `start`: in it, or in the pages it names (no
+        more of those than hold `enough` messages)."""
         if not answer.stored:
             return answer.messages
         if self._pages is None:
@@ -524,6 +527,8 @@ class RunHandle:
             except PageMissing as e:
                 raise TarryError(ErrorCode.PAYLOAD_MISSING, str(e)) from e
             messages += page[max(0, answer.start - ref.start) :]
+            if enough is not None and len(messages) >= enough:
+                break
         return messages
 
     async def wait_for(
