@@ -19,17 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel
-from temporalio.converter import (
-    DataConverter,
-    StorageDriver,
-    StorageDriverClaim,
-    StorageDriverRetrieveContext,
-    StorageDriverStoreContext,
-)
+from temporalio.converter import DataConverter, StorageDriver
 from temporalio.exceptions import ApplicationError
 
 from tarry.contracts import ChatMessage, ContextRef, ErrorCode, ToolDefinition
-from tarry.storage import FileStorageDriver
+from tarry.storage import FileStorageDriver, load_model, store_model
 
 _CACHED_CONVERSATIONS = 256
 """Conversations kept in memory per worker: a run's next call usually finds its prefix
@@ -46,18 +40,31 @@ class _Node(BaseModel):
 
 @dataclass(frozen=True)
 class Conversation:
-    """A stored conversation: its messages and the tools it is offered."""
+    """A stored conversation: its newest messages (all of them, unless the store keeps a
+    window: see `ContextStore`), how many it has in all, and the tools it is offered."""
 
     messages: list[ChatMessage]
     tools: list[ToolDefinition] | None
+    count: int
+
+
+_EMPTY = Conversation([], None, 0)
 
 
 class ContextStore:
-    """Conversation prefixes in a storage driver, with the newest ones cached."""
+    """Conversation prefixes in a storage driver, with the newest ones cached.
 
-    def __init__(self, driver: StorageDriver, converter: DataConverter) -> None:
+    With `window_tokens` (the largest context budget of the worker's profiles) a
+    conversation keeps only its newest messages that fit it: all a model call can be
+    sent (`fit_to_budget` of a smaller budget picks the same ones), and a cache of long
+    conversations then stays as small as a cache of short ones."""
+
+    def __init__(
+        self, driver: StorageDriver, converter: DataConverter, window_tokens: int | None = None
+    ) -> None:
         self._driver = driver
         self._converter = converter
+        self._window_tokens = window_tokens
         self._cache: OrderedDict[str, Conversation] = OrderedDict()
 
     @classmethod
@@ -73,19 +80,17 @@ class ContextStore:
     ) -> tuple[ContextRef, Conversation]:
         """Stores `messages` (and `tools`, when given: they replace the ones offered so
         far) after `ref`'s prefix; returns the new reference and the whole conversation."""
-        prefix = await self.load(ref) if ref else Conversation([], None)
+        prefix = await self.load(ref) if ref else _EMPTY
         if ref and not messages and tools is None:
             return ref, prefix
         node = _Node(
             parent=ref, messages=list(messages), tools=None if tools is None else list(tools)
         )
-        [payload] = self._converter.payload_converter.to_payloads([node])
-        if self._converter.payload_codec:
-            [payload] = await self._converter.payload_codec.encode([payload])
-        [claim] = await self._driver.store(StorageDriverStoreContext(), [payload])
+        claim = await store_model(self._driver, self._converter, node)
         offered = prefix.tools if node.tools is None else node.tools
-        whole = Conversation(prefix.messages + node.messages, offered)
-        new = ContextRef(claim=dict(claim.claim_data), count=len(whole.messages))
+        before = prefix.count - len(prefix.messages)
+        whole = self._windowed(prefix.messages + node.messages, offered, before)
+        new = ContextRef(claim=claim, count=whole.count)
         self._remember(new, whole)
         return new, whole
 
@@ -93,7 +98,7 @@ class ContextStore:
         """The conversation `ref` names; `LLM_CONTEXT_MISSING` when storage lacks it."""
         # Walk back from the newest node to one this worker has cached, or to the start.
         nodes: list[_Node] = []
-        start = Conversation([], None)
+        start = _EMPTY
         cursor: ContextRef | None = ref
         while cursor is not None:
             if (cached := self._cache.get(_key(cursor))) is not None:
@@ -106,23 +111,26 @@ class ContextStore:
         for node in reversed(nodes):
             messages += node.messages
             tools = tools if node.tools is None else node.tools
-        if len(messages) != ref.count:
-            raise _missing(f"the stored conversation has {len(messages)} messages, not {ref.count}")
-        whole = Conversation(messages, tools)
+        whole = self._windowed(messages, tools, start.count - len(start.messages))
+        if whole.count != ref.count:
+            raise _missing(f"the stored conversation has {whole.count} messages, not {ref.count}")
         self._remember(ref, whole)
         return whole
 
+    def _windowed(
+        self, messages: list[ChatMessage], tools: list[ToolDefinition] | None, before: int
+    ) -> Conversation:
+        """`messages`, which follow `before` others, cut to the window this store keeps."""
+        count = before + len(messages)
+        if self._window_tokens is not None:
+            messages = fit_to_budget(messages, self._window_tokens)
+        return Conversation(messages, tools, count)
+
     async def _read(self, ref: ContextRef) -> _Node:
-        claim = StorageDriverClaim(claim_data=ref.claim)
         try:
-            [payload] = await self._driver.retrieve(StorageDriverRetrieveContext(), [claim])
-            if self._converter.payload_codec:
-                [payload] = await self._converter.payload_codec.decode([payload])
-            [node] = self._converter.payload_converter.from_payloads([payload], [_Node])
+            return await load_model(self._driver, self._converter, ref.claim, _Node)
         except Exception as e:
             raise _missing(f"{type(e).__name__}: {e}") from None
-        assert isinstance(node, _Node)
-        return node
 
     def _remember(self, ref: ContextRef, whole: Conversation) -> None:
         key = _key(ref)

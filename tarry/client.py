@@ -64,6 +64,7 @@ from tarry.contracts import (
     RunResult,
     RunState,
     StopRequest,
+    TranscriptAnswer,
     TranscriptPage,
     TranscriptQuery,
     UserInput,
@@ -72,6 +73,7 @@ from tarry.contracts import (
 )
 from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
 from tarry.identities import Caller, local_user
+from tarry.pages import PageMissing, PageStore
 from tarry.schedules import (
     SCHEDULE_MEMO,
     Overlap,
@@ -83,6 +85,7 @@ from tarry.schedules import (
     temporal_schedule,
 )
 from tarry.settings import TarrySettings
+from tarry.storage import storage_driver
 from tarry.text import shorten
 
 __all__ = [
@@ -147,6 +150,9 @@ SUMMARY_MEMO = "summary"
 """The memo key of a run's summary, the first line of its prompt (see `_summary_of`)."""
 
 
+_DEFAULT_LIMIT: int = TranscriptQuery.model_fields["limit"].default
+
+
 class TarryError(Exception):
     """An error with a structured code, e.g. `RUN_NOT_FOUND` or `INPUT_EMPTY`."""
 
@@ -177,11 +183,19 @@ class Tarry:
     done by `caller` (by default `TARRY_USER`, else `cli:$USER`)."""
 
     def __init__(
-        self, client: Client, task_queue: str = DEFAULT_TASK_QUEUE, caller: Caller | None = None
+        self,
+        client: Client,
+        task_queue: str = DEFAULT_TASK_QUEUE,
+        caller: Caller | None = None,
+        *,
+        pages: PageStore | None = None,
     ) -> None:
+        """`pages`: where the workers store the pages of long transcripts; by default the
+        store of the client's large payloads (its data converter's external storage)."""
         self.client = client
         self.task_queue = task_queue
         self.caller = caller or Caller(local_user(os.environ.get("TARRY_USER")))
+        self._pages = pages if pages is not None else PageStore.of(client.data_converter)
 
     @classmethod
     async def connect(cls, settings: TarrySettings | None = None) -> Tarry:
@@ -190,7 +204,8 @@ class Tarry:
         `settings`' local user, with their groups."""
         settings = settings or TarrySettings()
         client = await connect_temporal(settings)
-        return cls(client, settings.tarry_task_queue, settings.local_caller())
+        pages = PageStore.of(client.data_converter, storage_driver(settings))
+        return cls(client, settings.tarry_task_queue, settings.local_caller(), pages=pages)
 
     async def start(
         self,
@@ -243,7 +258,7 @@ class Tarry:
                 f"a run with id {run_id!r} exists already; choose another id, or go on with"
                 " that run (`tarry resume` when it has ended)",
             ) from None
-        run = RunHandle(self.client, handle, self.caller)
+        run = RunHandle(self.client, handle, self.caller, self._pages)
         named_profile = input.model != RunInput.model_fields["model"].default
         if input.tools is not None or input.require_approval or named_profile:
             await run._check_tools()
@@ -310,7 +325,7 @@ class Tarry:
 
     def acting_as(self, caller: Caller) -> Tarry:
         """This client, its handles acting as `caller`: a server's, for one request."""
-        return Tarry(self.client, self.task_queue, caller)
+        return Tarry(self.client, self.task_queue, caller, pages=self._pages)
 
     async def send(
         self, run_id: str, text: str, *, id: str | None = None, start: RunInput | None = None
@@ -390,6 +405,7 @@ class Tarry:
             self.client,
             self.client.get_workflow_handle(_checked_id(run_id), result_type=RunResult),
             caller or self.caller,
+            self._pages,
         )
 
 
@@ -398,11 +414,17 @@ class RunHandle:
     it sends, the run records as done by `caller`."""
 
     def __init__(
-        self, client: Client, handle: WorkflowHandle[object, RunResult], caller: Caller
+        self,
+        client: Client,
+        handle: WorkflowHandle[object, RunResult],
+        caller: Caller,
+        pages: PageStore | None = None,
     ) -> None:
+        """`pages`: where the run's older messages are stored (see `Tarry`)."""
         self._client = client
         self._handle = handle
         self.caller = caller
+        self._pages = pages if pages is not None else PageStore.of(client.data_converter)
         self._served_until = 0.0  # `loop.time()` until which a worker is trusted to serve
 
     @property
@@ -651,23 +673,51 @@ class RunHandle:
 
     async def transcript(self, start: int = 0) -> list[ChatMessage]:
         """The transcript from `start`, read page by page (each page a `transcript`
-        query small enough for the `temporal` CLI and the Web UI to show as text)."""
+        query small enough for the `temporal` CLI and the Web UI to show as text, or
+        the references of the older messages a long run keeps in the payload store)."""
         messages: list[ChatMessage] = []
         next_start: int | None = start
         while next_start is not None:
-            page = await self.transcript_page(next_start)
-            messages += page.messages
-            next_start = page.next_start
+            answer = await self._transcript(next_start, _DEFAULT_LIMIT)
+            messages += await self._messages_of(answer)
+            next_start = answer.next_start
         return messages
 
-    async def transcript_page(
-        self, start: int = 0, limit: int = TranscriptQuery.model_fields["limit"].default
-    ) -> TranscriptPage:
+    async def transcript_page(self, start: int = 0, limit: int = _DEFAULT_LIMIT) -> TranscriptPage:
         """One page of the transcript: up to `limit` messages from `start`, fewer when
-        they pass `TRANSCRIPT_PAGE_BYTES` (the `transcript` query)."""
-        return await self._query(
-            "transcript", TranscriptPage, TranscriptQuery(start=start, limit=limit)
-        )
+        they pass `TRANSCRIPT_PAGE_BYTES` (the `transcript` query; messages a long run
+        moved into the payload store are read from there)."""
+        answer = await self._transcript(start, limit)
+        messages = await self._messages_of(answer, enough=limit)
+        return TranscriptPage.of(messages, start, answer.total, limit)
+
+    async def _transcript(self, start: int, limit: int) -> TranscriptAnswer:
+        query = TranscriptQuery(start=start, limit=limit)
+        return await self._query("transcript", TranscriptAnswer, query)
+
+    async def _messages_of(
+        self, answer: TranscriptAnswer, enough: int | None = None
+    ) -> list[ChatMessage]:
+        """The answer's messages from its `start`: in it, or in the pages it names (no
+        more of those than hold `enough` messages)."""
+        if not answer.stored:
+            return answer.messages
+        if self._pages is None:
+            raise TarryError(
+                ErrorCode.PAYLOAD_MISSING,
+                f"run {self.id!r} keeps its older messages in the payload store, and this "
+                "client has none: connect with `Tarry.connect(settings)`, or pass `pages`",
+            )
+        messages: list[ChatMessage] = []
+        for ref in answer.stored:
+            try:
+                page = await self._pages.read(ref)
+            except PageMissing as e:
+                raise TarryError(ErrorCode.PAYLOAD_MISSING, str(e)) from e
+            messages += page[max(0, answer.start - ref.start) :]
+            if enough is not None and len(messages) >= enough:
+                break
+        return messages
 
     async def wait_for(
         self,
@@ -755,7 +805,8 @@ class RunHandle:
         input = await self._query("run_input", RunInput)
         prompt = text if text is not None else transcript[at].content or ""
         fork = Fork(run_id=self.id, at=at, transcript=transcript[:at])
-        tarry = Tarry(self._client, (await self.describe()).task_queue, self.caller)
+        queue = (await self.describe()).task_queue
+        tarry = Tarry(self._client, queue, self.caller, pages=self._pages)
         fork_id = run_id or f"{self.id[:180]}-fork-{uuid.uuid4().hex[:6]}"
         input = input.model_copy(update={"prompt": prompt, "started_by": self.caller.user})
         return await tarry._start(input, run_id=fork_id, fork=fork)
@@ -788,7 +839,7 @@ class RunHandle:
                 # All of it: what the request that started the run left there too.
                 memo={**memo, SUMMARY_MEMO: summary},
             )
-        return RunHandle(self._client, handle, self.caller)
+        return RunHandle(self._client, handle, self.caller, self._pages)
 
     def _errors(self) -> AbstractAsyncContextManager[None]:
         return _translated_errors(self.id)

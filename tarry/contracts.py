@@ -9,9 +9,10 @@ upgrade, so every field added later needs a default, and names never change.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -27,6 +28,7 @@ __all__ = [
     "MAX_RUN_ID_LENGTH",
     "MCP_TOOL_ACTIVITY",
     "MODEL_ATTRIBUTE",
+    "PAGE_ACTIVITY",
     "PHASE_ATTRIBUTE",
     "RUN_ID_PATTERN",
     "SEARCH_ATTRIBUTES",
@@ -63,12 +65,15 @@ __all__ = [
     "RunState",
     "Sampling",
     "StopRequest",
+    "StoredPage",
     "Timeouts",
     "ToolCall",
     "ToolDefinition",
     "ToolInvocation",
     "ToolResult",
+    "TranscriptAnswer",
     "TranscriptPage",
+    "TranscriptPageRef",
     "TranscriptQuery",
     "Usage",
     "UserInput",
@@ -83,6 +88,8 @@ WORKFLOW_TYPE = "AgentRun"
 DEFAULT_TASK_QUEUE = "tarry"
 LLM_ACTIVITY = "call_llm"
 TOOL_CATALOGUE_ACTIVITY = "tool_catalogue"
+PAGE_ACTIVITY = "store_transcript_page"
+"""The activity that moves a run's older messages into a page in the payload store."""
 MCP_TOOL_ACTIVITY = "mcp_tool"
 """The activity that calls a tool of an MCP server; its summary names the server and tool."""
 FINISH_TOOL = "finish"
@@ -277,6 +284,9 @@ class ErrorCode(StrEnum):
     """An API request without a valid token."""
     PAYLOAD_NOT_STORED = "PAYLOAD_NOT_STORED"
     """The payload store refused a payload (over its limit, or unusable)."""
+    PAYLOAD_MISSING = "PAYLOAD_MISSING"
+    """The payload store lacks a stored page of a run's transcript (a client without the
+    workers' storage directory or bucket), or holds it damaged."""
     UPDATE_FAILED = "UPDATE_FAILED"
     """An update failed in a way Tarry has no code for; its message is Temporal's."""
 
@@ -669,6 +679,59 @@ class TranscriptPage(BaseModel):
     def next_start(self) -> int | None:
         """Where the next page starts; None after the last one."""
         end = self.start + len(self.messages)
+        return end if end < self.total else None
+
+    @classmethod
+    def of(cls, messages: Sequence[ChatMessage], start: int, total: int, limit: int) -> Self:
+        """Up to `limit` of `messages` (the transcript's from `start` on), stopping before
+        the page's JSON passes `TRANSCRIPT_PAGE_BYTES` (a first message bigger than that
+        comes alone)."""
+        page: list[ChatMessage] = []
+        size = 0
+        for message in messages[:limit]:
+            size += len(message.model_dump_json())
+            if page and size > TRANSCRIPT_PAGE_BYTES:
+                break
+            page.append(message)
+        return cls(messages=page, start=start, total=total)
+
+
+class TranscriptPageRef(BaseModel):
+    """An immutable page of a run's older messages in the payload store: the run keeps
+    this reference instead of the messages (see `workflows/pages.py`)."""
+
+    claim: dict[str, str]
+    """The storage driver's claim (the file driver's: the SHA-256 digest of the page)."""
+    start: int
+    """The transcript index of the page's first message."""
+    count: int
+
+    @property
+    def end(self) -> int:
+        return self.start + self.count
+
+
+class StoredPage(BaseModel):
+    """The page activity's input: the messages to store, from transcript index `start`."""
+
+    start: int
+    messages: list[ChatMessage]
+
+
+class TranscriptAnswer(TranscriptPage):
+    """What the `transcript` query answers: the messages a run keeps in memory, or,
+    from a `start` before them, the references of the stored pages from there on
+    (`messages` is then empty; `next_start` is where the pages end). The client reads
+    the pages from the payload store (`RunHandle.transcript_page`), so its callers see
+    only messages."""
+
+    stored: list[TranscriptPageRef] = []
+
+    @property
+    def next_start(self) -> int | None:
+        if not self.stored:
+            return super().next_start
+        end = self.stored[-1].end
         return end if end < self.total else None
 
 

@@ -20,9 +20,12 @@ import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
 
+from pydantic import BaseModel
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import (
+    DataConverter,
     ExternalStorage,
     StorageDriver,
     StorageDriverClaim,
@@ -40,8 +43,12 @@ __all__ = [
     "FileStorageDriver",
     "StoredPayloadMissing",
     "external_storage",
+    "load_model",
     "storage_driver",
+    "store_model",
 ]
+
+M = TypeVar("M", bound=BaseModel)
 
 DRIVER_TYPE = "tarry.file"
 MAX_PAYLOAD_BYTES = 50 * 1024 * 1024
@@ -172,3 +179,31 @@ def external_storage(settings: TarrySettings) -> ExternalStorage | None:
 def storage_driver(settings: TarrySettings) -> StorageDriver:
     """The settings' driver, else the filesystem under `TARRY_STORAGE_DIR`."""
     return settings.storage_driver or FileStorageDriver(settings.tarry_storage_dir)
+
+
+async def store_model(
+    driver: StorageDriver, converter: DataConverter, value: BaseModel
+) -> dict[str, str]:
+    """Stores `value` as one payload through `converter` (its codec too: a store holds
+    only what Temporal would have seen encrypted); returns the driver's claim on it."""
+    [payload] = converter.payload_converter.to_payloads([value])
+    if converter.payload_codec:
+        [payload] = await converter.payload_codec.encode([payload])
+    [claim] = await driver.store(StorageDriverStoreContext(), [payload])
+    return dict(claim.claim_data)
+
+
+async def load_model(
+    driver: StorageDriver, converter: DataConverter, claim: dict[str, str], type_: type[M]
+) -> M:
+    """The `type_` value `store_model` stored under `claim`; whatever the driver, the
+    codec or the converter raise when it is missing or damaged."""
+    [payload] = await driver.retrieve(
+        StorageDriverRetrieveContext(), [StorageDriverClaim(claim_data=claim)]
+    )
+    if converter.payload_codec:
+        [payload] = await converter.payload_codec.decode([payload])
+    [value] = converter.payload_converter.from_payloads([payload], [type_])
+    if not isinstance(value, type_):
+        raise TypeError(f"stored payload is a {type(value).__name__}, not a {type_.__name__}")
+    return value

@@ -28,13 +28,12 @@ from tarry.contracts import (
     RunInput,
     ToolCall,
     ToolDefinition,
-    TranscriptQuery,
+    TranscriptPage,
 )
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel, ScriptedToolCall, calls, say
 from tests.conftest import CANARY_KEY, FAST_TIMEOUTS, Agent
 from workers.plugin import TarryPlugin
-from workflows.memory import transcript_page
 
 
 def user(text: str) -> ChatMessage:
@@ -129,7 +128,7 @@ async def test_the_model_sees_the_system_prompt_and_the_newest_messages_that_fit
 def test_a_transcript_page_stops_before_its_byte_limit() -> None:
     transcript = [user("x" * 50_000) for _ in range(10)]
 
-    page = transcript_page(transcript, TranscriptQuery(start=2))
+    page = TranscriptPage.of(transcript[2:], start=2, total=10, limit=100)
 
     assert page.messages == transcript[2:4]
     assert (page.total, page.next_start) == (10, 4)
@@ -139,7 +138,7 @@ def test_a_transcript_page_stops_before_its_byte_limit() -> None:
 def test_a_message_bigger_than_a_page_comes_alone() -> None:
     transcript = [user("x" * 2 * TRANSCRIPT_PAGE_BYTES), user("next")]
 
-    assert transcript_page(transcript, TranscriptQuery()).messages == transcript[:1]
+    assert TranscriptPage.of(transcript, start=0, total=2, limit=100).messages == transcript[:1]
 
 
 async def test_a_worker_without_the_stored_conversation_sends_it_whole(

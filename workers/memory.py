@@ -1,6 +1,6 @@
 """Keeps a long-running worker's memory from growing with the length of its runs.
 
-A cached run holds its whole `RunMemory`, transcript included (MiBs for a long chat). At
+A cached run holds its whole `RunMemory` (MiBs for a chat of long messages). At
 each continue-as-new the worker drops that run and builds the next from the handed-over
 copy. Two things then kept the old copies, so memory grew with every hand-over:
 
@@ -19,8 +19,9 @@ copy. Two things then kept the old copies, so memory grew with every hand-over:
   long-lived small objects, leaving holes it cannot give back: 42 of 96 MiB of heap were
   free but held at turn 1,300. Fixing the threshold at its default keeps them mmapped.
 
-What remains grows with the transcript itself, which the run keeps by design; see
-`bench/README.md` ("The long run's memory").
+The transcript itself no longer grows a run's memory: a run keeps the model's window of
+it and pages the rest out to the payload store (`workflows/pages.py`), and the model
+activity's cached conversations keep the same window (`activities/context.py`).
 """
 
 from __future__ import annotations

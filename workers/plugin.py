@@ -30,8 +30,10 @@ from temporalio.worker import Worker, WorkerConfig
 
 from activities.context import ContextStore
 from activities.llm import ModelClient
+from activities.pages import PageWriter
 from activities.tools import BUILTIN_TOOLS, Tool, ToolHost, ToolSource
 from tarry.codec import data_converter
+from tarry.pages import PageStore
 from tarry.settings import McpServer, ModelProfile, TarrySettings
 from tarry.storage import storage_driver
 from workers import legacy_query
@@ -91,18 +93,24 @@ class TarryPlugin(SimplePlugin):
 
     def model_client(self, converter: DataConverter) -> ModelClient:
         """The model activity's host, storing conversations with `converter`: the worker
-        client's, so they are encrypted exactly as the payloads Temporal sees."""
-        contexts = ContextStore(storage_driver(self.settings), converter)
+        client's, so they are encrypted exactly as the payloads Temporal sees. It keeps of
+        each the window the largest of its profiles' context budgets can be sent."""
+        window = max((p.context_budget for p in self._profiles.values()), default=None)
+        contexts = ContextStore(storage_driver(self.settings), converter, window)
         return ModelClient(self._profiles, self.tools, contexts, self._http)
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """Adds the model and tool activities, with a model client built for the worker's
         own data converter (the SDK calls this as the worker is built)."""
         config = super().configure_worker(config)
-        models = self.model_client(config["client"].data_converter)
+        converter = config["client"].data_converter
+        models = self.model_client(converter)
+        # Where the worker's large payloads go, so clients of the same converter find them.
+        pages = PageWriter(PageStore.of(converter, storage_driver(self.settings)))
         config["activities"] = [
             *config.get("activities", ()),
             models.call_llm,
+            pages.store_transcript_page,
             *self.tools.activities(),
         ]
         config["interceptors"] = [*config.get("interceptors", ()), *self._interceptors]

@@ -7,7 +7,10 @@ moves the run, at turn boundaries. That keeps every decision in one place and ma
 the order of replies, pauses and stops exactly the order the loop saw them.
 
 A run of any length keeps a short history: at a safe point it continues as new,
-handing its whole `RunMemory` to the next run of the chain under the same workflow id.
+handing its `RunMemory` to the next run of the chain under the same workflow id. And a
+bounded memory: the messages before the model's window go to pages of the payload
+store first (`pages`), so the memory holds a window and references, not the whole
+conversation.
 
 This module is the handlers, the loop, phase changes and the hand-over; a turn's model
 call is `model_calls`, its tool calls `tool_calls`, the rules of approvals, budgets and
@@ -44,15 +47,15 @@ with workflow.unsafe.imports_passed_through():
         StopRequest,
         ToolCall,
         ToolDefinition,
-        TranscriptPage,
+        TranscriptAnswer,
         TranscriptQuery,
         UserInput,
         WaitingFor,
         reply_problem,
     )
-    from workflows import approvals, budgets, model_calls, output, tool_calls
+    from workflows import approvals, budgets, model_calls, output, pages, tool_calls
     from workflows.details import count_phase, current_details, search_attributes
-    from workflows.memory import Budgets, RunMemory, WorkflowInput, transcript_page
+    from workflows.memory import Budgets, RunMemory, WorkflowInput
     from workflows.stream import RunStream
 
 # Runs recorded before continue-as-new existed replay without it.
@@ -276,8 +279,8 @@ class AgentRunWorkflow:
         return self._stream.state_of(self._m)
 
     @workflow.query
-    def transcript(self, query: TranscriptQuery | None = None) -> TranscriptPage:
-        return transcript_page(self._m.transcript, query or TranscriptQuery())
+    def transcript(self, query: TranscriptQuery | None = None) -> TranscriptAnswer:
+        return pages.answer(self._m, query or TranscriptQuery())
 
     @workflow.query
     def run_input(self) -> RunInput:
@@ -319,7 +322,12 @@ class AgentRunWorkflow:
 
         if m.model_failure is not None:  # asked again: by `retry`, or with a reply
             m.model_failure, m.retry_requested, m.error = None, False, None
-        answer = await model_calls.ask(m, self._input, self._stream)
+        page = pages.due(m, self._input)
+        ask = model_calls.ask(m, self._input, self._stream)
+        if page is None:
+            answer = await ask
+        else:  # written while the model answers: the hand-over after it carries the window
+            answer, _ = await asyncio.gather(ask, pages.write(m, page))
         if answer is None:
             return self._abort()
         if isinstance(answer, ErrorInfo):
@@ -434,7 +442,8 @@ class AgentRunWorkflow:
             self._callers -= 1
 
     def _hand_over(self) -> None:
-        """Continues as new with the whole memory. Signals and updates that arrive
+        """Continues as new with the memory: the window of the conversation and the
+        references of the pages before it (see `_step`). Signals and updates that arrive
         meanwhile reach the next run: the server refuses to close this one while it has
         unseen events, and the new run starts with everything this one knew."""
         if not workflow.patched(_HAND_OVER_PATCH):

@@ -15,7 +15,6 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
 
 from tarry.contracts import (
-    TRANSCRIPT_PAGE_BYTES,
     Budget,
     ChatMessage,
     ContextRef,
@@ -33,8 +32,7 @@ from tarry.contracts import (
     RunState,
     ToolCall,
     ToolDefinition,
-    TranscriptPage,
-    TranscriptQuery,
+    TranscriptPageRef,
     Usage,
     UserInput,
     WaitingFor,
@@ -116,6 +114,16 @@ _RENAMED = {"stream": "state", "gated_schemas": "schemas"}
 class RunMemory(BaseModel):
     phase: Phase = Phase.RUNNING
     transcript: list[ChatMessage] = []
+    """The messages the run keeps in memory: all of them, but for those moved into
+    `pages` (the first `paged`). Index it through `message` and `messages_from`."""
+    pages: list[TranscriptPageRef] = []
+    """The older messages, in pages of the payload store (see `workflows/pages.py`)."""
+    window_start: int = 0
+    """The index of the first message the latest model call was sent: the context
+    budget's window, which the run keeps in memory."""
+    context_from: int = 0
+    """The index of `context`'s first message: 0, unless the stored conversation was
+    begun again from the messages in memory (a worker could not read it)."""
     inbox: list[QueuedInput] = []
     seen_ids: dict[str, int] = {}
     """Client message ids already received, with the `seq` they were queued as."""
@@ -198,6 +206,8 @@ class RunMemory(BaseModel):
         self.guards.turns_since_input += 1
         self.segment_turns += 1
         self.context = answer.context
+        if answer.context is not None:
+            self.window_start = self.context_from + answer.context.count - answer.sent_messages
         self.usage += answer.usage
         self.transcript.append(answer.message)
         if answer.message.content:
@@ -205,6 +215,23 @@ class RunMemory(BaseModel):
         if answer.finish_reason == "length":
             # Cut off at the model's output limit: kept as it is, and flagged.
             self.warning = ErrorCode.LLM_TRUNCATED
+
+    @property
+    def paged(self) -> int:
+        """How many of the first messages are in `pages`, not in `transcript`."""
+        return self.pages[-1].end if self.pages else 0
+
+    @property
+    def message_count(self) -> int:
+        return self.paged + len(self.transcript)
+
+    def messages_from(self, index: int) -> list[ChatMessage]:
+        """The messages from transcript index `index` (not before `paged`) on."""
+        return self.transcript[max(0, index - self.paged) :]
+
+    def message(self, index: int) -> ChatMessage:
+        """The message at transcript index `index`, one the run keeps in memory."""
+        return self.transcript[index - self.paged]
 
     def deliver_inbox(self) -> None:
         """The queued replies become the transcript's next user messages (at a turn
@@ -288,7 +315,7 @@ class RunMemory(BaseModel):
             error=self.error,
             warning=self.warning,
             pending_inputs=len(self.inbox),
-            message_count=len(self.transcript),
+            message_count=self.message_count,
             waiting_for=self.waiting_for(),
             pending_approvals=self.undecided(),
             stop_reason=self.stop_reason,
@@ -333,7 +360,7 @@ class RunMemory(BaseModel):
                 "segment_turns": 0,
                 "approvals": Approvals(),
                 # A new run's event stream starts at offset 0 with the messages published.
-                "events": EventLog(published=len(self.transcript)),
+                "events": EventLog(published=self.message_count),
             }
         )
 
@@ -359,16 +386,3 @@ def call_fingerprint(call: ToolCall) -> str:
     except ValueError:
         arguments = call.function.arguments
     return f"{call.function.name}:{arguments}"
-
-
-def transcript_page(transcript: list[ChatMessage], query: TranscriptQuery) -> TranscriptPage:
-    """Up to `query.limit` messages from `query.start`, stopping before the page's JSON
-    passes `TRANSCRIPT_PAGE_BYTES` (a first message bigger than that comes alone)."""
-    messages: list[ChatMessage] = []
-    size = 0
-    for message in transcript[query.start : query.start + query.limit]:
-        size += len(message.model_dump_json())
-        if messages and size > TRANSCRIPT_PAGE_BYTES:
-            break
-        messages.append(message)
-    return TranscriptPage(messages=messages, start=query.start, total=len(transcript))

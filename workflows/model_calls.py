@@ -76,8 +76,9 @@ async def ask(
                 continue
             error = error_of(e, default=ErrorCode.LLM_HTTP_ERROR)
             if error.code is ErrorCode.LLM_CONTEXT_MISSING and m.context:
-                # This worker cannot read the stored conversation: send it whole once.
-                m.context = None
+                # This worker cannot read the stored conversation: begin it again with
+                # the messages in memory (all of them, or the window of a paged run).
+                m.context, m.context_from = None, m.paged
                 continue
             if error.code is ErrorCode.LLM_BAD_RESPONSE:
                 bad_responses_left -= 1
@@ -103,12 +104,12 @@ def _request_for(memory: RunMemory, input: WorkflowInput) -> LlmRequest:
     """Only the messages the stored conversation lacks: history grows by each turn's
     news, not by the whole conversation again (see `ContextRef`)."""
     m = memory
-    stored = m.context.count if m.context else 0
+    stored = m.context_from + m.context.count if m.context else m.paged
     request = LlmRequest(
         profile=m.model or input.model,
         system=input.system,
         context=m.context,
-        messages=m.transcript[stored:],
+        messages=m.messages_from(stored),
         turn=m.turn + 1,
         tool_definitions=None if m.context else m.tools,
         sampling=input.sampling,

@@ -47,11 +47,11 @@ class RunStream(WorkflowStream):
 
     def publish_messages(self, memory: RunMemory) -> None:
         """The transcript's messages not published yet."""
-        transcript, events = memory.transcript, memory.events
-        for index in range(events.published, len(transcript)):
-            message = transcript[index]
+        events = memory.events
+        for index in range(events.published, memory.message_count):
+            message = memory.message(index)
             self.publish(RunEvent(kind=EventKind.MESSAGE, index=index, message=message))
-        events.published = len(transcript)
+        events.published = memory.message_count
 
     def begin_turn(self, memory: RunMemory, turn: int) -> None:
         """A turn's events begin with the messages that led to it."""
