@@ -30,6 +30,7 @@ from tarry.entrypoint import exit_now
 from tarry.servers import add_search_attributes, dev_server_args, find_binary
 from tarry.settings import DEFAULT_WORKFLOW_CACHE, McpServer, ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel
+from tests.deadline import deadline
 from workers.plugin import TarryPlugin
 from workflows.agent_run import AgentRunWorkflow
 
@@ -44,6 +45,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="write the histories of end-to-end runs to tests/histories/ for replay tests",
     )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-timeout's per-test bound (`timeout` in pyproject.toml) is a wait like any
+    # other: scaled by the one deadline (tests/deadline.py). Set before pytest-timeout
+    # reads it in its own `pytest_configure`; an explicit `--timeout` stands as given.
+    if config.getoption("timeout", None) is None and config.getini("timeout"):
+        config.option.timeout = deadline(float(config.getini("timeout")))
 
 
 @pytest.hookimpl(trylast=True)
@@ -96,7 +106,7 @@ async def worker_process(
         stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert worker.stderr is not None
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(deadline(30)):
         while b"worker ready" not in await worker.stderr.readline():
             pass
     return worker

@@ -11,6 +11,7 @@ from pathlib import Path
 from tarry.contracts import Phase
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent
+from tests.deadline import deadline
 from tests.test_cli import Result, agent_env
 
 README = Path(__file__).parent.parent / "README.md"
@@ -50,7 +51,7 @@ async def run_script(agent: Agent, script: Path) -> Result:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    out, err = await asyncio.wait_for(process.communicate(), timeout=deadline(60))
     assert process.returncode is not None
     return Result(process.returncode, out.decode(), err.decode())
 

@@ -26,6 +26,7 @@ from selenium.webdriver.remote.webelement import WebElement
 from tarry.contracts import Phase, WaitingFor
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT, deadline
 from tests.http_api import TOKEN, Api, serving
 from tests.test_api_access import signals
 from tests.test_api_model_failure import SOON
@@ -38,7 +39,7 @@ pytestmark = pytest.mark.skipif(
     reason="needs Debian's chromium and chromium-driver (scripts/test installs them as root)",
 )
 WAITING = {Phase.WAITING_USER}
-PATIENCE = 30.0
+PATIENCE = deadline(30)
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +119,7 @@ async def test_a_person_answers_a_waiting_run_and_sees_the_answer_stream_in(
     answer = "Bob it is. " + " ".join(f"word{i}" for i in range(60))
     agent.model.add(say("What shall I call the cat?"), say(answer, chunk_delay=0.05))
     run_id = await api.start("name the cat")
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
 
     await open_run(browser, api, run_id)
     box = browser.find_element(By.ID, "reply-text")
@@ -142,7 +143,7 @@ async def test_a_person_approves_a_gated_call_in_the_inbox(
 ) -> None:
     agent.model.add(call("write_file", {"path": "a.md", "content": "hi"}), say("Written."))
     run_id = await api.start("write a.md", require_approval=["write_file"])
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
 
     await open_run(browser, api, run_id)
     card: WebElement = await until(
@@ -165,7 +166,7 @@ async def test_html_in_a_model_answer_is_shown_as_text_and_never_runs(
     )
     agent.model.add(say(attack))
     run_id = await api.start("show me something")
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
 
     await open_run(browser, api, run_id)
     body: WebElement = await until(lambda: first(browser, ".assistant .body"), "the answer")
@@ -217,7 +218,7 @@ async def test_a_person_switches_a_failing_run_s_model_and_retries_in_the_inbox(
 ) -> None:
     backup.add(say("Hello from the backup."))
     run_id = await failing.start("hello", timeouts=SOON)
-    await failing.run(run_id).wait_for(WAITING)
+    await failing.run(run_id).wait_for(WAITING, TIMEOUT)
 
     await open_run(browser, failing, run_id)
     form: WebElement = await until(
@@ -265,7 +266,7 @@ async def test_another_site_framing_a_run_s_page_shows_nothing(
 ) -> None:
     agent.model.add(call("write_file", {"path": "a.md", "content": "hi"}), say("Written."))
     run_id = await api.start("write a.md", require_approval=["write_file"])
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
     site, root = other_site
     (root / "frame.html").write_text(
         f'<iframe id="victim" src="{api.url}/#/runs/{run_id}" width="900" height="700"'
@@ -291,7 +292,7 @@ async def test_another_site_can_neither_read_the_runs_nor_pause_one(
 ) -> None:
     agent.model.add(say("Shall I go on?"))
     run_id = await api.start("hello")
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
     site, root = other_site
     (root / "steal.html").write_text(
         "<script>(async () => {"

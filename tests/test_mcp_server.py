@@ -16,6 +16,7 @@ from mcp.types import CallToolResult, TextContent
 from tarry.contracts import ErrorCode
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
+from tests.deadline import deadline
 from tests.test_cli import agent_env
 from tests.test_run_ids import BAD_IDS
 
@@ -191,7 +192,7 @@ async def tarry_show(agent: Agent, run_id: str) -> str:
     process = await asyncio.create_subprocess_exec(
         str(TARRY), "show", run_id, env=env, stdout=asyncio.subprocess.PIPE
     )
-    out, _ = await asyncio.wait_for(process.communicate(), timeout=60)
+    out, _ = await asyncio.wait_for(process.communicate(), timeout=deadline(60))
     assert process.returncode == 0
     return out.decode()
 
