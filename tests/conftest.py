@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -54,6 +55,18 @@ def pytest_configure(config: pytest.Config) -> None:
     # reads it in its own `pytest_configure`; an explicit `--timeout` stands as given.
     if config.getoption("timeout", None) is None and config.getini("timeout"):
         config.option.timeout = deadline(float(config.getini("timeout")))
+    _interruptible()
+
+
+def _interruptible() -> None:
+    """Tests press Ctrl-C as a person at a terminal does, where SIGINT interrupts. A suite
+    started in the background by a shell without job control (`scripts/test &` in a
+    script, a CI step) inherits SIGINT ignored, and so would every process a test
+    starts: `tarry send` would then pause at a first Ctrl-C (a handler of its own) and
+    shrug off the second. A handler in this process lets children start with SIGINT's
+    default, since exec resets a caught signal but keeps an ignored one."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(trylast=True)
