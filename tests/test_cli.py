@@ -757,6 +757,24 @@ async def test_a_command_that_needs_a_worker_names_the_queue_when_none_polls(
     await end(cli, run)
 
 
+async def test_a_start_naming_tools_without_a_worker_says_so_and_leaves_the_check_to_the_run(
+    cli: Cli,
+) -> None:
+    queue = f"nobody-{uuid.uuid4().hex[:8]}"
+    cli.env["TARRY_TASK_QUEUE"] = queue
+
+    result = await cli("start", "look", "--tools", "raed_file")
+
+    assert result.code == 0, result.err
+    run = cli.agent.tarry.get(result.out.strip())
+    assert result.err == (
+        f"warning: no worker polls task queue {queue!r}, so run {run.id!r} cannot answer; "
+        f"start one with `tarry worker` (TARRY_TASK_QUEUE={queue}) or `tarry dev`; "
+        "the run checks its tools when a worker takes it\n"
+    )
+    await end(cli, run)
+
+
 @pytest.mark.parametrize("command", [["status", "run-x"], ["start", "hi"], ["list"], ["worker"]])
 async def test_an_unreachable_server_is_one_error_line(cli: Cli, command: list[str]) -> None:
     cli.env["TEMPORAL_ADDRESS"] = CLOSED_PORT

@@ -51,7 +51,7 @@ from tarry.contracts import (
     run_id_problem,
 )
 from tarry.entrypoint import exit_now, settings_or_exit
-from tarry.logs import configure_logging
+from tarry.logs import configure_command_logging, configure_logging
 from tarry.runs import RunRow, find_runs
 from tarry.settings import TarrySettings
 from tarry.text import shorten
@@ -137,6 +137,7 @@ async def _connect(settings: TarrySettings) -> Tarry:
 
 
 def _with_tarry(action: Callable[[Tarry], Awaitable[T]]) -> T:
+    configure_command_logging()
     settings = settings_or_exit()
 
     async def connected() -> T:
