@@ -18,6 +18,7 @@ from tarry.contracts import ErrorCode
 __all__ = [
     "FORMAT",
     "ExpectedFailures",
+    "configure_command_logging",
     "configure_logging",
 ]
 
@@ -35,6 +36,22 @@ class ExpectedFailures(logging.Filter):
             record.exc_info = None
             record.exc_text = None
         return True
+
+
+class _Line(logging.Formatter):
+    """`warning: message`, like a command's own `error: ...` lines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {record.getMessage()}"
+
+
+def configure_command_logging() -> None:
+    """How a one-shot command (`tarry start`, `tarry send`) logs: what the client warns
+    of, such as a start whose tool check waits for a worker none polls for, is one
+    line on standard error, and nothing below a warning is."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(_Line())
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
 
 
 def configure_logging(level: int = logging.INFO) -> None:

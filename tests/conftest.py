@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -30,6 +31,7 @@ from tarry.entrypoint import exit_now
 from tarry.servers import add_search_attributes, dev_server_args, find_binary
 from tarry.settings import DEFAULT_WORKFLOW_CACHE, McpServer, ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel
+from tests.deadline import deadline
 from workers.plugin import TarryPlugin
 from workflows.agent_run import AgentRunWorkflow
 
@@ -44,6 +46,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="write the histories of end-to-end runs to tests/histories/ for replay tests",
     )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-timeout's per-test bound (`timeout` in pyproject.toml) is a wait like any
+    # other: scaled by the one deadline (tests/deadline.py). Set before pytest-timeout
+    # reads it in its own `pytest_configure`; an explicit `--timeout` stands as given.
+    if config.getoption("timeout", None) is None and config.getini("timeout"):
+        config.option.timeout = deadline(float(config.getini("timeout")))
+    _interruptible()
+
+
+def _interruptible() -> None:
+    """Tests press Ctrl-C as a person at a terminal does, where SIGINT interrupts. A suite
+    started in the background by a shell without job control (`scripts/test &` in a
+    script, a CI step) inherits SIGINT ignored, and so would every process a test
+    starts: `tarry send` would then pause at a first Ctrl-C (a handler of its own) and
+    shrug off the second. A handler in this process lets children start with SIGINT's
+    default, since exec resets a caught signal but keeps an ignored one."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(trylast=True)
@@ -96,7 +119,7 @@ async def worker_process(
         stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert worker.stderr is not None
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(deadline(30)):
         while b"worker ready" not in await worker.stderr.readline():
             pass
     return worker

@@ -47,6 +47,7 @@ from tarry.contracts import Phase, RunInput
 from tarry.settings import ConfigError, ConfigFile
 from tarry.testing.script import ScriptStep
 from tarry.testing.scripted_model import ScriptedModel
+from tests.deadline import TIMEOUT, deadline
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,7 +67,7 @@ FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 """An opening fence, indented or not (a list item's block is indented)."""
 RUN_PLACEHOLDER = re.compile(r"\bRUN\b")
 STEPS = TypeAdapter(list[ScriptStep])
-BLOCK_TIMEOUT = 120.0
+BLOCK_TIMEOUT = deadline(120)
 
 
 class Kind(StrEnum):
@@ -238,7 +239,7 @@ async def _execute(block: Block, kind: Kind, stack: Stack) -> str | None:
             run = await stack.tarry.start(RunInput(prompt=""))
             # Signalled before its first workflow task is done, a run can answer
             # "Workflow is busy"; RUN stands for a run that waits for its user.
-            await run.wait_for({Phase.WAITING_USER})
+            await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
             code = RUN_PLACEHOLDER.sub(run.id, block.code)
             argv = ["bash", "-e", "-o", "pipefail", "-c", code]
         else:

@@ -41,6 +41,7 @@ from tarry.contracts import (
     ToolResult,
 )
 from tarry.settings import DEFAULT_STICKY_TIMEOUT, DEFAULT_WORKFLOW_CACHE
+from tests.deadline import TIMEOUT, deadline
 from workflows.agent_run import AgentRunWorkflow
 
 T = TypeVar("T")
@@ -63,12 +64,15 @@ async def connect(address: str) -> Client:
 
 # --- Bounded waits that ride out faults ------------------------------------------
 
+ATTEMPT_TIMEOUT = deadline(15)
+"""The bound on one attempt of a retried action: one RPC may hang while a server restarts."""
+
 
 async def eventually(
     action: Callable[[], Awaitable[T]],
     *,
-    timeout: float = 60.0,  # noqa: ASYNC109 - a deadline for the whole retry loop
-    attempt_timeout: float = 15.0,
+    timeout: float = TIMEOUT,  # noqa: ASYNC109 - a bound for the whole retry loop
+    attempt_timeout: float = ATTEMPT_TIMEOUT,
     what: str = "",
 ) -> T:
     """`action()` until it succeeds: while a server restarts or no worker answers, RPCs
@@ -76,23 +80,24 @@ async def eventually(
     for `RUN_NOT_SERVED`: a restarted server knows a worker's polls only once they come
     again. After `timeout` seconds the last failure is raised."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    give_up = loop.time() + timeout
     delay = 0.1
     while True:
         try:
-            async with asyncio.timeout(min(attempt_timeout, max(0.1, deadline - loop.time()))):
+            left = max(deadline(0.1), give_up - loop.time())
+            async with asyncio.timeout(min(attempt_timeout, left)):
                 return await action()
         except Exception as e:
             if isinstance(e, TarryError) and e.code is not ErrorCode.RUN_NOT_SERVED:
                 raise
-            if loop.time() + delay > deadline:
+            if loop.time() + delay > give_up:
                 raise TimeoutError(f"gave up after {timeout:g}s{f' ({what})' if what else ''}: "
                                    f"{type(e).__name__}: {e}") from e  # fmt: skip
         await asyncio.sleep(delay)
         delay = min(delay * 2, 1.0)
 
 
-async def finished(run: RunHandle, timeout: float = 60.0) -> RunResult:  # noqa: ASYNC109
+async def finished(run: RunHandle, timeout: float = TIMEOUT) -> RunResult:  # noqa: ASYNC109
     """The run's result, once it has ended; TimeoutError past `timeout`."""
     async with asyncio.timeout(timeout):
         return await run.result()
@@ -101,7 +106,7 @@ async def finished(run: RunHandle, timeout: float = 60.0) -> RunResult:  # noqa:
 async def wait_until(
     check: Callable[[], Awaitable[bool]],
     *,
-    timeout: float = 60.0,  # noqa: ASYNC109
+    timeout: float = TIMEOUT,  # noqa: ASYNC109
     interval: float = 0.1,
     what: str = "a condition",
 ) -> None:
@@ -111,7 +116,7 @@ async def wait_until(
             while True:
                 with contextlib.suppress(Exception):
                     # One check may hang (a query while no worker answers): bound it too.
-                    async with asyncio.timeout(15.0):
+                    async with asyncio.timeout(ATTEMPT_TIMEOUT):
                         if await check():
                             return
                 await asyncio.sleep(interval)
@@ -124,7 +129,7 @@ def line_count(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-async def wait_for_file_lines(path: Path, n: int, timeout: float = 30.0) -> None:  # noqa: ASYNC109
+async def wait_for_file_lines(path: Path, n: int, timeout: float = deadline(30)) -> None:  # noqa: ASYNC109
     async def enough() -> bool:
         return line_count(path) >= n
 
@@ -205,7 +210,7 @@ class FunctionModel:
     def _event(self, events: dict[str, asyncio.Event], tag: str) -> asyncio.Event:
         return events.setdefault(tag, asyncio.Event())
 
-    async def reached(self, tag: str, timeout: float = 60.0) -> None:  # noqa: ASYNC109
+    async def reached(self, tag: str, timeout: float = TIMEOUT) -> None:  # noqa: ASYNC109
         """Returns once a request was (being) answered with `tag`."""
         try:
             async with asyncio.timeout(timeout):

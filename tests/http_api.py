@@ -18,6 +18,7 @@ from tarry.api.models import RunView
 from tarry.client import RunHandle
 from tarry.settings import TarrySettings
 from tests.conftest import FAST_TIMEOUTS, Agent
+from tests.deadline import TIMEOUT, deadline
 
 TOKEN = "tarry-test-token-5be1"
 
@@ -71,6 +72,6 @@ async def serving(
     )
     async with ApiServer(create_app(agent.tarry, settings), "127.0.0.1", 0) as server:
         headers = {"Authorization": f"Bearer {tokens[0]}"} if tokens else {}
-        timeout = httpx.Timeout(60, connect=5)
+        timeout = httpx.Timeout(TIMEOUT, connect=deadline(5))
         async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=timeout) as http:
             yield Api(http, agent, server.url)

@@ -38,6 +38,7 @@ from tarry.cli.processes import DevServer, WorkerProcess
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import ChatMessage, ErrorCode, Phase, RunInput, RunState, Timeouts
 from tarry.entrypoint import run_main
+from tests.deadline import deadline
 from tests.faults import (
     FunctionModel,
     Reply,
@@ -63,7 +64,7 @@ from tests.faults import (
 TASK_QUEUE = "soak"
 SOAK_TIMEOUTS = Timeouts(llm_heartbeat=2, llm_attempt=30, tool=5)
 """A dead worker's model call is retried within ~2 s, its tool call within ~5 s."""
-STEP_TIMEOUT = 300.0
+STEP_TIMEOUT = deadline(300)
 """Seconds one step of a run may take, faults included, before the run counts as stuck.
 Generous: on a loaded 2-core machine a server restart plus a few kills can hold one
 run's step for over two minutes (seen: 4 of 100 at 180 s, each ending correctly later)."""
@@ -82,7 +83,7 @@ class SoakConfig:
     server_signal: signal.Signals = signal.SIGKILL
     model_delay: float = 0.2
     """Mean seconds the model takes per answer, so kills find calls in flight."""
-    timeout: float = 600.0
+    timeout: float = deadline(600)
     """The global bound: past it, unfinished runs count as failed."""
     seed: int | None = None
     data_dir: Path | None = None
@@ -191,12 +192,12 @@ class RunDriver:
     async def _drive(self) -> None:
         rid, model = self.run_id, self.model
         self.stage = "start"
-        run = await eventually(self._start, timeout=120, what="start")
+        run = await eventually(self._start, timeout=deadline(120), what="start")
         self.stage = "reply (signal) after the first answers"
         await model.reached(f"{rid}:start:2", timeout=STEP_TIMEOUT)
         # Sent while the last answer of the stage is being asked for: it is delivered at
         # the next turn boundary, after that answer, as if sent once the run waited.
-        await eventually(lambda: run.reply(f"second {rid}", id=f"{rid}-2"), timeout=120)
+        await eventually(lambda: run.reply(f"second {rid}", id=f"{rid}-2"), timeout=deadline(120))
         self.stage = "send (update)"
         await model.reached(f"{rid}:second:1", timeout=STEP_TIMEOUT)
         state = await self._send(run, f"third {rid}", f"{rid}-3")
@@ -205,9 +206,9 @@ class RunDriver:
             f"send answered {state.phase} {state.last_assistant_text!r}",
         )
         self.stage = "reply, then pause during the model call"
-        await eventually(lambda: run.reply(f"fourth {rid}", id=f"{rid}-4"), timeout=120)
+        await eventually(lambda: run.reply(f"fourth {rid}", id=f"{rid}-4"), timeout=deadline(120))
         await model.reached(f"{rid}:fourth:0", timeout=STEP_TIMEOUT)
-        await eventually(run.pause, timeout=120)
+        await eventually(run.pause, timeout=deadline(120))
         model.release(f"{rid}:fourth:0")
         self.stage = "waiting for the pause to take effect"
 
@@ -235,7 +236,10 @@ class RunDriver:
     async def _send(self, run: RunHandle, text: str, id: str) -> RunState:
         """`send`, retried with the same message id: delivered once however often it is tried."""
         return await eventually(
-            lambda: run.send(text, id=id), timeout=STEP_TIMEOUT, attempt_timeout=60, what=id
+            lambda: run.send(text, id=id),
+            timeout=STEP_TIMEOUT,
+            attempt_timeout=deadline(60),
+            what=id,
         )
 
     async def _start(self) -> RunHandle:
@@ -447,10 +451,10 @@ async def run_soak(config: SoakConfig, say: Callable[[str], None] = print) -> So
             timed_out = True
         finally:
             chaos.stop.set()
-            async with asyncio.timeout(120):
+            async with asyncio.timeout(deadline(120)):
                 await chaos_task
         seconds = time.monotonic() - began
-        async with asyncio.timeout(300):  # reading back 100 histories takes seconds
+        async with asyncio.timeout(deadline(300)):  # reading back 100 histories takes seconds
             replay_failures = await _replay_failures(client, drivers)
             await _diagnose(client, drivers)
             retried = await _retried_activities(client, drivers)
@@ -486,7 +490,7 @@ def _parse(argv: list[str] | None) -> SoakConfig:
     parser.add_argument("--server-restart-after", type=int, default=2, metavar="KILLS")
     parser.add_argument("--server-signal", choices=["kill", "term"], default="kill")
     parser.add_argument("--model-delay", type=float, default=0.2, metavar="SECONDS")
-    parser.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS")
+    parser.add_argument("--timeout", type=float, default=SoakConfig.timeout, metavar="SECONDS")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--data-dir", type=Path, help="keep the server's data and logs here")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each fault")

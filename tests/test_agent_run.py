@@ -13,6 +13,7 @@ from tarry.client import TarryError
 from tarry.contracts import MAX_INPUT_BYTES, ChatMessage, ErrorCode, Mode, Phase, UserInput
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent, tool_result
+from tests.deadline import TIMEOUT, deadline
 from workflows.tool_calls import REPEAT_HINT
 
 WAITING = {Phase.WAITING_USER}
@@ -37,7 +38,7 @@ async def test_tool_call_then_answer_waits_for_user(provider_agent: Agent) -> No
     agent.model.add(call("write_file", {"path": "a.txt", "content": "hi"}), say("Wrote it."))
     run = await agent.start("write hi to a.txt")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     transcript = await run.transcript()
     assert roles(transcript) == ["user", "assistant", "tool", "assistant"]
@@ -54,7 +55,7 @@ async def test_tool_call_then_answer_waits_for_user(provider_agent: Agent) -> No
 async def test_empty_prompt_starts_waiting_for_user(agent: Agent) -> None:
     run = await agent.start("")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.message_count == 0
     assert agent.model.requests == []
@@ -64,7 +65,7 @@ async def test_reply_moves_the_run_on_and_finish_completes_it(provider_agent: Ag
     agent = provider_agent
     agent.model.add(say("What should I call it?"), call("finish", {"result": "named it Bob"}))
     run = await agent.start("name the cat")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     await run.reply("Bob")
 
@@ -89,11 +90,11 @@ async def test_task_mode_completes_on_a_plain_answer(agent: Agent) -> None:
 async def test_pause_stops_at_the_next_turn_boundary(agent: Agent) -> None:
     agent.model.add(call("list_files", {}, delay=1.0), say("never asked"))
     run = await agent.start("look around")
-    await agent.model.wait_for_requests(1)
+    await agent.model.wait_for_requests(1, timeout=deadline(10))
 
     await run.pause()
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
     assert roles(await run.transcript()) == ["user", "assistant", "tool"]
     assert state.turn == 1
     assert len(agent.model.requests) == 1
@@ -104,9 +105,9 @@ async def test_a_pause_overtaken_by_a_stop_point_does_not_swallow_the_next_reply
 ) -> None:
     agent.model.add(say("Which colour?", delay=1.0), say("Blue it is."))
     run = await agent.start("paint it")
-    await agent.model.wait_for_requests(1)
+    await agent.model.wait_for_requests(1, timeout=deadline(10))
     await run.pause()
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     state = await run.send("blue")
 
@@ -117,12 +118,12 @@ async def test_a_pause_overtaken_by_a_stop_point_does_not_swallow_the_next_reply
 async def test_a_reply_that_arrives_with_a_pause_is_answered(agent: Agent) -> None:
     agent.model.add(call("list_files", {}, delay=1.0), say("Answering your note."))
     run = await agent.start("look around")
-    await agent.model.wait_for_requests(1)
+    await agent.model.wait_for_requests(1, timeout=deadline(10))
 
     await run.pause()
     await run.reply("also check the notes")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
     assert state.last_assistant_text == "Answering your note."
     assert roles(await run.transcript()) == ["user", "assistant", "tool", "user", "assistant"]
 
@@ -133,7 +134,7 @@ async def test_stop_during_a_model_call_aborts_the_run_and_cancels_the_request(
     agent = provider_agent
     agent.model.add(say("too late", delay=30))
     run = await agent.start("think hard")
-    request = await agent.model.wait_for_requests(1)
+    request = await agent.model.wait_for_requests(1, timeout=deadline(10))
 
     await run.stop("changed my mind")
 
@@ -143,14 +144,14 @@ async def test_stop_during_a_model_call_aborts_the_run_and_cancels_the_request(
     assert result.error.code is ErrorCode.ENGINE_ABORTED
     assert "changed my mind" in result.error.message
     assert roles(await run.transcript()) == ["user"]
-    await asyncio.wait_for(request.settled.wait(), timeout=10)
+    await asyncio.wait_for(request.settled.wait(), timeout=deadline(10))
     assert request.cancelled
 
 
 async def test_stop_while_a_tool_runs_records_its_result_then_aborts(agent: Agent) -> None:
     agent.model.add(call("list_files", {}, delay=1.0))
     run = await agent.start("look around")
-    await agent.model.wait_for_requests(1)
+    await agent.model.wait_for_requests(1, timeout=deadline(10))
 
     await run.stop()
 
@@ -164,7 +165,7 @@ async def test_stop_while_a_tool_runs_records_its_result_then_aborts(agent: Agen
 async def test_stop_while_waiting_for_the_user_completes_the_run(agent: Agent) -> None:
     agent.model.add(say("Anything else?"))
     run = await agent.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     await run.stop()
 
@@ -178,12 +179,12 @@ async def test_stop_while_waiting_for_the_user_completes_the_run(agent: Agent) -
 async def test_replies_sent_while_running_arrive_once_in_order(agent: Agent) -> None:
     agent.model.add(say("first answer", delay=1.0), say("second answer"))
     run = await agent.start("hello")
-    await agent.model.wait_for_requests(1)
+    await agent.model.wait_for_requests(1, timeout=deadline(10))
 
     await run.reply("one")
     await run.reply("two")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
     assert state.turn == 2
     transcript = await run.transcript()
     assert [(m.role, m.content) for m in transcript] == [
@@ -198,14 +199,14 @@ async def test_replies_sent_while_running_arrive_once_in_order(agent: Agent) -> 
 async def test_a_reply_retried_with_the_same_id_enters_the_transcript_once(agent: Agent) -> None:
     agent.model.add(say("Which colour?"), say("Blue it is.", delay=0.5))
     run = await agent.start("paint it")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     await run.reply("blue", id="msg-1")
     await run.reply("blue", id="msg-1")
-    await agent.model.wait_for_requests(2)
+    await agent.model.wait_for_requests(2, timeout=deadline(10))
     await run.reply("blue", id="msg-1")
 
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     transcript = await run.transcript()
     assert [m.content for m in transcript if m.role == "user"] == ["paint it", "blue"]
     assert len(agent.model.requests) == 2
@@ -214,7 +215,7 @@ async def test_a_reply_retried_with_the_same_id_enters_the_transcript_once(agent
 async def test_send_returns_the_state_at_the_next_stop_point(agent: Agent) -> None:
     agent.model.add(say("Hi! What now?"), call("list_files", {}), say("Nothing here."))
     run = await agent.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     state = await run.send("list the files")
 
@@ -226,7 +227,7 @@ async def test_send_returns_the_state_at_the_next_stop_point(agent: Agent) -> No
 async def test_send_retried_with_the_same_id_delivers_once(agent: Agent) -> None:
     agent.model.add(say("Hi!"), say("Got it."))
     run = await agent.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     first = await run.send("remember 7", id="m-7")
     again = await run.send("remember 7", id="m-7")
@@ -249,7 +250,7 @@ async def test_send_validator_rejects_bad_text_and_leaves_no_trace(
 ) -> None:
     agent.model.add(say("Hi!"))
     run = await agent.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     handle = agent.tarry.client.get_workflow_handle(run.id)  # around the client's own check
 
     with pytest.raises(WorkflowUpdateFailedError) as error:
@@ -279,7 +280,7 @@ async def test_loop_guard_waits_for_the_user_after_repeated_identical_failures(
     agent.model.add(missing, missing, missing, say("never asked"))
     run = await agent.start("read missing.txt", max_repeated_failures=3)
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.warning is ErrorCode.ENGINE_LOOP_DETECTED
     assert state.turn == 3
@@ -290,7 +291,7 @@ async def test_max_turns_guard_waits_for_the_user(agent: Agent) -> None:
     agent.model.add(call("list_files", {}), call("list_files", {"path": "."}), say("never asked"))
     run = await agent.start("look around", max_turns=2)
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.warning is ErrorCode.ENGINE_MAX_TURNS
     assert state.turn == 2
@@ -301,7 +302,7 @@ async def test_the_same_tool_five_times_in_a_row_earns_one_hint(agent: Agent) ->
     agent.model.add(*(call("list_files", {}) for _ in range(5)), say("ok, stopping"))
     run = await agent.start("look around")
 
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     sixth = agent.model.requests[5].body["messages"]
     assert sixth[-1] == {"role": "user", "content": REPEAT_HINT}
@@ -321,7 +322,7 @@ async def test_parallel_tool_calls_keep_their_order(provider_agent: Agent) -> No
     )
     run = await agent.start("write two files")
 
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     tool_messages = [m for m in await run.transcript() if m.role == "tool"]
     assert [m.tool_call_id for m in tool_messages] == ["c1", "c2", "c3"]

@@ -15,6 +15,7 @@ from tarry.contracts import ErrorCode, Phase, Usage
 from tarry.testing.anthropic_wire import TOKENS_PER_BLOCK
 from tarry.testing.scripted_model import ScriptedToolCall, ScriptStep, calls, fail, say
 from tests.conftest import CANARY_KEY, Agent
+from tests.deadline import TIMEOUT
 
 WAITING = {Phase.WAITING_USER}
 EPHEMERAL = {"type": "ephemeral"}
@@ -41,7 +42,7 @@ async def test_the_request_is_in_the_messages_dialect(claude: Agent) -> None:
         say("done"),
     )
     run = await claude.start("write a file", system="You are careful.")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     first, second = (r.body for r in claude.model.requests)
     assert first["system"][0]["text"] == "You are careful."
@@ -66,7 +67,7 @@ async def test_the_request_is_in_the_messages_dialect(claude: Agent) -> None:
 async def test_the_key_goes_in_x_api_key_and_never_into_history(claude: Agent) -> None:
     claude.model.add(ScriptStep(tool_calls=[ScriptedToolCall(name="list_files")]), say("done"))
     run = await claude.start("look around", system="You are careful.")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     await run.stop()
     await run.result()
 
@@ -81,7 +82,7 @@ async def test_an_overloaded_api_is_retried(claude: Agent) -> None:
     claude.model.add(fail(529), say("back again"))
     run = await claude.start("hello")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.last_assistant_text == "back again"
     assert await claude.retries(run) == [(2, ErrorCode.LLM_HTTP_ERROR)]
@@ -91,7 +92,7 @@ async def test_a_body_that_is_not_a_message_is_a_bad_response(claude: Agent) -> 
     claude.model.add(ScriptStep(body='{"type": "message"}'), say("better"))
     run = await claude.start("hello")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.last_assistant_text == "better"
     assert len(claude.model.requests) == 2
@@ -103,7 +104,7 @@ async def test_requests_mark_cache_breakpoints_after_tools_system_and_the_stable
 ) -> None:
     claude.model.add(ScriptStep(tool_calls=[ScriptedToolCall(name="list_files")]), say("done"))
     run = await claude.start("look around", system="You are careful.")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     first, second = (r.body for r in claude.model.requests)
     for body in (first, second):
@@ -126,7 +127,7 @@ async def test_the_cache_usage_the_provider_reports_is_counted(claude: Agent) ->
     claude.model.add(say("cached", usage=usage))
     run = await claude.start("hello")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.usage == usage
 
@@ -138,7 +139,7 @@ async def test_each_turn_pays_full_price_only_for_its_news(claude: Agent) -> Non
     reply each turn."""
     claude.model.add(*(say(f"answer {n}") for n in range(4)))
     run = await claude.start("hello", system="You are careful.")
-    states = [await run.wait_for(WAITING)]
+    states = [await run.wait_for(WAITING, TIMEOUT)]
     for reply in ("one", "two", "three"):
         states.append(await run.send(reply))
 
@@ -158,7 +159,7 @@ async def test_a_conversation_cut_to_its_budget_at_an_answer_still_begins_with_t
     claude.model.add(ScriptStep(tool_calls=[ScriptedToolCall(name="list_files")]), say("none"))
     # Too long to fit the budget beside the call and its result: left out of the second call.
     run = await claude.start("any files? " + "please " * 300)
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     sent = claude.model.requests[1].body["messages"]
     assert sent[0] == {"role": "user", "content": [{"type": "text", "text": OMITTED_NOTE}]}

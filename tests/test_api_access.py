@@ -18,6 +18,7 @@ from tarry.contracts import ErrorCode, Phase
 from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT
 from tests.http_api import TOKEN, Api, serving
 from tests.test_http_api_auth import routes
 
@@ -63,7 +64,7 @@ async def signals(agent: Agent, run_id: str) -> list[str]:
 async def test_a_foreign_host_is_421_on_every_route_and_the_inbox(api: Api) -> None:
     api.agent.model.add(say("What now?"))
     run_id = await api.start("hello")
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
     evil = {"Host": f"evil.example:{port_of(api)}"}
     requests = [
         *((method, path.replace("run-x", run_id)) for method, path in routes()),
@@ -181,7 +182,7 @@ async def test_cross_site_text_and_form_posts_to_stop_and_pause_change_nothing(
 ) -> None:
     api.agent.model.add(say("Shall I go on?"))
     run_id = await api.start("hello")
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
     form_data = b'--x\r\nContent-Disposition: form-data; name="reason"\r\n\r\nforged\r\n--x--\r\n'
     bodies = [
         ("text/plain", b'{"reason": "forged"}'),

@@ -18,6 +18,7 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter
 
 from tests.conftest import Agent, local_temporal
+from tests.deadline import deadline
 from tests.http_api import serving
 
 TOKEN = "contract-token-5be1-0123456789"
@@ -53,7 +54,7 @@ async def own_temporal(tmp_path: Path, converter: DataConverter) -> AsyncIterato
 
 
 # Two minutes on a quiet machine; the whole suite under load (2 cores, load ~5) triples it.
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(deadline(900))
 async def test_schemathesis_finds_nothing_the_openapi_document_does_not_promise(
     own_temporal: Client, agent_factory: Any, tmp_path: Path
 ) -> None:

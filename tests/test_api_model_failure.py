@@ -14,6 +14,7 @@ import pytest
 from tarry.contracts import ErrorCode, Phase, WaitingFor
 from tarry.testing.scripted_model import ScriptedModel, say
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT
 from tests.http_api import Api, serving
 from tests.test_model_failure import ASK_SOON, WAITING, failing_agent
 from tests.test_retrying import LONG_OUTAGE, retrying_state
@@ -42,7 +43,7 @@ async def failing(agent_factory: Any, backup: ScriptedModel) -> AsyncIterator[Ap
 
 async def waiting_for_model(api: Api) -> str:
     run_id = await api.start("hello", timeouts=SOON)
-    state = await api.run(run_id).wait_for(WAITING)
+    state = await api.run(run_id).wait_for(WAITING, TIMEOUT)
     assert state.waiting_for is WaitingFor.MODEL
     return run_id
 
@@ -104,7 +105,7 @@ async def test_a_retry_with_the_model_still_failing_waits_for_the_model_again(
 async def test_retry_of_a_run_waiting_for_a_reply_is_409_retry_not_waiting(api: Api) -> None:
     api.agent.model.add(say("Hi."))
     run_id = await api.start("hello")
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
 
     response = await api.http.post(f"/v1/runs/{run_id}/retry", json={})
 
@@ -115,7 +116,7 @@ async def test_retry_of_a_run_waiting_for_a_reply_is_409_retry_not_waiting(api: 
 async def test_a_blank_model_profile_is_422_input_invalid(api: Api) -> None:
     api.agent.model.add(say("Hi."))
     run_id = await api.start("hello")
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
 
     response = await api.http.post(f"/v1/runs/{run_id}/model", json={"profile": "  "})
 
@@ -127,7 +128,7 @@ async def test_a_blank_model_profile_is_422_input_invalid(api: Api) -> None:
 async def test_retry_and_model_take_only_json_bodies(api: Api) -> None:
     api.agent.model.add(say("Hi."))
     run_id = await api.start("hello")
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
 
     retry = await api.http.post(f"/v1/runs/{run_id}/retry", content=b"{}")
     model = await api.http.post(f"/v1/runs/{run_id}/model", data={"profile": "backup"})

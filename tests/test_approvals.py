@@ -20,6 +20,7 @@ from tarry.contracts import WAITING_FOR_ATTRIBUTE, ErrorCode, Phase, RunInput, W
 from tarry.identities import Caller
 from tarry.testing.scripted_model import ScriptedModel, ScriptedToolCall, call, calls, say
 from tests.conftest import FAST_TIMEOUTS, Agent, tool_result, worker_process
+from tests.deadline import TIMEOUT, deadline
 from tests.faults import local_activities
 
 WAITING = {Phase.WAITING_USER}
@@ -31,7 +32,7 @@ async def gated_run(agent: Agent, *script: Any, **input: Any) -> RunHandle:
     agent.model.add(call("write_file", WRITE, id="w1"), *script)
     input.setdefault("require_approval", ["write_file"])
     run = await agent.start("write the plan", **input)
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
     assert state.waiting_for is WaitingFor.APPROVAL
     return run
 
@@ -148,7 +149,7 @@ async def test_a_reply_while_a_call_waits_is_queued_until_after_its_tool_message
     assert state.pending_inputs == 1
     await run.decide("w1")
 
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     transcript = await run.transcript()
     assert [m.role for m in transcript] == ["user", "assistant", "tool", "user", "assistant"]
     assert [m.content for m in transcript if m.role == "user"].count("also add a date") == 1
@@ -159,7 +160,7 @@ async def test_ten_identical_approvals_at_once_run_the_tool_once(agent: Agent) -
 
     await asyncio.gather(*(run.approve("w1") for _ in range(10)))
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
     assert state.last_assistant_text == "Written."
     assert await scheduled(agent, run, "write_file") == 1
     assert (await run.transcript())[2].decision is not None
@@ -196,9 +197,9 @@ async def test_a_gated_and_a_free_call_in_one_answer_keep_their_order(agent: Age
         say("Both done."),
     )
     run = await agent.start("write and look", require_approval=["write_file"])
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     # The free call ran at once, while the gated one waits.
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(deadline(10)):
         while await scheduled(agent, run, "list_files") == 0:
             await asyncio.sleep(0.05)
 
@@ -219,7 +220,7 @@ async def test_a_tool_that_declares_approval_is_gated_in_every_run(agent_factory
     agent.model.add(call("send_invoice", {"amount": 5}, id="i1"), say("Sent."))
     run = await agent.start("bill them")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert [p.tool for p in state.pending_approvals] == ["send_invoice"]
 
@@ -255,9 +256,9 @@ async def test_decide_rejects_a_call_decided_already(agent: Agent) -> None:
         say("Both written."),
     )
     run = await agent.start("write two plans", require_approval=["write_file"])
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     await run.approve("w1")
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(deadline(10)):
         while [p.call_id for p in (await run.state()).pending_approvals] != ["w2"]:
             await asyncio.sleep(0.05)
 
@@ -279,7 +280,7 @@ async def test_deciding_one_of_two_calls_answers_while_the_other_waits(agent: Ag
         say("Both written."),
     )
     run = await agent.start("write two plans", require_approval=["write_file"])
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     state = await run.decide("w1")
 
@@ -309,7 +310,7 @@ async def test_deciding_a_call_that_already_ran_is_already_decided(agent: Agent)
 async def test_decide_rejects_a_run_with_nothing_pending(agent: Agent) -> None:
     agent.model.add(say("Hello!"))
     run = await agent.start("hi", require_approval=["write_file"])
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     with pytest.raises(TarryError) as error:
         await run.decide()
@@ -391,7 +392,7 @@ async def test_an_approval_survives_a_killed_worker_and_runs_the_tool_once(
                 prompt="write the plan", require_approval=["write_file"], timeouts=FAST_TIMEOUTS
             )
         )
-        await run.wait_for(WAITING)
+        await run.wait_for(WAITING, TIMEOUT)
         first.send_signal(signal.SIGKILL)
         await first.wait()
 

@@ -16,6 +16,7 @@ from tarry.client import RunHandle, TarryError
 from tarry.contracts import MAX_INPUT_BYTES, ErrorCode, Phase, UserInput
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent, temporal_cli
+from tests.deadline import TIMEOUT, deadline
 
 WAITING = {Phase.WAITING_USER}
 TEN_MB = 10 * 1024 * 1024
@@ -24,7 +25,7 @@ TEN_MB = 10 * 1024 * 1024
 async def waiting_run(agent: Agent, *answers: str) -> RunHandle:
     agent.model.add(say("What now?"), *(say(a) for a in answers))
     run = await agent.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     return run
 
 
@@ -161,7 +162,7 @@ async def test_a_burst_of_replies_arrives_once_each_in_order_per_sender(agent: A
     agent.model.add(say("Thinking about the first message…", delay=2.0))
     agent.model.add(*(say("Noted.") for _ in range(senders * per_sender)))
     run = await agent.start("hello")
-    await agent.model.wait_for_requests(1)
+    await agent.model.wait_for_requests(1, timeout=deadline(10))
 
     async def sender(k: int) -> None:
         for i in range(per_sender):
@@ -170,8 +171,8 @@ async def test_a_burst_of_replies_arrives_once_each_in_order_per_sender(agent: A
 
     await asyncio.gather(*(sender(k) for k in range(senders)))
 
-    async with asyncio.timeout(60):
-        while (state := await run.wait_for(WAITING)).pending_inputs:
+    async with asyncio.timeout(deadline(60)):
+        while (state := await run.wait_for(WAITING, TIMEOUT)).pending_inputs:
             await asyncio.sleep(0.1)
     replies = [t for t in await user_texts(run) if t != "hello"]
     assert len(replies) == senders * per_sender

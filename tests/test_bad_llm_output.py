@@ -10,6 +10,7 @@ from typing import Any
 from tarry.contracts import ErrorCode, Phase
 from tarry.testing.scripted_model import ScriptStep, call, say
 from tests.conftest import Agent, tool_result
+from tests.deadline import TIMEOUT
 
 WAITING = {Phase.WAITING_USER}
 
@@ -30,7 +31,7 @@ async def test_a_tool_call_without_an_id_gets_one(agent: Agent) -> None:
     agent.model.add(raw_answer({"role": "assistant", "tool_calls": [nameless]}), say("Empty."))
     run = await agent.start("look around")
 
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     transcript = await run.transcript()
     assert transcript[1].tool_calls is not None
@@ -45,7 +46,7 @@ async def test_content_as_a_list_of_parts_is_joined(agent: Agent) -> None:
     agent.model.add(raw_answer({"role": "assistant", "content": parts}))
     run = await agent.start("greet me")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.last_assistant_text == "Hello, world."
     assert [m.content for m in await run.transcript()] == ["greet me", "Hello, world."]
@@ -55,7 +56,7 @@ async def test_an_empty_answer_is_asked_again(agent: Agent) -> None:
     agent.model.add(say(""), say("Sorry, here I am."))
     run = await agent.start("hello")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.last_assistant_text == "Sorry, here I am."
     assert [m.content for m in await run.transcript()] == ["hello", "Sorry, here I am."]
@@ -81,7 +82,7 @@ async def test_an_answer_cut_off_at_the_length_limit_is_kept_and_flagged(
     agent.model.add(say("The three reasons are: first, the", finish_reason="length"))
     run = await agent.start("why?")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.warning is ErrorCode.LLM_TRUNCATED
     assert state.last_assistant_text == "The three reasons are: first, the"
@@ -96,7 +97,7 @@ async def test_tool_arguments_cut_off_at_the_length_limit_go_back_to_the_model(
     )
     run = await agent.start("write a long file")
 
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     error = tool_result((await run.transcript())[2])["error"]
     assert error["code"] == ErrorCode.TOOL_INVALID_ARGUMENTS

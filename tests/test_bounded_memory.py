@@ -16,6 +16,7 @@ from tarry.pages import PageStore
 from tarry.storage import FileStorageDriver
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT, deadline
 from tests.http_api import serving
 from tests.test_cli import Cli, agent_env
 from tests.test_runs_in_flight import handed_over
@@ -32,7 +33,7 @@ async def chat(agent: Agent, turns: int, **input: Any) -> list[str]:
     agent.model.add(*(say(f"answer {n}") for n in range(turns)))
     input.setdefault("continue_as_new_after_turns", 3)
     run = await agent.start("user 0", run_id=input.pop("run_id", None), **input)
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     for n in range(1, turns):
         await run.send(f"user {n}")
         agent.model.requests.clear()  # each holds a request body: memory, for long chats
@@ -141,7 +142,7 @@ async def test_a_run_with_a_window_as_big_as_its_conversation_pages_nothing(
     assert (whole.stored, whole.total, len(whole.messages)) == ([], 16, 16)
 
 
-@pytest.mark.timeout(900)  # 2,000 turns, one after the other, on a machine of any speed
+@pytest.mark.timeout(deadline(900))  # 2,000 turns, one after the other, on a machine of any speed
 async def test_a_2000_turn_run_shows_its_first_and_last_messages_in_the_cli_and_the_api(
     agent_factory: Any, payload_store: Path
 ) -> None:

@@ -21,6 +21,7 @@ from tarry.contracts import (
 from tarry.settings import Prices
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT
 from tests.test_cli import Cli, agent_env, until_listed
 
 WAITING = {Phase.WAITING_USER}
@@ -40,7 +41,7 @@ async def over_budget_run(agent: Agent, *script: Any, **input: Any) -> Any:
     agent.model.add(call("list_files", id="c1", usage=used(100, 20)), *script)
     input.setdefault("budget", Budget(max_total_tokens=100))
     run = await agent.start("look around", **input)
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
     assert state.waiting_for is WaitingFor.BUDGET
     return run
 
@@ -92,7 +93,8 @@ async def test_a_reply_to_a_run_that_spent_its_budget_stays_queued_until_it_is_r
 ) -> None:
     agent.model.add(say("Hello!", usage=used(90, 20)), say("Goodbye!"))
     run = await agent.start("hi", budget=Budget(max_total_tokens=100))
-    assert (await run.wait_for(WAITING)).waiting_for is WaitingFor.INPUT  # spent after answering
+    state = await run.wait_for(WAITING, TIMEOUT)
+    assert state.waiting_for is WaitingFor.INPUT  # spent after answering
 
     replied = await run.send("bye")
 
@@ -121,7 +123,7 @@ async def test_a_run_whose_calls_are_priced_shows_their_cost(agent_factory: Any)
     agent.model.add(say("Hello!", usage=used(1000, 100)))
     run = await agent.start("hi")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     # 1000 * $2/M + 100 * $10/M
     assert state.usage.cost_usd == pytest.approx(0.003)
@@ -164,7 +166,7 @@ async def test_start_gives_a_run_its_budget_from_the_command_line(agent: Agent) 
 
     run = await cli.start("--max-tokens", "100", "--max-cost", "2", "look around")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
     assert state.budget == Budget(max_total_tokens=100, max_cost_usd=2.0)
     assert state.waiting_for is WaitingFor.BUDGET
 

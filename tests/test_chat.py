@@ -17,6 +17,7 @@ from tarry.client import RunHandle
 from tarry.contracts import Mode, Phase
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT, deadline
 from tests.test_cli import TARRY, Gate, agent_env
 
 WAITING = {Phase.WAITING_USER}
@@ -64,7 +65,7 @@ def open_chat(agent: Agent) -> Iterator[Callable[..., Chat]]:
             ["chat", *args],
             env=env,
             encoding="utf-8",
-            timeout=30,
+            timeout=deadline(30),
             dimensions=(24, 200),
         )
         child.logfile_read = screen
@@ -83,7 +84,7 @@ async def chat_with_a_waiting_run(
     """A run that answered "Hello!" and waits, and a chat with it at its prompt."""
     agent.model.add(say("Hello!"))
     run = await agent.start("hi")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     chat = open_chat(run.id)
     await chat.see(PROMPT)
     return run, chat
@@ -145,7 +146,7 @@ async def test_chat_with_a_run_shows_the_transcript_so_far_and_continues_it(
 ) -> None:
     agent.model.add(say("Hello! Your name?"), say("Hi, Ada."))
     run = await agent.start("hi")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     chat = open_chat(run.id)
 
     await chat.see("you: hi")
@@ -170,7 +171,7 @@ async def test_chat_says_when_the_run_ends_and_exits(
 ) -> None:
     agent.model.add(say("Shall I finish?"), call("finish", {"result": "all done"}))
     run = await agent.start("do it")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     chat = open_chat(run.id)
     await chat.see(PROMPT)
 

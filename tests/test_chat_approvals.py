@@ -12,6 +12,7 @@ from tarry.client import RunHandle
 from tarry.contracts import ChatMessage, Phase, WaitingFor
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent, tool_result
+from tests.deadline import TIMEOUT
 from tests.test_chat import PROMPT, Chat
 from tests.test_chat import open_chat as open_chat  # the fixture
 
@@ -26,7 +27,7 @@ async def gated_run(agent: Agent) -> RunHandle:
         call("write_file", {"path": "a.md", "content": "x"}, id="call_write"), say("done")
     )
     run = await agent.start("write a.md", require_approval=["write_file"])
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
     assert state.waiting_for is WaitingFor.APPROVAL
     return run
 
@@ -175,7 +176,7 @@ async def test_two_pending_calls_are_asked_about_in_turn(
         say("one of two"),
     )
     run = await agent.start("write two files", require_approval=["write_file"])
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     chat = open_chat(run.id)
 
     await chat.see('waiting for approval: write_file(path="a.md", content="x")')

@@ -24,6 +24,7 @@ from tarry.client import RunHandle, Tarry
 from tarry.contracts import ErrorCode, Phase, RunState, Usage
 from tarry.testing.scripted_model import ScriptedModel, call, fail, say
 from tests.conftest import CANARY_KEY, Agent
+from tests.deadline import TIMEOUT, deadline
 from tests.test_run_ids import BAD_IDS
 
 TARRY = Path(sys.executable).parent / "tarry"
@@ -98,7 +99,7 @@ class Cli:
 
 
 async def finish(process: asyncio.subprocess.Process, stdin: str = "") -> Result:
-    out, err = await asyncio.wait_for(process.communicate(stdin.encode()), timeout=60)
+    out, err = await asyncio.wait_for(process.communicate(stdin.encode()), timeout=deadline(60))
     assert process.returncode is not None
     return Result(process.returncode, out.decode(), err.decode())
 
@@ -136,7 +137,7 @@ async def gated(agent_factory: Callable[..., Awaitable[Agent]]) -> tuple[Cli, Ga
 async def until_listed(client: Client, query: str, run_id: str) -> None:
     """Visibility trails history by a moment; wait until `query` finds the run."""
     query = f"{query} AND WorkflowId = '{run_id}'"
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(deadline(10)):
         # Visibility has no change notification to wait on.
         while not (await client.count_workflows(query)).count:
             await asyncio.sleep(0.05)
@@ -153,7 +154,7 @@ async def test_start_prints_the_run_id_of_a_run_that_then_answers(cli: Cli) -> N
     run = cli.agent.tarry.get(out.strip())
     cli.agent.runs.append(run)
     assert out == f"{run.id}\n"
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
     assert state.last_assistant_text == "Hello!"
 
 
@@ -180,7 +181,7 @@ async def test_start_max_turns_asks_the_user_after_that_many_model_calls(cli: Cl
 
     run = await cli.start("look around", "--max-turns", "2")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
     assert (state.turn, state.warning) == (2, ErrorCode.ENGINE_MAX_TURNS)
     assert len(cli.agent.model.requests) == 2
 
@@ -217,14 +218,14 @@ async def test_start_reads_the_prompt_from_stdin_for_a_dash(cli: Cli) -> None:
 
     run = await cli.start("-", stdin="line one\nline two\n")
 
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     assert (await run.transcript())[0].content == "line one\nline two"
 
 
 async def test_status_shows_phase_turn_and_usage(cli: Cli) -> None:
     cli.agent.model.add(say("Hello!"))
     run = await cli.start("hi")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     out = await cli.ok("status", run.id)
 
@@ -244,7 +245,7 @@ async def test_status_shows_phase_turn_and_usage(cli: Cli) -> None:
 async def test_status_json_is_the_run_state(cli: Cli) -> None:
     cli.agent.model.add(say("Hello!"))
     run = await cli.start("hi")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     state = RunState.model_validate_json(await cli.ok("status", run.id, "--json"))
 
@@ -254,7 +255,7 @@ async def test_status_json_is_the_run_state(cli: Cli) -> None:
 async def test_show_prints_the_transcript(cli: Cli) -> None:
     cli.agent.model.add(call("list_files"), say("Nothing here."))
     run = await cli.start("what is there?")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     out = await cli.ok("show", run.id)
 
@@ -269,7 +270,7 @@ async def test_show_prints_the_transcript(cli: Cli) -> None:
 async def test_show_json_from_n_lists_the_later_messages(cli: Cli) -> None:
     cli.agent.model.add(say("Hello!"))
     run = await cli.start("hi")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     messages = json.loads(await cli.ok("show", run.id, "--from", "1", "--json"))
 
@@ -279,13 +280,13 @@ async def test_show_json_from_n_lists_the_later_messages(cli: Cli) -> None:
 async def test_show_and_reply_follow_a_run_across_continue_as_new(cli: Cli) -> None:
     cli.agent.model.add(say("One."), say("Two."), say("Three."))
     run = await cli.agent.start("one", continue_as_new_after_turns=1)
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     await run.send("two")
 
     assert await cli.ok("reply", run.id, "three") == ""
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
     while state.turn < 3:
-        state = await run.wait_for(WAITING)
+        state = await run.wait_for(WAITING, TIMEOUT)
     messages = json.loads(await cli.ok("show", run.id, "--json"))
 
     assert [m["content"] for m in messages] == ["one", "One.", "two", "Two.", "three", "Three."]
@@ -297,24 +298,24 @@ async def test_show_and_reply_follow_a_run_across_continue_as_new(cli: Cli) -> N
 async def test_reply_queues_a_message_the_run_answers(cli: Cli) -> None:
     cli.agent.model.add(say("Your name?"), say("Hi, Ada."))
     run = await cli.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     assert await cli.ok("reply", run.id, "Ada") == ""
 
-    await cli.agent.model.wait_for_requests(2)
-    state = await run.wait_for(WAITING)
+    await cli.agent.model.wait_for_requests(2, timeout=deadline(10))
+    state = await run.wait_for(WAITING, TIMEOUT)
     assert state.last_assistant_text == "Hi, Ada."
 
 
 async def test_reply_reads_the_text_from_stdin_for_a_dash(cli: Cli) -> None:
     cli.agent.model.add(say("Your name?"), say("Hi, Ada."))
     run = await cli.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     await cli.ok("reply", run.id, "-", stdin="Ada Lovelace\n")
 
-    await cli.agent.model.wait_for_requests(2)
-    await run.wait_for(WAITING)
+    await cli.agent.model.wait_for_requests(2, timeout=deadline(10))
+    await run.wait_for(WAITING, TIMEOUT)
     assert [m.content for m in await run.transcript() if m.role == "user"] == [
         "hello",
         "Ada Lovelace",
@@ -324,7 +325,7 @@ async def test_reply_reads_the_text_from_stdin_for_a_dash(cli: Cli) -> None:
 async def test_send_waits_and_prints_the_tool_calls_and_the_answer(cli: Cli) -> None:
     cli.agent.model.add(say("Your name?"), call("list_files"), say("No files, Ada."))
     run = await cli.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     out = await cli.ok("send", run.id, "Ada")
 
@@ -334,7 +335,7 @@ async def test_send_waits_and_prints_the_tool_calls_and_the_answer(cli: Cli) -> 
 async def test_send_json_prints_the_run_state_at_the_answer(cli: Cli) -> None:
     cli.agent.model.add(say("Your name?"), say("Hi, Ada."))
     run = await cli.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     state = RunState.model_validate_json(await cli.ok("send", run.id, "Ada", "--json"))
 
@@ -348,7 +349,7 @@ async def test_send_json_prints_the_run_state_at_the_answer(cli: Cli) -> None:
 async def test_send_to_a_run_that_then_fails_exits_1_with_its_error_on_stderr(cli: Cli) -> None:
     cli.agent.model.add(say("Your name?"), fail(401))
     run = await cli.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     result = await cli("send", run.id, "Ada")
 
@@ -360,7 +361,7 @@ async def test_send_to_a_run_that_then_fails_exits_1_with_its_error_on_stderr(cl
 async def test_send_json_to_a_run_that_then_fails_prints_its_state_and_exits_1(cli: Cli) -> None:
     cli.agent.model.add(say("Your name?"), fail(401))
     run = await cli.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     result = await cli("send", run.id, "Ada", "--json")
 
@@ -379,7 +380,7 @@ async def test_pause_stops_a_working_run_at_the_next_turn_boundary(
     await cli.ok("pause", run.id)
     gate.opened.set()
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
     assert [m.role for m in await run.transcript()] == ["user", "assistant", "tool"]
     assert state.turn == 1
     assert len(cli.agent.model.requests) == 1
@@ -394,7 +395,7 @@ async def test_ctrl_c_during_send_pauses_the_run_and_a_second_one_leaves(
     await gate.entered.wait()
     sending = await cli.spawn("send", run.id, "hurry up")
     assert sending.stdout is not None
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(deadline(30)):
         # Queued in the run: the command is following it and handles Ctrl-C.
         while (await run.state()).pending_inputs == 0:
             await asyncio.sleep(0.05)
@@ -409,7 +410,7 @@ async def test_ctrl_c_during_send_pauses_the_run_and_a_second_one_leaves(
     assert (result.code, result.err) == (130, "")
     # The reply was already queued, so the run answers it before it waits: a pause never
     # leaves a delivered reply unanswered.
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
     assert state.turn == 2
     assert state.last_assistant_text == "never asked"
 
@@ -418,10 +419,10 @@ async def test_ctrl_c_while_the_answer_streams_says_so_on_a_line_of_its_own(cli:
     answer = " ".join(f"word{i}" for i in range(40))
     cli.agent.model.add(say("Your name?"), say(answer, chunk_chars=3, chunk_delay=0.1))
     run = await cli.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     sending = await cli.spawn("send", run.id, "Ada")
     assert sending.stdout is not None
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(deadline(30)):
         # The answer's first words are on screen, its line still open.
         assert await sending.stdout.readuntil(b"agent: word") == b"agent: word"
 
@@ -464,7 +465,7 @@ async def test_budget_shows_the_raised_budget_and_where_the_run_stops_next(cli: 
         call("list_files", usage=tokens(120)), say("Three files.", usage=tokens(160))
     )
     run = await cli.start("look around", "--max-tokens", "100")
-    assert (await run.wait_for(WAITING)).waiting_for == "budget"
+    assert (await run.wait_for(WAITING, TIMEOUT)).waiting_for == "budget"
 
     out = await cli.ok("budget", run.id, "--tokens", "1000")
 
@@ -480,7 +481,7 @@ async def test_budget_of_a_run_that_spends_it_again_says_so(cli: Cli) -> None:
         call("list_files", usage=tokens(120)), call("list_files", usage=tokens(220))
     )
     run = await cli.start("look around", "--max-tokens", "100")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     out = await cli.ok("budget", run.id, "--tokens", "200")
 
@@ -494,7 +495,7 @@ async def test_budget_of_a_run_that_spends_it_again_says_so(cli: Cli) -> None:
 async def test_stop_completes_a_waiting_run(cli: Cli) -> None:
     cli.agent.model.add(say("Hello!"))
     run = await cli.start("hi")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     await cli.ok("stop", run.id)
 
@@ -506,7 +507,7 @@ async def test_the_reason_a_waiting_run_was_stopped_with_is_in_status_show_and_r
 ) -> None:
     cli.agent.model.add(say("Hello!"))
     run = await cli.start("hi")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     await cli.ok("stop", run.id, "--reason", "done for today")
 
@@ -520,7 +521,7 @@ async def test_the_reason_a_waiting_run_was_stopped_with_is_in_status_show_and_r
 async def test_resume_goes_on_with_a_run_a_model_error_failed(cli: Cli) -> None:
     cli.agent.model.add(say("Hello!"), fail(400), say("Back again."))
     run = await cli.start("hi")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     await run.reply("and now?")
     assert (await run.result()).phase is Phase.FAILED
 
@@ -547,7 +548,7 @@ async def test_watch_prints_messages_as_they_come_and_exits_at_the_stop_point(
 
     watching = await cli.spawn("watch", run.id)
     assert watching.stdout is not None
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(deadline(30)):
         so_far = [await watching.stdout.readline() for _ in range(2)]
     gate.opened.set()
     result = await finish(watching)
@@ -605,7 +606,7 @@ async def test_watch_json_of_a_failed_run_ends_with_its_stop_event_and_exits_1(c
 async def test_list_shows_a_run_with_its_phase_turns_profile_and_summary(cli: Cli) -> None:
     cli.agent.model.add(say("Hello!"))
     run = await cli.start("Summarise notes.md\nand keep it short")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     await until_listed(cli.agent.tarry.client, "TarryPhase = 'WaitingUser'", run.id)
 
     out = await cli.ok("list")
@@ -626,7 +627,7 @@ async def test_list_shows_a_run_with_its_phase_turns_profile_and_summary(cli: Cl
 async def test_list_by_phase_finds_waiting_runs_and_not_completed_ones(cli: Cli) -> None:
     cli.agent.model.add(say("Hello!"), say("42"))
     waiting = await cli.start("hi")
-    await waiting.wait_for(WAITING)
+    await waiting.wait_for(WAITING, TIMEOUT)
     completed = await cli.start("six times seven?", "--mode", "task")
     await completed.result()
     client = cli.agent.tarry.client
@@ -732,7 +733,7 @@ async def test_sending_to_an_ended_run_is_one_error_line(cli: Cli) -> None:
 async def test_an_empty_message_is_one_error_line(cli: Cli, command: str) -> None:
     cli.agent.model.add(say("Hello!"))
     run = await cli.start("hi")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     result = await cli(command, run.id, "-", stdin="  \n")
 
@@ -754,7 +755,7 @@ async def end(cli: Cli, run: RunHandle) -> None:
     await cli.agent.tarry.client.get_workflow_handle(run.id).terminate("the test is over")
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(deadline(60))
 async def test_status_without_a_worker_names_the_queue_and_shows_what_temporal_knows(
     cli: Cli,
 ) -> None:
@@ -770,7 +771,7 @@ async def test_status_without_a_worker_names_the_queue_and_shows_what_temporal_k
     await end(cli, run)
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(deadline(60))
 @pytest.mark.parametrize("command", [["send", "hi"], ["send", "hi", "--json"], ["watch"], ["show"]])
 async def test_a_command_that_needs_a_worker_names_the_queue_when_none_polls(
     cli: Cli, command: list[str]
@@ -782,6 +783,24 @@ async def test_a_command_that_needs_a_worker_names_the_queue_when_none_polls(
 
     result.assert_one_error_line(f"error: RUN_NOT_SERVED: no worker polls task queue {queue!r}")
     assert [t for t in await cli.agent.event_types(run) if "UPDATE" in t] == []
+    await end(cli, run)
+
+
+async def test_a_start_naming_tools_without_a_worker_says_so_and_leaves_the_check_to_the_run(
+    cli: Cli,
+) -> None:
+    queue = f"nobody-{uuid.uuid4().hex[:8]}"
+    cli.env["TARRY_TASK_QUEUE"] = queue
+
+    result = await cli("start", "look", "--tools", "raed_file")
+
+    assert result.code == 0, result.err
+    run = cli.agent.tarry.get(result.out.strip())
+    assert result.err == (
+        f"warning: no worker polls task queue {queue!r}, so run {run.id!r} cannot answer; "
+        f"start one with `tarry worker` (TARRY_TASK_QUEUE={queue}) or `tarry dev`; "
+        "the run checks its tools when a worker takes it\n"
+    )
     await end(cli, run)
 
 
@@ -859,14 +878,14 @@ async def test_worker_serves_runs_until_sigterm(temporal: Client, tmp_path: Path
             str(TARRY), "worker", env=env, stderr=asyncio.subprocess.PIPE
         )
         assert worker.stderr is not None
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(deadline(30)):
             while b"worker ready" not in await worker.stderr.readline():
                 pass
 
         run = await Tarry(temporal, task_queue).start("hello")
-        state = await run.wait_for(WAITING)
+        state = await run.wait_for(WAITING, TIMEOUT)
         worker.send_signal(signal.SIGTERM)
-        logs = await asyncio.wait_for(worker.stderr.read(), timeout=30)
+        logs = await asyncio.wait_for(worker.stderr.read(), timeout=deadline(30))
         code = await worker.wait()
 
     assert state.last_assistant_text == "Hello from tarry worker."
@@ -881,7 +900,7 @@ async def test_scripted_model_serves_its_script_until_ctrl_c(tmp_path: Path) -> 
         stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert model.stdout is not None
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(deadline(30)):
         base_url = (await model.stdout.readline()).decode().split()[-1]
 
     async with httpx.AsyncClient() as http:
@@ -891,7 +910,7 @@ async def test_scripted_model_serves_its_script_until_ctrl_c(tmp_path: Path) -> 
     model.send_signal(signal.SIGINT)
 
     assert response.json()["choices"][0]["message"]["content"] == "scripted hello"
-    assert await asyncio.wait_for(model.wait(), timeout=30) == 0
+    assert await asyncio.wait_for(model.wait(), timeout=deadline(30)) == 0
 
 
 async def test_start_tool_choice_makes_the_model_call_that_tool(cli: Cli) -> None:
@@ -899,6 +918,6 @@ async def test_start_tool_choice_makes_the_model_call_that_tool(cli: Cli) -> Non
 
     run = await cli.start("look around", "--tool-choice", "list_files")
 
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     sent = cli.agent.model.requests[0].body["tool_choice"]
     assert sent == {"type": "function", "function": {"name": "list_files"}}

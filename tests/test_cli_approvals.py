@@ -19,6 +19,7 @@ from tarry.contracts import ChatMessage, DecisionRecord, Phase, RunState, Waitin
 from tarry.identities import Caller
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent, tool_result
+from tests.deadline import TIMEOUT, deadline
 from tests.test_cli import LIST_HEADER, Cli, agent_env, until_listed
 
 WAITING = {Phase.WAITING_USER}
@@ -35,14 +36,14 @@ async def gated_run(agent: Agent, *steps: Any, **input: Any) -> RunHandle:
     """A run whose first answer calls `write_file`, gated, and now waits for a decision."""
     agent.model.add(*(steps or (WRITE, say("done"))))
     run = await agent.start("write a.md", require_approval=["write_file"], **input)
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
     assert state.waiting_for is WaitingFor.APPROVAL
     return run
 
 
 async def until_state(run: RunHandle, check: Callable[[RunState], bool]) -> RunState:
     """Polls the run's state until `check` holds; a query is the only view of it."""
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(deadline(30)):
         while not check(state := await run.state()):
             await asyncio.sleep(0.05)
     return state
@@ -168,7 +169,7 @@ async def test_start_require_approval_holds_the_named_tool_for_a_decision(cli: C
 
     run = await cli.start("write a.md", "--require-approval", "write_file")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
     assert state.waiting_for is WaitingFor.APPROVAL
     assert [(p.call_id, p.tool, p.deadline) for p in state.pending_approvals] == [
         ("call_write", "write_file", None)
@@ -223,7 +224,7 @@ async def test_a_call_decided_already_is_one_error_line_and_no_update(cli: Cli) 
 async def test_nothing_pending_is_one_error_line_and_no_update(cli: Cli) -> None:
     cli.agent.model.add(say("Hello!"))
     run = await cli.agent.start("hi", require_approval=["write_file"])
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     result = await cli("approve", run.id)
 
@@ -312,7 +313,7 @@ async def test_show_says_who_approved_a_call_and_when(cli: Cli) -> None:
 async def test_show_says_who_rejected_a_call_and_why(cli: Cli) -> None:
     run = await gated_run(cli.agent)
     await run.approve(approved=False, reason="too risky")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     at = (await decision_of(run)).at
 
     out = await cli.ok("show", run.id)
@@ -370,7 +371,7 @@ async def test_watch_stops_at_a_call_waiting_for_approval_and_says_so(cli: Cli) 
 async def test_send_stops_at_a_call_waiting_for_approval_and_says_so(cli: Cli) -> None:
     cli.agent.model.add(say("What shall I write?"), WRITE, say("done"))
     run = await cli.agent.start("hi", require_approval=["write_file"])
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     out = await cli.ok("send", run.id, "x into a.md")
 
@@ -386,7 +387,7 @@ async def test_list_waiting_for_approval_finds_runs_waiting_for_approval_not_for
     approval = await gated_run(cli.agent)
     cli.agent.model.add(say("Hello!"))
     reply = await cli.agent.start("hi")
-    await reply.wait_for(WAITING)
+    await reply.wait_for(WAITING, TIMEOUT)
     client = cli.agent.tarry.client
     await until_listed(client, "TarryWaitingFor = 'approval'", approval.id)
     await until_listed(client, "TarryWaitingFor = 'input'", reply.id)

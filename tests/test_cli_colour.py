@@ -14,6 +14,7 @@ from tarry.cli.render import message_text
 from tarry.contracts import Phase
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT, deadline
 from tests.test_cli import TARRY, agent_env
 
 ANSI = re.compile(r"\x1b\[([0-9;]*)m")
@@ -34,7 +35,7 @@ def has_colour(screen: str) -> bool:
 async def waiting_run(agent: Agent) -> str:
     agent.model.add(say("Which colour do you like?"))
     run = await agent.start("hello")
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
     return run.id
 
 
@@ -43,7 +44,7 @@ async def on_a_terminal(agent: Agent, *args: str, no_color: bool = False) -> str
     env = agent_env(agent) | {"TERM": "xterm-256color"}
     if not no_color:
         del env["NO_COLOR"]
-    child = pexpect.spawn(str(TARRY), list(args), env=env, encoding="utf-8", timeout=30)
+    child = pexpect.spawn(str(TARRY), list(args), env=env, encoding="utf-8", timeout=deadline(30))
     # Blocking reads in a thread: the test's worker on this event loop answers the queries.
     await asyncio.to_thread(child.expect, pexpect.EOF)
     child.close()

@@ -11,6 +11,7 @@ from pathlib import Path
 from tarry.contracts import Phase
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent
+from tests.deadline import deadline
 from tests.test_cli import Result, agent_env
 
 PYTHON_GUIDE = Path(__file__).parent.parent / "docs" / "guides" / "python.md"
@@ -49,7 +50,7 @@ async def run_script(agent: Agent, script: Path) -> Result:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    out, err = await asyncio.wait_for(process.communicate(), timeout=deadline(60))
     assert process.returncode is not None
     return Result(process.returncode, out.decode(), err.decode())
 

@@ -22,6 +22,7 @@ from tarry.contracts import SEARCH_ATTRIBUTES, Phase
 from tarry.servers import find_binary, search_attribute_specs
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT, deadline
 
 ROOT = Path(__file__).parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -162,7 +163,7 @@ async def test_the_one_shot_scripts_are_valid_posix_shell(service: str) -> None:
     process = await asyncio.create_subprocess_exec(
         "sh", "-n", "-c", shell_script(service), stderr=asyncio.subprocess.PIPE
     )
-    _, err = await asyncio.wait_for(process.communicate(), timeout=30)
+    _, err = await asyncio.wait_for(process.communicate(), timeout=deadline(30))
     assert process.returncode == 0, err.decode()
 
 
@@ -184,7 +185,7 @@ async def test_the_setup_script_creates_the_namespace_and_search_attributes(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
-    out, _ = await asyncio.wait_for(process.communicate(), timeout=150)
+    out, _ = await asyncio.wait_for(process.communicate(), timeout=deadline(150))
     assert process.returncode == 0, out.decode()
     listed = await temporal.operator_service.list_search_attributes(
         ListSearchAttributesRequest(namespace=namespace)
@@ -205,7 +206,7 @@ async def worker_healthcheck(temporal: Client, task_queue: str) -> int:
             "TARRY_TASK_QUEUE": task_queue,
         },
     )  # fmt: skip
-    return await asyncio.wait_for(process.wait(), timeout=60)
+    return await asyncio.wait_for(process.wait(), timeout=deadline(60))
 
 
 async def test_the_worker_healthcheck_passes_while_this_hosts_worker_polls(
@@ -213,7 +214,7 @@ async def test_the_worker_healthcheck_passes_while_this_hosts_worker_polls(
 ) -> None:
     agent.model.add(say("Hello."))
     run = await agent.start("hi")
-    await run.wait_for({Phase.WAITING_USER})  # the worker has polled by now
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)  # the worker has polled by now
     assert await worker_healthcheck(temporal, agent.tarry.task_queue) == 0
 
 

@@ -33,6 +33,7 @@ from tarry.contracts import (
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel, ScriptedToolCall, calls, say
 from tests.conftest import CANARY_KEY, FAST_TIMEOUTS, Agent
+from tests.deadline import TIMEOUT
 from workers.plugin import TarryPlugin
 
 
@@ -160,7 +161,7 @@ async def test_a_worker_without_the_stored_conversation_sends_it_whole(
 
         async with worker_with_store("first"):
             run = await tarry.start(RunInput(prompt="one", timeouts=FAST_TIMEOUTS))
-            await run.wait_for({Phase.WAITING_USER})
+            await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
         async with worker_with_store("elsewhere"):
             state = await run.send("two")
 

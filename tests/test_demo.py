@@ -14,6 +14,7 @@ import pytest
 from tarry.cli.demo import PROMPT, SCRIPT, SCRIPTED_REPLY
 from tarry.testing.scripted_model import ScriptedModel, say
 from tests.conftest import CANARY_KEY
+from tests.deadline import deadline
 from tests.test_devstack import (
     STARTUP_TIMEOUT,
     Ports,
@@ -49,7 +50,7 @@ async def demo(
         env=stack_env(ports, **env),
         stderr=tmp_path / "demo.stderr",
     )  # fmt: skip
-    out, _ = await asyncio.wait_for(process.communicate(), STARTUP_TIMEOUT + 60)
+    out, _ = await asyncio.wait_for(process.communicate(), STARTUP_TIMEOUT + deadline(60))
     assert process.returncode is not None
     return process.returncode, out.decode()
 

@@ -26,10 +26,11 @@ from tarry.contracts import SEARCH_ATTRIBUTES, ErrorCode, Phase, RunInput
 from tarry.servers import dev_server_args, find_binary
 from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import ECHO_PREFIX
+from tests.deadline import deadline
 
 WAITING = {Phase.WAITING_USER}
-STARTUP_TIMEOUT = 90.0
-STOP_TIMEOUT = 60.0
+STARTUP_TIMEOUT = deadline(90)
+STOP_TIMEOUT = deadline(60)
 
 SERVE_DEV = (
     "import sys; from pathlib import Path; from tarry.entrypoint import run_main; "
@@ -174,7 +175,7 @@ async def test_dev_serves_runs_with_the_echo_model_and_stops_cleanly_on_sigint(
     ports, data_dir = Ports(), tmp_path / "data"
     async with serving(ports, data_dir, tmp_path) as dev:
         tarry = Tarry(await client_of(ports))
-        state = await (await tarry.start("hello there")).wait_for(WAITING, 30)
+        state = await (await tarry.start("hello there")).wait_for(WAITING, deadline(30))
         pids = children(dev.process.pid)
         code = await interrupt(dev.process)
 
@@ -201,7 +202,7 @@ async def test_dev_serves_the_http_api_at_the_address_it_prints(tmp_path: Path) 
             health = await http.get("/healthz")
             started = await http.post("/v1/runs", json={"prompt": "hello api"})
             run = Tarry(await client_of(ports)).get(started.json()["id"])
-            state = await run.wait_for(WAITING, 30)
+            state = await run.wait_for(WAITING, deadline(30))
         assert await interrupt(dev.process) == 0
 
     assert api == f"http://127.0.0.1:{ports.api}"
@@ -217,8 +218,8 @@ async def test_dev_serves_its_workers_metrics_where_it_prints(tmp_path: Path) ->
         [line] = [line for line in dev.banner if line.startswith("Metrics")]
         url = line.split()[1]
         tarry = Tarry(await client_of(ports))
-        await (await tarry.start("hello metrics")).wait_for(WAITING, 30)
-        async with httpx.AsyncClient() as http, asyncio.timeout(10):
+        await (await tarry.start("hello metrics")).wait_for(WAITING, deadline(30))
+        async with httpx.AsyncClient() as http, asyncio.timeout(deadline(10)):
             while "tarry_model_calls_total{" not in (text := (await http.get(url)).text):
                 await asyncio.sleep(0.1)  # exported a moment after the call
         assert await interrupt(dev.process) == 0
@@ -251,7 +252,7 @@ async def test_a_waiting_run_survives_a_restart_and_takes_a_reply(tmp_path: Path
     ports, data_dir = Ports(), tmp_path / "data"
     async with serving(ports, data_dir, tmp_path) as dev:
         run = await Tarry(await client_of(ports)).start("remember me")
-        await run.wait_for(WAITING, 30)
+        await run.wait_for(WAITING, deadline(30))
         assert await interrupt(dev.process) == 0
 
     async with serving(ports, data_dir, tmp_path) as dev:
@@ -278,7 +279,7 @@ async def test_an_already_running_server_is_reused_and_left_running(tmp_path: Pa
         ports = Ports(grpc=int(address.rpartition(":")[2]))
         data_dir = tmp_path / "data"
         async with serving(ports, data_dir, tmp_path) as dev:
-            state = await (await Tarry(server.client).start("hi")).wait_for(WAITING, 30)
+            state = await (await Tarry(server.client).start("hi")).wait_for(WAITING, deadline(30))
             started = children(dev.process.pid)
             assert await interrupt(dev.process) == 0
 

@@ -20,6 +20,7 @@ import tarry
 from tarry.cli.app import app
 from tarry.contracts import ErrorCode
 from tarry.settings import TarrySettings
+from tests.deadline import deadline
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON_REFERENCE = ROOT / "docs" / "reference" / "python.md"
@@ -52,7 +53,7 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=deadline(300),
     )
 
     assert built.returncode == 0, built.stderr[-3000:]

@@ -32,6 +32,7 @@ from tarry.runs import find_runs
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import CANARY_KEY, FAST_TIMEOUTS, temporal_cli, tool_result
+from tests.deadline import TIMEOUT, deadline
 from workers.plugin import TarryPlugin
 from workflows.agent_run import AgentRunWorkflow
 
@@ -93,7 +94,7 @@ async def encrypted(
             run = await Tarry(client, task_queue).start(
                 RunInput(prompt=PROMPT, timeouts=FAST_TIMEOUTS)
             )
-            state = await run.wait_for({Phase.WAITING_USER})
+            state = await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
             transcript = await run.transcript()
             await run.send("Remember 7431-ALPHA.")
             await run.reply("Finish with 7431-ALPHA.")
@@ -341,7 +342,7 @@ async def test_the_codec_server_refuses_to_start_without_a_key() -> None:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    out, err = await asyncio.wait_for(server.communicate(), timeout=30)
+    out, err = await asyncio.wait_for(server.communicate(), timeout=deadline(30))
 
     assert server.returncode != 0
     assert out == b""
@@ -364,7 +365,7 @@ async def test_a_malformed_key_is_one_error_line(command: list[str]) -> None:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    _, err = await asyncio.wait_for(process.communicate(), timeout=30)
+    _, err = await asyncio.wait_for(process.communicate(), timeout=deadline(30))
 
     lines = err.decode().strip().splitlines()
     assert process.returncode == 1

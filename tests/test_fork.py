@@ -13,6 +13,7 @@ from tarry.client import RunHandle, TarryError
 from tarry.contracts import ErrorCode, ForkOrigin, Phase
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT
 from tests.http_api import Api, serving
 from tests.test_cli import Cli, agent_env
 from tests.test_http_api import error_of
@@ -24,7 +25,7 @@ async def long_run(agent: Agent, turns: int, **input: Any) -> RunHandle:
     """A run of `turns` model calls, one per user message, each answered `answer N`."""
     agent.model.add(*(say(f"answer {n}") for n in range(turns)))
     run = await agent.start("question 0", **input)
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     for n in range(1, turns):
         await run.send(f"question {n}")
     return run
@@ -46,7 +47,7 @@ async def test_a_fork_of_a_run_that_continued_as_new_asks_with_the_prefix_and_th
     agent.model.add(say("a different answer"))
 
     forked = await fork(agent, run, at, "a different question")
-    state = await forked.wait_for(WAITING)
+    state = await forked.wait_for(WAITING, TIMEOUT)
 
     assert len(await agent.histories(run)) >= 6
     assert transcript[at].content == "question 20"
@@ -59,7 +60,7 @@ async def test_a_fork_of_a_run_that_continued_as_new_asks_with_the_prefix_and_th
 async def test_the_original_answers_a_reply_after_it_was_forked(agent: Agent) -> None:
     run = await long_run(agent, 3)
     agent.model.add(say("forked"))
-    await (await fork(agent, run, 2, "instead")).wait_for(WAITING)
+    await (await fork(agent, run, 2, "instead")).wait_for(WAITING, TIMEOUT)
     agent.model.add(say("still here"))
 
     state = await run.send("are you there?")
@@ -75,7 +76,7 @@ async def test_a_forks_transcript_is_the_prefix_then_its_own_conversation(agent:
     agent.model.add(say("forked"))
 
     forked = await fork(agent, run, 2, "instead")
-    await forked.wait_for(WAITING)
+    await forked.wait_for(WAITING, TIMEOUT)
 
     assert await forked.transcript() == [*original[:2], *(await forked.transcript())[2:]]
     assert [m.content for m in (await forked.transcript())[2:]] == ["instead", "forked"]
@@ -90,7 +91,7 @@ async def test_a_fork_without_a_text_sends_the_message_again_even_from_an_ended_
     agent.model.add(say("again"))
 
     forked = await fork(agent, run, 0)
-    state = await forked.wait_for(WAITING)
+    state = await forked.wait_for(WAITING, TIMEOUT)
 
     assert agent.model.requests[-1].body["messages"] == [{"role": "user", "content": "question 0"}]
     assert state.last_assistant_text == "again"
@@ -101,7 +102,7 @@ async def test_a_fork_keeps_the_originals_input(agent: Agent) -> None:
     agent.model.add(say("d'accord"))
 
     forked = await fork(agent, run, 2, "encore")
-    await forked.wait_for(WAITING)
+    await forked.wait_for(WAITING, TIMEOUT)
 
     assert agent.model.requests[-1].body["messages"][0] == {
         "role": "system",
@@ -137,7 +138,7 @@ async def test_a_fork_over_http_is_a_new_run_named_after_its_origin(api: Api) ->
     assert response.status_code == 201, response.text
     assert response.json()["id"] == "the-fork"
     forked = api.run("the-fork")
-    await forked.wait_for(WAITING)
+    await forked.wait_for(WAITING, TIMEOUT)
     state = await api.state("the-fork")
     assert state.forked_from == ForkOrigin(run_id=run.id, at=2)
     assert state.last_assistant_text == "forked over HTTP"
@@ -165,7 +166,7 @@ async def test_tarry_fork_prints_the_forks_id_and_its_status_names_the_origin(
     printed = await cli.ok("fork", run.id, "--at", "2", "--text", "instead", "--id", "cli-fork")
     forked = agent.tarry.get("cli-fork")
     agent.runs.append(forked)
-    await forked.wait_for(WAITING)
+    await forked.wait_for(WAITING, TIMEOUT)
     status = await cli.ok("status", "cli-fork")
 
     assert printed == "cli-fork\n"

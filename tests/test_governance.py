@@ -16,6 +16,7 @@ from tarry.contracts import Phase
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import CANARY_KEY, Agent
+from tests.deadline import TIMEOUT
 from tests.faults import local_activities
 from workers.plugin import TarryPlugin
 
@@ -53,7 +54,7 @@ async def test_a_profiles_model_calls_go_to_its_own_task_queue(
     try:
         async with Worker(temporal, task_queue=models, plugins=[plugin]):
             run = await agent.start("look around")
-            state = await run.wait_for({Phase.WAITING_USER})
+            state = await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
     finally:
         await plugin.aclose()
 
@@ -89,7 +90,7 @@ async def test_switching_a_run_to_a_profile_with_its_own_queue_moves_its_calls_t
         try:
             async with Worker(temporal, task_queue=models, plugins=[plugin]):
                 run = await agent.start("hello")
-                await run.wait_for({Phase.WAITING_USER})
+                await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
                 await run.set_model("remote")
                 state = await run.send("and now?")
         finally:

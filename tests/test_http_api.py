@@ -27,6 +27,7 @@ from tarry.contracts import (
 from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent, tool_result
+from tests.deadline import TIMEOUT, deadline
 from tests.http_api import Api, serving
 
 WRITE = {"path": "plan.md", "content": "ship it"}
@@ -47,7 +48,7 @@ def error_of(response: httpx.Response) -> tuple[int, str]:
 
 async def until_stopped(api: Api, run_id: str) -> dict[str, Any]:
     """The run's state once it waits for a person or has ended."""
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(deadline(30)):
         while True:
             state: dict[str, Any] = (await api.http.get(f"/v1/runs/{run_id}")).json()
             if state["phase"] != Phase.RUNNING:
@@ -66,7 +67,7 @@ async def gated(api: Api) -> str:
 async def listed(api: Api, query: str, expected: set[str]) -> set[str]:
     """The ids listed by `/v1/runs?query` among `expected`, once visibility has them
     all (it records a run's attributes a moment after the run sets them)."""
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(deadline(30)):
         while True:
             response = await api.http.get(f"/v1/runs?{query}&limit=1000")
             assert response.status_code == 200, response.text
@@ -89,7 +90,7 @@ async def test_a_start_retried_with_one_idempotency_key_starts_one_run(api: Api)
     assert (first.status_code, second.status_code) == (201, 201)
     assert first.json()["id"] == second.json()["id"]
     run = api.run(first.json()["id"])
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
     assert len(api.agent.model.requests) == 1
     history = await api.agent.tarry.client.get_workflow_handle(run.id).describe()
     assert history.raw_description.workflow_execution_info.first_run_id == history.run_id
@@ -189,7 +190,7 @@ async def test_a_message_without_wait_is_accepted_and_answered_later(api: Api) -
     response = await api.http.post(f"/v1/runs/{run_id}/messages", json={"text": "go on"})
 
     assert (response.status_code, response.json()) == (202, {"accepted": True})
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(deadline(30)):
         while (await api.state(run_id)).last_assistant_text != "second":
             await asyncio.sleep(0.05)
 
@@ -284,7 +285,7 @@ async def test_pause_is_accepted_and_the_run_waits_at_its_next_turn_boundary(
 ) -> None:
     api.agent.model.add(call("list_files", {}, delay=1.0), say("never asked"))
     run_id = await api.start("look around")
-    await api.agent.model.wait_for_requests(1)
+    await api.agent.model.wait_for_requests(1, timeout=deadline(10))
 
     response = await api.http.post(f"/v1/runs/{run_id}/pause", json={})
 
@@ -393,7 +394,7 @@ async def test_an_idempotency_key_sent_again_with_another_body_is_422_and_starts
     key = {"Idempotency-Key": "start-reused"}
     first = await api.http.post("/v1/runs", json={"prompt": "hi"}, headers=key)
     run = api.run(first.json()["id"])
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     other = await api.http.post("/v1/runs", json={"prompt": "something else"}, headers=key)
     same = await api.http.post("/v1/runs", json={"prompt": "hi"}, headers=key)
@@ -409,7 +410,7 @@ async def test_a_retried_start_is_known_after_continue_as_new_and_resume(api: Ap
     body = {"prompt": "hi", "continue_as_new_after_turns": 1}
     first = await api.http.post("/v1/runs", json=body, headers=key)
     run = api.run(first.json()["id"])
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
     await run.send("again")
     handed_over = (await run.describe()).raw_description.workflow_execution_info
     await api.http.post(f"/v1/runs/{run.id}/stop", json={})
@@ -590,7 +591,7 @@ async def unfinished_post(api: Api, headers: bytes, body: bytes) -> tuple[bytes,
     writer.write(f"POST /v1/runs/run-any/messages HTTP/1.1\r\nHost: {host}:{port}\r\n".encode())
     writer.write(b"Content-Type: application/json\r\n" + headers + b"\r\n" + body)
     await writer.drain()
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(deadline(30)):
         head = await reader.readuntil(b"\r\n\r\n")
         answer = await reader.read(1000)
     writer.close()

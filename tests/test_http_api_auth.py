@@ -14,6 +14,7 @@ from tarry.api import ApiServer, create_app
 from tarry.contracts import ErrorCode
 from tarry.settings import TarrySettings
 from tests.conftest import Agent
+from tests.deadline import deadline
 from tests.http_api import TOKEN, Api, serving
 from tests.test_cli import TARRY, agent_env
 
@@ -110,7 +111,7 @@ async def test_with_no_tokens_a_non_loopback_host_is_refused(agent: Agent) -> No
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    async with asyncio.timeout(60):
+    async with asyncio.timeout(deadline(60)):
         out, err = await serve.communicate()
 
     assert serve.returncode == 1

@@ -14,6 +14,7 @@ import pytest
 from tarry.events import EventKind
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent
+from tests.deadline import deadline
 from tests.http_api import Api, serving
 
 LONG = " ".join(f"word{i}" for i in range(60))
@@ -31,7 +32,7 @@ def words(events: list[tuple[str, Any, str]]) -> str:
 
 async def read_until_stop(api: Api, path: str, **headers: str) -> list[tuple[str, Any, str]]:
     seen = []
-    async with asyncio.timeout(60):
+    async with asyncio.timeout(deadline(60)):
         async for event in api.events(path, **headers):
             seen.append(event)
             if event[0] == EventKind.STOP:
@@ -45,7 +46,7 @@ async def test_events_show_the_words_before_the_answer_ends(api: Api) -> None:
     seen: list[tuple[str, Any, str]] = []
     still_writing = None
 
-    async with asyncio.timeout(60):
+    async with asyncio.timeout(deadline(60)):
         async for event in api.events(f"/v1/runs/{run_id}/events"):
             seen.append(event)
             if still_writing is None and event[0] == EventKind.TEXT:
@@ -64,7 +65,7 @@ async def test_the_event_stream_ends_after_the_run_ends(api: Api) -> None:
     run_id = await api.start()
     await api.http.post(f"/v1/runs/{run_id}/stop", json={})
 
-    async with asyncio.timeout(60):
+    async with asyncio.timeout(deadline(60)):
         seen = [event async for event in api.events(f"/v1/runs/{run_id}/events")]
 
     assert seen[-1][0] == EventKind.STOP
@@ -84,7 +85,7 @@ async def test_last_event_id_resumes_across_a_continue_as_new_and_misses_nothing
         await api.http.post(f"/v1/runs/{run_id}/messages?wait=true", json={"text": f"reply {n}"})
     await api.http.post(f"/v1/runs/{run_id}/stop", json={})
 
-    async with asyncio.timeout(60):
+    async with asyncio.timeout(deadline(60)):
         after = [e async for e in api.events(path, **{"Last-Event-ID": before[-1][2]})]
 
     handle = await api.agent.tarry.client.get_workflow_handle(run_id).describe()

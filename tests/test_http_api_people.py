@@ -16,6 +16,7 @@ from tarry.contracts import TEMPORAL_UI, ErrorCode, WaitingFor
 from tarry.settings import ConfigError, load_settings
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
+from tests.deadline import deadline
 from tests.http_api import Api
 from tests.test_cli_approvals import until_state
 from tests.test_http_api import WRITE, error_of, until_stopped
@@ -49,7 +50,9 @@ async def api(agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     async with (
         ApiServer(create_app(agent.tarry, settings), "127.0.0.1", 0) as server,
         httpx.AsyncClient(
-            base_url=server.url, headers=as_(ALICE), timeout=httpx.Timeout(60, connect=5)
+            base_url=server.url,
+            headers=as_(ALICE),
+            timeout=httpx.Timeout(deadline(60), connect=deadline(5)),
         ) as http,
     ):
         yield Api(http, agent, server.url)

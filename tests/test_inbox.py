@@ -28,6 +28,7 @@ from tarry.client import ScheduleHandle
 from tarry.contracts import Phase, WaitingFor
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT, deadline
 from tests.http_api import TOKEN, Api, serving
 from tests.test_api_access import signals
 from tests.test_api_model_failure import SOON
@@ -40,7 +41,7 @@ pytestmark = pytest.mark.skipif(
     reason="needs Debian's chromium and chromium-driver (scripts/test installs them as root)",
 )
 WAITING = {Phase.WAITING_USER}
-PATIENCE = 30.0
+PATIENCE = deadline(30)
 T = TypeVar("T")
 
 
@@ -121,7 +122,7 @@ async def test_a_person_answers_a_waiting_run_and_sees_the_answer_stream_in(
     answer = "Bob it is. " + " ".join(f"word{i}" for i in range(60))
     agent.model.add(say("What shall I call the cat?"), say(answer, chunk_delay=0.05))
     run_id = await api.start("name the cat")
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
 
     await open_run(browser, api, run_id)
     box = browser.find_element(By.ID, "reply-text")
@@ -149,7 +150,7 @@ async def test_a_waiting_run_a_schedule_started_names_its_schedule(
     )
     await schedule.trigger()
     run_id = await until_async(lambda: _first_run(schedule), "the scheduled run")
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
 
     await asyncio.to_thread(browser.get, api.url + "/")
 
@@ -179,7 +180,7 @@ async def test_a_person_approves_a_gated_call_in_the_inbox(
 ) -> None:
     agent.model.add(call("write_file", {"path": "a.md", "content": "hi"}), say("Written."))
     run_id = await api.start("write a.md", require_approval=["write_file"])
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
 
     await open_run(browser, api, run_id)
     card: WebElement = await until(
@@ -200,7 +201,7 @@ async def test_a_call_only_others_may_decide_shows_who_and_offers_no_decision(
     run_id = await api.start(
         "write a.md", require_approval=["write_file"], approvers={"*": ["bob"]}
     )
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
 
     await open_run(browser, api, run_id)
     card: WebElement = await until(
@@ -216,7 +217,7 @@ async def test_the_transcript_says_who_sent_each_message(
 ) -> None:
     agent.model.add(say("Hello."))
     run_id = await api.start("hi")  # over an API without tokens: the user `api`
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
 
     await open_run(browser, api, run_id)
 
@@ -233,7 +234,7 @@ async def test_html_in_a_model_answer_is_shown_as_text_and_never_runs(
     )
     agent.model.add(say(attack))
     run_id = await api.start("show me something")
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
 
     await open_run(browser, api, run_id)
     body: WebElement = await until(lambda: first(browser, ".assistant .body"), "the answer")
@@ -285,7 +286,7 @@ async def test_a_person_switches_a_failing_run_s_model_and_retries_in_the_inbox(
 ) -> None:
     backup.add(say("Hello from the backup."))
     run_id = await failing.start("hello", timeouts=SOON)
-    await failing.run(run_id).wait_for(WAITING)
+    await failing.run(run_id).wait_for(WAITING, TIMEOUT)
 
     await open_run(browser, failing, run_id)
     form: WebElement = await until(
@@ -333,7 +334,7 @@ async def test_another_site_framing_a_run_s_page_shows_nothing(
 ) -> None:
     agent.model.add(call("write_file", {"path": "a.md", "content": "hi"}), say("Written."))
     run_id = await api.start("write a.md", require_approval=["write_file"])
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
     site, root = other_site
     (root / "frame.html").write_text(
         f'<iframe id="victim" src="{api.url}/#/runs/{run_id}" width="900" height="700"'
@@ -359,7 +360,7 @@ async def test_another_site_can_neither_read_the_runs_nor_pause_one(
 ) -> None:
     agent.model.add(say("Shall I go on?"))
     run_id = await api.start("hello")
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
     site, root = other_site
     (root / "steal.html").write_text(
         "<script>(async () => {"

@@ -24,6 +24,7 @@ from tarry.settings import TarrySettings
 from tarry.storage import FileStorageDriver
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent, temporal_cli, tool_result
+from tests.deadline import TIMEOUT, deadline
 
 WAITING = {Phase.WAITING_USER}
 MB = 1024 * 1024
@@ -42,7 +43,7 @@ def dump(ctx: ToolContext, size: int = 5 * MB) -> str:
 async def waiting_run(agent: Agent, *answers: str) -> RunHandle:
     agent.model.add(say("What now?"), *(say(a) for a in answers))
     run = await agent.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     return run
 
 
@@ -61,7 +62,7 @@ async def test_a_5_mb_tool_result_reaches_the_model_and_the_run_goes_on(
     agent.model.add(call("dump", {}), say("That was long."))
     run = await agent.start("dump it")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.last_assistant_text == "That was long."
     seen = agent.model.requests[1].body["messages"][-1]
@@ -82,8 +83,8 @@ async def test_a_3_mb_reply_by_signal_is_delivered(agent: Agent) -> None:
     run = await waiting_run(agent, "Read it all.")
 
     await run.reply(THREE_MB)
-    await agent.model.wait_for_requests(2)
-    state = await run.wait_for(WAITING)
+    await agent.model.wait_for_requests(2, timeout=deadline(10))
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.last_assistant_text == "Read it all."
     assert agent.model.requests[1].body["messages"][-1]["content"] == THREE_MB
@@ -93,7 +94,7 @@ async def test_history_holds_references_not_the_payloads(agent_factory: Any) -> 
     agent: Agent = await agent_factory(tools=[dump])
     agent.model.add(say("What now?"), call("dump", {}), say("Both read."))
     run = await agent.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     await run.send(THREE_MB)
 
@@ -119,7 +120,7 @@ async def test_with_encryption_the_store_holds_only_ciphertext(
     agent.model.add(call("dump", {}), say("That was long."))
     run = await agent.start("dump it")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.last_assistant_text == "That was long."
     stored = [p.read_bytes() for p in store.rglob("*") if p.is_file()]
@@ -151,7 +152,7 @@ async def test_a_tool_result_the_store_cannot_take_is_a_coded_tool_error_not_ret
     agent.model.add(call("dump", {"size": 2 * MB}), say("Too much, then."))
     run = await agent.start("dump it")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.last_assistant_text == "Too much, then."
     error = tool_result_of_failure(agent.model.requests[1].body["messages"][-1]["content"])
@@ -171,7 +172,7 @@ async def test_results_the_store_takes_one_at_a_time_reach_the_model_together(
     )
     run = await agent.start("dump it")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.last_assistant_text == "Read both."
     results = [m for m in await run.transcript() if m.role == "tool"]
@@ -184,7 +185,7 @@ async def test_temporal_workflow_show_prints_a_reference_for_a_5_mb_tool_result(
     agent: Agent = await agent_factory(tools=[dump])
     agent.model.add(call("dump", {}), say("That was long."))
     run = await agent.start("dump it")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     shown = await temporal_cli(
         agent.tarry.client, "workflow", "show", "--workflow-id", run.id, "--output", "json"

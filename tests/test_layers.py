@@ -22,6 +22,8 @@ import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.deadline import deadline
+
 ROOT = Path(__file__).resolve().parent.parent
 
 MAY_IMPORT: dict[str, set[str]] = {
@@ -225,7 +227,7 @@ def without_extras(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         cwd=cwd,  # the installed package, not this checkout's directory on sys.path
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=deadline(60),
     )
 
 

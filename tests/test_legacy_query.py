@@ -27,6 +27,7 @@ from temporalio.worker import (
 from tarry.contracts import Phase
 from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import say
+from tests.deadline import TIMEOUT
 from workers.legacy_query import LegacyQueryHookMissing
 from workers.plugin import TarryPlugin
 
@@ -61,11 +62,11 @@ async def _builds_while_polled(temporal: Client, agent_factory: Any, workflow_ca
     agent = await agent_factory(client=client, workflow_cache=workflow_cache)
     agent.model.add(say("Hi."), say("Bye."))
     run = await agent.start("hello")
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
     for _ in range(10):
         await run.state()  # a query each: dispatched directly, labelled `legacy_query`
     await run.send("bye", id="m1")
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
     return starts.counts[run.id]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tarry.contracts import ErrorCode, Phase
 from tarry.testing.scripted_model import ScriptStep, fail, say
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT
 
 WAITING = {Phase.WAITING_USER}
 
@@ -33,7 +34,7 @@ async def test_rate_limit_is_retried_after_the_delay_its_retry_after_asks_for(
     agent.model.add(fail(429, headers={"Retry-After": "2"}), say("there you are"))
     run = await agent.start("hello")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.last_assistant_text == "there you are"
     assert await agent.retries(run) == [(2, ErrorCode.LLM_RATE_LIMITED)]
@@ -52,7 +53,7 @@ async def test_server_errors_are_retried_until_an_answer_comes(provider_agent: A
     agent.model.add(fail(500), fail(503), say("back again"))
     run = await agent.start("hello")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.last_assistant_text == "back again"
     assert state.error is None
@@ -88,7 +89,7 @@ async def test_one_garbage_answer_is_retried(agent: Agent) -> None:
     agent.model.add(ScriptStep(body='{"choices": []}'), say("sorry, here it is"))
     run = await agent.start("hello")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.last_assistant_text == "sorry, here it is"
 
@@ -98,7 +99,7 @@ async def test_a_slow_answer_times_out_and_is_retried(agent_factory: object) -> 
     agent.model.add(say("too slow", delay=3), say("quick this time"))
     run = await agent.start("hello")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.last_assistant_text == "quick this time"
     assert await agent.retries(run) == [(2, ErrorCode.LLM_TIMEOUT)]

@@ -18,6 +18,7 @@ from tarry.settings import McpServer
 from tarry.testing.scripted_model import call, say
 from tarry.tools import tool
 from tests.conftest import Agent, tool_result
+from tests.deadline import TIMEOUT
 from tests.faults import activity_attempts, local_activities
 
 WAITING = {Phase.WAITING_USER}
@@ -27,7 +28,7 @@ async def test_a_quick_tool_runs_as_a_local_activity_with_the_same_result(agent:
     agent.model.add(call("write_file", {"path": "a.md", "content": "alpha"}))
     agent.model.add(call("read_file", {"path": "a.md"}), say("It says alpha."))
     run = await agent.start("write and read")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     transcript = await run.transcript()
 
@@ -44,13 +45,13 @@ async def test_a_gated_quick_tool_waits_for_its_decision_and_runs_as_an_activity
     agent.model.add(call("read_file", {"path": "secret.md"}, id="r1"), say("Nothing there."))
     run = await agent.start("peek", require_approval=["read_file"])
 
-    waiting = await run.wait_for(WAITING)
+    waiting = await run.wait_for(WAITING, TIMEOUT)
     assert waiting.waiting_for is WaitingFor.APPROVAL
     assert [p.tool for p in waiting.pending_approvals] == ["read_file"]
     assert await local_activities(agent.tarry.client, run.id) == []
 
     await run.decide("r1", approved=True)
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     activities = [a.activity for a in await activity_attempts(agent.tarry.client, run.id)]
     assert "read_file" in activities
     assert await local_activities(agent.tarry.client, run.id) == []

@@ -15,6 +15,7 @@ from activities.tools import tool
 from tarry.contracts import LLM_ACTIVITY, Mode, Phase
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT
 
 WAITING = {Phase.WAITING_USER}
 
@@ -49,7 +50,7 @@ async def test_a_run_hands_over_to_a_fresh_run_and_loses_nothing(agent: Agent) -
         say("It says hi."),
     )
     run = await agent.start("write hi", continue_as_new_after_turns=2)
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     second = await run.send("and now?", id="m-1")
     third = await run.send("read it back")
@@ -81,7 +82,7 @@ async def test_signals_updates_and_queries_during_hand_overs_are_each_served_onc
     answers = [f"answer {n}" for n in range(13)]
     agent.model.add(*(say(text) for text in answers))  # one per reply at most
     run = await agent.start(continue_as_new_after_turns=1)
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     seen: list[tuple[int, int]] = []
 
     async def watch() -> None:

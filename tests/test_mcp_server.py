@@ -16,6 +16,7 @@ from mcp.types import CallToolResult, TextContent
 from tarry.contracts import ErrorCode, Phase, WaitingFor
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT, deadline
 from tests.test_cli import agent_env
 from tests.test_run_ids import BAD_IDS
 
@@ -193,7 +194,7 @@ async def tarry_show(agent: Agent, run_id: str) -> str:
     process = await asyncio.create_subprocess_exec(
         str(TARRY), "show", run_id, env=env, stdout=asyncio.subprocess.PIPE
     )
-    out, _ = await asyncio.wait_for(process.communicate(), timeout=60)
+    out, _ = await asyncio.wait_for(process.communicate(), timeout=deadline(60))
     assert process.returncode == 0
     return out.decode()
 
@@ -233,7 +234,7 @@ async def test_a_decision_by_a_user_outside_the_approvers_is_approval_not_allowe
     run = await agent.start(
         "Write a.md.", require_approval=["write_file"], approvers={"write_file": ["alice"]}
     )
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     async with mcp_client(agent, payload_store, env={"TARRY_USER": "mallory"}) as client:
         result = await client.call_tool("decide", {"run_id": run.id, "approved": True})

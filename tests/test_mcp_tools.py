@@ -24,6 +24,7 @@ from tarry.contracts import ErrorCode, Phase, WaitingFor
 from tarry.settings import McpServer, TarrySettings
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent, tool_result
+from tests.deadline import TIMEOUT, deadline
 
 TEST_SERVER = Path(__file__).parent / "mcp_servers.py"
 TIME = McpServer(command=sys.executable, args=["-m", "mcp_server_time", "--local-timezone", "UTC"])
@@ -50,7 +51,7 @@ async def http_server() -> AsyncIterator[HttpServer]:
         sys.executable, str(TEST_SERVER), "http", "--port", str(port),
         stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(deadline(30)):
         while True:
             try:
                 _, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -80,7 +81,7 @@ def servers_of(marks: Path, tool: str) -> list[int]:
 
 async def kill_when_marked(marks: Path, tool: str) -> int:
     """SIGKILLs the server process once a call of `tool` is under way; its pid."""
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(deadline(30)):
         while not (found := servers_of(marks, tool)):
             await asyncio.sleep(0.05)
     os.kill(found[0], signal.SIGKILL)
@@ -124,7 +125,7 @@ async def test_an_agent_calls_a_tool_of_mcp_server_time_over_stdio_and_one_over_
     )
     run = await agent.start("What time is it, and what is the answer?")
 
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     clock, note = tool_messages(await run.transcript())
     assert json.loads(tool_result(clock)["data"])["timezone"] == "Europe/Paris"
@@ -144,7 +145,7 @@ async def test_an_idempotent_mcp_tool_whose_server_is_killed_mid_call_runs_again
     run = await agent.start("Count to two.")
 
     killed = await kill_when_marked(marks, "slow_count")
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     (message,) = tool_messages(await run.transcript())
     assert tool_result(message) == {"ok": True, "data": "counted 2.0 seconds"}
@@ -162,7 +163,7 @@ async def test_a_non_idempotent_mcp_tool_whose_server_is_killed_mid_call_is_outc
     run = await agent.start("Append a line.")
 
     await kill_when_marked(marks, "slow_append")
-    state = await run.wait_for({Phase.WAITING_USER})
+    state = await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     (message,) = tool_messages(await run.transcript())
     assert tool_result(message)["error"]["code"] == ErrorCode.TOOL_OUTCOME_UNKNOWN
@@ -192,7 +193,7 @@ async def test_a_destructive_mcp_tool_waits_for_approval_while_a_read_only_one_r
     )
     run = await agent.start("Reset the index and show the status.")
 
-    waiting = await run.wait_for({Phase.WAITING_USER})
+    waiting = await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     assert waiting.waiting_for is WaitingFor.APPROVAL
     assert [p.tool for p in waiting.pending_approvals] == ["git__git_reset"]
@@ -201,7 +202,7 @@ async def test_a_destructive_mcp_tool_waits_for_approval_while_a_read_only_one_r
     assert not any(s.startswith("git: git_reset") for s in summaries)
 
     await run.decide(waiting.pending_approvals[0].call_id, approved=True)
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
     reset, status = tool_messages(await run.transcript())
     assert tool_result(reset)["ok"] is True
     assert reset.decision is not None
@@ -216,7 +217,7 @@ async def test_require_approval_gates_an_mcp_tool_by_its_server_prefixed_name(
     agent.model.add(call("time__get_current_time", {"timezone": "UTC"}))
     run = await agent.start("What time is it?", require_approval=["time__get_current_time"])
 
-    waiting = await run.wait_for({Phase.WAITING_USER})
+    waiting = await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     assert waiting.waiting_for is WaitingFor.APPROVAL
     assert [p.tool for p in waiting.pending_approvals] == ["time__get_current_time"]
@@ -244,7 +245,7 @@ async def test_a_run_in_flight_keeps_its_catalogue_when_its_restarted_worker_lis
     agent = await agent_factory(mcp_servers={"work": our_server("--variant", "a")})
     agent.model.add(call("work__lookup", {"key": "x"}), say("x is 42."))
     run = await agent.start("Look x up.")
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
     assert agent.restart is not None
 
     # The server is upgraded: `lookup` is gone, `lookup_v2` is new.
@@ -268,7 +269,7 @@ async def test_a_run_in_flight_keeps_its_catalogue_when_its_restarted_worker_lis
     # A new run is offered what the server lists now.
     agent.model.add(say("Hello."))
     fresh = await agent.start("Hello.")
-    await fresh.wait_for({Phase.WAITING_USER})
+    await fresh.wait_for({Phase.WAITING_USER}, TIMEOUT)
     assert "work__lookup_v2" in offered(agent.model.requests[-1].body)
     assert "work__lookup" not in offered(agent.model.requests[-1].body)
 
@@ -280,7 +281,7 @@ async def test_an_mcp_error_result_reaches_the_model_as_a_failed_tool_message_wi
     agent.model.add(call("work__broken"), say("It is locked."))
     run = await agent.start("Try it.")
 
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     (message,) = tool_messages(await run.transcript())
     assert tool_result(message)["error"] == {
@@ -297,7 +298,7 @@ async def test_an_image_result_is_kept_as_mcp_gave_it_and_summarised_for_the_mod
     agent.model.add(call("work__picture"), say("A pixel."))
     run = await agent.start("Draw.")
 
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     (message,) = tool_messages(await run.transcript())
     assert tool_result(message)["data"] == "a single pixel\n[image: image/png, 70 bytes]"
@@ -314,7 +315,7 @@ async def test_an_mcp_server_that_is_down_answers_the_model_tool_failed_naming_i
     agent = await agent_factory(mcp_servers={"notes": McpServer(url=http_server.url)})
     agent.model.add(say("Ready."))
     run = await agent.start("Get ready.")
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
     http_server.process.kill()  # the server goes away for good
     await http_server.process.wait()
     agent.model.add(call("notes__lookup", {"key": "answer"}), say("The notes are gone."))

@@ -14,6 +14,7 @@ from temporalio.client import Client
 from tarry.contracts import Phase, Usage
 from tarry.settings import Prices, TarrySettings
 from tarry.testing.scripted_model import call, say
+from tests.deadline import TIMEOUT, deadline
 from workers.telemetry import metrics_runtime
 
 _SAMPLE = re.compile(r"^(\w+)\{(.*)\} (\S+)$")
@@ -40,7 +41,7 @@ def samples(text: str, name: str, **labels: str) -> list[float]:
 
 async def scrape(url: str, until: str) -> str:
     """The endpoint's text once it has the series `until` (exported a moment later)."""
-    async with httpx.AsyncClient() as http, asyncio.timeout(10):
+    async with httpx.AsyncClient() as http, asyncio.timeout(deadline(10)):
         while until not in (text := (await http.get(url)).text):
             await asyncio.sleep(0.1)
     return text
@@ -62,7 +63,7 @@ async def test_the_metrics_endpoint_shows_a_runs_model_calls_tokens_and_tool_cal
         say("Two files.", usage=Usage(prompt_tokens=200, completion_tokens=10, total_tokens=210)),
     )
     run = await agent.start("look around")
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     text = await scrape(f"http://127.0.0.1:{port}/metrics", until="tarry_tool_calls_total")
 

@@ -16,6 +16,7 @@ from tarry.contracts import ErrorCode, Phase, Timeouts, WaitingFor
 from tarry.settings import ModelProfile
 from tarry.testing.scripted_model import ScriptedModel, fail, say
 from tests.conftest import CANARY_KEY, Agent
+from tests.deadline import TIMEOUT
 from tests.test_cli import Cli, agent_env
 
 ASK_SOON = Timeouts(llm_heartbeat=2, llm_attempt=30, tool=10, llm_ask_after=3)
@@ -49,7 +50,7 @@ async def test_a_model_failing_past_the_bound_makes_the_run_wait_for_a_person(
 ) -> None:
     run = await agent.start("hello", timeouts=ASK_SOON)
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.waiting_for is WaitingFor.MODEL
     assert state.error is not None
@@ -62,7 +63,7 @@ async def test_a_retry_with_the_model_still_failing_waits_for_a_person_again(
     agent: Agent,
 ) -> None:
     run = await agent.start("hello", timeouts=ASK_SOON)
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     asked = len(agent.model.requests)
 
     state = await run.retry()
@@ -76,7 +77,7 @@ async def test_switching_the_profile_and_retrying_finishes_the_turn(
 ) -> None:
     backup.add(say("Hello from the backup."))
     run = await agent.start("hello", timeouts=ASK_SOON)
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     switched = await run.set_model("backup")
     state = await run.retry()
@@ -93,7 +94,7 @@ async def test_the_transcript_shows_the_failure_and_the_switch(
 ) -> None:
     backup.add(say("Hello from the backup."))
     run = await agent.start("hello", timeouts=ASK_SOON)
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     await run.set_model("backup")
     await run.retry()
 
@@ -110,7 +111,7 @@ async def test_a_reply_to_a_run_waiting_for_its_model_asks_again_with_the_reply(
 ) -> None:
     backup.add(say("Both heard."))
     run = await agent.start("hello", timeouts=ASK_SOON)
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     await run.set_model("backup")
 
     state = await run.send("are you there?")
@@ -126,7 +127,7 @@ async def test_retry_of_a_run_that_waits_for_a_reply_is_refused(
 ) -> None:
     backup.add(say("Hi."))
     run = await agent.start("hello", model="backup", timeouts=ASK_SOON)
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     with pytest.raises(TarryError) as refused:
         await run.retry()
@@ -140,7 +141,7 @@ async def test_from_the_command_line_status_shows_the_failure_then_model_and_ret
     backup.add(say("Hello from the backup."))
     cli = Cli(agent_env(agent), agent)
     run = await agent.start("hello", timeouts=ASK_SOON)
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     status = await cli.ok("status", run.id)
     switched = await cli.ok("model", run.id, "backup")
@@ -161,7 +162,7 @@ async def test_switching_to_a_profile_the_worker_lacks_is_refused_and_changes_no
     agent: Agent,
 ) -> None:
     run = await agent.start("hello", timeouts=ASK_SOON)
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     with pytest.raises(TarryError) as refused:
         await run.set_model("bakcup")

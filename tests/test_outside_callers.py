@@ -15,6 +15,7 @@ from tarry.client import Tarry
 from tarry.contracts import Phase
 from tarry.testing.scripted_model import ScriptedModel, say
 from tests.conftest import Agent, temporal_cli, worker_process
+from tests.deadline import TIMEOUT, deadline
 
 WAITING = {Phase.WAITING_USER}
 
@@ -32,7 +33,7 @@ async def test_a_run_started_and_answered_with_plain_json_from_the_temporal_cli(
     )  # fmt: skip
     run = agent.tarry.get(run_id)
     agent.runs.append(run)
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     await temporal_cli(
         client,
@@ -40,7 +41,7 @@ async def test_a_run_started_and_answered_with_plain_json_from_the_temporal_cli(
         "--input", '{"text": "Ada"}',
     )  # fmt: skip
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
     assert state.turn == 2
     queried = await temporal_cli(
         client, "workflow", "query", "--workflow-id", run_id, "--name", "transcript",
@@ -58,7 +59,7 @@ async def test_a_run_started_and_answered_with_plain_json_from_the_temporal_cli(
 async def test_a_signal_of_the_wrong_shape_is_dropped_and_the_run_goes_on(agent: Agent) -> None:
     agent.model.add(say("Your name?"), say("Hi, Bo."))
     run = await agent.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     await temporal_cli(
         agent.tarry.client,
@@ -66,7 +67,7 @@ async def test_a_signal_of_the_wrong_shape_is_dropped_and_the_run_goes_on(agent:
     )  # fmt: skip
     await run.reply("Bo")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
     assert state.turn == 2
     assert [m.content for m in await run.transcript() if m.role == "user"] == ["hello", "Bo"]
     events = await agent.event_types(run)
@@ -84,9 +85,9 @@ async def test_the_worker_process_serves_runs_and_stops_cleanly_on_sigterm(
         assert worker.stderr is not None
 
         run = await Tarry(temporal, task_queue).start("hello")
-        state = await run.wait_for(WAITING)
+        state = await run.wait_for(WAITING, TIMEOUT)
         worker.send_signal(signal.SIGTERM)
-        logs = await asyncio.wait_for(worker.stderr.read(), timeout=30)
+        logs = await asyncio.wait_for(worker.stderr.read(), timeout=deadline(30))
         code = await worker.wait()
 
     assert state.last_assistant_text == "Hello from the worker process."

@@ -17,6 +17,7 @@ from tarry.contracts import Phase, RunInput
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel, say
 from tests.conftest import FAST_TIMEOUTS
+from tests.deadline import TIMEOUT
 from workers.plugin import TarryPlugin
 
 
@@ -41,7 +42,7 @@ async def test_a_client_connected_with_the_plugin_serves_runs_from_a_bare_worker
 
         async with Worker(client, task_queue=queue):  # the client hands the plugin on
             run = await Tarry(client, queue).start(RunInput(prompt="hi", timeouts=FAST_TIMEOUTS))
-            state = await run.wait_for({Phase.WAITING_USER})
+            state = await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
             history = await client.get_workflow_handle(run.id).fetch_history()
             replayed = await Replayer(workflows=[], plugins=[plugin]).replay_workflow(history)
         await plugin.aclose()

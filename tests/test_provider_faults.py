@@ -18,6 +18,7 @@ from tarry.client import RunHandle
 from tarry.contracts import LLM_ACTIVITY, ErrorCode, Mode, Phase, Timeouts
 from tarry.testing.scripted_model import ScriptedModel, fail, say
 from tests.conftest import Agent
+from tests.deadline import deadline
 from tests.faults import (
     Attempt,
     activity_attempts,
@@ -51,7 +52,7 @@ async def test_a_provider_refusing_connections_is_waited_out_until_it_is_back(
         # The 4th attempt waits: three were refused, over longer than one attempt may take.
         return bool(pending) and pending[0].attempt >= 4
 
-    await wait_until(third_attempt_refused, timeout=30, what="three refused attempts")
+    await wait_until(third_attempt_refused, timeout=deadline(30), what="three refused attempts")
     pending = (await handle.describe()).raw_description.pending_activities[0]
     assert "ConnectError" in pending.last_failure.message
     async with ScriptedModel([say("back again")], port=port) as model:

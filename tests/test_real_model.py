@@ -17,6 +17,7 @@ from tarry.events import EventKind
 from tarry.settings import ModelProfile
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT, deadline
 from tests.llama_server import gguf_path
 from tests.test_metrics import free_port
 
@@ -34,7 +35,7 @@ async def start_llama(port: int) -> asyncio.subprocess.Process:
         sys.executable, "-m", "tests.llama_server", str(port), stdout=asyncio.subprocess.PIPE
     )
     assert server.stdout is not None
-    line = await asyncio.wait_for(server.stdout.readline(), timeout=60)
+    line = await asyncio.wait_for(server.stdout.readline(), timeout=deadline(60))
     assert line.startswith(b"listening"), line
     return server
 
@@ -71,7 +72,7 @@ async def agent(agent_factory: Any, llama: str) -> Agent:
 async def test_a_real_model_answers_a_chat_turn(agent: Agent) -> None:
     run = await agent.start("Say hello.", model="llama", tools=[], timeouts=REAL)
 
-    state = await run.wait_for(WAITING, timeout=90)
+    state = await run.wait_for(WAITING, timeout=deadline(90))
 
     assert state.waiting_for is WaitingFor.INPUT
     assert state.error is None
@@ -106,7 +107,7 @@ async def test_a_real_server_answers_after_a_tool_call_whose_arguments_were_not_
     # sent back verbatim, llama.cpp answers HTTP 500 to every later request.
     agent.model.add(call("read_file", "{"), say("That call was cut off."))
     run = await agent.start("Read notes.md.", timeouts=REAL)
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     await run.set_model("llama")
 
     state = await run.send("What went wrong?")
@@ -130,7 +131,7 @@ async def test_a_real_server_killed_mid_answer_and_started_again_answers_the_tur
     servers[-1].kill()
     await servers[-1].wait()
     servers.append(await start_llama(port))
-    state = await run.wait_for(WAITING, timeout=90)
+    state = await run.wait_for(WAITING, timeout=deadline(90))
 
     assert state.waiting_for is WaitingFor.INPUT
     assert state.error is None

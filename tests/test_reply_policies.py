@@ -26,6 +26,7 @@ from tarry.events import EventKind
 from tarry.testing.scripted_model import call, say
 from tarry.tools import tool
 from tests.conftest import FAST_TIMEOUTS, Agent, tool_result
+from tests.deadline import TIMEOUT, deadline
 from tests.http_api import Api, serving
 from tests.test_cli import Cli, agent_env
 from tests.test_mcp_server import mcp_client
@@ -69,7 +70,7 @@ async def interrupted(api: Api, reply: str = "shorter, please") -> list[ChatMess
     run_id = await working(api, ReplyPolicy.INTERRUPT)
     response = await api.http.post(f"/v1/runs/{run_id}/messages", json={"text": reply})
     assert response.status_code == 202, response.text
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
     return await api.run(run_id).transcript()
 
 
@@ -115,10 +116,10 @@ async def test_a_running_tool_call_ends_before_an_interrupting_reply_is_read(
     agent.model.add(call("slow_count"), say("Counted."))
     async with serving(agent) as api:
         run_id = await api.start("count", on_reply_while_running=ReplyPolicy.INTERRUPT)
-        await asyncio.wait_for(started.wait(), 30)
+        await asyncio.wait_for(started.wait(), deadline(30))
         await api.http.post(f"/v1/runs/{run_id}/messages", json={"text": "and then?"})
         release.set()
-        await api.run(run_id).wait_for(WAITING)
+        await api.run(run_id).wait_for(WAITING, TIMEOUT)
         transcript = await api.run(run_id).transcript()
 
     assert [m.role for m in transcript] == ["user", "assistant", "tool", "user", "assistant"]
@@ -141,13 +142,13 @@ async def test_a_reply_while_the_agent_works_is_409_run_busy_under_reject(
     )
 
     assert error_of(response) == (409, ErrorCode.RUN_BUSY)
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
     assert await user_texts(api, run_id) == ["talk to me"]
 
 
 async def test_a_reply_to_a_waiting_run_is_taken_under_reject(api: Api) -> None:
     run_id = await working(api, ReplyPolicy.REJECT)
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
 
     response = await api.http.post(
         f"/v1/runs/{run_id}/messages", params={"wait": True}, json={"text": "thanks"}
@@ -177,7 +178,7 @@ async def test_a_raw_signal_while_the_agent_works_is_queued_under_reject(api: Ap
 
     await handle.signal("user_input", UserInput(text="from the operator"))
 
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
     assert await user_texts(api, run_id) == ["talk to me", "from the operator"]
     assert api.agent.model.requests[-1].body["messages"][-1]["content"] == "from the operator"
 
@@ -185,7 +186,7 @@ async def test_a_raw_signal_while_the_agent_works_is_queued_under_reject(api: Ap
 async def test_a_retried_reply_the_run_took_is_not_refused_under_reject(api: Api) -> None:
     api.agent.model.add(say("Hello."), say(LONG, **SLOW), say("Noted."))
     run_id = await api.start("hi", on_reply_while_running=ReplyPolicy.REJECT)
-    waiting = await api.run(run_id).wait_for(WAITING)
+    waiting = await api.run(run_id).wait_for(WAITING, TIMEOUT)
 
     async def post() -> httpx.Response:
         key = {"Idempotency-Key": "m-1"}
@@ -198,7 +199,7 @@ async def test_a_retried_reply_the_run_took_is_not_refused_under_reject(api: Api
     retried = await post()
 
     assert (taken.status_code, retried.status_code) == (202, 202)
-    await api.run(run_id).wait_for(WAITING)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
     assert await user_texts(api, run_id) == ["hi", "tell me more"]
 
 

@@ -10,6 +10,7 @@ from tarry.client import TarryError
 from tarry.contracts import ErrorCode, Phase
 from tarry.testing.scripted_model import fail, say
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT
 
 WAITING = {Phase.WAITING_USER}
 
@@ -19,7 +20,7 @@ async def test_a_run_failed_by_a_model_error_goes_on_with_its_whole_conversation
 ) -> None:
     agent.model.add(say("Hello!"), fail(400), say("Back again."))
     run = await agent.start("hi")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     await run.reply("and now?")
     failed = await run.result()
     assert failed.phase is Phase.FAILED
@@ -47,7 +48,7 @@ async def test_a_resumed_run_shows_the_error_that_ended_it_until_the_next_reply(
     await run.result()
 
     resumed = await run.resume()
-    waiting = await resumed.wait_for(WAITING)
+    waiting = await resumed.wait_for(WAITING, TIMEOUT)
     answered = await resumed.send("hello again")
 
     assert waiting.warning is ErrorCode.LLM_AUTH_FAILED
@@ -60,7 +61,7 @@ async def test_a_resumed_run_shows_the_error_that_ended_it_until_the_next_reply(
 async def test_a_stopped_run_goes_on_where_it_stopped(agent: Agent) -> None:
     agent.model.add(say("Hello!"), say("Good morning."))
     run = await agent.start("hi")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     await run.stop("done for today")
     assert (await run.result()).stop_reason == "done for today"
 
@@ -79,7 +80,7 @@ async def test_a_stopped_run_goes_on_where_it_stopped(agent: Agent) -> None:
 async def test_resuming_a_run_that_has_not_ended_is_refused(agent: Agent) -> None:
     agent.model.add(say("Hello!"))
     run = await agent.start("hi")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     with pytest.raises(TarryError) as refused:
         await run.resume()

@@ -13,6 +13,7 @@ from tarry.client import RunHandle
 from tarry.contracts import ErrorCode, Phase, RunState
 from tarry.testing.scripted_model import fail, say
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT, deadline
 from tests.test_cli import Cli, agent_env
 
 OUTAGE = tuple(fail(503, content="upstream down") for _ in range(2))
@@ -27,7 +28,7 @@ def cli(agent: Agent) -> Cli:
 
 async def retrying_state(run: RunHandle) -> RunState:
     """The run's state once it shows a call being retried."""
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(deadline(30)):
         while (state := await run.state()).retrying is None:
             await asyncio.sleep(0.1)
     return state
@@ -57,7 +58,7 @@ async def test_once_the_model_answers_the_state_shows_no_retry(agent: Agent) -> 
     run = await agent.start("hello")
     await retrying_state(run)
 
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     assert (await run.state()).retrying is None
 

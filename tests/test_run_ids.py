@@ -10,6 +10,7 @@ from tarry.client import TarryError
 from tarry.contracts import ErrorCode, Phase, run_id_problem
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT
 
 BAD_IDS = {
     "empty": "",
@@ -55,7 +56,7 @@ async def test_the_client_refuses_a_bad_id_before_it_reaches_temporal(
 async def test_starting_under_an_open_runs_id_is_run_exists(agent: Agent) -> None:
     agent.model.add(say("Hello!"))
     run = await agent.start("hi")
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     with pytest.raises(TarryError) as refused:
         await agent.start("another conversation", run_id=run.id)
@@ -68,7 +69,7 @@ async def test_starting_under_an_ended_runs_id_is_run_exists_and_keeps_its_trans
 ) -> None:
     agent.model.add(say("Hello!"))
     run = await agent.start("hi")
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
     await run.stop("done")
     await run.result()
 

@@ -13,6 +13,7 @@ from tarry.contracts import ErrorCode, Phase, RunInput, Sampling
 from tarry.settings import ConfigError, ModelProfile, TarrySettings
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT
 
 WAITING = {Phase.WAITING_USER}
 PROFILE = {
@@ -28,7 +29,7 @@ async def test_an_openai_profile_sends_its_sampling_settings(agent_factory: Any)
     agent: Agent = await agent_factory(**PROFILE)
     agent.model.add(say("hi"))
     run = await agent.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     body = agent.model.requests[0].body
     assert {k: body[k] for k in ("temperature", "top_p", "max_tokens", "stop")} == {
@@ -46,7 +47,7 @@ async def test_a_run_overrides_the_profile_field_by_field(agent_factory: Any) ->
     run = await agent.start(
         "hello", sampling=Sampling(temperature=1.1, extra_body={"reasoning_effort": "high"})
     )
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     body = agent.model.requests[0].body
     assert (body["temperature"], body["top_p"], body["max_tokens"]) == (1.1, 0.9, 300)
@@ -57,7 +58,7 @@ async def test_an_anthropic_profile_sends_them_in_its_own_words(agent_factory: A
     agent: Agent = await agent_factory(provider="anthropic", **PROFILE)
     agent.model.add(say("hi"))
     run = await agent.start("hello", sampling=Sampling(max_tokens=50))
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     body = agent.model.requests[0].body
     assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.2, 0.9, 50)
@@ -71,7 +72,7 @@ async def test_without_sampling_a_request_sends_none_and_history_records_none(
 ) -> None:
     agent.model.add(say("hi"))
     run = await agent.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     body = agent.model.requests[0].body
     assert not {"temperature", "top_p", "max_tokens", "stop"} & set(body)
@@ -135,7 +136,7 @@ def test_a_profile_file_names_its_provider_and_gets_that_providers_endpoint(
 async def test_without_a_tool_choice_the_model_decides(agent: Agent) -> None:
     agent.model.add(say("hi"))
     run = await agent.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     assert agent.model.requests[0].body["tool_choice"] == "auto"
 
@@ -146,9 +147,9 @@ async def test_a_profile_can_require_a_tool_call_and_a_run_can_name_the_tool(
     agent: Agent = await agent_factory(tool_choice="required")
     agent.model.add(say("hi"), say("hi"))
     first = await agent.start("hello")
-    await first.wait_for(WAITING)
+    await first.wait_for(WAITING, TIMEOUT)
     named = await agent.start("hello", sampling=Sampling(tool_choice="list_files"))
-    await named.wait_for(WAITING)
+    await named.wait_for(WAITING, TIMEOUT)
 
     assert agent.model.requests[0].body["tool_choice"] == "required"
     assert agent.model.requests[1].body["tool_choice"] == {
@@ -172,7 +173,7 @@ async def test_anthropic_is_sent_the_tool_choice_in_its_own_shape(
     agent: Agent = await agent_factory(provider="anthropic")
     agent.model.add(say("hi"))
     run = await agent.start("hello", sampling=Sampling(tool_choice=choice))
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     assert agent.model.requests[0].body["tool_choice"] == sent
 

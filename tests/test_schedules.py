@@ -25,13 +25,14 @@ from tarry.schedules import (
 )
 from tarry.testing.scripted_model import say
 from tests.conftest import FAST_TIMEOUTS, Agent
+from tests.deadline import TIMEOUT, deadline
 from tests.faults import wait_until
 from tests.http_api import serving
 from tests.test_cli import Cli, agent_env
 
 SCHEDULED_ID = re.compile(r"^(?P<name>.+)-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 """A scheduled run's id: the schedule's name and the time Temporal started it, in UTC."""
-PATIENCE = 60.0
+PATIENCE = deadline(60)
 """How long a schedule of one second may take to do what it does, on a loaded machine."""
 QUIET = 3.0
 """Seconds a paused schedule is watched for a run it should not start: three intervals."""
@@ -167,7 +168,7 @@ async def test_a_scheduled_run_keeps_its_schedules_name_across_continue_as_new(
     schedule = await schedules.create(input, every="1s")
     [row] = await schedules.until_listed(schedule.name, 1)
     run = schedules.tarry.get(row.run_id)
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     await run.send("Shorter, please")
     description = await run.describe()
@@ -194,7 +195,7 @@ async def test_a_schedule_skips_while_its_last_run_waits_for_a_person(
 ) -> None:
     schedule = await schedules.create(chat("Draft the weekly report"), every="1s")
     [row] = await schedules.until_listed(schedule.name, 1)
-    await schedules.tarry.get(row.run_id).wait_for({Phase.WAITING_USER})
+    await schedules.tarry.get(row.run_id).wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     async def skipped_twice() -> bool:
         return (await schedule.describe()).runs_skipped >= 2
@@ -210,7 +211,7 @@ async def test_a_schedule_starts_the_next_run_once_the_waiting_one_ends(
     schedule = await schedules.create(chat("Draft the weekly report"), every="1s")
     [row] = await schedules.until_listed(schedule.name, 1)
     first = schedules.tarry.get(row.run_id)
-    await first.wait_for({Phase.WAITING_USER})
+    await first.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     await first.stop("signed off")
 

@@ -28,6 +28,7 @@ from tarry.testing.scripted_model import (
     fail,
     say,
 )
+from tests.deadline import deadline
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -40,7 +41,7 @@ async def model() -> AsyncIterator[ScriptedModel]:
 
 @pytest.fixture
 async def client(model: ScriptedModel) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=model.base_url, timeout=5.0) as c:
+    async with httpx.AsyncClient(base_url=model.base_url, timeout=deadline(5.0)) as c:
         yield c
 
 
@@ -191,14 +192,14 @@ async def test_client_that_disconnects_during_a_delay_is_recorded_as_cancelled(
     model: ScriptedModel, how: str
 ) -> None:
     model.add(say("too late", delay=30))
-    timeout = 0.2 if how == "client timeout" else 30
+    timeout = deadline(0.2) if how == "client timeout" else deadline(30)
     async with httpx.AsyncClient(base_url=model.base_url, timeout=timeout) as c:
         if how == "client timeout":
             with pytest.raises(httpx.ReadTimeout):
                 await chat(c)
         else:
             task = asyncio.create_task(chat(c))
-            await model.wait_for_requests(1)
+            await model.wait_for_requests(1, timeout=deadline(10))
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
@@ -215,7 +216,7 @@ async def test_wait_for_requests_returns_the_nth_request(
     model: ScriptedModel, client: httpx.AsyncClient
 ) -> None:
     model.add(say("a"), say("b"))
-    waiter = asyncio.create_task(model.wait_for_requests(2))
+    waiter = asyncio.create_task(model.wait_for_requests(2, timeout=deadline(10)))
     await chat(client, n=1)
     assert not waiter.done()
     await chat(client, n=2)
@@ -228,7 +229,7 @@ async def test_wait_for_requests_times_out_clearly(model: ScriptedModel) -> None
     with pytest.raises(
         TimeoutError, match=r"0 requests arrived, expected at least 1 within 0\.05s"
     ):
-        await model.wait_for_requests(1, timeout=0.05)
+        await model.wait_for_requests(1, timeout=deadline(0.05))
 
 
 async def test_models_lists_the_scripted_model(client: httpx.AsyncClient) -> None:
@@ -246,14 +247,14 @@ async def test_cli_serves_a_script_until_sigterm(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 10)).decode().strip()
+        line = (await asyncio.wait_for(proc.stdout.readline(), deadline(10))).decode().strip()
         assert line.startswith("scripted model listening on http://127.0.0.1:")
         async with httpx.AsyncClient() as c:
             url = line.rsplit(" ", 1)[1] + "/chat/completions"
             answer = (await c.post(url, json={"messages": MESSAGES})).json()
         assert answer["choices"][0]["message"]["content"] == "from file"
         proc.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(proc.wait(), 10) == 0
+        assert await asyncio.wait_for(proc.wait(), deadline(10)) == 0
     finally:
         if proc.returncode is None:
             proc.kill()
@@ -362,7 +363,7 @@ async def test_a_plain_step_answers_a_streaming_request_with_json(
 
 @pytest.fixture
 async def anthropic(model: ScriptedModel) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=model.root_url, timeout=5.0) as c:
+    async with httpx.AsyncClient(base_url=model.root_url, timeout=deadline(5.0)) as c:
         yield c
 
 
@@ -532,7 +533,7 @@ async def test_the_guides_example_script_plays_as_the_guide_says(tmp_path: Path)
     )  # fmt: skip
     try:
         assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip()
+        line = (await asyncio.wait_for(proc.stdout.readline(), deadline(30))).decode().strip()
         url = line.rsplit(" ", 1)[1] + "/chat/completions"
         opening = [{"role": "user", "content": "What is in my workspace?"}]
         async with httpx.AsyncClient() as c:
@@ -540,7 +541,7 @@ async def test_the_guides_example_script_plays_as_the_guide_says(tmp_path: Path)
             overloaded = await c.post(url, json={"messages": MESSAGES})
             hello = (await c.post(url, json={"messages": MESSAGES})).json()
         proc.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(proc.wait(), 10) == 0
+        assert await asyncio.wait_for(proc.wait(), deadline(10)) == 0
     finally:
         if proc.returncode is None:
             proc.kill()

@@ -14,6 +14,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer, Worker
 from temporalio.workflow import NondeterminismError
 
+from tests.deadline import deadline
 from tests.faults import ROOT
 from tests.sdk_legacy_query_repro import Conversation, work
 
@@ -41,13 +42,13 @@ async def test_a_query_while_the_sticky_worker_is_dead_then_an_update_leaves_a_h
     )  # fmt: skip
     try:
         assert worker_a.stdout is not None
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(deadline(30)):
             while b"worker ready" not in await worker_a.stdout.readline():
                 pass
         handle = await client.start_workflow(
             Conversation.run, id=f"conversation-{task_queue}", task_queue=task_queue
         )
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(deadline(30)):
             while not await _activity_running(handle):
                 await asyncio.sleep(0.1)
     finally:

@@ -14,6 +14,7 @@ from tarry.contracts import ErrorCode, Phase
 from tarry.testing.scripted_model import ScriptedModel, call, fail, say
 from tarry.text import redact
 from tests.conftest import CANARY_KEY, Agent, worker_process
+from tests.deadline import TIMEOUT, deadline
 
 
 async def test_no_api_key_in_the_whole_history_of_a_run(agent: Agent) -> None:
@@ -21,7 +22,7 @@ async def test_no_api_key_in_the_whole_history_of_a_run(agent: Agent) -> None:
         call("write_file", {"path": "n.md", "content": "note"}), say("done"), say("welcome")
     )
     run = await agent.start("write a note", system="You are careful.")
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
     await run.send("thanks")
     await run.stop()
     await run.result()
@@ -61,7 +62,7 @@ async def test_no_api_key_in_the_worker_process_logs(
         result = await run.result()
         worker.send_signal(signal.SIGTERM)
         assert worker.stderr is not None
-        logs = (await asyncio.wait_for(worker.stderr.read(), timeout=30)).decode()
+        logs = (await asyncio.wait_for(worker.stderr.read(), timeout=deadline(30))).decode()
         await worker.wait()
 
     assert result.error is not None

@@ -10,6 +10,7 @@ from typing import Any
 from tarry.contracts import ErrorCode, Phase
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent, tool_result
+from tests.deadline import TIMEOUT
 
 WAITING = {Phase.WAITING_USER}
 
@@ -20,7 +21,7 @@ async def test_arguments_that_are_not_json_stay_in_the_transcript_as_written(
     agent.model.add(call("read_file", "{"), say("Sorry, that call was cut."))
     run = await agent.start("read the notes")
 
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     transcript = await run.transcript()
     assert transcript[1].tool_calls is not None
@@ -34,7 +35,7 @@ async def test_arguments_that_are_not_json_are_sent_as_an_object_with_the_text_a
     agent.model.add(call("read_file", "{"), say("Sorry, that call was cut."))
     run = await agent.start("read the notes")
 
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     sent = agent.model.requests[1].body["messages"][-2]["tool_calls"][0]["function"]
     arguments = json.loads(sent["arguments"])
@@ -50,7 +51,7 @@ async def test_arguments_that_are_not_an_object_reach_anthropic_as_an_object(
     agent.model.add(call("read_file", "[1, 2]"), say("Sorry."))
     run = await agent.start("read the notes")
 
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     [assistant] = [m for m in agent.model.requests[1].body["messages"] if m["role"] == "assistant"]
     [use] = [b for b in assistant["content"] if b["type"] == "tool_use"]
@@ -70,7 +71,7 @@ async def test_repeated_call_ids_are_sent_unique_and_each_result_names_its_own_c
     )
     run = await agent.start("look around")
 
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     messages = agent.model.requests[2].body["messages"]
     sent_ids = [c["id"] for m in messages for c in m.get("tool_calls") or []]
@@ -85,7 +86,7 @@ async def test_a_call_without_a_name_is_sent_with_one(agent: Agent) -> None:
     agent.model.add(call("", {"path": "x"}), say("Let me try again."))
     run = await agent.start("look around")
 
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     transcript = await run.transcript()
     assert tool_result(transcript[2])["error"]["code"] == ErrorCode.TOOL_NOT_FOUND

@@ -23,6 +23,7 @@ from tarry.cli.processes import DevServer, WorkerProcess
 from tarry.client import RunHandle, Tarry
 from tarry.contracts import ChatMessage, Phase, RunInput, RunState
 from tarry.settings import ModelProfile, TarrySettings
+from tests.deadline import TIMEOUT, deadline
 from tests.faults import (
     API_KEY,
     CRASH_TIMEOUTS,
@@ -118,7 +119,9 @@ async def finish(run: RunHandle) -> RunState:
 
 
 async def waiting(run: RunHandle) -> RunState:
-    return await eventually(lambda: run.wait_for({Phase.WAITING_USER}, timeout=5), what=run.id)
+    return await eventually(
+        lambda: run.wait_for({Phase.WAITING_USER}, timeout=deadline(5)), what=run.id
+    )
 
 
 async def assert_finished_exactly(stack: Stack, runs: list[RunHandle]) -> None:
@@ -140,7 +143,7 @@ async def test_runs_waiting_for_a_reply_survive_a_server_restart(stack: Stack, s
         for kind, queue in (("proc", stack.process_queue), ("inproc", stack.inprocess_queue))
     ]
     for run in runs:
-        await run.wait_for({Phase.WAITING_USER})
+        await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     await stack.server.restart(sig)
 
@@ -174,7 +177,7 @@ async def test_replies_sent_at_once_to_twenty_runs_after_a_stack_restart_each_en
         for i in range(20)
     ]
     for run in runs:
-        await run.wait_for({Phase.WAITING_USER})
+        await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     # The whole stack, as `tarry dev` restarts: the server and a fresh worker.
     await stack.process_worker.stop()

@@ -4,13 +4,16 @@ The full soak is `scripts/soak --runs 100` (see `tests/soak.py`)."""
 
 from __future__ import annotations
 
+from tests.deadline import deadline
 from tests.soak import SoakConfig, run_soak
 
 
 async def test_ten_runs_end_exactly_while_workers_are_killed_and_the_server_restarts() -> None:
     lines: list[str] = []
     report = await run_soak(
-        SoakConfig(runs=10, workers=2, kill_every=2.0, server_restart_after=2, timeout=150),
+        SoakConfig(
+            runs=10, workers=2, kill_every=2.0, server_restart_after=2, timeout=deadline(150)
+        ),
         say=lines.append,
     )
 

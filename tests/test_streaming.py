@@ -20,6 +20,7 @@ from tarry.contracts import INTERRUPTED_NOTE, LLM_ACTIVITY, ErrorCode, Phase, Ti
 from tarry.events import EventKind, RunEvent
 from tarry.testing.scripted_model import ScriptedToolCall, ScriptStep, call, calls, say
 from tests.conftest import PROVIDERS, Agent, tool_result
+from tests.deadline import TIMEOUT, deadline
 from tests.faults import activity_attempts
 from tests.test_cli import TARRY, agent_env
 
@@ -54,7 +55,7 @@ async def test_a_streamed_answer_is_exactly_the_message_the_plain_call_gives(
     for agent in (streamed, plain):
         agent.model.add(*conversation())
         run = await agent.start("summarise my notes")
-        await run.wait_for(WAITING)
+        await run.wait_for(WAITING, TIMEOUT)
         transcripts.append(await run.transcript())
 
     assert streamed.model.requests[0].body["stream"] is True
@@ -72,7 +73,7 @@ async def test_a_streamed_answer_counts_its_usage(agent: Agent) -> None:
     agent.model.add(*conversation())
     run = await agent.start("summarise my notes")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert agent.model.requests[0].body["stream_options"] == {"include_usage": True}
     # The first call's default usage (10 per request message, 5 completion), then the
@@ -86,7 +87,7 @@ async def test_a_plain_json_answer_to_a_streaming_request_is_read_as_an_answer(
     agent.model.add(say("in one piece", plain=True))
     run = await agent.start("hello")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert agent.model.requests[0].body["stream"] is True
     assert state.last_assistant_text == "in one piece"
@@ -98,7 +99,7 @@ async def test_a_stream_cut_in_the_middle_is_retried(provider_agent: Agent) -> N
     agent.model.add(say(TEXT, stream_fault="cut", fault_after=5), say(TEXT))
     run = await agent.start("hello")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.last_assistant_text == TEXT
     assert await agent.retries(run) == [(2, ErrorCode.LLM_HTTP_ERROR)]
@@ -108,7 +109,7 @@ async def test_a_stream_that_ends_before_the_answer_does_is_retried(agent: Agent
     agent.model.add(say(TEXT, stream_fault="no_end", fault_after=5), say(TEXT))
     run = await agent.start("hello")
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.last_assistant_text == TEXT
     assert await agent.retries(run) == [(2, ErrorCode.LLM_HTTP_ERROR)]
@@ -118,7 +119,7 @@ async def test_a_malformed_event_is_a_bad_response_asked_again(agent: Agent) -> 
     agent.model.add(say(TEXT, stream_fault="malformed", fault_after=3), say(TEXT))
     run = await agent.start("hello", bad_response_attempts=2)
 
-    state = await run.wait_for(WAITING)
+    state = await run.wait_for(WAITING, TIMEOUT)
 
     assert state.last_assistant_text == TEXT
     assert len(agent.model.requests) == 2
@@ -140,7 +141,7 @@ async def test_a_stream_stuck_mid_answer_is_caught_by_the_heartbeat_timeout(agen
     agent.model.add(say(TEXT, stream_fault="stall", fault_after=5), say(TEXT))
     run = await agent.start("hello")
 
-    state = await run.wait_for(WAITING, timeout=20)
+    state = await run.wait_for(WAITING, timeout=deadline(20))
 
     assert state.last_assistant_text == TEXT
     [llm] = [
@@ -158,7 +159,7 @@ LONG = " ".join(f"word{i}" for i in range(60))
 async def events_until(run: RunHandle, last: EventKind, from_offset: int = 0) -> list[RunEvent]:
     """The run's events from `from_offset` up to and including the first of kind `last`."""
     seen: list[RunEvent] = []
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(deadline(30)):
         async for event in run.events(from_offset):
             seen.append(event)
             if event.kind is last:
@@ -201,7 +202,7 @@ async def test_an_observer_attaching_after_the_answer_ended_still_receives_it(
         say(LONG, chunk_chars=3, chunk_delay=0.005),
     )
     run = await agent.start("look around")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     seen = await events_until(run, EventKind.STOP)
 
@@ -218,7 +219,7 @@ async def test_an_observer_attaching_after_the_answer_ended_still_receives_it(
 async def test_an_answer_written_within_one_batch_costs_no_history(agent: Agent) -> None:
     agent.model.add(say("Hi there."))
     run = await agent.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     seen = await events_until(run, EventKind.STOP)
 
@@ -234,7 +235,7 @@ async def signals_for(agent: Agent, chunks: int) -> tuple[int, int]:
     text = "x" * chunks
     agent.model.add(say(text, chunk_chars=1, chunk_delay=2.0 / chunks))
     run = await agent.start("go")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     kept = await events_until(run, EventKind.STOP)
     assert words(kept) == text
     signals = (await agent.event_types(run)).count("WORKFLOW_EXECUTION_SIGNALED")
@@ -303,7 +304,7 @@ async def test_an_answer_of_150000_deltas_and_a_3_mb_tool_argument_arrive_whole(
     timeouts = Timeouts(llm_heartbeat=2, llm_attempt=900)
     run = await agent.start("write it all down", timeouts=timeouts)
 
-    await run.wait_for(WAITING, timeout=600)
+    await run.wait_for(WAITING, timeout=deadline(600))
 
     transcript = await run.transcript()
     assert transcript[1].content == text
@@ -327,7 +328,7 @@ async def test_watch_shows_an_answer_longer_than_the_publish_limit_whole_and_onc
         env=agent_env(agent) | {"TARRY_STORAGE_DIR": str(payload_store)},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    out, err = await asyncio.wait_for(watching.communicate(), timeout=60)
+    out, err = await asyncio.wait_for(watching.communicate(), timeout=deadline(60))
 
     assert (watching.returncode, err) == (0, b"")
     assert len(text) > PUBLISH_LIMIT
@@ -340,7 +341,7 @@ async def test_a_stream_cut_in_the_middle_shows_a_reset_then_the_whole_answer_on
     cut = say(LONG, chunk_chars=5, chunk_delay=0.1, stream_fault="cut", fault_after=6)
     agent.model.add(cut, say(LONG, chunk_delay=0.01))
     run = await agent.start("hello")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     seen = await events_until(run, EventKind.STOP)
 
@@ -388,7 +389,7 @@ async def test_the_publisher_leaves_at_once_when_its_stream_ends(
     agent.model.add(call("list_files"), say("Nothing here.", chunk_chars=1, chunk_delay=0.05))
     run = await agent.start("look around", mode="task")
 
-    async with asyncio.timeout(60):
+    async with asyncio.timeout(deadline(60)):
         result = await run.result()
 
     assert result.phase is Phase.COMPLETED
@@ -399,12 +400,17 @@ async def test_the_publisher_leaves_at_once_when_its_stream_ends(
 async def test_watch_in_a_terminal_shows_the_words_before_the_answer_ends(agent: Agent) -> None:
     agent.model.add(call("list_files"), say(LONG, chunk_chars=5, chunk_delay=0.15))  # ~9 s
     run = await agent.start("look around")
-    await agent.model.wait_for_requests(2)
+    await agent.model.wait_for_requests(2, timeout=deadline(10))
     screen = io.StringIO()
     # A terminal that can redraw a line, as a person's: the spinner and cursor are on.
     env = agent_env(agent) | {"TERM": "xterm-256color"}
     child = pexpect.spawn(
-        str(TARRY), ["watch", run.id], env=env, encoding="utf-8", timeout=30, dimensions=(24, 200)
+        str(TARRY),
+        ["watch", run.id],
+        env=env,
+        encoding="utf-8",
+        timeout=deadline(30),
+        dimensions=(24, 200),
     )
     child.logfile_read = screen
     try:
@@ -427,7 +433,7 @@ async def test_an_observer_follows_the_run_across_continue_as_new(agent: Agent) 
     answers = [f"answer number {n}, " * 8 for n in range(6)]
     agent.model.add(*(say(text, chunk_chars=7, chunk_delay=0.03) for text in answers))
     run = await agent.start("go", continue_as_new_after_turns=1)
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     seen: list[RunEvent] = []
 
     async def observe() -> None:
@@ -439,7 +445,7 @@ async def test_an_observer_follows_the_run_across_continue_as_new(agent: Agent) 
         await run.send(f"reply {n}")
     await run.stop()
     await run.result()
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(deadline(30)):
         await observer  # it ends once the last run of the chain has ended
 
     by_turn = [words([e for e in seen if e.turn == turn]) for turn in range(1, 7)]

@@ -10,13 +10,14 @@ from activities.tools import tool
 from tarry.contracts import ErrorCode, Phase, Timeouts
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent, tool_result
+from tests.deadline import TIMEOUT, deadline
 
 
 async def tool_error_of(agent: Agent, *script_call: Any, run_id: str | None = None) -> Any:
     """Runs one scripted tool call and returns the error the model was shown."""
     agent.model.add(call(*script_call), say("noted"))
     run = await agent.start("go", run_id=run_id)
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
     tool_message = (await run.transcript())[2]
     result = tool_result(tool_message)
     assert result["ok"] is False
@@ -45,7 +46,7 @@ async def test_an_unknown_tool(agent: Agent) -> None:
 async def test_a_tool_not_allowed_in_this_run(agent: Agent) -> None:
     agent.model.add(call("write_file", {"path": "a", "content": "x"}), say("noted"))
     run = await agent.start("go", tools=["read_file"])
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     result = tool_result((await run.transcript())[2])
     assert result["error"]["code"] == ErrorCode.TOOL_NOT_FOUND
@@ -121,7 +122,7 @@ async def test_a_non_idempotent_tool_cut_short_runs_once_and_its_outcome_is_unkn
     agent.model.add(call("charge_card", {"amount": 5}), say("I'll check before retrying."))
     run = await agent.start("charge 5", timeouts=ONE_SECOND_TOOLS)
 
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     error = tool_result((await run.transcript())[2])["error"]
     assert error["code"] == ErrorCode.TOOL_OUTCOME_UNKNOWN
@@ -133,7 +134,7 @@ async def test_an_idempotent_tool_cut_short_is_retried(agent_factory: Any) -> No
     agent.model.add(call("fetch_quote", {"symbol": "TMP"}), say("The quote service is slow."))
     run = await agent.start("quote TMP", timeouts=ONE_SECOND_TOOLS)
 
-    await run.wait_for({Phase.WAITING_USER}, timeout=30)
+    await run.wait_for({Phase.WAITING_USER}, timeout=deadline(30))
 
     error = tool_result((await run.transcript())[2])["error"]
     assert error["code"] == ErrorCode.TOOL_TIMEOUT

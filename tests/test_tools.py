@@ -43,6 +43,7 @@ from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import call, say
 from tarry.tools import MAX_READ_BYTES
 from tests.conftest import Agent, tool_result
+from tests.deadline import TIMEOUT
 from workers.plugin import TarryPlugin
 
 RUN_ID = "run-1"
@@ -344,7 +345,7 @@ async def test_a_run_reads_a_file_over_the_cap_in_parts(agent: Agent) -> None:
     (workspace / "big.log").write_text(big)
 
     run = await agent.start("How does big.log end?", run_id="run-big-file")
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     refused, part = [tool_result(m) for m in await run.transcript() if m.role == "tool"]
     assert refused["error"]["code"] == ErrorCode.TOOL_FAILED

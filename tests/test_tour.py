@@ -20,6 +20,7 @@ from activities.workspaces import make_workspace
 from tarry.cli import tour
 from tarry.client import Tarry
 from tarry.contracts import ChatMessage, ErrorCode, Phase, RunState, ToolResult, WaitingFor
+from tests.deadline import deadline
 from tests.test_devstack import (
     Ports,
     assert_nothing_left,
@@ -32,7 +33,7 @@ from tests.test_devstack import (
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 GETTING_STARTED = ROOT / "docs" / "getting-started.md"
-COMMAND_TIMEOUT = 60.0
+COMMAND_TIMEOUT = deadline(60)
 ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_]\w*)=\$\((?P<command>.+)\)$")
 """`RUN=$(tarry start ...)`: a command whose output the later commands use."""
 TOLD = {"start", "watch", "send", "approve", "budget"}

@@ -17,6 +17,7 @@ from temporalio.client import Client
 from tarry.contracts import PHASE_ATTRIBUTE, TURNS_ATTRIBUTE, Phase
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent, temporal_cli
+from tests.deadline import TIMEOUT, deadline
 
 WAITING = {Phase.WAITING_USER}
 
@@ -32,7 +33,7 @@ async def listed(client: Client, query: str) -> set[str]:
 
 
 async def eventually_listed(client: Client, query: str, run_id: str) -> set[str]:
-    async with asyncio.timeout(15):
+    async with asyncio.timeout(deadline(15)):
         while run_id not in (found := await listed(client, query)):
             await asyncio.sleep(0.2)
     return found
@@ -41,7 +42,7 @@ async def eventually_listed(client: Client, query: str, run_id: str) -> set[str]
 async def test_the_temporal_cli_finds_runs_waiting_for_a_human(agent: Agent) -> None:
     agent.model.add(say("Which colour?"), say("Done.", finish_reason="stop"))
     waiting = await agent.start("paint the shed")
-    await waiting.wait_for(WAITING)
+    await waiting.wait_for(WAITING, TIMEOUT)
     client = agent.tarry.client
     queue = f"TaskQueue = '{agent.tarry.task_queue}'"
 
@@ -54,7 +55,7 @@ async def test_the_temporal_cli_finds_runs_waiting_for_a_human(agent: Agent) -> 
 async def test_history_names_every_step_and_summarises_it(agent: Agent) -> None:
     agent.model.add(call("list_files", {}), call("read_file", {"path": "notes.md"}), say("Hm?"))
     run = await agent.start("read my notes")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
 
     out = await temporal_cli(
         agent.tarry.client, "workflow", "show", "--workflow-id", run.id, "--output", "json"
@@ -102,7 +103,7 @@ async def test_the_run_list_tells_runs_apart_by_the_first_line_of_the_prompt(
 async def test_an_ended_run_keeps_its_final_phase_and_says_how_it_ended(agent: Agent) -> None:
     agent.model.add(say("What name?"), call("finish", {"result": "Named it Rex."}))
     run = await agent.start("name the dog")
-    await run.wait_for(WAITING)
+    await run.wait_for(WAITING, TIMEOUT)
     await run.reply("Rex")
     await run.result()
     handle = agent.tarry.client.get_workflow_handle(run.id)
@@ -133,7 +134,7 @@ async def test_the_worker_refuses_a_namespace_without_the_search_attributes(
         },
         stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    _, err = await asyncio.wait_for(worker.communicate(), timeout=30)
+    _, err = await asyncio.wait_for(worker.communicate(), timeout=deadline(30))
 
     assert worker.returncode == 1
     last_line = err.decode().strip().splitlines()[-1]

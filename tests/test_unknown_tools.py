@@ -13,6 +13,7 @@ from tarry.client import Tarry, TarryError
 from tarry.contracts import WORKFLOW_TYPE, ErrorCode, Phase, RunInput, RunResult
 from tarry.testing.scripted_model import say
 from tests.conftest import FAST_TIMEOUTS, Agent
+from tests.deadline import TIMEOUT
 
 
 async def test_a_typo_in_require_approval_is_refused_at_start(agent: Agent) -> None:
@@ -65,7 +66,7 @@ async def test_known_names_and_the_star_start_the_run(agent: Agent) -> None:
 
     run = await agent.start("go", tools=["read_file", "finish"], require_approval=["*"])
 
-    state = await run.wait_for({Phase.WAITING_USER})
+    state = await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
     assert state.last_assistant_text == "ready"
     offered = [t["function"]["name"] for t in agent.model.requests[0].body["tools"]]
     assert offered == ["read_file", "finish"]

@@ -22,6 +22,7 @@ from temporalio.client import Client
 from tarry.contracts import ErrorCode, Mode, Phase, RunInput
 from tarry.settings import DEFAULT_WORKFLOW_CACHE
 from tarry.testing.scripted_model import ScriptedModel, call, say
+from tests.deadline import TIMEOUT, deadline
 from tests.faults import (
     CRASH_TIMEOUTS,
     CrashRig,
@@ -70,7 +71,7 @@ async def test_a_model_call_cut_off_by_a_killed_worker_is_asked_again_by_a_new_o
     model.add(say("Hello!", delay=60), say("Hello!"))
     first = await rig.worker()
     run = await rig.start("hi", mode=Mode.TASK)
-    await model.wait_for_requests(1)
+    await model.wait_for_requests(1, timeout=deadline(10))
 
     await first.kill()
     await rig.worker()
@@ -79,7 +80,7 @@ async def test_a_model_call_cut_off_by_a_killed_worker_is_asked_again_by_a_new_o
     assert result.phase is Phase.COMPLETED
     assert result.output == "Hello!"
     assert_transcript(await run.transcript(), [user("hi"), assistant("Hello!")])
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(deadline(10)):
         await model.requests[0].settled.wait()
     assert model.requests[0].cancelled  # the dead worker's connection went with it
     assert model.requests[1].body["messages"] == model.requests[0].body["messages"]
@@ -185,7 +186,7 @@ async def test_a_run_waiting_for_a_reply_outlives_its_worker(
     )
     first = await rig.worker()
     run = await rig.start("hi")
-    await run.wait_for({Phase.WAITING_USER})
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
 
     await first.kill()
     await rig.worker()

@@ -29,6 +29,7 @@ from tarry.client import RunHandle, Tarry, TarryError
 from tarry.codec import EncryptionKeyError
 from tarry.contracts import ErrorCode, Phase, RunState, run_id_problem
 from tarry.entrypoint import settings_or_exit
+from tarry.logs import configure_command_logging
 from tarry.settings import TarrySettings
 from tarry.text import shorten
 
@@ -131,6 +132,7 @@ async def connect(settings: TarrySettings) -> Tarry:
 
 def with_tarry(action: Callable[[Tarry], Awaitable[T]]) -> T:
     """Runs `action` with a client of the environment's server, as a command's body."""
+    configure_command_logging()
     settings = settings_or_exit()
 
     async def connected() -> T:
