@@ -35,7 +35,9 @@ from tarry.cli.processes import HOST, DevServer
 from tarry.cli.stopping import race, stop_signals, unless_stopped
 from tarry.client import Tarry, connect_temporal
 from tarry.logs import configure_logging
+from tarry.pages import PageStore
 from tarry.settings import ModelProfile, TarrySettings
+from tarry.storage import storage_driver
 from tarry.testing.scripted_model import ScriptedModel, ScriptStep
 from workers.plugin import TarryPlugin
 from workers.telemetry import metrics_runtime, metrics_url
@@ -73,7 +75,11 @@ class DevStack:
 
     @property
     def tarry(self) -> Tarry:
-        return Tarry(self.client, self.task_queue)
+        """A client of the stack, as `Tarry.connect` builds one from its settings: acting
+        as the local user, reading a long run's pages from the workers' store even with
+        large-payload storage off."""
+        pages = PageStore.of(self.client.data_converter, storage_driver(self.settings))
+        return Tarry(self.client, self.task_queue, self.settings.local_caller(), pages=pages)
 
     async def while_up(self, work: Coroutine[Any, Any, T]) -> T:
         """Runs `work` while the stack is up. Should the dev server or the worker stop
