@@ -22,8 +22,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, Field, field_serializer, model_validator
+from pydantic_core import PydanticCustomError, to_jsonable_python
 from temporalio.client import (
     Schedule,
     ScheduleActionExecutionStartWorkflow,
@@ -248,6 +248,14 @@ class ScheduleView(ScheduleSummary):
     """Times that came while a run was open and started nothing (`overlap: skip`)."""
     created_at: datetime
 
+    @field_serializer("input", when_used="json")
+    def _input_as_json(self, input: RunInput) -> dict[str, Any]:
+        """The input with its durations in days, never years: pydantic writes a year and
+        more as `P1Y35D`, which the RFC 3339 grammar of JSON Schema's `duration` (and so a
+        strict client) refuses, and a schedule's input comes back as its creator sent it."""
+        data: dict[str, Any] = to_jsonable_python(_in_days(input.model_dump()))
+        return data
+
     @classmethod
     async def of_description(
         cls, description: ScheduleDescription, input: RunInput, summary_memo: str
@@ -289,3 +297,17 @@ def _timing(memo: Mapping[str, Any]) -> Timing:
     """The timing a schedule was created with, from its memo (`SCHEDULE_MEMO`); empty for
     a schedule made without Tarry."""
     return Timing.model_construct(**(memo.get(SCHEDULE_MEMO) or {}))
+
+
+def _in_days(value: Any) -> Any:
+    """`value` with every `timedelta` in it as an ISO 8601 duration of days and seconds."""
+    if isinstance(value, timedelta):
+        seconds = f"{value.seconds}.{value.microseconds:06d}".rstrip("0").rstrip(".")
+        days = f"{value.days}D" if value.days else ""
+        time = f"T{seconds}S" if seconds != "0" or not days else ""
+        return f"P{days}{time}"
+    if isinstance(value, dict):
+        return {key: _in_days(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_in_days(item) for item in value]
+    return value

@@ -40,6 +40,7 @@ from tarry.contracts import (
     ToolCall,
     ToolResult,
 )
+from tarry.identities import local_user
 from tarry.settings import DEFAULT_STICKY_TIMEOUT, DEFAULT_WORKFLOW_CACHE
 from tests.deadline import TIMEOUT, deadline
 from workflows.agent_run import AgentRunWorkflow
@@ -283,8 +284,13 @@ def tool_call(id: str, name: str, arguments: dict[str, Any]) -> ToolCall:
     return ToolCall(id=id, function=FunctionCall(name=name, arguments=json.dumps(arguments)))
 
 
-def user(text: str) -> ChatMessage:
-    return ChatMessage(role="user", content=text)
+LOCAL_USER = local_user(None)
+"""Who the tests' clients act as (the suite clears `TARRY_USER`): the author of their
+replies and prompts in a transcript."""
+
+
+def user(text: str, by: str = LOCAL_USER) -> ChatMessage:
+    return ChatMessage(role="user", content=text, by=by)
 
 
 def assistant(text: str) -> ChatMessage:

@@ -33,6 +33,14 @@ checks.positive_data_acceptance.expected-statuses = [
     "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"
 ]
 
+# A first message's `input` goes with `?start=true` only, a rule across the query and
+# the body that no schema states: `input` without it is 422 INPUT_INVALID.
+[[operations]]
+include-path = "/v1/runs/{run_id}/messages"
+checks.positive_data_acceptance.expected-statuses = [
+    "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"
+]
+
 # A cron expression and a time zone are text only Temporal can read: schema-valid ones
 # it cannot are 422 SCHEDULE_INVALID.
 [[operations]]

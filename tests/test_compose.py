@@ -45,9 +45,12 @@ def shell_script(service: str) -> str:
 
 
 def install_args(command: str) -> list[str]:
-    """The arguments after `pip install` in a shell command line."""
+    """What `pip install` installs in a shell command line: its arguments up to a pipe,
+    without `--quiet` (how much pip says is not what it installs)."""
     words = shlex.split(command)
-    return words[words.index("install") + 1 :]
+    words = words[words.index("install") + 1 :]
+    words = words[: words.index("|")] if "|" in words else words
+    return [word for word in words if word not in ("--quiet", "-q")]
 
 
 def test_the_services_of_a_cluster_are_all_there() -> None:

@@ -27,7 +27,8 @@ from temporalio.worker import Replayer, Worker
 from tarry.cli.codec_server import DEFAULT_ORIGIN, codec_app
 from tarry.client import RunHandle, Tarry, connect_temporal
 from tarry.codec import EncryptionCodec, new_key
-from tarry.contracts import ChatMessage, Phase, RunInput, RunState
+from tarry.contracts import ChatMessage, Phase, RunInput, RunState, UserInput
+from tarry.identities import local_user
 from tarry.runs import find_runs
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel, call, say
@@ -97,7 +98,9 @@ async def encrypted(
             state = await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
             transcript = await run.transcript()
             await run.send("Remember 7431-ALPHA.")
-            await run.reply("Finish with 7431-ALPHA.")
+            # The `user_input` signal, as the Temporal UI sends a reply (the client updates).
+            message = UserInput(text="Finish with 7431-ALPHA.")
+            await client.get_workflow_handle(run.id).signal("user_input", message)
             await run.result()
             yield EncryptedRun(client, codec, model, run, state, transcript)
         await plugin.aclose()
@@ -241,7 +244,9 @@ async def test_the_temporal_cli_shows_plain_text_through_the_codec_server(
     assert ENCRYPTED not in out  # every payload was decrypted
     started = history["events"][0]["workflowExecutionStartedEventAttributes"]
     input = json.loads(base64.b64decode(started["input"]["payloads"][0]["data"]))
-    assert input == RunInput(prompt=PROMPT, timeouts=FAST_TIMEOUTS).model_dump(mode="json")
+    started_by = local_user(None)
+    expected = RunInput(prompt=PROMPT, timeouts=FAST_TIMEOUTS, started_by=started_by)
+    assert input == expected.model_dump(mode="json")
 
 
 async def test_the_codec_server_round_trips_encode_and_decode(codec_server: str) -> None:
