@@ -223,8 +223,11 @@ async def test_a_stop_records_who_stopped_the_run(api: Api) -> None:
 
 
 async def test_a_pause_records_who_paused_the_run(api: Api) -> None:
-    api.agent.model.add(say("slowly " * 40, chunk_delay=0.05))
+    # The model holds its answer for seconds: the pause reaches a run still working (a
+    # run that already waits has nothing to pause, and records no one).
+    api.agent.model.add(say("slowly", delay=deadline(5)))
     run_id = await api.start("hi")
+    await api.agent.model.wait_for_requests(1, timeout=deadline(10))
 
     paused = await api.http.post(f"/v1/runs/{run_id}/pause", json={}, headers=as_(BOB))
 
