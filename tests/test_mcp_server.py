@@ -138,7 +138,13 @@ async def test_a_read_only_server_offers_only_the_tools_that_change_nothing(
     async with mcp_client(agent, payload_store, "--read-only") as client:
         tools = (await client.list_tools()).tools
 
-    assert sorted(t.name for t in tools) == ["run_state", "run_transcript", "waiting_runs"]
+    assert sorted(t.name for t in tools) == [
+        "list_runs",
+        "list_schedules",
+        "run_state",
+        "run_transcript",
+        "waiting_runs",
+    ]
     assert all(t.annotations and t.annotations.read_only_hint for t in tools)
 
 

@@ -10,6 +10,7 @@ import json
 import re
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from temporalio.client import Schedule, ScheduleActionStartWorkflow, ScheduleSpec
@@ -29,6 +30,7 @@ from tests.deadline import TIMEOUT, deadline
 from tests.faults import wait_until
 from tests.http_api import serving
 from tests.test_cli import Cli, agent_env
+from tests.test_mcp_server import mcp_client, use
 
 SCHEDULED_ID = re.compile(r"^(?P<name>.+)-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 """A scheduled run's id: the schedule's name and the time Temporal started it, in UTC."""
@@ -489,3 +491,33 @@ async def test_the_api_refuses_a_name_taken(schedules: Schedules) -> None:
         response = await api.http.post("/v1/schedules", json=body)
 
     assert (response.status_code, response.json()["error"]["code"]) == (409, "SCHEDULE_EXISTS")
+
+
+# --- MCP ------------------------------------------------------------------------------
+
+
+async def test_mcp_lists_the_schedules_and_a_schedules_runs(
+    schedules: Schedules, payload_store: Path
+) -> None:
+    schedule = await schedules.create(task("Check the inbox"), every="1s")
+    await schedules.create(task("Something else"), every="1s")
+    await schedules.until_listed(schedule.name, 1)
+
+    async with mcp_client(schedules.agent, payload_store) as client:
+        listed = await use(client, "list_schedules")
+        runs = await use(client, "list_runs", schedule=schedule.name)
+
+    assert schedule.name in {s["name"] for s in listed}
+    assert runs
+    assert {row["schedule"] for row in runs} == {schedule.name}
+
+
+async def test_mcp_list_runs_refuses_a_name_outside_the_rule(
+    agent: Agent, payload_store: Path
+) -> None:
+    async with mcp_client(agent, payload_store) as client:
+        result = await client.call_tool("list_runs", {"schedule": "a'b"})
+
+    assert result.is_error
+    assert result.structured_content is not None
+    assert result.structured_content["code"] == "SCHEDULE_INVALID"

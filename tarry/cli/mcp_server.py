@@ -2,10 +2,11 @@
 job to a durable run, leave, and come back days later for the answer or a decision.
 
 Its tools are the client's (`tarry.client`): start a run, read its state (waiting for
-it to stop, if asked) and its transcript, reply, decide a pending tool call, and list
-the runs waiting for a person. Each answers JSON, as text and as structured content; an
-error a caller can act on is a tool error with the same code as everywhere else: text
-`RUN_NOT_FOUND: no run ...`, structured `{"code": ..., "message": ...}`.
+it to stop, if asked) and its transcript, reply, decide a pending tool call, list the
+runs (those waiting for a person, those a schedule started) and the schedules. Each
+answers JSON, as text and as structured content; an error a caller can act on is a
+tool error with the same code as everywhere else: text `RUN_NOT_FOUND: no run ...`,
+structured `{"code": ..., "message": ...}`.
 
 `decide` is annotated destructive, so a host asks its user before an assistant approves
 an agent's gated call, and the run records that the decision came through MCP. Read-only,
@@ -174,6 +175,41 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
                 limit=limit,
             )
             return [_json(row) for row in page.rows]
+
+        return await _answer(work)
+
+    @server.tool(annotations=READS)
+    async def list_runs(
+        phase: Literal["Running", "WaitingUser", "Completed", "Failed"] | None = None,
+        waiting_for: Literal["input", "approval", "budget", "model"] | None = None,
+        schedule: str | None = None,
+        limit: int = 20,
+    ) -> CallToolResult:
+        """The runs on this server's task queue, newest first, each with its phase, what it
+        waits for and the schedule that started it; filtered by `phase`, `waiting_for`
+        and `schedule` (a name from `list_schedules`)."""
+
+        async def work() -> Any:
+            client = await tarry()
+            page = await find_runs(
+                client.client,
+                phase=None if phase is None else Phase(phase),
+                waiting_for=None if waiting_for is None else WaitingFor(waiting_for),
+                task_queue=client.task_queue,
+                schedule=schedule,
+                limit=limit,
+            )
+            return [_json(row) for row in page.rows]
+
+        return await _answer(work)
+
+    @server.tool(annotations=READS)
+    async def list_schedules() -> CallToolResult:
+        """The schedules that start runs on their own: timing, paused or not, next and
+        recent runs (`list_runs` with `schedule` lists a schedule's runs)."""
+
+        async def work() -> Any:
+            return [_json(s) for s in await (await tarry()).list_schedules()]
 
         return await _answer(work)
 
