@@ -29,6 +29,7 @@ from tarry.contracts import (
     PendingApproval,
     may_decide,
 )
+from workflows import rules
 from workflows.memory import Approvals, RunMemory
 
 
@@ -58,6 +59,11 @@ def decision_problem(memory: RunMemory, decision: Decision) -> ApplicationError 
         return refused
     if decision.arguments is None or not decision.approved:
         return None
+    if decision.remember is not None:
+        return ApplicationError(
+            "edited arguments belong to one call: a decision with them cannot be remembered",
+            type=ErrorCode.APPROVAL_INVALID_ARGUMENTS,
+        )
     if target is None:
         return ApplicationError(
             "edited arguments belong to one call: give its call_id",
@@ -101,16 +107,20 @@ def _target(approvals: Approvals, decision: Decision) -> PendingApproval | None:
 
 
 def record(
-    approvals: Approvals,
+    memory: RunMemory,
     decision: Decision,
     by: Literal["signal", "update"],
     at: datetime,
 ) -> None:
-    """Records `decision` for its call, or for every undecided call when it names none.
-    A call already decided keeps its first decision."""
+    """Records `decision` for its call, or for every undecided call when it names none,
+    and remembers it for the like calls after them when it says `remember`. A call
+    already decided keeps its first decision."""
+    approvals = memory.approvals
     for pending in approvals.undecided():
+        if pending.call_id in approvals.decisions:  # decided as remembered, just now
+            continue
         if decision.call_id in (None, pending.call_id):
-            approvals.decisions[pending.call_id] = DecisionRecord(
+            made = DecisionRecord(
                 approved=decision.approved,
                 reason=decision.reason,
                 arguments=decision.arguments if decision.approved else None,
@@ -118,4 +128,8 @@ def record(
                 at=at,
                 source=decision.source,
                 user=decision.by or TEMPORAL_UI,
+                remember=decision.remember,
             )
+            approvals.decisions[pending.call_id] = made
+            if decision.remember is not None:
+                rules.remember(memory, pending, made)
