@@ -96,6 +96,9 @@ async def test_a_rule_asks_about_etc_paths_even_for_a_tool_no_one_is_asked_about
 
     assert state.waiting_for is WaitingFor.APPROVAL
     assert [(p.call_id, p.rule) for p in state.pending_approvals] == [("w1", 2)]
+    handle = agent.tarry.client.get_workflow_handle(run.id)
+    details = (await handle.query("__temporal_workflow_metadata")).current_details
+    assert "(call `w1`, asked by rule 2)" in details
 
 
 async def test_a_call_no_rule_matches_is_gated_as_require_approval_says(agent: Agent) -> None:
