@@ -5,6 +5,7 @@ run's own (`rule N`, `remembered`), as a person's is under their name."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -15,7 +16,7 @@ from pydantic import ValidationError
 
 from tarry.client import RunHandle, TarryError
 from tarry.contracts import LLM_ACTIVITY, ErrorCode, Phase, RunInput, RunState, WaitingFor
-from tarry.testing.scripted_model import call, say
+from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent, tool_result
 from tests.deadline import TIMEOUT
 from tests.http_api import serving
@@ -162,6 +163,41 @@ async def test_remember_decides_the_next_call_its_rule_asks_about_and_another_st
     assert await agent.updates(run) == ["started", "decide"]  # w2 made no one wait
     assert (await decisions_in_history(agent, run))["w2"] == "remembered"
     assert (await summaries(agent, run))[1] == "write_file drafts/b.md x · approved as remembered"
+
+
+def two_drafts() -> Any:
+    """One answer with two calls that the drafts rule asks about."""
+    draft = functools.partial(ScriptedToolCall, name="write_file")
+    return calls(
+        draft(arguments={"path": "drafts/a.md", "content": "x"}, id="w1"),
+        draft(arguments={"path": "drafts/b.md", "content": "x"}, id="w2"),
+    )
+
+
+async def test_remembering_one_call_decides_the_like_call_of_the_same_answer_at_once(
+    agent: Agent,
+) -> None:
+    agent.model.add(two_drafts(), say("Drafted."))
+    run = await agent.start("draft", approval_rules=[DRAFTS_ASK])
+    await stopped(run)
+
+    state = await run.decide("w1", remember="run")
+
+    assert state.last_assistant_text == "Drafted."
+    assert (await decision_on(run, "w2"))["user"] == "remembered"
+
+
+async def test_a_remembered_decision_on_every_pending_call_is_the_persons_on_each(
+    agent: Agent,
+) -> None:
+    agent.model.add(two_drafts(), say("Drafted."))
+    run = await agent.start("draft", approval_rules=[DRAFTS_ASK])
+    await stopped(run)
+
+    await run.decide(remember="run")
+
+    users = {(await decision_on(run, id))["user"] for id in ("w1", "w2")}
+    assert users == {agent.tarry.caller.user}
 
 
 async def test_remembering_a_call_no_rule_asked_about_covers_only_the_same_arguments(

@@ -116,20 +116,18 @@ def record(
     and remembers it for the like calls after them when it says `remember`. A call
     already decided keeps its first decision."""
     approvals = memory.approvals
-    for pending in approvals.undecided():
-        if pending.call_id in approvals.decisions:  # decided as remembered, just now
-            continue
-        if decision.call_id in (None, pending.call_id):
-            made = DecisionRecord(
-                approved=decision.approved,
-                reason=decision.reason,
-                arguments=decision.arguments if decision.approved else None,
-                by=by,
-                at=at,
-                source=decision.source,
-                user=decision.by or TEMPORAL_UI,
-                remember=decision.remember,
-            )
-            approvals.decisions[pending.call_id] = made
-            if decision.remember is not None:
-                rules.remember(memory, pending, made)
+    decided = [p for p in approvals.undecided() if decision.call_id in (None, p.call_id)]
+    for pending in decided:
+        approvals.decisions[pending.call_id] = DecisionRecord(
+            approved=decision.approved,
+            reason=decision.reason,
+            arguments=decision.arguments if decision.approved else None,
+            by=by,
+            at=at,
+            source=decision.source,
+            user=decision.by or TEMPORAL_UI,
+            remember=decision.remember,
+        )
+    if decision.remember is not None:
+        for pending in decided:
+            rules.remember(memory, pending, approvals.decisions[pending.call_id])

@@ -137,9 +137,9 @@ async def run_call(
         return ToolResult.success(args.result)
     arguments = call.function.arguments
     gated = any(p.call_id == call.id for p in memory.approvals.pending)
-    # A call decided without asking (`gate`) has its decision already.
-    decided = memory.approvals.decisions.get(call.id)
-    decision = await _decision_on(memory, input, call, resume) if gated else decided
+    decision = memory.approvals.decisions.get(call.id)  # one made without asking (`gate`)
+    if gated:
+        decision = await _decision_on(memory, input, call, resume)
     if decision is not None:
         if not decision.approved:
             return _rejection(decision)
@@ -155,10 +155,11 @@ async def run_call(
         invocation = McpInvocation(**invocation.model_dump(), server=tool.server, tool=remote)
         summary = tool_summary(f"{tool.server}: {remote}", arguments)
     summary = rules.summary_of(summary, decision)
-    # A quick tool's call nobody decided on is a local activity: no activity task to schedule and
-    # hand back, the server round trip that would dwarf a call answering in microseconds.
-    # A worker that dies before its workflow task completes leaves no marker, so the next
-    # one runs the call again, which a quick tool (read-only, idempotent) allows.
+    # A quick tool's call nobody decided on is a local activity: no activity task to
+    # schedule and hand back, the server round trip that would dwarf a call answering in
+    # microseconds. A worker that dies before its workflow task completes leaves no
+    # marker, so the next one runs the call again, which a quick tool (read-only,
+    # idempotent) allows.
     local = tool.local and decision is None
     execute = workflow.execute_local_activity if local else workflow.execute_activity
     try:
