@@ -19,11 +19,13 @@ from tarry.contracts import (
     Sampling,
     WaitingFor,
 )
+from tarry.rules import ApprovalRule
 from tarry.schedules import Overlap, ScheduleSummary, ScheduleView
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.tools import Tool, ToolContext, ToolError, tool
 
 __all__ = [
+    "ApprovalRule",
     "ErrorCode",
     "ForkOrigin",
     "Mode",

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 from temporalio.api.enums.v1 import TaskQueueType
@@ -461,10 +461,12 @@ class RunHandle:
         approved: bool = True,
         reason: str | None = None,
         arguments: dict[str, Any] | None = None,
+        remember: Literal["run"] | None = None,
     ) -> None:
         """Decides on a gated tool call (all pending calls when `call_id` is None) with the
-        `approve` signal. Sent twice, the first decision stands."""
-        decision = self._decision(call_id, approved, reason, arguments)
+        `approve` signal. Sent twice, the first decision stands. `remember="run"`: the
+        like calls after it are decided the same way without asking (`Decision.remember`)."""
+        decision = self._decision(call_id, approved, reason, arguments, remember)
         async with self._errors():
             await self._handle.signal("approve", decision)
 
@@ -476,11 +478,12 @@ class RunHandle:
         reason: str | None = None,
         arguments: dict[str, Any] | None = None,
         source: str | None = None,
+        remember: Literal["run"] | None = None,
     ) -> RunState:
         """Like `approve`, but checked first (`APPROVAL_*` codes) and answered with the
         state at the run's next stop point (the `decide` update). `source` names the door
         the decision came through (`Decision.source`), kept with it."""
-        decision = self._decision(call_id, approved, reason, arguments)
+        decision = self._decision(call_id, approved, reason, arguments, remember)
         return await self._update("decide", decision.model_copy(update={"source": source}))
 
     def _decision(
@@ -489,6 +492,7 @@ class RunHandle:
         approved: bool,
         reason: str | None,
         arguments: dict[str, Any] | None,
+        remember: Literal["run"] | None,
     ) -> Decision:
         """A decision by this handle's caller, with their groups for the run's approvers."""
         return Decision(
@@ -496,6 +500,7 @@ class RunHandle:
             approved=approved,
             reason=reason,
             arguments=arguments,
+            remember=remember,
             by=self.caller.user,
             groups=list(self.caller.groups),
         )

@@ -18,6 +18,8 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from temporalio.common import SearchAttributeKey
 
+from tarry.rules import ApprovalRule
+
 __all__ = [
     "COST_ATTRIBUTE",
     "DEFAULT_TASK_QUEUE",
@@ -39,6 +41,7 @@ __all__ = [
     "WAITING_FOR_ATTRIBUTE",
     "WORKFLOW_TYPE",
     "ApprovalDefault",
+    "ApprovalRule",
     "Budget",
     "BudgetRaise",
     "Catalogue",
@@ -331,15 +334,20 @@ class DecisionRecord(BaseModel):
     reason: str | None = None
     arguments: dict[str, Any] | None = None
     """The edited arguments the tool ran with, when a person edited them."""
-    by: Literal["signal", "update", "deadline", "stop"]
+    by: Literal["signal", "update", "deadline", "stop", "rule"]
     """How it was decided: this name was taken before people were named, and names never
-    change, so the person is `user`."""
+    change, so the person is `user`. `rule`: by one of the run's approval rules, or as a
+    person decided an earlier call and asked to be remembered (`user` says which)."""
     at: datetime
     source: str | None = Field(default=None, exclude_if=_none)
     """The door the decision came through, as `Decision.source` named it (`mcp`)."""
     user: str | None = Field(default=None, exclude_if=_none)
     """Who decided (`Decision.by`), or who stopped the run for a call a stop rejected;
-    null for a deadline's default and for decisions recorded before people were named."""
+    `rule N` (the run's Nth approval rule, from 1) or `remembered` (an earlier decision
+    made with `remember`); null for a deadline's default and for decisions recorded
+    before people were named."""
+    remember: Literal["run"] | None = Field(default=None, exclude_if=_none)
+    """A person's decision that stands for the like calls after it (`Decision.remember`)."""
 
 
 class ChatMessage(BaseModel):
@@ -519,6 +527,11 @@ class RunInput(BaseModel):
     users and groups (`[api.groups]`) who may; a tool in neither: anyone. A decision by
     anyone else is refused (`APPROVAL_NOT_ALLOWED`). Left out while empty, so inputs from
     before it encode as they did."""
+    approval_rules: list[ApprovalRule] = Field(default=[], exclude_if=_empty)
+    """Standing decisions on tool calls, the first that matches a call deciding it:
+    approve without asking, reject with a reason, or ask a person (even for a tool outside
+    `require_approval`); a call none matches is gated as `require_approval` says. See
+    `tarry.rules`. Left out while empty, so inputs from before it encode as they did."""
 
     @field_validator("output_schema")
     @classmethod
@@ -644,6 +657,11 @@ class Decision(BaseModel):
     groups: list[str] = Field(default=[], exclude_if=_empty)
     """The groups `by` belongs to, as the door that resolved the caller found them in its
     configuration: the run checks `RunInput.approvers` against `by` and these."""
+    remember: Literal["run"] | None = Field(default=None, exclude_if=_none)
+    """`run`: the run decides the same way, without asking, the later calls of the same
+    tool that a person would be asked about for the same reason: those its same approval
+    rule asks about, or, for a call no rule asked about, those with the same arguments.
+    Not with edited `arguments`, which belong to one call. Left out while null."""
 
 
 class PendingApproval(BaseModel):
@@ -654,6 +672,8 @@ class PendingApproval(BaseModel):
     deadline: datetime | None = None
     approvers: list[str] | None = Field(default=None, exclude_if=_none)
     """The users and groups who may decide it (`RunInput.approvers`); null: anyone."""
+    rule: int | None = Field(default=None, exclude_if=_none)
+    """The approval rule (from 1) that asks for a decision on it; null: `require_approval`."""
 
 
 TRANSCRIPT_PAGE_BYTES = 128 * 1024

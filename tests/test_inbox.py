@@ -194,6 +194,25 @@ async def test_a_person_approves_a_gated_call_in_the_inbox(
     assert browser.find_elements(By.CSS_SELECTOR, "#approvals .approval") == []
 
 
+async def test_approve_and_remember_in_the_inbox_decides_the_like_call_after_it(
+    agent: Agent, api: Api, browser: WebDriver
+) -> None:
+    write = functools.partial(call, "write_file", {"path": "a.md", "content": "hi"})
+    agent.model.add(write(id="w1"), write(id="w2"), say("Twice."))
+    run_id = await api.start("write a.md twice", require_approval=["write_file"])
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
+
+    await open_run(browser, api, run_id)
+    card: WebElement = await until(
+        lambda: first(browser, "#approvals .approval"), "the pending call's card"
+    )
+    await asyncio.to_thread(card.find_element(By.CSS_SELECTOR, "button.approve-remember").click)
+
+    await until(lambda: "Twice." in texts(browser, ".message.assistant .body"), "the answer")
+    decisions = [m.decision for m in await api.run(run_id).transcript() if m.decision]
+    assert [(d.remember, d.user) for d in decisions] == [("run", "api"), (None, "remembered")]
+
+
 async def test_a_call_only_others_may_decide_shows_who_and_offers_no_decision(
     agent: Agent, api: Api, browser: WebDriver
 ) -> None:

@@ -97,6 +97,28 @@ async def test_an_mcp_client_decides_a_pending_approval(agent: Agent, tarry_mcp:
     assert (agent.workspace_root / started["run_id"] / "a.md").read_text() == "# A"
 
 
+async def test_an_mcp_client_starts_a_run_with_rules_and_remembers_a_decision(
+    agent: Agent, tarry_mcp: Client
+) -> None:
+    drafts = {"tool": "write_file", "when": {"/path": "drafts/*"}, "decision": "ask"}
+    write = [call("write_file", {"path": f"drafts/{n}.md", "content": "x"}) for n in "ab"]
+    agent.model.add(*write, say("Drafted."))
+
+    async with tarry_mcp as client:
+        started = await use(client, "start_run", prompt="Draft.", approval_rules=[drafts])
+        agent.runs.append(agent.tarry.get(started["run_id"]))
+        waiting = await use(client, "run_state", run_id=started["run_id"], wait_seconds=30)
+        decided = await use(
+            client, "decide", run_id=started["run_id"], approved=True, remember="run"
+        )
+        transcript = await use(client, "run_transcript", run_id=started["run_id"])
+
+    assert [p["rule"] for p in waiting["pending_approvals"]] == [1]
+    assert decided["last_assistant_text"] == "Drafted."
+    users = [m["decision"]["user"] for m in transcript if m["role"] == "tool"]
+    assert users[1] == "remembered"
+
+
 async def test_a_decision_through_mcp_is_recorded_as_taken_through_mcp(
     agent: Agent, tarry_mcp: Client
 ) -> None:

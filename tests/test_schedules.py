@@ -370,6 +370,25 @@ async def test_the_command_line_creates_shows_pauses_and_deletes_a_schedule(
     gone.assert_one_error_line(f"error: {ErrorCode.SCHEDULE_NOT_FOUND}")
 
 
+async def test_a_schedule_from_the_command_line_starts_its_runs_with_its_approval_rules(
+    schedules: Schedules,
+) -> None:
+    cli = Cli(agent_env(schedules.agent), schedules.agent)
+    name = schedules.name()
+
+    created = json.loads(
+        await cli.ok(
+            "schedule", "create", name, "--every", "1h",
+            "--rule", "write_file:/path=notes/*:approve", "--json", "Tidy the notes",
+        )
+    )  # fmt: skip
+    await cli.ok("schedule", "delete", name)
+
+    assert created["input"]["approval_rules"] == [
+        {"tool": "write_file", "when": {"/path": "notes/*"}, "decision": "approve", "reason": None}
+    ]
+
+
 async def test_tarry_list_schedule_shows_the_schedules_runs(schedules: Schedules) -> None:
     cli = Cli(agent_env(schedules.agent), schedules.agent)
     schedule = await schedules.create(task("Check the inbox"), every="1s")

@@ -155,13 +155,13 @@ class AgentRunWorkflow:
             # A signal cannot answer; a bad decision changes nothing and is logged.
             workflow.logger.warning("approve signal ignored: %s", problem.message)
             return
-        approvals.record(self._m.approvals, decision, "signal", workflow.now())
+        approvals.record(self._m, decision, "signal", workflow.now())
 
     @workflow.update
     async def decide(self, decision: Decision) -> RunState:
         """Decide on pending tool calls and answer with the state at the next stop point."""
         stops = self._m.stops
-        approvals.record(self._m.approvals, decision, "update", workflow.now())
+        approvals.record(self._m, decision, "update", workflow.now())
         # With other calls of the answer still undecided, the run stays at this stop point.
         if not self._m.undecided():
             await self._next_stop(stops)

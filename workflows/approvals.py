@@ -29,6 +29,7 @@ from tarry.contracts import (
     PendingApproval,
     may_decide,
 )
+from workflows import rules
 from workflows.memory import Approvals, RunMemory
 
 
@@ -58,6 +59,11 @@ def decision_problem(memory: RunMemory, decision: Decision) -> ApplicationError 
         return refused
     if decision.arguments is None or not decision.approved:
         return None
+    if decision.remember is not None:
+        return ApplicationError(
+            "edited arguments belong to one call: a decision with them cannot be remembered",
+            type=ErrorCode.APPROVAL_INVALID_ARGUMENTS,
+        )
     if target is None:
         return ApplicationError(
             "edited arguments belong to one call: give its call_id",
@@ -101,21 +107,27 @@ def _target(approvals: Approvals, decision: Decision) -> PendingApproval | None:
 
 
 def record(
-    approvals: Approvals,
+    memory: RunMemory,
     decision: Decision,
     by: Literal["signal", "update"],
     at: datetime,
 ) -> None:
-    """Records `decision` for its call, or for every undecided call when it names none.
-    A call already decided keeps its first decision."""
-    for pending in approvals.undecided():
-        if decision.call_id in (None, pending.call_id):
-            approvals.decisions[pending.call_id] = DecisionRecord(
-                approved=decision.approved,
-                reason=decision.reason,
-                arguments=decision.arguments if decision.approved else None,
-                by=by,
-                at=at,
-                source=decision.source,
-                user=decision.by or TEMPORAL_UI,
-            )
+    """Records `decision` for its call, or for every undecided call when it names none,
+    and remembers it for the like calls after them when it says `remember`. A call
+    already decided keeps its first decision."""
+    approvals = memory.approvals
+    decided = [p for p in approvals.undecided() if decision.call_id in (None, p.call_id)]
+    for pending in decided:
+        approvals.decisions[pending.call_id] = DecisionRecord(
+            approved=decision.approved,
+            reason=decision.reason,
+            arguments=decision.arguments if decision.approved else None,
+            by=by,
+            at=at,
+            source=decision.source,
+            user=decision.by or TEMPORAL_UI,
+            remember=decision.remember,
+        )
+    if decision.remember is not None:
+        for pending in decided:
+            rules.remember(memory, pending, approvals.decisions[pending.call_id])

@@ -94,9 +94,10 @@ def current_details(memory: RunMemory, input: RunInput) -> str:
     for pending in m.undecided():
         deadline = f", default at {pending.deadline:%Y-%m-%d %H:%M} UTC" if pending.deadline else ""
         approvers = f", approvers: {', '.join(pending.approvers)}" if pending.approvers else ""
+        rule = f", asked by rule {pending.rule}" if pending.rule is not None else ""
         lines.append(
             f"**Waiting for approval:** `{tool_summary(pending.tool, pending.arguments)}` "
-            f"(call `{pending.call_id}`{deadline}{approvers})"
+            f"(call `{pending.call_id}`{deadline}{approvers}{rule})"
         )
     if m.inbox:
         lines.append(f"**Replies queued:** {len(m.inbox)}")

@@ -172,6 +172,9 @@ class RunMemory(BaseModel):
     """What a reply does while the agent works: `RunInput.on_reply_while_running` at the
     start, then whatever `set_reply_policy` made it. Memories from before it: `queue`,
     which is what their runs did."""
+    remembered: dict[str, DecisionRecord] = {}
+    """Decisions people asked the run to remember (`Decision.remember`), by what a later
+    call must share to be decided the same way (`workflows.rules.remembered_key`)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -381,8 +384,13 @@ class WorkflowInput(RunInput):
 
 def call_fingerprint(call: ToolCall) -> str:
     """Tool name plus canonical JSON of the arguments: the same call, however it is spaced."""
+    return fingerprint(call.function.name, call.function.arguments)
+
+
+def fingerprint(tool: str, arguments: str) -> str:
+    """`call_fingerprint` of a call of `tool` with the model's argument text `arguments`."""
     try:
-        arguments = json.dumps(json.loads(call.function.arguments), sort_keys=True)
+        canonical = json.dumps(json.loads(arguments), sort_keys=True)
     except ValueError:
-        arguments = call.function.arguments
-    return f"{call.function.name}:{arguments}"
+        canonical = arguments
+    return f"{tool}:{canonical}"

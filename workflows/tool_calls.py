@@ -38,6 +38,7 @@ from tarry.contracts import (
     ToolResult,
     approvers_of,
 )
+from workflows import rules
 from workflows.details import tool_summary
 from workflows.memory import RunMemory, WorkflowInput, call_fingerprint
 from workflows.model_calls import error_of
@@ -79,13 +80,24 @@ async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
 def gate(
     memory: RunMemory, input: WorkflowInput, calls: Sequence[ToolCall], tools: list[ToolDefinition]
 ) -> bool:
-    """Makes the calls to tools that need a decision pending; True when there are any."""
-    gated = {t.name: t.parameters for t in tools if t.needs_approval}
-    pending = [c for c in calls if c.function.name in gated]
-    if not pending:
+    """Judges the calls by the run's approval rules and what it remembers (`rules.judge`):
+    records the decisions made without asking, makes the calls that need a person's
+    pending; True when there are any."""
+    catalogue = {t.name: t for t in tools}
+    asking: list[tuple[ToolCall, int | None]] = []
+    for c in calls:
+        if (tool := catalogue.get(c.function.name)) is None:
+            continue  # not the run's: refused when it would run
+        verdict = rules.judge(memory, input.approval_rules, c, tool)
+        if isinstance(verdict, rules.Asking):
+            asking.append((c, verdict.rule))
+        elif verdict is not None:
+            memory.approvals.decisions[c.id] = verdict
+    if not asking:
         return False
     deadline = workflow.now() + input.approval_timeout if input.approval_timeout else None
-    memory.approvals.schemas = gated
+    asked = [catalogue[c.function.name] for c, _ in asking]
+    memory.approvals.schemas = {t.name: t.parameters for t in asked}
     memory.approvals.pending = [
         PendingApproval(
             call_id=c.id,
@@ -93,8 +105,9 @@ def gate(
             arguments=c.function.arguments,
             deadline=deadline,
             approvers=approvers_of(input.approvers, c.function.name),
+            rule=rule,
         )
-        for c in pending
+        for c, rule in asking
     ]
     return True
 
@@ -124,8 +137,10 @@ async def run_call(
         return ToolResult.success(args.result)
     arguments = call.function.arguments
     gated = any(p.call_id == call.id for p in memory.approvals.pending)
+    decision = memory.approvals.decisions.get(call.id)  # one made without asking (`gate`)
     if gated:
         decision = await _decision_on(memory, input, call, resume)
+    if decision is not None:
         if not decision.approved:
             return _rejection(decision)
         if decision.arguments is not None:
@@ -139,11 +154,13 @@ async def run_call(
         remote = tool.remote_name or name
         invocation = McpInvocation(**invocation.model_dump(), server=tool.server, tool=remote)
         summary = tool_summary(f"{tool.server}: {remote}", arguments)
-    # A quick tool's ungated call is a local activity: no activity task to schedule and
-    # hand back, the server round trip that would dwarf a call answering in microseconds.
-    # A worker that dies before its workflow task completes leaves no marker, so the next
-    # one runs the call again, which a quick tool (read-only, idempotent) allows.
-    local = tool.local and not gated
+    summary = rules.summary_of(summary, decision)
+    # A quick tool's call nobody decided on is a local activity: no activity task to
+    # schedule and hand back, the server round trip that would dwarf a call answering in
+    # microseconds. A worker that dies before its workflow task completes leaves no
+    # marker, so the next one runs the call again, which a quick tool (read-only,
+    # idempotent) allows.
+    local = tool.local and decision is None
     execute = workflow.execute_local_activity if local else workflow.execute_activity
     try:
         result: ToolResult = await execute(
@@ -250,4 +267,5 @@ def _rejection(decision: DecisionRecord) -> ToolResult:
         )
     if decision.by == "stop":
         return ToolResult.failure(ErrorCode.TOOL_REJECTED, "the run was stopped before a decision")
+    # A rule's reason, or the reason of the person whose decision was remembered.
     return ToolResult.failure(ErrorCode.TOOL_REJECTED, decision.reason or "rejected by the user")

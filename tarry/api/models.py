@@ -136,6 +136,8 @@ class PendingCall(BaseModel):
     may_decide: bool = True
     """Whether the caller of this request may decide it: a decision by anyone else is
     403 `APPROVAL_NOT_ALLOWED`."""
+    rule: int | None = None
+    """The approval rule (from 1) that asks about it; null: `require_approval`."""
 
     @classmethod
     def of(cls, pending: PendingApproval, caller: Caller) -> PendingCall:
@@ -151,6 +153,7 @@ class PendingCall(BaseModel):
             deadline=pending.deadline,
             approvers=pending.approvers,
             may_decide=may_decide(pending.approvers, caller.user, list(caller.groups)),
+            rule=pending.rule,
         )
 
 
@@ -195,6 +198,9 @@ class DecisionRequest(BaseModel):
     """Told to the model when the call is rejected."""
     arguments: dict[str, Any] | None = None
     """Edited arguments to run the call with, checked against the tool's schema."""
+    remember: Literal["run"] | None = None
+    """`run`: the like calls after it are decided the same way, without asking: those the
+    same approval rule asks about, or, when no rule asked, those with the same arguments."""
 
 
 class MessageRequest(BaseModel):

@@ -320,9 +320,14 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         """Decide on a gated tool call (every pending one when `call_id` is null):
         the state at the run's next stop point, or 409 with an `APPROVAL_*` code when
         the decision cannot apply (nothing pending, an unknown or decided call), 403
-        `APPROVAL_NOT_ALLOWED` when the caller is not one of the call's approvers."""
+        `APPROVAL_NOT_ALLOWED` when the caller is not one of the call's approvers. With
+        `remember: "run"`, the like calls after it are decided the same way, unasked."""
         state = await tarry.get(run_id, caller).decide(
-            body.call_id, approved=body.approved, reason=body.reason, arguments=body.arguments
+            body.call_id,
+            approved=body.approved,
+            reason=body.reason,
+            arguments=body.arguments,
+            remember=body.remember,
         )
         return RunView.of_run(run_id, state, caller)
 

@@ -60,6 +60,15 @@ def approve(
             " the tool's schema.",
         ),
     ] = None,
+    remember: Annotated[
+        bool,
+        typer.Option(
+            "--remember",
+            metavar=FLAG,
+            help="Decide the like calls after it the same way for the rest of the run, without"
+            " asking: those the same rule asks about, or, with no rule, the same arguments.",
+        ),
+    ] = False,
     as_json: AsJson = False,
 ) -> None:
     """Decide on tool calls waiting for approval, then show what the run does next.
@@ -73,9 +82,16 @@ def approve(
     arguments = _edited_arguments(args)
     if arguments is not None and reject:
         fail("--args gives the arguments to run a call with; it cannot go with --reject", 2)
+    if arguments is not None and remember:
+        fail("--args belong to one call; a decision with them cannot be remembered", 2)
 
     async def decide(run: RunHandle) -> RunState:
-        options: dict[str, Any] = {"approved": not reject, "reason": reason, "arguments": arguments}
+        options: dict[str, Any] = {
+            "approved": not reject,
+            "reason": reason,
+            "arguments": arguments,
+            "remember": "run" if remember else None,
+        }
         if as_json:
             return await run.decide(call_id, **options)
         return await judge(run, console, call_id, **options)

@@ -10,7 +10,7 @@ import asyncio
 import signal
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from contextlib import aclosing, asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.text import Text
@@ -140,12 +140,15 @@ async def judge(
     approved: bool = True,
     reason: str | None = None,
     arguments: dict[str, Any] | None = None,
+    remember: Literal["run"] | None = None,
 ) -> RunState:
     """Decides on gated calls with the `decide` update (see `decision`) and shows what
     the run does next (the tool results, the answer) as it happens. Ctrl-C meanwhile
     pauses the run."""
     start = (await run.state()).message_count
-    answer = run.decide(call_id, approved=approved, reason=reason, arguments=arguments)
+    answer = run.decide(
+        call_id, approved=approved, reason=reason, arguments=arguments, remember=remember
+    )
     return await on_screen(run, start, console, answer=answer)
 
 

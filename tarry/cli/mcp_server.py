@@ -25,7 +25,15 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ValidationError
 
 from tarry.client import Tarry, TarryError
-from tarry.contracts import ApprovalDefault, ErrorCode, Mode, Phase, RunInput, WaitingFor
+from tarry.contracts import (
+    ApprovalDefault,
+    ApprovalRule,
+    ErrorCode,
+    Mode,
+    Phase,
+    RunInput,
+    WaitingFor,
+)
 from tarry.runs import find_runs
 
 __all__ = ["build_server"]
@@ -74,12 +82,16 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
         require_approval: list[str] | None = None,
         approval_timeout_seconds: float | None = None,
         approval_default: Literal["reject", "approve"] = "reject",
+        approval_rules: list[dict[str, Any]] | None = None,
         run_id: str | None = None,
     ) -> CallToolResult:
         """Start an agent run; returns its id and state. `model` is the worker's model
         profile to use; `tools` limits the tools it may use (null: all); `require_approval`
-        names tools whose calls wait for a decision ("*": all); in `task` mode the run ends
-        with its first answer that calls no tool."""
+        names tools whose calls wait for a decision ("*": all); `approval_rules` decide
+        calls by their arguments, the first that matches deciding, e.g. `{"tool":
+        "write_file", "when": {"/path": "notes/*.md"}, "decision": "approve"}` (a glob, or
+        `{"regex": ...}`; `reject` needs a `reason`; `ask` asks a person); in `task` mode
+        the run ends with its first answer that calls no tool."""
 
         async def work() -> dict[str, Any]:
             input = RunInput(
@@ -91,6 +103,7 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
                 require_approval=require_approval or [],
                 approval_timeout=approval_timeout_seconds,
                 approval_default=ApprovalDefault(approval_default),
+                approval_rules=[ApprovalRule.model_validate(r) for r in approval_rules or []],
             )
             run = await (await tarry()).start(input, run_id=run_id)
             return {"run_id": run.id, "state": _json(await run.state())}
@@ -141,15 +154,22 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
         call_id: str | None = None,
         reason: str | None = None,
         arguments: dict[str, Any] | None = None,
+        remember: Literal["run"] | None = None,
     ) -> CallToolResult:
         """Approve or reject a tool call the run waits on (`call_id` null: every pending
         call), optionally with edited `arguments`; returns the state at the next stop.
+        `remember: "run"` decides the like calls after it the same way without asking.
         The run records the decision as taken through MCP."""
 
         async def work() -> Any:
             run = (await tarry()).get(run_id)
             state = await run.decide(
-                call_id, approved=approved, reason=reason, arguments=arguments, source=SOURCE
+                call_id,
+                approved=approved,
+                reason=reason,
+                arguments=arguments,
+                source=SOURCE,
+                remember=remember,
             )
             return _json(state)
 

@@ -34,9 +34,10 @@ from tarry.text import shorten
 INTERRUPTED = " [interrupted]"
 """After the words of an answer a `stop` cut short."""
 _ROLE_STYLE = {"user": ("you", "bold cyan"), "assistant": ("agent", "bold green")}
-_DECIDED_BY = {"update": "in the CLI/API", "signal": "by signal"}
-"""How a person's decision came, as they know it: `decide` is what `tarry approve`, the
-chat and `RunHandle.decide` send; an `approve` signal comes from the UI or a script."""
+_DECIDED_BY = {"update": "in the CLI/API", "signal": "by signal", "rule": "without asking"}
+"""How a decision came, as a person knows it: `decide` is what `tarry approve`, the chat
+and `RunHandle.decide` send; an `approve` signal comes from the UI or a script; a rule's
+(`by rule 2`) or a remembered one's was made by the run itself."""
 
 
 def call_line(call: ToolCall) -> str:
@@ -72,6 +73,8 @@ def pending_line(pending: PendingApproval) -> str:
     line = f"{call_line(call)} [{pending.call_id}]"
     if pending.deadline:
         line += f" · deadline {when(pending.deadline)}"
+    if pending.rule is not None:
+        line += f" · asked by rule {pending.rule}"
     return f"{line} · approvers {', '.join(pending.approvers)}" if pending.approvers else line
 
 
@@ -94,6 +97,8 @@ def decision_text(decision: DecisionRecord) -> Text:
         head = f"{verdict} {how} {at}"
     if decision.user:
         head += f" by {decision.user}"
+    if decision.remember:
+        head += ", remembered for the run"
     if decision.reason:
         head += f": {json.dumps(decision.reason, ensure_ascii=False)}"
     text = Text("    ").append(head, style="green" if decision.approved else "red")

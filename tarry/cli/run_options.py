@@ -4,7 +4,10 @@ run is started with exactly what a person would type."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -55,6 +58,26 @@ ApproverOption = Annotated[
         help="Who may decide a tool's calls: users and groups ([api.groups]),"
         " comma-separated (`write_file=ops,alice`); `*=WHO` for the tools not named;"
         " repeated for more tools. Anyone if not given.",
+    ),
+]
+RuleOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--rule",
+        metavar="TOOL[:POINTER=GLOB]:DECISION[:REASON]",
+        help="An approval rule: calls of TOOL whose argument at the JSON pointer fits the"
+        " glob (`~=` for a regular expression) are decided approve, reject (the model reads"
+        " REASON) or ask: `write_file:/path=notes/*.md:approve`. Repeated: the first rule"
+        " that matches decides; after those of --rules.",
+    ),
+]
+RulesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--rules",
+        metavar="FILE",
+        help="Approval rules from a JSON file: a list of {tool, when, decision, reason}"
+        ' (`when` maps JSON pointers to a glob or {"regex": ...}).',
     ),
 ]
 ReplyPolicyOption = Annotated[
@@ -132,6 +155,8 @@ def run_input(
     max_cost: float | None,
     tool_choice: str | None,
     on_reply_while_running: str,
+    rule: list[str] | None,
+    rules: Path | None,
 ) -> RunInput:
     """The run input the run options give; a bad one is one error line, exit code 2."""
     try:
@@ -153,6 +178,7 @@ def run_input(
             on_reply_while_running=one_of(
                 "--on-reply-while-running", on_reply_while_running, ReplyPolicy
             ),
+            approval_rules=[*_rules_file(rules), *map(_rule, rule or [])],
         )
     except ValidationError as e:
         fail(_validation_message(e), exit_code=2)
@@ -177,6 +203,48 @@ def _approvers(entries: list[str]) -> dict[str, list[str]]:
     return approvers
 
 
+_RULE = re.compile(
+    r"(?P<tool>[^:]+)(?::(?P<when>.*?))?:(?P<decision>approve|reject|ask)(?::(?P<reason>.*))?",
+    re.DOTALL,
+)
+
+
+def _rule(text: str) -> dict[str, Any]:
+    """`--rule TOOL[:POINTER=GLOB]:DECISION[:REASON]` as an approval rule, to validate with
+    the rest of the input; `POINTER~=REGEX` for a regular expression."""
+    found = _RULE.fullmatch(text)
+    if found is None:
+        fail(
+            f"--rule {text!r}: give TOOL[:POINTER=GLOB]:approve|reject|ask[:REASON],"
+            " e.g. write_file:/path=notes/*.md:approve",
+            exit_code=2,
+        )
+    rule: dict[str, Any] = {"tool": found["tool"], "decision": found["decision"]}
+    if found["reason"] is not None:
+        rule["reason"] = found["reason"]
+    if (when := found["when"]) is not None:
+        pointer, equals, pattern = when.partition("=")
+        if not equals:
+            fail(f"--rule {text!r}: give the condition as POINTER=GLOB or POINTER~=REGEX", 2)
+        # A pointer never ends in a bare `~` (it escapes as `~0`): `~=` is unambiguous.
+        regex = pointer.endswith("~")
+        rule["when"] = {pointer[:-1]: {"regex": pattern}} if regex else {pointer: pattern}
+    return rule
+
+
+def _rules_file(path: Path | None) -> list[Any]:
+    """`--rules FILE`: its JSON list of rules, to validate with the rest of the input."""
+    if path is None:
+        return []
+    try:
+        rules = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        fail(f"--rules {path}: {e}", exit_code=2)
+    if not isinstance(rules, list):
+        fail(f"--rules {path}: give a JSON list of rules, [{{...}}, ...]", exit_code=2)
+    return rules
+
+
 def _duration(text: str | None) -> float | str | None:
     """`--approval-timeout`: seconds (`90`, `0.5`) as a number, anything else (`P7D`) as
     ISO 8601 text for pydantic to read."""
@@ -190,5 +258,7 @@ def _validation_message(error: ValidationError) -> str:
     """The first problem of `error` as one line: `--approval-timeout: ...`."""
     first = error.errors()[0]
     option = "--" + "-".join(str(part) for part in first["loc"][:1]).replace("_", "-")
+    if first["loc"][:1] == ("approval_rules",) and len(first["loc"]) > 1:
+        option = f"approval rule {int(first['loc'][1]) + 1}"  # as --rules and --rule list them
     message = str(first["msg"]).removeprefix("Value error, ")
     return f"{option}: {message} (got {shorten(repr(first.get('input')), 60)})"

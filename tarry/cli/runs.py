@@ -36,6 +36,8 @@ from tarry.cli.run_options import (
     Prompt,
     ReplyPolicyOption,
     RequireApprovalOption,
+    RuleOption,
+    RulesOption,
     SystemOption,
     ToolChoiceOption,
     ToolsOption,
@@ -56,6 +58,8 @@ def start(
     mode: ModeOption = Mode.CHAT,
     require_approval: RequireApprovalOption = None,
     approver: ApproverOption = None,
+    rule: RuleOption = None,
+    rules: RulesOption = None,
     approval_timeout: ApprovalTimeoutOption = None,
     approval_default: ApprovalDefaultOption = ApprovalDefault.REJECT,
     max_turns: MaxTurnsOption = DEFAULT_MAX_TURNS,
@@ -84,6 +88,8 @@ def start(
         max_cost=max_cost,
         tool_choice=tool_choice,
         on_reply_while_running=on_reply_while_running,
+        rule=rule,
+        rules=rules,
     )
     check_id(run_id)
 

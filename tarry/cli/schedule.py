@@ -30,6 +30,8 @@ from tarry.cli.run_options import (
     Prompt,
     ReplyPolicyOption,
     RequireApprovalOption,
+    RuleOption,
+    RulesOption,
     SystemOption,
     ToolChoiceOption,
     ToolsOption,
@@ -115,6 +117,8 @@ def create(
     mode: ModeOption = Mode.CHAT,
     require_approval: RequireApprovalOption = None,
     approver: ApproverOption = None,
+    rule: RuleOption = None,
+    rules: RulesOption = None,
     approval_timeout: ApprovalTimeoutOption = None,
     approval_default: ApprovalDefaultOption = ApprovalDefault.REJECT,
     max_turns: MaxTurnsOption = DEFAULT_MAX_TURNS,
@@ -144,6 +148,8 @@ def create(
         max_cost=max_cost,
         tool_choice=tool_choice,
         on_reply_while_running=on_reply_while_running,
+        rule=rule,
+        rules=rules,
     )
     policy = one_of("--overlap", overlap, Overlap)
     _check_name(name)

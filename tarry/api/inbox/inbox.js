@@ -351,7 +351,7 @@ function addMessage(message, index) {
 function decisionText(decision) {
   const verdict = decision.approved ? "approved" : "rejected";
   const reason = decision.reason ? `: ${decision.reason}` : "";
-  const who = decision.user ? `${decision.user} (${decision.by})` : decision.by;
+  const who = decision.user ? (decision.by === "rule" ? decision.user : `${decision.user} (${decision.by})`) : decision.by;
   return `${verdict} by ${who} at ${new Date(decision.at).toLocaleString()}${reason}`;
 }
 
@@ -475,13 +475,18 @@ function approvalCard(pending) {
   const deadline = el("div", "muted small deadline");
   if (pending.deadline) countDown(deadline, new Date(pending.deadline));
   const approve = el("button", "approve", "Approve");
+  // Decides the like calls after it the same way: those its rule asks about, or the same arguments.
+  const remember = el("button", "approve-remember", "Approve and remember");
+  remember.title = pending.rule ? `and approve what rule ${pending.rule} asks about for the rest of the run` : "and approve this very call again for the rest of the run";
   const reject = el("button", "danger reject", "Reject");
-  approve.type = reject.type = "button";
+  approve.type = remember.type = reject.type = "button";
   const original = args.value;
-  approve.addEventListener("click", () => decide(card, pending.call_id, true, reason.value, args.value !== original ? args.value : null));
+  const edited = () => (args.value !== original ? args.value : null);
+  approve.addEventListener("click", () => decide(card, pending.call_id, true, reason.value, edited()));
+  remember.addEventListener("click", () => decide(card, pending.call_id, true, reason.value, edited(), "run"));
   reject.addEventListener("click", () => decide(card, pending.call_id, false, reason.value, null));
   const actions = el("div", "approval-actions");
-  actions.append(approve, reject);
+  actions.append(approve, remember, reject);
   if (pending.may_decide === false) {
     // Only its approvers may decide it: the run would refuse anyone else (403).
     args.readOnly = true;
@@ -505,7 +510,7 @@ function countDown(node, deadline) {
   tick();
 }
 
-async function decide(card, callId, approved, reason, editedArguments) {
+async function decide(card, callId, approved, reason, editedArguments, remember = null) {
   let argumentsObject = null;
   if (editedArguments !== null) {
     try {
@@ -522,6 +527,7 @@ async function decide(card, callId, approved, reason, editedArguments) {
       approved,
       reason: reason || null,
       arguments: argumentsObject,
+      remember,
     });
     card.remove();
   } catch (error) {

@@ -1,0 +1,102 @@
+"""Decisions the run makes itself: by its approval rules (`RunInput.approval_rules`,
+matched by `tarry.rules`), and as a person asked it to remember (`Decision.remember`).
+
+Every call of an answer is judged once, when the answer's calls are gated: the first
+rule that matches decides (`reject`; `approve` where someone would have been asked;
+`ask` gates even a tool outside `require_approval`); a call no rule matches is gated
+as `require_approval` says. A call someone would be asked about is first looked up in
+what the run remembers: a person who decided with `remember: "run"` decided the same
+for the later calls of the same tool that would be asked about for the same reason.
+"The same reason" is the rule that asks (`rule 2`, whatever the arguments it matched),
+or, for a call no rule asked about, the very same arguments (canonical JSON): a gated
+tool with no rule has no pattern to generalise from, so only an identical call is one
+the person has seen.
+
+A decision made here is recorded like a person's (`DecisionRecord`, `by="rule"`, `user`
+`rule N` or `remembered`) and kept on the call's tool message; the call's activity
+summary says it too (`write_file notes/a.md · approved by rule 1`), so history shows
+it without decoding a payload. Pure functions of the run's memory and input:
+deterministic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from temporalio import workflow
+
+from tarry.contracts import (
+    FINISH_TOOL,
+    DecisionRecord,
+    PendingApproval,
+    ToolCall,
+    ToolDefinition,
+)
+from tarry.rules import ApprovalRule, RuleDecision, first_match
+from workflows.memory import RunMemory, fingerprint
+
+REMEMBERED = "remembered"
+"""The `user` of a decision the run made as a person asked it to remember."""
+
+
+@dataclass(frozen=True)
+class Asking:
+    """A call that waits for a person: asked about by approval rule `rule` (from 1), or,
+    with `rule` None, because its tool is in `require_approval`."""
+
+    rule: int | None
+
+
+def judge(
+    memory: RunMemory, rules: list[ApprovalRule], call: ToolCall, tool: ToolDefinition
+) -> DecisionRecord | Asking | None:
+    """What becomes of `call` before it runs: decided here (a `DecisionRecord`), asked
+    about (`Asking`), or run as it is (None)."""
+    name, arguments = call.function.name, call.function.arguments
+    if name == FINISH_TOOL:  # the workflow's own way to end a run, never gated
+        return None
+    number = first_match(rules, name, arguments)
+    rule = rules[number - 1] if number is not None else None
+    if rule is not None and rule.decision is RuleDecision.REJECT:
+        return _made(False, rule.reason, f"rule {number}")
+    if rule is not None and rule.decision is RuleDecision.APPROVE:
+        # A tool nobody is asked about needs no approval: nothing to record.
+        return _made(True, rule.reason, f"rule {number}") if tool.needs_approval else None
+    if rule is None and not tool.needs_approval:
+        return None
+    known = memory.remembered.get(remembered_key(name, number, arguments))
+    if known is not None:
+        return _made(known.approved, known.reason, REMEMBERED)
+    return Asking(number)
+
+
+def remember(memory: RunMemory, pending: PendingApproval, decision: DecisionRecord) -> None:
+    """Keeps a person's `decision` on `pending` for the like calls after it, and decides
+    the like calls of the same answer that still wait."""
+    key = remembered_key(pending.tool, pending.rule, pending.arguments)
+    memory.remembered[key] = decision
+    approvals = memory.approvals
+    for waiting in approvals.undecided():
+        if remembered_key(waiting.tool, waiting.rule, waiting.arguments) == key:
+            approvals.decisions[waiting.call_id] = _made(
+                decision.approved, decision.reason, REMEMBERED
+            )
+
+
+def remembered_key(tool: str, rule: int | None, arguments: str) -> str:
+    """What a later call must share with a remembered one: its tool and the rule that
+    asks about it, or its tool and arguments when no rule does."""
+    return f"rule {rule} · {tool}" if rule is not None else fingerprint(tool, arguments)
+
+
+def summary_of(summary: str, decision: DecisionRecord | None) -> str:
+    """A tool activity's summary, saying so when the run decided the call itself."""
+    if decision is None or decision.by != "rule":
+        return summary
+    verdict = "approved" if decision.approved else "rejected"
+    how = "as remembered" if decision.user == REMEMBERED else f"by {decision.user}"
+    return f"{summary} · {verdict} {how}"
+
+
+def _made(approved: bool, reason: str | None, user: str) -> DecisionRecord:
+    return DecisionRecord(approved=approved, reason=reason, by="rule", at=workflow.now(), user=user)
