@@ -38,6 +38,7 @@ from tarry.contracts import (
     ToolResult,
     approvers_of,
 )
+from workflows import agents
 from workflows.details import tool_summary
 from workflows.memory import RunMemory, WorkflowInput, call_fingerprint
 from workflows.model_calls import error_of
@@ -56,7 +57,10 @@ async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
     over has them already); the error instead when the run names a tool the worker does
     not have (`TOOL_NOT_FOUND`), which refuses the run."""
     request = CatalogueRequest(
-        tools=input.tools, require_approval=input.require_approval, profile=input.model
+        tools=input.tools,
+        require_approval=input.require_approval,
+        profile=input.model,
+        agents=input.agents,
     )
     try:
         catalogue = await workflow.execute_activity(
@@ -70,6 +74,7 @@ async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
         return error_of(e, default=ErrorCode.TOOL_NOT_FOUND)
     memory.tools, memory.model_queue = catalogue.tools, catalogue.model_queue
     memory.profiles = catalogue.profiles
+    memory.agents.specs = catalogue.agents
     # A conversation stored before the catalogue lacks the tools: the next call starts
     # a new one, sending the conversation and the tools whole once.
     memory.context = None
@@ -108,7 +113,7 @@ async def run_call(
 ) -> ToolResult:
     """One call's result: run by its activity (once decided, when it is pending), or
     handled by the workflow itself (`finish`), or refused. `resume` moves the run back to
-    `Running` once the last pending call has its decision."""
+    `Running` once the last pending call has its decision and no sub-agent waits."""
     name = call.function.name
     tool = next((t for t in tools if t.name == name), None)
     if tool is None:
@@ -130,6 +135,8 @@ async def run_call(
             return _rejection(decision)
         if decision.arguments is not None:
             arguments = json.dumps(decision.arguments)
+    if (agent := agents.agent_of(memory, name)) is not None:
+        return await agents.delegate(memory, input, agent, arguments, resume)
     invocation = ToolInvocation(
         run_id=workflow.info().workflow_id, call_id=call.id, arguments=arguments
     )

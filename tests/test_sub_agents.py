@@ -1,0 +1,220 @@
+"""Sub-agents: a run hands a task to an agent of the worker's config (`agent__NAME`),
+which works on it as a child run of its own; the tree behaves as one run to a person."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tarry.client import RunHandle, TarryError
+from tarry.contracts import AgentSpec, ErrorCode, Mode, Phase, RunState, WaitingFor
+from tarry.testing.scripted_model import call, say
+from tests.conftest import Agent, tool_result
+from tests.deadline import TIMEOUT, deadline
+from tests.http_api import Api, serving
+from tests.test_cli import Cli, agent_env
+
+RESEARCHER = AgentSpec(
+    description="Finds facts in the team's files and answers with them.",
+    system="You are a careful researcher.",
+    tools=["list_files", "read_file"],
+)
+PLANNER = AgentSpec(
+    description="Plans a piece of work with the person it is for.",
+    tools=[],
+    mode=Mode.CHAT,
+)
+"""A chat-mode agent: an answer without tool calls asks the person; `finish` ends it."""
+WRITER = AgentSpec(
+    description="Writes files.", tools=["write_file"], require_approval=["write_file"]
+)
+WAITING = {Phase.WAITING_USER}
+ENDED = {Phase.COMPLETED, Phase.FAILED}
+
+
+async def team(agent_factory: Any, **agents: AgentSpec) -> Agent:
+    made: Agent = await agent_factory(agents=agents or {"researcher": RESEARCHER})
+    return made
+
+
+async def child_of(
+    agent: Agent, parent: RunHandle, n: int = 1, name: str = "researcher"
+) -> RunHandle:
+    """The parent's `n`th child run, replayed at the test's end like the runs it started."""
+    child = agent.tarry.get(f"{parent.id}:{name}-{n}")
+    agent.runs.append(child)
+    return child
+
+
+async def until(run: RunHandle, condition: Callable[[RunState], bool]) -> RunState:
+    """The run's state once `condition` holds of it (a child run may not exist yet)."""
+    async with asyncio.timeout(TIMEOUT):
+        while True:
+            try:
+                if condition(state := await run.state()):
+                    return state
+            except TarryError as e:
+                if e.code is not ErrorCode.RUN_NOT_FOUND:
+                    raise
+            await asyncio.sleep(0.05)
+
+
+async def until_listed(api: Api, query: str, run_id: str) -> dict[str, Any]:
+    """The run's row of `/v1/runs?query`, once visibility has it."""
+    async with asyncio.timeout(deadline(30)):
+        while True:
+            response = await api.http.get(f"/v1/runs?{query}&limit=1000")
+            assert response.status_code == 200, response.text
+            rows = [row for row in response.json()["runs"] if row["id"] == run_id]
+            if rows:
+                return rows[0]
+            await asyncio.sleep(0.2)
+
+
+async def asking_child(agent: Agent) -> tuple[RunHandle, RunHandle]:
+    """A parent whose `planner` asks the person a question: (parent, child), waiting."""
+    agent.model.add(
+        call("agent__planner", {"task": "Plan the launch."}, id="a1"),
+        say("Which day should we launch?"),
+        call("finish", {"result": "Launch on Monday."}, id="f1"),
+        say("The plan: launch on Monday."),
+    )
+    parent = await agent.start("Plan our launch.", agents=["planner"])
+    child = await child_of(agent, parent, name="planner")
+    await until(child, lambda s: s.waiting_for is WaitingFor.INPUT)
+    return parent, child
+
+
+async def test_a_run_gets_its_sub_agents_answer_as_the_tool_result(agent_factory: Any) -> None:
+    agent = await team(agent_factory)
+    agent.model.add(
+        call("agent__researcher", {"task": "Which files do we have?"}, id="a1"),
+        call("list_files", {}, id="r1"),
+        say("There are no files yet."),
+        say("The researcher found no files."),
+    )
+
+    parent = await agent.start("What do we know?", agents=["researcher"])
+    await parent.wait_for(WAITING, TIMEOUT)
+    child = await child_of(agent, parent)
+
+    delegated = (await parent.transcript())[2]
+    assert delegated.tool_call_id == "a1"
+    assert tool_result(delegated) == {"ok": True, "data": "There are no files yet."}
+    child_result = await child.result()
+    assert child_result.phase is Phase.COMPLETED
+    assert [m.role for m in await child.transcript()] == ["user", "assistant", "tool", "assistant"]
+    assert (await child.state()).parent == parent.id
+
+
+async def test_a_sub_agent_starts_with_its_settings_and_the_task_as_prompt(
+    agent_factory: Any,
+) -> None:
+    agent = await team(agent_factory)
+    agent.model.add(
+        call("agent__researcher", {"task": "Find the launch date."}, id="a1"),
+        say("Monday."),
+        say("It is Monday."),
+    )
+
+    parent = await agent.start("When do we launch?", agents=["researcher"])
+    await parent.wait_for(WAITING, TIMEOUT)
+    await child_of(agent, parent)
+
+    offered = agent.model.requests[0].body["tools"]
+    delegate = next(t for t in offered if t["function"]["name"] == "agent__researcher")
+    assert delegate["function"]["description"] == RESEARCHER.description
+    assert list(delegate["function"]["parameters"]["properties"]) == ["task"]
+    asked = agent.model.requests[1].body
+    assert asked["messages"][0] == {"role": "system", "content": RESEARCHER.system}
+    assert asked["messages"][1]["content"] == "Find the launch date."
+    assert {t["function"]["name"] for t in asked["tools"]} == {"list_files", "read_file", "finish"}
+
+
+async def test_a_run_naming_an_agent_no_worker_has_is_refused_at_start(
+    agent_factory: Any,
+) -> None:
+    agent = await team(agent_factory)
+
+    with pytest.raises(TarryError) as refused:
+        await agent.start("Delegate this.", agents=["researcher", "reseacher"])
+
+    assert refused.value.code is ErrorCode.TOOL_NOT_FOUND
+    assert "'reseacher'" in refused.value.message
+
+
+async def test_a_sub_agent_asking_a_question_makes_its_parent_wait_for_agent(
+    agent_factory: Any,
+) -> None:
+    agent = await team(agent_factory, planner=PLANNER)
+    parent, child = await asking_child(agent)
+
+    state = await until(parent, lambda s: s.waiting_for is WaitingFor.AGENT)
+
+    assert state.phase is Phase.WAITING_USER
+    assert state.waiting_on == child.id
+    assert (await child.state()).last_assistant_text == "Which day should we launch?"
+
+
+async def test_a_reply_to_the_sub_agent_through_the_api_lets_the_parent_go_on(
+    agent_factory: Any,
+) -> None:
+    agent = await team(agent_factory, planner=PLANNER)
+    parent, child = await asking_child(agent)
+
+    async with serving(agent) as api:
+        row = await until_listed(api, "waiting_for=input", child.id)
+        response = await api.http.post(f"/v1/runs/{child.id}/messages", json={"text": "Monday"})
+    state = await until(parent, lambda s: s.waiting_for is WaitingFor.INPUT)
+
+    assert row["parent"] == parent.id
+    assert response.status_code == 202, response.text
+    assert state.last_assistant_text == "The plan: launch on Monday."
+    assert tool_result((await parent.transcript())[2])["data"] == "Launch on Monday."
+    assert (await child.result()).output == "Launch on Monday."
+
+
+async def test_a_reply_to_the_sub_agent_through_the_cli_lets_the_parent_go_on(
+    agent_factory: Any,
+) -> None:
+    agent = await team(agent_factory, planner=PLANNER)
+    parent, child = await asking_child(agent)
+    cli = Cli(agent_env(agent), agent)
+
+    status = await cli.ok("status", parent.id)
+    await cli.ok("reply", child.id, "Monday")
+    state = await until(parent, lambda s: s.waiting_for is WaitingFor.INPUT)
+
+    assert f"agent {child.id}" in status
+    assert state.last_assistant_text == "The plan: launch on Monday."
+
+
+async def test_a_sub_agents_gated_call_is_listed_and_decided_like_any_other(
+    agent_factory: Any,
+) -> None:
+    agent = await team(agent_factory, writer=WRITER)
+    agent.model.add(
+        call("agent__writer", {"task": "Write the plan."}, id="a1"),
+        call("write_file", {"path": "plan.md", "content": "ship it"}, id="w1"),
+        say("Written."),
+        say("The writer wrote the plan."),
+    )
+    parent = await agent.start("Get the plan written.", agents=["writer"])
+    child = await child_of(agent, parent, name="writer")
+
+    async with serving(agent) as api:
+        row = await until_listed(api, "waiting_for=approval", child.id)
+        waiting = await until(parent, lambda s: s.waiting_for is WaitingFor.AGENT)
+        decided = await api.http.post(
+            f"/v1/runs/{child.id}/approvals", json={"call_id": "w1", "approved": True}
+        )
+    state = await until(parent, lambda s: s.waiting_for is WaitingFor.INPUT)
+
+    assert row["parent"] == parent.id
+    assert waiting.waiting_on == child.id
+    assert decided.status_code == 200, decided.text
+    assert (agent.workspace_root / child.id / "plan.md").read_text() == "ship it"
+    assert state.last_assistant_text == "The writer wrote the plan."
