@@ -68,7 +68,8 @@ async def until_listed(api: Api, query: str, run_id: str) -> dict[str, Any]:
         while True:
             response = await api.http.get(f"/v1/runs?{query}&limit=1000")
             assert response.status_code == 200, response.text
-            rows = [row for row in response.json()["runs"] if row["id"] == run_id]
+            runs: list[dict[str, Any]] = response.json()["runs"]
+            rows = [row for row in runs if row["id"] == run_id]
             if rows:
                 return rows[0]
             await asyncio.sleep(0.2)
