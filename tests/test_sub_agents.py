@@ -5,15 +5,28 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client
 
 from tarry.client import RunHandle, TarryError
-from tarry.contracts import AgentSpec, ErrorCode, Mode, Phase, RunState, WaitingFor
-from tarry.testing.scripted_model import call, say
+from tarry.contracts import (
+    AgentSpec,
+    Budget,
+    ErrorCode,
+    Mode,
+    Phase,
+    RunState,
+    Usage,
+    WaitingFor,
+)
+from tarry.settings import DEFAULT_WORKFLOW_CACHE
+from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import Agent, tool_result
 from tests.deadline import TIMEOUT, deadline
+from tests.faults import CrashRig, finished, line_count, wait_for_file_lines
 from tests.http_api import Api, serving
 from tests.test_cli import Cli, agent_env
 
@@ -87,6 +100,10 @@ async def asking_child(agent: Agent) -> tuple[RunHandle, RunHandle]:
     child = await child_of(agent, parent, name="planner")
     await until(child, lambda s: s.waiting_for is WaitingFor.INPUT)
     return parent, child
+
+
+def tokens(total: int) -> Usage:
+    return Usage(prompt_tokens=total, total_tokens=total)
 
 
 async def test_a_run_gets_its_sub_agents_answer_as_the_tool_result(agent_factory: Any) -> None:
@@ -219,3 +236,115 @@ async def test_a_sub_agents_gated_call_is_listed_and_decided_like_any_other(
     assert decided.status_code == 200, decided.text
     assert (agent.workspace_root / child.id / "plan.md").read_text() == "ship it"
     assert state.last_assistant_text == "The writer wrote the plan."
+
+
+async def test_stopping_the_parent_stops_its_sub_agent(agent_factory: Any) -> None:
+    agent = await team(agent_factory, planner=PLANNER)
+    parent, child = await asking_child(agent)
+    await until(parent, lambda s: s.waiting_for is WaitingFor.AGENT)
+
+    await parent.stop("not needed any more")
+    parent_result, child_result = await parent.result(), await child.result()
+
+    assert child_result.phase is Phase.COMPLETED
+    assert child_result.stop_reason == "not needed any more"
+    assert parent_result.phase is Phase.COMPLETED
+    assert parent_result.stop_reason == "not needed any more"
+    assert tool_result((await parent.transcript())[2])["error"]["code"] == "AGENT_FAILED"
+
+
+async def test_a_sub_agents_tokens_count_against_its_parents_budget(agent_factory: Any) -> None:
+    agent = await team(agent_factory)
+    agent.model.add(
+        call("agent__researcher", {"task": "Look around."}, id="a1", usage=tokens(100)),
+        say("Nothing here.", usage=tokens(950)),
+    )
+
+    parent = await agent.start(
+        "Research.", agents=["researcher"], budget=Budget(max_total_tokens=1000)
+    )
+    state = await until(parent, lambda s: s.waiting_for is WaitingFor.BUDGET)
+    await child_of(agent, parent)
+
+    assert state.usage.total_tokens == 1050
+    assert tool_result((await parent.transcript())[2])["data"] == "Nothing here."
+
+
+async def test_a_sub_agent_over_the_trees_budget_pauses_until_the_parents_is_raised(
+    agent_factory: Any,
+) -> None:
+    agent = await team(agent_factory)
+    agent.model.add(
+        call("agent__researcher", {"task": "Look around."}, id="a1", usage=tokens(100)),
+        call("list_files", {}, id="r1", usage=tokens(950)),
+        say("Nothing here.", usage=tokens(10)),
+        say("The researcher found nothing.", usage=tokens(10)),
+    )
+    parent = await agent.start(
+        "Research.", agents=["researcher"], budget=Budget(max_total_tokens=1000)
+    )
+    child = await child_of(agent, parent)
+    paused = await until(child, lambda s: s.waiting_for is WaitingFor.BUDGET)
+    waiting = await until(parent, lambda s: s.waiting_for is WaitingFor.AGENT)
+
+    await parent.raise_budget(max_total_tokens=2000)
+    state = await until(parent, lambda s: s.waiting_for is WaitingFor.INPUT)
+
+    assert paused.budget == Budget(max_total_tokens=900)
+    assert waiting.waiting_on == child.id
+    assert (await child.state()).budget == Budget(max_total_tokens=1900)
+    assert state.last_assistant_text == "The researcher found nothing."
+    assert state.usage.total_tokens == 100 + 950 + 10 + 10
+
+
+@pytest.mark.parametrize("cache", [DEFAULT_WORKFLOW_CACHE, 0], ids=["cache", "no-cache"])
+async def test_a_tree_survives_a_worker_killed_while_the_sub_agent_works(
+    temporal: Client, tmp_path: Path, cache: int
+) -> None:
+    config = tmp_path / "tarry.toml"
+    config.write_text('[agents.researcher]\ndescription = "Looks things up."\ntools = ["block"]\n')
+    async with ScriptedModel() as model:
+        rig = CrashRig(
+            temporal,
+            model.base_url,
+            tmp_path / "workspaces",
+            tmp_path / "logs",
+            workflow_cache=cache,
+            config=config,
+        )
+        model.add(
+            call("agent__researcher", {"task": "Look it up."}, id="a1"),
+            call("block", {"name": "b"}, id="b1"),
+            say("Found it."),
+            say("The researcher found it."),
+        )
+        try:
+            first = await rig.worker()
+            parent = await rig.start("Find it.", agents=["researcher"], mode=Mode.TASK)
+            child = rig.tarry.get(f"{parent.id}:researcher-1")
+            rig.runs.append(child)
+            starts = rig.workspace(child) / "b.starts"
+            await wait_for_file_lines(starts, 1)
+
+            await first.kill()
+            (rig.workspace(child) / "b.release").touch()
+            await rig.worker()
+            result = await finished(parent)
+            child_result = await child.result()
+            transcript = await parent.transcript()
+        finally:
+            await rig.close()
+
+    assert result.phase is Phase.COMPLETED
+    assert result.output == "The researcher found it."
+    assert child_result.output == "Found it."
+    delegated = [m for m in transcript if m.tool_call_id == "a1"]
+    assert [tool_result(m)["data"] for m in delegated] == ["Found it."]
+    assert line_count(starts) == 2  # the child's idempotent tool ran again; nothing else did
+    history = await temporal.get_workflow_handle(parent.id).fetch_history()
+    started = [
+        e
+        for e in history.events
+        if e.HasField("start_child_workflow_execution_initiated_event_attributes")
+    ]
+    assert len(started) == 1
