@@ -277,6 +277,15 @@ class ToolHost:
                 non_retryable=True,
             )
         agents = {name: self._agents[name] for name in request.agents}
+        # A typo in an agent's tools would otherwise fail each of its runs, not this one.
+        for name, spec in agents.items():
+            needs = CatalogueRequest(tools=spec.tools, require_approval=spec.require_approval)
+            if unknown := self.unknown(needs, [*self.names, *(t.name for t in listed)]):
+                raise ApplicationError(
+                    f"agent {name!r} names no tool of this worker: {', '.join(map(repr, unknown))}",
+                    type=ErrorCode.TOOL_NOT_FOUND,
+                    non_retryable=True,
+                )
         tools = self.catalogue(request, [*listed, *map(_agent_tool, agents.items())])
         if request.profile is None:  # a workflow from before `Catalogue` reads a bare list
             return tools

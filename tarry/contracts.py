@@ -1035,7 +1035,7 @@ class LlmResponse(BaseModel):
 
 class ToolInvocation(BaseModel):
     run_id: str
-    """The workflow id: it names the run's workspace."""
+    """The workflow id, or a sub-agent's lead's: it names the run's workspace."""
     call_id: str
     arguments: str
     """The model's raw argument text; the tool host parses and validates it."""

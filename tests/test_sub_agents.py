@@ -88,6 +88,16 @@ async def until_listed(api: Api, query: str, run_id: str) -> dict[str, Any]:
             await asyncio.sleep(0.2)
 
 
+async def until_cli_listed(cli: Cli, run_id: str) -> str:
+    """`tarry list --waiting-for input`'s line of the run, once visibility has it."""
+    async with asyncio.timeout(deadline(30)):
+        while True:
+            out = await cli.ok("list", "--waiting-for", "input", "--limit", "1000")
+            if line := next((line for line in out.splitlines() if line.startswith(run_id)), None):
+                return line
+            await asyncio.sleep(0.2)
+
+
 async def asking_child(agent: Agent) -> tuple[RunHandle, RunHandle]:
     """A parent whose `planner` asks the person a question: (parent, child), waiting."""
     agent.model.add(
@@ -177,6 +187,19 @@ async def test_a_sub_agent_asking_a_question_makes_its_parent_wait_for_agent(
     assert (await child.state()).last_assistant_text == "Which day should we launch?"
 
 
+async def test_a_reply_to_a_run_waiting_for_its_sub_agent_is_queued_and_answered_at_once(
+    agent_factory: Any,
+) -> None:
+    agent = await team(agent_factory, planner=PLANNER)
+    parent, _ = await asking_child(agent)
+    await until(parent, lambda s: s.waiting_for is WaitingFor.AGENT)
+
+    state = await parent.send("Keep it cheap, too.")
+
+    assert state.waiting_for is WaitingFor.AGENT
+    assert state.pending_inputs == 1
+
+
 async def test_a_reply_to_the_sub_agent_through_the_api_lets_the_parent_go_on(
     agent_factory: Any,
 ) -> None:
@@ -203,11 +226,25 @@ async def test_a_reply_to_the_sub_agent_through_the_cli_lets_the_parent_go_on(
     cli = Cli(agent_env(agent), agent)
 
     status = await cli.ok("status", parent.id)
+    listed = await until_cli_listed(cli, child.id)
     await cli.ok("reply", child.id, "Monday")
     state = await until(parent, lambda s: s.waiting_for is WaitingFor.INPUT)
 
     assert f"agent {child.id}" in status
+    assert f"(agent of {parent.id}) Plan the launch." in listed
     assert state.last_assistant_text == "The plan: launch on Monday."
+
+
+async def test_a_run_whose_agent_names_a_tool_no_worker_has_is_refused_at_start(
+    agent_factory: Any,
+) -> None:
+    agent = await team(agent_factory, typist=AgentSpec(tools=["typewriter"]))
+
+    with pytest.raises(TarryError) as refused:
+        await agent.start("Type it.", agents=["typist"])
+
+    assert refused.value.code is ErrorCode.TOOL_NOT_FOUND
+    assert "agent 'typist'" in refused.value.message
 
 
 async def test_a_sub_agents_gated_call_is_listed_and_decided_like_any_other(
@@ -234,7 +271,7 @@ async def test_a_sub_agents_gated_call_is_listed_and_decided_like_any_other(
     assert row["parent"] == parent.id
     assert waiting.waiting_on == child.id
     assert decided.status_code == 200, decided.text
-    assert (agent.workspace_root / child.id / "plan.md").read_text() == "ship it"
+    assert (agent.workspace_root / parent.id / "plan.md").read_text() == "ship it"
     assert state.last_assistant_text == "The writer wrote the plan."
 
 
@@ -323,11 +360,11 @@ async def test_a_tree_survives_a_worker_killed_while_the_sub_agent_works(
             parent = await rig.start("Find it.", agents=["researcher"], mode=Mode.TASK)
             child = rig.tarry.get(f"{parent.id}:researcher-1")
             rig.runs.append(child)
-            starts = rig.workspace(child) / "b.starts"
+            starts = rig.workspace(parent) / "b.starts"  # the lead's, which the child shares
             await wait_for_file_lines(starts, 1)
 
             await first.kill()
-            (rig.workspace(child) / "b.release").touch()
+            (rig.workspace(parent) / "b.release").touch()
             await rig.worker()
             result = await finished(parent)
             child_result = await child.result()

@@ -255,9 +255,13 @@ class AgentRunWorkflow:
         """Deliver a reply and answer with the state at the run's next stop point."""
         seq = self._m.receive(_named(input))
         with self._caller():
-            # A run paused on its budget keeps the reply queued: this is its stop point.
+            # A run paused on its budget, or waiting for a sub-agent's person, keeps the
+            # reply queued: this is its stop point.
             await workflow.wait_condition(
-                lambda: self._m.answered >= seq or self._m.waiting_for() is WaitingFor.BUDGET
+                lambda: (
+                    self._m.answered >= seq
+                    or self._m.waiting_for() in (WaitingFor.BUDGET, WaitingFor.AGENT)
+                )
             )
         return self.state()
 
