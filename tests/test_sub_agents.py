@@ -23,7 +23,7 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.settings import DEFAULT_WORKFLOW_CACHE
-from tarry.testing.scripted_model import ScriptedModel, call, say
+from tarry.testing.scripted_model import ScriptedModel, call, fail, say
 from tests.conftest import Agent, tool_result
 from tests.deadline import TIMEOUT, deadline
 from tests.faults import CrashRig, finished, line_count, wait_for_file_lines
@@ -136,6 +136,64 @@ async def test_a_run_gets_its_sub_agents_answer_as_the_tool_result(agent_factory
     assert child_result.phase is Phase.COMPLETED
     assert [m.role for m in await child.transcript()] == ["user", "assistant", "tool", "assistant"]
     assert (await child.state()).parent == parent.id
+
+
+async def test_a_sub_agents_failure_is_a_coded_tool_error_its_parent_reads(
+    agent_factory: Any,
+) -> None:
+    agent = await team(agent_factory)
+    agent.model.add(
+        call("agent__researcher", {"task": "Look it up."}, id="a1"),
+        fail(401),
+        say("The researcher could not work."),
+    )
+
+    parent = await agent.start("Research.", agents=["researcher"])
+    state = await parent.wait_for(WAITING, TIMEOUT)
+    child = await child_of(agent, parent)
+
+    error = tool_result((await parent.transcript())[2])["error"]
+    assert error["code"] == "AGENT_FAILED"
+    assert "LLM_AUTH_FAILED" in error["message"]
+    assert error["details"] == {"run_id": child.id}
+    assert (await child.result()).phase is Phase.FAILED
+    assert state.last_assistant_text == "The researcher could not work."
+
+
+async def test_a_sub_agents_structured_output_is_its_parents_tool_result(
+    agent_factory: Any,
+) -> None:
+    schema = {"type": "object", "properties": {"day": {"type": "string"}}, "required": ["day"]}
+    agent = await team(agent_factory, scheduler=AgentSpec(tools=[], output_schema=schema))
+    agent.model.add(
+        call("agent__scheduler", {"task": "Pick a day."}, id="a1"),
+        say('{"day": "Monday"}'),
+        say("Monday it is."),
+    )
+
+    parent = await agent.start("When?", agents=["scheduler"])
+    await parent.wait_for(WAITING, TIMEOUT)
+    await child_of(agent, parent, name="scheduler")
+
+    assert tool_result((await parent.transcript())[2]) == {"ok": True, "data": {"day": "Monday"}}
+
+
+async def test_temporal_finds_a_runs_sub_agents_by_their_parent(agent_factory: Any) -> None:
+    agent = await team(agent_factory)
+    agent.model.add(
+        call("agent__researcher", {"task": "Look."}, id="a1"), say("Nothing."), say("Done.")
+    )
+    parent = await agent.start("Research.", agents=["researcher"])
+    await parent.wait_for(WAITING, TIMEOUT)
+    child = await child_of(agent, parent)
+    query = f"ParentWorkflowId = '{parent.id}'"
+
+    async with asyncio.timeout(deadline(30)):
+        # Visibility records a run a moment after it starts; it has no notification.
+        while not [e.id async for e in agent.tarry.client.list_workflows(query)]:
+            await asyncio.sleep(0.2)
+
+    assert [e.id async for e in agent.tarry.client.list_workflows(query)] == [child.id]
 
 
 async def test_a_sub_agent_starts_with_its_settings_and_the_task_as_prompt(

@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 from tarry.contracts import (
@@ -100,30 +100,32 @@ async def delegate(
     m.agents.started += 1
     parent = workflow.info().workflow_id
     run_id = child_id(parent, name, m.agents.started)
-    handle = await workflow.start_child_workflow(
-        WORKFLOW_TYPE,
-        _child_input(spec, input, task, parent, remaining(m)),
-        id=run_id,
-        result_type=RunResult,
-        parent_close_policy=ParentClosePolicy.TERMINATE,
-        memo={SUMMARY_MEMO: shorten(task)},
-        static_summary=shorten(f"{name} for {parent}: {task}", 200),
-        static_details=f"Sub-agent `{name}` of run `{parent}`.\n\n**Task:** {shorten(task, 1000)}",
-    )
+    # Running before it starts: its first report may come in the activation that
+    # resolves its start, and must not be dropped as a stranger's.
     m.agents.running.append(run_id)
     try:
-        result: RunResult | ChildWorkflowError = await _follow_child(m, handle, run_id, follow)
-    except ChildWorkflowError as e:  # terminated, timed out: not a run's own ending
-        result = e
+        handle = await workflow.start_child_workflow(
+            WORKFLOW_TYPE,
+            _child_input(spec, input, task, parent, remaining(m)),
+            id=run_id,
+            result_type=RunResult,
+            parent_close_policy=ParentClosePolicy.TERMINATE,
+            memo={SUMMARY_MEMO: shorten(task)},
+            static_summary=shorten(f"{name} for {parent}: {task}", 200),
+            static_details=_details(name, parent, task),
+        )
+        result: RunResult | Exception = await _follow_child(m, handle, run_id, follow)
+    except (ChildWorkflowError, WorkflowAlreadyStartedError) as e:
+        result = e  # terminated, timed out, or an id taken: not a run's own ending
     # Not in a `finally`: a run evicted from the cache closes this coroutine, and the
     # phase change would then run outside the workflow.
     m.agents.running.remove(run_id)
     m.agents.waiting.pop(run_id, None)
     m.agents.reports.pop(run_id, None)
     follow()
-    if isinstance(result, ChildWorkflowError):
+    if isinstance(result, Exception):
         return ToolResult.failure(
-            ErrorCode.AGENT_FAILED, f"agent {name} ({run_id}): {result.cause or result}"
+            ErrorCode.AGENT_FAILED, f"agent {name} ({run_id}): {result.__cause__ or result}"
         )
     m.usage += result.usage  # the tree's one budget
     if result.phase is not Phase.COMPLETED:
@@ -166,12 +168,28 @@ async def _follow_child(
         last = seen()
         stopped, _, limits = last
         if stopped and not before[0]:
-            await handle.signal("stop", StopRequest(reason=m.stop_reason, by=m.stopped_by))
+            await _tell(handle, "stop", StopRequest(reason=m.stop_reason, by=m.stopped_by))
         if limits != before[2] and (left := remaining(m)) is not None:
             raised = BudgetRaise(**left.model_dump(exclude_none=True), by=m.budget.raised_by)
-            await handle.signal(BUDGET_SIGNAL, raised)
+            await _tell(handle, BUDGET_SIGNAL, raised)
         follow()
     return await handle
+
+
+def _details(name: str, parent: str, task: str) -> str:
+    """The child's static details in the Temporal UI: whose sub-agent it is, and its task."""
+    return f"Sub-agent `{name}` of run `{parent}`.\n\n**Task:** {shorten(task, 1000)}"
+
+
+async def _tell(
+    handle: workflow.ChildWorkflowHandle[object, RunResult], signal: str, arg: object
+) -> None:
+    """Signals the child; one that has just ended needs it no more, and its ending must
+    not fail the parent."""
+    try:
+        await handle.signal(signal, arg)
+    except Exception as e:  # the child closed between its last event and this signal
+        workflow.logger.info("signal %s to %s not delivered: %s", signal, handle.id, e)
 
 
 def _child_input(
