@@ -178,8 +178,11 @@ async def test_a_waiting_sub_agent_names_the_run_it_works_for(
         api.run(child)
 
         await asyncio.to_thread(browser.get, api.url + "/")
+        # Read in one script: the list is redrawn as the lead's and the child's states
+        # change, and an element found before a redraw is gone by the time it is read.
+        read = "return [...document.querySelectorAll('#waiting-list a')].map(a => a.innerText)"
         line = await until(
-            lambda: next((t for t in texts(browser, "#waiting-list a") if child in t), None),
+            lambda: next((t for t in browser.execute_script(read) if child in t), None),
             f"{child} in the list of waiting runs",
         )
         await api.run(lead).stop()

@@ -230,6 +230,7 @@ def report(memory: RunMemory, reports: list[asyncio.Task[None]]) -> None:
     status = AgentReport(
         run_id=workflow.info().workflow_id, waiting_for=waiting, seq=m.agents.reported
     )
+    reports[:] = [task for task in reports if not task.done()]
     reports.append(asyncio.ensure_future(_signal_parent(parent, status)))
 
 
