@@ -9,6 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ag_ui.core import (
+    EventType,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    StepStartedEvent,
+    TextMessageContentEvent,
+)
 from temporalio.client import Client
 
 from tarry.client import RunHandle, TarryError
@@ -28,7 +35,9 @@ from tests.conftest import Agent, tool_result
 from tests.deadline import TIMEOUT, deadline
 from tests.faults import CrashRig, finished, line_count, wait_for_file_lines
 from tests.http_api import Api, serving
+from tests.test_agui import exchange
 from tests.test_cli import Cli, agent_env
+from tests.test_mcp_server import mcp_client, use
 
 RESEARCHER = AgentSpec(
     description="Finds facts in the team's files and answers with them.",
@@ -443,3 +452,53 @@ async def test_a_tree_survives_a_worker_killed_while_the_sub_agent_works(
         if e.HasField("start_child_workflow_execution_initiated_event_attributes")
     ]
     assert len(started) == 1
+
+
+async def test_ag_ui_shows_a_waiting_sub_agent_as_a_nested_step_and_answers_it_on_its_thread(
+    agent_factory: Any,
+) -> None:
+    agent = await team(agent_factory, planner=PLANNER)
+    agent.model.add(
+        call("agent__planner", {"task": "Plan the launch."}, id="a1"),
+        say("Which day should we launch?"),
+        call("finish", {"result": "Launch on Monday."}, id="f1"),
+        say("The plan: launch on Monday."),
+    )
+    lead = await agent.start(agents=["planner"])
+    child = await child_of(agent, lead, name="planner")
+
+    async with serving(agent) as api:
+        asked = await exchange(api, lead.id, "Plan our launch.")
+        answered = await exchange(api, child.id, "Monday")
+    state = await until(lead, lambda s: s.waiting_for is WaitingFor.INPUT)
+
+    [step] = [e for e in asked if isinstance(e, StepStartedEvent)]
+    nested = asked[asked.index(step) : -1]
+    words = "".join(e.delta for e in nested if isinstance(e, TextMessageContentEvent))
+    finished = asked[-1]
+    assert step.step_name == child.id
+    assert nested[-1].type == EventType.STEP_FINISHED
+    assert words == "Which day should we launch?"
+    assert isinstance(finished, RunFinishedEvent)
+    assert isinstance(finished.outcome, RunFinishedInterruptOutcome)
+    [interrupt] = finished.outcome.interrupts
+    assert (interrupt.reason, interrupt.subagent_run_id) == ("agent", child.id)
+    assert answered[-1].type == EventType.RUN_FINISHED
+    assert state.last_assistant_text == "The plan: launch on Monday."
+
+
+async def test_the_mcp_server_lists_a_waiting_sub_agent_with_its_parent(
+    agent_factory: Any, payload_store: Path
+) -> None:
+    agent = await team(agent_factory, planner=PLANNER)
+    parent, child = await asking_child(agent)
+
+    async with asyncio.timeout(deadline(30)), mcp_client(agent, payload_store) as client:
+        # Visibility records the child's phase a moment after it waits; no notification.
+        while not (
+            rows := [r for r in await use(client, "waiting_runs") if r["run_id"] == child.id]
+        ):
+            await asyncio.sleep(0.2)
+
+    assert rows[0]["parent"] == parent.id
+    assert rows[0]["waiting_for"] == "input"
