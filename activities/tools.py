@@ -30,8 +30,11 @@ from temporalio.exceptions import ApplicationError
 from activities import metrics
 from activities.workspaces import make_workspace
 from tarry.contracts import (
+    AGENT_TOOL_PREFIX,
     FINISH_TOOL,
     TOOL_CATALOGUE_ACTIVITY,
+    AgentArguments,
+    AgentSpec,
     Catalogue,
     CatalogueRequest,
     ErrorCode,
@@ -156,13 +159,15 @@ class ToolHost:
         profiles: Collection[str] | None = None,
         max_read_bytes: int = MAX_READ_BYTES,
         workspace_template: Path | None = None,
+        agents: Mapping[str, AgentSpec] | None = None,
     ) -> None:
         """`model_queues`: the task queue of each model profile that has its own, which
         a run resolves with its tools (`Catalogue`); `profiles`: the names of the worker's
         model profiles, so a run naming another is refused at its start like an unknown
         tool (None: not checked here; the model call refuses it); `max_read_bytes`: the
         most a tool reads into one result (`ToolContext.max_read_bytes`);
-        `workspace_template`: a directory whose files a new workspace starts with."""
+        `workspace_template`: a directory whose files a new workspace starts with;
+        `agents`: the sub-agents of the config file, which a run resolves by name."""
         self._root = workspace_root
         self._template = workspace_template
         self._tools: dict[str, Tool] = {}
@@ -170,6 +175,7 @@ class ToolHost:
         self._model_queues = dict(model_queues or {})
         self._profiles = None if profiles is None else sorted(profiles)
         self._max_read_bytes = max_read_bytes
+        self._agents = dict(agents or {})
         for t in tools:
             self.register(t)
 
@@ -245,6 +251,7 @@ class ToolHost:
         listings = await asyncio.gather(*(source.listing() for source in self._sources))
         listed = [t for listing in listings for t in listing.tools]
         names = [*self.names, *(t.name for t in listed)]
+        names += [AGENT_TOOL_PREFIX + name for name in request.agents]
         # A typo in `require_approval` would otherwise switch a gate off without a word.
         if unknown := self.unknown(request, names):
             why = "".join(f"; {reason}" for listing in listings for reason in listing.unavailable)
@@ -262,12 +269,32 @@ class ToolHost:
                 type=ErrorCode.LLM_UNKNOWN_PROFILE,
                 non_retryable=True,
             )
-        tools = self.catalogue(request, listed)
+        if unknown_agents := sorted(set(request.agents) - set(self._agents)):
+            raise ApplicationError(
+                f"no agent named {', '.join(map(repr, unknown_agents))}; this worker's config "
+                f"has {', '.join(self._agents) or 'none'} ([agents.NAME] tables)",
+                type=ErrorCode.TOOL_NOT_FOUND,
+                non_retryable=True,
+            )
+        agents = {name: self._agents[name] for name in request.agents}
+        # A typo in an agent's tools would otherwise fail each of its runs, not this one.
+        for name, spec in agents.items():
+            needs = CatalogueRequest(tools=spec.tools, require_approval=spec.require_approval)
+            if unknown := self.unknown(needs, [*self.names, *(t.name for t in listed)]):
+                raise ApplicationError(
+                    f"agent {name!r} names no tool of this worker: {', '.join(map(repr, unknown))}",
+                    type=ErrorCode.TOOL_NOT_FOUND,
+                    non_retryable=True,
+                )
+        tools = self.catalogue(request, [*listed, *map(_agent_tool, agents.items())])
         if request.profile is None:  # a workflow from before `Catalogue` reads a bare list
             return tools
         profiles = {name: self._model_queues.get(name) for name in self._profiles or ()}
         return Catalogue(
-            tools=tools, model_queue=self._model_queues.get(request.profile), profiles=profiles
+            tools=tools,
+            model_queue=self._model_queues.get(request.profile),
+            profiles=profiles,
+            agents=agents,
         )
 
     def _activity(self, name: str) -> Callable[[ToolInvocation], Awaitable[ToolResult]]:
@@ -286,6 +313,19 @@ class ToolHost:
         workspace = self._root / run_id
         make_workspace(workspace, self._template)
         return ToolContext(run_id, invocation.call_id, workspace, self._max_read_bytes)
+
+
+def _agent_tool(agent: tuple[str, AgentSpec]) -> ToolDefinition:
+    """The tool `agent__NAME` that hands a task to the sub-agent `NAME`: the workflow
+    runs its calls itself, as child runs. Not idempotent: a call cut short is not
+    delegated again."""
+    name, spec = agent
+    return ToolDefinition(
+        name=AGENT_TOOL_PREFIX + name,
+        description=spec.description or AgentArguments.__doc__ or "",
+        parameters=AgentArguments.model_json_schema(),
+        idempotent=False,
+    )
 
 
 def _parse_arguments(tool: Tool, text: str) -> dict[str, Any]:

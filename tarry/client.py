@@ -49,6 +49,7 @@ from tarry.codec import data_converter
 from tarry.contracts import (
     DEFAULT_TASK_QUEUE,
     LLM_ACTIVITY,
+    SUMMARY_MEMO,
     WORKFLOW_TYPE,
     BudgetRaise,
     ChatMessage,
@@ -145,9 +146,6 @@ _UPDATE_OUTLIVED_RUN = "AcceptedUpdateCompletedWorkflow"
 _ID_REUSE = WorkflowIDReusePolicy.REJECT_DUPLICATE
 """An ended run's id is taken too: a new conversation under it would hide the old one and
 inherit its workspace. `resume` goes on with that run."""
-
-SUMMARY_MEMO = "summary"
-"""The memo key of a run's summary, the first line of its prompt (see `_summary_of`)."""
 
 
 _DEFAULT_LIMIT: int = TranscriptQuery.model_fields["limit"].default
@@ -260,7 +258,7 @@ class Tarry:
             ) from None
         run = RunHandle(self.client, handle, self.caller, self._pages)
         named_profile = input.model != RunInput.model_fields["model"].default
-        if input.tools is not None or input.require_approval or named_profile:
+        if input.tools is not None or input.require_approval or input.agents or named_profile:
             await run._check_tools()
         return run
 

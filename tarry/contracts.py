@@ -21,6 +21,7 @@ from temporalio.common import SearchAttributeKey
 from tarry.rules import ApprovalRule
 
 __all__ = [
+    "AGENT_TOOL_PREFIX",
     "COST_ATTRIBUTE",
     "DEFAULT_TASK_QUEUE",
     "FINISH_TOOL",
@@ -34,12 +35,16 @@ __all__ = [
     "PHASE_ATTRIBUTE",
     "RUN_ID_PATTERN",
     "SEARCH_ATTRIBUTES",
+    "SUMMARY_MEMO",
     "TEMPORAL_UI",
     "TOOL_CATALOGUE_ACTIVITY",
     "TRANSCRIPT_PAGE_BYTES",
     "TURNS_ATTRIBUTE",
     "WAITING_FOR_ATTRIBUTE",
     "WORKFLOW_TYPE",
+    "AgentArguments",
+    "AgentReport",
+    "AgentSpec",
     "ApprovalDefault",
     "ApprovalRule",
     "Budget",
@@ -96,12 +101,17 @@ PAGE_ACTIVITY = "store_transcript_page"
 MCP_TOOL_ACTIVITY = "mcp_tool"
 """The activity that calls a tool of an MCP server; its summary names the server and tool."""
 FINISH_TOOL = "finish"
+AGENT_TOOL_PREFIX = "agent__"
+"""A run offers each agent of `RunInput.agents` as the tool `agent__NAME`."""
 INTERRUPTED_NOTE = "[interrupted by the user]"
 """How the model reads an answer of its own that a `stop` cut short."""
 MAX_INPUT_BYTES = 4 * 1024 * 1024
 """The largest reply, in UTF-8 bytes, that the client sends and `send` accepts. Replies
 over the storage threshold leave history for the payload store, so this bounds what one
 message adds to every model call, not to history."""
+
+SUMMARY_MEMO = "summary"
+"""The memo key of a run's summary, the first line of its prompt (or a sub-agent's task)."""
 
 # Search attributes, upserted on every phase change, so operators can list runs by phase.
 PHASE_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryPhase")
@@ -142,6 +152,9 @@ class WaitingFor(StrEnum):
     MODEL = "model"
     """The model kept failing past `Timeouts.llm_ask_after`: `retry`, a reply (retried
     with it added) or `set_model` and `retry` let it go on; `error` says what failed."""
+    AGENT = "agent"
+    """A sub-agent this run delegated to waits for a person (`waiting_on` names it):
+    answering that run lets this one go on."""
 
 
 class ApprovalDefault(StrEnum):
@@ -202,7 +215,7 @@ class ErrorCode(StrEnum):
     may try again."""
     TOOL_NOT_FOUND = "TOOL_NOT_FOUND"
     """A tool the run does not have; at start, a name in `tools` or `require_approval` no
-    worker has, which refuses the run."""
+    worker has, or one in `agents` no worker's config file has, which refuses the run."""
     TOOL_FAILED = "TOOL_FAILED"
     """The tool raised: the model reads the error."""
     TOOL_TIMEOUT = "TOOL_TIMEOUT"
@@ -216,6 +229,9 @@ class ErrorCode(StrEnum):
     TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
     """A non-idempotent tool's single attempt was cut short: it may or may not have taken
     effect."""
+    AGENT_FAILED = "AGENT_FAILED"
+    """A sub-agent's run (`agent__NAME`) failed or was stopped: its tool result, which the
+    delegating run's model reads; the message says why."""
     FORK_POINT_INVALID = "FORK_POINT_INVALID"
     """A fork `at` a message that is not one of the run's user messages: the error lists
     the positions of those."""
@@ -533,15 +549,72 @@ class RunInput(BaseModel):
     `require_approval`); a call none matches is gated as `require_approval` says. See
     `tarry.rules`. Left out while empty, so inputs from before it encode as they did."""
 
+    agents: list[str] = Field(default=[], exclude_if=_empty)
+    """The sub-agents (`[agents.NAME]` of the workers' config file) this run may delegate
+    to, each offered as the tool `agent__NAME`; a name no worker has refuses the run at
+    its start. Left out while empty, so inputs from before it encode as they did."""
+
     @field_validator("output_schema")
     @classmethod
     def _a_json_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
-        if schema is not None:
-            try:
-                jsonschema.validators.validator_for(schema).check_schema(schema)
-            except jsonschema.SchemaError as e:
-                raise ValueError(f"output_schema is not a JSON Schema: {e.message}") from None
-        return schema
+        return _json_schema(schema)
+
+
+def _json_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`schema`, checked to be a JSON Schema (`output_schema` of a run or an agent)."""
+    if schema is not None:
+        try:
+            jsonschema.validators.validator_for(schema).check_schema(schema)
+        except jsonschema.SchemaError as e:
+            raise ValueError(f"output_schema is not a JSON Schema: {e.message}") from None
+    return schema
+
+
+class AgentSpec(BaseModel):
+    """A sub-agent, as `[agents.NAME]` of the worker's config file declares it and a run
+    that delegates to it resolves it at its start (`Catalogue.agents`): the settings of
+    the child run each `agent__NAME` call starts, with the call's `task` as its prompt."""
+
+    description: str = ""
+    """What the delegating model reads of the tool `agent__NAME`: when to hand it a task."""
+    system: str | None = None
+    """The child run's system prompt."""
+    tools: list[str] | None = None
+    """The child run's tools; null: every tool the workers register."""
+    model: str = "default"
+    """The child run's model profile."""
+    max_turns: int = Field(default=20, ge=1)
+    require_approval: list[str] = []
+    """The child's gated tools: their calls wait for a person as any run's do."""
+    mode: Mode = Mode.TASK
+    """`task`: the child's first answer without tool calls is its result. `chat`: such an
+    answer asks the person, and the child ends with `finish`."""
+    output_schema: dict[str, Any] | None = None
+    """Task mode: the JSON Schema the child's result must fit; the result is then the
+    delegating run's tool result as JSON."""
+
+    @field_validator("output_schema")
+    @classmethod
+    def _a_json_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        return _json_schema(schema)
+
+
+class AgentArguments(BaseModel):
+    """Hands a task to a sub-agent, which works on it as a run of its own and answers
+    with its result."""
+
+    task: str = Field(description="The task, with everything the agent needs to know.")
+
+
+class AgentReport(BaseModel):
+    """The payload of the `agent_status` signal: a sub-agent's run tells the run that
+    delegated to it whether it now waits for a person, at each of its phase changes."""
+
+    run_id: str
+    waiting_for: WaitingFor | None = None
+    """What the child waits for; null: it works (or has ended)."""
+    seq: int = 0
+    """Counts the child's reports: the parent keeps the latest, whatever order they arrive in."""
 
 
 RUN_ID_PATTERN = r"^(?!\.)[A-Za-z0-9_.:@-]{1,200}$"
@@ -826,6 +899,11 @@ class RunState(BaseModel):
     """A call being retried (`RunHandle.state` reads it from Temporal, not the run)."""
     forked_from: ForkOrigin | None = Field(default=None, exclude_if=_none)
     """The run and message this run branched off (`RunHandle.fork`); null: not a fork."""
+    parent: str | None = Field(default=None, exclude_if=_none)
+    """The run that delegated to this one (`agent__NAME`); null: a run of its own."""
+    waiting_on: str | None = Field(default=None, exclude_if=_none)
+    """With `waiting_for: "agent"`: the sub-agent's run that waits for a person; answer
+    that run (by this id) and this one goes on."""
 
 
 class RunResult(BaseModel):
@@ -888,6 +966,8 @@ class CatalogueRequest(BaseModel):
     profile: str | None = Field(default=None, exclude_if=_none)
     """The run's model profile, whose task queue the answer names; null (a workflow
     from before `Catalogue`): the answer is the bare list of tools."""
+    agents: list[str] = Field(default=[], exclude_if=_empty)
+    """The sub-agents the run may delegate to (`RunInput.agents`)."""
 
 
 class Catalogue(BaseModel):
@@ -902,6 +982,9 @@ class Catalogue(BaseModel):
     """Every model profile of the worker, with the task queue its calls go to, so
     `set_model` can refuse a name no worker has and route the calls of the one it
     switches to; empty in answers recorded before `set_model` checked names."""
+    agents: dict[str, AgentSpec] = Field(default={}, exclude_if=_empty)
+    """The sub-agents of `CatalogueRequest.agents`, as the worker's config declares them:
+    the run keeps them, so a later change of the config never changes a recorded run."""
 
     @model_validator(mode="before")
     @classmethod
@@ -972,7 +1055,7 @@ class LlmResponse(BaseModel):
 
 class ToolInvocation(BaseModel):
     run_id: str
-    """The workflow id: it names the run's workspace."""
+    """The workflow id, or a sub-agent's lead's: it names the run's workspace."""
     call_id: str
     arguments: str
     """The model's raw argument text; the tool host parses and validates it."""

@@ -49,6 +49,9 @@ class RunRow(BaseModel):
     schedule: str | None = None
     """The schedule that started the run (`TemporalScheduledById`); None for one a
     person or a program started."""
+    parent: str | None = None
+    """The run that delegated to this one, a sub-agent's (Temporal's `ParentWorkflowId`);
+    None for a run of its own."""
 
     @classmethod
     async def of(cls, execution: WorkflowExecution) -> RunRow:
@@ -63,6 +66,7 @@ class RunRow(BaseModel):
             updated_at=execution.close_time or execution.start_time,
             summary=await _summary(execution),
             schedule=attributes.get(SCHEDULED_BY_ATTRIBUTE),
+            parent=execution.parent_id,
         )
 
 

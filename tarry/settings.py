@@ -37,7 +37,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from temporalio.converter import StorageDriver
 
-from tarry.contracts import DEFAULT_TASK_QUEUE, Sampling, Usage
+from tarry.contracts import DEFAULT_TASK_QUEUE, AgentSpec, Sampling, Usage
 from tarry.identities import API_USER, Caller, local_user
 from tarry.tools import MAX_READ_BYTES
 
@@ -47,6 +47,7 @@ __all__ = [
     "DEFAULT_WORKFLOW_CACHE",
     "DEFAULT_WORKFLOW_TASK_POLLERS",
     "MIN_API_TOKEN_LENGTH",
+    "AgentTable",
     "ConfigError",
     "ConfigFile",
     "McpServer",
@@ -197,6 +198,13 @@ class McpServer(BaseModel):
         return self
 
 
+class AgentTable(AgentSpec):
+    """A sub-agent, `[agents.NAME]`: a run whose `agents` names it may hand it tasks
+    (the tool `agent__NAME`), each a child run with these settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 def _long_enough(tokens: list[SecretStr]) -> list[SecretStr]:
     """Refuses a bearer token of the HTTP API that is short enough to guess (without
     showing it: the error names only the length it needs)."""
@@ -248,6 +256,7 @@ class ConfigFile(BaseModel):
 
     profiles: dict[str, ModelProfile] = {}
     mcp_servers: dict[str, McpServer] = {}
+    agents: dict[str, AgentTable] = {}
     api: ApiTable = Field(default_factory=ApiTable)
 
     @classmethod
@@ -286,9 +295,9 @@ class TarrySettings(BaseSettings):
     tarry_config: Path | None = Field(
         default=None, validation_alias=AliasChoices("tarry_config", "tarry_models_file")
     )
-    """The worker's TOML file: `[profiles.NAME]` tables of `ModelProfile` fields and
-    `[mcp_servers.NAME]` tables of `McpServer` fields. `TARRY_MODELS_FILE`, its old
-    name, still works."""
+    """The worker's TOML file: `[profiles.NAME]` tables of `ModelProfile` fields,
+    `[mcp_servers.NAME]` tables of `McpServer` fields and `[agents.NAME]` tables of
+    sub-agents. `TARRY_MODELS_FILE`, its old name, still works."""
     tarry_workspace_root: Path = Path(".tarry/workspaces")
     """Each run's file tools are confined to `<root>/<run id>`."""
     tarry_read_file_max_bytes: int = Field(default=MAX_READ_BYTES, ge=1)
@@ -436,6 +445,10 @@ class TarrySettings(BaseSettings):
     def mcp_servers(self) -> dict[str, McpServer]:
         """The config file's `[mcp_servers.NAME]` tables."""
         return dict(self._file.mcp_servers)
+
+    def agents(self) -> dict[str, AgentSpec]:
+        """The config file's `[agents.NAME]` tables: the sub-agents runs may delegate to."""
+        return dict(self._file.agents)
 
 
 def load_settings() -> TarrySettings:

@@ -26,7 +26,7 @@ from temporalio.worker import Replayer, Worker
 from activities.tools import BUILTIN_TOOLS, Tool
 from tarry.client import RunHandle, Tarry
 from tarry.codec import data_converter
-from tarry.contracts import SEARCH_ATTRIBUTES, ChatMessage, RunInput, Timeouts
+from tarry.contracts import SEARCH_ATTRIBUTES, AgentSpec, ChatMessage, RunInput, Timeouts
 from tarry.entrypoint import exit_now
 from tarry.servers import add_search_attributes, dev_server_args, find_binary
 from tarry.settings import DEFAULT_WORKFLOW_CACHE, McpServer, ModelProfile, TarrySettings
@@ -262,6 +262,7 @@ async def agent_factory(
         workflow_cache: int = DEFAULT_WORKFLOW_CACHE,
         mcp_servers: Mapping[str, McpServer] | None = None,
         more_profiles: Mapping[str, ModelProfile] | None = None,
+        agents: Mapping[str, AgentSpec] | None = None,
         **profile: Any,
     ) -> Agent:
         model = ScriptedModel()
@@ -287,7 +288,11 @@ async def agent_factory(
 
         async def start_worker(servers: Mapping[str, McpServer] | None) -> None:
             plugin = TarryPlugin(
-                settings, tools=(*BUILTIN_TOOLS, *tools), profiles=profiles, mcp_servers=servers
+                settings,
+                tools=(*BUILTIN_TOOLS, *tools),
+                profiles=profiles,
+                mcp_servers=servers,
+                agents=agents or {},
             )
             worker = Worker(worker_client, task_queue=task_queue, plugins=[plugin])
             await worker.__aenter__()

@@ -87,8 +87,9 @@ async def test_a_misspelled_key_names_the_file_the_table_and_the_nearest_key(
         ("[api]\n", "token", "in [api]", "tokens"),
         ("[profiles.fast.prices]\ninput = 1\noutput = 2\n", "cache_reed",
          "in [profiles.fast.prices]", "cache_read"),
+        ("[agents.researcher]\n", "tool", "in [agents.researcher]", "tools"),
     ],
-    ids=["top-level", "mcp-server", "api", "prices"],
+    ids=["top-level", "mcp-server", "api", "prices", "agent"],
 )  # fmt: skip
 async def test_an_unknown_key_is_refused_in_every_table(
     table: str, key: str, where: str, nearest: str, tmp_path: Path
@@ -104,7 +105,7 @@ async def test_an_unknown_table_lists_the_tables_there_are(tmp_path: Path) -> No
     line = refused(await start("python -m workers", tmp_path, "[telemetry]\nport = 1\n"))
 
     assert line.endswith("unknown key 'telemetry' at the top level; the keys are profiles, "
-                         "mcp_servers, api")  # fmt: skip
+                         "mcp_servers, agents, api")  # fmt: skip
 
 
 async def test_a_toml_syntax_error_names_the_file_line_and_column(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from temporalio.worker import Worker
 
 from activities.tools import BUILTIN_TOOLS
 from tarry.client import Tarry
+from tarry.contracts import AgentSpec
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel
 from tests.conftest import CANARY_KEY
@@ -26,6 +27,11 @@ from workers.plugin import TarryPlugin
 TASK_QUEUE = "tarry"
 """The queue the docs' `temporal workflow start --task-queue tarry` lines name; no other
 test's worker polls it."""
+
+DOC_AGENTS = {
+    "researcher": AgentSpec(description="Finds facts in the workspace.", tools=["list_files"])
+}
+"""The sub-agents the teams guide's blocks delegate to, as its config file declares them."""
 
 BLOCKS = doc_blocks()
 RUN = [block for block in BLOCKS if block.not_run is None]
@@ -43,7 +49,9 @@ async def stack(
         tarry_storage_dir=payload_store,
     )
     profile = ModelProfile(base_url=model.base_url, model="scripted", api_key=SecretStr(CANARY_KEY))
-    plugin = TarryPlugin(settings, tools=BUILTIN_TOOLS, profiles={"default": profile})
+    plugin = TarryPlugin(
+        settings, tools=BUILTIN_TOOLS, profiles={"default": profile}, agents=DOC_AGENTS
+    )
     address = temporal.service_client.config.target_host
     env = cli_env(address, TASK_QUEUE) | {
         "TARRY_STORAGE_DIR": str(payload_store),

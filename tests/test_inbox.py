@@ -25,7 +25,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 
 from tarry.client import ScheduleHandle
-from tarry.contracts import Phase, WaitingFor
+from tarry.contracts import AgentSpec, Mode, Phase, WaitingFor
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
@@ -161,6 +161,34 @@ async def test_a_waiting_run_a_schedule_started_names_its_schedule(
     await schedule.delete()
     await api.run(run_id).stop()
     assert f"from schedule {schedule.name}" in line
+
+
+async def test_a_waiting_sub_agent_names_the_run_it_works_for(
+    agent_factory: Any, browser: WebDriver
+) -> None:
+    planner = AgentSpec(description="Plans with the person.", tools=[], mode=Mode.CHAT)
+    agent = await agent_factory(agents={"planner": planner})
+    agent.model.add(
+        call("agent__planner", {"task": "Plan the launch."}, id="a1"),
+        say("Which day should we launch?"),
+    )
+    async with serving(agent) as api:
+        lead = await api.start("Plan our launch.", agents=["planner"])
+        child = f"{lead}:planner-1"
+        api.run(child)
+
+        await asyncio.to_thread(browser.get, api.url + "/")
+        # Read in one script: the list is redrawn as the lead's and the child's states
+        # change, and an element found before a redraw is gone by the time it is read.
+        read = "return [...document.querySelectorAll('#waiting-list a')].map(a => a.innerText)"
+        line = await until(
+            lambda: next((t for t in browser.execute_script(read) if child in t), None),
+            f"{child} in the list of waiting runs",
+        )
+        await api.run(lead).stop()
+
+    assert f"agent of {lead}" in line
+    assert "reply" in line
 
 
 async def _first_run(schedule: ScheduleHandle) -> str | None:

@@ -33,6 +33,7 @@ from activities.llm import ModelClient
 from activities.pages import PageWriter
 from activities.tools import BUILTIN_TOOLS, Tool, ToolHost, ToolSource
 from tarry.codec import data_converter
+from tarry.contracts import AgentSpec
 from tarry.pages import PageStore
 from tarry.settings import McpServer, ModelProfile, TarrySettings
 from tarry.storage import storage_driver
@@ -52,7 +53,8 @@ class TarryPlugin(SimplePlugin):
 
     `tools` are the tools runs may use (the built-ins unless given); `profiles` the model
     profiles and `mcp_servers` the MCP servers whose tools runs may use too (both the
-    settings' config file's unless given); a new run's workspace starts with the files of
+    settings' config file's unless given), `agents` the sub-agents runs may delegate to
+    (the config file's unless given); a new run's workspace starts with the files of
     `workspace_template`, if given (`tarry dev`: the tour's notes). The worker settings
     it applies are the settings' (`TARRY_WORKFLOW_CACHE`, `TARRY_WORKFLOW_TASK_POLLERS`,
     `TARRY_STICKY_TIMEOUT`) and replace what the `Worker` was given for them. Call
@@ -67,6 +69,7 @@ class TarryPlugin(SimplePlugin):
         profiles: Mapping[str, ModelProfile] | None = None,
         mcp_servers: Mapping[str, McpServer] | None = None,
         workspace_template: Path | None = None,
+        agents: Mapping[str, AgentSpec] | None = None,
     ) -> None:
         self.settings = settings or TarrySettings()
         servers = self.settings.mcp_servers() if mcp_servers is None else mcp_servers
@@ -81,6 +84,7 @@ class TarryPlugin(SimplePlugin):
             self._profiles,
             self.settings.tarry_read_file_max_bytes,
             workspace_template,
+            self.settings.agents() if agents is None else agents,
         )
         self._interceptors = tracing_interceptors(self.settings)
         self._http = httpx.AsyncClient()

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 from collections.abc import Iterator
 
 from temporalio import workflow
@@ -31,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from tarry.contracts import (
         TEMPORAL_UI,
         WORKFLOW_TYPE,
+        AgentReport,
         BudgetRaise,
         ChatMessage,
         Decision,
@@ -53,7 +53,7 @@ with workflow.unsafe.imports_passed_through():
         WaitingFor,
         reply_problem,
     )
-    from workflows import approvals, budgets, model_calls, output, pages, tool_calls
+    from workflows import agents, approvals, budgets, model_calls, output, pages, tool_calls
     from workflows.details import count_phase, current_details, search_attributes
     from workflows.memory import Budgets, RunMemory, WorkflowInput
     from workflows.stream import RunStream
@@ -75,12 +75,15 @@ class AgentRunWorkflow:
         self._input = input
         self._keeps_its_history = False
         self._callers = 0
+        self._reports: list[asyncio.Task[None]] = []
+        """A sub-agent's reports to its parent in flight (`agents.report`)."""
         if input.memory is not None:  # handed over by the previous run of the chain
             self._m = input.memory
         else:
             self._m = RunMemory(
                 budget=Budgets(limits=input.budget), reply_policy=input.on_reply_while_running
             )
+            self._m.agents.parent = input.parent
             if fork := input.fork:  # the conversation before the message it branches at
                 self._m.transcript = list(fork.transcript)
                 self._m.forked_from = ForkOrigin(run_id=fork.run_id, at=fork.at)
@@ -116,6 +119,7 @@ class AgentRunWorkflow:
         # is answered now and a new one waits for the run to close.
         self._stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
+        await asyncio.gather(*self._reports)  # a sub-agent's last word to its parent
         return m.result()
 
     # --- Handlers: they record intent; the main loop acts on it -----------------
@@ -156,6 +160,17 @@ class AgentRunWorkflow:
             workflow.logger.warning("approve signal ignored: %s", problem.message)
             return
         approvals.record(self._m, decision, "signal", workflow.now())
+
+    @workflow.signal
+    def agent_status(self, report: AgentReport) -> None:
+        """A sub-agent's run says what it waits for now (`agents.delegate` follows it)."""
+        agents.take_report(self._m, report)
+
+    @workflow.signal
+    def parent_budget(self, raised: BudgetRaise) -> None:
+        """The parent's budget was raised: this sub-agent may spend what it has left."""
+        if budgets.raise_problem(self._m, raised) is None:
+            budgets.record(self._m, raised)
 
     @workflow.update
     async def decide(self, decision: Decision) -> RunState:
@@ -240,9 +255,13 @@ class AgentRunWorkflow:
         """Deliver a reply and answer with the state at the run's next stop point."""
         seq = self._m.receive(_named(input))
         with self._caller():
-            # A run paused on its budget keeps the reply queued: this is its stop point.
+            # A run paused on its budget, or waiting for a sub-agent's person, keeps the
+            # reply queued: this is its stop point.
             await workflow.wait_condition(
-                lambda: self._m.answered >= seq or self._m.waiting_for() is WaitingFor.BUDGET
+                lambda: (
+                    self._m.answered >= seq
+                    or self._m.waiting_for() in (WaitingFor.BUDGET, WaitingFor.AGENT)
+                )
             )
         return self.state()
 
@@ -360,9 +379,8 @@ class AgentRunWorkflow:
         m, input = self._m, self._input
         if tool_calls.gate(m, input, calls, tools):
             self._settle(Phase.WAITING_USER)
-        resume = functools.partial(self._enter, Phase.RUNNING)
         results = await asyncio.gather(
-            *(tool_calls.run_call(m, input, call, tools, resume) for call in calls)
+            *(tool_calls.run_call(m, input, call, tools, self._follow) for call in calls)
         )
         finished = tool_calls.record(m, input, calls, results)
         stopped_while_pending = bool(m.approvals.pending) and m.stop_requested
@@ -387,13 +405,28 @@ class AgentRunWorkflow:
 
     def _enter(self, phase: Phase) -> None:
         """Every phase change is visible: search attributes to list runs by, details to
-        read, a metric to count by."""
+        read, a metric to count by, and for a sub-agent, a report to its parent."""
         m = self._m
         m.phase = phase
         cost = workflow.patched(_COST_ATTRIBUTE_PATCH)
         workflow.upsert_search_attributes(search_attributes(m, self._input, cost=cost))
         workflow.set_current_details(current_details(m, self._input))
         count_phase(m)
+        agents.report(m, self._reports)
+
+    def _follow(self) -> None:
+        """While tool calls run: waits for a person as long as a gated call is undecided
+        or a sub-agent waits for one, and goes back to `Running` once neither does."""
+        m = self._m
+        if m.phase is Phase.RUNNING and m.agents.waiting:
+            self._settle(Phase.WAITING_USER)
+        elif (
+            m.phase is Phase.WAITING_USER
+            and not m.undecided()
+            and not m.agents.waiting
+            and not m.stop_requested
+        ):
+            self._enter(Phase.RUNNING)
 
     def _settle(self, phase: Phase) -> None:
         """Moves to a stop point: every reply delivered so far now has its answer."""

@@ -99,6 +99,10 @@ def current_details(memory: RunMemory, input: RunInput) -> str:
             f"**Waiting for approval:** `{tool_summary(pending.tool, pending.arguments)}` "
             f"(call `{pending.call_id}`{deadline}{approvers}{rule})"
         )
+    if m.agents.parent:
+        lines.append(f"**Sub-agent of** `{m.agents.parent}`")
+    for child, waiting_for in m.agents.waiting.items():
+        lines.append(f"**Waiting for agent:** `{child}` (waits for {waiting_for})")
     if m.inbox:
         lines.append(f"**Replies queued:** {len(m.inbox)}")
     if m.paused_by:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, Field, model_validator
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
 
 from tarry.contracts import (
+    AgentSpec,
     Budget,
     ChatMessage,
     ContextRef,
@@ -102,6 +103,28 @@ class Budgets(BaseModel):
     """Who last raised the limits (`BudgetRaise.by`)."""
 
 
+class Delegations(BaseModel):
+    """The sub-agents a run may delegate to, and its children that run now."""
+
+    specs: dict[str, AgentSpec] = {}
+    """`Catalogue.agents`: resolved at the run's start, kept whatever the config becomes."""
+    started: int = 0
+    """Children started so far: the `N` of the next child's id `PARENT:NAME-N`."""
+    running: list[str] = []
+    """The ids of the children that run now, in the order they were started."""
+    waiting: dict[str, WaitingFor] = {}
+    """The running children that wait for a person, and what for (`AgentReport`)."""
+    reports: dict[str, int] = {}
+    """The `seq` of the latest report of each running child: an older one that arrives
+    late changes nothing."""
+    parent: str | None = None
+    """The run that delegated to this one (`WorkflowInput.parent`)."""
+    reported: int = 0
+    """The `seq` of this child's latest report to its parent."""
+    reported_waiting: WaitingFor | None = None
+    """What this child last told its parent it waits for."""
+
+
 _GROUPS: dict[str, type[BaseModel]] = {
     "events": EventLog,
     "guards": Guards,
@@ -168,6 +191,7 @@ class RunMemory(BaseModel):
     model: str | None = None
     """The profile `set_model` switched the run to; null: the run's own (`RunInput.model`)."""
     forked_from: ForkOrigin | None = None
+    agents: Delegations = Delegations()
     reply_policy: ReplyPolicy = ReplyPolicy.QUEUE
     """What a reply does while the agent works: `RunInput.on_reply_while_running` at the
     start, then whatever `set_reply_policy` made it. Memories from before it: `queue`,
@@ -304,6 +328,8 @@ class RunMemory(BaseModel):
             return None
         if self.undecided():
             return WaitingFor.APPROVAL
+        if self.agents.waiting:
+            return WaitingFor.AGENT
         if self.model_failure is not None:
             return WaitingFor.MODEL
         return WaitingFor.BUDGET if self.budget.paused else WaitingFor.INPUT
@@ -329,6 +355,8 @@ class RunMemory(BaseModel):
             model=self.model,
             forked_from=self.forked_from,
             on_reply_while_running=self.reply_policy,
+            parent=self.agents.parent,
+            waiting_on=next(iter(self.agents.waiting), None),
         )
 
     def result(self) -> RunResult:
@@ -362,6 +390,10 @@ class RunMemory(BaseModel):
                 "paused_by": None,
                 "segment_turns": 0,
                 "approvals": Approvals(),
+                # Its children ended with it (terminated as their parent closed).
+                "agents": self.agents.model_copy(
+                    update={"running": [], "waiting": {}, "reports": {}}
+                ),
                 # A new run's event stream starts at offset 0 with the messages published.
                 "events": EventLog(published=self.message_count),
             }
@@ -376,10 +408,13 @@ class WorkflowInput(RunInput):
     fork: Fork | None = None
     """What a forked run starts from (`RunHandle.fork`): not part of `RunInput`, so no
     caller but the client's fork names another run as its origin."""
+    parent: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The run that started this one as its sub-agent (`agent__NAME`): not part of
+    `RunInput`, so only a delegating run names itself a parent."""
 
     def run_input(self) -> RunInput:
         """The input as its caller sent it, without what the workflow adds."""
-        return RunInput.model_validate(self.model_dump(exclude={"memory", "fork"}))
+        return RunInput.model_validate(self.model_dump(exclude={"memory", "fork", "parent"}))
 
 
 def call_fingerprint(call: ToolCall) -> str:

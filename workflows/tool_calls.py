@@ -38,7 +38,7 @@ from tarry.contracts import (
     ToolResult,
     approvers_of,
 )
-from workflows import rules
+from workflows import agents, rules
 from workflows.details import tool_summary
 from workflows.memory import RunMemory, WorkflowInput, call_fingerprint
 from workflows.model_calls import error_of
@@ -57,7 +57,10 @@ async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
     over has them already); the error instead when the run names a tool the worker does
     not have (`TOOL_NOT_FOUND`), which refuses the run."""
     request = CatalogueRequest(
-        tools=input.tools, require_approval=input.require_approval, profile=input.model
+        tools=input.tools,
+        require_approval=input.require_approval,
+        profile=input.model,
+        agents=input.agents,
     )
     try:
         catalogue = await workflow.execute_activity(
@@ -71,6 +74,7 @@ async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
         return error_of(e, default=ErrorCode.TOOL_NOT_FOUND)
     memory.tools, memory.model_queue = catalogue.tools, catalogue.model_queue
     memory.profiles = catalogue.profiles
+    memory.agents.specs = catalogue.agents
     # A conversation stored before the catalogue lacks the tools: the next call starts
     # a new one, sending the conversation and the tools whole once.
     memory.context = None
@@ -121,7 +125,7 @@ async def run_call(
 ) -> ToolResult:
     """One call's result: run by its activity (once decided, when it is pending), or
     handled by the workflow itself (`finish`), or refused. `resume` moves the run back to
-    `Running` once the last pending call has its decision."""
+    `Running` once the last pending call has its decision and no sub-agent waits."""
     name = call.function.name
     tool = next((t for t in tools if t.name == name), None)
     if tool is None:
@@ -145,9 +149,11 @@ async def run_call(
             return _rejection(decision)
         if decision.arguments is not None:
             arguments = json.dumps(decision.arguments)
-    invocation = ToolInvocation(
-        run_id=workflow.info().workflow_id, call_id=call.id, arguments=arguments
-    )
+    if (agent := agents.agent_of(memory, name)) is not None:
+        return await agents.delegate(memory, input, agent, arguments, resume)
+    # A sub-agent works in its lead's workspace: what it writes, the lead can read.
+    workspace = memory.agents.parent or workflow.info().workflow_id
+    invocation = ToolInvocation(run_id=workspace, call_id=call.id, arguments=arguments)
     activity, summary = name, tool_summary(name, arguments)
     if tool.server is not None:  # an MCP server's tool: history names the server and tool
         activity = MCP_TOOL_ACTIVITY

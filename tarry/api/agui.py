@@ -5,6 +5,11 @@ An AG-UI thread is a Tarry run (`threadId` is the run id); each AG-UI run is one
 exchange: a new thread starts a run with the last user message as its prompt, a known
 one gets that message as a reply, and the answer streams back as the protocol's events
 until the run's next stop point.
+
+A run that stops waiting for its sub-agent (`waiting_for: "agent"`) shows the sub-agent's
+messages as a nested step (`STEP_STARTED` .. `STEP_FINISHED`, named after its run id) and
+finishes with an interrupt naming it (`reason: "agent"`, `subagentRunId`): the sub-agent
+is answered on its own thread, its run id.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from ag_ui.core import (
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunStartedEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
@@ -186,7 +193,19 @@ def stop_event(thread_id: str, run_id: str, state: RunState) -> BaseEvent:
             code=error.code if error else None,
         )
     outcome = None
-    if state.waiting_for is WaitingFor.APPROVAL and state.pending_approvals:
+    if state.waiting_for is WaitingFor.AGENT and state.waiting_on:
+        child = state.waiting_on
+        outcome = RunFinishedInterruptOutcome(
+            interrupts=[
+                Interrupt(
+                    id=child,
+                    reason="agent",
+                    message=f"the sub-agent {child} waits for a person: answer thread {child}",
+                    subagent_run_id=child,
+                )
+            ]
+        )
+    elif state.waiting_for is WaitingFor.APPROVAL and state.pending_approvals:
         outcome = RunFinishedInterruptOutcome(
             interrupts=[
                 Interrupt(
@@ -202,6 +221,17 @@ def stop_event(thread_id: str, run_id: str, state: RunState) -> BaseEvent:
     return RunFinishedEvent(
         thread_id=thread_id, run_id=run_id, result=state.last_assistant_text, outcome=outcome
     )
+
+
+async def agent_step(tarry: Tarry, child: str) -> list[BaseEvent]:
+    """A sub-agent's conversation so far as a nested step: its answers, tool calls and
+    results, with message ids of its own run."""
+    translation = AguiTranslation(child)
+    step: list[BaseEvent] = [StepStartedEvent(step_name=child)]
+    for index, message in enumerate(await tarry.get(child).transcript()):
+        event = RunEvent(kind=EventKind.MESSAGE, message=message, index=index)
+        step += translation.events(event)
+    return [*step, StepFinishedEvent(step_name=child)]
 
 
 def agui_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
@@ -243,6 +273,9 @@ async def _exchange(tarry: Tarry, feeds: Feeds, body: AguiInput) -> AsyncIterato
                 for translated in translation.events(event):
                     yield translated
                 if event.kind is EventKind.STOP and event.state is not None:
+                    if event.state.waiting_for is WaitingFor.AGENT and event.state.waiting_on:
+                        for nested in await agent_step(tarry, event.state.waiting_on):
+                            yield nested
                     yield stop_event(thread, run_id, event.state)
                     return
         raise TarryError(ErrorCode.RUN_ENDED, f"run {thread!r} ended without a stop point")

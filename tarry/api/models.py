@@ -278,6 +278,9 @@ class RunSummary(BaseModel):
     """When the run ended, else when its latest continue-as-new segment started."""
     schedule: str | None = None
     """The schedule that started the run; null for one started by hand."""
+    parent: str | None = None
+    """The run that delegated to this one (a sub-agent's); null for a run of its own:
+    answer a sub-agent that waits, and its parent goes on."""
 
     @classmethod
     def of(cls, row: RunRow) -> RunSummary:

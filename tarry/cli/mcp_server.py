@@ -180,7 +180,9 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
         waiting_for: Literal["input", "approval"] | None = None, limit: int = 20
     ) -> CallToolResult:
         """The runs on this server's task queue waiting for a person (for a reply, or a
-        decision on tool calls), with their prompt's first line; newest first."""
+        decision on tool calls), with their prompt's first line and, for a sub-agent, the
+        run it works for (`parent`): answer the sub-agent and its parent goes on; newest
+        first."""
 
         async def work() -> Any:
             awaited = None if waiting_for is None else WaitingFor(waiting_for)

@@ -163,6 +163,10 @@ def state_text(run_id: str, state: RunState) -> Text:
     approval = state.waiting_for is WaitingFor.APPROVAL
     if approval or state.waiting_for in (WaitingFor.BUDGET, WaitingFor.MODEL):
         rows["waiting for"] = str(state.waiting_for)
+    if state.waiting_for is WaitingFor.AGENT:
+        rows["waiting for"] = f"agent {state.waiting_on}"
+    if state.parent:
+        rows["agent of"] = state.parent
     if state.model:
         rows["profile"] = state.model
     rows |= {
@@ -241,6 +245,9 @@ def print_stop_line(console: Console, state: RunState, *, approvals: bool = True
                 console.print(Text(line, style="yellow"), soft_wrap=True)
         if state.warning:
             console.print(Text(f"warning: {state.warning}", style="yellow"))
+        if state.waiting_for is WaitingFor.AGENT:
+            hint = f"its sub-agent {state.waiting_on} waits for a person: answer that run"
+            console.print(Text(hint, style="yellow"), soft_wrap=True)
         if state.waiting_for is WaitingFor.BUDGET:
             hint = "the run spent its budget; `tarry budget RUN --tokens N --cost USD` raises it"
             console.print(Text(hint, style="yellow"))

@@ -33,6 +33,16 @@ ToolsOption = Annotated[
         help="The tools the run may use, comma-separated or repeated; all if not given.",
     ),
 ]
+AgentsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--agents",
+        "--agent",
+        metavar="NAMES",
+        help="Sub-agents of the workers' config ([agents.NAME]) the run may hand tasks to,"
+        " comma-separated or repeated.",
+    ),
+]
 ModeOption = Annotated[
     str,
     typer.Option(
@@ -145,6 +155,7 @@ def run_input(
     model: str,
     system: str | None,
     tools: list[str] | None,
+    agents: list[str] | None,
     mode: str,
     require_approval: list[str] | None,
     approver: list[str] | None,
@@ -165,6 +176,7 @@ def run_input(
             model=model,
             system=system,
             tools=_names(tools),
+            agents=_names(agents) or [],
             mode=one_of("--mode", mode, Mode),
             require_approval=_names(require_approval) or [],
             approvers=_approvers(approver or []),

@@ -25,6 +25,7 @@ from tarry.cli.common import (
 from tarry.cli.follow import exchange
 from tarry.cli.run_options import (
     DEFAULT_MAX_TURNS,
+    AgentsOption,
     ApprovalDefaultOption,
     ApprovalTimeoutOption,
     ApproverOption,
@@ -55,6 +56,7 @@ def start(
     model: ModelOption = "default",
     system: SystemOption = None,
     tools: ToolsOption = None,
+    agents: AgentsOption = None,
     mode: ModeOption = Mode.CHAT,
     require_approval: RequireApprovalOption = None,
     approver: ApproverOption = None,
@@ -78,6 +80,7 @@ def start(
         model=model,
         system=system,
         tools=tools,
+        agents=agents,
         mode=mode,
         require_approval=require_approval,
         approver=approver,

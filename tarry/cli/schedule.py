@@ -19,6 +19,7 @@ from tarry.cli.common import AsJson, console, emit, fail, one_of, output, with_t
 from tarry.cli.render import when
 from tarry.cli.run_options import (
     DEFAULT_MAX_TURNS,
+    AgentsOption,
     ApprovalDefaultOption,
     ApprovalTimeoutOption,
     ApproverOption,
@@ -114,6 +115,7 @@ def create(
     model: ModelOption = "default",
     system: SystemOption = None,
     tools: ToolsOption = None,
+    agents: AgentsOption = None,
     mode: ModeOption = Mode.CHAT,
     require_approval: RequireApprovalOption = None,
     approver: ApproverOption = None,
@@ -138,6 +140,7 @@ def create(
         model=model,
         system=system,
         tools=tools,
+        agents=agents,
         mode=mode,
         require_approval=require_approval,
         approver=approver,

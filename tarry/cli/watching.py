@@ -69,6 +69,8 @@ def _row_text(row: RunRow) -> Text:
         "started": when(row.started),
         "summary": row.summary or "-",
     }
+    if row.parent:
+        rows["agent of"] = row.parent
     width = max(map(len, rows)) + 2
     return Text("\n").join(Text.assemble((k.ljust(width), "bold"), v) for k, v in rows.items())
 
@@ -171,6 +173,12 @@ def list_runs(
             Console(highlight=False, width=100_000).print(_runs_table(rows, None))
 
 
+def _summary(row: RunRow) -> str:
+    """The summary column: a sub-agent's names the run it works for."""
+    summary = row.summary or "-"
+    return f"(agent of {row.parent}) {summary}" if row.parent else summary
+
+
 def _runs_table(rows: list[RunRow], width: int | None) -> Table:
     """The runs, one line each; the summary is cut to fit `width`, if given."""
     cells = [
@@ -197,5 +205,5 @@ def _runs_table(rows: list[RunRow], width: int | None) -> Table:
     summary = Column("summary", no_wrap=True, overflow="ellipsis", max_width=room)
     table = Table(*fixed, summary, box=None, pad_edge=False, padding=(0, 2, 0, 0))
     for row, values in zip(rows, cells, strict=True):
-        table.add_row(*values, row.summary or "-")
+        table.add_row(*values, _summary(row))
     return table

@@ -155,10 +155,11 @@ function showWaiting(runs) {
       const link = el("a");
       link.href = `#/runs/${encodeURIComponent(run.id)}`;
       link.append(el("span", "summary", run.summary || run.id));
-      const what = { approval: "approval", budget: "budget", model: "model" }[run.waiting_for] || "reply";
+      const what = { approval: "approval", budget: "budget", model: "model", agent: "agent" }[run.waiting_for] || "reply";
       link.append(el("span", `tag tag-${what}`, what));
       const turns = `${run.turns} turn${run.turns === 1 ? "" : "s"}`;
-      const origin = run.schedule ? ` · from schedule ${run.schedule}` : "";
+      const schedule = run.schedule ? ` · from schedule ${run.schedule}` : "";
+      const origin = run.parent ? ` · agent of ${run.parent}` : schedule;
       link.append(el("span", "muted small", `${run.id} · ${turns} · ${run.model}${origin}`));
       item.append(link);
       return item;
