@@ -36,6 +36,7 @@ from tarry.contracts import (
     CatalogueRequest,
     ErrorCode,
     FinishArguments,
+    NotifyEvent,
     ToolDefinition,
     ToolInvocation,
     ToolResult,
@@ -156,13 +157,16 @@ class ToolHost:
         profiles: Collection[str] | None = None,
         max_read_bytes: int = MAX_READ_BYTES,
         workspace_template: Path | None = None,
+        notify_events: Sequence[NotifyEvent] = (),
     ) -> None:
         """`model_queues`: the task queue of each model profile that has its own, which
         a run resolves with its tools (`Catalogue`); `profiles`: the names of the worker's
         model profiles, so a run naming another is refused at its start like an unknown
         tool (None: not checked here; the model call refuses it); `max_read_bytes`: the
         most a tool reads into one result (`ToolContext.max_read_bytes`);
-        `workspace_template`: a directory whose files a new workspace starts with."""
+        `workspace_template`: a directory whose files a new workspace starts with;
+        `notify_events`: the stop points the worker's `[[notify]]` entries want, which a
+        run learns with its tools (the catalogue is all a run learns of the worker)."""
         self._root = workspace_root
         self._template = workspace_template
         self._tools: dict[str, Tool] = {}
@@ -170,6 +174,7 @@ class ToolHost:
         self._model_queues = dict(model_queues or {})
         self._profiles = None if profiles is None else sorted(profiles)
         self._max_read_bytes = max_read_bytes
+        self._notify_events = list(notify_events)
         for t in tools:
             self.register(t)
 
@@ -267,7 +272,10 @@ class ToolHost:
             return tools
         profiles = {name: self._model_queues.get(name) for name in self._profiles or ()}
         return Catalogue(
-            tools=tools, model_queue=self._model_queues.get(request.profile), profiles=profiles
+            tools=tools,
+            model_queue=self._model_queues.get(request.profile),
+            profiles=profiles,
+            notify_events=self._notify_events,
         )
 
     def _activity(self, name: str) -> Callable[[ToolInvocation], Awaitable[ToolResult]]:

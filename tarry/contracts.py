@@ -28,6 +28,7 @@ __all__ = [
     "MAX_RUN_ID_LENGTH",
     "MCP_TOOL_ACTIVITY",
     "MODEL_ATTRIBUTE",
+    "NOTIFY_ACTIVITY",
     "PAGE_ACTIVITY",
     "PHASE_ATTRIBUTE",
     "RUN_ID_PATTERN",
@@ -55,6 +56,8 @@ __all__ = [
     "LlmResponse",
     "McpInvocation",
     "Mode",
+    "Notification",
+    "NotifyEvent",
     "PauseRequest",
     "PendingApproval",
     "Phase",
@@ -92,6 +95,9 @@ PAGE_ACTIVITY = "store_transcript_page"
 """The activity that moves a run's older messages into a page in the payload store."""
 MCP_TOOL_ACTIVITY = "mcp_tool"
 """The activity that calls a tool of an MCP server; its summary names the server and tool."""
+NOTIFY_ACTIVITY = "notify"
+"""The activity that tells the receivers of the worker's `[[notify]]` entries of a run's
+stop point (`Notification`)."""
 FINISH_TOOL = "finish"
 INTERRUPTED_NOTE = "[interrupted by the user]"
 """How the model reads an answer of its own that a `stop` cut short."""
@@ -139,6 +145,16 @@ class WaitingFor(StrEnum):
     MODEL = "model"
     """The model kept failing past `Timeouts.llm_ask_after`: `retry`, a reply (retried
     with it added) or `set_model` and `retry` let it go on; `error` says what failed."""
+
+
+class NotifyEvent(StrEnum):
+    """A stop point a `[[notify]]` entry of the worker's config may be told of."""
+
+    WAITING_FOR_INPUT = "waiting_for_input"
+    WAITING_FOR_APPROVAL = "waiting_for_approval"
+    WAITING_FOR_BUDGET = "waiting_for_budget"
+    ENDED = "ended"
+    """Completed or failed."""
 
 
 class ApprovalDefault(StrEnum):
@@ -287,6 +303,15 @@ class ErrorCode(StrEnum):
     PAYLOAD_MISSING = "PAYLOAD_MISSING"
     """The payload store lacks a stored page of a run's transcript (a client without the
     workers' storage directory or bucket), or holds it damaged."""
+    ACTION_LINK_INVALID = "ACTION_LINK_INVALID"
+    """An action link whose token was not signed with this API's action key (altered,
+    or made for another deployment), or an API with no action key: nothing is decided."""
+    ACTION_LINK_EXPIRED = "ACTION_LINK_EXPIRED"
+    """An action link used after its call's approval deadline (or the link's lifetime,
+    `TARRY_ACTION_LINK_TTL`): nothing is decided."""
+    NOTIFY_FAILED = "NOTIFY_FAILED"
+    """A notification's receiver could not be reached or answered 5xx, 408 or 429:
+    retried with backoff for a day; another 4xx is not retried."""
     UPDATE_FAILED = "UPDATE_FAILED"
     """An update failed in a way Tarry has no code for; its message is Temporal's."""
 
@@ -878,6 +903,9 @@ class Catalogue(BaseModel):
     model_queue: str | None = None
     """The task queue the run's model calls go to (`ModelProfile.task_queue`); null:
     the run's own."""
+    notify_events: list[NotifyEvent] = Field(default=[], exclude_if=_empty)
+    """The stop points some `[[notify]]` entry of the worker wants to hear of: the run
+    schedules a notification only for these, so a run with none adds nothing to history."""
     profiles: dict[str, str | None] = {}
     """Every model profile of the worker, with the task queue its calls go to, so
     `set_model` can refuse a name no worker has and route the calls of the one it
@@ -990,3 +1018,20 @@ class ToolResult(BaseModel):
         if self.ok:
             return self.model_dump_json(include={"ok", "data"})
         return self.model_dump_json(include={"ok", "error"}, exclude_none=True)
+
+
+class Notification(BaseModel):
+    """The `notify` activity's input: a stop point of a run, told to the receivers of the
+    worker's `[[notify]]` entries that want its `event`. What is secret (receivers' URLs
+    and secrets, the key that signs action links) stays in the worker's config."""
+
+    id: str
+    """The same on every retry (`Tarry-Event-Id`), so a receiver takes it once."""
+    event: NotifyEvent
+    run_id: str
+    phase: Phase
+    waiting_for: WaitingFor | None = None
+    pending_approvals: list[PendingApproval] = []
+    summary: str = ""
+    """One short paragraph for a person: what the run said last, what it wants to run,
+    how it ended."""

@@ -37,7 +37,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from temporalio.converter import StorageDriver
 
-from tarry.contracts import DEFAULT_TASK_QUEUE, Sampling, Usage
+from tarry.contracts import DEFAULT_TASK_QUEUE, NotifyEvent, Sampling, Usage
 from tarry.identities import API_USER, Caller, local_user
 from tarry.tools import MAX_READ_BYTES
 
@@ -51,6 +51,7 @@ __all__ = [
     "ConfigFile",
     "McpServer",
     "ModelProfile",
+    "NotifyTarget",
     "Prices",
     "TarrySettings",
     "config_problem",
@@ -77,6 +78,9 @@ moves on after seconds rather than ten; a live worker takes its tasks in millise
 
 DEFAULT_API_PORT = 8234
 """The HTTP API's port (`tarry serve`, `tarry dev`): beside the dev server's Web UI (8233)."""
+
+DEFAULT_ACTION_LINK_TTL = 7 * 24 * 3600.0
+"""Seconds an action link works when its call has no approval deadline: a week."""
 
 
 Provider = Literal["openai", "anthropic"]
@@ -197,6 +201,32 @@ class McpServer(BaseModel):
         return self
 
 
+class NotifyTarget(BaseModel):
+    """A `[[notify]]` entry: a receiver the worker tells of runs' stop points, with a
+    signed POST (see `activities.notify`). Its URL and secret stay on the worker."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: Annotated[str, Field(pattern=r"^https?://")]
+    """Where the notifications are POSTed (a Slack incoming webhook's URL, for `slack`)."""
+    events: Annotated[list[NotifyEvent], Field(min_length=1)]
+    """Which stop points: `waiting_for_input`, `waiting_for_approval`,
+    `waiting_for_budget`, `ended`."""
+    secret: SecretStr | None = None
+    """Signs each notification (`Tarry-Signature`); needed but for `format = "slack"`."""
+    format: Literal["json", "slack"] = "json"
+    """`json`: Tarry's payload; `slack`: a Slack incoming webhook's blocks, with buttons."""
+    to: str | None = None
+    """The user the notification is for: its approve and reject links (with an action
+    key) decide as them; none: no action links."""
+
+    @model_validator(mode="after")
+    def _signed(self) -> NotifyTarget:
+        if self.secret is None and self.format == "json":
+            raise ValueError("a [[notify]] entry needs a `secret` to sign its notifications")
+        return self
+
+
 def _long_enough(tokens: list[SecretStr]) -> list[SecretStr]:
     """Refuses a bearer token of the HTTP API that is short enough to guess (without
     showing it: the error names only the length it needs)."""
@@ -239,6 +269,8 @@ class ApiTable(BaseModel):
     record what they do under that name."""
     groups: dict[str, list[str]] = {}
     """`[api.groups]`: groups of users (`ops = ["alice", "bob"]`), for `RunInput.approvers`."""
+    action_key: Annotated[SecretStr, AfterValidator(_long_token)] | None = None
+    """Signs and checks action links (as `TARRY_ACTION_KEY`, which wins)."""
 
 
 class ConfigFile(BaseModel):
@@ -249,6 +281,8 @@ class ConfigFile(BaseModel):
     profiles: dict[str, ModelProfile] = {}
     mcp_servers: dict[str, McpServer] = {}
     api: ApiTable = Field(default_factory=ApiTable)
+    notify: list[NotifyTarget] = []
+    """`[[notify]]` entries: receivers of notifications of runs' stop points."""
 
     @classmethod
     def read(cls, path: Path) -> ConfigFile:
@@ -322,6 +356,16 @@ class TarrySettings(BaseSettings):
     config file's `[api] tokens` and `[api.users]` (see `api_users`): `NAME:TOKEN` names
     the person the token is, a bare `TOKEN` is the user `api`; each token of at least 16
     characters."""
+    tarry_public_url: str | None = Field(default=None, pattern=r"^https?://")
+    """The HTTP API's address as people reach it (`https://tarry.example`), for the links
+    of notifications; unset: `http://localhost:TARRY_API_PORT`."""
+    tarry_action_key: Annotated[SecretStr, AfterValidator(_long_token)] | None = None
+    """The key (16 characters or more) that signs a notification's action links on the
+    worker and checks them on the HTTP API; every process of a deployment needs the same.
+    Unset (and no `[api] action_key`): notifications carry no action links."""
+    tarry_action_link_ttl: float = Field(default=DEFAULT_ACTION_LINK_TTL, gt=0)
+    """Seconds an action link works for a call without an approval deadline (a call with
+    one: until then)."""
     tarry_user: str | None = None
     """Who the CLI and `tarry mcp` act as, recorded in the runs; unset: `cli:$USER`."""
     tarry_api_cors_origins: Annotated[list[str], NoDecode] = []
@@ -432,6 +476,18 @@ class TarrySettings(BaseSettings):
     def local_caller(self) -> Caller:
         """Who the CLI and `tarry mcp` act as: `TARRY_USER`, else `cli:$USER`."""
         return self.caller(local_user(self.tarry_user))
+
+    def notify_targets(self) -> list[NotifyTarget]:
+        """The config file's `[[notify]]` entries."""
+        return list(self._file.notify)
+
+    def action_key(self) -> SecretStr | None:
+        """The key of action links: `TARRY_ACTION_KEY`, else the file's `[api] action_key`."""
+        return self.tarry_action_key or self._file.api.action_key
+
+    def public_url(self) -> str:
+        """Where people reach the HTTP API and its inbox (`TARRY_PUBLIC_URL`)."""
+        return (self.tarry_public_url or f"http://localhost:{self.tarry_api_port}").rstrip("/")
 
     def mcp_servers(self) -> dict[str, McpServer]:
         """The config file's `[mcp_servers.NAME]` tables."""
