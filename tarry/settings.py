@@ -223,7 +223,9 @@ class NotifyTarget(BaseModel):
     @model_validator(mode="after")
     def _signed(self) -> NotifyTarget:
         if self.secret is None and self.format == "json":
-            raise ValueError("a [[notify]] entry needs a `secret` to sign its notifications")
+            raise ValueError(
+                'a `secret` signs the notifications; only `format = "slack"` goes without'
+            )
         return self
 
 
@@ -545,14 +547,20 @@ def _where(loc: tuple[int | str, ...], file: Path | None) -> str:
         return names[0].upper() if names else ""
     if not names:
         return str(file)
-    if _is_table(_type_at(names)):
+    kind = _type_at(names)
+    if _is_table(kind) or (get_origin(kind) is list and _is_table(get_args(kind)[0])):
         return f"{file}: {_table_name(names)}"
     *table, key = names
     return f"{file}: {_table_name(tuple(table))} {key}" if table else f"{file}: {key}"
 
 
 def _table_name(names: tuple[int | str, ...]) -> str:
-    return f"[{'.'.join(map(str, names))}]"
+    """`[a.b]`, or `[[a]]` for an array of tables (`[[notify]]`), whose positions are left out."""
+    keys = tuple(part for part in names if isinstance(part, str))
+    kind = _type_at(keys)
+    if get_origin(kind) is list and _is_table(_optional_of(get_args(kind)[0])):
+        return f"[[{'.'.join(keys)}]]"
+    return f"[{'.'.join(keys)}]"
 
 
 def _keys_of(table: tuple[int | str, ...]) -> list[str]:
@@ -565,6 +573,9 @@ def _type_at(loc: tuple[int | str, ...]) -> Any:
     """The type of what is at `loc` in `ConfigFile`: a model for a table."""
     kind: Any = ConfigFile
     for part in loc:
+        # A position may be left out (`_where`): a name then belongs to the list's items.
+        if isinstance(part, str) and get_origin(kind) is list:
+            kind = _optional_of(get_args(kind)[0])
         if _is_table(kind):
             field = kind.model_fields.get(str(part))
             kind = _optional_of(field.annotation) if field else None

@@ -261,6 +261,29 @@ async def test_a_run_hands_over_only_once_its_notification_was_taken(
     assert notify_activities(list(chain[0].events)) == ["scheduled", "completed"]
 
 
+async def test_a_receiver_s_url_and_secret_and_the_action_links_never_enter_history(
+    agent_factory: Any, tmp_path: Path, receiver: Receiver
+) -> None:
+    agent = await notifying(
+        agent_factory,
+        tmp_path,
+        receiver,
+        ["waiting_for_approval"],
+        entry={"to": "alice"},
+        tarry_action_key=ACTION_KEY,
+    )
+    agent.model.add(call("write_file", WRITE, id="w1"))
+    run = await agent.start("write the plan", require_approval=["write_file"])
+    await receiver.wait_for(1)
+
+    history = await agent.history_json(run)
+
+    [pending] = receiver.delivered[0].json["pending_approvals"]
+    token = pending["links"]["approve"].rsplit("/", 1)[1]
+    for secret in (SECRET, ACTION_KEY, receiver.url, token):
+        assert secret not in history
+
+
 async def test_a_run_on_a_worker_without_notify_entries_records_nothing_of_notifications(
     agent: Agent,
 ) -> None:
@@ -405,9 +428,11 @@ async def test_an_expired_or_altered_action_link_changes_nothing(linked: Linked)
 
 
 async def test_a_page_of_another_site_cannot_use_an_action_link(linked: Linked) -> None:
-    refused = await linked.http.post(linked.approve, headers={"Origin": "https://evil.example"})
+    cross_site = await linked.http.post(linked.approve, headers={"Origin": "https://evil.example"})
+    rebound = await linked.http.post(linked.approve, headers={"Host": "evil.example"})
 
-    assert refused.status_code == 403
+    assert cross_site.status_code == 403
+    assert rebound.status_code == 421
     assert (await linked.run.state()).waiting_for is WaitingFor.APPROVAL
 
 
