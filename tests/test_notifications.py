@@ -91,7 +91,7 @@ class Receiver:
             await self._release.wait()
         return web.Response(status=status or 200)
 
-    async def wait_for(self, delivered: int = 1, *, tries: int = 0) -> None:
+    async def until_taken(self, delivered: int = 1, *, tries: int = 0) -> None:
         """Until `delivered` notifications were taken and there were `tries` tries."""
         async with asyncio.timeout(TIMEOUT):
             while len(self.delivered) < delivered or len(self.tries) < tries:
@@ -168,9 +168,9 @@ async def test_a_run_waiting_for_input_then_approval_then_ended_sends_three_sign
         say("Hello!"), call("write_file", WRITE, id="w1"), call("finish", {"result": "done"})
     )
     run = await agent.start("hi", require_approval=["write_file"])
-    await receiver.wait_for(1)
+    await receiver.until_taken(1)
     await run.send("write the plan")
-    await receiver.wait_for(2)
+    await receiver.until_taken(2)
 
     await run.decide("w1")
     result = await run.result()
@@ -196,7 +196,7 @@ async def test_a_notification_says_what_the_run_waits_for_and_links_to_it(
     agent.model.add(call("write_file", WRITE, id="w1"))
     run = await agent.start("write the plan", require_approval=["write_file"])
 
-    await receiver.wait_for(1)
+    await receiver.until_taken(1)
 
     sent = receiver.delivered[0].json
     assert set(sent) == {
@@ -228,7 +228,7 @@ async def test_a_notification_whose_receiver_is_down_arrives_once_it_is_up_with_
     agent = await notifying(agent_factory, tmp_path, receiver, ["ended"])
     run = await agent.start()
     await run.stop()
-    await receiver.wait_for(0, tries=2)
+    await receiver.until_taken(0, tries=2)
     await asyncio.sleep(DOWN)
 
     receiver.status = 200
@@ -250,7 +250,7 @@ async def test_a_run_hands_over_only_once_its_notification_was_taken(
     agent = await notifying(agent_factory, tmp_path, receiver, ["waiting_for_input"])
     agent.model.add(say("one"))
     run = await agent.start("hi", continue_as_new_after_turns=1)
-    await receiver.wait_for(0, tries=2)
+    await receiver.until_taken(0, tries=2)
 
     receiver.status = 200
     async with asyncio.timeout(TIMEOUT):
@@ -274,7 +274,7 @@ async def test_a_receiver_s_url_and_secret_and_the_action_links_never_enter_hist
     )
     agent.model.add(call("write_file", WRITE, id="w1"))
     run = await agent.start("write the plan", require_approval=["write_file"])
-    await receiver.wait_for(1)
+    await receiver.until_taken(1)
 
     history = await agent.history_json(run)
 
@@ -330,7 +330,7 @@ async def test_a_notification_cut_off_by_a_killed_worker_is_delivered_by_a_new_o
 
         await first.kill()
         await rig.worker()
-        await receiver.wait_for(1)
+        await receiver.until_taken(1)
     finally:
         await rig.close()
 
@@ -376,7 +376,7 @@ async def linked(
         )
         agent.model.add(call("write_file", WRITE, id="w1"), say("written"))
         run = await agent.start("write the plan", require_approval=["write_file"])
-        await receiver.wait_for(1)
+        await receiver.until_taken(1)
         [pending] = receiver.delivered[0].json["pending_approvals"]
         yield Linked(run, pending["links"]["approve"], pending["links"]["reject"], http)
 
@@ -449,7 +449,7 @@ async def test_an_action_link_expires_at_the_call_s_approval_deadline(
     )
     agent.model.add(call("write_file", WRITE, id="w1"))
     run = await agent.start("write", require_approval=["write_file"], approval_timeout=3600)
-    await receiver.wait_for(1)
+    await receiver.until_taken(1)
 
     [pending] = receiver.delivered[0].json["pending_approvals"]
     token = pending["links"]["approve"].rsplit("/", 1)[1]
@@ -475,7 +475,7 @@ async def test_a_slack_notification_has_the_summary_and_buttons_for_the_links(
     agent.model.add(call("write_file", WRITE, id="w1"))
     run = await agent.start("write the plan", require_approval=["write_file"])
 
-    await receiver.wait_for(1)
+    await receiver.until_taken(1)
 
     message = receiver.delivered[0].json
     assert run.id in message["text"]

@@ -97,8 +97,8 @@ class AgentRunWorkflow:
             else:
                 self._m.phase = Phase.WAITING_USER
         self._stream = RunStream(self._m.events.state)
-        self._outbox = notifications.Outbox()
         self._m.events.state = None  # the stream holds it; the next hand-over takes it again
+        self._outbox = notifications.Outbox()
 
     @workflow.run
     async def run(self, input: WorkflowInput) -> RunResult:
