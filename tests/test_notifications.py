@@ -28,7 +28,7 @@ from temporalio.client import Client
 from tarry.actions import Action, sign, verify
 from tarry.api import ApiServer, create_app
 from tarry.client import RunHandle, Tarry
-from tarry.contracts import ErrorCode, Phase, WaitingFor
+from tarry.contracts import Budget, ErrorCode, Phase, Usage, WaitingFor
 from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import Agent
@@ -219,6 +219,24 @@ async def test_a_notification_says_what_the_run_waits_for_and_links_to_it(
     assert pending["links"] == {}  # addressed to nobody: nobody's decision to make
     assert "write_file" in sent["summary"]
     assert sent["links"] == {"run": f"https://tarry.example/#/runs/{run.id}"}
+
+
+async def test_a_run_that_spent_its_budget_says_so_and_what_it_spent(
+    agent_factory: Any, tmp_path: Path, receiver: Receiver
+) -> None:
+    agent = await notifying(agent_factory, tmp_path, receiver, ["waiting_for_budget"])
+    agent.model.add(call("list_files", id="c1", usage=Usage(total_tokens=120)))
+    run = await agent.start("look around", budget=Budget(max_total_tokens=100))
+
+    await receiver.until_taken(1)
+
+    sent = receiver.delivered[0].json
+    assert (sent["event"], sent["run_id"], sent["waiting_for"]) == (
+        "waiting_for_budget",
+        run.id,
+        "budget",
+    )
+    assert "120 tokens" in sent["summary"]
 
 
 async def test_a_notification_whose_receiver_is_down_arrives_once_it_is_up_with_one_event_id(
