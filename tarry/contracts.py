@@ -361,7 +361,7 @@ class DecisionRecord(BaseModel):
     change, so the person is `user`."""
     at: datetime
     source: str | None = Field(default=None, exclude_if=_none)
-    """The door the decision came through, as `Decision.source` named it (`mcp`)."""
+    """The door the decision came through, as `Decision.source` named it (`mcp`, `link`)."""
     user: str | None = Field(default=None, exclude_if=_none)
     """Who decided (`Decision.by`), or who stopped the run for a call a stop rejected;
     null for a deadline's default and for decisions recorded before people were named."""
@@ -661,7 +661,8 @@ class Decision(BaseModel):
     """Edited arguments to run the call with, checked against the tool's schema."""
     source: str | None = Field(default=None, exclude_if=_none)
     """The door it came through when that is not a person's own client: `mcp` for
-    `tarry mcp`, where an assistant may decide without asking its user. Kept with the
+    `tarry mcp`, where an assistant may decide without asking its user; `link` for a
+    notification's action link, decided as the user it was sent to. Kept with the
     decision (`DecisionRecord.source`); left out while null, so older payloads match."""
     by: str | None = Field(default=None, exclude_if=_none)
     """Who decides (`DecisionRecord.user`); null: an operator straight from Temporal,
