@@ -8,6 +8,7 @@ Every receiver here is a real HTTP server on 127.0.0.1, every run a real one."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
@@ -98,20 +99,28 @@ class Receiver:
                 await asyncio.sleep(0.05)
 
 
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    made = Receiver()
+@contextlib.asynccontextmanager
+async def listening(receiver: Receiver) -> AsyncIterator[Receiver]:
+    """`receiver` served on a free port of 127.0.0.1 (its `url`)."""
     app = web.Application()
-    app.router.add_post("/hook", made.take)
+    app.router.add_post("/hook", receiver.take)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     host, port = runner.addresses[0][:2]
-    made.url = f"http://{host}:{port}/hook"
-    yield made
-    made._release.set()
-    await runner.cleanup()
+    receiver.url = f"http://{host}:{port}/hook"
+    try:
+        yield receiver
+    finally:
+        receiver._release.set()
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    async with listening(Receiver()) as made:
+        yield made
 
 
 def verified(secret: str, delivery: Try) -> bool:
@@ -123,12 +132,17 @@ def verified(secret: str, delivery: Try) -> bool:
     return hmac.compare_digest(expected, fields["v1"])
 
 
-def config(tmp_path: Path, url: str, events: list[str], **entry: str) -> Path:
-    """A worker's config file with one `[[notify]]` entry."""
+def entry(url: str, events: list[str], **fields: str) -> str:
+    """One `[[notify]]` entry of a config file, signed with `SECRET`."""
     lines = ["[[notify]]", f'url = "{url}"', f"events = {json.dumps(events)}"]
-    lines += [f'secret = "{SECRET}"', *(f'{key} = "{value}"' for key, value in entry.items())]
+    lines += [f'secret = "{SECRET}"', *(f'{key} = "{value}"' for key, value in fields.items())]
+    return "\n".join(lines) + "\n"
+
+
+def config(tmp_path: Path, url: str, events: list[str], **fields: str) -> Path:
+    """A worker's config file with one `[[notify]]` entry."""
     path = tmp_path / "tarry.toml"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text(entry(url, events, **fields))
     return path
 
 
@@ -259,6 +273,25 @@ async def test_a_notification_whose_receiver_is_down_arrives_once_it_is_up_with_
     assert len(receiver.delivered) == 1
     assert len(receiver.tries) > 2
     assert {t.event_id for t in receiver.tries} == {receiver.delivered[0].event_id}
+
+
+async def test_a_receiver_that_took_a_notification_is_not_sent_it_again_while_another_is_retried(
+    agent_factory: Any, tmp_path: Path, receiver: Receiver
+) -> None:
+    path = tmp_path / "tarry.toml"
+    async with listening(Receiver(status=503)) as other:
+        path.write_text(entry(receiver.url, ["ended"]) + entry(other.url, ["ended"]))
+        agent: Agent = await agent_factory(worker_settings={"tarry_config": path})
+        run = await agent.start()
+        await run.stop()
+        await other.until_taken(0, tries=3)
+        other.status = 200
+        async with asyncio.timeout(TIMEOUT):
+            await run.result()
+
+    assert len(receiver.tries) == 1
+    assert len(other.delivered) == 1
+    assert receiver.tries[0].event_id == other.delivered[0].event_id
 
 
 async def test_a_run_hands_over_only_once_its_notification_was_taken(
