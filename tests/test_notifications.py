@@ -440,6 +440,8 @@ async def test_opening_an_action_link_decides_nothing_until_it_is_confirmed(
     assert page.status_code == 200
     assert '<form method="post">' in page.text
     assert "alice" in page.text
+    assert "write_file" in page.text
+    assert "ship it" in page.text  # the arguments a person approves
     assert (await linked.run.state()).waiting_for is WaitingFor.APPROVAL
 
 
@@ -453,7 +455,8 @@ async def test_an_action_link_approves_once_as_its_user_and_a_second_use_is_refu
     assert first.status_code == 200, first.text
     decision = await decision_of(linked.run)
     assert (decision.approved, decision.user, decision.source) == (True, "alice", "link")
-    for refused in (again, other):
+    opened = await linked.http.get(linked.approve)
+    for refused in (again, other, opened):
         assert refused.status_code == 409
         assert ErrorCode.APPROVAL_ALREADY_DECIDED in refused.text
     assert (await linked.run.state()).waiting_for is WaitingFor.INPUT

@@ -23,7 +23,7 @@ from fastapi.responses import HTMLResponse
 from tarry.actions import Action, verify
 from tarry.api.errors import status_of
 from tarry.client import Tarry, TarryError
-from tarry.contracts import RunState
+from tarry.contracts import ErrorCode, RunState
 from tarry.settings import TarrySettings
 
 __all__ = ["actions_router"]
@@ -58,17 +58,28 @@ def actions_router(tarry: Tarry, settings: TarrySettings) -> APIRouter:
 
     @router.get("/{token}", response_class=HTMLResponse, responses=_REFUSED)
     async def confirm(token: Token) -> HTMLResponse:
-        """A page asking to confirm the link's decision; it decides nothing (a chat app's
-        preview fetches the link too). 403 `ACTION_LINK_INVALID`, 410 `ACTION_LINK_EXPIRED`."""
+        """A page showing the call and asking to confirm the link's decision; it decides
+        nothing (a chat app's preview fetches the link too). 403 `ACTION_LINK_INVALID`,
+        410 `ACTION_LINK_EXPIRED`, 409 `APPROVAL_ALREADY_DECIDED` for a call that waits
+        for no decision."""
         try:
             action = verify(token, key, time.time())
+            state = await tarry.get(action.run_id).state()
         except TarryError as e:
             return _refusal(e)
+        pending = next((p for p in state.pending_approvals if p.call_id == action.call_id), None)
+        if pending is None:
+            return _refusal(
+                TarryError(
+                    ErrorCode.APPROVAL_ALREADY_DECIDED,
+                    f"call {action.call_id!r} of run {action.run_id!r} waits for no decision",
+                )
+            )
         verb = "Approve" if action.approve else "Reject"
         body = (
-            f"<p>{verb} call <code>{_e(action.call_id)}</code> of run"
-            f' <a href="/#/runs/{_e(action.run_id)}"><code>{_e(action.run_id)}</code></a>'
-            f" as <strong>{_e(action.user)}</strong>?</p>"
+            f"<p>{verb} <code>{_e(pending.tool)}</code> call <code>{_e(action.call_id)}</code>"
+            f' of run <a href="/#/runs/{_e(action.run_id)}"><code>{_e(action.run_id)}</code></a>'
+            f" as <strong>{_e(action.user)}</strong>?</p><pre>{_e(pending.arguments)}</pre>"
             f'<form method="post"><button type="submit">{verb}</button></form>'
         )
         return _page(f"{verb} a tool call", body)
