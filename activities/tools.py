@@ -39,6 +39,7 @@ from tarry.contracts import (
     CatalogueRequest,
     ErrorCode,
     FinishArguments,
+    NotifyEvent,
     ToolDefinition,
     ToolInvocation,
     ToolResult,
@@ -160,6 +161,7 @@ class ToolHost:
         max_read_bytes: int = MAX_READ_BYTES,
         workspace_template: Path | None = None,
         agents: Mapping[str, AgentSpec] | None = None,
+        notify_events: Sequence[NotifyEvent] = (),
     ) -> None:
         """`model_queues`: the task queue of each model profile that has its own, which
         a run resolves with its tools (`Catalogue`); `profiles`: the names of the worker's
@@ -167,7 +169,9 @@ class ToolHost:
         tool (None: not checked here; the model call refuses it); `max_read_bytes`: the
         most a tool reads into one result (`ToolContext.max_read_bytes`);
         `workspace_template`: a directory whose files a new workspace starts with;
-        `agents`: the sub-agents of the config file, which a run resolves by name."""
+        `agents`: the sub-agents of the config file, which a run resolves by name;
+        `notify_events`: the stop points the worker's `[[notify]]` entries want, which a
+        run learns with its tools (the catalogue is all a run learns of the worker)."""
         self._root = workspace_root
         self._template = workspace_template
         self._tools: dict[str, Tool] = {}
@@ -176,6 +180,7 @@ class ToolHost:
         self._profiles = None if profiles is None else sorted(profiles)
         self._max_read_bytes = max_read_bytes
         self._agents = dict(agents or {})
+        self._notify_events = list(notify_events)
         for t in tools:
             self.register(t)
 
@@ -295,6 +300,7 @@ class ToolHost:
             model_queue=self._model_queues.get(request.profile),
             profiles=profiles,
             agents=agents,
+            notify_events=self._notify_events,
         )
 
     def _activity(self, name: str) -> Callable[[ToolInvocation], Awaitable[ToolResult]]:

@@ -31,6 +31,7 @@ __all__ = [
     "MAX_RUN_ID_LENGTH",
     "MCP_TOOL_ACTIVITY",
     "MODEL_ATTRIBUTE",
+    "NOTIFY_ACTIVITY",
     "PAGE_ACTIVITY",
     "PHASE_ATTRIBUTE",
     "RUN_ID_PATTERN",
@@ -63,6 +64,8 @@ __all__ = [
     "LlmResponse",
     "McpInvocation",
     "Mode",
+    "Notification",
+    "NotifyEvent",
     "PauseRequest",
     "PendingApproval",
     "Phase",
@@ -100,6 +103,9 @@ PAGE_ACTIVITY = "store_transcript_page"
 """The activity that moves a run's older messages into a page in the payload store."""
 MCP_TOOL_ACTIVITY = "mcp_tool"
 """The activity that calls a tool of an MCP server; its summary names the server and tool."""
+NOTIFY_ACTIVITY = "notify"
+"""The activity that tells the receivers of the worker's `[[notify]]` entries of a run's
+stop point (`Notification`)."""
 FINISH_TOOL = "finish"
 AGENT_TOOL_PREFIX = "agent__"
 """A run offers each agent of `RunInput.agents` as the tool `agent__NAME`."""
@@ -155,6 +161,16 @@ class WaitingFor(StrEnum):
     AGENT = "agent"
     """A sub-agent this run delegated to waits for a person (`waiting_on` names it):
     answering that run lets this one go on."""
+
+
+class NotifyEvent(StrEnum):
+    """A stop point a `[[notify]]` entry of the worker's config may be told of."""
+
+    WAITING_FOR_INPUT = "waiting_for_input"
+    WAITING_FOR_APPROVAL = "waiting_for_approval"
+    WAITING_FOR_BUDGET = "waiting_for_budget"
+    ENDED = "ended"
+    """Completed or failed."""
 
 
 class ApprovalDefault(StrEnum):
@@ -306,6 +322,15 @@ class ErrorCode(StrEnum):
     PAYLOAD_MISSING = "PAYLOAD_MISSING"
     """The payload store lacks a stored page of a run's transcript (a client without the
     workers' storage directory or bucket), or holds it damaged."""
+    ACTION_LINK_INVALID = "ACTION_LINK_INVALID"
+    """An action link whose token was not signed with this API's action key (altered,
+    or made for another deployment), or an API with no action key: nothing is decided."""
+    ACTION_LINK_EXPIRED = "ACTION_LINK_EXPIRED"
+    """An action link used after its call's approval deadline (or the link's lifetime,
+    `TARRY_ACTION_LINK_TTL`): nothing is decided."""
+    NOTIFY_FAILED = "NOTIFY_FAILED"
+    """A notification's receiver could not be reached or answered 5xx, 408 or 429:
+    retried with backoff for a day; another 4xx is not retried."""
     UPDATE_FAILED = "UPDATE_FAILED"
     """An update failed in a way Tarry has no code for; its message is Temporal's."""
 
@@ -356,7 +381,7 @@ class DecisionRecord(BaseModel):
     person decided an earlier call and asked to be remembered (`user` says which)."""
     at: datetime
     source: str | None = Field(default=None, exclude_if=_none)
-    """The door the decision came through, as `Decision.source` named it (`mcp`)."""
+    """The door the decision came through, as `Decision.source` named it (`mcp`, `link`)."""
     user: str | None = Field(default=None, exclude_if=_none)
     """Who decided (`Decision.by`), or who stopped the run for a call a stop rejected;
     `rule N` (the run's Nth approval rule, from 1) or `remembered` (an earlier decision
@@ -722,7 +747,8 @@ class Decision(BaseModel):
     """Edited arguments to run the call with, checked against the tool's schema."""
     source: str | None = Field(default=None, exclude_if=_none)
     """The door it came through when that is not a person's own client: `mcp` for
-    `tarry mcp`, where an assistant may decide without asking its user. Kept with the
+    `tarry mcp`, where an assistant may decide without asking its user; `link` for a
+    notification's action link, decided as the user it was sent to. Kept with the
     decision (`DecisionRecord.source`); left out while null, so older payloads match."""
     by: str | None = Field(default=None, exclude_if=_none)
     """Who decides (`DecisionRecord.user`); null: an operator straight from Temporal,
@@ -978,6 +1004,9 @@ class Catalogue(BaseModel):
     model_queue: str | None = None
     """The task queue the run's model calls go to (`ModelProfile.task_queue`); null:
     the run's own."""
+    notify_events: list[NotifyEvent] = Field(default=[], exclude_if=_empty)
+    """The stop points some `[[notify]]` entry of the worker wants to hear of: the run
+    schedules a notification only for these, so a run with none adds nothing to history."""
     profiles: dict[str, str | None] = {}
     """Every model profile of the worker, with the task queue its calls go to, so
     `set_model` can refuse a name no worker has and route the calls of the one it
@@ -1093,3 +1122,20 @@ class ToolResult(BaseModel):
         if self.ok:
             return self.model_dump_json(include={"ok", "data"})
         return self.model_dump_json(include={"ok", "error"}, exclude_none=True)
+
+
+class Notification(BaseModel):
+    """The `notify` activity's input: a stop point of a run, told to the receivers of the
+    worker's `[[notify]]` entries that want its `event`. What is secret (receivers' URLs
+    and secrets, the key that signs action links) stays in the worker's config."""
+
+    id: str
+    """The same on every retry (`Tarry-Event-Id`), so a receiver takes it once."""
+    event: NotifyEvent
+    run_id: str
+    phase: Phase
+    waiting_for: WaitingFor | None = None
+    pending_approvals: list[PendingApproval] = []
+    summary: str = ""
+    """One short paragraph for a person: what the run said last, what it wants to run,
+    how it ended."""

@@ -37,7 +37,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from temporalio.converter import StorageDriver
 
-from tarry.contracts import DEFAULT_TASK_QUEUE, AgentSpec, Sampling, Usage
+from tarry.contracts import DEFAULT_TASK_QUEUE, AgentSpec, NotifyEvent, Sampling, Usage
 from tarry.identities import API_USER, Caller, local_user
 from tarry.tools import MAX_READ_BYTES
 
@@ -52,6 +52,7 @@ __all__ = [
     "ConfigFile",
     "McpServer",
     "ModelProfile",
+    "NotifyTarget",
     "Prices",
     "TarrySettings",
     "config_problem",
@@ -78,6 +79,9 @@ moves on after seconds rather than ten; a live worker takes its tasks in millise
 
 DEFAULT_API_PORT = 8234
 """The HTTP API's port (`tarry serve`, `tarry dev`): beside the dev server's Web UI (8233)."""
+
+DEFAULT_ACTION_LINK_TTL = 7 * 24 * 3600.0
+"""Seconds an action link works when its call has no approval deadline: a week."""
 
 
 Provider = Literal["openai", "anthropic"]
@@ -205,6 +209,34 @@ class AgentTable(AgentSpec):
     model_config = ConfigDict(extra="forbid")
 
 
+class NotifyTarget(BaseModel):
+    """A `[[notify]]` entry: a receiver the worker tells of runs' stop points, with a
+    signed POST (see `activities.notify`). Its URL and secret stay on the worker."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: Annotated[str, Field(pattern=r"^https?://")]
+    """Where the notifications are POSTed (a Slack incoming webhook's URL, for `slack`)."""
+    events: Annotated[list[NotifyEvent], Field(min_length=1)]
+    """Which stop points: `waiting_for_input`, `waiting_for_approval`,
+    `waiting_for_budget`, `ended`."""
+    secret: SecretStr | None = None
+    """Signs each notification (`Tarry-Signature`); needed but for `format = "slack"`."""
+    format: Literal["json", "slack"] = "json"
+    """`json`: Tarry's payload; `slack`: a Slack incoming webhook's blocks, with buttons."""
+    to: str | None = None
+    """The user the notification is for: its approve and reject links (with an action
+    key) decide as them; none: no action links."""
+
+    @model_validator(mode="after")
+    def _signed(self) -> NotifyTarget:
+        if self.secret is None and self.format == "json":
+            raise ValueError(
+                'a `secret` signs the notifications; only `format = "slack"` goes without'
+            )
+        return self
+
+
 def _long_enough(tokens: list[SecretStr]) -> list[SecretStr]:
     """Refuses a bearer token of the HTTP API that is short enough to guess (without
     showing it: the error names only the length it needs)."""
@@ -247,6 +279,8 @@ class ApiTable(BaseModel):
     record what they do under that name."""
     groups: dict[str, list[str]] = {}
     """`[api.groups]`: groups of users (`ops = ["alice", "bob"]`), for `RunInput.approvers`."""
+    action_key: Annotated[SecretStr, AfterValidator(_long_token)] | None = None
+    """Signs and checks action links (as `TARRY_ACTION_KEY`, which wins)."""
 
 
 class ConfigFile(BaseModel):
@@ -258,6 +292,8 @@ class ConfigFile(BaseModel):
     mcp_servers: dict[str, McpServer] = {}
     agents: dict[str, AgentTable] = {}
     api: ApiTable = Field(default_factory=ApiTable)
+    notify: list[NotifyTarget] = []
+    """`[[notify]]` entries: receivers of notifications of runs' stop points."""
 
     @classmethod
     def read(cls, path: Path) -> ConfigFile:
@@ -296,8 +332,8 @@ class TarrySettings(BaseSettings):
         default=None, validation_alias=AliasChoices("tarry_config", "tarry_models_file")
     )
     """The worker's TOML file: `[profiles.NAME]` tables of `ModelProfile` fields,
-    `[mcp_servers.NAME]` tables of `McpServer` fields and `[agents.NAME]` tables of
-    sub-agents. `TARRY_MODELS_FILE`, its old name, still works."""
+    `[mcp_servers.NAME]` tables of `McpServer` fields, `[agents.NAME]` tables of
+    sub-agents and `[[notify]]` receivers. `TARRY_MODELS_FILE`, its old name, still works."""
     tarry_workspace_root: Path = Path(".tarry/workspaces")
     """Each run's file tools are confined to `<root>/<run id>`."""
     tarry_read_file_max_bytes: int = Field(default=MAX_READ_BYTES, ge=1)
@@ -331,6 +367,16 @@ class TarrySettings(BaseSettings):
     config file's `[api] tokens` and `[api.users]` (see `api_users`): `NAME:TOKEN` names
     the person the token is, a bare `TOKEN` is the user `api`; each token of at least 16
     characters."""
+    tarry_public_url: str | None = Field(default=None, pattern=r"^https?://")
+    """The HTTP API's address as people reach it (`https://tarry.example`), for the links
+    of notifications; unset: `http://localhost:TARRY_API_PORT`."""
+    tarry_action_key: Annotated[SecretStr, AfterValidator(_long_token)] | None = None
+    """The key (16 characters or more) that signs a notification's action links on the
+    worker and checks them on the HTTP API; every process of a deployment needs the same.
+    Unset (and no `[api] action_key`): notifications carry no action links."""
+    tarry_action_link_ttl: float = Field(default=DEFAULT_ACTION_LINK_TTL, gt=0)
+    """Seconds an action link works for a call without an approval deadline (a call with
+    one: until then)."""
     tarry_user: str | None = None
     """Who the CLI and `tarry mcp` act as, recorded in the runs; unset: `cli:$USER`."""
     tarry_api_cors_origins: Annotated[list[str], NoDecode] = []
@@ -442,6 +488,18 @@ class TarrySettings(BaseSettings):
         """Who the CLI and `tarry mcp` act as: `TARRY_USER`, else `cli:$USER`."""
         return self.caller(local_user(self.tarry_user))
 
+    def notify_targets(self) -> list[NotifyTarget]:
+        """The config file's `[[notify]]` entries."""
+        return list(self._file.notify)
+
+    def action_key(self) -> SecretStr | None:
+        """The key of action links: `TARRY_ACTION_KEY`, else the file's `[api] action_key`."""
+        return self.tarry_action_key or self._file.api.action_key
+
+    def public_url(self) -> str:
+        """Where people reach the HTTP API and its inbox (`TARRY_PUBLIC_URL`)."""
+        return (self.tarry_public_url or f"http://localhost:{self.tarry_api_port}").rstrip("/")
+
     def mcp_servers(self) -> dict[str, McpServer]:
         """The config file's `[mcp_servers.NAME]` tables."""
         return dict(self._file.mcp_servers)
@@ -502,14 +560,20 @@ def _where(loc: tuple[int | str, ...], file: Path | None) -> str:
         return names[0].upper() if names else ""
     if not names:
         return str(file)
-    if _is_table(_type_at(names)):
+    kind = _type_at(names)
+    if _is_table(kind) or (get_origin(kind) is list and _is_table(get_args(kind)[0])):
         return f"{file}: {_table_name(names)}"
     *table, key = names
     return f"{file}: {_table_name(tuple(table))} {key}" if table else f"{file}: {key}"
 
 
 def _table_name(names: tuple[int | str, ...]) -> str:
-    return f"[{'.'.join(map(str, names))}]"
+    """`[a.b]`, or `[[a]]` for an array of tables (`[[notify]]`), whose positions are left out."""
+    keys = tuple(part for part in names if isinstance(part, str))
+    kind = _type_at(keys)
+    if get_origin(kind) is list and _is_table(_optional_of(get_args(kind)[0])):
+        return f"[[{'.'.join(keys)}]]"
+    return f"[{'.'.join(keys)}]"
 
 
 def _keys_of(table: tuple[int | str, ...]) -> list[str]:
@@ -522,6 +586,9 @@ def _type_at(loc: tuple[int | str, ...]) -> Any:
     """The type of what is at `loc` in `ConfigFile`: a model for a table."""
     kind: Any = ConfigFile
     for part in loc:
+        # A position may be left out (`_where`): a name then belongs to the list's items.
+        if isinstance(part, str) and get_origin(kind) is list:
+            kind = _optional_of(get_args(kind)[0])
         if _is_table(kind):
             field = kind.model_fields.get(str(part))
             kind = _optional_of(field.annotation) if field else None

@@ -263,6 +263,7 @@ async def agent_factory(
         mcp_servers: Mapping[str, McpServer] | None = None,
         more_profiles: Mapping[str, ModelProfile] | None = None,
         agents: Mapping[str, AgentSpec] | None = None,
+        worker_settings: Mapping[str, Any] | None = None,
         **profile: Any,
     ) -> Agent:
         model = ScriptedModel()
@@ -279,10 +280,16 @@ async def agent_factory(
             **(more_profiles or {}),
         }
         task_queue = f"test-{uuid.uuid4().hex[:8]}"
-        settings = TarrySettings.model_construct(
-            tarry_workspace_root=tmp_path / "workspaces",
-            tarry_storage_dir=tmp_path / "payloads",
-            tarry_workflow_cache=workflow_cache,
+        base: dict[str, Any] = {
+            "tarry_workspace_root": tmp_path / "workspaces",
+            "tarry_storage_dir": tmp_path / "payloads",
+            "tarry_workflow_cache": workflow_cache,
+        }
+        # Settings a test gives (a config file, say) are read and checked as a worker's are.
+        settings = (
+            TarrySettings(**base, **worker_settings)
+            if worker_settings
+            else TarrySettings.model_construct(**base)
         )
         worker_client = client or temporal
 

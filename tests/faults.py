@@ -418,8 +418,8 @@ class CrashRig:
     """The cache every worker process of the rig keeps (`TARRY_WORKFLOW_CACHE`)."""
     sticky_timeout: float = DEFAULT_STICKY_TIMEOUT
     """How long a task waits for a dead worker's sticky queue (`TARRY_STICKY_TIMEOUT`)."""
-    config: Path | None = None
-    """The config file every worker process reads (`TARRY_CONFIG`), e.g. its agents."""
+    env: dict[str, str] = field(default_factory=dict)
+    """More of the worker processes' environment (`TARRY_CONFIG`, say)."""
     task_queue: str = field(default_factory=lambda: f"faults-{uuid.uuid4().hex[:8]}")
     workers: list[WorkerProcess] = field(default_factory=list)
     runs: list[RunHandle] = field(default_factory=list)
@@ -439,7 +439,7 @@ class CrashRig:
             extra_env={
                 "TARRY_WORKFLOW_CACHE": str(self.workflow_cache),
                 "TARRY_STICKY_TIMEOUT": str(self.sticky_timeout),
-                **({"TARRY_CONFIG": str(self.config)} if self.config else {}),
+                **self.env,
             },
         )
         self.workers.append(worker)

@@ -88,8 +88,10 @@ async def test_a_misspelled_key_names_the_file_the_table_and_the_nearest_key(
         ("[profiles.fast.prices]\ninput = 1\noutput = 2\n", "cache_reed",
          "in [profiles.fast.prices]", "cache_read"),
         ("[agents.researcher]\n", "tool", "in [agents.researcher]", "tools"),
+        ('[[notify]]\nurl = "https://hooks.example"\nevents = ["ended"]\nsecret = "s"\n',
+         "secrets", "in [[notify]]", "secret"),
     ],
-    ids=["top-level", "mcp-server", "api", "prices", "agent"],
+    ids=["top-level", "mcp-server", "api", "prices", "agent", "notify"],
 )  # fmt: skip
 async def test_an_unknown_key_is_refused_in_every_table(
     table: str, key: str, where: str, nearest: str, tmp_path: Path
@@ -105,7 +107,7 @@ async def test_an_unknown_table_lists_the_tables_there_are(tmp_path: Path) -> No
     line = refused(await start("python -m workers", tmp_path, "[telemetry]\nport = 1\n"))
 
     assert line.endswith("unknown key 'telemetry' at the top level; the keys are profiles, "
-                         "mcp_servers, agents, api")  # fmt: skip
+                         "mcp_servers, agents, api, notify")  # fmt: skip
 
 
 async def test_a_toml_syntax_error_names_the_file_line_and_column(tmp_path: Path) -> None:
@@ -139,6 +141,19 @@ async def test_a_table_that_breaks_its_own_rule_is_named(tmp_path: Path) -> None
     assert line == (
         f"{tmp_path / 'tarry.toml'}: [mcp_servers.files]: an MCP server needs either "
         "`command` (stdio) or `url` (HTTP)"
+    )
+
+
+async def test_a_notify_entry_without_a_secret_is_named_as_an_array_of_tables(
+    tmp_path: Path,
+) -> None:
+    config = '[[notify]]\nurl = "https://hooks.example/tarry"\nevents = ["ended"]\n'
+
+    line = refused(await start("python -m workers", tmp_path, config))
+
+    assert line == (
+        f"{tmp_path / 'tarry.toml'}: [[notify]]: a `secret` signs the notifications; only"
+        ' `format = "slack"` goes without'
     )
 
 

@@ -652,6 +652,7 @@ async def test_the_openapi_document_describes_every_route(api: Api) -> None:
         "/v1/schedules/{name}/unpause",
         "/v1/schedules/{name}/trigger",
         "/v1/agui",
+        "/v1/actions/{token}",
         "/healthz",
     }
     assert "RunInput" in str(document["components"]["schemas"]["StartRequest"]) or (

@@ -45,6 +45,11 @@ async def test_without_a_token_every_route_but_healthz_is_401(api: Api) -> None:
 
     health = answers.pop(("GET", "/healthz"))
     assert health.status_code == 200
+    # An action link's token is its own guard: a token that is none decides nothing.
+    for method in ("GET", "POST"):
+        link = answers.pop((method, "/v1/actions/{token}"))
+        assert link.status_code == 403, method
+        assert ErrorCode.ACTION_LINK_INVALID in link.text
     assert len(answers) >= 11
     for route, response in answers.items():
         assert response.status_code == 401, route

@@ -414,7 +414,7 @@ async def test_a_tree_survives_a_worker_killed_while_the_sub_agent_works(
             tmp_path / "workspaces",
             tmp_path / "logs",
             workflow_cache=cache,
-            config=config,
+            env={"TARRY_CONFIG": str(config)},
         )
         model.add(
             call("agent__researcher", {"task": "Look it up."}, id="a1"),

@@ -3,10 +3,10 @@
 The SDK's own integrations (`temporalio.contrib.openai_agents.OpenAIAgentsPlugin`,
 pydantic-ai's `PydanticAIPlugin`) wire a worker this way, and so does Tarry: the
 `AgentRun` workflow, the model activity with its stored conversations, the tools (and
-the MCP servers' in the worker's config), the worker settings Tarry ships with (cache,
-pollers, sticky timeout) and the legacy-query eviction the cache needs. `python -m
-workers`, `tarry dev`, the tests and the benchmarks all build their workers with it, so
-they serve runs the same way:
+the MCP servers' in the worker's config), the notifications of its `[[notify]]`
+entries, the worker settings Tarry ships with (cache, pollers, sticky timeout) and the
+legacy-query eviction the cache needs. `python -m workers`, `tarry dev`, the tests and
+the benchmarks all build their workers with it, so they serve runs the same way:
 
     plugin = TarryPlugin(TarrySettings(), tools=[*BUILTIN_TOOLS, my_tool])
     worker = Worker(client, task_queue="tarry", plugins=[plugin])
@@ -30,6 +30,7 @@ from temporalio.worker import Worker, WorkerConfig
 
 from activities.context import ContextStore
 from activities.llm import ModelClient
+from activities.notify import Notifier
 from activities.pages import PageWriter
 from activities.tools import BUILTIN_TOOLS, Tool, ToolHost, ToolSource
 from tarry.codec import data_converter
@@ -76,6 +77,10 @@ class TarryPlugin(SimplePlugin):
         self._sources = [_mcp_host(servers)] if servers else []
         self._profiles = dict(self.settings.model_profiles() if profiles is None else profiles)
         queues = {name: p.task_queue for name, p in self._profiles.items() if p.task_queue}
+        self._http = httpx.AsyncClient()
+        """One connection pool for the model calls and notifications of every worker the
+        plugin configures."""
+        self._notifier = Notifier(self.settings, self._http)
         self.tools = ToolHost(
             self.settings.tarry_workspace_root,
             tools,
@@ -85,10 +90,9 @@ class TarryPlugin(SimplePlugin):
             self.settings.tarry_read_file_max_bytes,
             workspace_template,
             self.settings.agents() if agents is None else agents,
+            self._notifier.events,
         )
         self._interceptors = tracing_interceptors(self.settings)
-        self._http = httpx.AsyncClient()
-        """One connection pool for the model calls of every worker the plugin configures."""
         super().__init__(
             "tarry.TarryPlugin",
             data_converter=data_converter(self.settings),
@@ -115,6 +119,7 @@ class TarryPlugin(SimplePlugin):
             *config.get("activities", ()),
             models.call_llm,
             pages.store_transcript_page,
+            self._notifier.notify,
             *self.tools.activities(),
         ]
         config["interceptors"] = [*config.get("interceptors", ()), *self._interceptors]

@@ -53,7 +53,16 @@ with workflow.unsafe.imports_passed_through():
         WaitingFor,
         reply_problem,
     )
-    from workflows import agents, approvals, budgets, model_calls, output, pages, tool_calls
+    from workflows import (
+        agents,
+        approvals,
+        budgets,
+        model_calls,
+        notifications,
+        output,
+        pages,
+        tool_calls,
+    )
     from workflows.details import count_phase, current_details, search_attributes
     from workflows.memory import Budgets, RunMemory, WorkflowInput
     from workflows.stream import RunStream
@@ -93,6 +102,7 @@ class AgentRunWorkflow:
                 self._m.phase = Phase.WAITING_USER
         self._stream = RunStream(self._m.events.state)
         self._m.events.state = None  # the stream holds it; the next hand-over takes it again
+        self._outbox = notifications.Outbox()
 
     @workflow.run
     async def run(self, input: WorkflowInput) -> RunResult:
@@ -120,6 +130,7 @@ class AgentRunWorkflow:
         self._stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
         await asyncio.gather(*self._reports)  # a sub-agent's last word to its parent
+        await self._outbox.delivered()  # the server drops a closed run's activities
         return m.result()
 
     # --- Handlers: they record intent; the main loop acts on it -----------------
@@ -437,6 +448,7 @@ class AgentRunWorkflow:
         m.pause_requested = False  # any stop point is the pause a caller asked for
         self._enter(phase)
         self._stream.publish_stop(self._m)
+        self._outbox.stop_point(m)
 
     # --- Continue-as-new ------------------------------------------------------------
 
@@ -451,14 +463,18 @@ class AgentRunWorkflow:
         return budgets.goes_on(self._m) or self._m.retry_requested
 
     def _hand_over_due(self) -> bool:
-        """Due, and no `send` or `decide` caller still waits for an answer from this run."""
+        """Due, and no `send` or `decide` caller still waits for an answer from this run,
+        nor a notification its receiver has not taken: the server drops a closed run's
+        activities (`workflows.notifications`)."""
         due = (
             self._m.segment_turns >= self._input.continue_as_new_after_turns
             or workflow.info().is_continue_as_new_suggested()
         )
         # Not `all_handlers_finished()`: an observer's poll of the event stream is a handler
         # too, and one is nearly always waiting while someone watches.
-        return due and not self._keeps_its_history and not self._callers
+        return (
+            due and not self._keeps_its_history and not self._callers and not self._outbox.sending
+        )
 
     async def _next_stop(self, stops: int) -> None:
         """Waits, as a caller the run owes an answer, for the stop point after `stops`."""

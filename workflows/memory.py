@@ -25,6 +25,7 @@ from tarry.contracts import (
     Fork,
     ForkOrigin,
     LlmResponse,
+    NotifyEvent,
     PendingApproval,
     Phase,
     ReplyPolicy,
@@ -165,6 +166,9 @@ class RunMemory(BaseModel):
     """The task queue of the run's model calls (`Catalogue.model_queue`); null: its own."""
     profiles: dict[str, str | None] = {}
     """The worker's model profiles and their task queues (`Catalogue.profiles`)."""
+    notify_events: list[NotifyEvent] = []
+    """The stop points the worker's `[[notify]]` entries want (`Catalogue.notify_events`),
+    learnt with the tools: the run notifies of these (`workflows.notifications`)."""
     context: ContextRef | None = None
     """The stored conversation the last LLM call extended (see `ContextRef`)."""
     usage: Usage = Usage()

@@ -38,7 +38,7 @@ from tarry.contracts import (
     ToolResult,
     approvers_of,
 )
-from workflows import agents, rules
+from workflows import agents, notifications, rules
 from workflows.details import tool_summary
 from workflows.memory import RunMemory, WorkflowInput, call_fingerprint
 from workflows.model_calls import error_of
@@ -75,6 +75,7 @@ async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
     memory.tools, memory.model_queue = catalogue.tools, catalogue.model_queue
     memory.profiles = catalogue.profiles
     memory.agents.specs = catalogue.agents
+    notifications.learn(memory, catalogue)
     # A conversation stored before the catalogue lacks the tools: the next call starts
     # a new one, sending the conversation and the tools whole once.
     memory.context = None

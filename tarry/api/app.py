@@ -1,11 +1,12 @@
 """The HTTP API as an ASGI app: `create_app(tarry, settings)`.
 
 Routes: `/v1/runs...` (`tarry.api.routes`), `/v1/schedules...` (`tarry.api.schedules`),
-`/v1/agui` (`tarry.api.agui`), `/healthz`,
+`/v1/agui` (`tarry.api.agui`), `/v1/actions/{token}` (`tarry.api.actions`), `/healthz`,
 `/openapi.json` and `/docs`; the web inbox (`tarry/api/inbox/`: static HTML, CSS and
 JavaScript, no build step) at `/`. Every route but `/healthz` and the inbox's files needs
 a bearer token when `TARRY_API_TOKENS` holds any (the inbox's page sends one with its own
-requests). Every route answers only the hosts and pages `tarry.api.access` lets through.
+requests), but the action links of notifications, whose token is in their path. Every
+route answers only the hosts and pages `tarry.api.access` lets through.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from fastapi.staticfiles import StaticFiles
 from temporalio.service import RPCError
 
 from tarry.api.access import AccessGuard, AllowedHosts, SecurityHeaders, page_policy
+from tarry.api.actions import actions_router
 from tarry.api.agui import agui_router
 from tarry.api.auth import bearer_guard
 from tarry.api.errors import BodyLimit, install_error_handlers
@@ -72,6 +74,7 @@ def create_app(
     app.include_router(schedules_router(tarry), dependencies=guarded)
     app.include_router(agui_router(tarry, feeds), dependencies=guarded)
     app.include_router(_docs_router(app), dependencies=guarded)
+    app.include_router(actions_router(tarry, settings))  # the link's token is its own guard
 
     @app.get(
         "/healthz", tags=["health"], responses={HTTPStatus.SERVICE_UNAVAILABLE: {"model": Health}}

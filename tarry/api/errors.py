@@ -61,6 +61,8 @@ _STATUS = {
     # The run refused an update in a way Tarry has no code for: its state, not the request.
     ErrorCode.UPDATE_FAILED: HTTPStatus.CONFLICT,
     ErrorCode.UNAUTHORIZED: HTTPStatus.UNAUTHORIZED,
+    ErrorCode.ACTION_LINK_INVALID: HTTPStatus.FORBIDDEN,
+    ErrorCode.ACTION_LINK_EXPIRED: HTTPStatus.GONE,
     ErrorCode.RUN_NOT_SERVED: HTTPStatus.SERVICE_UNAVAILABLE,
     ErrorCode.TEMPORAL_UNAVAILABLE: HTTPStatus.SERVICE_UNAVAILABLE,
 }

@@ -1,0 +1,125 @@
+"""`/v1/actions/{token}`: the approve and reject links of notifications (`tarry.actions`),
+which decide one gated call as the person the notification was for, without a token.
+
+A GET only shows a page that asks to confirm: chat apps fetch every URL a message shows
+to preview it, and a GET that decided would approve on their behalf. The page's button
+POSTs to the same URL, which checks the link and sends the decision with the run's
+`decide` update as the link's user (source `link`); the run refuses a second decision
+on the call, so a link works once. Both answer a page, the error code on it when the
+link or the decision is refused. `tarry.api.access` guards the route as every other: a
+page of another site cannot post to it.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from http import HTTPStatus
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path
+from fastapi.responses import HTMLResponse
+
+from tarry.actions import Action, verify
+from tarry.api.errors import status_of
+from tarry.client import Tarry, TarryError
+from tarry.contracts import ErrorCode, RunState
+from tarry.settings import TarrySettings
+
+__all__ = ["actions_router"]
+
+# No length limits: whatever the path holds, a token this API did not sign is 403.
+Token = Annotated[str, Path(description="The link's token.")]
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex">
+<title>Tarry: {title}</title><link rel="stylesheet" href="/inbox.css"></head>
+<body><main class="action"><h1>{title}</h1>{body}</main></body></html>
+"""
+
+_PAGE_RESPONSE: dict[str, Any] = {
+    "content": {"text/html": {}},
+    "description": "a page naming the error code",
+}
+_REFUSED: dict[int | str, dict[str, Any]] = {
+    HTTPStatus.FORBIDDEN: _PAGE_RESPONSE,
+    HTTPStatus.NOT_FOUND: _PAGE_RESPONSE,
+    HTTPStatus.CONFLICT: _PAGE_RESPONSE,
+    HTTPStatus.GONE: _PAGE_RESPONSE,
+    HTTPStatus.SERVICE_UNAVAILABLE: _PAGE_RESPONSE,
+}
+
+
+def actions_router(tarry: Tarry, settings: TarrySettings) -> APIRouter:
+    router = APIRouter(prefix="/v1/actions", tags=["actions"])
+    key = settings.action_key()
+
+    @router.get("/{token}", response_class=HTMLResponse, responses=_REFUSED)
+    async def confirm(token: Token) -> HTMLResponse:
+        """A page showing the call and asking to confirm the link's decision; it decides
+        nothing (a chat app's preview fetches the link too). 403 `ACTION_LINK_INVALID`,
+        410 `ACTION_LINK_EXPIRED`, 409 `APPROVAL_ALREADY_DECIDED` for a call that waits
+        for no decision."""
+        try:
+            action = verify(token, key, time.time())
+            state = await tarry.get(action.run_id).state()
+        except TarryError as e:
+            return _refusal(e)
+        pending = next((p for p in state.pending_approvals if p.call_id == action.call_id), None)
+        if pending is None:
+            return _refusal(
+                TarryError(
+                    ErrorCode.APPROVAL_ALREADY_DECIDED,
+                    f"call {action.call_id!r} of run {action.run_id!r} waits for no decision",
+                )
+            )
+        verb = "Approve" if action.approve else "Reject"
+        body = (
+            f"<p>{verb} <code>{_e(pending.tool)}</code> call <code>{_e(action.call_id)}</code>"
+            f' of run <a href="/#/runs/{_e(action.run_id)}"><code>{_e(action.run_id)}</code></a>'
+            f" as <strong>{_e(action.user)}</strong>?</p><pre>{_e(pending.arguments)}</pre>"
+            f'<form method="post"><button type="submit">{verb}</button></form>'
+        )
+        return _page(f"{verb} a tool call", body)
+
+    @router.post("/{token}", response_class=HTMLResponse, responses=_REFUSED)
+    async def act(token: Token) -> HTMLResponse:
+        """Decides the link's call as its user, once: the run's state at its next stop
+        point, in a page. 409 `APPROVAL_ALREADY_DECIDED` for a call decided already (by
+        this link or any other way), 403 `ACTION_LINK_INVALID` or `APPROVAL_NOT_ALLOWED`,
+        410 `ACTION_LINK_EXPIRED`: nothing is decided."""
+        try:
+            action = verify(token, key, time.time())
+            state = await _decide(tarry, settings, action)
+        except TarryError as e:
+            return _refusal(e)
+        done = "Approved" if action.approve else "Rejected"
+        waiting = f", waiting for {state.waiting_for}" if state.waiting_for else ""
+        body = (
+            f"<p>{done} call <code>{_e(action.call_id)}</code> as"
+            f" <strong>{_e(action.user)}</strong>. The run is {_e(state.phase)}{_e(waiting)}:"
+            f' <a href="/#/runs/{_e(action.run_id)}">open it</a>.</p>'
+        )
+        return _page(done, body)
+
+    return router
+
+
+async def _decide(tarry: Tarry, settings: TarrySettings, action: Action) -> RunState:
+    run = tarry.get(action.run_id, settings.caller(action.user))
+    return await run.decide(action.call_id, approved=action.approve, source="link")
+
+
+def _refusal(error: TarryError) -> HTMLResponse:
+    body = f"<p><code>{_e(error.code)}</code>: {_e(error.message)}</p><p>Nothing was decided.</p>"
+    return _page("Not decided", body, status_of(error.code))
+
+
+def _page(title: str, body: str, status: int = HTTPStatus.OK) -> HTMLResponse:
+    return HTMLResponse(_PAGE.format(title=_e(title), body=body), status_code=status)
+
+
+def _e(text: str) -> str:
+    return html.escape(text, quote=True)

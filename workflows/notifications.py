@@ -1,0 +1,137 @@
+"""Notifications: a run tells the receivers of the worker's `[[notify]]` entries of its
+stop points (waiting for input, an approval or its budget; ended), one `notify`
+activity per stop point, retried with backoff while a receiver is down.
+
+The workflow cannot read the configuration: it learns with its tool catalogue, at its
+start, which events some entry wants (`learn`), and schedules an activity only for those,
+so a run on a worker with no `[[notify]]` adds nothing to its history. The activity
+(`activities.notify`) holds the receivers' URLs and secrets and the key that signs the
+action links; the workflow sends what the run knows and an id for the event.
+
+Hazard: the server drops the activities of a closed run, and a run closes when it
+continues as new as much as when it ends. A notification still retrying then would be
+lost. So a run waits for its notifications before it hands over (`sending` keeps the
+hand-over from being due) and before it returns (`delivered`). Handing them over in the
+memory instead would send each again from the next run without knowing whether an attempt
+had arrived; waiting only delays a hand-over, which its threshold tolerates, and a
+notification is given up after `RETRY_WINDOW`, so no receiver holds a run open for good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+from tarry.contracts import NOTIFY_ACTIVITY, Catalogue, Notification, NotifyEvent, WaitingFor
+from workflows.memory import RunMemory
+
+# Runs whose catalogue a new worker answered while older workflow code ran them (a
+# rolling deploy) recorded no notifications: they replay, and go on, without them.
+_PATCH = "notifications"
+
+ATTEMPT = timedelta(seconds=30)
+"""One attempt: a POST to each receiver that has not taken the notification yet."""
+HEARTBEAT = timedelta(seconds=5)
+"""How soon an attempt whose worker died is noticed and tried again on another."""
+RETRY_WINDOW = timedelta(days=1)
+"""How long a notification is retried before it is given up (and logged)."""
+_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=5),
+)
+SUMMARY_CHARS = 500
+
+_WAITING = {
+    WaitingFor.INPUT: NotifyEvent.WAITING_FOR_INPUT,
+    WaitingFor.APPROVAL: NotifyEvent.WAITING_FOR_APPROVAL,
+    WaitingFor.BUDGET: NotifyEvent.WAITING_FOR_BUDGET,
+}
+
+
+def learn(memory: RunMemory, catalogue: Catalogue) -> None:
+    """Keeps the events the worker's `[[notify]]` entries want, from the run's catalogue."""
+    if catalogue.notify_events and workflow.patched(_PATCH):
+        memory.notify_events = list(catalogue.notify_events)
+
+
+def event_of(memory: RunMemory) -> NotifyEvent | None:
+    """The event a stop point is; None for one no receiver hears of (waiting for the model)."""
+    if memory.phase.ended:
+        return NotifyEvent.ENDED
+    waiting = memory.waiting_for()
+    return None if waiting is None else _WAITING.get(waiting)
+
+
+def summary_of(memory: RunMemory, event: NotifyEvent) -> str:
+    """A short paragraph for a person: what the run wants of them, or how it ended."""
+    if event is NotifyEvent.WAITING_FOR_APPROVAL:
+        calls = "; ".join(f"{p.tool} {p.arguments}" for p in memory.undecided())
+        text = f"Wants to run {calls}"
+    elif event is NotifyEvent.WAITING_FOR_BUDGET:
+        usage = memory.usage
+        text = (
+            f"Spent its budget ({usage.total_tokens} tokens, ${usage.cost_usd:.2f});"
+            " raise it to go on."
+        )
+    elif event is NotifyEvent.ENDED:
+        said = memory.error.message if memory.error else memory.output
+        text = f"{memory.phase}: {said or memory.last_assistant_text or ''}".rstrip(": ")
+    else:
+        text = memory.last_assistant_text or "Waits for a reply."
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
+class Outbox:
+    """The run's notifications on their way: one per stop point a receiver wants."""
+
+    def __init__(self) -> None:
+        self._sending: set[asyncio.Task[None]] = set()
+
+    @property
+    def sending(self) -> bool:
+        """Some notification is not delivered yet (nor given up)."""
+        return bool(self._sending)
+
+    def stop_point(self, memory: RunMemory) -> None:
+        """Schedules the notification of the stop point the run just reached, if wanted."""
+        event = event_of(memory)
+        if event is None or event not in memory.notify_events:
+            return
+        run_id = workflow.info().workflow_id
+        notification = Notification(
+            # The stop point's number is unique along the whole chain (handed over, resumed).
+            id=f"{run_id}/{memory.stops}",
+            event=event,
+            run_id=run_id,
+            phase=memory.phase,
+            waiting_for=memory.waiting_for(),
+            pending_approvals=memory.undecided(),
+            summary=summary_of(memory, event),
+        )
+        task = asyncio.create_task(self._send(notification))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def delivered(self) -> None:
+        """Returns once every notification is delivered or given up."""
+        if self._sending:
+            await workflow.wait_condition(lambda: not self._sending)
+
+    async def _send(self, notification: Notification) -> None:
+        try:
+            await workflow.execute_activity(
+                NOTIFY_ACTIVITY,
+                notification,
+                start_to_close_timeout=ATTEMPT,
+                heartbeat_timeout=HEARTBEAT,
+                schedule_to_close_timeout=RETRY_WINDOW,
+                retry_policy=_RETRY,
+                summary=f"notify: {notification.event}",
+            )
+        except ActivityError as e:  # a notification never fails the run it is about
+            workflow.logger.warning("notification %s given up: %s", notification.id, e.cause or e)
