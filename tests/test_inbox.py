@@ -105,12 +105,12 @@ async def open_run(browser: WebDriver, api: Api, run_id: str) -> None:
         lambda: next(
             (
                 a
-                for a in browser.find_elements(By.CSS_SELECTOR, "#waiting-list a")
+                for a in browser.find_elements(By.CSS_SELECTOR, "#run-list a")
                 if run_id in a.text
             ),
             None,
         ),
-        f"{run_id} in the list of waiting runs",
+        f"{run_id} in the list of runs",
     )
     await asyncio.to_thread(link.click)
     await until(lambda: browser.find_element(By.ID, "run-title").text == run_id, "the run's page")
@@ -155,8 +155,8 @@ async def test_a_waiting_run_a_schedule_started_names_its_schedule(
     await asyncio.to_thread(browser.get, api.url + "/")
 
     line = await until(
-        lambda: next((t for t in texts(browser, "#waiting-list a") if run_id in t), None),
-        f"{run_id} in the list of waiting runs",
+        lambda: next((t for t in texts(browser, "#run-list a") if run_id in t), None),
+        f"{run_id} in the list of runs",
     )
     await schedule.delete()
     await api.run(run_id).stop()
@@ -384,7 +384,7 @@ async def test_a_page_under_a_rebound_name_gets_no_inbox(api: Api, browser: WebD
     await asyncio.to_thread(browser.get, f"http://evil.example:{port}/")
 
     assert "MISDIRECTED_REQUEST" in browser.find_element(By.TAG_NAME, "body").text
-    assert browser.find_elements(By.ID, "waiting-list") == []
+    assert browser.find_elements(By.ID, "run-list") == []
 
 
 def console(browser: WebDriver) -> list[str]:
