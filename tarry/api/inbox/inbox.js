@@ -195,29 +195,38 @@ function tagOf(phase, waitingFor) {
   return phase ? phase.toLowerCase() : "unknown";
 }
 
+// What the list last drew: it is drawn again only when that changes, so a row keeps
+// the focus and the hover it has while the runs stay as they are.
+let listDrawn = "";
+
 function showList(runs) {
-  const list = $("run-list");
-  list.replaceChildren(
-    ...runs.map((run) => {
-      const item = el("li", run.id === current.id ? "selected" : "");
-      item.dataset.runId = run.id;
-      const link = el("a");
-      link.href = `#/runs/${encodeURIComponent(run.id)}`;
-      link.append(el("span", "summary", run.summary || run.id));
-      // The open run's page follows it live; visibility may not have caught up yet.
-      const live = run.id === current.id && current.state;
-      const what = live ? tagOf(live.phase, live.waiting_for) : tagOf(run.phase, run.waiting_for);
-      link.append(el("span", `tag tag-${what}`, what));
-      const turns = `${run.turns} turn${run.turns === 1 ? "" : "s"}`;
-      const origin = run.schedule ? ` · from schedule ${run.schedule}` : "";
-      link.append(el("span", "muted small", `${run.id} · ${turns} · ${run.model}${origin}`));
-      item.append(link);
-      return item;
-    }),
-  );
+  const rows = runs.map((run) => {
+    // The open run's page follows it live; visibility may not have caught up yet.
+    const live = run.id === current.id && current.state;
+    const what = live ? tagOf(live.phase, live.waiting_for) : tagOf(run.phase, run.waiting_for);
+    const turns = `${run.turns} turn${run.turns === 1 ? "" : "s"}`;
+    const origin = run.schedule ? ` · from schedule ${run.schedule}` : "";
+    return { id: run.id, summary: run.summary || run.id, what, line: `${run.id} · ${turns} · ${run.model}${origin}` };
+  });
+  const drawn = JSON.stringify([current.id, rows]);
+  if (drawn !== listDrawn) {
+    listDrawn = drawn;
+    $("run-list").replaceChildren(...rows.map(listRow));
+  }
   const waiting = runs.filter((run) => run.phase === "WaitingUser").length;
   $("waiting-count").textContent = waiting ? String(waiting) : "";
   $("run-empty").hidden = runs.length > 0;
+}
+
+function listRow(row) {
+  const item = el("li", row.id === current.id ? "selected" : "");
+  item.dataset.runId = row.id;
+  const link = el("a");
+  link.href = `#/runs/${encodeURIComponent(row.id)}`;
+  link.append(el("span", "summary", row.summary), el("span", `tag tag-${row.what}`, row.what));
+  link.append(el("span", "muted small", row.line));
+  item.append(link);
+  return item;
 }
 
 // The open run's row takes its tag from the page, which follows the run live.
