@@ -563,8 +563,9 @@ async function pollState(view) {
     try {
       const state = await api("GET", `/v1/runs/${encodeURIComponent(view.id)}`);
       if (view !== current) return;
-      // A state read before the latest event the page has shown is older than the page.
-      if (state.events >= view.seen) {
+      // A state read before the latest event the page has shown is older than the page;
+      // one that says what the page says leaves it (and the notice a person reads) alone.
+      if (state.events >= view.seen && statusOf(state) !== statusOf(view.state)) {
         view.seen = state.events;
         showStatus(state);
       } else {
@@ -574,6 +575,16 @@ async function pollState(view) {
       // The event stream reports a run or server that went away.
     }
   }
+}
+
+// What `showStatus` shows of a state, but the retry line. A null is left out, as the
+// event stream's states leave it out and the API's answers spell it.
+function statusOf(state) {
+  if (!state) return "";
+  const { phase, waiting_for, turn, usage, error, warning, stop_reason, stopped_by, paused_by } = state;
+  const { budget, budget_raised_by, model } = state;
+  const shown = [phase, waiting_for, turn, usage, error, warning, stop_reason, stopped_by, paused_by, budget, budget_raised_by, model];
+  return JSON.stringify(shown, (key, value) => (value === null ? undefined : value));
 }
 
 async function retryModel() {
