@@ -261,6 +261,7 @@ function runPage(id) {
     abort: new AbortController(),
     state: null,
     seen: 0, // the offset in the run's event stream up to which this page knows the run
+    said: "", // what the run's state last said in the notice
     messages: 0,
     live: null,
     calls: new Map(),
@@ -368,8 +369,11 @@ function onEvent(event) {
       liveAnswer().addArguments(event.index, event.text || "");
       break;
     case "message":
-      showWorking();
+      // One the page shows already may come again (a stream resumed, a message recovered
+      // from the transcript): only a new one says the run is at work, and not a note of
+      // the run's own (a system message), which a waiting run writes too (a switched model).
       if (event.index >= current.messages) {
+        if (event.message.role !== "system") showWorking();
         dropLiveAnswer();
         addMessage(event.message, event.index);
       }
@@ -493,7 +497,9 @@ function ended(state) {
   return Boolean(state) && (state.phase === "Completed" || state.phase === "Failed");
 }
 
+// A new stop point, or an action's answer: said in full, the notice included.
 function showState(state) {
+  current.said = null;
   showStatus(state);
   showApprovals(state.pending_approvals || []);
   followEnd();
@@ -518,7 +524,10 @@ function showStatus(state) {
   else if (state.stop_reason) problems.push(`stopped: ${state.stop_reason}`);
   if (state.paused_by && !over) problems.push(`paused by ${state.paused_by}`);
   if (over) problems.push(`The run has ended (${state.phase}).`);
-  notice(problems.join(" — "));
+  // Read every second, it is said again only when it changes: what an action just said
+  // stays until then.
+  const said = problems.join(" — ");
+  if (said !== current.said) notice((current.said = said));
   $("pause-button").disabled = state.phase !== "Running";
   $("stop-button").disabled = over;
   $("reply-text").disabled = over;
