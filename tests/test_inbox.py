@@ -443,8 +443,10 @@ async def test_the_calls_i_may_decide_filter_lists_only_runs_i_may_approve(
 
     await asyncio.to_thread(browser.find_element(By.ID, "filter-mine").click)
 
-    await until(lambda: list_tag(browser, theirs) is None, "their run gone from the list")
-    assert list_tag(browser, mine) == "approval"
+    await until(
+        lambda: list_tag(browser, theirs) is None and list_tag(browser, mine) == "approval",
+        "my run listed, theirs not",
+    )
     assert set(list_texts(browser, ".tag")) == {"approval"}
 
 
