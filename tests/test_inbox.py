@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -94,25 +95,38 @@ def texts(browser: WebDriver, selector: str) -> list[str]:
     return [e.text for e in browser.find_elements(By.CSS_SELECTOR, selector)]
 
 
+def list_texts(browser: WebDriver, selector: str) -> list[str]:
+    """The texts of `selector` in the list of runs, read at once: the list is redrawn
+    as the runs change, which would leave an element found a moment before stale."""
+    found: list[str] = browser.execute_script(
+        "return [...document.querySelectorAll(`#run-list ${arguments[0]}`)]"
+        ".map((e) => e.innerText)",
+        selector,
+    )
+    return found
+
+
 def first(browser: WebDriver, selector: str) -> WebElement | None:
     return next(iter(browser.find_elements(By.CSS_SELECTOR, selector)), None)
 
 
+def click_row(browser: WebDriver, run_id: str) -> bool:
+    """Clicks `run_id`'s row in the list of runs; False while it is not there (or the
+    list was redrawn under the click: it is redrawn as the runs change)."""
+    for link in browser.find_elements(By.CSS_SELECTOR, "#run-list a"):
+        try:
+            if run_id in link.text:
+                link.click()
+                return True
+        except StaleElementReferenceException:
+            return False
+    return False
+
+
 async def open_run(browser: WebDriver, api: Api, run_id: str) -> None:
-    """Opens the inbox and the waiting run from its list, as a person would."""
+    """Opens the inbox and the run from its list, as a person would."""
     await asyncio.to_thread(browser.get, api.url + "/")
-    link: WebElement = await until(
-        lambda: next(
-            (
-                a
-                for a in browser.find_elements(By.CSS_SELECTOR, "#waiting-list a")
-                if run_id in a.text
-            ),
-            None,
-        ),
-        f"{run_id} in the list of waiting runs",
-    )
-    await asyncio.to_thread(link.click)
+    await until(lambda: click_row(browser, run_id), f"{run_id} in the list of runs")
     await until(lambda: browser.find_element(By.ID, "run-title").text == run_id, "the run's page")
 
 
@@ -155,8 +169,8 @@ async def test_a_waiting_run_a_schedule_started_names_its_schedule(
     await asyncio.to_thread(browser.get, api.url + "/")
 
     line = await until(
-        lambda: next((t for t in texts(browser, "#waiting-list a") if run_id in t), None),
-        f"{run_id} in the list of waiting runs",
+        lambda: next((t for t in list_texts(browser, "a") if run_id in t), None),
+        f"{run_id} in the list of runs",
     )
     await schedule.delete()
     await api.run(run_id).stop()
@@ -180,7 +194,7 @@ async def test_a_waiting_sub_agent_names_the_run_it_works_for(
         await asyncio.to_thread(browser.get, api.url + "/")
         # Read in one script: the list is redrawn as the lead's and the child's states
         # change, and an element found before a redraw is gone by the time it is read.
-        read = "return [...document.querySelectorAll('#waiting-list a')].map(a => a.innerText)"
+        read = "return [...document.querySelectorAll('#run-list a')].map(a => a.innerText)"
         line = await until(
             lambda: next((t for t in browser.execute_script(read) if child in t), None),
             f"{child} in the list of waiting runs",
@@ -292,6 +306,244 @@ async def test_html_in_a_model_answer_is_shown_as_text_and_never_runs(
     assert body.find_elements(By.TAG_NAME, "script") == []
     assert body.find_element(By.TAG_NAME, "strong").text == "bold"  # markdown still renders
     assert "pwned" not in browser.title
+
+
+# --- Every run, followed live (issue 25) -----------------------------------------------------
+
+
+def badge(browser: WebDriver) -> str:
+    return browser.find_element(By.ID, "run-phase").text
+
+
+def list_tag(browser: WebDriver, run_id: str) -> str | None:
+    """The tag of `run_id`'s row in the list of runs; None while it is not listed."""
+    tags = list_texts(browser, f'li[data-run-id="{run_id}"] .tag')
+    return tags[0] if tags else None
+
+
+async def test_after_approve_the_run_shows_running_until_its_next_stop(
+    agent: Agent, api: Api, browser: WebDriver
+) -> None:
+    # The model holds its next answer: the run works for seconds after the decision.
+    agent.model.add(
+        call("write_file", {"path": "a.md", "content": "hi"}), say("Written.", delay=deadline(5))
+    )
+    run_id = await api.start("write a.md", require_approval=["write_file"])
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
+    await open_run(browser, api, run_id)
+    approve: WebElement = await until(
+        lambda: first(browser, "#approvals button.approve"), "the Approve button"
+    )
+    assert badge(browser) == "waiting for approval"
+
+    await asyncio.to_thread(approve.click)
+
+    await until(
+        lambda: badge(browser) == "running" and list_tag(browser, run_id) == "running",
+        "the badge and the list saying running",
+    )
+    await until(lambda: badge(browser) == "waiting for input", "the badge at the next stop")
+
+
+async def test_a_decision_says_who_made_it(agent: Agent, api: Api, browser: WebDriver) -> None:
+    agent.model.add(call("write_file", {"path": "a.md", "content": "hi"}), say("Written."))
+    run_id = await api.start("write a.md", require_approval=["write_file"])
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
+    await open_run(browser, api, run_id)
+    approve: WebElement = await until(
+        lambda: first(browser, "#approvals button.approve"), "the Approve button"
+    )
+
+    await asyncio.to_thread(approve.click)
+
+    decision: str = await until(
+        lambda: next(iter(texts(browser, "#transcript .decision")), ""), "the decision"
+    )
+    assert decision.startswith("approved by api at ")  # the API without tokens: user `api`
+
+
+LONG_ANSWER = "\n\n".join(f"Paragraph {i} of a long answer." for i in range(80))
+"""An answer far taller than the browser's window."""
+
+NEWEST_IN_VIEW = """
+const items = document.querySelectorAll("#transcript > li");
+if (!items.length) return false;
+const bottom = items[items.length - 1].getBoundingClientRect().bottom;
+return window.scrollY > 0 && bottom > 0 && bottom <= window.innerHeight;
+"""
+"""Whether the page is scrolled down to its newest message's end."""
+
+
+async def test_opening_a_long_run_shows_its_newest_message(
+    agent: Agent, api: Api, browser: WebDriver
+) -> None:
+    agent.model.add(say(LONG_ANSWER))
+    run_id = await api.start("tell me everything")
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
+
+    await open_run(browser, api, run_id)
+
+    await until(lambda: browser.execute_script(NEWEST_IN_VIEW), "the newest message in view")
+
+
+async def test_a_new_message_scrolls_into_view(agent: Agent, api: Api, browser: WebDriver) -> None:
+    agent.model.add(say(LONG_ANSWER), say("And one more thing. " + LONG_ANSWER))
+    run_id = await api.start("tell me everything")
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
+    await open_run(browser, api, run_id)
+    await until(lambda: browser.execute_script(NEWEST_IN_VIEW), "the newest message in view")
+
+    await api.run(run_id).reply("go on")
+
+    newest = await until(
+        lambda: next((t for t in texts(browser, ".message.assistant .body") if "one more" in t), 0),
+        "the new answer",
+    )
+    assert newest
+    await until(lambda: browser.execute_script(NEWEST_IN_VIEW), "the new answer in view")
+
+
+SCROLL_TO_TOP = """
+const done = arguments[0];
+window.scrollTo(0, 0);
+// Two frames later the page has handled the scroll, as it does a person's.
+requestAnimationFrame(() => requestAnimationFrame(() => done(window.scrollY)));
+"""
+
+
+async def test_a_person_who_scrolled_up_to_read_stays_where_they_read(
+    agent: Agent, api: Api, browser: WebDriver
+) -> None:
+    agent.model.add(say(LONG_ANSWER), say("And one more thing."))
+    run_id = await api.start("tell me everything")
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
+    await open_run(browser, api, run_id)
+    await until(lambda: browser.execute_script(NEWEST_IN_VIEW), "the newest message in view")
+    assert await asyncio.to_thread(browser.execute_async_script, SCROLL_TO_TOP) == 0
+
+    await api.run(run_id).reply("go on")
+
+    await until(
+        lambda: "And one more thing." in texts(browser, ".message.assistant .body"), "the answer"
+    )
+    assert browser.execute_script("return window.scrollY") == 0
+
+
+async def test_a_person_raises_a_spent_budget_and_the_run_goes_on(
+    agent: Agent, api: Api, browser: WebDriver
+) -> None:
+    usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+    agent.model.add(call("list_files", usage=usage), say("Three files."))
+    run_id = await api.start("look around", budget={"max_total_tokens": 100})
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
+    await open_run(browser, api, run_id)
+    form: WebElement = await until(
+        lambda: (f := first(browser, "#budget-form")) and f.is_displayed() and f, "the control"
+    )
+    assert "Spent 120 tokens of 100." in form.text
+    tokens = browser.find_element(By.ID, "budget-tokens")
+    assert tokens.get_attribute("value") == "200"  # twice the spent limit, to start from
+
+    await asyncio.to_thread(tokens.send_keys, Keys.ENTER)
+
+    await until(lambda: "Three files." in texts(browser, ".message.assistant .body"), "answer")
+    state = await api.state(run_id)
+    assert (state.budget and state.budget.max_total_tokens, state.budget_raised_by) == (200, "api")
+    await until(lambda: not form.is_displayed(), "the control gone")
+
+
+async def choose(browser: WebDriver, select_id: str, value: str) -> None:
+    option = browser.find_element(By.CSS_SELECTOR, f'#{select_id} option[value="{value}"]')
+    await asyncio.to_thread(option.click)
+
+
+async def test_the_phase_filter_shows_ended_runs_too(
+    agent: Agent, api: Api, browser: WebDriver
+) -> None:
+    agent.model.add(say("Done."))
+    run_id = await api.start("hello")
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
+    await api.run(run_id).stop()
+    await api.run(run_id).wait_for({Phase.COMPLETED}, TIMEOUT)
+    await asyncio.to_thread(browser.get, api.url + "/")
+
+    await choose(browser, "filter-phase", "Completed")
+
+    await until(lambda: list_tag(browser, run_id) == "completed", f"{run_id} in the list")
+    assert set(list_texts(browser, ".tag")) == {"completed"}
+
+
+async def test_the_calls_i_may_decide_filter_lists_only_runs_i_may_approve(
+    agent: Agent, api: Api, browser: WebDriver
+) -> None:
+    agent.model.add(
+        call("write_file", {"path": "a.md", "content": "hi"}),
+        call("write_file", {"path": "b.md", "content": "hi"}),
+    )
+    # Without tokens the API's every caller is the user `api`.
+    theirs = await api.start("write a.md", require_approval=["*"], approvers={"*": ["bob"]})
+    await api.run(theirs).wait_for(WAITING, TIMEOUT)
+    mine = await api.start("write b.md", require_approval=["*"], approvers={"*": ["api"]})
+    await api.run(mine).wait_for(WAITING, TIMEOUT)
+    await asyncio.to_thread(browser.get, api.url + "/")
+    await until(lambda: list_tag(browser, theirs) == "approval", "their run in the list")
+
+    await asyncio.to_thread(browser.find_element(By.ID, "filter-mine").click)
+
+    await until(
+        lambda: list_tag(browser, theirs) is None and list_tag(browser, mine) == "approval",
+        "my run listed, theirs not",
+    )
+    assert set(list_texts(browser, ".tag")) == {"approval"}
+
+
+HOLD_RUN = """
+const [held] = arguments;
+const realFetch = window.fetch;
+let release;
+const gate = new Promise((resolve) => (release = resolve));
+// What the page asks about run `held` (but its event stream) waits for `release`; each
+// request counts as pending until the page has read its answer and acted on it.
+window.held = { release, pending: 0 };
+window.fetch = async (input, init) => {
+  const path = String(input);
+  if (path !== `/v1/runs/${held}` && !path.startsWith(`/v1/runs/${held}/transcript`)) {
+    return realFetch(input, init);
+  }
+  window.held.pending++;
+  await gate;
+  const response = await realFetch(input, init);
+  const json = response.json.bind(response);
+  response.json = () => json().finally(() => setTimeout(() => window.held.pending--));
+  return response;
+};
+"""
+"""Makes the server's answers about one run late, as a slow server's are."""
+
+
+async def test_a_late_answer_for_a_run_left_behind_is_not_shown_on_the_next_run_s_page(
+    agent: Agent, api: Api, browser: WebDriver
+) -> None:
+    agent.model.add(call("write_file", {"path": "a.md", "content": "apples"}), say("Bananas?"))
+    left = await api.start("write about apples", require_approval=["write_file"])
+    await api.run(left).wait_for(WAITING, TIMEOUT)
+    opened = await api.start("talk about bananas")
+    await api.run(opened).wait_for(WAITING, TIMEOUT)
+    await asyncio.to_thread(browser.get, api.url + "/")
+    browser.execute_script(HOLD_RUN, left)
+    browser.execute_script("location.hash = arguments[0]", f"#/runs/{left}")
+    await until(lambda: browser.execute_script("return window.held.pending") == 1, "the held ask")
+    browser.execute_script("location.hash = arguments[0]", f"#/runs/{opened}")
+    await until(lambda: badge(browser) == "waiting for input", f"{opened}'s page")
+
+    browser.execute_script("window.held.release()")
+
+    await until(lambda: browser.execute_script("return window.held.pending") == 0, "the answers")
+    assert browser.find_element(By.ID, "run-title").text == opened
+    assert badge(browser) == "waiting for input"
+    assert texts(browser, "#transcript .body") == ["talk about bananas", "Bananas?"]
+    assert browser.find_elements(By.CSS_SELECTOR, "#approvals .approval") == []
+    assert browser.find_element(By.ID, "run-meta").text.startswith("turn 1 · ")
 
 
 # --- A failing model (issue 27) ------------------------------------------------------------
@@ -431,7 +683,7 @@ async def test_a_page_under_a_rebound_name_gets_no_inbox(api: Api, browser: WebD
     await asyncio.to_thread(browser.get, f"http://evil.example:{port}/")
 
     assert "MISDIRECTED_REQUEST" in browser.find_element(By.TAG_NAME, "body").text
-    assert browser.find_elements(By.ID, "waiting-list") == []
+    assert browser.find_elements(By.ID, "run-list") == []
 
 
 def console(browser: WebDriver) -> list[str]:

@@ -1,13 +1,15 @@
-// The Tarry inbox: the runs waiting for a person, and one run's page to answer it.
+// The Tarry inbox: every run, found by phase, by what it waits for or by who may decide
+// its calls, and one run's page to follow and answer it.
 // Plain browser JavaScript against the HTTP API (`/v1/...`), no build step. Every model
 // or tool text is untrusted: it is rendered as markdown with raw HTML escaped, then
 // sanitised, and the page's Content-Security-Policy forbids inline scripts besides.
 "use strict";
 
-const WAITING_POLL_MS = 2000;
-// A failing call's retries are not on the run's event stream (Temporal records them, not
-// the run): while the run works, its state is read this often to show them.
-const RETRY_POLL_MS = 1000;
+const LIST_POLL_MS = 2000;
+// An open run's state is read this often besides its event stream (`pollState` says why).
+const STATE_POLL_MS = 1000;
+// Within this many pixels of the run's end, the page follows its newest message.
+const NEAR_END_PX = 80;
 const $ = (id) => document.getElementById(id);
 
 // --- The API ------------------------------------------------------------------------
@@ -135,77 +137,192 @@ function prettyJson(text) {
   }
 }
 
-// --- The list of waiting runs -------------------------------------------------------
+// --- The list of runs -----------------------------------------------------------------
 
-async function refreshWaiting() {
+// What the list shows: every run by default, open runs first (visibility's order).
+const filters = { phase: "", waitingFor: "", mine: false };
+// Bumped by every request for the list: an answer for filters no longer chosen is dropped.
+let listGeneration = 0;
+
+async function refreshList() {
+  const generation = ++listGeneration;
   try {
-    const page = await api("GET", "/v1/runs?phase=WaitingUser&limit=100");
-    showWaiting(page.runs);
+    const runs = await listedRuns();
+    if (generation !== listGeneration) return;
+    showList(runs);
     $("health").textContent = "";
   } catch (error) {
-    $("health").textContent = error.message;
+    if (generation === listGeneration) $("health").textContent = error.message;
   }
 }
 
-function showWaiting(runs) {
-  const list = $("waiting-list");
-  list.replaceChildren(
-    ...runs.map((run) => {
-      const item = el("li", run.id === current.id ? "selected" : "");
-      const link = el("a");
-      link.href = `#/runs/${encodeURIComponent(run.id)}`;
-      link.append(el("span", "summary", run.summary || run.id));
-      const what = { approval: "approval", budget: "budget", model: "model", agent: "agent" }[run.waiting_for] || "reply";
-      link.append(el("span", `tag tag-${what}`, what));
-      const turns = `${run.turns} turn${run.turns === 1 ? "" : "s"}`;
-      const schedule = run.schedule ? ` · from schedule ${run.schedule}` : "";
-      const origin = run.parent ? ` · agent of ${run.parent}` : schedule;
-      link.append(el("span", "muted small", `${run.id} · ${turns} · ${run.model}${origin}`));
-      item.append(link);
-      return item;
+// One request at a time: a slow server is asked again only once it has answered.
+async function pollList() {
+  for (;;) {
+    await refreshList();
+    await new Promise((resolve) => setTimeout(resolve, LIST_POLL_MS));
+  }
+}
+
+async function listedRuns() {
+  if (!filters.mine) {
+    const query = new URLSearchParams({ limit: "100" });
+    if (filters.phase) query.set("phase", filters.phase);
+    if (filters.waitingFor) query.set("waiting_for", filters.waitingFor);
+    return (await api("GET", `/v1/runs?${query}`)).runs;
+  }
+  // Visibility records no approvers: whether this page's person may decide a waiting
+  // call is each run's answer to their token (`may_decide`).
+  const waiting = await api("GET", "/v1/runs?phase=WaitingUser&waiting_for=approval&limit=100");
+  const decidable = await Promise.all(
+    waiting.runs.map(async (run) => {
+      try {
+        const state = await api("GET", `/v1/runs/${encodeURIComponent(run.id)}`);
+        return state.pending_approvals.some((p) => p.may_decide) ? run : null;
+      } catch {
+        return null; // it ended or moved on meanwhile: nothing to decide there
+      }
     }),
   );
-  $("waiting-count").textContent = runs.length ? String(runs.length) : "";
-  $("waiting-empty").hidden = runs.length > 0;
+  return decidable.filter(Boolean);
+}
+
+// "approval", "reply", "running", "completed": what a run's tag and badge say.
+function tagOf(phase, waitingFor) {
+  if (phase === "WaitingUser") {
+    return { approval: "approval", budget: "budget", model: "model", agent: "agent" }[waitingFor] || "reply";
+  }
+  return phase ? phase.toLowerCase() : "unknown";
+}
+
+// What the list last drew: it is drawn again only when that changes, so a row keeps
+// the focus and the hover it has while the runs stay as they are.
+let listDrawn = "";
+
+function showList(runs) {
+  const rows = runs.map((run) => {
+    // The open run's page follows it live; visibility may not have caught up yet.
+    const live = run.id === current.id && current.state;
+    const what = live ? tagOf(live.phase, live.waiting_for) : tagOf(run.phase, run.waiting_for);
+    const turns = `${run.turns} turn${run.turns === 1 ? "" : "s"}`;
+    const schedule = run.schedule ? ` · from schedule ${run.schedule}` : "";
+    const origin = run.parent ? ` · agent of ${run.parent}` : schedule;
+    return { id: run.id, summary: run.summary || run.id, what, line: `${run.id} · ${turns} · ${run.model}${origin}` };
+  });
+  const drawn = JSON.stringify([current.id, rows]);
+  if (drawn !== listDrawn) {
+    listDrawn = drawn;
+    $("run-list").replaceChildren(...rows.map(listRow));
+  }
+  const waiting = runs.filter((run) => run.phase === "WaitingUser").length;
+  $("waiting-count").textContent = waiting ? String(waiting) : "";
+  $("run-empty").hidden = runs.length > 0;
+}
+
+function listRow(row) {
+  const item = el("li", row.id === current.id ? "selected" : "");
+  item.dataset.runId = row.id;
+  const link = el("a");
+  link.href = `#/runs/${encodeURIComponent(row.id)}`;
+  link.append(el("span", "summary", row.summary), el("span", `tag tag-${row.what}`, row.what));
+  link.append(el("span", "muted small", row.line));
+  item.append(link);
+  return item;
+}
+
+// The open run's row takes its tag from the page, which follows the run live.
+function showListTag(state) {
+  const item = [...$("run-list").children].find((li) => li.dataset.runId === current.id);
+  const tag = item && item.querySelector(".tag");
+  if (!tag) return;
+  const what = tagOf(state.phase, state.waiting_for);
+  tag.className = `tag tag-${what}`;
+  tag.textContent = what;
+}
+
+function readFilters() {
+  filters.phase = $("filter-phase").value;
+  filters.waitingFor = $("filter-waiting").value;
+  filters.mine = $("filter-mine").checked;
+  // "Calls I may decide" are calls waiting for a decision: the other two say nothing more.
+  $("filter-phase").disabled = $("filter-waiting").disabled = filters.mine;
+  refreshList();
 }
 
 // --- One run's page -------------------------------------------------------------------
 
-const current = { id: null, abort: null, state: null, messages: 0, live: null, calls: new Map() };
+// The run this page shows. Opening another replaces it, never changes it in place: an
+// answer still in flight for the run left behind finds it is no longer `current` and is
+// dropped, so one run's numbers never land on another's page.
+let current = runPage(null);
+
+function runPage(id) {
+  return {
+    id,
+    abort: new AbortController(),
+    state: null,
+    seen: 0, // the offset in the run's event stream up to which this page knows the run
+    said: "", // what the run's state last said in the notice
+    messages: 0,
+    live: null,
+    calls: new Map(),
+  };
+}
 
 async function openRun(id) {
-  if (current.abort) current.abort.abort();
-  const fresh = { id, abort: new AbortController(), state: null, messages: 0, live: null, calls: new Map() };
-  Object.assign(current, fresh);
+  current.abort.abort();
+  const view = (current = runPage(id));
   show("run");
-  $("run-title").textContent = id;
-  $("transcript").replaceChildren();
-  $("approvals").replaceChildren();
+  clearRunPage(id);
   try {
     const state = await api("GET", `/v1/runs/${encodeURIComponent(id)}`);
     let start = 0;
     for (;;) {
+      if (view !== current) return;
       const page = await api("GET", `/v1/runs/${encodeURIComponent(id)}/transcript?start=${start}`);
+      if (view !== current) return;
       page.messages.forEach((message, i) => addMessage(message, page.start + i));
       start = page.start + page.messages.length;
       if (start >= page.total || page.messages.length === 0) break;
     }
+    view.seen = state.events;
     showState(state);
-    follow(id, state.events, current.abort.signal);
-    pollRetrying(id, current.abort.signal);
+    scrollToEnd(); // opened: its newest message
+    follow(view, state.events);
+    pollState(view);
   } catch (error) {
-    notice(error.message);
+    if (view === current) notice(error.message);
   }
 }
 
-async function follow(id, offset, signal) {
+// Nothing of the run shown before stays while the new one loads.
+function clearRunPage(id) {
+  $("run-title").textContent = id;
+  $("run-meta").textContent = "";
+  $("run-phase").textContent = "";
+  $("transcript").replaceChildren();
+  $("approvals").replaceChildren();
+  notice("");
+  showRetrying(null);
+  showModelFailing({});
+  showBudget({});
+  pinned = true;
+  for (const item of $("run-list").children) item.classList.toggle("selected", item.dataset.runId === id);
+}
+
+async function follow(view, offset) {
   // The state says where the stream stood; everything after it is news.
   let after = offset - 1;
+  const signal = view.abort.signal;
   while (!signal.aborted) {
     const query = after >= 0 ? `?after=${after}` : "";
     try {
-      for await (const event of serverEvents(`/v1/runs/${encodeURIComponent(id)}/events${query}`, signal)) {
-        if (event.id !== null) after = Number(event.id);
+      for await (const event of serverEvents(`/v1/runs/${encodeURIComponent(view.id)}/events${query}`, signal)) {
+        if (view !== current) return;
+        if (event.id !== null) {
+          after = Number(event.id);
+          view.seen = Math.max(view.seen, after + 1);
+        }
         onEvent(event.data);
       }
       return; // the run ended and its last events are read
@@ -225,12 +342,12 @@ async function showStopState(state) {
     showState(state);
     return;
   }
-  const id = current.id;
+  const view = current;
   try {
-    const view = await api("GET", `/v1/runs/${encodeURIComponent(id)}`);
-    if (id === current.id) showState(view); // never another run's state on this page
+    const answer = await api("GET", `/v1/runs/${encodeURIComponent(view.id)}`);
+    if (view === current) showState(answer); // never another run's state on this page
   } catch (error) {
-    notice(error.message);
+    if (view === current) notice(error.message);
   }
 }
 
@@ -238,19 +355,26 @@ function onEvent(event) {
   switch (event.kind) {
     case "answer":
     case "reset":
+      showWorking();
       liveAnswer().reset(event.turn);
       break;
     case "text":
+      showWorking();
       liveAnswer().addText(event.text || "");
       break;
     case "tool_call":
+      showWorking();
       liveAnswer().addCall(event.index, event.name);
       break;
     case "tool_arguments":
       liveAnswer().addArguments(event.index, event.text || "");
       break;
     case "message":
+      // One the page shows already may come again (a stream resumed, a message recovered
+      // from the transcript): only a new one says the run is at work, and not a note of
+      // the run's own (a system message), which a waiting run writes too (a switched model).
       if (event.index >= current.messages) {
+        if (event.message.role !== "system") showWorking();
         dropLiveAnswer();
         addMessage(event.message, event.index);
       }
@@ -258,9 +382,17 @@ function onEvent(event) {
     case "stop":
       dropLiveAnswer();
       showStopState(event.state);
-      refreshWaiting();
+      refreshList();
       break;
   }
+}
+
+// Anything but a stop on the stream is the run at work: no longer waiting for anyone,
+// whatever the last stop said (after Approve, say), until the next stop says otherwise.
+function showWorking() {
+  const state = current.state;
+  if (!state || state.phase === "Running" || ended(state)) return;
+  showState({ ...state, phase: "Running", waiting_for: null, pending_approvals: [] });
 }
 
 // The answer being written: its words as they come, rendered as they grow.
@@ -276,7 +408,7 @@ function liveAnswer() {
   const render = () => {
     pending = false;
     renderMarkdown(body, text);
-    scrollToEnd();
+    followEnd();
   };
   const callArgs = new Map();
   current.live = {
@@ -320,12 +452,16 @@ function addMessage(message, index) {
   const list = $("transcript");
   if (message.role === "tool") {
     const call = current.calls.get(message.tool_call_id);
+    const box = call || list;
+    // Who decided a gated call is in sight; its result is folded away.
+    const decision = message.decision;
+    if (decision) box.append(el("div", `small decision ${decision.approved ? "approved" : "rejected"}`, decisionText(decision)));
     const result = el("details", "result");
     const failed = /^\{"ok":\s*false/.test(message.content || "");
     result.append(el("summary", failed ? "failed" : "", failed ? "✗ result" : "✓ result"));
     result.append(el("pre", "", prettyJson(message.content || "")));
-    if (message.decision) result.append(el("div", "muted small", decisionText(message.decision)));
-    (call || list).append(result);
+    box.append(result);
+    followEnd();
     return;
   }
   const item = el("li", `message ${message.role}`);
@@ -335,7 +471,7 @@ function addMessage(message, index) {
   if (message.role === "assistant") renderMarkdown(body, message.content || "");
   else body.textContent = message.content || "";
   item.append(body);
-  if (message.interrupted) item.append(el("div", "muted small", "interrupted by a stop"));
+  if (message.interrupted) item.append(el("div", "muted small", "interrupted"));
   for (const call of message.tool_calls || []) {
     const box = el("div", "call");
     const request = el("details");
@@ -346,25 +482,38 @@ function addMessage(message, index) {
     current.calls.set(call.id, box);
   }
   list.append(item);
-  scrollToEnd();
+  followEnd();
 }
 
+// "approved by alice at …", "rejected by bob via mcp at …: not there", "rejected at its deadline".
 function decisionText(decision) {
   const verdict = decision.approved ? "approved" : "rejected";
   const reason = decision.reason ? `: ${decision.reason}` : "";
-  const who = decision.user ? (decision.by === "rule" ? decision.user : `${decision.user} (${decision.by})`) : decision.by;
-  return `${verdict} by ${who} at ${new Date(decision.at).toLocaleString()}${reason}`;
+  const who = decision.user ? ` by ${decision.user}` : decision.by === "deadline" ? " at its deadline" : "";
+  const door = decision.source ? ` via ${decision.source}` : "";
+  return `${verdict}${who}${door} at ${new Date(decision.at).toLocaleString()}${reason}`;
 }
 
 function ended(state) {
   return Boolean(state) && (state.phase === "Completed" || state.phase === "Failed");
 }
 
+// A new stop point, or an action's answer: said in full, the notice included.
 function showState(state) {
+  current.said = null;
+  showStatus(state);
+  showApprovals(state.pending_approvals || []);
+  followEnd();
+}
+
+// Everything a state says but its pending calls, whose cards may hold what a person is
+// typing: what the run's state, read every second, may change under their eyes.
+function showStatus(state) {
   current.state = state;
   const phase = $("run-phase");
-  phase.textContent = state.waiting_for ? `waiting for ${state.waiting_for}` : state.phase;
+  phase.textContent = state.waiting_for ? `waiting for ${state.waiting_for}` : tagOf(state.phase);
   phase.className = `badge ${state.phase}`;
+  showListTag(state);
   const usage = state.usage || {};
   const raised = state.budget_raised_by ? ` · budget raised by ${state.budget_raised_by}` : "";
   $("run-meta").textContent = `turn ${state.turn} · ${usage.total_tokens || 0} tokens${raised}`;
@@ -376,14 +525,17 @@ function showState(state) {
   else if (state.stop_reason) problems.push(`stopped: ${state.stop_reason}`);
   if (state.paused_by && !over) problems.push(`paused by ${state.paused_by}`);
   if (over) problems.push(`The run has ended (${state.phase}).`);
-  notice(problems.join(" — "));
+  // Read every second, it is said again only when it changes: what an action just said
+  // stays until then.
+  const said = problems.join(" — ");
+  if (said !== current.said) notice((current.said = said));
   $("pause-button").disabled = state.phase !== "Running";
   $("stop-button").disabled = over;
   $("reply-text").disabled = over;
   $("reply-button").disabled = over;
-  showApprovals(state.pending_approvals || []);
   showRetrying(state.retrying || null);
   showModelFailing(state);
+  showBudget(state);
 }
 
 // "model unreachable, attempt 5, next in 16 s", as `tarry status` words it.
@@ -411,43 +563,109 @@ function showModelFailing(state) {
   for (const id of ["retry-button", "model-button", "model-profile"]) $(id).disabled = !waiting;
 }
 
-// The run's state is polled for retries until it ends: no event says it went back to work
-// (a reply is a message, and a model that cannot be reached starts no answer).
-async function pollRetrying(id, signal) {
-  while (!signal.aborted && !ended(current.state)) {
-    await new Promise((resolve) => setTimeout(resolve, RETRY_POLL_MS));
-    if (signal.aborted) return;
+// The run's state is read every second until it ends: retries are not on its event
+// stream (Temporal records them, not the run), and no event says that a run went back
+// to work on a raised budget or a retry before its model answers.
+async function pollState(view) {
+  while (view === current && !ended(view.state)) {
+    await new Promise((resolve) => setTimeout(resolve, STATE_POLL_MS));
+    if (view !== current) return;
     try {
-      const state = await api("GET", `/v1/runs/${encodeURIComponent(id)}`);
-      if (!signal.aborted) showRetrying(state.retrying || null);
+      const state = await api("GET", `/v1/runs/${encodeURIComponent(view.id)}`);
+      if (view !== current) return;
+      // A state read before the latest event the page has shown is older than the page;
+      // one that says what the page says leaves it (and the notice a person reads) alone.
+      if (state.events >= view.seen && statusOf(state) !== statusOf(view.state)) {
+        view.seen = state.events;
+        showStatus(state);
+      } else {
+        showRetrying(state.retrying || null);
+      }
     } catch {
       // The event stream reports a run or server that went away.
     }
   }
 }
 
+// What `showStatus` shows of a state, but the retry line. A null is left out, as the
+// event stream's states leave it out and the API's answers spell it.
+function statusOf(state) {
+  if (!state) return "";
+  const { phase, waiting_for, turn, usage, error, warning, stop_reason, stopped_by, paused_by } = state;
+  const { budget, budget_raised_by, model } = state;
+  const shown = [phase, waiting_for, turn, usage, error, warning, stop_reason, stopped_by, paused_by, budget, budget_raised_by, model];
+  return JSON.stringify(shown, (key, value) => (value === null ? undefined : value));
+}
+
 async function retryModel() {
+  const view = current;
   $("retry-button").disabled = true;
   showModelFailing({});
   try {
     // The answer comes at the run's next stop point; the event stream shows it first.
-    await api("POST", `/v1/runs/${encodeURIComponent(current.id)}/retry`, {});
+    await api("POST", `/v1/runs/${encodeURIComponent(view.id)}/retry`, {});
   } catch (error) {
+    if (view !== current) return;
     notice(error.message);
     if (current.state) showModelFailing(current.state);
   }
 }
 
 async function switchModel() {
+  const view = current;
   const profile = $("model-profile").value.trim();
   if (!profile) return;
   try {
-    const state = await api("POST", `/v1/runs/${encodeURIComponent(current.id)}/model`, { profile });
+    const state = await api("POST", `/v1/runs/${encodeURIComponent(view.id)}/model`, { profile });
+    if (view !== current) return;
     $("model-profile").value = "";
     showState(state);
     notice(`The run now asks model profile ${state.model}; Retry to ask it.`);
   } catch (error) {
+    if (view === current) notice(error.message);
+  }
+}
+
+// --- A spent budget -------------------------------------------------------------------
+
+function showBudget(state) {
+  const waiting = state.phase === "WaitingUser" && state.waiting_for === "budget";
+  const form = $("budget-form");
+  if (waiting) {
+    const budget = state.budget || {};
+    const usage = state.usage || {};
+    const spent = [`${usage.total_tokens || 0} tokens of ${budget.max_total_tokens ?? "no limit"}`];
+    if (budget.max_cost_usd) spent.push(`$${(usage.cost_usd || 0).toFixed(4)} of $${budget.max_cost_usd}`);
+    $("budget-spent").textContent = `Spent ${spent.join(", ")}.`;
+    if (form.hidden) {
+      // Twice the spent limit, to start from; filled in once, so a typed one stays.
+      $("budget-tokens").value = budget.max_total_tokens ? String(budget.max_total_tokens * 2) : "";
+      $("budget-cost").value = budget.max_cost_usd ? String(budget.max_cost_usd * 2) : "";
+    }
+  }
+  form.hidden = !waiting;
+  $("budget-button").disabled = !waiting;
+}
+
+async function raiseBudget() {
+  const view = current;
+  const limits = {};
+  const tokens = $("budget-tokens").value.trim();
+  const cost = $("budget-cost").value.trim();
+  if (tokens) limits.max_total_tokens = Number(tokens);
+  if (cost) limits.max_cost_usd = Number(cost);
+  if (!tokens && !cost) {
+    notice("Name a new limit: tokens, dollars or both.");
+    return;
+  }
+  $("budget-button").disabled = true;
+  try {
+    // The answer comes at the run's next stop point; the event stream shows it go on.
+    await api("POST", `/v1/runs/${encodeURIComponent(view.id)}/budget`, limits);
+  } catch (error) {
+    if (view !== current) return;
     notice(error.message);
+    $("budget-button").disabled = false;
   }
 }
 
@@ -557,9 +775,24 @@ async function sendReply() {
   }
 }
 
+// Whether the page follows the newest message: it does until the person scrolls up to
+// read, and again once they scroll back down to the end of the run.
+let pinned = true;
+
+// How far the run's end (its newest message, its calls and the reply box) lies below the
+// window's bottom: the run's, not the page's, since on a phone the list comes after it.
+function runEndBelow() {
+  return $("run").getBoundingClientRect().bottom - window.innerHeight;
+}
+
 function scrollToEnd() {
-  const list = $("transcript");
-  list.lastElementChild?.scrollIntoView({ block: "end" });
+  const below = runEndBelow();
+  if (below > 0) window.scrollBy(0, below);
+  pinned = true;
+}
+
+function followEnd() {
+  if (pinned) scrollToEnd();
 }
 
 function show(section) {
@@ -576,8 +809,8 @@ function route() {
   if (match) openRun(decodeURIComponent(match[1]));
   else if (location.hash === "#/new") show("start");
   else {
-    if (current.abort) current.abort.abort();
-    current.id = null;
+    current.abort.abort();
+    current = runPage(null);
     show("welcome");
   }
 }
@@ -602,6 +835,14 @@ function wire() {
     api("POST", `/v1/runs/${encodeURIComponent(current.id)}/stop`, { reason: reason || null }).catch((e) => notice(e.message));
   });
   $("retry-button").addEventListener("click", retryModel);
+  $("budget-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    raiseBudget();
+  });
+  for (const id of ["filter-phase", "filter-waiting", "filter-mine"]) $(id).addEventListener("change", readFilters);
+  window.addEventListener("scroll", () => {
+    if (!$("run").hidden) pinned = runEndBelow() <= NEAR_END_PX;
+  });
   $("model-form").addEventListener("submit", (event) => {
     event.preventDefault();
     switchModel();
@@ -628,13 +869,13 @@ function wire() {
     localStorage.setItem(TOKEN_KEY, $("token-input").value);
     showTokenControl();
     route();
-    refreshWaiting();
+    refreshList();
   });
   $("forget-token-button").addEventListener("click", () => {
     localStorage.removeItem(TOKEN_KEY);
     $("token-input").value = "";
     showTokenControl();
-    refreshWaiting();
+    refreshList();
   });
   window.addEventListener("hashchange", route);
 }
@@ -643,6 +884,5 @@ document.addEventListener("DOMContentLoaded", () => {
   wire();
   showTokenControl();
   route();
-  refreshWaiting();
-  setInterval(refreshWaiting, WAITING_POLL_MS);
+  pollList();
 });
