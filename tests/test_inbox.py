@@ -195,14 +195,16 @@ async def test_a_waiting_sub_agent_names_the_run_it_works_for(
         # Read in one script: the list is redrawn as the lead's and the child's states
         # change, and an element found before a redraw is gone by the time it is read.
         read = "return [...document.querySelectorAll('#run-list a')].map(a => a.innerText)"
+        # The list shows every run: the child's row once it waits for a reply.
         line = await until(
-            lambda: next((t for t in browser.execute_script(read) if child in t), None),
-            f"{child} in the list of waiting runs",
+            lambda: next(
+                (t for t in browser.execute_script(read) if child in t and "reply" in t), None
+            ),
+            f"{child} in the list, waiting for a reply",
         )
         await api.run(lead).stop()
 
     assert f"agent of {lead}" in line
-    assert "reply" in line
 
 
 async def _first_run(schedule: ScheduleHandle) -> str | None:
