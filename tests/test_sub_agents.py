@@ -342,6 +342,27 @@ async def test_a_sub_agents_gated_call_is_listed_and_decided_like_any_other(
     assert state.last_assistant_text == "The writer wrote the plan."
 
 
+async def test_a_sub_agent_follows_its_leads_approval_rules(agent_factory: Any) -> None:
+    agent = await team(agent_factory, writer=WRITER)
+    agent.model.add(
+        call("agent__writer", {"task": "Write the plan."}, id="a1"),
+        call("write_file", {"path": "plan.md", "content": "ship it"}, id="w1"),
+        say("Written."),
+        say("The writer wrote the plan."),
+    )
+    rule = {"tool": "write_file", "when": {"/path": "*.md"}, "decision": "approve"}
+
+    parent = await agent.start("Get the plan written.", agents=["writer"], approval_rules=[rule])
+    child = await child_of(agent, parent, name="writer")
+    state = await until(parent, lambda s: s.waiting_for is WaitingFor.INPUT)
+
+    written = next(m for m in await child.transcript() if m.tool_call_id == "w1")
+    assert written.decision is not None
+    assert written.decision.user == "rule 1"
+    assert (agent.workspace_root / parent.id / "plan.md").read_text() == "ship it"
+    assert state.last_assistant_text == "The writer wrote the plan."
+
+
 async def test_stopping_the_parent_stops_its_sub_agent(agent_factory: Any) -> None:
     agent = await team(agent_factory, planner=PLANNER)
     parent, child = await asking_child(agent)

@@ -195,8 +195,9 @@ async def _tell(
 def _child_input(
     spec: AgentSpec, parent_input: WorkflowInput, task: str, parent: str, budget: Budget | None
 ) -> WorkflowInput:
-    """The child run's input: the agent's settings, the parent's timeouts, approval
-    rules and budget left, and the task as its prompt, sent by the parent."""
+    """The child run's input: the agent's settings; the parent's timeouts, approvers,
+    approval rules and budget left (the person's policy covers the tree); and the task as
+    its prompt, sent by the parent."""
     return WorkflowInput(
         prompt=task,
         system=spec.system,
@@ -210,6 +211,7 @@ def _child_input(
         approval_timeout=parent_input.approval_timeout,
         approval_default=parent_input.approval_default,
         approvers=parent_input.approvers,
+        approval_rules=parent_input.approval_rules,
         budget=budget,
         started_by=parent,
         parent=parent,
