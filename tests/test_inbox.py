@@ -26,7 +26,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 
 from tarry.client import ScheduleHandle
-from tarry.contracts import AgentSpec, Mode, Phase, WaitingFor
+from tarry.contracts import AgentSpec, Mode, Phase, RunState, WaitingFor
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
@@ -205,6 +205,45 @@ async def test_a_waiting_sub_agent_names_the_run_it_works_for(
         await api.run(lead).stop()
 
     assert f"agent of {lead}" in line
+
+
+async def test_a_sub_agents_gated_call_is_decided_in_the_inbox_with_its_lead_shown(
+    agent_factory: Any, browser: WebDriver
+) -> None:
+    writer = AgentSpec(
+        description="Writes files.", tools=["write_file"], require_approval=["write_file"]
+    )
+    agent = await agent_factory(agents={"writer": writer})
+    agent.model.add(
+        call("agent__writer", {"task": "Write the plan."}, id="a1"),
+        call("write_file", {"path": "plan.md", "content": "ship it"}, id="w1"),
+        say("Written."),
+        say("The writer wrote the plan."),
+    )
+    async with serving(agent) as api:
+        lead = await api.start("Get the plan written.", agents=["writer"])
+        child = f"{lead}:writer-1"
+        api.run(child)
+
+        await open_run(browser, api, child)
+        read = "return [...document.querySelectorAll('#run-list a')].map(a => a.innerText)"
+        row = next(t for t in browser.execute_script(read) if child in t)
+        card: WebElement = await until(
+            lambda: first(browser, "#approvals .approval"), "the pending call's card"
+        )
+        call_text = card.text
+        await asyncio.to_thread(card.find_element(By.CSS_SELECTOR, "button.approve").click)
+
+        async def answered() -> RunState | None:
+            state = await api.run(lead).state()
+            return state if state.waiting_for is WaitingFor.INPUT else None
+
+        state = await until_async(answered, "the lead's answer")
+
+    assert f"agent of {lead}" in row
+    assert "write_file" in call_text
+    assert (agent.workspace_root / lead / "plan.md").read_text() == "ship it"
+    assert state.last_assistant_text == "The writer wrote the plan."
 
 
 async def _first_run(schedule: ScheduleHandle) -> str | None:
