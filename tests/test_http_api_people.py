@@ -4,6 +4,7 @@ stopped it, and `RunInput.approvers` decides who may decide a gated call."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,28 @@ async def test_the_star_names_the_approvers_of_every_tool_not_named(api: Api) ->
 
     assert error_of(refused) == (403, ErrorCode.APPROVAL_NOT_ALLOWED)
     assert decided.status_code == 200, decided.text
+
+
+async def test_the_decidable_list_holds_the_runs_with_a_call_the_caller_may_decide(
+    api: Api,
+) -> None:
+    api.agent.model.add(call("write_file", WRITE, id="w1"), call("write_file", WRITE, id="w1"))
+    bobs, alices = [
+        await api.start("write the plan", require_approval=["write_file"], approvers=approvers)
+        for approvers in ({"write_file": ["bob"]}, {"write_file": ["alice"]})
+    ]
+    for run_id in (bobs, alices):
+        assert (await until_stopped(api, run_id))["waiting_for"] == WaitingFor.APPROVAL
+
+    async def listed(headers: dict[str, str]) -> set[str]:
+        response = await api.http.get("/v1/runs?decidable=true&limit=100", headers=headers)
+        assert response.status_code == 200, response.text
+        return {run["id"] for run in response.json()["runs"]} & {bobs, alices}
+
+    async with asyncio.timeout(deadline(30)):  # visibility lists a new run a moment later
+        while await listed({}) != {alices}:
+            await asyncio.sleep(0.2)
+    assert await listed(as_(BOB)) == {bobs}
 
 
 async def test_a_run_s_view_says_which_calls_its_caller_may_decide(api: Api) -> None:

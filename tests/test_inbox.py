@@ -277,6 +277,27 @@ async def test_a_person_approves_a_gated_call_in_the_inbox(
     assert browser.find_elements(By.CSS_SELECTOR, "#approvals .approval") == []
 
 
+async def test_a_run_opened_from_far_down_a_long_list_shows_its_call_to_approve(
+    agent: Agent, api: Api, browser: WebDriver
+) -> None:
+    agent.model.add(call("write_file", {"path": "a.md", "content": "hi"}), say("Written."))
+    run_id = await api.start("write a.md", require_approval=["write_file"])
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
+    # Newer runs list above it, so its row is far below the window's bottom (runs
+    # without a prompt, which wait for one and ask the model nothing).
+    for _ in range(25):
+        await api.start()
+
+    await open_run(browser, api, run_id)
+    card: WebElement = await until(
+        lambda: first(browser, "#approvals .approval"), "the pending call's card"
+    )
+    await asyncio.to_thread(card.find_element(By.CSS_SELECTOR, "button.approve").click)
+
+    await until(lambda: "Written." in texts(browser, ".message.assistant .body"), "the answer")
+    assert (agent.workspace_root / run_id / "a.md").read_text() == "hi"
+
+
 async def test_approve_and_remember_in_the_inbox_decides_the_like_call_after_it(
     agent: Agent, api: Api, browser: WebDriver
 ) -> None:

@@ -3,6 +3,7 @@ each route a thin layer over `tarry.client`."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
@@ -44,9 +45,10 @@ from tarry.contracts import (
     RunInput,
     TranscriptPage,
     WaitingFor,
+    may_decide,
 )
 from tarry.identities import Caller
-from tarry.runs import find_runs
+from tarry.runs import RunRow, find_runs
 
 __all__ = ["INTERNAL", "INTERNAL_MESSAGE", "runs_router"]
 
@@ -226,10 +228,18 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         schedule: ScheduleName | None = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 20,
         cursor: Annotated[str | None, Query(min_length=1)] = None,
+        decidable: bool = False,
+        *,
+        caller: CallerOf,
     ) -> RunList:
         """Runs as Temporal's visibility records them (no worker needed), open runs
         first, newest first, a page of `limit` at a time; `schedule`: only the runs
-        that schedule started."""
+        that schedule started. `decidable`: of a page of runs waiting for approval, those
+        with a call the caller may decide (each run asked, as only the run knows; one
+        whose worker does not answer within seconds is left out: it could not take a
+        decision now either)."""
+        if decidable:
+            phase, waiting_for = Phase.WAITING_USER, WaitingFor.APPROVAL
         page = await find_runs(
             tarry.client,
             phase=phase,
@@ -238,9 +248,10 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
             limit=limit,
             page_token=_page_token(cursor),
         )  # a cursor visibility cannot read is INPUT_INVALID
+        rows = await _decidable(tarry, page.rows, caller) if decidable else page.rows
         token = page.next_page_token
         return RunList(
-            runs=[RunSummary.of(row) for row in page.rows],
+            runs=[RunSummary.of(row) for row in rows],
             next_cursor=base64.urlsafe_b64encode(token).decode() if token else None,
         )
 
@@ -463,3 +474,24 @@ async def _sse(feeds: Feeds, run_id: str, start: int) -> AsyncIterator[ServerSen
         _log.exception("the event stream of run %r failed", run_id)
         error = ErrorBody(error=ApiError(code=INTERNAL, message=INTERNAL_MESSAGE))
         yield ServerSentEvent(data=error.model_dump_json(), event="error")
+
+
+DECIDABLE_PATIENCE = 3.0
+"""Seconds `?decidable=true` waits for one run's state: a run without a worker is asked
+for longer than that before Temporal gives up, and it holds up the whole list."""
+
+
+async def _decidable(tarry: Tarry, rows: list[RunRow], caller: Caller) -> list[RunRow]:
+    """The rows of runs with a pending call `caller` may decide, asked all at once."""
+
+    async def may_decide_one(row: RunRow) -> bool:
+        try:
+            async with asyncio.timeout(DECIDABLE_PATIENCE):
+                state = await tarry.get(row.run_id).state()
+        except (TimeoutError, TarryError):  # unserved, slow, or ended meanwhile
+            return False
+        groups = list(caller.groups)
+        return any(may_decide(p.approvers, caller.user, groups) for p in state.pending_approvals)
+
+    answers = await asyncio.gather(*(may_decide_one(row) for row in rows))
+    return [row for row, yes in zip(rows, answers, strict=True) if yes]

@@ -165,26 +165,14 @@ async function pollList() {
 }
 
 async function listedRuns() {
-  if (!filters.mine) {
-    const query = new URLSearchParams({ limit: "100" });
+  const query = new URLSearchParams({ limit: "100" });
+  if (filters.mine) {
+    query.set("decidable", "true"); // the runs with a call this page's person may decide
+  } else {
     if (filters.phase) query.set("phase", filters.phase);
     if (filters.waitingFor) query.set("waiting_for", filters.waitingFor);
-    return (await api("GET", `/v1/runs?${query}`)).runs;
   }
-  // Visibility records no approvers: whether this page's person may decide a waiting
-  // call is each run's answer to their token (`may_decide`).
-  const waiting = await api("GET", "/v1/runs?phase=WaitingUser&waiting_for=approval&limit=100");
-  const decidable = await Promise.all(
-    waiting.runs.map(async (run) => {
-      try {
-        const state = await api("GET", `/v1/runs/${encodeURIComponent(run.id)}`);
-        return state.pending_approvals.some((p) => p.may_decide) ? run : null;
-      } catch {
-        return null; // it ended or moved on meanwhile: nothing to decide there
-      }
-    }),
-  );
-  return decidable.filter(Boolean);
+  return (await api("GET", `/v1/runs?${query}`)).runs;
 }
 
 // "approval", "reply", "running", "completed": what a run's tag and badge say.
@@ -785,14 +773,18 @@ function runEndBelow() {
   return $("run").getBoundingClientRect().bottom - window.innerHeight;
 }
 
+// Opened: the run's end at the window's bottom (its top, for a short run), up or down.
+// Up too: a row clicked far down a long list leaves the window scrolled past the run,
+// with its calls out of sight or under the sticky bar.
 function scrollToEnd() {
-  const below = runEndBelow();
-  if (below > 0) window.scrollBy(0, below);
+  window.scrollTo(0, Math.max(0, window.scrollY + runEndBelow()));
   pinned = true;
 }
 
+// Following: down only, so a person reading the list below a short run is left there.
 function followEnd() {
-  if (pinned) scrollToEnd();
+  const below = runEndBelow();
+  if (pinned && below > 0) window.scrollBy(0, below);
 }
 
 function show(section) {
