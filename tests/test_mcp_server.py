@@ -271,3 +271,13 @@ async def test_a_decision_by_a_user_outside_the_approvers_is_approval_not_allowe
     assert result.structured_content is not None
     assert result.structured_content["code"] == ErrorCode.APPROVAL_NOT_ALLOWED
     assert (await run.state()).waiting_for is WaitingFor.APPROVAL
+
+
+@pytest.mark.parametrize("limit", [0, 1001])
+async def test_a_list_limit_outside_the_api_s_bounds_is_a_tool_error(
+    tarry_mcp: Client, limit: int
+) -> None:
+    async with tarry_mcp as client:
+        result = await client.call_tool("list_runs", {"limit": limit})
+
+    assert result.is_error

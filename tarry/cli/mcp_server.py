@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from importlib.metadata import version
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from tarry.client import Tarry, TarryError
 from tarry.contracts import (
@@ -45,6 +45,8 @@ ANSWERS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempote
 """A start or a reply adds to a run; sent twice, it is a second reply."""
 DECIDES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False)
 """A decision lets an agent's gated call run (or not): a host should ask its user first."""
+Limit = Annotated[int, Field(ge=1, le=1000)]
+"""How many runs a list gives at most: the HTTP API's bounds."""
 SOURCE = "mcp"
 """`Decision.source` of a decision taken through this server."""
 STOPS = {Phase.WAITING_USER, Phase.COMPLETED, Phase.FAILED}
@@ -177,7 +179,7 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
 
     @server.tool(annotations=READS)
     async def waiting_runs(
-        waiting_for: Literal["input", "approval"] | None = None, limit: int = 20
+        waiting_for: Literal["input", "approval"] | None = None, limit: Limit = 20
     ) -> CallToolResult:
         """The runs on this server's task queue waiting for a person (for a reply, or a
         decision on tool calls), with their prompt's first line and, for a sub-agent, the
@@ -203,9 +205,9 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
     @server.tool(annotations=READS)
     async def list_runs(
         phase: Literal["Running", "WaitingUser", "Completed", "Failed"] | None = None,
-        waiting_for: Literal["input", "approval", "budget", "model"] | None = None,
+        waiting_for: Literal["input", "approval", "budget", "model", "agent"] | None = None,
         schedule: str | None = None,
-        limit: int = 20,
+        limit: Limit = 20,
     ) -> CallToolResult:
         """The runs on this server's task queue, newest first, each with its phase, what it
         waits for and the schedule that started it; filtered by `phase`, `waiting_for`
