@@ -159,7 +159,7 @@ class Notifier:
         if target.to is None or key is None:
             return {}
         caller = self._settings.caller(target.to)
-        if not may_decide(call.approvers, caller.user, list(caller.groups)):
+        if not may_decide(call.approvers, caller.user, caller.groups):
             return {}
         # A call without a deadline waits for good; its link does not.
         ttl = self._settings.tarry_action_link_ttl

@@ -9,7 +9,7 @@ upgrade, so every field added later needs a default, and names never change.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal, Self
@@ -690,7 +690,7 @@ def approvers_of(approvers: dict[str, list[str]], tool: str) -> list[str] | None
     return approvers.get(tool, approvers.get("*"))
 
 
-def may_decide(approvers: list[str] | None, user: str | None, groups: list[str]) -> bool:
+def may_decide(approvers: list[str] | None, user: str | None, groups: Iterable[str]) -> bool:
     """Whether `user`, a member of `groups`, may decide a call `approvers` may decide.
     A decision without a user is an operator's, straight from Temporal: always allowed."""
     if approvers is None or user is None:

@@ -91,6 +91,14 @@ async def until(check: Callable[[], Any], what: str) -> Any:
     raise AssertionError(what)  # pragma: no cover - the timeout raises first
 
 
+async def pending_call_card(browser: WebDriver) -> WebElement:
+    """The card of the run's first pending call, once the page shows it."""
+    card: WebElement = await until(
+        lambda: first(browser, "#approvals .approval"), "the pending call's card"
+    )
+    return card
+
+
 def texts(browser: WebDriver, selector: str) -> list[str]:
     return [e.text for e in browser.find_elements(By.CSS_SELECTOR, selector)]
 
@@ -228,9 +236,7 @@ async def test_a_sub_agents_gated_call_is_decided_in_the_inbox_with_its_lead_sho
         await open_run(browser, api, child)
         read = "return [...document.querySelectorAll('#run-list a')].map(a => a.innerText)"
         row = next(t for t in browser.execute_script(read) if child in t)
-        card: WebElement = await until(
-            lambda: first(browser, "#approvals .approval"), "the pending call's card"
-        )
+        card = await pending_call_card(browser)
         call_text = card.text
         await asyncio.to_thread(card.find_element(By.CSS_SELECTOR, "button.approve").click)
 
@@ -266,9 +272,7 @@ async def test_a_person_approves_a_gated_call_in_the_inbox(
     await api.run(run_id).wait_for(WAITING, TIMEOUT)
 
     await open_run(browser, api, run_id)
-    card: WebElement = await until(
-        lambda: first(browser, "#approvals .approval"), "the pending call's card"
-    )
+    card = await pending_call_card(browser)
     assert "write_file" in card.text
     await asyncio.to_thread(card.find_element(By.CSS_SELECTOR, "button.approve").click)
 
@@ -289,9 +293,7 @@ async def test_a_run_opened_from_far_down_a_long_list_shows_its_call_to_approve(
         await api.start()
 
     await open_run(browser, api, run_id)
-    card: WebElement = await until(
-        lambda: first(browser, "#approvals .approval"), "the pending call's card"
-    )
+    card = await pending_call_card(browser)
     await asyncio.to_thread(card.find_element(By.CSS_SELECTOR, "button.approve").click)
 
     await until(lambda: "Written." in texts(browser, ".message.assistant .body"), "the answer")
@@ -307,9 +309,7 @@ async def test_approve_and_remember_in_the_inbox_decides_the_like_call_after_it(
     await api.run(run_id).wait_for(WAITING, TIMEOUT)
 
     await open_run(browser, api, run_id)
-    card: WebElement = await until(
-        lambda: first(browser, "#approvals .approval"), "the pending call's card"
-    )
+    card = await pending_call_card(browser)
     await asyncio.to_thread(card.find_element(By.CSS_SELECTOR, "button.approve-remember").click)
 
     await until(lambda: "Twice." in texts(browser, ".message.assistant .body"), "the answer")
@@ -327,9 +327,7 @@ async def test_a_call_only_others_may_decide_shows_who_and_offers_no_decision(
     await api.run(run_id).wait_for(WAITING, TIMEOUT)
 
     await open_run(browser, api, run_id)
-    card: WebElement = await until(
-        lambda: first(browser, "#approvals .approval"), "the pending call's card"
-    )
+    card = await pending_call_card(browser)
 
     assert "Only bob may decide this call." in card.text
     assert card.find_elements(By.CSS_SELECTOR, "button") == []

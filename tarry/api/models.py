@@ -152,7 +152,7 @@ class PendingCall(BaseModel):
             arguments_text=pending.arguments,
             deadline=pending.deadline,
             approvers=pending.approvers,
-            may_decide=may_decide(pending.approvers, caller.user, list(caller.groups)),
+            may_decide=may_decide(pending.approvers, caller.user, caller.groups),
             rule=pending.rule,
         )
 

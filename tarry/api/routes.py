@@ -490,8 +490,8 @@ async def _decidable(tarry: Tarry, rows: list[RunRow], caller: Caller) -> list[R
                 state = await tarry.get(row.run_id).state()
         except (TimeoutError, TarryError):  # unserved, slow, or ended meanwhile
             return False
-        groups = list(caller.groups)
-        return any(may_decide(p.approvers, caller.user, groups) for p in state.pending_approvals)
+        pending = state.pending_approvals
+        return any(may_decide(p.approvers, caller.user, caller.groups) for p in pending)
 
     answers = await asyncio.gather(*(may_decide_one(row) for row in rows))
     return [row for row, yes in zip(rows, answers, strict=True) if yes]
