@@ -187,6 +187,14 @@ async def test_the_decidable_list_holds_the_runs_with_a_call_the_caller_may_deci
     assert await listed(as_(BOB)) == {bobs}
 
 
+@pytest.mark.parametrize("query", ["phase=Completed", "waiting_for=input"])
+async def test_the_decidable_list_with_a_filter_it_contradicts_is_422(api: Api, query: str) -> None:
+    response = await api.http.get(f"/v1/runs?decidable=true&{query}")
+
+    assert error_of(response) == (422, ErrorCode.INPUT_INVALID)
+    assert "decidable" in response.json()["error"]["message"]
+
+
 async def test_a_run_s_view_says_which_calls_its_caller_may_decide(api: Api) -> None:
     run_id = await gated(api, approvers={"write_file": ["bob"]})
 

@@ -237,8 +237,16 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         that schedule started. `decidable`: of a page of runs waiting for approval, those
         with a call the caller may decide (each run asked, as only the run knows; one
         whose worker does not answer within seconds is left out: it could not take a
-        decision now either)."""
+        decision now either); with a `phase` or `waiting_for` that contradicts it, 422."""
         if decidable:
+            # A filter it contradicts would otherwise be dropped without a word.
+            other_phase = phase not in (None, Phase.WAITING_USER)
+            if other_phase or waiting_for not in (None, WaitingFor.APPROVAL):
+                raise TarryError(
+                    ErrorCode.INPUT_INVALID,
+                    "decidable: lists runs waiting for approval; leave out phase and"
+                    " waiting_for, or ask for phase=WaitingUser and waiting_for=approval",
+                )
             phase, waiting_for = Phase.WAITING_USER, WaitingFor.APPROVAL
         page = await find_runs(
             tarry.client,
