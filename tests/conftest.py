@@ -32,6 +32,7 @@ from tarry.servers import add_search_attributes, dev_server_args, find_binary
 from tarry.settings import DEFAULT_WORKFLOW_CACHE, McpServer, ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel
 from tests.deadline import deadline
+from tests.faults import replay
 from workers.plugin import TarryPlugin
 from workflows.agent_run import AgentRunWorkflow
 
@@ -356,7 +357,7 @@ async def _check_replay(agent: Agent, request: pytest.FixtureRequest) -> None:
     for i, run in enumerate(agent.runs):
         chain = await agent.histories(run)
         for segment, history in enumerate(chain):
-            await replayer.replay_workflow(history)
+            await replay(replayer, history)
             if request.config.getoption("--record-histories"):
                 name = re.sub(r"\W+", "_", request.node.name)
                 suffix = f"_{segment}" if len(chain) > 1 else ""
