@@ -484,6 +484,19 @@ async def test_a_conversation_is_answered_by_where_it_stands_whatever_came_befor
     assert [r.step for r in model.requests] == [-1, -1, -1]  # none of the steps in order
 
 
+async def test_a_conversation_added_while_serving_answers_a_repeated_request_alike() -> None:
+    async with (
+        ScriptedModel([say("in order")]) as model,
+        httpx.AsyncClient(base_url=model.base_url) as client,
+    ):
+        model.add_conversation("Plan my week", say("first"), say("second"))
+        # The same request twice, as a worker sends it again after a timed-out attempt.
+        texts = [await said(client, conversation("Plan my week", 0)) for _ in range(2)]
+
+    assert texts == ["first", "first"]
+    assert model.remaining == 1  # the steps in order are left for other requests
+
+
 async def test_other_requests_get_the_steps_in_order() -> None:
     async with (
         ScriptedModel([say("in order")], conversations=[PLAN]) as model,

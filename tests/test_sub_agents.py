@@ -4,7 +4,9 @@ which works on it as a child run of its own; the tree behaves as one run to a pe
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from tarry.contracts import (
     Mode,
     Phase,
     RunState,
+    Timeouts,
     Usage,
     WaitingFor,
 )
@@ -53,6 +56,8 @@ PLANNER = AgentSpec(
 WRITER = AgentSpec(
     description="Writes files.", tools=["write_file"], require_approval=["write_file"]
 )
+STALL_PAST_HEARTBEAT = timedelta(seconds=3)
+"""How much longer than a heartbeat timeout a stalled worker stays stopped."""
 WAITING = {Phase.WAITING_USER}
 ENDED = {Phase.COMPLETED, Phase.FAILED}
 
@@ -107,14 +112,43 @@ async def until_cli_listed(cli: Cli, run_id: str) -> str:
             await asyncio.sleep(0.2)
 
 
-async def asking_child(agent: Agent) -> tuple[RunHandle, RunHandle]:
-    """A parent whose `planner` asks the person a question: (parent, child), waiting."""
-    agent.model.add(
+# A tree's runs share one model. Each run's answers are scripted as its own conversation
+# (`ScriptedModel.add_conversation`), not as one queue in the order the runs ask: a
+# call the worker retries (its attempt timed out on a busy machine) then gets its own
+# answer again instead of the next run's.
+
+
+def plan_the_launch(agent: Agent, prompt: str) -> None:
+    """A lead opening with `prompt` hands the launch to `planner`, which asks which day."""
+    agent.model.add_conversation(
+        prompt,
         call("agent__planner", {"task": "Plan the launch."}, id="a1"),
-        say("Which day should we launch?"),
-        call("finish", {"result": "Launch on Monday."}, id="f1"),
         say("The plan: launch on Monday."),
     )
+    agent.model.add_conversation(
+        "Plan the launch.",
+        say("Which day should we launch?"),
+        call("finish", {"result": "Launch on Monday."}, id="f1"),
+    )
+
+
+def write_the_plan(agent: Agent) -> None:
+    """A lead hands the plan to `writer`, which writes it with a gated call."""
+    agent.model.add_conversation(
+        "Get the plan written.",
+        call("agent__writer", {"task": "Write the plan."}, id="a1"),
+        say("The writer wrote the plan."),
+    )
+    agent.model.add_conversation(
+        "Write the plan.",
+        call("write_file", {"path": "plan.md", "content": "ship it"}, id="w1"),
+        say("Written."),
+    )
+
+
+async def asking_child(agent: Agent) -> tuple[RunHandle, RunHandle]:
+    """A parent whose `planner` asks the person a question: (parent, child), waiting."""
+    plan_the_launch(agent, "Plan our launch.")
     parent = await agent.start("Plan our launch.", agents=["planner"])
     child = await child_of(agent, parent, name="planner")
     await until(child, lambda s: s.waiting_for is WaitingFor.INPUT)
@@ -127,11 +161,13 @@ def tokens(total: int) -> Usage:
 
 async def test_a_run_gets_its_sub_agents_answer_as_the_tool_result(agent_factory: Any) -> None:
     agent = await team(agent_factory)
-    agent.model.add(
+    agent.model.add_conversation(
+        "What do we know?",
         call("agent__researcher", {"task": "Which files do we have?"}, id="a1"),
-        call("list_files", {}, id="r1"),
-        say("There are no files yet."),
         say("The researcher found no files."),
+    )
+    agent.model.add_conversation(
+        "Which files do we have?", call("list_files", {}, id="r1"), say("There are no files yet.")
     )
 
     parent = await agent.start("What do we know?", agents=["researcher"])
@@ -151,11 +187,12 @@ async def test_a_sub_agents_failure_is_a_coded_tool_error_its_parent_reads(
     agent_factory: Any,
 ) -> None:
     agent = await team(agent_factory)
-    agent.model.add(
+    agent.model.add_conversation(
+        "Research.",
         call("agent__researcher", {"task": "Look it up."}, id="a1"),
-        fail(401),
         say("The researcher could not work."),
     )
+    agent.model.add_conversation("Look it up.", fail(401))
 
     parent = await agent.start("Research.", agents=["researcher"])
     state = await parent.wait_for(WAITING, TIMEOUT)
@@ -174,11 +211,10 @@ async def test_a_sub_agents_structured_output_is_its_parents_tool_result(
 ) -> None:
     schema = {"type": "object", "properties": {"day": {"type": "string"}}, "required": ["day"]}
     agent = await team(agent_factory, scheduler=AgentSpec(tools=[], output_schema=schema))
-    agent.model.add(
-        call("agent__scheduler", {"task": "Pick a day."}, id="a1"),
-        say('{"day": "Monday"}'),
-        say("Monday it is."),
+    agent.model.add_conversation(
+        "When?", call("agent__scheduler", {"task": "Pick a day."}, id="a1"), say("Monday it is.")
     )
+    agent.model.add_conversation("Pick a day.", say('{"day": "Monday"}'))
 
     parent = await agent.start("When?", agents=["scheduler"])
     await parent.wait_for(WAITING, TIMEOUT)
@@ -189,9 +225,10 @@ async def test_a_sub_agents_structured_output_is_its_parents_tool_result(
 
 async def test_temporal_finds_a_runs_sub_agents_by_their_parent(agent_factory: Any) -> None:
     agent = await team(agent_factory)
-    agent.model.add(
-        call("agent__researcher", {"task": "Look."}, id="a1"), say("Nothing."), say("Done.")
+    agent.model.add_conversation(
+        "Research.", call("agent__researcher", {"task": "Look."}, id="a1"), say("Done.")
     )
+    agent.model.add_conversation("Look.", say("Nothing."))
     parent = await agent.start("Research.", agents=["researcher"])
     await parent.wait_for(WAITING, TIMEOUT)
     child = await child_of(agent, parent)
@@ -209,11 +246,12 @@ async def test_a_sub_agent_starts_with_its_settings_and_the_task_as_prompt(
     agent_factory: Any,
 ) -> None:
     agent = await team(agent_factory)
-    agent.model.add(
+    agent.model.add_conversation(
+        "When do we launch?",
         call("agent__researcher", {"task": "Find the launch date."}, id="a1"),
-        say("Monday."),
         say("It is Monday."),
     )
+    agent.model.add_conversation("Find the launch date.", say("Monday."))
 
     parent = await agent.start("When do we launch?", agents=["researcher"])
     await parent.wait_for(WAITING, TIMEOUT)
@@ -318,12 +356,7 @@ async def test_a_sub_agents_gated_call_is_listed_and_decided_like_any_other(
     agent_factory: Any,
 ) -> None:
     agent = await team(agent_factory, writer=WRITER)
-    agent.model.add(
-        call("agent__writer", {"task": "Write the plan."}, id="a1"),
-        call("write_file", {"path": "plan.md", "content": "ship it"}, id="w1"),
-        say("Written."),
-        say("The writer wrote the plan."),
-    )
+    write_the_plan(agent)
     parent = await agent.start("Get the plan written.", agents=["writer"])
     child = await child_of(agent, parent, name="writer")
 
@@ -344,12 +377,7 @@ async def test_a_sub_agents_gated_call_is_listed_and_decided_like_any_other(
 
 async def test_a_sub_agent_follows_its_leads_approval_rules(agent_factory: Any) -> None:
     agent = await team(agent_factory, writer=WRITER)
-    agent.model.add(
-        call("agent__writer", {"task": "Write the plan."}, id="a1"),
-        call("write_file", {"path": "plan.md", "content": "ship it"}, id="w1"),
-        say("Written."),
-        say("The writer wrote the plan."),
-    )
+    write_the_plan(agent)
     rule = {"tool": "write_file", "when": {"/path": "*.md"}, "decision": "approve"}
 
     parent = await agent.start("Get the plan written.", agents=["writer"], approval_rules=[rule])
@@ -380,10 +408,11 @@ async def test_stopping_the_parent_stops_its_sub_agent(agent_factory: Any) -> No
 
 async def test_a_sub_agents_tokens_count_against_its_parents_budget(agent_factory: Any) -> None:
     agent = await team(agent_factory)
-    agent.model.add(
+    agent.model.add_conversation(
+        "Research.",
         call("agent__researcher", {"task": "Look around."}, id="a1", usage=tokens(100)),
-        say("Nothing here.", usage=tokens(950)),
     )
+    agent.model.add_conversation("Look around.", say("Nothing here.", usage=tokens(950)))
 
     parent = await agent.start(
         "Research.", agents=["researcher"], budget=Budget(max_total_tokens=1000)
@@ -395,19 +424,28 @@ async def test_a_sub_agents_tokens_count_against_its_parents_budget(agent_factor
     assert tool_result((await parent.transcript())[2])["data"] == "Nothing here."
 
 
+async def research_over_budget(agent: Agent) -> RunHandle:
+    """A lead with 1,000 tokens whose researcher's first answer takes it past them."""
+    agent.model.add_conversation(
+        "Research.",
+        call("agent__researcher", {"task": "Look around."}, id="a1", usage=tokens(100)),
+        say("The researcher found nothing.", usage=tokens(10)),
+    )
+    agent.model.add_conversation(
+        "Look around.",
+        call("list_files", {}, id="r1", usage=tokens(950)),
+        say("Nothing here.", usage=tokens(10)),
+    )
+    return await agent.start(
+        "Research.", agents=["researcher"], budget=Budget(max_total_tokens=1000)
+    )
+
+
 async def test_a_sub_agent_over_the_trees_budget_pauses_until_the_parents_is_raised(
     agent_factory: Any,
 ) -> None:
     agent = await team(agent_factory)
-    agent.model.add(
-        call("agent__researcher", {"task": "Look around."}, id="a1", usage=tokens(100)),
-        call("list_files", {}, id="r1", usage=tokens(950)),
-        say("Nothing here.", usage=tokens(10)),
-        say("The researcher found nothing.", usage=tokens(10)),
-    )
-    parent = await agent.start(
-        "Research.", agents=["researcher"], budget=Budget(max_total_tokens=1000)
-    )
+    parent = await research_over_budget(agent)
     child = await child_of(agent, parent)
     paused = await until(child, lambda s: s.waiting_for is WaitingFor.BUDGET)
     waiting = await until(parent, lambda s: s.waiting_for is WaitingFor.AGENT)
@@ -420,6 +458,30 @@ async def test_a_sub_agent_over_the_trees_budget_pauses_until_the_parents_is_rai
     assert (await child.state()).budget == Budget(max_total_tokens=1900)
     assert state.last_assistant_text == "The researcher found nothing."
     assert state.usage.total_tokens == 100 + 950 + 10 + 10
+
+
+async def test_a_lead_asked_again_after_its_worker_stalled_starts_one_sub_agent(
+    agent_factory: Any,
+) -> None:
+    agent = await team(agent_factory)
+    parent = await research_over_budget(agent)
+    await agent.model.wait_for_requests(1, TIMEOUT)
+
+    # The whole worker process stops past the model call's heartbeat timeout, as on a
+    # paused machine: Temporal times the attempt out, and the worker asks again.
+    time.sleep((Timeouts().llm_heartbeat + STALL_PAST_HEARTBEAT).total_seconds())  # noqa: ASYNC251
+    child = await child_of(agent, parent)
+    await until(child, lambda s: s.waiting_for is WaitingFor.BUDGET)
+    history = await agent.tarry.client.get_workflow_handle(parent.id).fetch_history()
+
+    openings = [r for r in agent.model.requests if r.body["messages"][-1]["content"] == "Research."]
+    assert len(openings) >= 2  # asked again: how often depends on the stall's timing
+    children = [
+        e
+        for e in history.events
+        if e.HasField("start_child_workflow_execution_initiated_event_attributes")
+    ]
+    assert len(children) == 1
 
 
 @pytest.mark.parametrize("cache", [DEFAULT_WORKFLOW_CACHE, 0], ids=["cache", "no-cache"])
@@ -437,11 +499,13 @@ async def test_a_tree_survives_a_worker_killed_while_the_sub_agent_works(
             workflow_cache=cache,
             env={"TARRY_CONFIG": str(config)},
         )
-        model.add(
+        model.add_conversation(
+            "Find it.",
             call("agent__researcher", {"task": "Look it up."}, id="a1"),
-            call("block", {"name": "b"}, id="b1"),
-            say("Found it."),
             say("The researcher found it."),
+        )
+        model.add_conversation(
+            "Look it up.", call("block", {"name": "b"}, id="b1"), say("Found it.")
         )
         try:
             first = await rig.worker()
@@ -479,12 +543,7 @@ async def test_ag_ui_shows_a_waiting_sub_agent_as_a_nested_step_and_answers_it_o
     agent_factory: Any,
 ) -> None:
     agent = await team(agent_factory, planner=PLANNER)
-    agent.model.add(
-        call("agent__planner", {"task": "Plan the launch."}, id="a1"),
-        say("Which day should we launch?"),
-        call("finish", {"result": "Launch on Monday."}, id="f1"),
-        say("The plan: launch on Monday."),
-    )
+    plan_the_launch(agent, "Plan our launch.")
     lead = await agent.start(agents=["planner"])
     child = await child_of(agent, lead, name="planner")
 

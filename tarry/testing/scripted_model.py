@@ -338,6 +338,12 @@ class ScriptedModel:
         """Append steps to the script, also while a run is in flight."""
         self._steps.extend(steps)
 
+    def add_conversation(self, prompt: str, *steps: ScriptStep) -> None:
+        """Play the conversation that opens with `prompt` (`Conversation`): its answers
+        go by where it stands, so several runs on one model (a run and its sub-agents)
+        each get their own, and a call the worker retries gets the same answer again."""
+        self._conversations.append(Conversation(prompt=prompt, steps=list(steps)))
+
     @property
     def remaining(self) -> int:
         return len(self._steps)
