@@ -4,7 +4,9 @@ answers as the route table in docs/guides/http-api.md says, with Tarry's error c
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote
@@ -701,3 +703,18 @@ async def test_healthz_is_503_when_temporal_does_not_answer() -> None:
         response = await http.get(f"{server.url}/healthz")
 
     assert (response.status_code, response.json()) == (503, {"temporal": "unreachable"})
+
+
+async def test_an_app_that_served_is_freed_once_dropped(temporal: Client) -> None:
+    # FastAPI keeps what it learnt of every endpoint function: one holding its app
+    # would keep the app, and a process making many apps would grow without end.
+    app = create_app(Tarry(temporal, "unused"), TarrySettings.model_construct())
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        assert (await http.get("/openapi.json")).status_code == 200
+    dropped = weakref.ref(app)
+
+    del app, transport, http  # the client holds its transport, which holds the app
+    gc.collect()
+
+    assert dropped() is None

@@ -18,7 +18,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI, Response
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
@@ -73,7 +73,7 @@ def create_app(
     app.include_router(runs_router(tarry, feeds), dependencies=guarded)
     app.include_router(schedules_router(tarry), dependencies=guarded)
     app.include_router(agui_router(tarry, feeds), dependencies=guarded)
-    app.include_router(_docs_router(app), dependencies=guarded)
+    app.include_router(_docs_router(), dependencies=guarded)
     app.include_router(actions_router(tarry, settings))  # the link's token is its own guard
 
     @app.get(
@@ -110,13 +110,18 @@ def create_app(
     return app
 
 
-def _docs_router(app: FastAPI) -> APIRouter:
+def _docs_router() -> APIRouter:
     """`/openapi.json` and `/docs`, as FastAPI serves them, behind the same guard."""
     router = APIRouter(include_in_schema=False)
 
+    # The app comes with the request, not from a closure: FastAPI caches what it learns
+    # of every endpoint function (4,096 of them), so an endpoint closing over its app
+    # would keep a dropped app whole in memory, and a process making many apps (the test
+    # suite) would grow until its garbage collections stall it for seconds.
     @router.get("/openapi.json")
-    async def openapi() -> dict[str, Any]:
-        return app.openapi()
+    async def openapi(request: Request) -> dict[str, Any]:
+        document: dict[str, Any] = request.app.openapi()
+        return document
 
     @router.get("/docs")
     async def docs() -> HTMLResponse:
