@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pytest
 
 from tarry.client import RunHandle
-from tarry.contracts import ErrorCode, Phase, RunState
+from tarry.contracts import ErrorCode, Phase, Retrying, RunState
 from tarry.testing.scripted_model import fail, say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
@@ -26,12 +28,24 @@ def cli(agent: Agent) -> Cli:
     return Cli(agent_env(agent), agent)
 
 
-async def retrying_state(run: RunHandle) -> RunState:
-    """The run's state once it shows a call being retried."""
+async def retrying_state(
+    run: RunHandle, until: Callable[[Retrying], bool] = lambda _: True
+) -> RunState:
+    """The run's state once it shows a call being retried, and `until` holds of that."""
     async with asyncio.timeout(deadline(30)):
-        while (state := await run.state()).retrying is None:
+        while (retrying := (state := await run.state()).retrying) is None or not until(retrying):
             await asyncio.sleep(0.1)
     return state
+
+
+def waits_at_least(seconds: float) -> Callable[[Retrying], bool]:
+    """Whether a retry's next attempt is `seconds` or more away."""
+
+    def check(retrying: Retrying) -> bool:
+        at = retrying.next_attempt_at
+        return at is not None and (at - datetime.now(UTC)).total_seconds() >= seconds
+
+    return check
 
 
 async def test_while_the_model_fails_the_state_shows_the_retry_and_its_next_time(
@@ -66,7 +80,9 @@ async def test_once_the_model_answers_the_state_shows_no_retry(agent: Agent) -> 
 async def test_status_shows_the_model_unreachable_with_attempt_and_next_time(cli: Cli) -> None:
     cli.agent.model.add(*LONG_OUTAGE, say("back online"))
     run = await cli.agent.start("hello")
-    await retrying_state(run)
+    # The next attempt's time shows only while the call waits for it: wait for the
+    # outage's longest wait (8 s), so a command slow to start still finds it waiting.
+    await retrying_state(run, waits_at_least(5))
 
     out = await cli.ok("status", run.id)
 
