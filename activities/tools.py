@@ -181,6 +181,9 @@ class ToolHost:
         self._max_read_bytes = max_read_bytes
         self._agents = dict(agents or {})
         self._notify_events = list(notify_events)
+        self.payload_limit: int | None = None
+        """The largest payload the worker's data converter puts in history, which a run
+        learns with its tools: set once the worker's client is known (`TarryPlugin`)."""
         for t in tools:
             self.register(t)
 
@@ -301,6 +304,7 @@ class ToolHost:
             profiles=profiles,
             agents=agents,
             notify_events=self._notify_events,
+            payload_limit=self.payload_limit,
         )
 
     def _activity(self, name: str) -> Callable[[ToolInvocation], Awaitable[ToolResult]]:

@@ -24,10 +24,14 @@ from datetime import UTC, timedelta
 from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
+from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.errordetails.v1 import WorkflowNotReadyFailure
 from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
+    GetWorkflowExecutionHistoryReverseRequest,
+)
 from temporalio.client import (
     Client,
     ScheduleActionStartWorkflow,
@@ -117,6 +121,8 @@ QUERY_PATIENCE = timedelta(seconds=5)
 """How long a `state` query may go unanswered before the client asks whether any worker
 serves the run at all: without one, Temporal holds a query for 30 s, then answers with a
 bare RPC error."""
+_TASK_FAILING = "Workflow Task in failed state"
+"""What Temporal answers a query to a run whose workflow task keeps failing."""
 _UNANSWERED = {
     RPCStatusCode.CANCELLED,  # "Timeout expired": the server's own deadline
     RPCStatusCode.DEADLINE_EXCEEDED,  # ours, `QUERY_PATIENCE`
@@ -646,12 +652,48 @@ class RunHandle:
                 )
                 return answer
             except RPCError as e:
+                if failing := await self._task_failing():
+                    raise failing from e
                 if e.status not in _UNANSWERED:
                     raise
                 await self._require_worker(even_ended=True)
             # A worker polls, so it is slow rather than gone: wait for it as long as it takes.
-            answer = await self._handle.query(name, args=args, result_type=result_type)
-            return answer
+            try:
+                answer = await self._handle.query(name, args=args, result_type=result_type)
+                return answer
+            except RPCError as e:
+                if failing := await self._task_failing():
+                    raise failing from e
+                raise
+
+    async def _task_failing(self) -> TarryError | None:
+        """`RUN_TASK_FAILING`, with the failure Temporal recorded last, for a run whose
+        workflow task is past its first attempt; else None. Such a run answers no query
+        until a worker completes its task, which a retry of the query does not bring."""
+        pending = (await self.describe()).raw_description.pending_workflow_task
+        if pending.attempt < 2:
+            return None
+        request = GetWorkflowExecutionHistoryReverseRequest(
+            namespace=self._client.namespace,
+            execution=WorkflowExecution(workflow_id=self.id),
+            maximum_page_size=100,
+        )
+        history = await self._client.workflow_service.get_workflow_execution_history_reverse(
+            request
+        )
+        failures = (
+            e.workflow_task_failed_event_attributes.failure.message
+            for e in history.history.events
+            if e.HasField("workflow_task_failed_event_attributes")
+        )
+        reason = next(failures, "timed out")
+        return TarryError(
+            ErrorCode.RUN_TASK_FAILING,
+            f"run {self.id!r} is stuck: its workflow task has not completed in "
+            f"{pending.attempt} attempts (last failure: {reason}); it answers and goes on "
+            "once a worker can complete it. See the workers' log: a missing "
+            "TARRY_ENCRYPTION_KEY or payload store, or code that cannot replay the run",
+        )
 
     async def describe(self) -> WorkflowExecutionDescription:
         """What Temporal itself records of the run (status, task queue, search attributes

@@ -319,6 +319,14 @@ class ErrorCode(StrEnum):
     """An API request without a valid token."""
     PAYLOAD_NOT_STORED = "PAYLOAD_NOT_STORED"
     """The payload store refused a payload (over its limit, or unusable)."""
+    PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
+    """What a run would carry on is over the payload store's limit (or Temporal's 2 MB
+    without a store), after its older messages went into pages: the run waits for a person
+    instead of failing every workflow task. A reply goes on with it; a stop ends it."""
+    RUN_TASK_FAILING = "RUN_TASK_FAILING"
+    """The run's workflow task fails at every attempt (a worker that cannot decode its
+    payloads, a bug): it cannot answer or move until a worker can complete its task. The
+    message gives Temporal's reason."""
     PAYLOAD_MISSING = "PAYLOAD_MISSING"
     """The payload store lacks a stored page of a run's transcript (a client without the
     workers' storage directory or bucket), or holds it damaged."""
@@ -1014,6 +1022,10 @@ class Catalogue(BaseModel):
     agents: dict[str, AgentSpec] = Field(default={}, exclude_if=_empty)
     """The sub-agents of `CatalogueRequest.agents`, as the worker's config declares them:
     the run keeps them, so a later change of the config never changes a recorded run."""
+    payload_limit: int | None = Field(default=None, exclude_if=_none)
+    """The largest payload the worker's data converter can put in history
+    (`tarry.storage.payload_limit`): the run keeps what it hands on under it. Null in
+    answers recorded before it."""
 
     @model_validator(mode="before")
     @classmethod

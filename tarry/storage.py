@@ -40,10 +40,12 @@ from tarry.settings import TarrySettings
 __all__ = [
     "DRIVER_TYPE",
     "MAX_PAYLOAD_BYTES",
+    "TEMPORAL_BLOB_LIMIT",
     "FileStorageDriver",
     "StoredPayloadMissing",
     "external_storage",
     "load_model",
+    "payload_limit",
     "storage_driver",
     "store_model",
 ]
@@ -53,6 +55,8 @@ M = TypeVar("M", bound=BaseModel)
 DRIVER_TYPE = "tarry.file"
 MAX_PAYLOAD_BYTES = 50 * 1024 * 1024
 """The largest payload the filesystem driver takes (the S3 driver's default too)."""
+TEMPORAL_BLOB_LIMIT = 2 * 1024 * 1024
+"""The largest payload Temporal takes in history (its default blob size limit)."""
 
 
 class StoredPayloadMissing(LookupError):
@@ -145,6 +149,15 @@ class _CodedStoreErrors(StorageDriver):
     def type(self) -> str:
         return self._driver.type()
 
+    @property
+    def max_payload_bytes(self) -> int:
+        """The wrapped driver's limit: the file driver's, the SDK drivers' (private, 50 MiB
+        by default)."""
+        for name in ("max_payload_bytes", "_max_payload_size"):
+            if isinstance(limit := getattr(self._driver, name, None), int):
+                return limit
+        return MAX_PAYLOAD_BYTES
+
     async def store(
         self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
     ) -> list[StorageDriverClaim]:
@@ -174,6 +187,21 @@ def external_storage(settings: TarrySettings) -> ExternalStorage | None:
         drivers=[_CodedStoreErrors(storage_driver(settings))],
         payload_size_threshold=settings.tarry_storage_threshold,
     )
+
+
+def payload_limit(converter: DataConverter) -> int:
+    """The largest payload `converter` can hand Temporal: its store's limit, or without
+    a store Temporal's own. Pages of transcripts go to the store whatever their size, so
+    its limit bounds them; other payloads under the storage threshold stay in history, so
+    for a store that takes less than the threshold this is on the safe side.
+
+    A run learns this with its tools (`Catalogue.payload_limit`): a workflow task whose
+    completion holds a larger payload fails at every attempt, and the run with it."""
+    storage = converter.external_storage
+    if storage is None:
+        return TEMPORAL_BLOB_LIMIT
+    driver = storage.drivers[0]  # Tarry's converters have one
+    return driver.max_payload_bytes if isinstance(driver, _CodedStoreErrors) else MAX_PAYLOAD_BYTES
 
 
 def storage_driver(settings: TarrySettings) -> StorageDriver:

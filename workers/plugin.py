@@ -37,7 +37,7 @@ from tarry.codec import data_converter
 from tarry.contracts import AgentSpec
 from tarry.pages import PageStore
 from tarry.settings import McpServer, ModelProfile, TarrySettings
-from tarry.storage import storage_driver
+from tarry.storage import payload_limit, storage_driver
 from workers import legacy_query
 from workers.telemetry import tracing_interceptors
 from workflows.agent_run import AgentRunWorkflow
@@ -113,6 +113,7 @@ class TarryPlugin(SimplePlugin):
         config = super().configure_worker(config)
         converter = config["client"].data_converter
         models = self.model_client(converter)
+        self.tools.payload_limit = payload_limit(converter)
         # Where the worker's large payloads go, so clients of the same converter find them.
         pages = PageWriter(PageStore.of(converter, storage_driver(self.settings)))
         config["activities"] = [

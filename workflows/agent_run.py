@@ -83,6 +83,9 @@ class AgentRunWorkflow:
     def __init__(self, input: WorkflowInput) -> None:
         self._input = input
         self._keeps_its_history = False
+        self._refused_hand_over: int | None = None
+        """The turn at which a hand-over too large to store was refused: not tried again
+        before the next turn."""
         self._callers = 0
         self._reports: list[asyncio.Task[None]] = []
         """A sub-agent's reports to its parent in flight (`agents.report`)."""
@@ -121,7 +124,7 @@ class AgentRunWorkflow:
                     self._settle(Phase.COMPLETED)
                     break
                 if not self._goes_on():
-                    self._hand_over()  # returns only where the run keeps its history
+                    await self._hand_over()  # returns where the run keeps its history
                     continue
                 self._enter(Phase.RUNNING)
             await self._step()
@@ -339,7 +342,9 @@ class AgentRunWorkflow:
             m.warning = ErrorCode.ENGINE_MAX_TURNS
             return self._settle(Phase.WAITING_USER)
         if self._hand_over_due():
-            self._hand_over()
+            await self._hand_over()
+            if m.phase is not Phase.RUNNING:  # refused: too large to hand over
+                return None
         tool_calls.hint_if_repeating(m)
         # One patch id per turn: `patched` answers once per id and run, and an id answered
         # False while an old run replays would keep it on the old path for good. So an
@@ -352,12 +357,12 @@ class AgentRunWorkflow:
 
         if m.model_failure is not None:  # asked again: by `retry`, or with a reply
             m.model_failure, m.retry_requested, m.error = None, False, None
-        page = pages.due(m, self._input)
+        due = pages.due(m, self._input)
         ask = model_calls.ask(m, self._input, self._stream)
-        if page is None:
+        if not due:
             answer = await ask
         else:  # written while the model answers: the hand-over after it carries the window
-            answer, _ = await asyncio.gather(ask, pages.write(m, page))
+            answer, _ = await asyncio.gather(ask, pages.write(m, due))
         if answer is None:
             return self._abort()
         if isinstance(answer, ErrorInfo):
@@ -473,7 +478,11 @@ class AgentRunWorkflow:
         # Not `all_handlers_finished()`: an observer's poll of the event stream is a handler
         # too, and one is nearly always waiting while someone watches.
         return (
-            due and not self._keeps_its_history and not self._callers and not self._outbox.sending
+            due
+            and not self._keeps_its_history
+            and not self._callers
+            and not self._outbox.sending
+            and self._refused_hand_over != self._m.turn
         )
 
     async def _next_stop(self, stops: int) -> None:
@@ -490,25 +499,61 @@ class AgentRunWorkflow:
         finally:
             self._callers -= 1
 
-    def _hand_over(self) -> None:
+    async def _hand_over(self) -> None:
         """Continues as new with the memory: the window of the conversation and the
-        references of the pages before it (see `_step`). Signals and updates that arrive
-        meanwhile reach the next run: the server refuses to close this one while it has
-        unseen events, and the new run starts with everything this one knew."""
+        references of the pages before it. Signals and updates that arrive meanwhile
+        reach the next run: the server refuses to close this one while it has unseen
+        events, and the new run starts with everything this one knew. Returns where the
+        run keeps its history: a run from before continue-as-new, a caller come while
+        pages were written, or a memory too large to hand over."""
+        m = self._m
         if not workflow.patched(_HAND_OVER_PATCH):
             self._keeps_its_history = True  # started before continue-as-new existed
             return
-        # Observers' polls end here; they follow the chain to the next run, whose stream
-        # goes on from the same offsets with only the last two turns' events: the rest
-        # would ride along through every hand-over. Two, so an observer a turn behind
-        # (its polls slowed by the hand-over) still finds its place.
-        self._stream.detach_pollers()
-        self._stream.truncate(self._m.events.previous_turn_events)
-        events = self._m.events.model_copy(update={"state": self._stream.get_state()})
-        memory = self._m.model_copy(update={"segment_turns": 0, "events": events})
+        # Only a large memory waits for pages first: a reply that comes while they are
+        # written holds the hand-over off until its answer, and a quick client's next
+        # reply would come every time.
+        large = pages.oversize(self._next_input(), pages.HAND_OVER_BYTES)
+        if large and await pages.page_out(m) and not self._hand_over_due():
+            return  # a `send` or `decide` caller came while pages were written
+        next_input = self._next_input()
+        # A payload over the limit would fail this task at every attempt: the run would
+        # freeze, unreadable and unstoppable. It waits for a person instead.
+        if size := pages.oversize(next_input, m.payload_limit):
+            return self._refuse_hand_over(size)
+        self._stream.detach_pollers()  # observers follow the chain to the next run
+        workflow.continue_as_new(next_input)
+
+    def _next_input(self) -> WorkflowInput:
+        """The next run's input: this one's, with the memory handed over."""
+        m = self._m
+        # The next run's stream goes on from the same offsets with only the last two
+        # turns' events: the rest would ride along through every hand-over. Two, so an
+        # observer a turn behind (its polls slowed by the hand-over) still finds its place.
+        self._stream.truncate(m.events.previous_turn_events)
+        events = m.events.model_copy(update={"state": self._stream.get_state()})
+        memory = m.model_copy(update={"segment_turns": 0, "events": events})
         # A fork's first messages are in the memory now: sent again, they'd grow history.
         fork = self._input.fork and self._input.fork.model_copy(update={"transcript": []})
-        workflow.continue_as_new(self._input.model_copy(update={"memory": memory, "fork": fork}))
+        return self._input.model_copy(update={"memory": memory, "fork": fork})
+
+    def _refuse_hand_over(self, size: int) -> None:
+        """The run keeps its history and waits with `PAYLOAD_TOO_LARGE`: a reply goes on
+        (the hand-over is tried again after its turn), a stop ends the run."""
+        m = self._m
+        self._refused_hand_over = m.turn
+        m.error = ErrorInfo(
+            code=ErrorCode.PAYLOAD_TOO_LARGE,
+            message=(
+                f"the run cannot hand over to the next run of its chain: its memory is "
+                f"{size:,} bytes as a payload, over the {m.payload_limit:,} the workers' "
+                f"payload store takes, even with its older messages in pages (the messages "
+                f"the model's window holds stay in memory). It keeps its history meanwhile; "
+                f"reply to go on, or stop it"
+            ),
+        )
+        workflow.logger.warning("hand-over refused: %s", m.error.message)
+        self._settle(Phase.WAITING_USER)
 
 
 def _named(input: UserInput) -> UserInput:

@@ -166,6 +166,9 @@ class RunMemory(BaseModel):
     """The task queue of the run's model calls (`Catalogue.model_queue`); null: its own."""
     profiles: dict[str, str | None] = {}
     """The worker's model profiles and their task queues (`Catalogue.profiles`)."""
+    payload_limit: int | None = None
+    """The largest payload the worker can put in history (`Catalogue.payload_limit`):
+    pages and the hand-over stay under it. None in runs that resolved their tools before."""
     notify_events: list[NotifyEvent] = []
     """The stop points the worker's `[[notify]]` entries want (`Catalogue.notify_events`),
     learnt with the tools: the run notifies of these (`workflows.notifications`)."""

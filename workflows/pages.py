@@ -2,14 +2,27 @@
 
 A run keeps in memory the messages its next model call may be sent (from the window
 the context budget chose for the latest call, `RunMemory.window_start`) and the ones
-not yet published to its event stream. On the last turn before each continue-as-new it
-moves the messages before those into one immutable page, written by the page activity
-(the workflow does no I/O) while the model answers, and keeps only the page's
-reference: the hand-over then carries a window and references, not the whole
+not yet published to its event stream. The messages before those go into immutable
+pages, written by the page activity (the workflow does no I/O), and the memory keeps
+only the pages' references: a hand-over carries a window and references, not the whole
 conversation, and a worker's memory stays flat however long its runs last.
 
-Not at the hand-over itself: a reply that came while the page was written would owe
-its caller an answer from this run and hold the hand-over off, turn after turn.
+Pages are written at two moments:
+- while the model answers, on a turn that has `PAGE_BYTES` of messages to page or that
+  foresees the hand-over (`due`). By size, not only on a foreseen last turn: the server
+  may suggest the hand-over in the middle of a turn, and with big messages it does so
+  turn after turn long before `continue_as_new_after_turns`. A hand-over that carried
+  those messages grew by each segment's messages until its input was too large to
+  store, and the run could no longer complete a workflow task at all;
+- before a hand-over that would carry more than `HAND_OVER_BYTES` (`page_out`): not
+  before every one, since a reply that comes while pages are written holds the
+  hand-over off until its answer, and a quick client's next reply comes every time.
+
+No page, and no hand-over, is ever larger than the run's payload limit
+(`RunMemory.payload_limit`): a payload over it fails the workflow task that sends it at
+every attempt, so the run would freeze. A page holds at most `PAGE_BYTES` of messages (a
+bigger message alone), and a hand-over that would still be over the limit is refused
+(`oversize`), the run waiting for a person instead.
 
 The `transcript` query answers the messages in memory, and for a `start` before them
 the references of the pages from there on; the client reads those from the store
@@ -20,12 +33,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from tarry.contracts import (
     PAGE_ACTIVITY,
+    ChatMessage,
     RunInput,
     StoredPage,
     TranscriptAnswer,
@@ -37,27 +52,90 @@ from workflows.memory import RunMemory
 PAGES_PATCH = "transcript-pages"
 """Runs recorded before pages replay with their whole memory; live, they page out on
 the last turn of their segment."""
+SIZED_PAGES_PATCH = "transcript-pages-by-size"
+"""Runs recorded before it page only on the turn that foresees their hand-over."""
+PAGE_BEFORE_HAND_OVER_PATCH = "page-before-hand-over"
+"""Runs recorded before it hand over what they did not page. Its own id, asked only at
+a hand-over: a run frozen by a hand-over too large to store asks it live, when a worker
+on this code retries its task, and pages out instead."""
+PAGE_BYTES = 512 * 1024
+"""The most JSON of messages a page holds (a bigger message comes alone), and how much
+waiting before the window makes a turn write pages: with the window and the event
+stream's last two turns, what a hand-over carries."""
+HAND_OVER_BYTES = 1024 * 1024
+"""A hand-over that would carry more pages out first."""
+ENVELOPE_BYTES = 4096
+"""What a payload adds to its JSON: metadata, and the codec's nonce and tag."""
 _PAGE_ATTEMPT = timedelta(seconds=30)
 _PAGE_WINDOW = timedelta(minutes=5)
-"""A store that fails this long costs the run nothing but memory: it hands its messages
-over unpaged, and the next segment tries again."""
+"""A store that fails this long costs the run nothing but memory: it keeps the messages,
+and the next turn or hand-over tries again."""
 
 
-def due(memory: RunMemory, input: RunInput) -> StoredPage | None:
-    """The page to write on the segment's last turn before its hand-over (or a turn the
-    server suggested the hand-over before): the messages before the model's window and
-    before the first one the event stream has yet to publish. None on other turns, with
-    nothing to page, and in runs recorded before pages (only a run that writes pages
-    may schedule its model call from a task of its own, as writing one beside it does)."""
+def due(memory: RunMemory, input: RunInput) -> list[StoredPage]:
+    """The pages to write while the model answers: those of the messages before the
+    model's window and before the first one the event stream has yet to publish, on a
+    turn where they hold `PAGE_BYTES` or more, or where the hand-over is foreseen (the
+    segment's last turn, or one the server suggested it before). None on other turns,
+    with nothing to page, and in runs recorded before pages (only a run that writes
+    pages may schedule its model call from a task of its own, as writing one beside it
+    does)."""
     m = memory
-    cut = min(m.window_start, m.events.published)
-    # Or sooner, when the server suggests the hand-over: a run of huge messages may have
-    # every segment end that way, before its last turn.
+    if _cut(m) <= m.paged:
+        return []
     suggested = workflow.info().is_continue_as_new_suggested()
     last_turn = suggested or m.segment_turns + 1 == input.continue_as_new_after_turns
-    if not last_turn or cut <= m.paged or not workflow.patched(PAGES_PATCH):
+    if workflow.patched(SIZED_PAGES_PATCH):
+        pages, size = _pageable(m)
+        return pages if last_turn or size >= PAGE_BYTES else []
+    if not last_turn or not workflow.patched(PAGES_PATCH):
+        return []
+    return [StoredPage(start=m.paged, messages=m.transcript[: _cut(m) - m.paged])]
+
+
+async def page_out(memory: RunMemory) -> bool:
+    """Before a hand-over: writes the pages of every message the model's window and the
+    event stream no longer need, in order; what cannot be stored stays in memory. False
+    when there was nothing to write."""
+    pages, _ = _pageable(memory)
+    if not pages or not workflow.patched(PAGE_BEFORE_HAND_OVER_PATCH):
+        return False
+    await write(memory, pages)
+    return True
+
+
+async def write(memory: RunMemory, pages: list[StoredPage]) -> None:
+    """Stores `pages`, one after the other, dropping each one's messages from memory; at
+    the first that cannot be stored, it and those after it stay in memory."""
+    for page in pages:
+        end = page.start + len(page.messages) - 1
+        try:
+            ref = await workflow.execute_activity(
+                PAGE_ACTIVITY,
+                page,
+                result_type=TranscriptPageRef,
+                start_to_close_timeout=_PAGE_ATTEMPT,
+                schedule_to_close_timeout=_PAGE_WINDOW,
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
+                summary=f"transcript page · messages {page.start}-{end}",
+            )
+        except ActivityError as e:
+            workflow.logger.warning("a transcript page was not stored; kept in memory: %s", e.cause)
+            return
+        # Messages may have come while the page was written (a stop's interrupted answer,
+        # `set_model`'s note): the page's are still the first, so they go by count.
+        del memory.transcript[: len(page.messages)]
+        memory.pages.append(ref)
+
+
+def oversize(value: BaseModel, limit: int | None) -> int | None:
+    """The size of `value` as a payload when it is over `limit` (None: no limit known,
+    in runs that resolved their tools before it); None when it fits."""
+    if limit is None:
         return None
-    return StoredPage(start=m.paged, messages=m.transcript[: cut - m.paged])
+    [payload] = workflow.payload_converter().to_payloads([value])
+    size = payload.ByteSize() + ENVELOPE_BYTES
+    return size if size > limit else None
 
 
 def answer(memory: RunMemory, query: TranscriptQuery) -> TranscriptAnswer:
@@ -72,24 +150,34 @@ def answer(memory: RunMemory, query: TranscriptQuery) -> TranscriptAnswer:
     return TranscriptAnswer(messages=[], start=query.start, total=total, stored=stored)
 
 
-async def write(memory: RunMemory, page: StoredPage) -> None:
-    """Stores `page` and drops its messages from memory; a run whose page cannot be
-    stored keeps them."""
-    end = page.start + len(page.messages) - 1
-    try:
-        ref = await workflow.execute_activity(
-            PAGE_ACTIVITY,
-            page,
-            result_type=TranscriptPageRef,
-            start_to_close_timeout=_PAGE_ATTEMPT,
-            schedule_to_close_timeout=_PAGE_WINDOW,
-            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
-            summary=f"transcript page · messages {page.start}-{end}",
-        )
-    except ActivityError as e:
-        workflow.logger.warning("the transcript page was not stored; kept in memory: %s", e.cause)
-        return
-    # Messages may have come while the page was written (a stop's interrupted answer,
-    # `set_model`'s note): the page's are still the first, so they go by count.
-    del memory.transcript[: len(page.messages)]
-    memory.pages.append(ref)
+def _cut(memory: RunMemory) -> int:
+    """The index of the first message the run must keep: the model's window's first, or
+    the first the event stream has yet to publish."""
+    return min(memory.window_start, memory.events.published)
+
+
+def _pageable(memory: RunMemory) -> tuple[list[StoredPage], int]:
+    """The messages before `_cut` as pages of at most `PAGE_BYTES` of JSON each (one
+    bigger message alone), each under the run's payload limit, and their bytes in all.
+    They end before a message no page can hold: it stays in memory, and so do the ones
+    after it, since pages follow one another."""
+    m = memory
+    most = PAGE_BYTES
+    if m.payload_limit is not None:
+        most = min(most, m.payload_limit - ENVELOPE_BYTES)
+    pages: list[StoredPage] = []
+    messages: list[ChatMessage] = []
+    start, size, total = m.paged, 0, 0
+    for message in m.transcript[: _cut(m) - m.paged]:
+        bytes_ = len(message.model_dump_json())
+        if m.payload_limit is not None and bytes_ + ENVELOPE_BYTES > m.payload_limit:
+            break
+        if messages and size + bytes_ > most:
+            pages.append(StoredPage(start=start, messages=messages))
+            start, messages, size = start + len(messages), [], 0
+        messages.append(message)
+        size += bytes_
+        total += bytes_
+    if messages:
+        pages.append(StoredPage(start=start, messages=messages))
+    return pages, total

@@ -74,6 +74,7 @@ async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
         return error_of(e, default=ErrorCode.TOOL_NOT_FOUND)
     memory.tools, memory.model_queue = catalogue.tools, catalogue.model_queue
     memory.profiles = catalogue.profiles
+    memory.payload_limit = catalogue.payload_limit
     memory.agents.specs = catalogue.agents
     notifications.learn(memory, catalogue)
     # A conversation stored before the catalogue lacks the tools: the next call starts

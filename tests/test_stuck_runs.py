@@ -1,0 +1,71 @@
+"""A run whose workflow task fails at every attempt cannot answer or move: every door
+says so, with the failure Temporal recorded, instead of "Temporal unavailable, try
+again" (a retry mends nothing until a worker can complete the task)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+from temporalio.client import Client
+
+from tarry.client import RunHandle, Tarry, TarryError
+from tarry.codec import new_key
+from tarry.contracts import ErrorCode, RunInput
+from tests.conftest import Agent
+from tests.http_api import serving
+from tests.test_cli import Cli, agent_env
+from tests.test_large_payloads import storing_client
+
+REASON = "Failed decoding arguments"
+
+
+@pytest.fixture
+async def stuck(
+    agent_factory: Any, temporal: Client, tmp_path: Path
+) -> AsyncIterator[tuple[Agent, RunHandle]]:
+    """A run started with an encryption key its worker lacks: the worker cannot read its
+    input, so its first workflow task fails again and again."""
+    agent: Agent = await agent_factory()
+    keyed = await storing_client(
+        temporal, tarry_encryption_key=SecretStr(new_key()), tarry_storage_dir=tmp_path
+    )
+    started = await Tarry(keyed, agent.tarry.task_queue).start(RunInput(prompt="hello"))
+    yield agent, agent.tarry.get(started.id)
+    await temporal.get_workflow_handle(started.id).terminate("the test is over")
+
+
+async def test_the_client_says_the_run_is_stuck_and_why(stuck: tuple[Agent, RunHandle]) -> None:
+    _, run = stuck
+
+    with pytest.raises(TarryError) as raised:
+        await run.state()
+
+    assert raised.value.code is ErrorCode.RUN_TASK_FAILING
+    assert REASON in raised.value.message
+
+
+async def test_tarry_status_says_the_run_is_stuck_and_why(stuck: tuple[Agent, RunHandle]) -> None:
+    agent, run = stuck
+
+    result = await Cli(agent_env(agent), agent)("status", run.id)
+
+    result.assert_one_error_line("error: RUN_TASK_FAILING:")
+    assert REASON in result.err
+
+
+async def test_the_api_answers_502_run_task_failing_with_the_reason(
+    stuck: tuple[Agent, RunHandle],
+) -> None:
+    agent, run = stuck
+
+    async with serving(agent) as api:
+        answer = await api.http.get(f"/v1/runs/{run.id}")
+
+    assert answer.status_code == 502, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == ErrorCode.RUN_TASK_FAILING
+    assert REASON in error["message"]
