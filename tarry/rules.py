@@ -11,9 +11,16 @@ call decides it; a call no rule matches is gated as `require_approval` says.
 
 `when` maps JSON pointers (RFC 6901) into the arguments to what the value there must
 match, every entry at once: a string is a glob matching the whole value (`*` matches
-any text, `/` included), `{"regex": ...}` a Python regular expression searched in it.
+any text, `/` included), `{"regex": ...}` a regular expression searched in it.
 A value that is not a string is matched as its JSON text (`3`, `true`); a pointer to
 nothing, or arguments that are not JSON, match no rule with a `when`.
+
+A regular expression is RE2's (the syntax of Python's `re` without backreferences and
+lookaround; `\\w`, `\\d`, `\\s` are ASCII), matched in time linear in the value: the
+arguments are the model's, and a pattern like `^(a+)+$` that Python's `re` backtracks
+through for hours on 40 characters would freeze the worker's every run, again on each
+replay. A value over `REGEX_TEXT_LIMIT` characters is not searched: it counts against
+the call (it fits an `ask` or `reject` rule, never an `approve` one).
 
 Pure and deterministic (the workflow runs it on every tool call): no I/O, no clock.
 The client, the CLI and the API validate rules with the same model, so a bad pointer
@@ -26,15 +33,35 @@ import json
 import re
 from enum import StrEnum
 from fnmatch import fnmatchcase
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+import re2
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
-__all__ = ["ApprovalRule", "Regex", "RuleDecision", "first_match"]
+__all__ = ["REGEX_TEXT_LIMIT", "ApprovalRule", "Regex", "RuleDecision", "first_match"]
+
+REGEX_TEXT_LIMIT = 1 << 20
+"""The longest value (in characters) a rule's regular expression is searched in: far
+more than a model writes into one argument, and searched in milliseconds."""
 
 _POINTER = re.compile(r"(/([^~/]|~[01])*)*")
 """A JSON pointer: "" (the whole arguments) or `/`-separated tokens, `~` only in `~0`, `~1`."""
 _MISSING = object()
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a pattern it refuses is the caller's error, not a log line
+
+
+def _re2(pattern: str) -> Any:
+    """`pattern` compiled by RE2 (which caches it); raises `re2.error`."""
+    return re2.compile(pattern, _RE2_OPTIONS)
 
 
 class RuleDecision(StrEnum):
@@ -60,10 +87,25 @@ class Regex(BaseModel):
     @classmethod
     def _compiles(cls, pattern: str) -> str:
         try:
-            re.compile(pattern)
-        except re.error as e:
-            raise ValueError(f"{pattern!r} is not a regular expression: {e}") from None
+            _re2(pattern)
+        except re2.error as e:
+            why = e.args[0].decode() if e.args and isinstance(e.args[0], bytes) else str(e)
+            raise ValueError(
+                f"{pattern!r} is not a regular expression: {why} (RE2 syntax: no"
+                " backreferences or lookaround)"
+            ) from None
         return pattern
+
+
+def _condition_kind(value: Any) -> str:
+    return "glob" if isinstance(value, str) else "regex"
+
+
+Condition = Annotated[
+    Annotated[str, Tag("glob")] | Annotated[Regex, Tag("regex")], Discriminator(_condition_kind)
+]
+"""A glob, or `{"regex": ...}`: told apart by their JSON type, so that a bad regular
+expression is refused for what it is, not also as "not a string"."""
 
 
 class ApprovalRule(BaseModel):
@@ -73,7 +115,7 @@ class ApprovalRule(BaseModel):
 
     tool: str = Field(min_length=1)
     """A tool's name, or a glob of names (`*`: every tool but `finish`)."""
-    when: dict[str, str | Regex] = {}
+    when: dict[str, Condition] = {}
     """JSON pointer into the arguments -> a glob or `{"regex": ...}`; all must match.
     Empty: every call of the tool."""
     decision: RuleDecision
@@ -82,7 +124,7 @@ class ApprovalRule(BaseModel):
 
     @field_validator("when")
     @classmethod
-    def _pointers(cls, when: dict[str, str | Regex]) -> dict[str, str | Regex]:
+    def _pointers(cls, when: dict[str, Condition]) -> dict[str, Condition]:
         for pointer in when:
             if not _POINTER.fullmatch(pointer):
                 raise ValueError(
@@ -97,8 +139,10 @@ class ApprovalRule(BaseModel):
             raise ValueError("a rule that rejects needs a reason: the model reads it")
         return self
 
-    def matches(self, tool: str, arguments: str) -> bool:
-        """Whether a call of `tool` with the model's argument text fits this rule."""
+    def matches(self, tool: str, arguments: str, *, linear: bool = True) -> bool:
+        """Whether a call of `tool` with the model's argument text fits this rule.
+        `linear` False: regular expressions as runs started before RE2 matched them
+        (Python's `re`, any length), for the calls they judged before."""
         if not fnmatchcase(tool, self.tool):
             return False
         if not self.when:
@@ -107,13 +151,27 @@ class ApprovalRule(BaseModel):
             parsed = json.loads(arguments)
         except ValueError:
             return False
-        return all(_fits(_resolve(parsed, p), m) for p, m in self.when.items())
+        too_long = self.decision is not RuleDecision.APPROVE  # counts against the call
+        return all(
+            _fits(_resolve(parsed, p), m, linear=linear, too_long=too_long)
+            for p, m in self.when.items()
+        )
+
+    @property
+    def has_regex(self) -> bool:
+        """Whether a condition of this rule is a regular expression."""
+        return any(isinstance(m, Regex) for m in self.when.values())
 
 
-def first_match(rules: list[ApprovalRule], tool: str, arguments: str) -> int | None:
+def first_match(
+    rules: list[ApprovalRule], tool: str, arguments: str, *, linear: bool = True
+) -> int | None:
     """The 1-based number of the first rule a call matches (as people count the rules of
     a run, and as decisions name them: `rule 2`); None: no rule matches."""
-    return next((n for n, r in enumerate(rules, start=1) if r.matches(tool, arguments)), None)
+    return next(
+        (n for n, r in enumerate(rules, start=1) if r.matches(tool, arguments, linear=linear)),
+        None,
+    )
 
 
 def _resolve(document: Any, pointer: str) -> Any:
@@ -132,12 +190,22 @@ def _resolve(document: Any, pointer: str) -> Any:
     return node
 
 
-def _fits(value: Any, condition: str | Regex) -> bool:
+def _fits(value: Any, condition: str | Regex, *, linear: bool, too_long: bool) -> bool:
+    """Whether `value` meets `condition`; `too_long`: what a value over
+    `REGEX_TEXT_LIMIT` gets from a regular expression."""
     if value is _MISSING:
         return False
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    if isinstance(condition, Regex):
-        # Hazard: the workflow runs this on the model's arguments inside its task; a
-        # pattern that backtracks without end would stall the run's workflow task.
+    if not isinstance(condition, Regex):
+        return fnmatchcase(text, condition)
+    if not linear:
         return re.search(condition.regex, text) is not None
-    return fnmatchcase(text, condition)
+    if len(text) > REGEX_TEXT_LIMIT:
+        return too_long
+    try:
+        pattern = _re2(condition.regex)
+    except re2.error:
+        # Admitted before rules were checked with RE2, by a run still in flight: it
+        # keeps the engine it was started with.
+        return re.search(condition.regex, text) is not None
+    return pattern.search(text) is not None

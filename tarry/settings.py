@@ -381,7 +381,7 @@ class TarrySettings(BaseSettings):
     """Who the CLI and `tarry mcp` act as, recorded in the runs; unset: `cli:$USER`."""
     tarry_api_cors_origins: Annotated[list[str], NoDecode] = []
     """Origins whose web pages may call the HTTP API (CORS), comma-separated; none: off.
-    `*` (any page) only with tokens."""
+    `*` (any page) and `null` (a sandboxed frame of any page) only with tokens."""
     tarry_api_allowed_hosts: Annotated[list[str], NoDecode] = []
     """`Host` names the HTTP API answers to besides localhost and loopback addresses (a
     reverse proxy's `tarry.example`, `name:port` for one port), comma-separated; `*`: any.
@@ -439,6 +439,14 @@ class TarrySettings(BaseSettings):
             raise ValueError(
                 "TARRY_API_CORS_ORIGINS=* lets any web page drive the runs of an API without "
                 "tokens; name the origins, or set TARRY_API_TOKENS"
+            )
+        # Browsers send `Origin: null` from a sandboxed frame on any site, a file, or a
+        # redirect across sites: `null` is as good as `*`.
+        if any(origin.lower() == "null" for origin in self.tarry_api_cors_origins):
+            raise ValueError(
+                "TARRY_API_CORS_ORIGINS=null lets any web page (a sandboxed frame on any site"
+                " sends Origin: null) drive the runs of an API without tokens; name the"
+                " origins, or set TARRY_API_TOKENS"
             )
         if "*" in self.tarry_api_allowed_hosts:
             raise ValueError(

@@ -26,7 +26,7 @@ WAITING = {Phase.WAITING_USER}
 SECURITY_HEADERS = {
     "x-frame-options": "DENY",
     "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",
 }
 
 

@@ -5,6 +5,7 @@ run's own (`rule N`, `remembered`), as a person's is under their name."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import re
@@ -16,9 +17,10 @@ from pydantic import ValidationError
 
 from tarry.client import RunHandle, TarryError
 from tarry.contracts import LLM_ACTIVITY, ErrorCode, Phase, RunInput, RunState, WaitingFor
+from tarry.rules import REGEX_TEXT_LIMIT, ApprovalRule, RuleDecision
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent, tool_result
-from tests.deadline import TIMEOUT
+from tests.deadline import TIMEOUT, deadline
 from tests.http_api import serving
 from tests.test_cli import Cli, agent_env
 from tests.test_http_api import error_of
@@ -252,6 +254,50 @@ async def test_a_remembered_decision_cannot_carry_edited_arguments(agent: Agent)
     assert (await run.state()).waiting_for is WaitingFor.APPROVAL
 
 
+BACKTRACKS = {"tool": "write_file", "when": {"/content": {"regex": "^(a+)+$"}}, "decision": "ask"}
+"""A pattern Python's `re` backtracks through without end on a long near-miss (issue 37)."""
+NEAR_MISS = "a" * 28 + "b"
+"""Seconds of backtracking for `BACKTRACKS` in Python's `re`, twice as many per `a` more:
+it held the worker's every workflow task (and was met again on each replay)."""
+
+
+async def test_a_rule_that_backtracks_on_a_long_argument_leaves_the_worker_responsive(
+    agent: Agent,
+) -> None:
+    agent.model.add_conversation("hello", say("Hello."), say("Still here."))
+    agent.model.add_conversation("write it", write("a.md", "w1", NEAR_MISS), say("Not yet."))
+    other = await agent.start("hello")
+    await stopped(other)
+
+    run = await agent.start(
+        "write it", require_approval=["write_file"], approval_rules=[BACKTRACKS]
+    )
+    async with asyncio.timeout(deadline(10)):
+        answered = await other.send("are you there?")
+    state = await stopped(run)
+    await run.stop()
+    ended = await run.wait_for({Phase.COMPLETED}, TIMEOUT)
+
+    assert answered.last_assistant_text == "Still here."
+    # The rule matched nothing (the `b`): the call is gated as `require_approval` says.
+    assert [(p.call_id, p.rule) for p in state.pending_approvals] == [("w1", None)]
+    assert ended.phase is Phase.COMPLETED
+    for each in (run, other):
+        assert "WORKFLOW_TASK_FAILED" not in await agent.event_types(each)
+
+
+def test_a_value_too_long_to_search_counts_against_the_call() -> None:
+    when = {"/content": {"regex": "^x+$"}}
+    asks = ApprovalRule.model_validate({"tool": "write_file", "when": when, "decision": "ask"})
+    approves = asks.model_copy(update={"decision": RuleDecision.APPROVE})
+    short, long = (json.dumps({"content": "x" * n}) for n in (10, REGEX_TEXT_LIMIT + 1))
+
+    assert asks.matches("write_file", short)
+    assert approves.matches("write_file", short)
+    assert asks.matches("write_file", long)
+    assert not approves.matches("write_file", long)
+
+
 @pytest.mark.parametrize(
     ("rule", "says"),
     [
@@ -259,6 +305,10 @@ async def test_a_remembered_decision_cannot_carry_edited_arguments(agent: Agent)
         (
             {"tool": "write_file", "when": {"/path": {"regex": "(unclosed"}}, "decision": "ask"},
             "not a regular expression",
+        ),
+        (
+            {"tool": "write_file", "when": {"/path": {"regex": r"(a)\1"}}, "decision": "ask"},
+            "no backreferences or lookaround",
         ),
         ({"tool": "write_file", "decision": "reject"}, "needs a reason"),
         ({"tool": "write_file", "decision": "allow"}, "'approve', 'reject' or 'ask'"),
@@ -276,6 +326,8 @@ async def test_over_http_a_bad_rule_is_refused_at_start_and_remember_decides_lat
     async with serving(agent) as api:
         bad = {"tool": "write_file", "when": {"path": "*"}, "decision": "ask"}
         refused = await api.http.post("/v1/runs", json={"approval_rules": [bad]})
+        lookahead = {"tool": "write_file", "when": {"/path": {"regex": "(?=x)"}}, "decision": "ask"}
+        no_re2 = await api.http.post("/v1/runs", json={"approval_rules": [lookahead]})
         run_id = await api.start("draft", approval_rules=[DRAFTS_ASK])
         await stopped(api.run(run_id))
 
@@ -286,6 +338,8 @@ async def test_over_http_a_bad_rule_is_refused_at_start_and_remember_decides_lat
 
     assert error_of(refused) == (422, ErrorCode.INPUT_INVALID)
     assert "not a JSON pointer" in refused.json()["error"]["message"]
+    assert error_of(no_re2) == (422, ErrorCode.INPUT_INVALID)
+    assert "no backreferences or lookaround" in no_re2.json()["error"]["message"]
     assert decided.status_code == 200, decided.text
     assert decided.json()["last_assistant_text"] == "Drafted."
     assert (await decision_on(api.run(run_id), "w2"))["user"] == "remembered"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import html
 import shutil
 import threading
 import uuid
@@ -33,7 +34,11 @@ from tests.deadline import TIMEOUT, deadline
 from tests.http_api import TOKEN, Api, serving
 from tests.test_api_access import signals
 from tests.test_api_model_failure import SOON
+from tests.test_cli_approvals import decision_of, until_state
 from tests.test_model_failure import failing_agent
+from tests.test_notifications import Linked
+from tests.test_notifications import linked as linked  # the fixture, and the one it needs:
+from tests.test_notifications import receiver as receiver
 from tests.test_retrying import LONG_OUTAGE
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
@@ -744,6 +749,71 @@ async def test_a_page_under_a_rebound_name_gets_no_inbox(api: Api, browser: WebD
 
     assert "MISDIRECTED_REQUEST" in browser.find_element(By.TAG_NAME, "body").text
     assert browser.find_elements(By.ID, "run-list") == []
+
+
+# --- Action links (issue 37) ------------------------------------------------------------
+
+
+def page_text(browser: WebDriver) -> str:
+    """The shown page's text, read at once (a form's answer replaces the page under it)."""
+    text: str = browser.execute_script("return document.body ? document.body.innerText : ''")
+    return text
+
+
+async def test_an_action_link_from_a_notification_approves_where_it_is_clicked(
+    linked: Linked, browser: WebDriver
+) -> None:
+    await asyncio.to_thread(browser.get, linked.approve)
+    confirm = await until(lambda: first(browser, "main.action form button"), "the confirm button")
+    assert confirm.text == "Approve"
+
+    await asyncio.to_thread(confirm.click)
+
+    shown = await until(
+        lambda: (text := page_text(browser)) and "Approve write_file" not in text and text,
+        "the answer to the confirmation",
+    )
+    assert "Approved call w1 as alice" in shown, shown
+    await until_state(linked.run, lambda s: s.waiting_for is WaitingFor.INPUT)
+    decision = await decision_of(linked.run)
+    assert (decision.approved, decision.user, decision.source) == (True, "alice", "link")
+    assert [m.content for m in await linked.run.transcript()][-1] == "written"
+
+
+_FORGED = '<form id="f" method="post" action="{link}" target="_top"></form>'
+_SUBMIT = '<script>document.getElementById("f").submit()</script>'
+
+
+@pytest.mark.parametrize(
+    ("page", "origin"),
+    [
+        pytest.param(_FORGED + _SUBMIT, "{site}", id="its-own-origin"),
+        # `Origin: null`, as the link's own page sent under `no-referrer` (issue 37).
+        pytest.param(
+            '<meta name="referrer" content="no-referrer">' + _FORGED + _SUBMIT, "null", id="null"
+        ),
+        pytest.param(
+            '<iframe sandbox="allow-forms allow-scripts allow-top-navigation" srcdoc="'
+            + html.escape(_FORGED + _SUBMIT)
+            + '"></iframe>',
+            "null",
+            id="sandboxed-frame",
+        ),
+    ],
+)
+async def test_a_page_of_another_origin_cannot_approve_through_an_action_link(
+    linked: Linked, browser: WebDriver, other_site: tuple[str, Path], page: str, origin: str
+) -> None:
+    site, root = other_site
+    (root / "approve.html").write_text(page.replace("{link}", linked.approve))
+
+    await asyncio.to_thread(browser.get, f"{site}/approve.html")
+
+    refused = await until(
+        lambda: (text := page_text(browser)) and "FORBIDDEN" in text and text, "the post's answer"
+    )
+    assert f"refused a request from the page {origin.replace('{site}', site)!r}" in refused
+    assert (await linked.run.state()).waiting_for is WaitingFor.APPROVAL
 
 
 def console(browser: WebDriver) -> list[str]:

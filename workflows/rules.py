@@ -35,6 +35,9 @@ from tarry.contracts import (
 from tarry.rules import ApprovalRule, RuleDecision, first_match
 from workflows.memory import RunMemory, fingerprint
 
+RE2_RULES_PATCH = "approval-rules-re2"
+"""`workflow.patched` id: approval rules' regular expressions are matched with RE2."""
+
 REMEMBERED = "remembered"
 """The `user` of a decision the run made as a person asked it to remember."""
 
@@ -55,7 +58,7 @@ def judge(
     name, arguments = call.function.name, call.function.arguments
     if name == FINISH_TOOL:  # the workflow's own way to end a run, never gated
         return None
-    number = first_match(rules, name, arguments)
+    number = first_match(rules, name, arguments, linear=_linear(rules))
     rule = rules[number - 1] if number is not None else None
     if rule is not None and rule.decision is RuleDecision.REJECT:
         return _made(False, rule.reason, f"rule {number}")
@@ -68,6 +71,13 @@ def judge(
     if known is not None:
         return _made(known.approved, known.reason, REMEMBERED)
     return Asking(number)
+
+
+def _linear(rules: list[ApprovalRule]) -> bool:
+    """Whether the run matches its rules' regular expressions with RE2 (`tarry.rules`):
+    every run from now on; a run that judged calls with Python's `re` before keeps it
+    for those calls on replay, as RE2's `\\w` and `\\d` are ASCII and Python's are not."""
+    return any(r.has_regex for r in rules) and workflow.patched(RE2_RULES_PATCH)
 
 
 def remember(memory: RunMemory, pending: PendingApproval, decision: DecisionRecord) -> None:

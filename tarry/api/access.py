@@ -11,7 +11,9 @@ each closed here, with tokens or without:
   (421 `MISDIRECTED_REQUEST` otherwise).
 - Cross-site requests: a page on another origin may post a form or `text/plain` without
   asking (no CORS preflight). Its `Origin` is not the API's own: refused (403 `FORBIDDEN`)
-  for every method that changes something.
+  for every method that changes something. `Origin: null` (a sandboxed frame on any
+  site, a file, a redirect across sites) is never the API's own; the API's own pages
+  send their real origin, as their referrer policy (`same-origin`) lets the browser.
 - Clickjacking: another site frames a run's page and has the user click Approve. Every
   response forbids framing (`frame-ancestors 'none'`, `X-Frame-Options: DENY`).
 """
@@ -61,7 +63,11 @@ _UNGUARDED_PATHS = frozenset({"/healthz"})
 _HEADERS = {
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # Not `no-referrer`: under it a browser sends `Origin: null` with a form the page
+    # posts to its own API (the action link's confirm button), which the guard must
+    # refuse, as it comes from a sandboxed frame on any site too. `same-origin` sends
+    # this API's addresses (a link's token among them) to no other site either.
+    "Referrer-Policy": "same-origin",
 }
 
 
@@ -179,7 +185,7 @@ class AccessGuard:
 
 class SecurityHeaders:
     """Adds `CONTENT_SECURITY_POLICY` (unless a route set its own), `X-Frame-Options:
-    DENY`, `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer` to every
+    DENY`, `X-Content-Type-Options: nosniff` and `Referrer-Policy: same-origin` to every
     response, errors included. A `<meta>` policy cannot forbid framing; a header can."""
 
     def __init__(self, app: ASGIApp) -> None:

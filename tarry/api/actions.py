@@ -7,7 +7,9 @@ POSTs to the same URL, which checks the link and sends the decision with the run
 `decide` update as the link's user (source `link`); the run refuses a second decision
 on the call, so a link works once. Both answer a page, the error code on it when the
 link or the decision is refused. `tarry.api.access` guards the route as every other: a
-page of another site cannot post to it.
+page of another origin cannot post to it, while the page's own button can, since its
+`Referrer-Policy: same-origin` lets the browser send the page's real `Origin` (under
+`no-referrer` Chromium sends `null`, which the guard refuses).
 """
 
 from __future__ import annotations
