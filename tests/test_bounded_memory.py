@@ -11,14 +11,16 @@ from typing import Any
 import pytest
 
 from tarry.client import Tarry, TarryError
-from tarry.contracts import ErrorCode, Phase, TranscriptAnswer, TranscriptQuery
+from tarry.contracts import ErrorCode, Phase, TranscriptAnswer, TranscriptQuery, WaitingFor
 from tarry.pages import PageStore
 from tarry.storage import FileStorageDriver
-from tarry.testing.scripted_model import say
+from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.http_api import serving
+from tests.test_approvals import WRITE, gated_run
 from tests.test_cli import Cli, agent_env
+from tests.test_http_api import error_of
 from tests.test_runs_in_flight import handed_over
 from workflows.memory import WorkflowInput
 
@@ -140,6 +142,37 @@ async def test_a_run_with_a_window_as_big_as_its_conversation_pages_nothing(
     whole = await answer(agent, "unpaged")
 
     assert (whole.stored, whole.total, len(whole.messages)) == ([], 16, 16)
+
+
+async def test_a_decision_on_a_call_whose_message_was_paged_out_is_already_decided(
+    agent_factory: Any,
+) -> None:
+    agent: Agent = await agent_factory(context_budget=SMALL_BUDGET)
+    run = await gated_run(agent, say("Written."), continue_as_new_after_turns=2)
+    await run.decide("w1")
+    for n in range(6):
+        agent.model.add(say(f"answer {n}"))
+        await run.send(f"user {n}")
+    agent.model.add(call("write_file", WRITE | {"path": "next.md"}, id="w2"))
+    waiting = await run.send("write the next plan")
+    stored = (await answer(agent, run.id)).stored
+
+    with pytest.raises(TarryError) as refused:
+        await run.decide("w1", approved=False)
+    async with serving(agent) as api:
+        again = await api.http.post(
+            f"/v1/runs/{run.id}/approvals", json={"call_id": "w1", "approved": False}
+        )
+
+    assert [p.call_id for p in waiting.pending_approvals] == ["w2"]
+    assert stored[-1].end > 2  # w1's tool message (the third) is in a page
+    assert refused.value.code is ErrorCode.APPROVAL_ALREADY_DECIDED
+    assert error_of(again) == (409, ErrorCode.APPROVAL_ALREADY_DECIDED)
+    state = await run.state()
+    assert (state.waiting_for, [p.call_id for p in state.pending_approvals]) == (
+        WaitingFor.APPROVAL,
+        ["w2"],
+    )
 
 
 @pytest.mark.timeout(deadline(900))  # 2,000 turns, one after the other, on a machine of any speed

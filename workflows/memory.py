@@ -41,6 +41,10 @@ from tarry.contracts import (
     reply_problem,
 )
 
+DECIDED_CALLS_KEPT = 100
+"""How many of the latest decided calls' ids a run keeps (`Approvals.decided`): a late
+decision on one whose tool message has moved into a page is still told it was decided."""
+
 
 class QueuedInput(BaseModel):
     """A reply waiting for the next turn boundary; `seq` orders and names it."""
@@ -88,9 +92,21 @@ class Approvals(BaseModel):
     """Decisions on pending calls, by call id: the first one for a call wins."""
     schemas: dict[str, dict[str, Any]] = {}
     """The argument schemas of the gated tools, to check edited arguments against."""
+    decided: list[str] = []
+    """The ids of the latest `DECIDED_CALLS_KEPT` calls decided and run, oldest first. Their
+    tool messages keep the decisions, but the run cannot read a page: these ids are what
+    it knows of a decided call once its message has left memory."""
 
     def undecided(self) -> list[PendingApproval]:
         return [p for p in self.pending if p.call_id not in self.decisions]
+
+    def settle(self, call_id: str) -> DecisionRecord | None:
+        """The decision on a call whose tool message is written now, for that message to
+        keep; the call's id joins `decided` (dropping the oldest past the window)."""
+        decision = self.decisions.pop(call_id, None)
+        if decision is not None:
+            self.decided = [*self.decided, call_id][-DECIDED_CALLS_KEPT:]
+        return decision
 
 
 class Budgets(BaseModel):
@@ -393,7 +409,8 @@ class RunMemory(BaseModel):
                 "pause_requested": False,
                 "paused_by": None,
                 "segment_turns": 0,
-                "approvals": Approvals(),
+                # What it decided stays decided.
+                "approvals": Approvals(decided=self.approvals.decided),
                 # Its children ended with it (terminated as their parent closed).
                 "agents": self.agents.model_copy(
                     update={"running": [], "waiting": {}, "reports": {}}
