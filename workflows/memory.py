@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
+from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
 
@@ -41,6 +42,13 @@ from tarry.contracts import (
     reply_problem,
 )
 
+REPLY_IDS_KEPT = 100
+"""How many of the latest replies' ids a run keeps to know a retry (`RunMemory.seen_ids`):
+a client retries within minutes, not a hundred replies later, and the memory handed over
+at each continue-as-new stays the same size however many replies came before."""
+_REPLY_IDS_PATCH = "reply-ids-window"
+"""A run recorded before the window keeps every id; the next run of its chain drops the
+oldest with its first reply."""
 DECIDED_CALLS_KEPT = 100
 """How many of the latest decided calls' ids a run keeps (`Approvals.decided`): a late
 decision on one whose tool message has moved into a page is still told it was decided."""
@@ -166,7 +174,8 @@ class RunMemory(BaseModel):
     begun again from the messages in memory (a worker could not read it)."""
     inbox: list[QueuedInput] = []
     seen_ids: dict[str, int] = {}
-    """Client message ids already received, with the `seq` they were queued as."""
+    """The ids of the latest `REPLY_IDS_KEPT` replies that came with one, with the `seq`
+    they were queued as, oldest first: a retry of one of them is not queued again."""
     received: int = 0
     """The `seq` of the newest reply received."""
     answered: int = 0
@@ -244,8 +253,16 @@ class RunMemory(BaseModel):
         self.received += 1
         if input.id is not None:
             self.seen_ids[input.id] = self.received
+            self._forget_old_ids()
         self.inbox.append(QueuedInput(seq=self.received, input=input))
         return self.received
+
+    def _forget_old_ids(self) -> None:
+        """Keeps the ids of the latest `REPLY_IDS_KEPT` replies (a memory handed over by a
+        run before the window may hold more: it shrinks with its next reply)."""
+        if len(self.seen_ids) <= REPLY_IDS_KEPT or not workflow.patched(_REPLY_IDS_PATCH):
+            return
+        self.seen_ids = dict(list(self.seen_ids.items())[-REPLY_IDS_KEPT:])
 
     def take(self, answer: LlmResponse) -> None:
         """Records the model's answer: a turn taken, its message, tokens and text."""
