@@ -11,16 +11,19 @@ from typing import Any
 import pytest
 
 from tarry.client import Tarry, TarryError
-from tarry.contracts import ErrorCode, Phase, TranscriptAnswer, TranscriptQuery
+from tarry.contracts import ErrorCode, Phase, TranscriptAnswer, TranscriptQuery, WaitingFor
 from tarry.pages import PageStore
 from tarry.storage import FileStorageDriver
-from tarry.testing.scripted_model import say
+from tarry.testing.scripted_model import call, say
+from tests import test_streaming
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.http_api import serving
+from tests.test_approvals import WRITE, gated_run
 from tests.test_cli import Cli, agent_env
+from tests.test_http_api import error_of
 from tests.test_runs_in_flight import handed_over
-from workflows.memory import WorkflowInput
+from workflows.memory import REPLY_IDS_KEPT, WorkflowInput
 
 WAITING = {Phase.WAITING_USER}
 SMALL_BUDGET = 50
@@ -140,6 +143,78 @@ async def test_a_run_with_a_window_as_big_as_its_conversation_pages_nothing(
     whole = await answer(agent, "unpaged")
 
     assert (whole.stored, whole.total, len(whole.messages)) == ([], 16, 16)
+
+
+async def test_a_decision_on_a_call_whose_message_was_paged_out_is_already_decided(
+    agent_factory: Any,
+) -> None:
+    agent: Agent = await agent_factory(context_budget=SMALL_BUDGET)
+    run = await gated_run(agent, say("Written."), continue_as_new_after_turns=2)
+    await run.decide("w1")
+    for n in range(6):
+        agent.model.add(say(f"answer {n}"))
+        await run.send(f"user {n}")
+    agent.model.add(call("write_file", WRITE | {"path": "next.md"}, id="w2"))
+    waiting = await run.send("write the next plan")
+    stored = (await answer(agent, run.id)).stored
+
+    with pytest.raises(TarryError) as refused:
+        await run.decide("w1", approved=False)
+    async with serving(agent) as api:
+        again = await api.http.post(
+            f"/v1/runs/{run.id}/approvals", json={"call_id": "w1", "approved": False}
+        )
+
+    assert [p.call_id for p in waiting.pending_approvals] == ["w2"]
+    assert stored[-1].end > 2  # w1's tool message (the third) is in a page
+    assert refused.value.code is ErrorCode.APPROVAL_ALREADY_DECIDED
+    assert error_of(again) == (409, ErrorCode.APPROVAL_ALREADY_DECIDED)
+    state = await run.state()
+    assert (state.waiting_for, [p.call_id for p in state.pending_approvals]) == (
+        WaitingFor.APPROVAL,
+        ["w2"],
+    )
+
+
+async def test_a_run_hands_over_the_ids_of_its_latest_replies_only_and_knows_their_retries(
+    agent: Agent,
+) -> None:
+    ids = [f"id-{n}" for n in range(REPLY_IDS_KEPT + 5)]
+    agent.model.add(*(say(f"answer {n}") for n in range(len(ids) + 1)))
+    run = await agent.start("hello", continue_as_new_after_turns=1)
+    await run.wait_for(WAITING, TIMEOUT)
+    for n, id in enumerate(ids[:REPLY_IDS_KEPT]):
+        await run.reply(f"reply {n}", id=id)
+    for n, id in enumerate(ids[REPLY_IDS_KEPT:], start=REPLY_IDS_KEPT):
+        await run.send(f"reply {n}", id=id)  # one turn each, and a hand-over after it
+    oldest_kept = len(ids) - REPLY_IDS_KEPT
+
+    await run.send(f"reply {oldest_kept}", id=ids[oldest_kept])  # a client's retry
+
+    memories = await test_streaming.handed_over(agent, run)
+    assert max(len(memory["seen_ids"]) for memory in memories) == REPLY_IDS_KEPT
+    assert list(memories[-1]["seen_ids"]) == ids[oldest_kept:]
+    replies = [m.content for m in await run.transcript() if m.role == "user"]
+    assert replies == ["hello", *(f"reply {n}" for n in range(len(ids)))]
+
+
+async def test_a_memory_handed_over_with_every_reply_id_keeps_only_the_latest_after_a_reply(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("Noted."))
+    previous = handed_over()  # as the code before the window handed its memory over
+    previous["memory"]["seen_ids"] = {f"old-{n}": n for n in range(1, 3 * REPLY_IDS_KEPT)}
+    input = WorkflowInput.model_validate(previous | {"continue_as_new_after_turns": 1})
+    run = await agent.tarry.start(input)
+    agent.runs.append(run)
+
+    await run.send("one more", id="new")
+    await run.send("one more", id="new")  # a retry, which the next run of the chain answers
+
+    [*_, handed] = await test_streaming.handed_over(agent, run)
+    assert len(handed["seen_ids"]) == REPLY_IDS_KEPT
+    assert list(handed["seen_ids"])[-2:] == [f"old-{3 * REPLY_IDS_KEPT - 1}", "new"]
+    assert [m.content for m in await run.transcript()].count("one more") == 1
 
 
 @pytest.mark.timeout(deadline(900))  # 2,000 turns, one after the other, on a machine of any speed

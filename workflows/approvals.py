@@ -94,8 +94,14 @@ def _not_allowed(calls: list[PendingApproval], decision: Decision) -> Applicatio
 
 
 def _decided_earlier(memory: RunMemory, call_id: str) -> bool:
-    """A call of an earlier answer, decided and run: its tool message keeps the decision."""
-    return any(m.tool_call_id == call_id and m.decision is not None for m in memory.transcript)
+    """A call of an earlier answer, decided and run: its tool message keeps the decision,
+    and once that message has moved into a page, `Approvals.decided` keeps its id."""
+    if any(m.tool_call_id == call_id and m.decision is not None for m in memory.transcript):
+        return True
+    # Never in the way of a pending call of the same id (a model may repeat its ids): runs
+    # on earlier code took those decisions, and must replay taking them.
+    pending = any(p.call_id == call_id for p in memory.approvals.undecided())
+    return call_id in memory.approvals.decided and not pending
 
 
 def _target(approvals: Approvals, decision: Decision) -> PendingApproval | None:

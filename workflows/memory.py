@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
+from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
 
@@ -40,6 +41,17 @@ from tarry.contracts import (
     WaitingFor,
     reply_problem,
 )
+
+REPLY_IDS_KEPT = 100
+"""How many of the latest replies' ids a run keeps to know a retry (`RunMemory.seen_ids`):
+a client retries within minutes, not a hundred replies later, and the memory handed over
+at each continue-as-new stays the same size however many replies came before."""
+_REPLY_IDS_PATCH = "reply-ids-window"
+"""A run recorded before the window keeps every id; the next run of its chain drops the
+oldest with its first reply."""
+DECIDED_CALLS_KEPT = 100
+"""How many of the latest decided calls' ids a run keeps (`Approvals.decided`): a late
+decision on one whose tool message has moved into a page is still told it was decided."""
 
 
 class QueuedInput(BaseModel):
@@ -88,9 +100,21 @@ class Approvals(BaseModel):
     """Decisions on pending calls, by call id: the first one for a call wins."""
     schemas: dict[str, dict[str, Any]] = {}
     """The argument schemas of the gated tools, to check edited arguments against."""
+    decided: list[str] = []
+    """The ids of the latest `DECIDED_CALLS_KEPT` calls decided and run, oldest first. Their
+    tool messages keep the decisions, but the run cannot read a page: these ids are what
+    it knows of a decided call once its message has left memory."""
 
     def undecided(self) -> list[PendingApproval]:
         return [p for p in self.pending if p.call_id not in self.decisions]
+
+    def settle(self, call_id: str) -> DecisionRecord | None:
+        """The decision on a call whose tool message is written now, for that message to
+        keep; the call's id joins `decided` (dropping the oldest past the window)."""
+        decision = self.decisions.pop(call_id, None)
+        if decision is not None:
+            self.decided = [*self.decided, call_id][-DECIDED_CALLS_KEPT:]
+        return decision
 
 
 class Budgets(BaseModel):
@@ -150,7 +174,8 @@ class RunMemory(BaseModel):
     begun again from the messages in memory (a worker could not read it)."""
     inbox: list[QueuedInput] = []
     seen_ids: dict[str, int] = {}
-    """Client message ids already received, with the `seq` they were queued as."""
+    """The ids of the latest `REPLY_IDS_KEPT` replies that came with one, with the `seq`
+    they were queued as, oldest first: a retry of one of them is not queued again."""
     received: int = 0
     """The `seq` of the newest reply received."""
     answered: int = 0
@@ -231,8 +256,16 @@ class RunMemory(BaseModel):
         self.received += 1
         if input.id is not None:
             self.seen_ids[input.id] = self.received
+            self._forget_old_ids()
         self.inbox.append(QueuedInput(seq=self.received, input=input))
         return self.received
+
+    def _forget_old_ids(self) -> None:
+        """Keeps the ids of the latest `REPLY_IDS_KEPT` replies (a memory handed over by a
+        run before the window may hold more: it shrinks with its next reply)."""
+        if len(self.seen_ids) <= REPLY_IDS_KEPT or not workflow.patched(_REPLY_IDS_PATCH):
+            return
+        self.seen_ids = dict(list(self.seen_ids.items())[-REPLY_IDS_KEPT:])
 
     def take(self, answer: LlmResponse) -> None:
         """Records the model's answer: a turn taken, its message, tokens and text."""
@@ -396,7 +429,8 @@ class RunMemory(BaseModel):
                 "pause_requested": False,
                 "paused_by": None,
                 "segment_turns": 0,
-                "approvals": Approvals(),
+                # What it decided stays decided.
+                "approvals": Approvals(decided=self.approvals.decided),
                 # Its children ended with it (terminated as their parent closed).
                 "agents": self.agents.model_copy(
                     update={"running": [], "waiting": {}, "reports": {}}

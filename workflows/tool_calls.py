@@ -250,7 +250,7 @@ def record(
                 role="tool",
                 tool_call_id=call.id,
                 content=result.to_content(),
-                decision=m.approvals.decisions.pop(call.id, None),
+                decision=m.approvals.settle(call.id),
                 blocks=result.blocks,
             )
         )
