@@ -57,6 +57,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--long-turns", type=int, help="turns of the long run (5000)")
     parser.add_argument("--long-budget", type=float, help="seconds each long run may take (900)")
     parser.add_argument(
+        "--big-turns", type=int, help="turns of the long run of 32 KiB messages (2000)"
+    )
+    parser.add_argument(
         "--long-setup",
         metavar="CACHE:TURNS",
         action="append",
@@ -78,6 +81,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.settle = args.settle if args.settle is not None else (3.0 if quick else 30.0)
     args.long_turns = args.long_turns or (50 if quick else 5_000)
     args.long_budget = args.long_budget or (60.0 if quick else 900.0)
+    args.big_turns = args.big_turns or (40 if quick else 2_000)
     args.only = args.only or list(SECTIONS)
     args.long_setup = [
         long_run.Setup(*map(int, setup.split(":"))) for setup in args.long_setup or []
@@ -106,6 +110,8 @@ async def main(args: argparse.Namespace) -> int:
             found += targets.busy(await throughput.run(args.busy_runs, args.busy_turns, root))
         if "long" in args.only:
             runs = await long_run.run(args.long_turns, args.long_budget, root, args.long_setup)
+            big = [long_run.BIG_MESSAGES]
+            runs += await long_run.run(args.big_turns, args.long_budget, root / "big", big)
             found += targets.long(runs)
         if "parked" in args.only:
             parked = await parked_runs.run(

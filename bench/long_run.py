@@ -2,6 +2,13 @@
 each reply 4 KiB (the model echoes it, so each answer is 4 KiB too), on Tarry's own
 worker process (`python -m workers`) and a dev server with the low-latency config.
 
+The big-message line (`BIG_MESSAGES`) does the same with 32 KiB replies and answers, a
+person pasting documents into a long chat: there the server suggests the hand-over in
+the middle of turns, and what a run carries from segment to segment shows. It reports
+the worker's memory at turns 300, 1,000 and 2,000 of 2,000 (against turn 300), the time
+per turn at the last turn against turn 300, the largest continue-as-new input, and the
+history of each segment.
+
 It reports the per-turn latency around turns 10, 1,000 and 5,000, the sawtooth within a
 segment (without a workflow cache each task replays the segment's history so far, so a
 turn costs more the later it comes in its segment, until the hand-over resets it), each
@@ -46,6 +53,7 @@ from tarry.client import Tarry, TarryError
 from tarry.contracts import RunInput
 from tarry.servers import dev_server_args
 from tarry.testing.scripted_model import ScriptedModel
+from workflows.memory import WorkflowInput
 
 MESSAGE_BYTES = 4096
 TURN_TIMEOUT = 60.0
@@ -68,6 +76,9 @@ class Segment:
     status: str
     turns: int
     """Replies the segment accepted (`send` updates)."""
+    handed_over: int | None
+    """The bytes of the input it continued as new with, as the workflow encoded it
+    (before the payload store took it); None for the last segment."""
 
 
 SHIPPED_HANDOVER = RunInput().continue_as_new_after_turns
@@ -79,6 +90,11 @@ class Setup:
     """None: the shipped settings (`bench.rig.shipped_cache`)."""
     handover_turns: int = SHIPPED_HANDOVER
     """`RunInput.continue_as_new_after_turns`."""
+    message_bytes: int = MESSAGE_BYTES
+    """Each reply's size, and so each answer's (the model echoes)."""
+    reference_share: float | None = None
+    """Where the figures are compared, as a share of the run's turns (0.15: turn 300 of
+    2,000); None: latency against turn 10 and memory against turn 500 of 5,000."""
 
     @property
     def shipped(self) -> bool:
@@ -95,6 +111,10 @@ class Setup:
             " (shipped settings)" if self.shipped else " (comparison)"
         )
 
+    @property
+    def big(self) -> bool:
+        return self.reference_share is not None
+
     def worker_env(self) -> dict[str, str]:
         if self.workflow_cache is None:
             return tarry_env()
@@ -102,6 +122,7 @@ class Setup:
 
 
 SETUPS = (Setup(None), Setup(0))
+BIG_MESSAGES = Setup(None, message_bytes=32 * 1024, reference_share=0.15)
 
 
 @dataclass
@@ -117,13 +138,24 @@ class LongRun:
     seconds: float = 0.0
 
     @property
+    def reference(self) -> int:
+        """The turn latency is compared with: 10, or the big-message line's turn 300."""
+        return self.memory_reference if self.setup.big else WINDOW
+
+    @property
     def marks(self) -> list[int]:
-        """Turns 10, a fifth of the way and the last: 10, 1,000 and 5,000 of 5,000."""
+        """Turns 10, a fifth of the way and the last: 10, 1,000 and 5,000 of 5,000 (the
+        big-message line: 300 and 2,000 of 2,000)."""
+        if self.setup.big:
+            return sorted({self.reference, self.turns})
         return sorted({WINDOW, self.turns // 5, self.turns})
 
     @property
     def memory_marks(self) -> list[int]:
-        """Turns 50, 500, 1,000, 2,500 and 5,000 of 5,000."""
+        """Turns 50, 500, 1,000, 2,500 and 5,000 of 5,000 (the big-message line: 300,
+        1,000 and 2,000 of 2,000)."""
+        if self.setup.big:
+            return sorted({self.memory_reference, self.turns // 2, self.turns} - {0})
         return sorted(
             {self.turns // 100, self.memory_reference, self.turns // 5, self.turns // 2, self.turns}
             - {0}
@@ -131,8 +163,15 @@ class LongRun:
 
     @property
     def memory_reference(self) -> int:
-        """The turn memory is compared with: 500 of 5,000."""
-        return max(1, self.turns // 10)
+        """The turn memory is compared with: 500 of 5,000 (the big-message line: 300 of
+        2,000)."""
+        share = self.setup.reference_share or 0.1
+        return max(1, round(self.turns * share))
+
+    @property
+    def largest_hand_over(self) -> int | None:
+        """The bytes of the largest input a segment continued as new with."""
+        return max((s.handed_over for s in self.segments if s.handed_over), default=None)
 
     def at(self, turn: int) -> float | None:
         window = self.latencies[max(0, turn - WINDOW) : turn]
@@ -152,13 +191,14 @@ class LongRun:
         return statistics.median(window) if window else None
 
 
-def message(turn: int) -> str:
+def message(turn: int, size: int = MESSAGE_BYTES) -> str:
     head = f"Turn {turn}: "
-    return head + "x" * (MESSAGE_BYTES - len(head))
+    return head + "x" * (size - len(head))
 
 
 async def chain(client: Client, workflow_id: str) -> list[Segment]:
-    """Every execution of the workflow id, oldest first, with its history's size."""
+    """Every execution of the workflow id, oldest first, with its history's size and
+    the size of the input it handed over."""
     executions = [e async for e in client.list_workflows(f"WorkflowId = '{workflow_id}'")]
     executions.sort(key=lambda e: e.start_time)
     segments = []
@@ -172,7 +212,14 @@ async def chain(client: Client, workflow_id: str) -> list[Segment]:
             event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
             for event in history.events
         )
-        segments.append(Segment(e.run_id, len(history.events), size, status, turns))
+        handed_over = None
+        if status == "CONTINUED_AS_NEW":
+            closing = history.events[-1].workflow_execution_continued_as_new_event_attributes
+            decode = client.data_converter.decode
+            [input] = await decode(closing.input.payloads, [WorkflowInput])
+            [payload] = client.data_converter.payload_converter.to_payloads([input])
+            handed_over = payload.ByteSize()
+        segments.append(Segment(e.run_id, len(history.events), size, status, turns, handed_over))
     return segments
 
 
@@ -208,7 +255,7 @@ async def measure(setup: Setup, turns: int, budget: float, data_dir: Path) -> Lo
                 sent = time.perf_counter()
                 try:
                     async with asyncio.timeout(TURN_TIMEOUT):
-                        await handle.send(message(turn))
+                        await handle.send(message(turn, setup.message_bytes))
                 except TimeoutError:
                     result.stopped = f"turn {turn}: no answer within {TURN_TIMEOUT:g} s"
                     break
@@ -235,15 +282,15 @@ async def measure(setup: Setup, turns: int, budget: float, data_dir: Path) -> Lo
 
 def render(r: LongRun) -> Table:
     done = len(r.latencies)
-    reference = r.at(WINDOW)
+    reference = r.at(r.reference)
     title = (
         f"Long run, {r.setup.label}: {done:,} of {r.turns:,} turns of "
-        f"{MESSAGE_BYTES // 1024} KiB messages in "
+        f"{r.setup.message_bytes // 1024} KiB messages in "
         f"{r.seconds:,.0f} s; peak worker memory "
         f"{'n/a' if r.peak_worker_mib is None else f'{r.peak_worker_mib:,.0f} MiB'}"
         + (f"; stopped at {r.stopped}" if r.stopped else "")
     )
-    t = table(title, "figure", "value", f"x turn {WINDOW}")
+    t = table(title, "figure", "value", f"x turn {r.reference:,}")
     for mark in r.marks:
         t.add_row(f"ms per turn at turn {mark:,}", ms(r.at(mark)), ratio(r.at(mark), reference))
     if done and done < r.turns:
@@ -273,6 +320,8 @@ def render(r: LongRun) -> Table:
         )
     handovers = len(r.segments) - 1
     t.add_row("continue-as-new hand-overs", str(handovers), "")
+    if (largest := r.largest_hand_over) is not None:
+        t.add_row("largest continue-as-new input", f"{largest / 2**20:,.2f} MiB", "")
     closed = [s for s in r.segments if s.status == "CONTINUED_AS_NEW"]
     if closed:
         t.add_row(

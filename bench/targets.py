@@ -1,4 +1,4 @@
-"""The targets of issues 13 and 24, read off the results of one `scripts/bench` invocation:
+"""The targets of issues 13, 24 and 38, read off the results of one `scripts/bench` invocation:
 each with the figure measured, the limit, and whether it was met or by how much it
 was missed. They are shown, never asserted: the lead reads them on a quiet machine."""
 
@@ -68,6 +68,9 @@ def turns(results: Mapping[str, Sequence[turn_overhead.Outcome]]) -> list[Target
 def long(results: Sequence[long_run.LongRun]) -> list[Target]:
     found = []
     for r in results:
+        if r.setup.big:
+            found += _big_messages(r)
+            continue
         if not r.setup.shipped:
             continue  # a comparison
         last = r.turns
@@ -84,6 +87,34 @@ def long(results: Sequence[long_run.LongRun]) -> list[Target]:
             ),
         ]
     return found
+
+
+def _big_messages(r: long_run.LongRun) -> list[Target]:
+    """Issue 38: a long chat of 32 KiB turns stays flat and hands over little."""
+    last, reference = r.turns, r.memory_reference
+    size = r.setup.message_bytes // 1024
+    largest = r.largest_hand_over
+    return [
+        Target(
+            f"{size} KiB turns: worker memory at turn {last:,} x turn {reference:,}",
+            _over(r.worker_mib.get(last), r.worker_mib.get(reference)),
+            1.3,
+        ),
+        Target(
+            f"{size} KiB turns: worker memory at turn {last:,}", r.worker_mib.get(last), 300, "MiB"
+        ),
+        Target(
+            f"{size} KiB turns: largest continue-as-new input",
+            None if largest is None else largest / 1024,
+            2 * 1024,
+            "KiB",
+        ),
+        Target(
+            f"{size} KiB turns: time per turn at turn {last:,} x turn {reference:,}",
+            _over(r.at(last), r.at(reference)),
+            1.2,
+        ),
+    ]
 
 
 def parked(count: int, results: Sequence[parked_runs.Result]) -> list[Target]:
@@ -124,7 +155,7 @@ def busy(results: Sequence[throughput.Throughput]) -> list[Target]:
 
 def render(targets: Sequence[Target]) -> Table:
     t = table(
-        "Targets of issues 13 and 24 (Tarry with the shipped settings)",
+        "Targets of issues 13, 24 and 38 (Tarry with the shipped settings)",
         "target", "measured", "limit", "verdict",
     )  # fmt: skip
     for target in targets:

@@ -743,9 +743,9 @@ class RunHandle:
     async def _messages_of(
         self, answer: TranscriptAnswer, enough: int | None = None
     ) -> list[ChatMessage]:
-        """The answer's messages from its `start`: in it, or in the pages it names (no
-        more of those than hold `enough` messages)."""
-        if not answer.stored:
+        """The answer's messages from its `start`: in it, or in the pages it names or its
+        index names (no more of those than hold `enough` messages)."""
+        if not answer.stored and answer.index is None:
             return answer.messages
         if self._pages is None:
             raise TarryError(
@@ -754,14 +754,17 @@ class RunHandle:
                 "client has none: connect with `Tarry.connect(settings)`, or pass `pages`",
             )
         messages: list[ChatMessage] = []
-        for ref in answer.stored:
-            try:
+        try:
+            refs = answer.stored
+            if answer.index is not None:  # pages older than those the run keeps references of
+                refs = await self._pages.pages_from(answer.index, answer.start)
+            for ref in refs:
                 page = await self._pages.read(ref)
-            except PageMissing as e:
-                raise TarryError(ErrorCode.PAYLOAD_MISSING, str(e)) from e
-            messages += page[max(0, answer.start - ref.start) :]
-            if enough is not None and len(messages) >= enough:
-                break
+                messages += page[max(0, answer.start - ref.start) :]
+                if enough is not None and len(messages) >= enough:
+                    break
+        except PageMissing as e:
+            raise TarryError(ErrorCode.PAYLOAD_MISSING, str(e)) from e
         return messages
 
     async def wait_for(

@@ -33,6 +33,7 @@ __all__ = [
     "MODEL_ATTRIBUTE",
     "NOTIFY_ACTIVITY",
     "PAGE_ACTIVITY",
+    "PAGE_INDEX_ACTIVITY",
     "PHASE_ATTRIBUTE",
     "RUN_ID_PATTERN",
     "SEARCH_ATTRIBUTES",
@@ -77,6 +78,7 @@ __all__ = [
     "Sampling",
     "StopRequest",
     "StoredPage",
+    "StoredPageIndex",
     "Timeouts",
     "ToolCall",
     "ToolDefinition",
@@ -84,6 +86,7 @@ __all__ = [
     "ToolResult",
     "TranscriptAnswer",
     "TranscriptPage",
+    "TranscriptPageIndexRef",
     "TranscriptPageRef",
     "TranscriptQuery",
     "Usage",
@@ -100,6 +103,7 @@ DEFAULT_TASK_QUEUE = "tarry"
 LLM_ACTIVITY = "call_llm"
 TOOL_CATALOGUE_ACTIVITY = "tool_catalogue"
 PAGE_ACTIVITY = "store_transcript_page"
+PAGE_INDEX_ACTIVITY = "store_transcript_page_index"
 """The activity that moves a run's older messages into a page in the payload store."""
 MCP_TOOL_ACTIVITY = "mcp_tool"
 """The activity that calls a tool of an MCP server; its summary names the server and tool."""
@@ -845,20 +849,45 @@ class StoredPage(BaseModel):
     messages: list[ChatMessage]
 
 
+class TranscriptPageIndexRef(BaseModel):
+    """An immutable index of a run's oldest pages in the payload store: their references,
+    and the index of the pages before them. A run keeps its newest page references and
+    this one, so what it carries does not grow with its length (`workflows/pages.py`)."""
+
+    claim: dict[str, str]
+    """The storage driver's claim on the index."""
+    end: int
+    """The transcript index after the last message of the pages it and its predecessors
+    name: they hold the messages from 0 to here."""
+
+
+class StoredPageIndex(BaseModel):
+    """The page index activity's input, and what the store holds of an index."""
+
+    pages: list[TranscriptPageRef]
+    previous: TranscriptPageIndexRef | None = None
+    """The index of the pages before these; null for the first."""
+
+
 class TranscriptAnswer(TranscriptPage):
     """What the `transcript` query answers: the messages a run keeps in memory, or,
     from a `start` before them, the references of the stored pages from there on
-    (`messages` is then empty; `next_start` is where the pages end). The client reads
-    the pages from the payload store (`RunHandle.transcript_page`), so its callers see
-    only messages."""
+    (`messages` is then empty; `next_start` is where the pages end), or, from a `start`
+    before those too, the newest page index (`index`; `next_start` is where it ends).
+    The client reads pages and indexes from the payload store
+    (`RunHandle.transcript_page`), so its callers see only messages."""
 
     stored: list[TranscriptPageRef] = []
+    index: TranscriptPageIndexRef | None = Field(default=None, exclude_if=_none)
 
     @property
     def next_start(self) -> int | None:
-        if not self.stored:
+        if self.index is not None:
+            end = self.index.end
+        elif self.stored:
+            end = self.stored[-1].end
+        else:
             return super().next_start
-        end = self.stored[-1].end
         return end if end < self.total else None
 
 

@@ -237,3 +237,20 @@ async def test_a_2000_turn_run_shows_its_first_and_last_messages_in_the_cli_and_
     assert [m["content"] for m in first.json()["messages"]] == ["user 0", "answer 0"]
     assert [m["content"] for m in last.json()["messages"]] == ["user 1999", "answer 1999"]
     assert first.json()["total"] == 4000
+
+
+async def test_a_run_of_many_pages_keeps_their_oldest_in_an_index_and_reads_whole(
+    agent_factory: Any,
+) -> None:
+    agent: Agent = await agent_factory(context_budget=SMALL_BUDGET)
+    # A page at each hand-over, every 2 turns: 150 pages, more than a run keeps.
+    expected = await chat(agent, 300, run_id="indexed", continue_as_new_after_turns=2)
+    run = agent.tarry.get("indexed")
+
+    oldest = await answer(agent, "indexed")
+    assert oldest.index is not None
+    newest = await answer(agent, "indexed", start=oldest.index.end)
+    assert 64 <= len(newest.stored) < 128  # the references a run keeps: bounded
+    assert [m.content for m in await run.transcript()] == expected
+    page = await run.transcript_page(start=5, limit=3)
+    assert [m.content for m in page.messages] == expected[5:8]

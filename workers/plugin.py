@@ -120,6 +120,7 @@ class TarryPlugin(SimplePlugin):
             *config.get("activities", ()),
             models.call_llm,
             pages.store_transcript_page,
+            pages.store_transcript_page_index,
             self._notifier.notify,
             *self.tools.activities(),
         ]

@@ -35,6 +35,7 @@ from tarry.contracts import (
     RunState,
     ToolCall,
     ToolDefinition,
+    TranscriptPageIndexRef,
     TranscriptPageRef,
     Usage,
     UserInput,
@@ -165,7 +166,11 @@ class RunMemory(BaseModel):
     """The messages the run keeps in memory: all of them, but for those moved into
     `pages` (the first `paged`). Index it through `message` and `messages_from`."""
     pages: list[TranscriptPageRef] = []
-    """The older messages, in pages of the payload store (see `workflows/pages.py`)."""
+    """The older messages, in pages of the payload store (see `workflows/pages.py`): the
+    newest pages' references, those before them in `page_index`."""
+    page_index: TranscriptPageIndexRef | None = None
+    """The newest index of the oldest pages' references, each index naming the one
+    before: what a run carries of its pages stays bounded however long it runs."""
     window_start: int = 0
     """The index of the first message the latest model call was sent: the context
     budget's window, which the run keeps in memory."""

@@ -40,10 +40,13 @@ from temporalio.exceptions import ActivityError
 
 from tarry.contracts import (
     PAGE_ACTIVITY,
+    PAGE_INDEX_ACTIVITY,
     ChatMessage,
     RunInput,
     StoredPage,
+    StoredPageIndex,
     TranscriptAnswer,
+    TranscriptPageIndexRef,
     TranscriptPageRef,
     TranscriptQuery,
 )
@@ -64,6 +67,11 @@ waiting before the window makes a turn write pages: with the window and the even
 stream's last two turns, what a hand-over carries."""
 HAND_OVER_BYTES = 1024 * 1024
 """A hand-over that would carry more pages out first."""
+PAGE_REFS_KEPT = 64
+"""Page references a run keeps in memory past this many go into an index of the oldest
+`PAGE_REFS_KEPT`, so it keeps between 64 and 127 and an index reference."""
+PAGE_INDEX_PATCH = "transcript-page-index"
+"""Runs recorded before it keep every page reference."""
 ENVELOPE_BYTES = 4096
 """What a payload adds to its JSON: metadata, and the codec's nonce and tag."""
 _PAGE_ATTEMPT = timedelta(seconds=30)
@@ -126,6 +134,29 @@ async def write(memory: RunMemory, pages: list[StoredPage]) -> None:
         # `set_model`'s note): the page's are still the first, so they go by count.
         del memory.transcript[: len(page.messages)]
         memory.pages.append(ref)
+        if len(memory.pages) >= 2 * PAGE_REFS_KEPT and workflow.patched(PAGE_INDEX_PATCH):
+            await _index_oldest(memory)
+
+
+async def _index_oldest(memory: RunMemory) -> None:
+    """Moves the oldest `PAGE_REFS_KEPT` page references into a new index, which names
+    the previous one; a store that fails leaves them in memory, for the next page."""
+    index = StoredPageIndex(pages=memory.pages[:PAGE_REFS_KEPT], previous=memory.page_index)
+    try:
+        ref = await workflow.execute_activity(
+            PAGE_INDEX_ACTIVITY,
+            index,
+            result_type=TranscriptPageIndexRef,
+            start_to_close_timeout=_PAGE_ATTEMPT,
+            schedule_to_close_timeout=_PAGE_WINDOW,
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
+            summary=f"transcript page index · messages up to {index.pages[-1].end - 1}",
+        )
+    except ActivityError as e:
+        workflow.logger.warning("a page index was not stored; kept in memory: %s", e.cause)
+        return
+    del memory.pages[:PAGE_REFS_KEPT]
+    memory.page_index = ref
 
 
 def oversize(value: BaseModel, limit: int | None) -> int | None:
@@ -141,11 +172,14 @@ def oversize(value: BaseModel, limit: int | None) -> int | None:
 def answer(memory: RunMemory, query: TranscriptQuery) -> TranscriptAnswer:
     """The `transcript` query's answer: up to `query.limit` messages from `query.start`,
     or, from a start before the messages in memory, up to `query.limit` references of
-    the stored pages from there on."""
+    the stored pages from there on, or, from a start before those too, the newest page
+    index."""
     m = memory
     total = m.message_count
     if query.start >= m.paged:
         return TranscriptAnswer.of(m.messages_from(query.start), query.start, total, query.limit)
+    if m.page_index is not None and query.start < m.page_index.end:
+        return TranscriptAnswer(messages=[], start=query.start, total=total, index=m.page_index)
     stored = [page for page in m.pages if page.end > query.start][: query.limit]
     return TranscriptAnswer(messages=[], start=query.start, total=total, stored=stored)
 
