@@ -510,17 +510,20 @@ class AgentRunWorkflow:
         if not workflow.patched(_HAND_OVER_PATCH):
             self._keeps_its_history = True  # started before continue-as-new existed
             return
+        next_input = self._next_input()
+        size = pages.payload_size(next_input)
         # Only a large memory waits for pages first: a reply that comes while they are
         # written holds the hand-over off until its answer, and a quick client's next
         # reply would come every time.
-        large = pages.oversize(self._next_input(), pages.HAND_OVER_BYTES)
-        if large and await pages.page_out(m) and not self._hand_over_due():
-            return  # a `send` or `decide` caller came while pages were written
-        next_input = self._next_input()
+        if size > pages.HAND_OVER_BYTES and await pages.page_out(m):
+            if not self._hand_over_due():
+                return  # a `send` or `decide` caller came while pages were written
+            next_input = self._next_input()
+            size = pages.payload_size(next_input)
         # A payload over the limit would fail this task at every attempt: the run would
         # freeze, unreadable and unstoppable. It waits for a person instead.
-        if size := pages.oversize(next_input, m.payload_limit):
-            return self._refuse_hand_over(size)
+        if m.payload_limit is not None and size > m.payload_limit:
+            return self._refuse_hand_over(size, m.payload_limit)
         self._stream.detach_pollers()  # observers follow the chain to the next run
         workflow.continue_as_new(next_input)
 
@@ -537,7 +540,7 @@ class AgentRunWorkflow:
         fork = self._input.fork and self._input.fork.model_copy(update={"transcript": []})
         return self._input.model_copy(update={"memory": memory, "fork": fork})
 
-    def _refuse_hand_over(self, size: int) -> None:
+    def _refuse_hand_over(self, size: int, limit: int) -> None:
         """The run keeps its history and waits with `PAYLOAD_TOO_LARGE`: a reply goes on
         (the hand-over is tried again after its turn), a stop ends the run."""
         m = self._m
@@ -546,7 +549,7 @@ class AgentRunWorkflow:
             code=ErrorCode.PAYLOAD_TOO_LARGE,
             message=(
                 f"the run cannot hand over to the next run of its chain: its memory is "
-                f"{size:,} bytes as a payload, over the {m.payload_limit:,} the workers' "
+                f"{size:,} bytes as a payload, over the {limit:,} the workers' "
                 f"payload store takes, even with its older messages in pages (the messages "
                 f"the model's window holds stay in memory). It keeps its history meanwhile; "
                 f"reply to go on, or stop it"

@@ -21,8 +21,8 @@ Pages are written at two moments:
 No page, and no hand-over, is ever larger than the run's payload limit
 (`RunMemory.payload_limit`): a payload over it fails the workflow task that sends it at
 every attempt, so the run would freeze. A page holds at most `PAGE_BYTES` of messages (a
-bigger message alone), and a hand-over that would still be over the limit is refused
-(`oversize`), the run waiting for a person instead.
+bigger message alone), and a hand-over that would still be over the limit is refused,
+the run waiting for a person instead.
 
 The `transcript` query answers the messages in memory, and for a `start` before them
 the references of the pages from there on; the client reads those from the store
@@ -159,14 +159,10 @@ async def _index_oldest(memory: RunMemory) -> None:
     memory.page_index = ref
 
 
-def oversize(value: BaseModel, limit: int | None) -> int | None:
-    """The size of `value` as a payload when it is over `limit` (None: no limit known,
-    in runs that resolved their tools before it); None when it fits."""
-    if limit is None:
-        return None
+def payload_size(value: BaseModel) -> int:
+    """The size of `value` as the payload the workflow hands Temporal, codec included."""
     [payload] = workflow.payload_converter().to_payloads([value])
-    size = payload.ByteSize() + ENVELOPE_BYTES
-    return size if size > limit else None
+    return payload.ByteSize() + ENVELOPE_BYTES
 
 
 def answer(memory: RunMemory, query: TranscriptQuery) -> TranscriptAnswer:
