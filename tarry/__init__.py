@@ -2,12 +2,15 @@
 
 The ground floor: what a library user imports to start and talk to runs (`Tarry`,
 `RunHandle`) and to schedule them (`ScheduleHandle`, `Overlap`), what runs take and give
-(`RunInput`, `Phase`, `RunState`, ...) and how a tool is declared (`tool`, `ToolContext`,
-`ToolError`). Workers live in `workers/` (`workers.plugin.TarryPlugin`); the command
-line in `tarry.cli`.
+(`RunInput`, `Phase`, `RunState`, ...), what `RunHandle.events` yields (`RunEvent`), the
+errors a caller can meet (`TarryError` with its `ErrorCode`, `EncryptionKeyError` from
+`Tarry.connect`) and how a tool is declared (`tool`, `ToolContext`, `ToolError`). The
+package is typed (`py.typed`): `mypy --strict` checks a user's script against it. Workers
+live in `workers/` (`workers.plugin.TarryPlugin`); the command line in `tarry.cli`.
 """
 
 from tarry.client import RunHandle, ScheduleHandle, Tarry, TarryError, connect_temporal
+from tarry.codec import EncryptionKeyError
 from tarry.contracts import (
     ErrorCode,
     ForkOrigin,
@@ -19,6 +22,7 @@ from tarry.contracts import (
     Sampling,
     WaitingFor,
 )
+from tarry.events import EventKind, RunEvent
 from tarry.rules import ApprovalRule
 from tarry.schedules import Overlap, ScheduleSummary, ScheduleView
 from tarry.settings import ModelProfile, TarrySettings
@@ -26,12 +30,15 @@ from tarry.tools import Tool, ToolContext, ToolError, tool
 
 __all__ = [
     "ApprovalRule",
+    "EncryptionKeyError",
     "ErrorCode",
+    "EventKind",
     "ForkOrigin",
     "Mode",
     "ModelProfile",
     "Overlap",
     "Phase",
+    "RunEvent",
     "RunHandle",
     "RunInput",
     "RunResult",

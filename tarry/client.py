@@ -44,6 +44,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.runtime import Runtime
@@ -195,7 +196,19 @@ class Tarry:
         pages: PageStore | None = None,
     ) -> None:
         """`pages`: where the workers store the pages of long transcripts; by default the
-        store of the client's large payloads (its data converter's external storage)."""
+        store of the client's large payloads (its data converter's external storage).
+
+        `client` must carry Tarry's data converter (`TypeError` otherwise): runs take and
+        give pydantic models, which the SDK's default converter turns into plain dicts,
+        and it would read none of the payloads the workers encrypt or store outside
+        history."""
+        if not issubclass(client.data_converter.payload_converter_class, PydanticPayloadConverter):
+            raise TypeError(
+                "Tarry needs a Temporal client with Tarry's data converter, and this one has"
+                " the SDK's default: connect with `await Tarry.connect()` (or"
+                " `tarry.connect_temporal()`), or pass"
+                " `data_converter=tarry.codec.data_converter(settings)` to `Client.connect`"
+            )
         self.client = client
         self.task_queue = task_queue
         self.caller = caller or Caller(local_user(os.environ.get("TARRY_USER")))

@@ -26,6 +26,8 @@ EVENTS_TOPIC = "events"
 
 
 class EventKind(StrEnum):
+    """What a `RunEvent` tells: which of its fields it fills."""
+
     ANSWER = "answer"
     """The model starts answering for `turn`. Words shown for an earlier attempt of the
     same turn are void: the model was asked again and this answer replaces them."""
@@ -50,6 +52,9 @@ class EventKind(StrEnum):
 
 
 class RunEvent(BaseModel):
+    """One thing an observer of a run sees happen (`RunHandle.events`); `kind` says what,
+    and which of the other fields it fills."""
+
     kind: EventKind
     turn: int = 0
     """The model call the event belongs to (the run's turn number once it is answered)."""

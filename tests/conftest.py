@@ -31,7 +31,7 @@ from tarry.entrypoint import exit_now
 from tarry.servers import add_search_attributes, dev_server_args, find_binary
 from tarry.settings import DEFAULT_WORKFLOW_CACHE, McpServer, ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel
-from tests.deadline import deadline
+from tests.deadline import HEARTBEAT, deadline
 from tests.faults import replay
 from workers.plugin import TarryPlugin
 from workflows.agent_run import AgentRunWorkflow
@@ -245,8 +245,8 @@ def tool_result(message: ChatMessage) -> Any:
     return json.loads(message.content)
 
 
-# Short enough that a cancelled model call or a dead worker is noticed in a second or two.
-FAST_TIMEOUTS = Timeouts(llm_heartbeat=2, llm_attempt=30, tool=10)
+# Short enough that a cancelled model call or a dead worker is noticed within seconds.
+FAST_TIMEOUTS = Timeouts(llm_heartbeat=HEARTBEAT, llm_attempt=30, tool=10)
 
 
 @pytest.fixture

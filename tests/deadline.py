@@ -11,14 +11,17 @@ scales with it too (`tests/conftest.py`).
 
 Only bounds scale. What a test asserts about a timeout of the product (a tool's
 one-second attempt timeout firing, an approval deadline passing) is behaviour, set in
-the run's `Timeouts`, and stays as it is; so do poll intervals, which bound nothing.
+the run's `Timeouts`, and stays as it is; so do poll intervals, which bound nothing. The
+one timeout of the product that scales is the model call's heartbeat timeout of the
+suite's runs (`HEARTBEAT`): it bounds how long a live worker may go unheard.
 """
 
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 
-__all__ = ["SCALE", "SCALE_VARIABLE", "TIMEOUT", "deadline"]
+__all__ = ["HEARTBEAT", "SCALE", "SCALE_VARIABLE", "TIMEOUT", "deadline"]
 
 SCALE_VARIABLE = "TARRY_TEST_TIMEOUT_SCALE"
 
@@ -48,3 +51,11 @@ def deadline(seconds: float) -> float:
 TIMEOUT = deadline(60.0)
 """The usual bound: a run reaching its next stop point, a command ending, a worker
 starting. Waits that need another name it with `deadline(...)`."""
+
+HEARTBEAT = timedelta(seconds=deadline(5))
+"""The model call's heartbeat timeout of the suite's runs (`Timeouts.llm_heartbeat`): how
+soon a dead worker, or a stream stuck mid-answer, is noticed. It bounds a live worker too:
+sdk-core sends a call's heartbeats at most every 80% of it, so a stall of the worker's
+process (a long garbage collection, a busy machine) past the other 20% times a live call
+out. At 2 s that was 0.4 s; at 5 s it is 1 s, and it scales with every other deadline. A
+test that waits for it to fire bounds the wait with it plus a deadline of its own."""

@@ -42,7 +42,7 @@ from tarry.contracts import (
 )
 from tarry.identities import local_user
 from tarry.settings import DEFAULT_STICKY_TIMEOUT, DEFAULT_WORKFLOW_CACHE
-from tests.deadline import TIMEOUT, deadline
+from tests.deadline import HEARTBEAT, TIMEOUT, deadline
 from workflows.agent_run import AgentRunWorkflow
 
 T = TypeVar("T")
@@ -54,8 +54,8 @@ FAULTS_WORKER = "tests.faults_worker"
 API_KEY = "sk-tarry-faults-3b1e"
 """The key fault-test workers send; the test models accept any key."""
 
-CRASH_TIMEOUTS = Timeouts(llm_heartbeat=2, llm_attempt=30, tool=3)
-"""A dead worker's model call is noticed within 2 s (heartbeat), its tool call within 3 s
+CRASH_TIMEOUTS = Timeouts(llm_heartbeat=HEARTBEAT, llm_attempt=30, tool=3)
+"""A dead worker's model call is noticed within `HEARTBEAT`, its tool call within 3 s
 (tools do not heartbeat: their attempt timeout is all there is)."""
 
 

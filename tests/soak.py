@@ -38,7 +38,7 @@ from tarry.cli.processes import DevServer, WorkerProcess
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import ChatMessage, ErrorCode, Phase, RunInput, RunState, Timeouts
 from tarry.entrypoint import run_main
-from tests.deadline import deadline
+from tests.deadline import HEARTBEAT, deadline
 from tests.faults import (
     FunctionModel,
     Reply,
@@ -62,7 +62,7 @@ from tests.faults import (
 )
 
 TASK_QUEUE = "soak"
-SOAK_TIMEOUTS = Timeouts(llm_heartbeat=2, llm_attempt=30, tool=5)
+SOAK_TIMEOUTS = Timeouts(llm_heartbeat=HEARTBEAT, llm_attempt=30, tool=5)
 """A dead worker's model call is retried within ~2 s, its tool call within ~5 s."""
 STEP_TIMEOUT = deadline(300)
 """Seconds one step of a run may take, faults included, before the run counts as stuck.

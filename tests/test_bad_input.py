@@ -12,7 +12,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from tarry.client import RunHandle, TarryError
+from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import MAX_INPUT_BYTES, ErrorCode, Phase, UserInput
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent, temporal_cli
@@ -31,6 +31,20 @@ async def waiting_run(agent: Agent, *answers: str) -> RunHandle:
 
 async def user_texts(run: RunHandle) -> list[str | None]:
     return [m.content for m in await run.transcript() if m.role == "user"]
+
+
+async def test_a_client_without_tarrys_data_converter_is_refused_with_what_to_do(
+    temporal: Client,
+) -> None:
+    # The session's server, through a client with the SDK's default converter, as a
+    # script that calls `Client.connect(address)` has.
+    plain = Client(temporal.service_client, namespace=temporal.namespace)
+
+    with pytest.raises(TypeError) as refused:
+        Tarry(plain)
+
+    assert "Tarry.connect()" in str(refused.value)
+    assert "data_converter=tarry.codec.data_converter(settings)" in str(refused.value)
 
 
 async def test_an_empty_reply_signal_changes_nothing_but_a_warning(agent: Agent) -> None:

@@ -14,6 +14,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 from temporalio.client import Client
+from temporalio.converter import DataConverter
 
 from tarry.api import ApiServer, create_app
 from tarry.api.errors import MAX_BODY_BYTES
@@ -683,8 +684,16 @@ async def test_the_openapi_document_states_what_the_server_checks(api: Api) -> N
     assert paths["/v1/runs/{run_id}/stop"]["post"]["requestBody"]["required"] is True
 
 
-async def test_a_route_is_503_temporal_unavailable_when_temporal_does_not_answer() -> None:
-    unreachable = Tarry(await Client.connect("127.0.0.1:1", lazy=True))
+async def unreachable_tarry(converter: DataConverter) -> Tarry:
+    """A client of a Temporal that never answers: nothing listens on port 1, and a lazy
+    client connects only when asked something."""
+    return Tarry(await Client.connect("127.0.0.1:1", lazy=True, data_converter=converter))
+
+
+async def test_a_route_is_503_temporal_unavailable_when_temporal_does_not_answer(
+    converter: DataConverter,
+) -> None:
+    unreachable = await unreachable_tarry(converter)
     app = create_app(unreachable, TarrySettings.model_construct())
     async with ApiServer(app, "127.0.0.1", 0) as server, httpx.AsyncClient() as http:
         listed = await http.get(f"{server.url}/v1/runs")
@@ -695,9 +704,8 @@ async def test_a_route_is_503_temporal_unavailable_when_temporal_does_not_answer
         assert response.headers["retry-after"] == "1"
 
 
-async def test_healthz_is_503_when_temporal_does_not_answer() -> None:
-    # Nothing listens on port 1; a lazy client connects only when asked something.
-    unreachable = Tarry(await Client.connect("127.0.0.1:1", lazy=True))
+async def test_healthz_is_503_when_temporal_does_not_answer(converter: DataConverter) -> None:
+    unreachable = await unreachable_tarry(converter)
     app = create_app(unreachable, TarrySettings.model_construct())
     async with ApiServer(app, "127.0.0.1", 0) as server, httpx.AsyncClient() as http:
         response = await http.get(f"{server.url}/healthz")
@@ -705,16 +713,24 @@ async def test_healthz_is_503_when_temporal_does_not_answer() -> None:
     assert (response.status_code, response.json()) == (503, {"temporal": "unreachable"})
 
 
-async def test_an_app_that_served_is_freed_once_dropped(temporal: Client) -> None:
-    # FastAPI keeps what it learnt of every endpoint function: one holding its app
-    # would keep the app, and a process making many apps would grow without end.
-    app = create_app(Tarry(temporal, "unused"), TarrySettings.model_construct())
+async def test_an_app_that_served_is_freed_once_dropped_with_what_it_was_made_of(
+    temporal: Client,
+) -> None:
+    # FastAPI keeps what it learnt of every endpoint and dependency function (4,096 of
+    # them): one closing over its app, or over what the app was made of, would keep it
+    # after the app is dropped, and a process making many apps would grow without end.
+    tarry = Tarry(temporal, "unused")
+    app = create_app(tarry, TarrySettings.model_construct())
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
-        assert (await http.get("/openapi.json")).status_code == 200
-    dropped = weakref.ref(app)
+        for path in ("/openapi.json", "/healthz", "/v1/runs", "/v1/schedules"):
+            assert (await http.get(path)).status_code == 200, path
+    dropped: dict[str, weakref.ref[Any]] = {
+        "app": weakref.ref(app),
+        "its Tarry": weakref.ref(tarry),
+    }
 
-    del app, transport, http  # the client holds its transport, which holds the app
+    del app, tarry, transport, http  # the client holds its transport, which holds the app
     gc.collect()
 
-    assert dropped() is None
+    assert [name for name, ref in dropped.items() if ref() is not None] == []

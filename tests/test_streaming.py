@@ -20,7 +20,7 @@ from tarry.contracts import INTERRUPTED_NOTE, LLM_ACTIVITY, ErrorCode, Phase, Ti
 from tarry.events import EventKind, RunEvent
 from tarry.testing.scripted_model import ScriptedToolCall, ScriptStep, call, calls, say
 from tests.conftest import PROVIDERS, Agent, tool_result
-from tests.deadline import TIMEOUT, deadline
+from tests.deadline import HEARTBEAT, TIMEOUT, deadline
 from tests.faults import activity_attempts
 from tests.test_cli import TARRY, agent_env
 
@@ -137,11 +137,11 @@ async def test_malformed_events_fail_the_run_with_a_bad_response(agent: Agent) -
 
 
 async def test_a_stream_stuck_mid_answer_is_caught_by_the_heartbeat_timeout(agent: Agent) -> None:
-    # The whole call may take 30 s (FAST_TIMEOUTS); the heartbeat timeout is 2 s.
+    # The whole call may take 30 s (FAST_TIMEOUTS); the heartbeat timeout is `HEARTBEAT`.
     agent.model.add(say(TEXT, stream_fault="stall", fault_after=5), say(TEXT))
     run = await agent.start("hello")
 
-    state = await run.wait_for(WAITING, timeout=deadline(20))
+    state = await run.wait_for(WAITING, timeout=HEARTBEAT.total_seconds() + deadline(20))
 
     assert state.last_assistant_text == TEXT
     [llm] = [
@@ -300,8 +300,8 @@ async def test_an_answer_of_150000_deltas_and_a_3_mb_tool_argument_arrive_whole(
     text, content, answer = a_long_answer()
     agent.model.add(answer, say("Wrote it."))
     # Some 750,000 events take minutes on a small, busy machine: a long attempt timeout,
-    # and the short heartbeat timeout, which a worker whose loop froze would miss.
-    timeouts = Timeouts(llm_heartbeat=2, llm_attempt=900)
+    # and the suite's heartbeat timeout, which a worker whose loop froze would miss.
+    timeouts = Timeouts(llm_heartbeat=HEARTBEAT, llm_attempt=900)
     run = await agent.start("write it all down", timeouts=timeouts)
 
     await run.wait_for(WAITING, timeout=deadline(600))

@@ -10,7 +10,7 @@ from activities.tools import tool
 from tarry.contracts import ErrorCode, Phase, Timeouts
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent, tool_result
-from tests.deadline import TIMEOUT, deadline
+from tests.deadline import HEARTBEAT, TIMEOUT, deadline
 
 
 async def tool_error_of(agent: Agent, *script_call: Any, run_id: str | None = None) -> Any:
@@ -112,7 +112,7 @@ async def fetch_quote(symbol: str) -> str:
     return await _hang("fetch_quote")
 
 
-ONE_SECOND_TOOLS = Timeouts(llm_heartbeat=2, tool=1)
+ONE_SECOND_TOOLS = Timeouts(llm_heartbeat=HEARTBEAT, tool=1)
 
 
 async def test_a_non_idempotent_tool_cut_short_runs_once_and_its_outcome_is_unknown(

@@ -24,6 +24,7 @@ from fastapi.responses import HTMLResponse
 
 from tarry.actions import Action, verify
 from tarry.api.errors import status_of
+from tarry.api.parts import SettingsOf, TarryOf
 from tarry.client import Tarry, TarryError
 from tarry.contracts import ErrorCode, RunState
 from tarry.settings import TarrySettings
@@ -54,18 +55,17 @@ _REFUSED: dict[int | str, dict[str, Any]] = {
 }
 
 
-def actions_router(tarry: Tarry, settings: TarrySettings) -> APIRouter:
+def actions_router() -> APIRouter:
     router = APIRouter(prefix="/v1/actions", tags=["actions"])
-    key = settings.action_key()
 
     @router.get("/{token}", response_class=HTMLResponse, responses=_REFUSED)
-    async def confirm(token: Token) -> HTMLResponse:
+    async def confirm(token: Token, tarry: TarryOf, settings: SettingsOf) -> HTMLResponse:
         """A page showing the call and asking to confirm the link's decision; it decides
         nothing (a chat app's preview fetches the link too). 403 `ACTION_LINK_INVALID`,
         410 `ACTION_LINK_EXPIRED`, 409 `APPROVAL_ALREADY_DECIDED` for a call that waits
         for no decision."""
         try:
-            action = verify(token, key, time.time())
+            action = verify(token, settings.action_key(), time.time())
             state = await tarry.get(action.run_id).state()
         except TarryError as e:
             return _refusal(e)
@@ -87,13 +87,13 @@ def actions_router(tarry: Tarry, settings: TarrySettings) -> APIRouter:
         return _page(f"{verb} a tool call", body)
 
     @router.post("/{token}", response_class=HTMLResponse, responses=_REFUSED)
-    async def act(token: Token) -> HTMLResponse:
+    async def act(token: Token, tarry: TarryOf, settings: SettingsOf) -> HTMLResponse:
         """Decides the link's call as its user, once: the run's state at its next stop
         point, in a page. 409 `APPROVAL_ALREADY_DECIDED` for a call decided already (by
         this link or any other way), 403 `ACTION_LINK_INVALID` or `APPROVAL_NOT_ALLOWED`,
         410 `ACTION_LINK_EXPIRED`: nothing is decided."""
         try:
-            action = verify(token, key, time.time())
+            action = verify(token, settings.action_key(), time.time())
             state = await _decide(tarry, settings, action)
         except TarryError as e:
             return _refusal(e)

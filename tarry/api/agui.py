@@ -47,6 +47,7 @@ from fastapi.responses import StreamingResponse
 from tarry.api.errors import ErrorBody
 from tarry.api.feeds import Feeds
 from tarry.api.models import RunId
+from tarry.api.parts import FeedsOf, TarryOf
 from tarry.api.routes import INTERNAL, INTERNAL_MESSAGE, JSON_ONLY, CallerOf, existing
 from tarry.client import Tarry, TarryError
 from tarry.contracts import ChatMessage, ErrorCode, Phase, RunInput, RunState, WaitingFor
@@ -234,7 +235,7 @@ async def agent_step(tarry: Tarry, child: str) -> list[BaseEvent]:
     return [*step, StepFinishedEvent(step_name=child)]
 
 
-def agui_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
+def agui_router() -> APIRouter:
     router = APIRouter(tags=["ag-ui"])
 
     @router.post(
@@ -246,7 +247,9 @@ def agui_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
             **{status: {"model": ErrorBody} for status in (401, 413, 415, 422, 503)},
         },
     )
-    async def agui(body: AguiInput, caller: CallerOf) -> StreamingResponse:
+    async def agui(
+        body: AguiInput, caller: CallerOf, tarry: TarryOf, feeds: FeedsOf
+    ) -> StreamingResponse:
         """Run one AG-UI exchange: `threadId` is the run id. A new thread starts a run
         with the last user message as its prompt; a known one gets that message as a
         reply (its id is the reply's id, so a retried request enters it once). Answers

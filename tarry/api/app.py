@@ -30,8 +30,8 @@ from tarry.api.actions import actions_router
 from tarry.api.agui import agui_router
 from tarry.api.auth import bearer_guard
 from tarry.api.errors import BodyLimit, install_error_handlers
-from tarry.api.feeds import Feeds
 from tarry.api.models import Health
+from tarry.api.parts import AppParts, TarryOf
 from tarry.api.routes import runs_router
 from tarry.api.schedules import schedules_router
 from tarry.client import Tarry
@@ -47,47 +47,43 @@ HEALTH_TIMEOUT = timedelta(seconds=2)
 """How long `/healthz` waits for Temporal before it says it cannot reach it."""
 
 
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    yield
+    await app.state.parts.feeds.aclose()
+
+
 def create_app(
     tarry: Tarry, settings: TarrySettings, inbox_dir: Path | None = INBOX_DIR
 ) -> FastAPI:
     """The API over `tarry`'s client, guarded by `settings`' tokens and CORS origins;
-    `inbox_dir`, a directory of static files (the web inbox; None: none), is served at `/`."""
-    feeds = Feeds(tarry)
-
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
-        await feeds.aclose()
-
+    `inbox_dir`, a directory of static files (the web inbox; None: none), is served at `/`.
+    What the routes work with is on `app.state` (`tarry.api.parts`), never in a closure."""
     app = FastAPI(
         title="Tarry",
         summary="Durable, human-in-the-loop LLM agent runs on Temporal.",
-        lifespan=lifespan,
+        lifespan=_lifespan,
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
     )
-    install_error_handlers(app)
     anonymous = settings.caller(API_USER)
-    guarded = [Depends(bearer_guard(settings.api_users(), anonymous))]
-    app.include_router(runs_router(tarry, feeds), dependencies=guarded)
-    app.include_router(schedules_router(tarry), dependencies=guarded)
-    app.include_router(agui_router(tarry, feeds), dependencies=guarded)
+    AppParts.of(tarry, settings, settings.api_users(), anonymous).install(app)
+    install_error_handlers(app)
+    guarded = [Depends(bearer_guard)]
+    app.include_router(runs_router(), dependencies=guarded)
+    app.include_router(schedules_router(), dependencies=guarded)
+    app.include_router(agui_router(), dependencies=guarded)
     app.include_router(_docs_router(), dependencies=guarded)
-    app.include_router(actions_router(tarry, settings))  # the link's token is its own guard
-
-    @app.get(
-        "/healthz", tags=["health"], responses={HTTPStatus.SERVICE_UNAVAILABLE: {"model": Health}}
+    app.include_router(actions_router())  # the link's token is its own guard
+    app.add_api_route(
+        "/healthz",
+        _healthz,
+        name="healthz",
+        methods=["GET"],
+        tags=["health"],
+        responses={HTTPStatus.SERVICE_UNAVAILABLE: {"model": Health}},
     )
-    async def healthz(response: Response) -> Health:
-        """200 when Temporal answers, 503 when it does not. Needs no token."""
-        try:
-            reachable = await tarry.client.service_client.check_health(timeout=HEALTH_TIMEOUT)
-        except (RPCError, RuntimeError):  # the SDK's failed (re)connect is a RuntimeError
-            reachable = False
-        if not reachable:
-            response.status_code = HTTPStatus.SERVICE_UNAVAILABLE
-        return Health(temporal="reachable" if reachable else "unreachable")
 
     if inbox_dir is not None:
         # What no route takes, so that every route wins over a file of the same path and
@@ -110,14 +106,21 @@ def create_app(
     return app
 
 
+async def _healthz(response: Response, tarry: TarryOf) -> Health:
+    """200 when Temporal answers, 503 when it does not. Needs no token."""
+    try:
+        reachable = await tarry.client.service_client.check_health(timeout=HEALTH_TIMEOUT)
+    except (RPCError, RuntimeError):  # the SDK's failed (re)connect is a RuntimeError
+        reachable = False
+    if not reachable:
+        response.status_code = HTTPStatus.SERVICE_UNAVAILABLE
+    return Health(temporal="reachable" if reachable else "unreachable")
+
+
 def _docs_router() -> APIRouter:
     """`/openapi.json` and `/docs`, as FastAPI serves them, behind the same guard."""
     router = APIRouter(include_in_schema=False)
 
-    # The app comes with the request, not from a closure: FastAPI caches what it learns
-    # of every endpoint function (4,096 of them), so an endpoint closing over its app
-    # would keep a dropped app whole in memory, and a process making many apps (the test
-    # suite) would grow until its garbage collections stall it for seconds.
     @router.get("/openapi.json")
     async def openapi(request: Request) -> dict[str, Any]:
         document: dict[str, Any] = request.app.openapi()

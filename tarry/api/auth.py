@@ -8,49 +8,43 @@ answers only this machine's names, never another site's page (`tarry.api.access`
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import SecretStr
 
+from tarry.api.parts import parts_of
 from tarry.client import TarryError
 from tarry.contracts import ErrorCode
 from tarry.identities import Caller
 
 __all__ = ["bearer_guard", "caller_of"]
 
-Guard = Callable[[Request, HTTPAuthorizationCredentials | None], Awaitable[None]]
-
 _bearer = HTTPBearer(auto_error=False, description="A token of TARRY_API_TOKENS.")
 
 
-def bearer_guard(users: Sequence[tuple[Caller, SecretStr]], anonymous: Caller) -> Guard:
-    """A dependency that lets a request through when it carries one of the `users`'
-    tokens, as that user (every request, as `anonymous`, when there are none), and
-    refuses it with 401 `UNAUTHORIZED` otherwise. The caller is `caller_of(request)`."""
-    accepted = [(caller, token.get_secret_value().encode()) for caller, token in users]
-
-    async def guard(
-        request: Request,
-        credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
-    ) -> None:
-        if not accepted:
-            request.state.caller = anonymous
-            return
-        if credentials is None:
-            raise TarryError(
-                ErrorCode.UNAUTHORIZED, "this API needs a token: Authorization: Bearer TOKEN"
-            )
-        given = credentials.credentials.encode()
-        # Every token is compared, each in constant time, so the answer's timing tells
-        # nothing about how much of a guess was right, nor which token it was near.
-        matches = [secrets.compare_digest(given, token) for _, token in accepted]
-        if not any(matches):
-            raise TarryError(ErrorCode.UNAUTHORIZED, "the token is not one of TARRY_API_TOKENS")
-        request.state.caller = accepted[matches.index(True)][0]
-
-    return guard
+async def bearer_guard(
+    request: Request,
+    credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
+) -> None:
+    """A dependency that lets a request through when it carries one of the app's users'
+    tokens (`AppParts.tokens`), as that user (every request, as `AppParts.anonymous`,
+    when there are none), and refuses it with 401 `UNAUTHORIZED` otherwise. The caller
+    is `caller_of(request)`."""
+    parts = parts_of(request)
+    if not parts.tokens:
+        request.state.caller = parts.anonymous
+        return
+    if credentials is None:
+        raise TarryError(
+            ErrorCode.UNAUTHORIZED, "this API needs a token: Authorization: Bearer TOKEN"
+        )
+    given = credentials.credentials.encode()
+    # Every token is compared, each in constant time, so the answer's timing tells
+    # nothing about how much of a guess was right, nor which token it was near.
+    matches = [secrets.compare_digest(given, token) for _, token in parts.tokens]
+    if not any(matches):
+        raise TarryError(ErrorCode.UNAUTHORIZED, "the token is not one of TARRY_API_TOKENS")
+    request.state.caller = parts.tokens[matches.index(True)][0]
 
 
 def caller_of(request: Request) -> Caller:

@@ -38,6 +38,7 @@ from tarry.api.models import (
     StateView,
     StopBody,
 )
+from tarry.api.parts import FeedsOf, TarryOf
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import (
     ErrorCode,
@@ -189,7 +190,7 @@ def resume_offset(after: int | None, last_event_id: str | None) -> int:
     return 0 if after is None else after + 1
 
 
-def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
+def runs_router() -> APIRouter:
     router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
     @router.post(
@@ -199,7 +200,10 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         responses=_errors(*_WRITE),
     )
     async def start_run(
-        body: StartRequest, caller: CallerOf, idempotency_key: IdempotencyKey = None
+        body: StartRequest,
+        caller: CallerOf,
+        tarry: TarryOf,
+        idempotency_key: IdempotencyKey = None,
     ) -> Started:
         """Start a run; 409 `RUN_EXISTS` for the id of any run there is, open or ended
         (`POST /v1/runs/{id}/resume` goes on with an ended one). With an Idempotency-Key,
@@ -231,6 +235,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         decidable: bool = False,
         *,
         caller: CallerOf,
+        tarry: TarryOf,
     ) -> RunList:
         """Runs as Temporal's visibility records them (no worker needed), open runs
         first, newest first, a page of `limit` at a time; `schedule`: only the runs
@@ -264,7 +269,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         )
 
     @router.get("/{run_id}", responses=_errors(*_READ))
-    async def get_run(run_id: RunId, caller: CallerOf) -> RunView:
+    async def get_run(run_id: RunId, caller: CallerOf, tarry: TarryOf) -> RunView:
         """The run's state (its `state` query), with the calls the caller may decide."""
         state = await tarry.get(run_id).state()
         return RunView.of_run(run_id, state, caller)
@@ -272,6 +277,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
     @router.get("/{run_id}/transcript", responses=_errors(*_READ))
     async def get_transcript(
         run_id: RunId,
+        tarry: TarryOf,
         start: Annotated[int, Query(ge=0)] = 0,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> TranscriptPage:
@@ -293,6 +299,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         body: MessageRequest,
         response: Response,
         caller: CallerOf,
+        tarry: TarryOf,
         wait: bool = False,
         start: bool = False,
         idempotency_key: IdempotencyKey = None,
@@ -323,7 +330,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         responses=_errors(*_WRITE),
     )
     async def set_reply_policy(
-        run_id: RunId, body: ReplyPolicyRequest, caller: CallerOf
+        run_id: RunId, body: ReplyPolicyRequest, caller: CallerOf, tarry: TarryOf
     ) -> RunView:
         """Change what a reply does that arrives while the agent works (`queue`,
         `interrupt`, `reject`): the state at once."""
@@ -335,7 +342,9 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         dependencies=JSON_ONLY,
         responses=_errors(*_WRITE),
     )
-    async def decide(run_id: RunId, body: DecisionRequest, caller: CallerOf) -> RunView:
+    async def decide(
+        run_id: RunId, body: DecisionRequest, caller: CallerOf, tarry: TarryOf
+    ) -> RunView:
         """Decide on a gated tool call (every pending one when `call_id` is null):
         the state at the run's next stop point, or 409 with an `APPROVAL_*` code when
         the decision cannot apply (nothing pending, an unknown or decided call), 403
@@ -355,7 +364,9 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         dependencies=JSON_ONLY,
         responses=_errors(*_WRITE),
     )
-    async def raise_budget(run_id: RunId, body: BudgetRequest, caller: CallerOf) -> RunView:
+    async def raise_budget(
+        run_id: RunId, body: BudgetRequest, caller: CallerOf, tarry: TarryOf
+    ) -> RunView:
         """Raise the run's budget (the limits given replace its own): a run waiting for
         it goes on and the answer is the state at its next stop point, else the state
         at once; 422 `BUDGET_INVALID` for a limit not above what the run has spent."""
@@ -370,7 +381,9 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         openapi_extra=_BODY_REQUIRED,
         responses=_errors(*_WRITE),
     )
-    async def retry(run_id: RunId, caller: CallerOf, _: EmptyRequest | None = None) -> RunView:
+    async def retry(
+        run_id: RunId, caller: CallerOf, tarry: TarryOf, _: EmptyRequest | None = None
+    ) -> RunView:
         """Ask the model again, for a run waiting because its model kept failing
         (`waiting_for: "model"`): the state at the run's next stop point. 409
         `RETRY_NOT_WAITING` for a run that waits for something else."""
@@ -382,7 +395,9 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         dependencies=JSON_ONLY,
         responses=_errors(*_WRITE),
     )
-    async def set_model(run_id: RunId, body: ModelRequest, caller: CallerOf) -> RunView:
+    async def set_model(
+        run_id: RunId, body: ModelRequest, caller: CallerOf, tarry: TarryOf
+    ) -> RunView:
         """Switch the run's next model calls to the worker's profile `profile`: the
         state at once. A run waiting for its model goes on with a retry or a reply."""
         state = await tarry.get(run_id, caller).set_model(body.profile)
@@ -395,7 +410,9 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         openapi_extra=_BODY_REQUIRED,
         responses=_errors(*_WRITE),
     )
-    async def pause(run_id: RunId, caller: CallerOf, _: EmptyRequest | None = None) -> Accepted:
+    async def pause(
+        run_id: RunId, caller: CallerOf, tarry: TarryOf, _: EmptyRequest | None = None
+    ) -> Accepted:
         """Ask the run to wait for a person at its next turn boundary."""
         await tarry.get(run_id, caller).pause()
         return Accepted()
@@ -407,7 +424,9 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         openapi_extra=_BODY_REQUIRED,
         responses=_errors(*_WRITE),
     )
-    async def stop(run_id: RunId, caller: CallerOf, body: StopBody | None = None) -> Accepted:
+    async def stop(
+        run_id: RunId, caller: CallerOf, tarry: TarryOf, body: StopBody | None = None
+    ) -> Accepted:
         """End the run: a waiting run completes, a working one is aborted."""
         await tarry.get(run_id, caller).stop(body.reason if body else None)
         return Accepted()
@@ -418,7 +437,9 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         openapi_extra=_BODY_REQUIRED,
         responses=_errors(*_WRITE),
     )
-    async def resume(run_id: RunId, caller: CallerOf, _: EmptyRequest | None = None) -> RunView:
+    async def resume(
+        run_id: RunId, caller: CallerOf, tarry: TarryOf, _: EmptyRequest | None = None
+    ) -> RunView:
         """Go on with an ended run (failed, or stopped) under its id, with its whole
         memory: it waits for a reply. 409 `RUN_NOT_ENDED` for a run still going."""
         run = await tarry.get(run_id, caller).resume()
@@ -431,7 +452,7 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
         dependencies=JSON_ONLY,
         responses=_errors(*_WRITE),
     )
-    async def fork(run_id: RunId, body: ForkRequest, caller: CallerOf) -> Started:
+    async def fork(run_id: RunId, body: ForkRequest, caller: CallerOf, tarry: TarryOf) -> Started:
         """Start a new run that branches off this one at user message `at`, with `text`
         in its place: this run's input and its conversation before that message, started
         by the caller. This run is untouched; open and ended runs both fork."""
@@ -449,6 +470,8 @@ def runs_router(tarry: Tarry, feeds: Feeds) -> APIRouter:
     )
     async def events(
         run_id: RunId,
+        tarry: TarryOf,
+        feeds: FeedsOf,
         after: Annotated[int | None, Query(ge=-1, le=MAX_OFFSET)] = None,
         last_event_id: LastEventId = None,
     ) -> EventSourceResponse:

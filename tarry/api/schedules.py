@@ -15,6 +15,7 @@ from tarry.api.models import (
     ScheduleNote,
     ScheduleRequest,
 )
+from tarry.api.parts import TarryOf
 from tarry.api.routes import (
     _AUTH,
     _BODY_REQUIRED,
@@ -24,17 +25,16 @@ from tarry.api.routes import (
     CallerOf,
     _errors,
 )
-from tarry.client import Tarry
 from tarry.schedules import ScheduleView
 
 __all__ = ["schedules_router"]
 
 
-def schedules_router(tarry: Tarry) -> APIRouter:
+def schedules_router() -> APIRouter:
     router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
 
     @router.get("", responses=_errors(*_AUTH))
-    async def list_schedules() -> ScheduleList:
+    async def list_schedules(tarry: TarryOf) -> ScheduleList:
         """The schedules of Tarry's runs, as Temporal's visibility records them: one just
         created or deleted may take a moment to show."""
         return ScheduleList(schedules=await tarry.list_schedules())
@@ -45,7 +45,9 @@ def schedules_router(tarry: Tarry) -> APIRouter:
         dependencies=JSON_ONLY,
         responses=_errors(*_WRITE),
     )
-    async def create_schedule(body: ScheduleRequest, caller: CallerOf) -> ScheduleView:
+    async def create_schedule(
+        body: ScheduleRequest, caller: CallerOf, tarry: TarryOf
+    ) -> ScheduleView:
         """Create a schedule that starts `input` as run `NAME-<time>` at the times of
         `cron` or `every`; while its last run is open (waiting for a person, say), it
         starts none unless `overlap` says otherwise. 409 `SCHEDULE_EXISTS` for a name
@@ -63,7 +65,7 @@ def schedules_router(tarry: Tarry) -> APIRouter:
         return await schedule.describe()
 
     @router.get("/{name}", responses=_errors(*_READ))
-    async def get_schedule(name: ScheduleName) -> ScheduleView:
+    async def get_schedule(name: ScheduleName, tarry: TarryOf) -> ScheduleView:
         """The schedule: when it starts runs, what with, whether it is paused and why,
         its next times and its runs (the recent ones, and those still open)."""
         return await tarry.schedule(name).describe()
@@ -74,7 +76,9 @@ def schedules_router(tarry: Tarry) -> APIRouter:
         openapi_extra=_BODY_REQUIRED,
         responses=_errors(*_WRITE),
     )
-    async def pause(name: ScheduleName, body: ScheduleNote | None = None) -> ScheduleView:
+    async def pause(
+        name: ScheduleName, tarry: TarryOf, body: ScheduleNote | None = None
+    ) -> ScheduleView:
         """Stop it starting runs until it is unpaused; `note` says why. Its runs go on."""
         schedule = tarry.schedule(name)
         await schedule.pause(body.note if body else None)
@@ -86,7 +90,9 @@ def schedules_router(tarry: Tarry) -> APIRouter:
         openapi_extra=_BODY_REQUIRED,
         responses=_errors(*_WRITE),
     )
-    async def unpause(name: ScheduleName, body: ScheduleNote | None = None) -> ScheduleView:
+    async def unpause(
+        name: ScheduleName, tarry: TarryOf, body: ScheduleNote | None = None
+    ) -> ScheduleView:
         """Let it start runs again, from its next time on."""
         schedule = tarry.schedule(name)
         await schedule.unpause(body.note if body else None)
@@ -99,14 +105,16 @@ def schedules_router(tarry: Tarry) -> APIRouter:
         openapi_extra=_BODY_REQUIRED,
         responses=_errors(*_WRITE),
     )
-    async def trigger(name: ScheduleName, _: EmptyRequest | None = None) -> Accepted:
+    async def trigger(
+        name: ScheduleName, tarry: TarryOf, _: EmptyRequest | None = None
+    ) -> Accepted:
         """Start a run now, as if its time had come, by its overlap policy (with `skip`,
         none while its last run is open). The run shows in its `running` once started."""
         await tarry.schedule(name).trigger()
         return Accepted()
 
     @router.delete("/{name}", status_code=HTTPStatus.NO_CONTENT, responses=_errors(*_READ))
-    async def delete(name: ScheduleName) -> Response:
+    async def delete(name: ScheduleName, tarry: TarryOf) -> Response:
         """Delete it: it starts no more runs; the runs it started go on."""
         await tarry.schedule(name).delete()
         return Response(status_code=HTTPStatus.NO_CONTENT)

@@ -1,0 +1,79 @@
+"""What the endpoints take from their app: the client, the event feeds, the settings and
+the accepted tokens that `create_app` puts on `app.state`, as FastAPI dependencies.
+
+Endpoints and guards take them from the request, never from a closure: FastAPI caches
+what it learns of every endpoint and dependency function (4,096 of them), so a function
+closing over what its app was made of would keep that (the client, the feeds and the
+events they hold) after the app is dropped, and a process making many apps (the test
+suite) would grow until its garbage collections stall it for seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Request
+from pydantic import SecretStr
+
+from tarry.api.feeds import Feeds
+from tarry.client import Tarry
+from tarry.identities import Caller
+from tarry.settings import TarrySettings
+
+__all__ = ["AppParts", "FeedsOf", "SettingsOf", "TarryOf", "parts_of"]
+
+
+@dataclass(frozen=True)
+class AppParts:
+    """What one app's endpoints work with."""
+
+    tarry: Tarry
+    feeds: Feeds
+    settings: TarrySettings
+    tokens: Sequence[tuple[Caller, bytes]]
+    """The users' tokens the guard accepts, as bytes for `secrets.compare_digest`; none:
+    every request is `anonymous`."""
+    anonymous: Caller
+
+    @classmethod
+    def of(
+        cls,
+        tarry: Tarry,
+        settings: TarrySettings,
+        users: Sequence[tuple[Caller, SecretStr]],
+        anonymous: Caller,
+    ) -> AppParts:
+        tokens = [(caller, token.get_secret_value().encode()) for caller, token in users]
+        return cls(tarry, Feeds(tarry), settings, tokens, anonymous)
+
+    def install(self, app: FastAPI) -> None:
+        """Puts these parts where `parts_of` finds them for `app`'s requests."""
+        app.state.parts = self
+
+
+def parts_of(request: Request) -> AppParts:
+    """The parts of the app that serves `request`."""
+    parts: AppParts = request.app.state.parts
+    return parts
+
+
+def _tarry_of(request: Request) -> Tarry:
+    return parts_of(request).tarry
+
+
+def _feeds_of(request: Request) -> Feeds:
+    return parts_of(request).feeds
+
+
+def _settings_of(request: Request) -> TarrySettings:
+    return parts_of(request).settings
+
+
+TarryOf = Annotated[Tarry, Depends(_tarry_of)]
+"""The client the app was made with."""
+FeedsOf = Annotated[Feeds, Depends(_feeds_of)]
+"""The app's one reader of each run's events."""
+SettingsOf = Annotated[TarrySettings, Depends(_settings_of)]
+"""The settings the app was made with."""
