@@ -19,7 +19,7 @@ from datetime import timedelta
 from temporalio.worker import Worker
 
 from bench.floor import FloorChatWorkflow, ParkedWorkflow
-from tarry.client import connect_temporal
+from tarry.connection import connect_temporal
 from tarry.entrypoint import run_main
 from tarry.settings import TarrySettings
 from workers.plugin import TarryPlugin

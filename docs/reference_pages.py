@@ -102,7 +102,7 @@ def errors_page() -> str:
         "| code | HTTP | what it means |",
         "|---|---|---|",
     ]
-    docs = _attribute_docstrings("tarry.contracts", "ErrorCode")
+    docs = _attribute_docstrings("tarry.contracts.names", "ErrorCode")
     for code in ErrorCode:
         status = status_of(code)
         http = "" if status == HTTPStatus.INTERNAL_SERVER_ERROR else str(int(status))

@@ -2,8 +2,8 @@
 
 The ground floor: what a library user imports to start and talk to runs (`Tarry`,
 `RunHandle`) and to schedule them (`ScheduleHandle`, `Overlap`), what runs take and give
-(`RunInput`, `Phase`, `RunState`, ...), what `RunHandle.events` yields (`RunEvent`), the
-errors a caller can meet (`TarryError` with its `ErrorCode`, `EncryptionKeyError` from
+(`RunInput`, `Phase`, `RunState`, `ReplyPolicy`, ...), who acts on them (`Caller`), what
+`RunHandle.events` yields (`RunEvent`), the errors a caller can meet (`TarryError` with its `ErrorCode`, `EncryptionKeyError` from
 `Tarry.connect`) and how a tool is declared (`tool`, `ToolContext`, `ToolError`). The
 package is typed (`py.typed`): `mypy --strict` checks a user's script against it. Workers
 live in `workers/` (`workers.plugin.TarryPlugin`); the command line in `tarry.cli`.
@@ -16,6 +16,7 @@ from tarry.contracts import (
     ForkOrigin,
     Mode,
     Phase,
+    ReplyPolicy,
     RunInput,
     RunResult,
     RunState,
@@ -23,6 +24,7 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.events import EventKind, RunEvent
+from tarry.identities import Caller
 from tarry.rules import ApprovalRule
 from tarry.schedules import Overlap, ScheduleSummary, ScheduleView
 from tarry.settings import ModelProfile, TarrySettings
@@ -30,6 +32,7 @@ from tarry.tools import Tool, ToolContext, ToolError, tool
 
 __all__ = [
     "ApprovalRule",
+    "Caller",
     "EncryptionKeyError",
     "ErrorCode",
     "EventKind",
@@ -38,6 +41,7 @@ __all__ = [
     "ModelProfile",
     "Overlap",
     "Phase",
+    "ReplyPolicy",
     "RunEvent",
     "RunHandle",
     "RunInput",

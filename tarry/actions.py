@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass
 
 from pydantic import SecretStr
 
-from tarry.client import TarryError
 from tarry.contracts import ErrorCode
+from tarry.errors import TarryError
 
 __all__ = ["Action", "sign", "verify"]
 

@@ -29,7 +29,7 @@ from tarry.client import RunHandle, Tarry, connect_temporal
 from tarry.codec import EncryptionCodec, new_key
 from tarry.contracts import ChatMessage, Phase, RunInput, RunState, UserInput
 from tarry.identities import local_user
-from tarry.runs import find_runs
+from tarry.run_list import find_runs
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import CANARY_KEY, FAST_TIMEOUTS, temporal_cli, tool_result

@@ -17,7 +17,7 @@ from temporalio.client import Schedule, ScheduleActionStartWorkflow, ScheduleSpe
 
 from tarry.client import ScheduleHandle, Tarry, TarryError
 from tarry.contracts import ErrorCode, Mode, Phase, RunInput, run_id_problem
-from tarry.runs import RunRow, find_runs
+from tarry.run_list import RunRow, find_runs
 from tarry.schedules import (
     MAX_SCHEDULE_NAME_LENGTH,
     SCHEDULED_BY_ATTRIBUTE,

@@ -13,10 +13,10 @@ from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.tools import BUILTIN_TOOLS, Tool
-from tarry.client import connect_temporal
+from tarry.connection import connect_temporal
 from tarry.servers import missing_search_attributes, search_attribute_command
 from tarry.settings import TarrySettings
-from workers.memory import keep_memory_flat
+from workers.flat_memory import keep_memory_flat
 from workers.plugin import TarryPlugin
 from workers.telemetry import metrics_runtime, metrics_url
 

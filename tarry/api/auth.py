@@ -13,8 +13,8 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tarry.api.parts import parts_of
-from tarry.client import TarryError
 from tarry.contracts import ErrorCode
+from tarry.errors import TarryError
 from tarry.identities import Caller
 
 __all__ = ["bearer_guard", "caller_of"]

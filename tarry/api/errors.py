@@ -15,8 +15,8 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.service import RPCError
 
-from tarry.client import TarryError
 from tarry.contracts import MAX_INPUT_BYTES, ErrorCode
+from tarry.errors import TarryError
 
 __all__ = [
     "MAX_BODY_BYTES",

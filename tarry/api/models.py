@@ -30,7 +30,7 @@ from tarry.contracts import (
     run_id_problem,
 )
 from tarry.identities import Caller
-from tarry.runs import RunRow
+from tarry.run_list import RunRow
 from tarry.schedules import (
     MAX_SCHEDULE_NAME_LENGTH,
     Overlap,

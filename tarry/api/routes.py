@@ -49,7 +49,7 @@ from tarry.contracts import (
     may_decide,
 )
 from tarry.identities import Caller
-from tarry.runs import RunRow, find_runs
+from tarry.run_list import RunRow, find_runs
 
 __all__ = ["INTERNAL", "INTERNAL_MESSAGE", "runs_router"]
 

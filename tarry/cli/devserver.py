@@ -17,7 +17,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.cli.processes import HOST, DevServer, DevServerError
-from tarry.client import connect_temporal
+from tarry.connection import connect_temporal
 from tarry.servers import is_loopback, register_search_attributes
 from tarry.settings import TarrySettings
 

@@ -34,7 +34,7 @@ from tarry.contracts import (
     RunInput,
     WaitingFor,
 )
-from tarry.runs import find_runs
+from tarry.run_list import find_runs
 
 __all__ = ["build_server"]
 

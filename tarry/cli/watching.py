@@ -29,7 +29,7 @@ from tarry.cli.live import LiveView
 from tarry.cli.render import message_text, state_text, when
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import ChatMessage, ErrorCode, Phase, RunState, WaitingFor
-from tarry.runs import RunRow, find_runs
+from tarry.run_list import RunRow, find_runs
 
 commands = typer.Typer()
 

@@ -14,10 +14,10 @@ from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
 from temporalio.client import Client, WorkflowExecution
 from temporalio.service import RPCError, RPCStatusCode
 
-from tarry.client import SUMMARY_MEMO, TarryError
 from tarry.contracts import (
     MODEL_ATTRIBUTE,
     PHASE_ATTRIBUTE,
+    SUMMARY_MEMO,
     TURNS_ATTRIBUTE,
     WAITING_FOR_ATTRIBUTE,
     WORKFLOW_TYPE,
@@ -25,6 +25,7 @@ from tarry.contracts import (
     Phase,
     WaitingFor,
 )
+from tarry.errors import TarryError
 from tarry.schedules import SCHEDULED_BY_ATTRIBUTE, schedule_name_problem
 
 __all__ = ["RunPage", "RunRow", "find_runs", "runs_query"]

@@ -1,0 +1,206 @@
+"""The inputs and outputs of a run's activities: model calls, tool calls, the tool
+catalogue and notifications."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field, model_validator
+
+from tarry.contracts._omit import when_empty, when_none
+from tarry.contracts.messages import ChatMessage, PendingApproval, Usage
+from tarry.contracts.names import ErrorCode, ErrorInfo, NotifyEvent, Phase, WaitingFor
+from tarry.contracts.run import AgentSpec, Sampling
+
+
+class FinishArguments(BaseModel):
+    """Ends the run. Call it once the task is done."""
+
+    result: str = Field(description="The final result of the task, for the user.")
+
+
+class ToolDefinition(BaseModel):
+    """One tool of a run's catalogue: what the model reads of it and how the run treats
+    its calls. Provider-neutral: each model activity turns it into its provider's shape,
+    and tools from anywhere (the worker's `@tool` functions, MCP servers) become one."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = {}
+    """The JSON schema of the call's arguments."""
+    idempotent: bool = True
+    """False: a call runs at most once; cut short, its outcome is `TOOL_OUTCOME_UNKNOWN`."""
+    needs_approval: bool = False
+    """In this run, every call waits for a person's decision."""
+    server: str | None = Field(default=None, exclude_if=when_none)
+    """The MCP server (its name in the worker's config) whose tool this is; null: a
+    tool of the worker's own, run by the activity named after it."""
+    remote_name: str | None = Field(default=None, exclude_if=when_none)
+    """The tool's name on its MCP server; `name` is `SERVER__TOOL`, shortened."""
+    local: bool = Field(default=False, exclude_if=when_empty)
+    """Quick and read-only: a call that waits for no decision runs as a local activity,
+    inside the run's own workflow task, saving the server round trip of an activity task.
+    History records it as a marker with the call's summary."""
+
+
+class CatalogueRequest(BaseModel):
+    """The input of the `tool_catalogue` activity: which tools a run may use."""
+
+    tools: list[str] | None = None
+    """By name; null: every tool the worker registers."""
+    require_approval: list[str] = []
+    """Tools whose calls wait for a decision; `["*"]`: every tool but `finish`."""
+    profile: str | None = Field(default=None, exclude_if=when_none)
+    """The run's model profile, whose task queue the answer names; null (a workflow
+    from before `Catalogue`): the answer is the bare list of tools."""
+    agents: list[str] = Field(default=[], exclude_if=when_empty)
+    """The sub-agents the run may delegate to (`RunInput.agents`)."""
+
+
+class Catalogue(BaseModel):
+    """The `tool_catalogue` activity's answer: what a run resolves once, at its start,
+    from the worker's configuration, and keeps (the workflow cannot read config)."""
+
+    tools: list[ToolDefinition]
+    model_queue: str | None = None
+    """The task queue the run's model calls go to (`ModelProfile.task_queue`); null:
+    the run's own."""
+    notify_events: list[NotifyEvent] = Field(default=[], exclude_if=when_empty)
+    """The stop points some `[[notify]]` entry of the worker wants to hear of: the run
+    schedules a notification only for these, so a run with none adds nothing to history."""
+    profiles: dict[str, str | None] = {}
+    """Every model profile of the worker, with the task queue its calls go to, so
+    `set_model` can refuse a name no worker has and route the calls of the one it
+    switches to; empty in answers recorded before `set_model` checked names."""
+    agents: dict[str, AgentSpec] = Field(default={}, exclude_if=when_empty)
+    """The sub-agents of `CatalogueRequest.agents`, as the worker's config declares them:
+    the run keeps them, so a later change of the config never changes a recorded run."""
+    payload_limit: int | None = Field(default=None, exclude_if=when_none)
+    """The largest payload the worker's data converter can put in history
+    (`tarry.storage.payload_limit`): the run keeps what it hands on under it. Null in
+    answers recorded before it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_bare_list(cls, data: Any) -> Any:
+        """Answers recorded before `Catalogue` are the bare list of tools."""
+        return {"tools": data} if isinstance(data, list) else data
+
+
+class ContextRef(BaseModel):
+    """Names the transcript's first `count` messages, stored once outside history.
+
+    The LLM activity's input carries only the messages added since the last call plus
+    this reference, so each turn adds to history what is new in that turn, not the
+    whole conversation again (which would grow history with the square of its length)."""
+
+    claim: dict[str, str]
+    """The storage driver's claim on the newest stored node of the chain."""
+    count: int
+
+
+class LlmRequest(BaseModel):
+    profile: str
+    """The model profile name; the worker resolves it to a URL, a model and a key."""
+    system: str | None = None
+    context: ContextRef | None = None
+    """The transcript's stored prefix; null: `messages` is the whole conversation."""
+    messages: list[ChatMessage]
+    """The messages after `context`'s prefix."""
+    turn: int
+    tool_definitions: list[ToolDefinition] | None = Field(default=None, exclude_if=when_none)
+    """The tools to offer. Sent with a request that starts a stored conversation (no
+    `context`), which keeps them; null with a `context`: the ones stored with it."""
+    # Runs in flight from before the catalogue (see `LlmResponse.offered_tools`) name
+    # their tools instead; left empty, these two are not even serialised.
+    tools: list[str] | None = Field(default=None, exclude_if=when_none)
+    """Before the catalogue only: the tools to offer, by name; null offers every tool."""
+    require_approval: list[str] = Field(default=[], exclude_if=when_empty)
+    """Before the catalogue only: the run's gated tools."""
+    sampling: Sampling | None = Field(default=None, exclude_if=when_none)
+    """The run's overrides of the profile's sampling settings (`RunInput.sampling`)."""
+    output_schema: dict[str, Any] | None = Field(default=None, exclude_if=when_none)
+    """The JSON Schema the answer must fit (`RunInput.output_schema`), for the provider's
+    structured output."""
+
+
+class LlmResponse(BaseModel):
+    message: ChatMessage
+    usage: Usage = Usage()
+    finish_reason: str | None = None
+    model: str | None = None
+    """The model that answered, as the provider names it."""
+    context: ContextRef | None = None
+    """The stored transcript the answer was written to, for the next call to extend."""
+    sent_messages: int = 0
+    """How many transcript messages fit the profile's context budget and were sent."""
+    # The tool catalogue as the model activity used to resolve it and send it back with
+    # every answer. Only for runs in flight from before the workflow owned the catalogue
+    # (their recorded answers carry it, and they read it until their first live step on
+    # new code); answers to today's requests leave these empty and out of history.
+    offered_tools: list[str] = Field(default=[], exclude_if=when_empty)
+    """Before the catalogue only: the tools that were offered."""
+    gated_tools: dict[str, dict[str, Any]] = Field(default={}, exclude_if=when_empty)
+    """Before the catalogue only: the offered tools whose calls need a decision, with
+    their argument schemas."""
+    non_idempotent_tools: list[str] = Field(default=[], exclude_if=when_empty)
+    """Before the catalogue only: the offered tools that must not run twice."""
+
+
+class ToolInvocation(BaseModel):
+    run_id: str
+    """The workflow id, or a sub-agent's lead's: it names the run's workspace."""
+    call_id: str
+    arguments: str
+    """The model's raw argument text; the tool host parses and validates it."""
+
+
+class McpInvocation(ToolInvocation):
+    """The input of the `mcp_tool` activity: a call of `tool` on the worker's `server`."""
+
+    server: str
+    tool: str
+
+
+class ToolResult(BaseModel):
+    """What a tool call gives back; its JSON is the `content` of the tool message."""
+
+    ok: bool
+    data: Any = None
+    error: ErrorInfo | None = None
+    blocks: list[dict[str, Any]] | None = Field(default=None, exclude_if=when_none)
+    """An MCP result's content blocks as the server gave them, when any is not text:
+    kept on the tool message (`ChatMessage.blocks`), summarised in `data` for the model."""
+
+    @classmethod
+    def success(cls, data: Any) -> ToolResult:
+        return cls(ok=True, data=data)
+
+    @classmethod
+    def failure(
+        cls, code: ErrorCode, message: str, details: dict[str, Any] | None = None
+    ) -> ToolResult:
+        return cls(ok=False, error=ErrorInfo(code=code, message=message, details=details))
+
+    def to_content(self) -> str:
+        """Tool message content: `{"ok": true, "data": ...}` or `{"ok": false, "error": {...}}`."""
+        if self.ok:
+            return self.model_dump_json(include={"ok", "data"})
+        return self.model_dump_json(include={"ok", "error"}, exclude_none=True)
+
+
+class Notification(BaseModel):
+    """The `notify` activity's input: a stop point of a run, told to the receivers of the
+    worker's `[[notify]]` entries that want its `event`. What is secret (receivers' URLs
+    and secrets, the key that signs action links) stays in the worker's config."""
+
+    id: str
+    """The same on every retry (`Tarry-Event-Id`), so a receiver takes it once."""
+    event: NotifyEvent
+    run_id: str
+    phase: Phase
+    waiting_for: WaitingFor | None = None
+    pending_approvals: list[PendingApproval] = []
+    summary: str = ""
+    """One short paragraph for a person: what the run said last, what it wants to run,
+    how it ended."""

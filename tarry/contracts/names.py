@@ -1,0 +1,269 @@
+"""The names an agent run is known by in Temporal: its workflow and activity types, search
+attributes and memo, and the enumerations and error codes its contracts speak in."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio.common import SearchAttributeKey
+
+WORKFLOW_TYPE = "AgentRun"
+DEFAULT_TASK_QUEUE = "tarry"
+LLM_ACTIVITY = "call_llm"
+TOOL_CATALOGUE_ACTIVITY = "tool_catalogue"
+PAGE_ACTIVITY = "store_transcript_page"
+PAGE_INDEX_ACTIVITY = "store_transcript_page_index"
+"""The activity that moves a run's older messages into a page in the payload store."""
+MCP_TOOL_ACTIVITY = "mcp_tool"
+"""The activity that calls a tool of an MCP server; its summary names the server and tool."""
+NOTIFY_ACTIVITY = "notify"
+"""The activity that tells the receivers of the worker's `[[notify]]` entries of a run's
+stop point (`Notification`)."""
+FINISH_TOOL = "finish"
+AGENT_TOOL_PREFIX = "agent__"
+"""A run offers each agent of `RunInput.agents` as the tool `agent__NAME`."""
+INTERRUPTED_NOTE = "[interrupted by the user]"
+"""How the model reads an answer of its own that a `stop` cut short."""
+MAX_INPUT_BYTES = 4 * 1024 * 1024
+"""The largest reply, in UTF-8 bytes, that the client sends and `send` accepts. Replies
+over the storage threshold leave history for the payload store, so this bounds what one
+message adds to every model call, not to history."""
+
+SUMMARY_MEMO = "summary"
+"""The memo key of a run's summary, the first line of its prompt (or a sub-agent's task)."""
+
+# Search attributes, upserted on every phase change, so operators can list runs by phase.
+PHASE_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryPhase")
+TURNS_ATTRIBUTE = SearchAttributeKey.for_int("TarryTurns")
+MODEL_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryModel")
+WAITING_FOR_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryWaitingFor")
+COST_ATTRIBUTE = SearchAttributeKey.for_float("TarryCostUsd")
+"""The run's estimated cost so far, from its profiles' prices: `TarryCostUsd > 5`."""
+SEARCH_ATTRIBUTES = (
+    PHASE_ATTRIBUTE,
+    TURNS_ATTRIBUTE,
+    MODEL_ATTRIBUTE,
+    WAITING_FOR_ATTRIBUTE,
+    COST_ATTRIBUTE,
+)
+
+
+class Phase(StrEnum):
+    """Where a run stands: working, waiting for a person, or ended for good."""
+
+    RUNNING = "Running"
+    WAITING_USER = "WaitingUser"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+
+    @property
+    def ended(self) -> bool:
+        return self in (Phase.COMPLETED, Phase.FAILED)
+
+
+class WaitingFor(StrEnum):
+    """What a `WaitingUser` run waits for."""
+
+    INPUT = "input"
+    APPROVAL = "approval"
+    BUDGET = "budget"
+    """The run spent its budget: `raise_budget` lets it go on."""
+    MODEL = "model"
+    """The model kept failing past `Timeouts.llm_ask_after`: `retry`, a reply (retried
+    with it added) or `set_model` and `retry` let it go on; `error` says what failed."""
+    AGENT = "agent"
+    """A sub-agent this run delegated to waits for a person (`waiting_on` names it):
+    answering that run lets this one go on."""
+
+
+class NotifyEvent(StrEnum):
+    """A stop point a `[[notify]]` entry of the worker's config may be told of."""
+
+    WAITING_FOR_INPUT = "waiting_for_input"
+    WAITING_FOR_APPROVAL = "waiting_for_approval"
+    WAITING_FOR_BUDGET = "waiting_for_budget"
+    ENDED = "ended"
+    """Completed or failed."""
+
+
+class ApprovalDefault(StrEnum):
+    """What happens to a gated call nobody decided on before its deadline."""
+
+    REJECT = "reject"
+    APPROVE = "approve"
+
+
+class ReplyPolicy(StrEnum):
+    """What a reply does that arrives while the agent works (the run is `Running`); a
+    run that waits takes every reply at once, whatever its policy."""
+
+    QUEUE = "queue"
+    """It waits for the next turn boundary: the model or tool call in flight ends first."""
+    INTERRUPT = "interrupt"
+    """The model call in flight is cancelled, the words it had written are kept marked
+    `interrupted`, and the model is asked again at once with the reply. A running tool
+    call ends first: its effects may be half done otherwise."""
+    REJECT = "reject"
+    """It is refused with `RUN_BUSY` and enters nothing: send it again once the run waits."""
+
+
+class Mode(StrEnum):
+    """What an answer without tool calls means: wait for the user, or the task is done."""
+
+    CHAT = "chat"
+    """An answer without tool calls waits for the user."""
+    TASK = "task"
+    """An answer without tool calls completes the run."""
+
+
+class ErrorCode(StrEnum):
+    """Structured codes carried by errors, warnings and failed tool results."""
+
+    LLM_AUTH_FAILED = "LLM_AUTH_FAILED"
+    """The provider refused the key (401/403): not retried; the run fails naming the profile,
+    and `tarry resume` goes on once the key is fixed."""
+    LLM_RATE_LIMITED = "LLM_RATE_LIMITED"
+    """The provider said 429: retried, waiting `Retry-After` when it gives one."""
+    LLM_TIMEOUT = "LLM_TIMEOUT"
+    """A model call took longer than its profile's `request_timeout`: retried."""
+    LLM_HTTP_ERROR = "LLM_HTTP_ERROR"
+    """A connection error, 408, 409 or 5xx (retried for `timeouts.llm_retry_window`), or
+    another 4xx (not retried)."""
+    LLM_BAD_RESPONSE = "LLM_BAD_RESPONSE"
+    """A 2xx answer that is not JSON or has no message: asked again up to
+    `bad_response_attempts` times, then the run fails."""
+    LLM_UNKNOWN_PROFILE = "LLM_UNKNOWN_PROFILE"
+    """The run names a model profile no worker has; the message lists the profiles there are."""
+    LLM_TRUNCATED = "LLM_TRUNCATED"
+    """A warning: the answer hit the model's length limit and is kept as it is."""
+    LLM_CONTEXT_MISSING = "LLM_CONTEXT_MISSING"
+    """The worker cannot read the stored conversation: that call sends the whole conversation
+    once."""
+    TOOL_INVALID_ARGUMENTS = "TOOL_INVALID_ARGUMENTS"
+    """A tool call's arguments are not JSON or do not fit its schema: the model reads it and
+    may try again."""
+    TOOL_NOT_FOUND = "TOOL_NOT_FOUND"
+    """A tool the run does not have; at start, a name in `tools` or `require_approval` no
+    worker has, or one in `agents` no worker's config file has, which refuses the run."""
+    TOOL_FAILED = "TOOL_FAILED"
+    """The tool raised: the model reads the error."""
+    TOOL_TIMEOUT = "TOOL_TIMEOUT"
+    """The tool ran past `timeouts.tool` on every attempt."""
+    TOOL_FORBIDDEN = "TOOL_FORBIDDEN"
+    """A path that leaves the run's workspace."""
+    TOOL_REJECTED = "TOOL_REJECTED"
+    """A person (or a stop) rejected a gated call: the model reads the reason."""
+    TOOL_APPROVAL_EXPIRED = "TOOL_APPROVAL_EXPIRED"
+    """Nobody decided on a gated call before its deadline, and its default is to reject."""
+    TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
+    """A non-idempotent tool's single attempt was cut short: it may or may not have taken
+    effect."""
+    AGENT_FAILED = "AGENT_FAILED"
+    """A sub-agent's run (`agent__NAME`) failed or was stopped: its tool result, which the
+    delegating run's model reads; the message says why."""
+    FORK_POINT_INVALID = "FORK_POINT_INVALID"
+    """A fork `at` a message that is not one of the run's user messages: the error lists
+    the positions of those."""
+    RETRY_NOT_WAITING = "RETRY_NOT_WAITING"
+    """A `retry` of a run that is not waiting for its model: reply to it instead."""
+    APPROVAL_NOTHING_PENDING = "APPROVAL_NOTHING_PENDING"
+    """A decision on a run with no gated call waiting."""
+    APPROVAL_UNKNOWN_CALL = "APPROVAL_UNKNOWN_CALL"
+    """A decision naming a call the run is not waiting on."""
+    APPROVAL_ALREADY_DECIDED = "APPROVAL_ALREADY_DECIDED"
+    """A second decision on a call: the first one stands."""
+    APPROVAL_INVALID_ARGUMENTS = "APPROVAL_INVALID_ARGUMENTS"
+    """Edited arguments that do not fit the tool's schema."""
+    APPROVAL_NOT_ALLOWED = "APPROVAL_NOT_ALLOWED"
+    """A decision by someone who is not one of the call's approvers (`RunInput.approvers`):
+    nothing is decided."""
+    ENGINE_ABORTED = "ENGINE_ABORTED"
+    """`stop` while the run was working: the run fails, its transcript kept."""
+    ENGINE_MAX_TURNS = "ENGINE_MAX_TURNS"
+    """A warning: `max_turns` model calls since the last reply; the run waits for the user."""
+    ENGINE_LOOP_DETECTED = "ENGINE_LOOP_DETECTED"
+    """A warning: the same failing call `max_repeated_failures` times; the run waits for the
+    user."""
+    BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
+    """A warning: the run has spent its budget and waits (`waiting_for: budget`) until it is
+    raised."""
+    BUDGET_INVALID = "BUDGET_INVALID"
+    """`raise_budget` with no limit, or one not above what the run has spent: nothing changes."""
+    OUTPUT_INVALID = "OUTPUT_INVALID"
+    """A task run's final answer does not fit `output_schema`, again after one repair: the run
+    fails."""
+    INPUT_EMPTY = "INPUT_EMPTY"
+    """An empty reply: refused before it enters history."""
+    INPUT_TOO_LARGE = "INPUT_TOO_LARGE"
+    """A reply over 4 MiB (or a request body over the API's limit): refused whole."""
+    INPUT_INVALID = "INPUT_INVALID"
+    """Input of the wrong shape: text that is not valid UTF-8, a field the API does not take."""
+    RUN_ENDED = "RUN_ENDED"
+    """The run has ended: reply refused (`tarry resume` goes on with it)."""
+    RUN_NOT_FOUND = "RUN_NOT_FOUND"
+    """No run has that id."""
+    RUN_BUSY = "RUN_BUSY"
+    """A reply while the agent works, to a run whose `on_reply_while_running` is `reject`:
+    nothing entered the run; send it again once the run waits."""
+    RUN_NOT_SERVED = "RUN_NOT_SERVED"
+    """No worker polls the run's task queue, so it cannot answer: start `tarry worker` or
+    `tarry dev`."""
+    RUN_NOT_ENDED = "RUN_NOT_ENDED"
+    """`resume` of a run that is still going: reply to it instead."""
+    RUN_EXISTS = "RUN_EXISTS"
+    """A start under the id of a run that exists, open or ended: nothing is started."""
+    RUN_ID_INVALID = "RUN_ID_INVALID"
+    """An id outside the rule: 1 to 200 letters, digits, `-`, `_`, `.`, `:` or `@`, not
+    starting with a dot."""
+    SCHEDULE_NOT_FOUND = "SCHEDULE_NOT_FOUND"
+    """No schedule has that name: `tarry schedule list` shows the schedules there are."""
+    SCHEDULE_EXISTS = "SCHEDULE_EXISTS"
+    """A schedule of that name exists already: nothing is created."""
+    SCHEDULE_INVALID = "SCHEDULE_INVALID"
+    """A schedule Temporal cannot keep: a name outside the run id rule (or too long for its
+    runs' ids), neither or both of `cron` and `every`, a cron expression, interval or time
+    zone it cannot read."""
+    IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+    """An `Idempotency-Key` sent again with a different body: nothing is started."""
+    TEMPORAL_UNAVAILABLE = "TEMPORAL_UNAVAILABLE"
+    """Temporal did not answer in time, or refused the call (a busy or restarting server):
+    nothing was changed that a retry could repeat; try again."""
+    UNAUTHORIZED = "UNAUTHORIZED"
+    """An API request without a valid token."""
+    PAYLOAD_NOT_STORED = "PAYLOAD_NOT_STORED"
+    """The payload store refused a payload (over its limit, or unusable)."""
+    PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
+    """What a run would carry on is over the payload store's limit (or Temporal's 2 MB
+    without a store), after its older messages went into pages: the run waits for a person
+    instead of failing every workflow task. A reply goes on with it; a stop ends it."""
+    RUN_TASK_FAILING = "RUN_TASK_FAILING"
+    """The run's workflow task fails at every attempt (a worker that cannot decode its
+    payloads, a bug): it cannot answer or move until a worker can complete its task. The
+    message gives Temporal's reason."""
+    PAYLOAD_MISSING = "PAYLOAD_MISSING"
+    """The payload store lacks a stored page of a run's transcript (a client without the
+    workers' storage directory or bucket), or holds it damaged."""
+    ACTION_LINK_INVALID = "ACTION_LINK_INVALID"
+    """An action link whose token was not signed with this API's action key (altered,
+    or made for another deployment), or an API with no action key: nothing is decided."""
+    ACTION_LINK_EXPIRED = "ACTION_LINK_EXPIRED"
+    """An action link used after its call's approval deadline (or the link's lifetime,
+    `TARRY_ACTION_LINK_TTL`): nothing is decided."""
+    NOTIFY_FAILED = "NOTIFY_FAILED"
+    """A notification's receiver could not be reached or answered 5xx, 408 or 429:
+    retried with backoff for a day; another 4xx is not retried."""
+    UPDATE_FAILED = "UPDATE_FAILED"
+    """An update failed in a way Tarry has no code for; its message is Temporal's."""
+
+
+class ErrorInfo(BaseModel):
+    code: ErrorCode
+    message: str
+    details: dict[str, Any] | None = None
+
+
+TEMPORAL_UI = "temporal-ui"
+"""Who a signal or update without `by` is recorded as: sent straight from the Temporal UI
+(or the `temporal` CLI) by an operator, whom Temporal's own access control governs."""

@@ -1,0 +1,208 @@
+"""How a handle reaches its run: the worker checks, the queries, and the updates asked
+again while the server refuses them unadmitted.
+
+Only a worker answers a query or takes an update, and Temporal holds either for a long
+time when none polls, then answers with a bare RPC error. So a handle first looks for a
+worker (`RUN_NOT_SERVED` within seconds), tells a run whose workflow task keeps failing
+(`RUN_TASK_FAILING`) from a slow one, and sends an update the server refused without
+admitting it again under the same id, so it never enters twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+from typing import TypeVar
+
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
+    GetWorkflowExecutionHistoryReverseRequest,
+)
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from tarry.contracts import ErrorCode, RunResult, RunState
+from tarry.errors import TarryError, translated_errors, unadmitted
+
+__all__ = ["QUERY_PATIENCE", "Delivery", "await_poller"]
+
+Q = TypeVar("Q")
+"""What a query answers."""
+
+QUERY_PATIENCE = timedelta(seconds=5)
+"""How long a `state` query may go unanswered before the client asks whether any worker
+serves the run at all: without one, Temporal holds a query for 30 s, then answers with a
+bare RPC error."""
+_UNANSWERED = {
+    RPCStatusCode.CANCELLED,  # "Timeout expired": the server's own deadline
+    RPCStatusCode.DEADLINE_EXCEEDED,  # ours, `QUERY_PATIENCE`
+    RPCStatusCode.FAILED_PRECONDITION,  # "no poller seen for task queue recently"
+}
+
+
+WORKER_GRACE = 5.0
+"""Seconds the client looks for a worker polling a run's task queue before it says there
+is none (`RUN_NOT_SERVED`): a worker that has just started polls within this."""
+SERVED_FOR = 30.0
+"""Seconds a handle trusts that a worker serves its run once it saw one poll: a chat's
+replies come seconds apart, and each check costs two RPCs before the reply travels."""
+NOT_READY_PATIENCE = 60.0
+"""Seconds an update is asked again while the server refuses it because the run's
+workflow task is failing or timing out (a worker too busy to finish it, or restarting)."""
+
+
+class Delivery:
+    """Queries and updates to one run, by workflow id, checked and retried as above."""
+
+    def __init__(self, client: Client, handle: WorkflowHandle[object, RunResult]) -> None:
+        self._client = client
+        self._handle = handle
+        self._served_until = 0.0  # `loop.time()` until which a worker is trusted to serve
+
+    async def update(self, name: str, *args: object, id: str | None = None) -> RunState:
+        """The update `name`, answered with the state at the run's next stop point.
+        The server may refuse an update without admitting it: while the run's workflow
+        task is failing (`WorkflowNotReadyFailure`), or when a worker finished a task
+        without taking it in (`UnprocessedUpdate`, as after a server restart). Either
+        way nothing entered the run, so it is asked again, with the same update id: an
+        attempt that did enter is answered with its first outcome, never run twice."""
+        await self.require_worker()
+        id = id or f"{name}-{uuid.uuid4()}"
+        loop = asyncio.get_running_loop()
+        give_up, delay = loop.time() + NOT_READY_PATIENCE, 0.1
+        async with translated_errors(self._handle.id):
+            while True:
+                try:
+                    state: RunState = await self._handle.execute_update(
+                        name, args=args, id=id, result_type=RunState
+                    )
+                    return state
+                except (RPCError, WorkflowUpdateFailedError) as e:
+                    if not unadmitted(e):
+                        raise
+                    if loop.time() + delay > give_up:
+                        if failing := await self._task_failing():
+                            raise failing from e
+                        raise TarryError(
+                            ErrorCode.RUN_NOT_SERVED,
+                            f"run {self._handle.id!r} did not take the {name!r} update in "
+                            f"{NOT_READY_PATIENCE:g}s (its worker is failing or restarting); "
+                            "nothing was delivered, sending it again is safe",
+                        ) from e
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    async def query(self, name: str, result_type: type[Q], *args: object) -> Q:
+        """The query `name`. Raises `RUN_NOT_SERVED` within `QUERY_PATIENCE` when no
+        worker polls the run's task queue: only a worker answers a query, and without one
+        Temporal holds it for 30 s, then answers with a bare RPC error."""
+        async with translated_errors(self._handle.id):
+            answer: Q
+            try:
+                answer = await self._handle.query(
+                    name, args=args, result_type=result_type, rpc_timeout=QUERY_PATIENCE
+                )
+                return answer
+            except RPCError as e:
+                if failing := await self._task_failing():
+                    raise failing from e
+                if e.status not in _UNANSWERED:
+                    raise
+                await self.require_worker(even_ended=True)
+            # A worker polls, so it is slow rather than gone: wait for it as long as it takes.
+            try:
+                answer = await self._handle.query(name, args=args, result_type=result_type)
+                return answer
+            except RPCError as e:
+                if failing := await self._task_failing():
+                    raise failing from e
+                raise
+
+    async def _task_failing(self) -> TarryError | None:
+        """`RUN_TASK_FAILING`, with the failure Temporal recorded last, for a run whose
+        workflow task is past its first attempt; else None. Such a run answers no query
+        until a worker completes its task, which a retry of the query does not bring."""
+        pending = (await self.describe()).raw_description.pending_workflow_task
+        if pending.attempt < 2:
+            return None
+        request = GetWorkflowExecutionHistoryReverseRequest(
+            namespace=self._client.namespace,
+            execution=WorkflowExecution(workflow_id=self._handle.id),
+            maximum_page_size=100,
+        )
+        history = await self._client.workflow_service.get_workflow_execution_history_reverse(
+            request
+        )
+        failures = (
+            e.workflow_task_failed_event_attributes.failure.message
+            for e in history.history.events
+            if e.HasField("workflow_task_failed_event_attributes")
+        )
+        reason = next(failures, "timed out")
+        return TarryError(
+            ErrorCode.RUN_TASK_FAILING,
+            f"run {self._handle.id!r} is stuck: its workflow task has not completed in "
+            f"{pending.attempt} attempts (last failure: {reason}); it answers and goes on "
+            "once a worker can complete it. See the workers' log: a missing "
+            "TARRY_ENCRYPTION_KEY or payload store, or code that cannot replay the run",
+        )
+
+    async def describe(self) -> WorkflowExecutionDescription:
+        """What Temporal itself records of the run (status, task queue, search attributes
+        such as `TarryPhase`): known without a worker, unlike `state`."""
+        async with translated_errors(self._handle.id):
+            return await self._handle.describe()
+
+    async def require_worker(self, *, even_ended: bool = False) -> None:
+        """Raises `RUN_NOT_SERVED` when no worker polls the run's task queue: a query
+        or an update would wait for one until the server gives up. Ended runs pass
+        unless `even_ended`: Temporal refuses an update to one by itself (`RUN_ENDED`),
+        but only a worker answers a query."""
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._served_until:
+            return
+        description = await self.describe()
+        if description.status is not WorkflowExecutionStatus.RUNNING and not even_ended:
+            return
+        queue = description.raw_description.execution_config.task_queue.name
+        await await_poller(self._client, queue, self._handle.id)
+        self._served_until = loop.time() + SERVED_FOR
+
+
+async def await_poller(client: Client, queue: str, run_id: str) -> None:
+    """Raises `RUN_NOT_SERVED` when no worker polls task queue `queue`. A worker that has
+    just started (or a busy one) may not have polled yet: it is looked for again for
+    `WORKER_GRACE` before saying there is none."""
+    loop = asyncio.get_running_loop()
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace,
+        task_queue=TaskQueue(name=queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    )
+    give_up = loop.time() + WORKER_GRACE
+    while True:
+        try:
+            pollers = await client.workflow_service.describe_task_queue(request)
+        except RPCError as e:
+            if e.status is not RPCStatusCode.UNIMPLEMENTED:
+                raise
+            return  # a server that cannot tell (the time-skipping test server): ask the run
+        if pollers.pollers:
+            return
+        if loop.time() > give_up:
+            raise TarryError(
+                ErrorCode.RUN_NOT_SERVED,
+                f"no worker polls task queue {queue!r}, so run {run_id!r} cannot answer;"
+                f" start one with `tarry worker` (TARRY_TASK_QUEUE={queue}) or `tarry dev`",
+            )
+        await asyncio.sleep(0.25)

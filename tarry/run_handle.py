@@ -1,0 +1,524 @@
+"""One agent run: `RunHandle`, and `start_run`, which starts one.
+
+run = await tarry.start("Summarise notes.md")
+state = await run.wait_for({Phase.WAITING_USER})
+state = await run.send("Thanks, now write it to summary.md")
+async for event in run.events(): ...   # the model's words as it writes them
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncGenerator, Collection, Mapping
+from contextlib import AbstractAsyncContextManager
+from datetime import UTC, timedelta
+from typing import Any, Literal
+
+from pydantic import ValidationError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+)
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from tarry.contracts import (
+    LLM_ACTIVITY,
+    SUMMARY_MEMO,
+    WORKFLOW_TYPE,
+    BudgetRaise,
+    ChatMessage,
+    Decision,
+    ErrorCode,
+    ErrorInfo,
+    Fork,
+    PauseRequest,
+    Phase,
+    ReplyPolicy,
+    Retrying,
+    RunInput,
+    RunResult,
+    RunState,
+    StopRequest,
+    TranscriptAnswer,
+    TranscriptPage,
+    TranscriptQuery,
+    UserInput,
+    reply_problem,
+    run_id_problem,
+)
+from tarry.delivery import Delivery
+from tarry.errors import TarryError, translated_errors
+from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
+from tarry.identities import Caller
+from tarry.pages import PageMissing, PageStore
+from tarry.text import shorten
+
+__all__ = ["ID_REUSE", "RunHandle", "checked_id", "start_run", "summary_of", "user_input"]
+
+_log = logging.getLogger(__name__)
+
+ID_REUSE = WorkflowIDReusePolicy.REJECT_DUPLICATE
+"""An ended run's id is taken too: a new conversation under it would hide the old one and
+inherit its workspace. `resume` goes on with that run."""
+_DEFAULT_LIMIT: int = TranscriptQuery.model_fields["limit"].default
+_CODES = frozenset(ErrorCode)
+
+
+async def start_run(
+    client: Client,
+    task_queue: str,
+    caller: Caller,
+    pages: PageStore | None,
+    input: RunInput,
+    *,
+    run_id: str | None,
+    memo: Mapping[str, Any] | None = None,
+    fork: Fork | None = None,
+) -> RunHandle:
+    """Starts run `run_id` (`run-<short uuid>` by default) of `input` on `task_queue`,
+    a fork of another run with `fork`, and checks the tools and the model profile it
+    names with the run itself (see `Tarry.start`); its handle acts as `caller`."""
+    run_id = checked_id(f"run-{uuid.uuid4().hex[:8]}" if run_id is None else run_id)
+    summary = summary_of(input.prompt)
+    # The workflow's own input: a fork's origin and first messages are not `RunInput`'s.
+    payload: RunInput | dict[str, Any] = input
+    if fork is not None:
+        payload = {**input.model_dump(mode="json"), "fork": fork.model_dump(mode="json")}
+    try:
+        handle = await client.start_workflow(
+            WORKFLOW_TYPE,
+            payload,
+            id=run_id,
+            task_queue=task_queue,
+            result_type=RunResult,
+            id_reuse_policy=ID_REUSE,
+            # The UI's run list shows this, so runs can be told apart at a glance.
+            static_summary=summary,
+            # `tarry list` reads it here: list results carry a memo, not the summary.
+            memo={**(memo or {}), SUMMARY_MEMO: summary},
+        )
+    except WorkflowAlreadyStartedError:
+        raise TarryError(
+            ErrorCode.RUN_EXISTS,
+            f"a run with id {run_id!r} exists already; choose another id, or go on with"
+            " that run (`tarry resume` when it has ended)",
+        ) from None
+    run = RunHandle(client, handle, caller, pages)
+    named_profile = input.model != RunInput.model_fields["model"].default
+    if input.tools is not None or input.require_approval or input.agents or named_profile:
+        await run._check_tools()
+    return run
+
+
+class RunHandle:
+    """One agent run, by workflow id (it follows the run across its whole chain); what
+    it sends, the run records as done by `caller`."""
+
+    def __init__(
+        self,
+        client: Client,
+        handle: WorkflowHandle[object, RunResult],
+        caller: Caller,
+        pages: PageStore | None = None,
+    ) -> None:
+        """`pages`: where the run's older messages are stored (see `Tarry`)."""
+        self._client = client
+        self._handle = handle
+        self._delivery = Delivery(client, handle)
+        self.caller = caller
+        self._pages = pages if pages is not None else PageStore.of(client.data_converter)
+
+    @property
+    def id(self) -> str:
+        return self._handle.id
+
+    async def reply(self, text: str, *, id: str | None = None) -> None:
+        """Queues a reply, delivered at the next turn boundary (or at once, cutting the
+        model call short, for a run that is `interrupt`ed by replies); `RUN_BUSY` from a
+        working run that refuses them. It travels as the `reply` update, so the run can
+        refuse it; while no worker serves the run nothing works on it, and it waits as
+        the `user_input` signal until one does. Retrying with the same `id` never
+        delivers it twice."""
+        message = user_input(text, id, self.caller.user)
+        try:
+            await self._delivery.update("reply", message, id=f"reply-{id}" if id else None)
+        except TarryError as e:
+            if e.code is not ErrorCode.RUN_NOT_SERVED:
+                raise
+            async with self._errors():
+                await self._handle.signal("user_input", message)
+
+    async def send(self, text: str, *, id: str | None = None) -> RunState:
+        """Delivers a reply and waits for the run's next stop point (the `send` update)."""
+        message = user_input(text, id, self.caller.user)
+        # The same message id is the same update: the server answers a retry with the
+        # first call's outcome instead of running it again.
+        return await self._delivery.update("send", message, id=f"send-{id}" if id else None)
+
+    async def approve(
+        self,
+        call_id: str | None = None,
+        *,
+        approved: bool = True,
+        reason: str | None = None,
+        arguments: dict[str, Any] | None = None,
+        remember: Literal["run"] | None = None,
+    ) -> None:
+        """Decides on a gated tool call (all pending calls when `call_id` is None) with the
+        `approve` signal. Sent twice, the first decision stands. `remember="run"`: the
+        like calls after it are decided the same way without asking (`Decision.remember`)."""
+        decision = self._decision(call_id, approved, reason, arguments, remember)
+        async with self._errors():
+            await self._handle.signal("approve", decision)
+
+    async def decide(
+        self,
+        call_id: str | None = None,
+        *,
+        approved: bool = True,
+        reason: str | None = None,
+        arguments: dict[str, Any] | None = None,
+        source: str | None = None,
+        remember: Literal["run"] | None = None,
+    ) -> RunState:
+        """Like `approve`, but checked first (`APPROVAL_*` codes) and answered with the
+        state at the run's next stop point (the `decide` update). `source` names the door
+        the decision came through (`Decision.source`), kept with it."""
+        decision = self._decision(call_id, approved, reason, arguments, remember)
+        return await self._delivery.update("decide", decision.model_copy(update={"source": source}))
+
+    def _decision(
+        self,
+        call_id: str | None,
+        approved: bool,
+        reason: str | None,
+        arguments: dict[str, Any] | None,
+        remember: Literal["run"] | None,
+    ) -> Decision:
+        """A decision by this handle's caller, with their groups for the run's approvers."""
+        return Decision(
+            call_id=call_id,
+            approved=approved,
+            reason=reason,
+            arguments=arguments,
+            remember=remember,
+            by=self.caller.user,
+            groups=list(self.caller.groups),
+        )
+
+    async def raise_budget(
+        self, *, max_total_tokens: int | None = None, max_cost_usd: float | None = None
+    ) -> RunState:
+        """Replaces the budget limits given (the `raise_budget` update). A run paused on
+        its budget goes on, and the answer is the state at its next stop point; otherwise
+        the state at once. `BUDGET_INVALID` when none is given or one is not above what
+        the run has spent."""
+        try:
+            raised = BudgetRaise(
+                max_total_tokens=max_total_tokens, max_cost_usd=max_cost_usd, by=self.caller.user
+            )
+        except ValidationError as e:
+            reason = str(e.errors()[0]["msg"])
+            raise TarryError(ErrorCode.BUDGET_INVALID, f"a budget limit {reason}") from None
+        return await self._delivery.update("raise_budget", raised)
+
+    async def retry(self) -> RunState:
+        """Asks the model again, for a run waiting because it kept failing (`waiting_for:
+        "model"`); the state at the run's next stop point. `RETRY_NOT_WAITING` for a run
+        that waits for something else."""
+        return await self._delivery.update("retry")
+
+    async def set_model(self, profile: str) -> RunState:
+        """Switches the run's next model calls to the worker's profile `profile` (the
+        `set_model` update); the state at once. A run waiting for a failing model goes
+        on with `retry` or a reply."""
+        return await self._delivery.update("set_model", profile)
+
+    async def set_reply_policy(self, policy: ReplyPolicy) -> RunState:
+        """What a reply does from now on that arrives while the agent works (the
+        `set_reply_policy` update); the state at once."""
+        return await self._delivery.update("set_reply_policy", policy)
+
+    async def _check_tools(self) -> None:
+        """Raises `TOOL_NOT_FOUND` or `LLM_UNKNOWN_PROFILE` when the run refused the tools
+        or the model profile it names: the run's own answer (the `started` update), waited
+        for as long as a worker polls its task queue, however busy. With none for
+        `WORKER_GRACE`, says so in a warning: the run refuses them itself once one takes it."""
+        try:
+            await self._delivery.update("started")
+        except TarryError as e:
+            if e.code is ErrorCode.RUN_NOT_SERVED:
+                _log.warning("%s; the run checks its tools when a worker takes it", e.message)
+                return
+            if e.code is not ErrorCode.RUN_ENDED:
+                raise
+            # Refused before the update reached it: the run's error says why.
+            error = (await self.result()).error
+            if error is not None and error.code in _REFUSALS_AT_START:
+                raise TarryError(error.code, error.message) from None
+
+    async def pause(self) -> None:
+        """Asks the run to wait for a person at its next turn boundary (the `pause`
+        signal); a reply then goes on as usual."""
+        async with self._errors():
+            await self._handle.signal("pause", PauseRequest(by=self.caller.user))
+
+    async def stop(self, reason: str | None = None) -> None:
+        """Ends the run (the `stop` signal): a waiting run completes, a working one is
+        aborted; `reason` is kept in its state and result. `resume` goes on with it."""
+        async with self._errors():
+            await self._handle.signal("stop", StopRequest(reason=reason, by=self.caller.user))
+
+    async def state(self) -> RunState:
+        """The run's `state` query, with the call being retried when it is `Running`
+        (`retrying`, from Temporal). Raises `RUN_NOT_SERVED` within `QUERY_PATIENCE`
+        when no worker polls the run's task queue, since only a worker can answer a query."""
+        state = await self._state()
+        if state.phase is Phase.RUNNING:
+            state.retrying = await self.retrying()
+        return state
+
+    async def retrying(self) -> Retrying | None:
+        """The model or tool call that failed and waits for its next attempt, if any:
+        Temporal's pending activity, which the run itself cannot see."""
+        description = await self.describe()
+        for pending in description.raw_description.pending_activities:
+            if pending.attempt < 2 or not pending.HasField("last_failure"):
+                continue
+            model = pending.activity_type.name == LLM_ACTIVITY
+            failure = pending.last_failure
+            code = failure.application_failure_info.type
+            default = ErrorCode.LLM_HTTP_ERROR if model else ErrorCode.TOOL_FAILED
+            scheduled = pending.HasField("next_attempt_schedule_time")
+            return Retrying(
+                call="model" if model else pending.activity_type.name,
+                attempt=pending.attempt,
+                last_error=ErrorInfo(
+                    code=ErrorCode(code) if code in _CODES else default, message=failure.message
+                ),
+                next_attempt_at=pending.next_attempt_schedule_time.ToDatetime(UTC)
+                if scheduled
+                else None,
+            )
+        return None
+
+    async def _state(self) -> RunState:
+        """The `state` query alone: what polling needs."""
+        return await self._delivery.query("state", RunState)
+
+    async def describe(self) -> WorkflowExecutionDescription:
+        """What Temporal itself records of the run (status, task queue, search attributes
+        such as `TarryPhase`): known without a worker, unlike `state`."""
+        return await self._delivery.describe()
+
+    async def transcript(self, start: int = 0) -> list[ChatMessage]:
+        """The transcript from `start`, read page by page (each page a `transcript`
+        query small enough for the `temporal` CLI and the Web UI to show as text, or
+        the references of the older messages a long run keeps in the payload store)."""
+        messages: list[ChatMessage] = []
+        next_start: int | None = start
+        while next_start is not None:
+            answer = await self._transcript(next_start, _DEFAULT_LIMIT)
+            messages += await self._messages_of(answer)
+            next_start = answer.next_start
+        return messages
+
+    async def transcript_page(self, start: int = 0, limit: int = _DEFAULT_LIMIT) -> TranscriptPage:
+        """One page of the transcript: up to `limit` messages from `start`, fewer when
+        they pass `TRANSCRIPT_PAGE_BYTES` (the `transcript` query; messages a long run
+        moved into the payload store are read from there)."""
+        answer = await self._transcript(start, limit)
+        messages = await self._messages_of(answer, enough=limit)
+        return TranscriptPage.of(messages, start, answer.total, limit)
+
+    async def _transcript(self, start: int, limit: int) -> TranscriptAnswer:
+        query = TranscriptQuery(start=start, limit=limit)
+        return await self._delivery.query("transcript", TranscriptAnswer, query)
+
+    async def _messages_of(
+        self, answer: TranscriptAnswer, enough: int | None = None
+    ) -> list[ChatMessage]:
+        """The answer's messages from its `start`: in it, or in the pages it names or its
+        index names (no more of those than hold `enough` messages)."""
+        if not answer.stored and answer.index is None:
+            return answer.messages
+        if self._pages is None:
+            raise TarryError(
+                ErrorCode.PAYLOAD_MISSING,
+                f"run {self.id!r} keeps its older messages in the payload store, and this "
+                "client has none: connect with `Tarry.connect(settings)`, or pass `pages`",
+            )
+        messages: list[ChatMessage] = []
+        try:
+            refs = answer.stored
+            if answer.index is not None:  # pages older than those the run keeps references of
+                refs = await self._pages.pages_from(answer.index, answer.start)
+            for ref in refs:
+                page = await self._pages.read(ref)
+                messages += page[max(0, answer.start - ref.start) :]
+                if enough is not None and len(messages) >= enough:
+                    break
+        except PageMissing as e:
+            raise TarryError(ErrorCode.PAYLOAD_MISSING, str(e)) from e
+        return messages
+
+    async def wait_for(
+        self,
+        phases: Collection[Phase],
+        timeout: float | timedelta = 60.0,  # noqa: ASYNC109 - the public contract names it
+    ) -> RunState:
+        """Polls `state` until the run is in one of `phases`; raises TimeoutError. A
+        run no worker serves for a while (`RUN_NOT_SERVED`) is waited for as well: a
+        worker being restarted is back within the timeout."""
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        async with asyncio.timeout(seconds):
+            # A query is the only view of a phase; polling it costs no history.
+            while True:
+                state = await self.served_state(retrying=False)
+                if state is not None and state.phase in phases:
+                    return state
+                await asyncio.sleep(0.05)
+
+    async def served_state(self, *, retrying: bool = True) -> RunState | None:
+        """The run's state (without `retrying` unless asked); None while no worker
+        serves it (one may come later)."""
+        try:
+            return await (self.state() if retrying else self._state())
+        except TarryError as e:
+            if e.code is not ErrorCode.RUN_NOT_SERVED:
+                raise
+            return None
+
+    async def events(self, from_offset: int = 0) -> AsyncGenerator[RunEvent]:
+        """The run's live events (see `tarry.events`): the model's words as it writes
+        them, each transcript message, each stop point. From `from_offset` in the run's
+        stream (a `RunState.events` continues from that state; 0 starts at the oldest
+        event the run still holds: those since its last continue-as-new, which hands on
+        the last turn's). Ends once the run has ended and its last events are read;
+        follows continue-as-new.
+
+        Each wait for new events is an update, which the run's history records; the
+        iterator asks again at most every 100 ms. Messages come in order, none missing:
+        where a hand-over dropped events this observer had not read yet, the missing
+        messages are read from the transcript (the words of their turn are not)."""
+        stream = WorkflowStreamClient.create(self._client, self.id)
+        next_message: int | None = None
+        async with self._errors():
+            async for item in stream.subscribe(EVENTS_TOPIC, from_offset, result_type=RunEvent):
+                event = item.data.model_copy(update={"offset": item.offset})
+                if event.kind is EventKind.MESSAGE and event.index is not None:
+                    if next_message is not None and event.index > next_message:
+                        for missed in await self._messages(next_message, event.index):
+                            yield missed
+                    next_message = max(next_message or 0, event.index + 1)
+                yield event
+
+    async def _messages(self, start: int, end: int) -> list[RunEvent]:
+        """Transcript messages `start` to `end` (exclusive) as `message` events."""
+        messages = (await self.transcript(start))[: end - start]
+        return [
+            RunEvent(kind=EventKind.MESSAGE, index=index, message=message)
+            for index, message in enumerate(messages, start=start)
+        ]
+
+    async def result(self) -> RunResult:
+        """Waits for the run to end and returns how it ended, following continue-as-new."""
+        async with self._errors():
+            return await self._handle.result()
+
+    async def fork(
+        self, at: int, text: str | None = None, *, run_id: str | None = None
+    ) -> RunHandle:
+        """Starts a new run that branches off this one at message `at` (a user message,
+        counted from 0 as in `transcript()`): this run's input, its conversation before
+        that message, and then the message again, or `text` in its place. This run is
+        untouched and goes on; open and ended runs both fork. `run_id` defaults to
+        `<this id>-fork-<short uuid>`. Raises `FORK_POINT_INVALID` when message `at` is
+        not a user message."""
+        if text is not None:
+            text = user_input(text, None, self.caller.user).text
+        transcript = await self.transcript()
+        if not 0 <= at < len(transcript) or transcript[at].role != "user":
+            users = [i for i, message in enumerate(transcript) if message.role == "user"]
+            raise TarryError(
+                ErrorCode.FORK_POINT_INVALID,
+                f"message {at} of run {self.id!r} is not a user message; a fork starts at"
+                f" one of its user messages: {', '.join(map(str, users)) or 'none yet'}",
+            )
+        input = await self._delivery.query("run_input", RunInput)
+        prompt = text if text is not None else transcript[at].content or ""
+        fork = Fork(run_id=self.id, at=at, transcript=transcript[:at])
+        queue = (await self.describe()).task_queue
+        fork_id = run_id or f"{self.id[:180]}-fork-{uuid.uuid4().hex[:6]}"
+        input = input.model_copy(update={"prompt": prompt, "started_by": self.caller.user})
+        return await start_run(
+            self._client, queue, self.caller, self._pages, input, run_id=fork_id, fork=fork
+        )
+
+    async def resume(self) -> RunHandle:
+        """Goes on with an ended run (failed by a model error once its retries were
+        spent, or stopped): starts a run under the same id with its whole memory,
+        waiting for a reply, with the error that ended it as its `warning` and `error`
+        until then. Raises `RUN_NOT_ENDED` for a run that is still going."""
+        description = await self.describe()
+        if description.status is WorkflowExecutionStatus.RUNNING:
+            raise TarryError(
+                ErrorCode.RUN_NOT_ENDED, f"run {self.id!r} has not ended: reply to it instead"
+            )
+        await self._delivery.require_worker(even_ended=True)
+        async with self._errors():
+            # The workflow's own input, opaque here: the run builds it from its memory.
+            resumption: dict[str, Any] = await self._handle.query(
+                "resumption", result_type=dict[str, Any]
+            )
+            memo = await description.memo()
+            summary = memo.get(SUMMARY_MEMO, "")
+            handle = await self._client.start_workflow(
+                WORKFLOW_TYPE,
+                resumption,
+                id=self.id,
+                task_queue=description.task_queue,
+                result_type=RunResult,
+                static_summary=summary or None,
+                # All of it: what the request that started the run left there too.
+                memo={**memo, SUMMARY_MEMO: summary},
+            )
+        return RunHandle(self._client, handle, self.caller, self._pages)
+
+    def _errors(self) -> AbstractAsyncContextManager[None]:
+        return translated_errors(self.id)
+
+
+_REFUSALS_AT_START = {ErrorCode.TOOL_NOT_FOUND, ErrorCode.LLM_UNKNOWN_PROFILE}
+"""Why a run refuses itself before its first model call (the `tool_catalogue` activity)."""
+
+
+def checked_id(run_id: str) -> str:
+    if problem := run_id_problem(run_id):
+        raise TarryError(ErrorCode.RUN_ID_INVALID, problem)
+    return run_id
+
+
+def summary_of(prompt: str) -> str:
+    """The prompt's first line, shortened: what the UI's run list shows for a run."""
+    first_line = next((line for line in prompt.splitlines() if line.strip()), "")
+    return shorten(first_line, 80) if first_line else "(waiting for a first message)"
+
+
+def user_input(text: str, id: str | None, by: str) -> UserInput:
+    """The reply as it travels; refused here, before it travels, when it is not UTF-8,
+    empty or over `MAX_INPUT_BYTES` (`reply_problem`, the check the run makes too)."""
+    try:
+        message = UserInput(text=text, id=id, by=by)
+    except ValidationError as e:
+        reason = str(e.errors()[0]["msg"]).removeprefix("Value error, ")
+        raise TarryError(ErrorCode.INPUT_INVALID, reason) from None
+    if problem := reply_problem(text):
+        raise TarryError(*problem)
+    return message

@@ -1,0 +1,98 @@
+"""One schedule of Tarry's runs, by name: what it starts and when, pausing and deleting it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from temporalio.client import Client, ScheduleActionStartWorkflow, ScheduleDescription
+from temporalio.service import RPCError, RPCStatusCode
+
+from tarry.contracts import SUMMARY_MEMO, WORKFLOW_TYPE, ErrorCode, RunInput
+from tarry.errors import TarryError
+from tarry.schedules import ScheduleView, schedule_name_problem
+
+__all__ = ["ScheduleHandle", "checked_name"]
+
+
+class ScheduleHandle:
+    """One schedule of Tarry's runs, by name (`Tarry.create_schedule`)."""
+
+    def __init__(self, client: Client, name: str) -> None:
+        self._client = client
+        self._handle = client.get_schedule_handle(name)
+
+    @property
+    def name(self) -> str:
+        """The schedule's name, which its runs' ids start with."""
+        return self._handle.id
+
+    async def describe(self) -> ScheduleView:
+        """What it starts, when it starts it next, whether it is paused and why, and its
+        runs: the recent ones and those still open. `SCHEDULE_NOT_FOUND` for a name no
+        schedule of Tarry's runs has."""
+        description, action = await self._described()
+        # The action's input as the schedule keeps it: payloads, encoded as a run's are.
+        [input] = await self._client.data_converter.decode(action.args, [RunInput])
+        return await ScheduleView.of_description(description, input, SUMMARY_MEMO)
+
+    async def pause(self, note: str | None = None) -> None:
+        """Stops it starting runs until `unpause`; `note` says why (shown by `describe`).
+        The runs it started go on."""
+        await self._described()
+        async with self._errors():
+            await self._handle.pause(note=note or "paused with tarry")
+
+    async def unpause(self, note: str | None = None) -> None:
+        """Lets it start runs again, from its next time on (the times missed while it was
+        paused are not caught up)."""
+        await self._described()
+        async with self._errors():
+            await self._handle.unpause(note=note or "unpaused with tarry")
+
+    async def trigger(self) -> None:
+        """Starts a run now, as its time had come: under its overlap policy, so by default
+        nothing starts while its last run is open."""
+        await self._described()
+        async with self._errors():
+            await self._handle.trigger()
+
+    async def delete(self) -> None:
+        """Deletes it: it starts no more runs; the runs it started go on."""
+        await self._described()
+        async with self._errors():
+            await self._handle.delete()
+
+    async def _described(self) -> tuple[ScheduleDescription, ScheduleActionStartWorkflow]:
+        """Temporal's description of the schedule and its action; `SCHEDULE_NOT_FOUND` for
+        one that starts no `AgentRun`: a namespace may hold other schedules, which a
+        mistyped name must never pause or delete."""
+        async with self._errors():
+            description = await self._handle.describe()
+        action = description.schedule.action
+        if not isinstance(action, ScheduleActionStartWorkflow) or action.workflow != WORKFLOW_TYPE:
+            raise self._not_found()
+        return description, action
+
+    def _not_found(self) -> TarryError:
+        return TarryError(
+            ErrorCode.SCHEDULE_NOT_FOUND,
+            f"no schedule {self.name!r}; `tarry schedule list` shows the schedules there are",
+        )
+
+    @asynccontextmanager
+    async def _errors(self) -> AsyncIterator[None]:
+        try:
+            yield
+        except RPCError as e:
+            if e.status is RPCStatusCode.NOT_FOUND:
+                raise self._not_found() from e
+            if e.status is RPCStatusCode.INVALID_ARGUMENT:  # "Invalid schedule spec: ..."
+                raise TarryError(ErrorCode.SCHEDULE_INVALID, e.message) from e
+            raise
+
+
+def checked_name(name: str) -> str:
+    if problem := schedule_name_problem(name):
+        raise TarryError(ErrorCode.SCHEDULE_INVALID, problem)
+    return name
