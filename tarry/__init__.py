@@ -3,10 +3,11 @@
 The ground floor: what a library user imports to start and talk to runs (`Tarry`,
 `RunHandle`) and to schedule them (`ScheduleHandle`, `Overlap`), what runs take and give
 (`RunInput`, `Phase`, `RunState`, `ReplyPolicy`, ...), who acts on them (`Caller`), what
-`RunHandle.events` yields (`RunEvent`), the errors a caller can meet (`TarryError` with its `ErrorCode`, `EncryptionKeyError` from
-`Tarry.connect`) and how a tool is declared (`tool`, `ToolContext`, `ToolError`). The
-package is typed (`py.typed`): `mypy --strict` checks a user's script against it. Workers
-live in `workers/` (`workers.plugin.TarryPlugin`); the command line in `tarry.cli`.
+`RunHandle.events` yields (`RunEvent`), the errors a caller can meet (`TarryError` with
+its `ErrorCode`, `EncryptionKeyError` from `Tarry.connect`) and how a tool is declared
+(`tool`, `ToolContext`, `ToolError`). The package is typed (`py.typed`): `mypy --strict`
+checks a user's script against it. Workers live in `workers/` (`workers.plugin.TarryPlugin`);
+the command line in `tarry.cli`.
 """
 
 from tarry.client import RunHandle, ScheduleHandle, Tarry, TarryError, connect_temporal
