@@ -46,10 +46,9 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
-from temporalio.runtime import Runtime
 from temporalio.service import RPCError, RPCStatusCode
 
-from tarry.codec import data_converter
+from tarry.connection import connect_temporal
 from tarry.contracts import (
     DEFAULT_TASK_QUEUE,
     LLM_ACTIVITY,
@@ -93,6 +92,7 @@ from tarry.settings import TarrySettings
 from tarry.storage import storage_driver
 from tarry.text import shorten
 
+# `connect_temporal` lives in `tarry.connection`; it is still importable from here.
 __all__ = [
     "QUERY_PATIENCE",
     "SUMMARY_MEMO",
@@ -164,22 +164,6 @@ class TarryError(Exception):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
-
-
-async def connect_temporal(
-    settings: TarrySettings | None = None, *, runtime: Runtime | None = None
-) -> Client:
-    """A Temporal client with the data converter every Tarry process uses: pydantic,
-    encrypting payloads when `TARRY_ENCRYPTION_KEY` is set, and large payloads kept
-    outside history (see `tarry.codec`). `runtime`: the SDK runtime for a worker's
-    client that serves metrics (`workers.telemetry`); the default one otherwise."""
-    settings = settings or TarrySettings()
-    return await Client.connect(
-        settings.temporal_address,
-        namespace=settings.temporal_namespace,
-        data_converter=data_converter(settings),
-        runtime=runtime,
-    )
 
 
 class Tarry:
