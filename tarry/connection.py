@@ -108,7 +108,9 @@ class TemporalConnection:
             who.append(f"client certificate {self.client_subject}")
         if self.api_key is not None:
             who.append("API key")
-        ca = "the server's CA from " + _where(self.server_ca) if self.server_ca else "system CAs"
+        ca = "system CAs"
+        if self.server_ca is not None:
+            ca = f"the server's CA from {self.server_ca.path or self.server_ca.setting}"
         return f"on ({', '.join(who) or 'no client identity'}; {ca})"
 
     async def connect(self, settings: TarrySettings, runtime: Runtime | None = None) -> Client:

@@ -37,7 +37,9 @@ class Pki:
     def __post_init__(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.server = self.ca.issue_cert("127.0.0.1", "localhost")
-        self.client = self.ca.issue_cert("tarry-worker.example", organization_name="Tarry Tests")
+        self.client = self.ca.issue_cert(
+            "tarry-worker.example", common_name="tarry-worker", organization_name="Tarry Tests"
+        )
         self.ca.cert_pem.write_to_path(str(self.ca_file))
         self.client.cert_chain_pems[0].write_to_path(str(self.client_cert_file))
         self.client.private_key_pem.write_to_path(str(self.client_key_file))
