@@ -128,7 +128,8 @@ async def test_a_worker_and_the_cli_run_a_run_over_mtls(
         assert text in shown.out
     assert doctor.code == 0, doctor
     tls_line = next(line for line in doctor.out.splitlines() if line.startswith("TLS "))
-    assert "on (client certificate" in tls_line and "CN=tarry-worker" in tls_line
+    assert "on (client certificate" in tls_line
+    assert "CN=tarry-worker" in tls_line
     # The only address any of them had was the proxy's: each connected through it.
     assert len(mtls.received) >= 5
     handle = temporal.get_workflow_handle(run_id)
@@ -185,9 +186,7 @@ def wrong_ca(proxy: TlsProxy, pki: Pki, directory: Path) -> tuple[dict[str, str]
     )
 
 
-def no_client_certificate(
-    proxy: TlsProxy, pki: Pki, directory: Path
-) -> tuple[dict[str, str], str]:
+def no_client_certificate(proxy: TlsProxy, pki: Pki, directory: Path) -> tuple[dict[str, str], str]:
     """TLS with the right CA, but no client certificate for a proxy that requires one."""
     connection = {
         "TEMPORAL_ADDRESS": proxy.address,
@@ -251,7 +250,9 @@ async def test_a_missing_client_certificate_file_is_refused_at_the_start(
         )
     )
 
-    assert line == f"TEMPORAL_TLS_CLIENT_CERT_PATH: cannot read {missing}: No such file or directory"
+    assert line == (
+        f"TEMPORAL_TLS_CLIENT_CERT_PATH: cannot read {missing}: No such file or directory"
+    )
 
 
 @pytest.mark.parametrize("entry_point", ENTRY_POINTS)
@@ -261,9 +262,7 @@ async def test_a_profile_the_file_does_not_have_is_refused_at_the_start(
     proxy = TlsProxy("127.0.0.1:1")  # never connected to: the profile is refused first
     connection = profile_file(proxy, pki, tmp_path)
 
-    line = refused(
-        await start(entry_point, tmp_path, **connection | {"TEMPORAL_PROFILE": "prod"})
-    )
+    line = refused(await start(entry_point, tmp_path, **connection | {"TEMPORAL_PROFILE": "prod"}))
 
     assert line == (
         f"TEMPORAL_PROFILE='prod': {connection['TEMPORAL_CONFIG_FILE']} has no "
@@ -330,9 +329,11 @@ async def test_the_api_key_travels_as_the_sdk_sends_it_and_shows_nowhere_else(
     assert len(requests) > 10
     assert all(request.get("authorization") == f"Bearer {API_KEY}" for request in requests)
     assert "API key" in doctor.out  # doctor says there is one ...
-    assert refusal.code == 2 and "refused" in refusal.err
+    assert refusal.code == 2
+    assert "refused" in refusal.err
     for seen in (started, sent, doctor, refusal):  # ... and no output shows it,
         assert API_KEY not in seen.out + seen.err
     assert API_KEY not in logs  # nor the worker's log,
-    assert b"Use the key." in stored and b"Still keyed in." in stored
+    assert b"Use the key." in stored
+    assert b"Still keyed in." in stored
     assert API_KEY.encode() not in stored  # nor the run's history.
