@@ -1,8 +1,8 @@
 """What every entry point does at its start and at its end.
 
-At its start it reads its configuration with `settings_or_exit`: a bad setting or
-config file is one line on stderr and exit code 2 (`CONFIG_ERROR_EXIT`), before any
-connection to Temporal, never a traceback.
+At its start it reads its configuration with `settings_or_exit`: a bad setting, config
+file or Temporal profile (a missing certificate) is one line on stderr and exit code 2
+(`CONFIG_ERROR_EXIT`), before any connection to Temporal, never a traceback.
 
 At its end it leaves without tripping upstream sdk-python #300: the SDK's Rust core can
 abort the interpreter during its normal shutdown (`Fatal Python error:
@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn
 
+from tarry.connection import temporal_connection
 from tarry.settings import ConfigError, TarrySettings, load_settings
 
 __all__ = [
@@ -54,10 +55,20 @@ def run_main(main: Callable[[], Coroutine[Any, Any, int]]) -> NoReturn:
 
 
 def settings_or_exit() -> TarrySettings:
-    """The checked settings (`load_settings`); a problem with them ends the process with
-    its one line on stderr and `CONFIG_ERROR_EXIT`."""
+    """The checked settings (`load_settings`), with the Temporal connection checked too
+    (`tarry.connection`: its profile, certificates and keys) and its address and
+    namespace resolved, so that whatever names them names the server the process
+    connects to. A problem with either ends the process with its one line on stderr and
+    `CONFIG_ERROR_EXIT`."""
     try:
-        return load_settings()
+        settings = load_settings()
+        connection = temporal_connection(settings)
     except ConfigError as e:
         sys.stderr.write(f"error: {e}\n")
         exit_now(CONFIG_ERROR_EXIT)
+    return settings.model_copy(
+        update={
+            "temporal_address": connection.address,
+            "temporal_namespace": connection.namespace,
+        }
+    )

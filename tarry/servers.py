@@ -7,7 +7,7 @@ import ipaddress
 import shutil
 import sys
 import sysconfig
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,9 +109,11 @@ def search_attribute_specs() -> list[str]:
     return [f"{key.name}={cli_type(key)}" for key in SEARCH_ATTRIBUTES]
 
 
-def search_attribute_command(namespace: str) -> str:
-    """The one `temporal` command that registers Tarry's search attributes on a cluster."""
-    flags = " ".join(f"--name {key.name} --type {cli_type(key)}" for key in SEARCH_ATTRIBUTES)
+def search_attribute_command(namespace: str, names: Collection[str] | None = None) -> str:
+    """The one `temporal` command that registers Tarry's search attributes on a cluster
+    (those of `names` only, when given: the ones it lacks)."""
+    keys = [key for key in SEARCH_ATTRIBUTES if names is None or key.name in names]
+    flags = " ".join(f"--name {key.name} --type {cli_type(key)}" for key in keys)
     return f"temporal operator search-attribute create --namespace {namespace} {flags}"
 
 

@@ -102,14 +102,18 @@ async def worker_process(
     model: ScriptedModel,
     workspace_root: Path,
     payload_store: Path,
+    connection: Mapping[str, str] | None = None,
 ) -> asyncio.subprocess.Process:
     """`python -m workers` as its own process, configured from the environment, once
-    it says it is ready. Its standard error is a pipe: read it or kill the process."""
+    it says it is ready. Its standard error is a pipe: read it or kill the process.
+    `connection`: the `TEMPORAL_*` variables it connects with; by default the address of
+    `client`'s server."""
+    connection = connection or {"TEMPORAL_ADDRESS": client.service_client.config.target_host}
     worker = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "workers",
         env={
             "PATH": os.environ.get("PATH", ""),
-            "TEMPORAL_ADDRESS": client.service_client.config.target_host,
+            **connection,
             "TARRY_TASK_QUEUE": task_queue,
             "OPENAI_BASE_URL": model.base_url,
             "OPENAI_API_KEY": CANARY_KEY,

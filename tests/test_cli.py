@@ -36,12 +36,18 @@ LIST_HEADER = ["run", "phase", "turns", "profile", "waiting", "for", "started", 
 
 def cli_env(address: str, task_queue: str) -> dict[str, str]:
     """This environment without Tarry's or Temporal's settings, pointed at the test server."""
+    return connected_env({"TEMPORAL_ADDRESS": address}, task_queue)
+
+
+def connected_env(connection: dict[str, str], task_queue: str) -> dict[str, str]:
+    """This environment without Tarry's or Temporal's settings, connecting with the
+    `TEMPORAL_*` variables of `connection`."""
     env = {
         name: value
         for name, value in os.environ.items()
         if not name.startswith(("OPENAI_", "TARRY_", "TEMPORAL_"))
     }
-    return env | {"TEMPORAL_ADDRESS": address, "TARRY_TASK_QUEUE": task_queue, "NO_COLOR": "1"}
+    return env | connection | {"TARRY_TASK_QUEUE": task_queue, "NO_COLOR": "1"}
 
 
 def agent_env(agent: Agent) -> dict[str, str]:
@@ -676,7 +682,7 @@ async def test_help_groups_the_commands_in_a_panel_per_command_group(cli: Cli) -
         "Watching runs": ["status", "show", "watch", "list"],
         "Approvals and budget": ["approve", "budget"],
         "Model": ["retry", "model"],
-        "Local stack": ["dev", "worker", "scripted-model", "demo"],
+        "Local stack": ["dev", "worker", "scripted-model", "demo", "doctor"],
         "Servers": ["serve", "mcp"],
         "Schedules": ["schedule"],
     }

@@ -186,6 +186,11 @@ async def test_dev_serves_runs_with_the_echo_model_and_stops_cleanly_on_sigint(
         assert shown in banner
     assert str(data_dir) in banner
     assert "started here" in banner
+    # `tarry doctor`'s report, but for the pollers: the server's version, TLS, attributes.
+    assert "\nServer       Temporal 1." in banner
+    assert "\nTLS          off" in banner
+    assert "\nSearch attrs all of Tarry's are there" in banner
+    assert "problem:" not in banner
     # The server's own output goes to its log, not the terminal.
     assert (data_dir / "temporal.log").exists()
     assert (data_dir / "temporal.db").exists()

@@ -6,6 +6,7 @@ import sys
 from typing import NoReturn
 
 from tarry.codec import EncryptionKeyError
+from tarry.connection import ConnectError
 from tarry.entrypoint import run_main, settings_or_exit
 from tarry.logs import configure_logging
 from tarry.settings import TarrySettings
@@ -19,6 +20,9 @@ async def _main(settings: TarrySettings) -> int:
     except (WorkerSetupError, EncryptionKeyError, TracingExtraMissing) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except ConnectError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
     return 0
 
 

@@ -41,27 +41,21 @@ async def check_search_attributes(client: Client, namespace: str) -> None:
     if missing:
         raise WorkerSetupError(
             f"namespace {namespace!r} lacks the search attributes {', '.join(missing)}; "
-            f"create them with: {search_attribute_command(namespace)}"
+            f"create them with: {search_attribute_command(namespace, missing)}"
         )
 
 
 async def run_worker(settings: TarrySettings, tools: Sequence[Tool] = BUILTIN_TOOLS) -> None:
-    """Serves `tools` until SIGINT or SIGTERM, then lets in-flight tasks finish and returns."""
+    """Serves `tools` until SIGINT or SIGTERM, then lets in-flight tasks finish and returns.
+    Raises `tarry.connection.ConnectError` when Temporal refuses or is not there."""
     plugin = TarryPlugin(settings, tools=tools)
     try:
         runtime = metrics_runtime(settings)
     except ValueError as e:  # the SDK's: "Failed starting Prometheus exporter: ..."
         raise WorkerSetupError(f"{e}; set TARRY_METRICS_PORT to a free port") from None
-    try:
-        client = await connect_temporal(settings, runtime=runtime)
-    # The SDK reports a failed connection as a bare RuntimeError (its reason a page of
-    # Rust debug output), an address it cannot parse as a ValueError.
-    except (RuntimeError, ValueError):
-        raise WorkerSetupError(
-            f"cannot reach Temporal at {settings.temporal_address}; start it with "
-            "`tarry dev` or set TEMPORAL_ADDRESS"
-        ) from None
-    await check_search_attributes(client, settings.temporal_namespace)
+    # A server that refuses or is not there: `ConnectError`, one line and its exit code.
+    client = await connect_temporal(settings, runtime=runtime)
+    await check_search_attributes(client, client.namespace)
     worker = Worker(client, task_queue=settings.tarry_task_queue, plugins=[plugin])
     keep_memory_flat()
     stop = asyncio.Event()
@@ -72,7 +66,7 @@ async def run_worker(settings: TarrySettings, tools: Sequence[Tool] = BUILTIN_TO
         log.info(
             "worker ready: task queue %r on %s, tools: %s",
             settings.tarry_task_queue,
-            settings.temporal_address,
+            client.service_client.config.target_host,
             ", ".join(plugin.tools.names),
         )
         if url := metrics_url(settings):

@@ -13,7 +13,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from tarry.cli import approvals, local, model, runs, schedule, serve, watching
+from tarry.cli import approvals, doctor, local, model, runs, schedule, serve, watching
 from tarry.cli.common import FLAG, Panel
 from tarry.entrypoint import exit_now
 from tarry.text import shorten
@@ -26,7 +26,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 # In the order `tarry --help` shows their panels.
-for group in (runs, watching, approvals, model, local, serve):
+for group in (runs, watching, approvals, model, local, doctor, serve):
     app.add_typer(group.commands)
 app.add_typer(schedule.commands, rich_help_panel=Panel.SCHEDULES)  # `tarry schedule ...`
 
@@ -53,7 +53,9 @@ def _root(
     """Durable, human-in-the-loop LLM agent runs on Temporal.
 
     Connection settings come from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and
-    TARRY_TASK_QUEUE.
+    TARRY_TASK_QUEUE, and a Temporal profile as the `temporal` CLI reads it
+    (TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE, TEMPORAL_API_KEY, TEMPORAL_TLS_*); `tarry
+    doctor` checks them.
     """
 
 

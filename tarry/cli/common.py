@@ -2,9 +2,11 @@
 
 Every command that prints data takes `--json` for scripts: plain JSON on stdout, never
 colour. Errors are one line on stderr (`error: CODE: message`) and a non-zero exit,
-never a traceback. Connection settings come from the environment (`TEMPORAL_ADDRESS`,
-`TEMPORAL_NAMESPACE`, `TARRY_TASK_QUEUE`), as for every Tarry process; a bad setting or
-config file is refused before anything starts, with exit code 2 (`settings_or_exit`).
+never a traceback. Connection settings come from the environment and the Temporal
+profile (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_PROFILE`, ...: see
+`tarry.connection`) and `TARRY_TASK_QUEUE`, as for every Tarry process; a bad setting,
+config file or certificate is refused before anything starts, and a TLS handshake the
+server refuses ends the command, both with exit code 2.
 The command modules (`runs`, `watching`, `approvals`, `model`, `local`, `serve`) use
 only this layer to do so, so every command fails and prints alike.
 """
@@ -27,10 +29,11 @@ from temporalio.service import RPCError
 from tarry.cli.render import print_stop_line
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.codec import EncryptionKeyError
+from tarry.connection import ConnectError
 from tarry.contracts import ErrorCode, Phase, RunState, run_id_problem
-from tarry.entrypoint import settings_or_exit
+from tarry.entrypoint import CONFIG_ERROR_EXIT, settings_or_exit
 from tarry.logs import configure_command_logging
-from tarry.settings import TarrySettings
+from tarry.settings import ConfigError, TarrySettings
 from tarry.text import shorten
 
 T = TypeVar("T")
@@ -98,6 +101,10 @@ def run_command(main: Coroutine[Any, Any, T]) -> T:
         fail(f"{e.code}: {e.message}")
     except (CliError, EncryptionKeyError) as e:
         fail(str(e))
+    except ConnectError as e:
+        fail(str(e), e.exit_code)
+    except ConfigError as e:  # a Temporal profile's file that changed since the start
+        fail(str(e), CONFIG_ERROR_EXIT)
     except RPCError as e:
         fail(f"{e.status.name}: {e.message}")
     except ValidationError as e:
@@ -109,25 +116,16 @@ def run_command(main: Coroutine[Any, Any, T]) -> T:
 
 
 async def connect(settings: TarrySettings) -> Tarry:
-    """A client of the settings' server; an address it cannot use is a `CliError` that
-    says what to do."""
-    address = settings.temporal_address
+    """A client of the settings' server. One that refuses or is not there is a
+    `ConnectError` that says what to do (`tarry.connection`); one that hangs, too."""
     try:
         async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
             return await Tarry.connect(settings)
-    except EncryptionKeyError:
-        raise  # a ValueError too, with its own message
-    # The SDK reports an address it cannot parse as a ValueError ("invalid target URL").
-    except ValueError as e:
-        raise CliError(
-            f"TEMPORAL_ADDRESS={address!r} is not an address ({e}); give host:port, "
-            "e.g. 127.0.0.1:7233"
-        ) from e
-    # The SDK reports a failed connection as a bare RuntimeError.
-    except (RuntimeError, TimeoutError) as e:
-        raise CliError(
-            f"cannot reach Temporal at {address}; start it with `tarry dev` or set TEMPORAL_ADDRESS"
-        ) from e
+    except TimeoutError:
+        raise ConnectError(
+            f"cannot reach Temporal at {settings.temporal_address} (no answer in "
+            f"{CONNECT_TIMEOUT_SECONDS:g} s); start it with `tarry dev` or set TEMPORAL_ADDRESS"
+        ) from None
 
 
 def with_tarry(action: Callable[[Tarry], Awaitable[T]]) -> T:

@@ -17,7 +17,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.cli.processes import HOST, DevServer, DevServerError
-from tarry.connection import connect_temporal
+from tarry.connection import ConnectError, connect_temporal, temporal_connection
 from tarry.servers import is_loopback, register_search_attributes
 from tarry.settings import TarrySettings
 
@@ -71,10 +71,15 @@ async def _listening(host: str, port: int) -> bool:
 
 async def _connect(settings: TarrySettings, timeout: float) -> Client | None:  # noqa: ASYNC109
     """A client if a Temporal server answers within `timeout`, else None."""
+    connection = temporal_connection(settings)
     try:
         async with asyncio.timeout(timeout):
-            return await connect_temporal(settings)
-    except (RuntimeError, TimeoutError):  # the SDK's connect failures are RuntimeErrors
+            return await connection.connect(settings)
+    except ConnectError:
+        if connection.tls is not None:
+            raise  # TLS refused is its own one line (and exit code), not "not Temporal"
+        return None
+    except TimeoutError:
         return None
 
 

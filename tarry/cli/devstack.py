@@ -31,9 +31,11 @@ from temporalio.worker import Worker
 
 from tarry.cli import tour
 from tarry.cli.devserver import DevStackError, temporal_server, ui_port
+from tarry.cli.doctor import report
 from tarry.cli.processes import HOST, DevServer
 from tarry.cli.stopping import race, stop_signals, unless_stopped
-from tarry.client import Tarry, connect_temporal
+from tarry.client import Tarry
+from tarry.connection import connect_temporal, temporal_connection
 from tarry.logs import configure_logging
 from tarry.pages import PageStore
 from tarry.settings import ModelProfile, TarrySettings
@@ -183,7 +185,12 @@ async def serve_dev(settings: TarrySettings, data_dir: Path) -> int:
     async with stop_signals() as stop:
         try:
             async with dev_stack(settings, data_dir) as stack, serving_api(stack) as api:
-                for line in [*stack.summary(), f"HTTP API   {api} (docs {api}/docs)"]:
+                # `tarry doctor`'s report too, but for the pollers: the worker is starting.
+                found = await report(
+                    stack.client, temporal_connection(stack.settings), stack.settings, pollers=False
+                )
+                summary = [*stack.summary(), f"HTTP API   {api} (docs {api}/docs)", *found.lines]
+                for line in [*summary, *(f"problem: {p}" for p in found.problems)]:
                     print(line, flush=True)
                 print("Ctrl-C to stop.", flush=True)
                 await unless_stopped(stop, stack.while_up(asyncio.Event().wait()))

@@ -1,0 +1,189 @@
+"""`tarry doctor`: connects as every Tarry process does and says what it finds there.
+
+The server and its version, the namespace, TLS and who this process is to the server,
+Tarry's search attributes, the task queues' pollers and the worker deployments the
+server knows. Each problem is one line with its fix, and makes the exit code 1; a
+connection refused (TLS) or impossible ends it as any command's does (`common`).
+`tarry dev` prints the same report at its start (`report`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import typer
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import (
+    DescribeNamespaceRequest,
+    DescribeTaskQueueRequest,
+    GetSystemInfoRequest,
+    ListWorkerDeploymentsRequest,
+)
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from tarry.cli.common import Panel, run_command
+from tarry.connection import TemporalConnection, connect_temporal, temporal_connection
+from tarry.entrypoint import settings_or_exit
+from tarry.logs import configure_command_logging
+from tarry.servers import missing_search_attributes, search_attribute_command
+from tarry.settings import TarrySettings
+
+__all__ = ["Report", "commands", "report"]
+
+commands = typer.Typer()
+
+_KINDS = {
+    "workflow": TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    "activity": TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+}
+
+
+@dataclass
+class Report:
+    """What `tarry doctor` found: `lines` to show, one per subject, and `problems`, each
+    one line with its fix."""
+
+    lines: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, subject: str, text: str) -> None:
+        self.lines.append(f"{subject:<13}{text}")
+
+
+async def report(
+    client: Client,
+    connection: TemporalConnection,
+    settings: TarrySettings,
+    *,
+    pollers: bool = True,
+) -> Report:
+    """Asks the server `client` is connected to about everything a Tarry deployment needs
+    of it; without `pollers` (`tarry dev`, whose worker is only starting) who polls the
+    task queues is left out. Never shows the API key: only that there is one."""
+    found = Report()
+    namespace = client.namespace
+    info = await client.workflow_service.get_system_info(GetSystemInfoRequest())
+    source = f"profile {connection.profile} of {connection.config_file}"
+    found.add(
+        "Server",
+        f"Temporal {info.server_version or '(version unknown)'} at {connection.address} "
+        f"({source if connection.config_file else 'no profile file'})",
+    )
+    try:
+        await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=namespace)
+        )
+        found.add("Namespace", namespace)
+    except RPCError as e:
+        found.add("Namespace", f"{namespace} ({e.status.name})")
+        if e.status is RPCStatusCode.NOT_FOUND:
+            found.problems.append(
+                f"namespace {namespace!r} does not exist; create it with "
+                f"`temporal operator namespace create {namespace}` or set TEMPORAL_NAMESPACE"
+            )
+            return found  # nothing else can be asked of a namespace that is not there
+        found.problems.append(f"cannot describe namespace {namespace!r}: {e.message}")
+    found.add("TLS", connection.tls_summary())
+    found.add("Identity", client.identity)
+    await _search_attributes(client, found)
+    if pollers:
+        await _pollers(client, settings, found)
+    await _deployments(client, found)
+    return found
+
+
+async def _search_attributes(client: Client, found: Report) -> None:
+    namespace = client.namespace
+    try:
+        missing = await missing_search_attributes(client, namespace)
+    except RPCError as e:
+        found.add("Search attrs", f"cannot list them ({e.status.name}: {e.message})")
+        return
+    if not missing:
+        found.add("Search attrs", "all of Tarry's are there")
+        return
+    found.add("Search attrs", f"missing: {', '.join(missing)}")
+    found.problems.append(
+        f"namespace {namespace!r} lacks the search attributes {', '.join(missing)}; create "
+        f"them with: {search_attribute_command(namespace, missing)}"
+    )
+
+
+async def _pollers(client: Client, settings: TarrySettings, found: Report) -> None:
+    """Who polls the task queue of runs (workflows and activities) and each model
+    profile's own queue (its activities)."""
+    queues: dict[str, tuple[str, ...]] = {settings.tarry_task_queue: ("workflow", "activity")}
+    for profile in settings.model_profiles().values():
+        if profile.task_queue:
+            queues.setdefault(profile.task_queue, ("activity",))
+    for queue, kinds in queues.items():
+        counts = []
+        for kind in kinds:
+            try:
+                described = await client.workflow_service.describe_task_queue(
+                    DescribeTaskQueueRequest(
+                        namespace=client.namespace,
+                        task_queue=TaskQueue(name=queue),
+                        task_queue_type=_KINDS[kind],
+                    )
+                )
+            except RPCError as e:
+                counts.append(f"{kind}: cannot tell ({e.status.name})")
+                continue
+            pollers = sorted({poller.identity for poller in described.pollers})
+            counts.append(f"{kind}: {', '.join(pollers) if pollers else 'no poller'}")
+            if not pollers:
+                found.problems.append(
+                    f"no worker polls task queue {queue!r} for {kind} tasks; start one "
+                    f"(`tarry worker` with TARRY_TASK_QUEUE={queue})"
+                )
+        found.add("Task queue", f"{queue} ({'; '.join(counts)})")
+
+
+async def _deployments(client: Client, found: Report) -> None:
+    """The worker deployments and their current and ramping versions, as the server
+    reports them; how many runs a version still holds is not counted here."""
+    try:
+        listed = await client.workflow_service.list_worker_deployments(
+            ListWorkerDeploymentsRequest(namespace=client.namespace)
+        )
+    except RPCError as e:
+        found.add("Deployments", f"not reported by this server ({e.status.name})")
+        return
+    if not listed.worker_deployments:
+        found.add("Deployments", "none (workers are unversioned)")
+    for deployment in listed.worker_deployments:
+        routing = deployment.routing_config
+        current = routing.current_deployment_version.build_id or "none (unversioned)"
+        text = f"{deployment.name}: current {current}"
+        if ramping := routing.ramping_deployment_version.build_id:
+            text += f", ramping {ramping} at {routing.ramping_version_percentage:g}%"
+        found.add("Deployment", text)
+
+
+async def examine(settings: TarrySettings) -> Report:
+    """Connects as the process would and reports."""
+    client = await connect_temporal(settings)
+    return await report(client, temporal_connection(settings), settings)
+
+
+@commands.command(rich_help_panel=Panel.LOCAL)
+def doctor() -> None:
+    """Check the Temporal this process connects to: server, namespace, TLS, search
+    attributes, workers polling, deployments.
+
+    Connects as every Tarry process does (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+    TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE, TEMPORAL_API_KEY, TEMPORAL_TLS_*) and prints
+    what it finds; each problem is one line with its fix, and the exit code is 1 if
+    there is any.
+    """
+    configure_command_logging()
+    settings = settings_or_exit()
+    found = run_command(examine(settings))
+    for line in found.lines:
+        print(line)
+    for problem in found.problems:
+        print(f"problem: {problem}")
+    raise typer.Exit(1 if found.problems else 0)
