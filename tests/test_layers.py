@@ -52,8 +52,11 @@ LIBRARY = ("tarry", "workflows", "activities", "workers")
 OPTIONAL = re.compile(r"activities\.mcp_\w+|workers\.tracing")
 """Library modules that need an extra, loaded only by a worker configured to need it."""
 CLI_MODULE_LINES = 350
-"""The most lines a module of the command line may have: one module per command group
-(issue 28), not every command in one file."""
+"""The most lines a module of the command line may have: one module per command group,
+not every command in one file."""
+MODULE_LINES = 600
+"""The most lines any module but a test's may have: past it, a module holds more than
+one idea (a client of six concerns, every contract in one file)."""
 
 
 def layer_of(module: str) -> str | None:
@@ -117,6 +120,16 @@ def long_cli_modules(root: Path) -> list[str]:
         f"{path.relative_to(root)}: {lines} lines"
         for path in sorted((root / "tarry" / "cli").rglob("*.py"))
         if (lines := len(path.read_text().splitlines())) > CLI_MODULE_LINES
+    ]
+
+
+def long_modules(root: Path) -> list[str]:
+    """Every module outside `tests/` over `MODULE_LINES` lines, with its length."""
+    return [
+        f"{path.relative_to(root)}: {lines} lines"
+        for path in python_files(root)
+        if path.relative_to(root).parts[0] != "tests"
+        and (lines := len(path.read_text().splitlines())) > MODULE_LINES
     ]
 
 
@@ -195,6 +208,18 @@ def test_a_long_command_line_module_is_found(tmp_path: Path) -> None:
     (tmp_path / "tarry" / "cli" / "groups" / "app.py").write_text("x = 1\n" * 351)
 
     assert long_cli_modules(tmp_path) == ["tarry/cli/groups/app.py: 351 lines"]
+
+
+def test_no_module_outside_the_tests_is_over_600_lines() -> None:
+    assert long_modules(ROOT) == []
+
+
+def test_a_long_module_is_found(tmp_path: Path) -> None:
+    for name, lines in {"tarry/client.py": 601, "workflows/run.py": 600, "tests/t.py": 900}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x = 1\n" * lines)
+
+    assert long_modules(tmp_path) == ["tarry/client.py: 601 lines"]
 
 
 def test_a_client_and_a_worker_import_nothing_an_extra_installs() -> None:
