@@ -188,7 +188,11 @@ class AgentRunWorkflow:
 
     @workflow.update
     async def decide(self, decision: Decision) -> RunState:
-        """Decide on pending tool calls and answer with the state at the next stop point."""
+        """Decide on pending tool calls and answer with the state at the next stop point.
+
+        An exception to "handlers only record intent": with other calls of the answer
+        still undecided, the run stays at this stop point, so no loop step would tell
+        this decision's observers; the handler publishes the stop point itself."""
         stops = self._m.stops
         approvals.record(self._m, decision, "update", workflow.now())
         # With other calls of the answer still undecided, the run stays at this stop point.
@@ -234,7 +238,11 @@ class AgentRunWorkflow:
     @workflow.update
     def set_model(self, name: str) -> RunState:
         """Switches the run's model calls from now on to the worker's profile `name`; a
-        run waiting for a failing model then goes on with `retry` or a reply."""
+        run waiting for a failing model then goes on with `retry` or a reply.
+
+        An exception to "handlers only record intent": it writes its note into the
+        transcript at once, so the switch stands in the conversation where it was asked
+        for, even while the run waits and its loop takes no step."""
         self._m.model = name
         if name in self._m.profiles:  # runs that resolved their tools before: kept queue
             self._m.model_queue = self._m.profiles[name]
