@@ -20,6 +20,7 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import (
     DescribeTaskQueueRequest,
+    DescribeWorkflowExecutionResponse,
     GetWorkflowExecutionHistoryReverseRequest,
 )
 from temporalio.client import (
@@ -34,7 +35,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from tarry.contracts import ErrorCode, RunResult, RunState
 from tarry.errors import TarryError, translated_errors, unadmitted
 
-__all__ = ["QUERY_PATIENCE", "Delivery", "await_poller"]
+__all__ = ["QUERY_PATIENCE", "Delivery", "await_poller", "task_failing"]
 
 Q = TypeVar("Q")
 """What a query answers."""
@@ -129,33 +130,7 @@ class Delivery:
                 raise
 
     async def _task_failing(self) -> TarryError | None:
-        """`RUN_TASK_FAILING`, with the failure Temporal recorded last, for a run whose
-        workflow task is past its first attempt; else None. Such a run answers no query
-        until a worker completes its task, which a retry of the query does not bring."""
-        pending = (await self.describe()).raw_description.pending_workflow_task
-        if pending.attempt < 2:
-            return None
-        request = GetWorkflowExecutionHistoryReverseRequest(
-            namespace=self._client.namespace,
-            execution=WorkflowExecution(workflow_id=self._handle.id),
-            maximum_page_size=100,
-        )
-        history = await self._client.workflow_service.get_workflow_execution_history_reverse(
-            request
-        )
-        failures = (
-            e.workflow_task_failed_event_attributes.failure.message
-            for e in history.history.events
-            if e.HasField("workflow_task_failed_event_attributes")
-        )
-        reason = next(failures, "timed out")
-        return TarryError(
-            ErrorCode.RUN_TASK_FAILING,
-            f"run {self._handle.id!r} is stuck: its workflow task has not completed in "
-            f"{pending.attempt} attempts (last failure: {reason}); it answers and goes on "
-            "once a worker can complete it. See the workers' log: a missing "
-            "TARRY_ENCRYPTION_KEY or payload store, or code that cannot replay the run",
-        )
+        return await task_failing(self._client, (await self.describe()).raw_description)
 
     async def describe(self) -> WorkflowExecutionDescription:
         """What Temporal itself records of the run (status, task queue, search attributes
@@ -206,3 +181,35 @@ async def await_poller(client: Client, queue: str, run_id: str) -> None:
                 f" start one with `tarry worker` (TARRY_TASK_QUEUE={queue}) or `tarry dev`",
             )
         await asyncio.sleep(0.25)
+
+
+async def task_failing(
+    client: Client, description: DescribeWorkflowExecutionResponse
+) -> TarryError | None:
+    """`RUN_TASK_FAILING`, with the failure Temporal recorded last, for the run
+    `description` describes when its workflow task is past its first attempt; else None.
+    Such a run answers no query until a worker completes its task, which a retry of the
+    query does not bring."""
+    attempt = description.pending_workflow_task.attempt
+    if attempt < 2:
+        return None
+    run_id = description.workflow_execution_info.execution.workflow_id
+    request = GetWorkflowExecutionHistoryReverseRequest(
+        namespace=client.namespace,
+        execution=WorkflowExecution(workflow_id=run_id),
+        maximum_page_size=100,
+    )
+    history = await client.workflow_service.get_workflow_execution_history_reverse(request)
+    failures = (
+        e.workflow_task_failed_event_attributes.failure.message
+        for e in history.history.events
+        if e.HasField("workflow_task_failed_event_attributes")
+    )
+    reason = next(failures, "timed out")
+    return TarryError(
+        ErrorCode.RUN_TASK_FAILING,
+        f"run {run_id!r} is stuck: its workflow task has not completed in {attempt} "
+        f"attempts (last failure: {reason}); it answers and goes on once a worker can "
+        "complete it. See the workers' log: a missing TARRY_ENCRYPTION_KEY or payload "
+        "store, or code that cannot replay the run",
+    )

@@ -69,3 +69,13 @@ async def test_the_api_answers_502_run_task_failing_with_the_reason(
     error = answer.json()["error"]
     assert error["code"] == ErrorCode.RUN_TASK_FAILING
     assert REASON in error["message"]
+
+
+async def test_tarry_doctor_names_the_stuck_run_and_why(stuck: tuple[Agent, RunHandle]) -> None:
+    agent, run = stuck
+
+    result = await Cli(agent_env(agent), agent)("doctor")
+
+    assert result.code == 1, result
+    problems = [line for line in result.out.splitlines() if line.startswith("problem: ")]
+    assert [p for p in problems if f"run {run.id!r} is stuck" in p and REASON in p], problems

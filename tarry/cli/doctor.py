@@ -1,14 +1,16 @@
 """`tarry doctor`: connects as every Tarry process does and says what it finds there.
 
 The server and its version, the namespace, TLS and who this process is to the server,
-Tarry's search attributes, the task queues' pollers and the worker deployments the
-server knows. Each problem is one line with its fix, and makes the exit code 1; a
-connection refused (TLS) or impossible ends it as any command's does (`common`).
+Tarry's search attributes, the task queues' pollers, the worker deployments the server
+knows, and the open runs whose workflow task keeps failing. Each problem is one line
+with its fix, and makes the exit code 1; a connection refused (TLS) or impossible ends
+it as any command's does (`common`).
 `tarry dev` prints the same report at its start (`report`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 import typer
@@ -25,7 +27,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.cli.common import Panel, run_command
 from tarry.connection import TemporalConnection, connect_temporal, temporal_connection
+from tarry.contracts import WORKFLOW_TYPE
+from tarry.delivery import task_failing
 from tarry.entrypoint import settings_or_exit
+from tarry.errors import TarryError
 from tarry.logs import configure_command_logging
 from tarry.servers import missing_search_attributes, search_attribute_command
 from tarry.settings import TarrySettings
@@ -91,6 +96,7 @@ async def report(
     if pollers:
         await _pollers(client, settings, found)
     await _deployments(client, found)
+    await _stuck_runs(client, found)
     return found
 
 
@@ -163,6 +169,35 @@ async def _deployments(client: Client, found: Report) -> None:
         found.add("Deployment", text)
 
 
+STUCK_RUNS_CHECKED = 200
+"""The newest open runs `tarry doctor` asks whether their workflow task keeps failing:
+Temporal's visibility does not tell, so each is described."""
+
+
+async def _stuck_runs(client: Client, found: Report) -> None:
+    """Open runs whose workflow task keeps failing: they answer no query and take no
+    reply until a worker can complete it (`RUN_TASK_FAILING`)."""
+    query = f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'"
+    try:
+        ids = [e.id async for e in client.list_workflows(query, limit=STUCK_RUNS_CHECKED)]
+    except RPCError as e:
+        found.add("Stuck runs", f"cannot list the open runs ({e.status.name})")
+        return
+    checks = asyncio.Semaphore(10)
+
+    async def stuck(run_id: str) -> TarryError | None:
+        async with checks:
+            try:
+                description = await client.get_workflow_handle(run_id).describe()
+            except RPCError:
+                return None  # closed meanwhile
+            return await task_failing(client, description.raw_description)
+
+    failing = [e for e in await asyncio.gather(*map(stuck, ids)) if e is not None]
+    found.add("Stuck runs", f"{len(failing)} of the {len(ids)} newest open runs")
+    found.problems += [e.message for e in failing]
+
+
 async def examine(settings: TarrySettings) -> Report:
     """Connects as the process would and reports."""
     client = await connect_temporal(settings)
@@ -172,7 +207,7 @@ async def examine(settings: TarrySettings) -> Report:
 @commands.command(rich_help_panel=Panel.LOCAL)
 def doctor() -> None:
     """Check the Temporal this process connects to: server, namespace, TLS, search
-    attributes, workers polling, deployments.
+    attributes, workers polling, deployments, stuck runs.
 
     Connects as every Tarry process does (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
     TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE, TEMPORAL_API_KEY, TEMPORAL_TLS_*) and prints
