@@ -399,19 +399,19 @@ async def test_tarry_list_shows_a_sub_agent_under_its_lead(agent_factory: Any) -
     cli = Cli(agent_env(agent), agent)
 
     async with asyncio.timeout(deadline(30)):
-        # Until visibility records the lead's wait and the child (no notification).
+        # Until visibility records both waits (it has no notification).
         while True:
             lines = (await cli.ok("list", "--limit", "1000")).splitlines()
             lead = next((n for n, line in enumerate(lines) if line.startswith(parent.id)), None)
             below = lines[lead + 1] if lead is not None and lead + 1 < len(lines) else ""
-            if lead is not None and " agent " in lines[lead] and child.id in below:
+            if lead is not None and " agent " in lines[lead] and " input " in below:
                 break
             await asyncio.sleep(0.2)
 
     assert lines[lead + 1].startswith(f"└ {child.id} ")
-    assert lines[lead + 1].split()[2:3] == ["WaitingUser"]
+    assert lines[lead + 1].split()[2:6] == ["WaitingUser", "1", "default", "input"]
     # Its lead is on the line above: the summary need not name it.
-    assert lines[lead + 1].endswith("  Plan the launch.")
+    assert lines[lead + 1].rstrip().endswith("  Plan the launch.")
     assert "agent of" not in lines[lead + 1]
 
 
