@@ -24,11 +24,15 @@ from tarry.contracts import (
     ErrorCode,
     Phase,
     WaitingFor,
+    run_id_problem,
 )
 from tarry.errors import TarryError
 from tarry.schedules import SCHEDULED_BY_ATTRIBUTE, schedule_name_problem
 
-__all__ = ["RunPage", "RunRow", "find_runs", "runs_query"]
+__all__ = ["RunPage", "RunRow", "find_children", "find_runs", "runs_query"]
+
+CHILDREN_PAGE = 200
+"""How many of a run's children visibility answers at a time (`find_children`)."""
 
 
 class RunRow(BaseModel):
@@ -151,3 +155,22 @@ async def find_runs(
     await executions.fetch_next_page()
     rows = [await RunRow.of(e) for e in executions.current_page or []]
     return RunPage(rows=rows, next_page_token=executions.next_page_token)
+
+
+async def find_children(client: Client, run_id: str, waiting_on: str | None = None) -> list[str]:
+    """The ids of the sub-agent runs `run_id` started, open or ended, oldest first, as
+    Temporal records them (`ParentWorkflowId`, which a continue-as-new keeps). Visibility
+    lists a child a moment after it starts: `waiting_on`, the child the run's state says
+    it waits on, is added at the end while visibility has not caught up with it."""
+    if problem := run_id_problem(run_id):  # the rule has no quote: the query stays ours
+        raise TarryError(ErrorCode.RUN_ID_INVALID, problem)
+    query = f"{runs_query()} AND ParentWorkflowId = '{run_id}'"
+    started: dict[str, datetime] = {}
+    # A child that continued as new has an execution per segment: one id, its first start.
+    async for execution in client.list_workflows(query, page_size=CHILDREN_PAGE):
+        first = started.get(execution.id, execution.start_time)
+        started[execution.id] = min(first, execution.start_time)
+    children = sorted(started, key=started.__getitem__)
+    if waiting_on is not None and waiting_on not in children:
+        children.append(waiting_on)
+    return children

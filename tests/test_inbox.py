@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 import httpx
 import pytest
@@ -25,9 +26,19 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.command import Command
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.select import Select
 
 from tarry.client import ScheduleHandle
-from tarry.contracts import AgentSpec, Mode, Phase, RunState, WaitingFor
+from tarry.contracts import (
+    AgentSpec,
+    Budget,
+    Mode,
+    Phase,
+    ReplyPolicy,
+    RunInput,
+    RunState,
+    WaitingFor,
+)
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
@@ -40,6 +51,7 @@ from tests.test_notifications import Linked
 from tests.test_notifications import linked as linked  # the fixture, and the one it needs:
 from tests.test_notifications import receiver as receiver
 from tests.test_retrying import LONG_OUTAGE
+from tests.test_sub_agents import PLANNER, plan_the_launch
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(
@@ -126,10 +138,11 @@ def first(browser: WebDriver, selector: str) -> WebElement | None:
 def click_row(browser: WebDriver, run_id: str) -> bool:
     """Clicks `run_id`'s row in the list of runs; False while it is not there (or the
     list was redrawn under the click: it is redrawn as the runs change)."""
-    for link in browser.find_elements(By.CSS_SELECTOR, "#run-list a"):
+    for item in browser.find_elements(By.CSS_SELECTOR, "#run-list li"):
         try:
-            if run_id in link.text:
-                link.click()
+            # By its id, not its text: a sub-agent's row holds its lead's id too.
+            if item.get_attribute("data-run-id") == run_id:
+                item.find_element(By.TAG_NAME, "a").click()
                 return True
         except StaleElementReferenceException:
             return False
@@ -255,6 +268,144 @@ async def test_a_sub_agents_gated_call_is_decided_in_the_inbox_with_its_lead_sho
     assert "write_file" in call_text
     assert (agent.workspace_root / lead / "plan.md").read_text() == "ship it"
     assert state.last_assistant_text == "The writer wrote the plan."
+
+
+def click(browser: WebDriver, selector: str) -> bool:
+    """Clicks the first element `selector` finds; False while there is none (or it was
+    redrawn under the click)."""
+    try:
+        found = first(browser, selector)
+        if found is not None:
+            found.click()
+        return found is not None
+    except StaleElementReferenceException:
+        return False
+
+
+def title_is(browser: WebDriver, run_id: str) -> bool:
+    return bool(browser.find_element(By.ID, "run-title").text == run_id)
+
+
+async def test_a_lead_s_page_links_the_sub_agent_it_waits_on_whose_page_links_back(
+    agent_factory: Any, browser: WebDriver
+) -> None:
+    agent = await agent_factory(agents={"planner": PLANNER})
+    plan_the_launch(agent, "Plan our launch.")
+    async with serving(agent) as api:
+        lead = await api.start("Plan our launch.", agents=["planner"])
+        child = f"{lead}:planner-1"
+        api.run(child)
+        await until_async(lambda: _waiting_on(api, lead), "the lead waiting on its sub-agent")
+
+        await open_run(browser, api, lead)
+        waits = await until(lambda: first(browser, "#run-tree .waiting-on"), "the wait's line")
+        waits_text = waits.text
+        await until(lambda: click(browser, "#run-tree .waiting-on a"), "the link to the child")
+        await until(lambda: title_is(browser, child), "the sub-agent's page")
+        await until(
+            lambda: "Which day should we launch?" in texts(browser, ".message.assistant .body"),
+            "the sub-agent's question",
+        )
+        lead_line = browser.find_element(By.CSS_SELECTOR, "#run-tree .lead").text
+        await until(lambda: click(browser, "#run-tree .lead a"), "the link back to the lead")
+        await until(lambda: title_is(browser, lead), "the lead's page again")
+        children = await until(lambda: first(browser, "#run-tree .children"), "its sub-agents")
+        children_text = children.text
+        await api.run(lead).stop()
+
+    assert waits_text == f"Waiting for its sub-agent {child}: answer it there."
+    assert lead_line == f"Sub-agent of {lead}"
+    assert children_text == f"Sub-agents: {child}"
+
+
+async def _waiting_on(api: Api, run_id: str) -> str | None:
+    return (await api.run(run_id).state()).waiting_on
+
+
+def _run_url(browser: WebDriver) -> str | None:
+    url: str = browser.current_url
+    return url if "#/runs/" in url else None
+
+
+def fill(browser: WebDriver, values: dict[str, str]) -> None:
+    """Types each value into the field `selector` finds (a select: chooses the option)."""
+    for selector, value in values.items():
+        field = browser.find_element(By.CSS_SELECTOR, selector)
+        if field.tag_name == "select":
+            Select(field).select_by_value(value)
+        else:
+            field.clear()
+            field.send_keys(value)
+
+
+async def test_a_person_starts_a_run_with_a_budget_an_agent_approvers_a_rule_and_a_reply_policy(
+    agent_factory: Any, browser: WebDriver
+) -> None:
+    agent = await agent_factory(agents={"planner": PLANNER})
+    agent.model.add_conversation("Plan our launch.", say("Shall I ask the planner?"))
+    await asyncio.to_thread(console, browser)  # what earlier pages logged
+    async with serving(agent) as api:
+        await asyncio.to_thread(browser.get, api.url + "/#/new")
+        await asyncio.to_thread(
+            fill,
+            browser,
+            {
+                "#start-prompt": "Plan our launch.",
+                "#start-agents": "planner",
+                "#start-budget-tokens": "5000",
+                "#start-budget-cost": "2.5",
+                "#start-approvers .approver-tool": "write_file",
+                "#start-approvers .approver-who": "ops, alice",
+                "#start-rules .rule-tool": "write_file",
+                "#start-rules .rule-pointer": "/path",
+                "#start-rules .rule-pattern": "notes/*.md",
+                "#start-rules .rule-decision": "approve",
+                "#start-reply-policy": "interrupt",
+            },
+        )
+        await asyncio.to_thread(browser.find_element(By.ID, "start-button").click)
+        url = await until(
+            lambda: "#/runs/" in browser.current_url and browser.current_url, "the run"
+        )
+        run_id = unquote(url.partition("#/runs/")[2])
+        state = await api.run(run_id).wait_for(WAITING, TIMEOUT)
+        workflow = agent.tarry.client.get_workflow_handle(run_id)
+        input = await workflow.query("run_input", result_type=RunInput)
+        await until(lambda: title_is(browser, run_id), "the run's page")
+        logged = await asyncio.to_thread(console, browser)
+
+    # The added rows come from <template>s, wired in inbox.js: nothing inline to refuse.
+    assert not [message for message in logged if "Content Security Policy" in message]
+    assert input.agents == ["planner"]
+    assert input.budget == state.budget == Budget(max_total_tokens=5000, max_cost_usd=2.5)
+    assert input.approvers == {"write_file": ["ops", "alice"]}
+    assert [r.model_dump(mode="json", exclude_none=True) for r in input.approval_rules] == [
+        {"tool": "write_file", "when": {"/path": "notes/*.md"}, "decision": "approve"}
+    ]
+    assert state.on_reply_while_running is ReplyPolicy.INTERRUPT
+    assert state.last_assistant_text == "Shall I ask the planner?"
+
+
+async def test_the_new_run_form_shows_the_api_s_coded_error_and_starts_nothing(
+    agent: Agent, api: Api, browser: WebDriver
+) -> None:
+    await asyncio.to_thread(browser.get, api.url + "/#/new")
+    await asyncio.to_thread(
+        fill,
+        browser,
+        {
+            "#start-prompt": "Tidy the notes.",
+            "#start-rules .rule-tool": "delete_file",
+            "#start-rules .rule-decision": "reject",  # with no reason for the model
+        },
+    )
+    await asyncio.to_thread(browser.find_element(By.ID, "start-button").click)
+
+    error = await until(lambda: browser.find_element(By.ID, "start-error").text, "the error")
+    assert error.startswith("INPUT_INVALID: body.approval_rules.0: ")
+    assert "a rule that rejects needs a reason" in error
+    assert browser.current_url.endswith("#/new")
+    assert agent.model.requests == []
 
 
 async def _first_run(schedule: ScheduleHandle) -> str | None:

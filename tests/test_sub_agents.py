@@ -4,6 +4,8 @@ which works on it as a child run of its own; the tree behaves as one run to a pe
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -346,6 +348,87 @@ async def test_a_reply_to_the_sub_agent_through_the_cli_lets_the_parent_go_on(
     assert f"agent {child.id}" in status
     assert f"(agent of {parent.id}) Plan the launch." in listed
     assert state.last_assistant_text == "The plan: launch on Monday."
+
+
+async def test_the_api_names_a_leads_sub_agent_and_the_sub_agents_lead(
+    agent_factory: Any,
+) -> None:
+    agent = await team(agent_factory, planner=PLANNER)
+    parent, child = await asking_child(agent)
+    await until(parent, lambda s: s.waiting_for is WaitingFor.AGENT)
+
+    async with serving(agent) as api:
+        lead_view = (await api.http.get(f"/v1/runs/{parent.id}")).json()
+        child_view = (await api.http.get(f"/v1/runs/{child.id}")).json()
+
+    assert (lead_view["parent"], lead_view["children"]) == (None, [child.id])
+    assert lead_view["waiting_on"] == child.id
+    assert (child_view["parent"], child_view["children"]) == (parent.id, [])
+
+
+async def test_the_api_lists_every_sub_agent_a_run_started_oldest_first(
+    agent_factory: Any,
+) -> None:
+    agent = await team(agent_factory)
+    agent.model.add_conversation(
+        "Research twice.",
+        call("agent__researcher", {"task": "Look here."}, id="a1"),
+        call("agent__researcher", {"task": "Look there."}, id="a2"),
+        say("Both looked."),
+    )
+    agent.model.add_conversation("Look here.", say("Nothing here."))
+    agent.model.add_conversation("Look there.", say("Nothing there."))
+    parent = await agent.start("Research twice.", agents=["researcher"])
+    await parent.wait_for(WAITING, TIMEOUT)
+    first, second = await child_of(agent, parent, 1), await child_of(agent, parent, 2)
+
+    async with serving(agent) as api:
+        async with asyncio.timeout(deadline(30)):
+            # Visibility lists an ended child a moment after it ends; it has no notification.
+            while len((view := await api.state(parent.id)).children) < 2:
+                await asyncio.sleep(0.2)
+
+    assert view.children == [first.id, second.id]
+    assert view.parent is None
+
+
+async def test_tarry_list_shows_a_sub_agent_under_its_lead(agent_factory: Any) -> None:
+    agent = await team(agent_factory, planner=PLANNER)
+    parent, child = await asking_child(agent)
+    await until(parent, lambda s: s.waiting_for is WaitingFor.AGENT)
+    cli = Cli(agent_env(agent), agent)
+
+    async with asyncio.timeout(deadline(30)):
+        # Until visibility records both waits (it has no notification).
+        while True:
+            lines = (await cli.ok("list", "--limit", "1000")).splitlines()
+            lead = next((n for n, line in enumerate(lines) if line.startswith(parent.id)), None)
+            below = lines[lead + 1] if lead is not None and lead + 1 < len(lines) else ""
+            if lead is not None and " agent " in lines[lead] and " input " in below:
+                break
+            await asyncio.sleep(0.2)
+
+    assert lines[lead + 1].startswith(f"└ {child.id} ")
+    assert lines[lead + 1].split()[2:6] == ["WaitingUser", "1", "default", "input"]
+    # Its lead is on the line above: the summary need not name it.
+    assert lines[lead + 1].rstrip().endswith("  Plan the launch.")
+    assert "agent of" not in lines[lead + 1]
+
+
+async def test_tarry_status_names_a_runs_lead_and_its_sub_agents(agent_factory: Any) -> None:
+    agent = await team(agent_factory, planner=PLANNER)
+    parent, child = await asking_child(agent)
+    await until(parent, lambda s: s.waiting_for is WaitingFor.AGENT)
+    cli = Cli(agent_env(agent), agent)
+
+    lead = await cli.ok("status", parent.id)
+    sub = await cli.ok("status", child.id)
+    lead_json = json.loads(await cli.ok("status", parent.id, "--json"))
+
+    assert re.search(rf"^sub-agents +{re.escape(child.id)}$", lead, re.MULTILINE), lead
+    assert re.search(rf"^agent of +{re.escape(parent.id)}$", sub, re.MULTILINE), sub
+    assert "sub-agents" not in sub
+    assert lead_json["children"] == [child.id]
 
 
 async def test_a_run_whose_agent_names_a_tool_no_worker_has_is_refused_at_start(

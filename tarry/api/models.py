@@ -173,13 +173,19 @@ class StateView(RunState):
 
 
 class RunView(StateView):
-    """A run's `state`, with its id."""
+    """A run's `state`, with its id and its place in a tree of sub-agents."""
 
     id: str
+    parent: str | None = None
+    """The run that delegated to this one (`agent__NAME`); null: a run of its own."""
+    children: list[str] = Field(default_factory=list)
+    """The sub-agent runs this one started, open or ended, oldest first, as Temporal's
+    visibility records them: a child is listed a moment after it starts, but the one
+    `waiting_on` names always is."""
 
     @classmethod
-    def of_run(cls, run_id: str, state: RunState, caller: Caller) -> RunView:
-        return cls(id=run_id, **StateView.of(state, caller).model_dump())
+    def of_run(cls, run_id: str, state: RunState, caller: Caller, children: list[str]) -> RunView:
+        return cls(id=run_id, children=children, **StateView.of(state, caller).model_dump())
 
 
 class Started(BaseModel):

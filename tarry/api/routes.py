@@ -44,12 +44,13 @@ from tarry.contracts import (
     ErrorCode,
     Phase,
     RunInput,
+    RunState,
     TranscriptPage,
     WaitingFor,
     may_decide,
 )
 from tarry.identities import Caller
-from tarry.run_list import RunRow, find_runs
+from tarry.run_list import RunRow, find_children, find_runs
 
 __all__ = ["INTERNAL", "INTERNAL_MESSAGE", "runs_router"]
 
@@ -272,7 +273,7 @@ def runs_router() -> APIRouter:
     async def get_run(run_id: RunId, caller: CallerOf, tarry: TarryOf) -> RunView:
         """The run's state (its `state` query), with the calls the caller may decide."""
         state = await tarry.get(run_id).state()
-        return RunView.of_run(run_id, state, caller)
+        return await _view(tarry, run_id, state, caller)
 
     @router.get("/{run_id}/transcript", responses=_errors(*_READ))
     async def get_transcript(
@@ -322,7 +323,7 @@ def runs_router() -> APIRouter:
             return Accepted()
         state = await acting.send(run_id, body.text, id=idempotency_key, start=starting)
         response.status_code = HTTPStatus.OK
-        return RunView.of_run(run_id, state, caller)
+        return await _view(tarry, run_id, state, caller)
 
     @router.post(
         "/{run_id}/reply-policy",
@@ -335,7 +336,7 @@ def runs_router() -> APIRouter:
         """Change what a reply does that arrives while the agent works (`queue`,
         `interrupt`, `reject`): the state at once."""
         state = await tarry.get(run_id, caller).set_reply_policy(body.on_reply_while_running)
-        return RunView.of_run(run_id, state, caller)
+        return await _view(tarry, run_id, state, caller)
 
     @router.post(
         "/{run_id}/approvals",
@@ -357,7 +358,7 @@ def runs_router() -> APIRouter:
             arguments=body.arguments,
             remember=body.remember,
         )
-        return RunView.of_run(run_id, state, caller)
+        return await _view(tarry, run_id, state, caller)
 
     @router.post(
         "/{run_id}/budget",
@@ -373,7 +374,7 @@ def runs_router() -> APIRouter:
         state = await tarry.get(run_id, caller).raise_budget(
             max_total_tokens=body.max_total_tokens, max_cost_usd=body.max_cost_usd
         )
-        return RunView.of_run(run_id, state, caller)
+        return await _view(tarry, run_id, state, caller)
 
     @router.post(
         "/{run_id}/retry",
@@ -388,7 +389,7 @@ def runs_router() -> APIRouter:
         (`waiting_for: "model"`): the state at the run's next stop point. 409
         `RETRY_NOT_WAITING` for a run that waits for something else."""
         state = await tarry.get(run_id, caller).retry()
-        return RunView.of_run(run_id, state, caller)
+        return await _view(tarry, run_id, state, caller)
 
     @router.post(
         "/{run_id}/model",
@@ -401,7 +402,7 @@ def runs_router() -> APIRouter:
         """Switch the run's next model calls to the worker's profile `profile`: the
         state at once. A run waiting for its model goes on with a retry or a reply."""
         state = await tarry.get(run_id, caller).set_model(body.profile)
-        return RunView.of_run(run_id, state, caller)
+        return await _view(tarry, run_id, state, caller)
 
     @router.post(
         "/{run_id}/pause",
@@ -444,7 +445,7 @@ def runs_router() -> APIRouter:
         memory: it waits for a reply. 409 `RUN_NOT_ENDED` for a run still going."""
         run = await tarry.get(run_id, caller).resume()
         state = await run.state()
-        return RunView.of_run(run_id, state, caller)
+        return await _view(tarry, run_id, state, caller)
 
     @router.post(
         "/{run_id}/fork",
@@ -505,6 +506,12 @@ async def _sse(feeds: Feeds, run_id: str, start: int) -> AsyncIterator[ServerSen
         _log.exception("the event stream of run %r failed", run_id)
         error = ErrorBody(error=ApiError(code=INTERNAL, message=INTERNAL_MESSAGE))
         yield ServerSentEvent(data=error.model_dump_json(), event="error")
+
+
+async def _view(tarry: Tarry, run_id: str, state: RunState, caller: Caller) -> RunView:
+    """The run as the API answers it: its state, and the sub-agents it started."""
+    children = await find_children(tarry.client, run_id, state.waiting_on)
+    return RunView.of_run(run_id, state, caller, children)
 
 
 DECIDABLE_PATIENCE = 3.0

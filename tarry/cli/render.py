@@ -152,9 +152,10 @@ def print_messages(console: Console, messages: list[ChatMessage]) -> None:
         console.print(message_text(message))
 
 
-def state_text(run_id: str, state: RunState) -> Text:
-    """Where a run stands, as `tarry status` and the chat's `/status` show it. Print it
-    with `soft_wrap=True`: a row folded at the screen's width would split a call id."""
+def state_text(run_id: str, state: RunState, children: list[str] | None = None) -> Text:
+    """Where a run stands, as `tarry status` and the chat's `/status` show it, with the
+    sub-agent runs it started (`children`), if asked for. Print it with `soft_wrap=True`:
+    a row folded at the screen's width would split a call id."""
     usage = state.usage
     error = f"{state.error.code}: {state.error.message}" if state.error else "-"
     rows = {"run": run_id, "phase": str(state.phase)}
@@ -167,6 +168,8 @@ def state_text(run_id: str, state: RunState) -> Text:
         rows["waiting for"] = f"agent {state.waiting_on}"
     if state.parent:
         rows["agent of"] = state.parent
+    if children:
+        rows["sub-agents"] = "\n".join(children)
     if state.model:
         rows["profile"] = state.model
     rows |= {
@@ -196,6 +199,11 @@ def state_text(run_id: str, state: RunState) -> Text:
     ):
         if by:
             rows[label] = by
+    return label_rows(rows)
+
+
+def label_rows(rows: dict[str, str]) -> Text:
+    """`rows` as aligned `label  value` lines; a value of several lines stays in its column."""
     width = max(map(len, rows)) + 2
     return Text("\n").join(
         Text.assemble((label.ljust(width), "bold"), value.replace("\n", "\n" + " " * width))

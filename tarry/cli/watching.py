@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from pydantic_core import to_jsonable_python
 from rich.console import Console, Group
 from rich.table import Column, Table
 from rich.text import Text
@@ -15,6 +16,7 @@ from tarry.cli.common import (
     AsJson,
     Panel,
     RunId,
+    check_id,
     console,
     emit,
     fail_if_failed,
@@ -26,10 +28,10 @@ from tarry.cli.common import (
 )
 from tarry.cli.follow import follow
 from tarry.cli.live import LiveView
-from tarry.cli.render import message_text, state_text, when
+from tarry.cli.render import label_rows, message_text, state_text, when
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import ChatMessage, ErrorCode, Phase, RunState, WaitingFor
-from tarry.run_list import RunRow, find_runs
+from tarry.run_list import RunRow, find_children, find_runs
 
 commands = typer.Typer()
 
@@ -37,28 +39,33 @@ commands = typer.Typer()
 @commands.command(rich_help_panel=Panel.WATCHING)
 def status(run_id: RunId, as_json: AsJson = False) -> None:
     """Show where the run stands: phase, turn, token usage, warning, error, pending replies,
-    and the tool calls waiting for approval.
+    the tool calls waiting for approval, and its lead and sub-agents, if it has them.
 
     With no worker to answer, shows what Temporal itself last recorded of the run (its
     phase, turns, profile) and says which task queue needs one, exiting 1."""
+    check_id(run_id)
 
-    async def where(run: RunHandle) -> RunState:
+    async def where(tarry: Tarry) -> tuple[RunState, list[str]]:
+        run = tarry.get(run_id)
         try:
-            return await run.state()
+            state = await run.state()
         except TarryError as e:
             if e.code is ErrorCode.RUN_NOT_SERVED:
                 row = await RunRow.of(await run.describe())
-                output(row, as_json, _row_text(row))
+                children = await find_children(tarry.client, run_id)
+                view = row.model_dump(mode="json") | {"children": children}
+                output(view, as_json, _row_text(row, children))
             raise
+        return state, await find_children(tarry.client, run_id, state.waiting_on)
 
-    state = with_run(run_id, where)
+    state, children = with_tarry(where)
     if as_json:
-        emit(state)
+        emit(to_jsonable_python(state) | {"children": children})
     else:
-        console.print(state_text(run_id, state), soft_wrap=True)
+        console.print(state_text(run_id, state, children), soft_wrap=True)
 
 
-def _row_text(row: RunRow) -> Text:
+def _row_text(row: RunRow, children: list[str]) -> Text:
     """A run as visibility records it (search attributes), for when no worker can answer."""
     rows = {
         "run": row.run_id,
@@ -71,8 +78,9 @@ def _row_text(row: RunRow) -> Text:
     }
     if row.parent:
         rows["agent of"] = row.parent
-    width = max(map(len, rows)) + 2
-    return Text("\n").join(Text.assemble((k.ljust(width), "bold"), v) for k, v in rows.items())
+    if children:
+        rows["sub-agents"] = "\n".join(children)
+    return label_rows(rows)
 
 
 @commands.command(rich_help_panel=Panel.WATCHING)
@@ -173,24 +181,53 @@ def list_runs(
             Console(highlight=False, width=100_000).print(_runs_table(rows, None))
 
 
-def _summary(row: RunRow) -> str:
-    """The summary column: a sub-agent's names the run it works for."""
+def _tree(rows: list[RunRow]) -> list[tuple[RunRow, int]]:
+    """The rows in the list's order, each with its depth in a tree of sub-agents: a
+    sub-agent whose lead is listed comes right under it (oldest first), one level in."""
+    listed = {row.run_id for row in rows}
+    children: dict[str, list[RunRow]] = {}
+    for row in rows:
+        if row.parent in listed:
+            children.setdefault(row.parent, []).append(row)
+    placed: list[tuple[RunRow, int]] = []
+
+    def place(row: RunRow, depth: int) -> None:
+        placed.append((row, depth))
+        # Under the lead's first row only (visibility may list a run twice).
+        for child in sorted(children.pop(row.run_id, []), key=lambda child: child.started):
+            place(child, depth + 1)
+
+    for row in rows:
+        if row.parent not in listed:
+            place(row, 0)
+    return placed
+
+
+def _run_cell(row: RunRow, depth: int) -> str:
+    """The run column: a sub-agent's id under its lead's, set in by its depth."""
+    return row.run_id if depth == 0 else "  " * (depth - 1) + "└ " + row.run_id
+
+
+def _summary(row: RunRow, depth: int) -> str:
+    """The summary column: a sub-agent listed without its lead names the run it works for."""
     summary = row.summary or "-"
-    return f"(agent of {row.parent}) {summary}" if row.parent else summary
+    return f"(agent of {row.parent}) {summary}" if row.parent and depth == 0 else summary
 
 
 def _runs_table(rows: list[RunRow], width: int | None) -> Table:
-    """The runs, one line each; the summary is cut to fit `width`, if given."""
+    """The runs, one line each, sub-agents under their leads; the summary is cut to fit
+    `width`, if given."""
+    tree = _tree(rows)
     cells = [
         [
-            row.run_id,
+            _run_cell(row, depth),
             row.phase or "-",
             "-" if row.turns is None else str(row.turns),
             row.model or "-",
             row.waiting_for or "-",
             when(row.started),
         ]
-        for row in rows
+        for row, depth in tree
     ]
     # One run, one line, for people and for grep: only the summary gives way to the width.
     names = ("run", "phase", "turns", "profile", "waiting for", "started")
@@ -204,6 +241,6 @@ def _runs_table(rows: list[RunRow], width: int | None) -> Table:
         room = max(10, width - sum(column.min_width or 0 for column in fixed) - 2 * len(fixed))
     summary = Column("summary", no_wrap=True, overflow="ellipsis", max_width=room)
     table = Table(*fixed, summary, box=None, pad_edge=False, padding=(0, 2, 0, 0))
-    for row, values in zip(rows, cells, strict=True):
-        table.add_row(*values, _summary(row))
+    for (row, depth), values in zip(tree, cells, strict=True):
+        table.add_row(*values, _summary(row, depth))
     return table

@@ -254,6 +254,8 @@ function runPage(id) {
     messages: 0,
     live: null,
     calls: new Map(),
+    children: [], // the sub-agent runs it started, as the API last listed them
+    treeDrawn: "", // what its tree of sub-agents last drew
   };
 }
 
@@ -290,6 +292,8 @@ function clearRunPage(id) {
   $("run-phase").textContent = "";
   $("transcript").replaceChildren();
   $("approvals").replaceChildren();
+  $("run-tree").replaceChildren();
+  $("run-tree").hidden = true;
   notice("");
   showRetrying(null);
   showModelFailing({});
@@ -524,6 +528,7 @@ function showStatus(state) {
   showRetrying(state.retrying || null);
   showModelFailing(state);
   showBudget(state);
+  showTree(state);
 }
 
 // "model unreachable, attempt 5, next in 16 s", as `tarry status` words it.
@@ -580,8 +585,9 @@ async function pollState(view) {
 function statusOf(state) {
   if (!state) return "";
   const { phase, waiting_for, turn, usage, error, warning, stop_reason, stopped_by, paused_by } = state;
-  const { budget, budget_raised_by, model } = state;
+  const { budget, budget_raised_by, model, parent, waiting_on, children } = state;
   const shown = [phase, waiting_for, turn, usage, error, warning, stop_reason, stopped_by, paused_by, budget, budget_raised_by, model];
+  shown.push(parent, waiting_on, children);
   return JSON.stringify(shown, (key, value) => (value === null ? undefined : value));
 }
 
@@ -612,6 +618,42 @@ async function switchModel() {
   } catch (error) {
     if (view === current) notice(error.message);
   }
+}
+
+// --- A tree of sub-agents -------------------------------------------------------------
+
+// The run's place in a tree of sub-agents, each run a link to its page: the lead a
+// sub-agent works for, the sub-agent the run waits on (answered there), and every
+// sub-agent it started. The API's answers list a run's `children`, the event stream's
+// states do not: the last list read stays.
+function showTree(state) {
+  if (state.children) current.children = state.children;
+  const lines = [];
+  if (state.parent) lines.push(["lead", "Sub-agent of ", [state.parent], ""]);
+  if (state.phase === "WaitingUser" && state.waiting_for === "agent" && state.waiting_on) {
+    lines.push(["waiting-on", "Waiting for its sub-agent ", [state.waiting_on], ": answer it there."]);
+  }
+  if (current.children.length) lines.push(["children", "Sub-agents: ", current.children, ""]);
+  // Drawn again only when it changes, so a link keeps the pointer and the focus on it.
+  const drawn = JSON.stringify(lines);
+  if (drawn === current.treeDrawn) return;
+  current.treeDrawn = drawn;
+  const tree = $("run-tree");
+  tree.replaceChildren(
+    ...lines.map(([kind, before, ids, after]) => {
+      const line = el("div", kind, before);
+      ids.forEach((id, i) => line.append(...(i ? [", "] : []), runLink(id)));
+      line.append(after);
+      return line;
+    }),
+  );
+  tree.hidden = lines.length === 0;
+}
+
+function runLink(id) {
+  const link = el("a", "run-link", id);
+  link.href = `#/runs/${encodeURIComponent(id)}`;
+  return link;
 }
 
 // --- A spent budget -------------------------------------------------------------------
@@ -796,6 +838,94 @@ function names(text) {
   return list.length ? list : null;
 }
 
+// --- Starting a run -------------------------------------------------------------------
+
+// The New run form as a `RunInput`; the API checks it, and says what it refuses.
+function startInput() {
+  return {
+    prompt: $("start-prompt").value,
+    system: $("start-system").value || null,
+    model: $("start-model").value || "default",
+    mode: $("start-mode").value,
+    tools: names($("start-tools").value),
+    require_approval: names($("start-approval").value) || [],
+    agents: names($("start-agents").value) || [],
+    budget: budgetOf(),
+    approvers: approversOf(),
+    approval_rules: rulesOf(),
+    on_reply_while_running: $("start-reply-policy").value,
+  };
+}
+
+function budgetOf() {
+  const tokens = $("start-budget-tokens").value.trim();
+  const cost = $("start-budget-cost").value.trim();
+  if (!tokens && !cost) return null;
+  return { max_total_tokens: tokens ? Number(tokens) : null, max_cost_usd: cost ? Number(cost) : null };
+}
+
+// `RunInput.approvers`: each tool (or `*`) to the users and groups who may decide its calls.
+function approversOf() {
+  const approvers = {};
+  for (const entry of $("start-approvers").querySelectorAll(".entry")) {
+    const tool = entry.querySelector(".approver-tool").value.trim();
+    const who = names(entry.querySelector(".approver-who").value);
+    if (!tool && !who) continue; // a row left empty says nothing
+    if (!tool || !who) throw new Error("Who may decide: name a tool and its users or groups, e.g. write_file and ops, alice.");
+    approvers[tool] = [...(approvers[tool] || []), ...who];
+  }
+  return approvers;
+}
+
+// `RunInput.approval_rules`, in the form's order: the first that matches a call decides it.
+function rulesOf() {
+  const rules = [];
+  for (const entry of $("start-rules").querySelectorAll(".entry")) {
+    const value = (name) => entry.querySelector(`.${name}`).value;
+    const [tool, pointer, reason] = ["rule-tool", "rule-pointer", "rule-reason"].map((name) => value(name).trim());
+    const pattern = value("rule-pattern"); // as typed: a space may be part of it
+    if (!tool && !pointer && !pattern.trim() && !reason) continue; // a row left empty
+    const rule = { tool, decision: value("rule-decision") };
+    if (reason) rule.reason = reason;
+    if (pointer || pattern) rule.when = { [pointer]: value("rule-kind") === "regex" ? { regex: pattern } : pattern };
+    rules.push(rule);
+  }
+  return rules;
+}
+
+// A row of "Who may decide" or "Approval rules", copied from its template.
+function addEntry(fieldsetId, templateId) {
+  const entry = $(templateId).content.firstElementChild.cloneNode(true);
+  entry.querySelector(".remove").addEventListener("click", () => entry.remove());
+  $(fieldsetId).querySelector(".entries").append(entry);
+}
+
+// What the form cannot start says so in the form: the API's code and message.
+function startError(text) {
+  $("start-error").textContent = text;
+  $("start-error").hidden = !text;
+}
+
+async function startRun() {
+  startError("");
+  let input;
+  try {
+    input = startInput();
+  } catch (error) {
+    startError(error.message);
+    return;
+  }
+  $("start-button").disabled = true;
+  try {
+    const started = await api("POST", "/v1/runs", input);
+    location.hash = `#/runs/${encodeURIComponent(started.id)}`;
+  } catch (error) {
+    startError(error.message);
+  } finally {
+    $("start-button").disabled = false;
+  }
+}
+
 function route() {
   const match = location.hash.match(/^#\/runs\/(.+)$/);
   if (match) openRun(decodeURIComponent(match[1]));
@@ -840,23 +970,14 @@ function wire() {
     switchModel();
   });
   $("new-run-button").addEventListener("click", () => (location.hash = "#/new"));
-  $("start-form").addEventListener("submit", async (event) => {
+  $("start-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    const input = {
-      prompt: $("start-prompt").value,
-      system: $("start-system").value || null,
-      model: $("start-model").value || "default",
-      mode: $("start-mode").value,
-      tools: names($("start-tools").value),
-      require_approval: names($("start-approval").value) || [],
-    };
-    try {
-      const started = await api("POST", "/v1/runs", input);
-      location.hash = `#/runs/${encodeURIComponent(started.id)}`;
-    } catch (error) {
-      alert(error.message);
-    }
+    startRun();
   });
+  $("add-approver").addEventListener("click", () => addEntry("start-approvers", "approver-entry"));
+  $("add-rule").addEventListener("click", () => addEntry("start-rules", "rule-entry"));
+  addEntry("start-approvers", "approver-entry");
+  addEntry("start-rules", "rule-entry");
   $("token-form").addEventListener("submit", () => {
     localStorage.setItem(TOKEN_KEY, $("token-input").value);
     showTokenControl();
