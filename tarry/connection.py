@@ -198,8 +198,10 @@ _TLS_REASONS = (
     (r"NotValidForName", "the server's certificate is not for this name (set "
      "TEMPORAL_TLS_SERVER_NAME to the name it is for)", "ca"),
     # A server that refuses the client's certificate (or wants one) under TLS 1.3 says so
-    # after the client's side of the handshake is done, or just hangs up.
-    (r"CertificateRequired|BadCertificate|UnknownCA|AccessDenied|without sending TLS close_notify",
+    # after the client's side of the handshake is done, or just hangs up: a reset, a
+    # broken pipe or an early end, depending on when the client next writes or reads.
+    (r"CertificateRequired|BadCertificate|UnknownCA|AccessDenied|without sending TLS "
+     r"close_notify|broken pipe|connection ?reset|UnexpectedEof|connection closed",
      "the server wants a client certificate of a CA it trusts and closed the connection",
      "client"),
     (r"InvalidContentType|CorruptMessage", "the server does not speak TLS", "plaintext"),
