@@ -40,6 +40,7 @@ from temporalio.client import (
     WithStartWorkflowOperation,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
+    WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
@@ -51,11 +52,13 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.codec import data_converter
 from tarry.contracts import (
+    CATALOGUE_CHECK_WORKFLOW,
     DEFAULT_TASK_QUEUE,
     LLM_ACTIVITY,
     SUMMARY_MEMO,
     WORKFLOW_TYPE,
     BudgetRaise,
+    CatalogueRequest,
     ChatMessage,
     Decision,
     ErrorCode,
@@ -219,11 +222,12 @@ class Tarry:
         memo: Mapping[str, Any] | None = None,
     ) -> RunHandle:
         """Starts a run; `run_id` defaults to `run-<short uuid>`. A run that names tools
-        (`tools`, `require_approval`) is refused with `TOOL_NOT_FOUND` when the worker
-        has no tool of one of those names, and one that names a model profile with
-        `LLM_UNKNOWN_PROFILE` when the worker has no such profile; with no worker to ask,
-        the run refuses them itself once one takes it. `memo` adds to the run's memo (which
-        `resume` keeps): what a caller needs to know of the request that started it."""
+        (`tools`, `require_approval`, `agents`) is refused with `TOOL_NOT_FOUND` when the
+        worker has no tool or agent of one of those names, and one that names a model
+        profile with `LLM_UNKNOWN_PROFILE` when the worker has no such profile, before
+        anything starts; with no worker to ask, the run refuses them itself once one
+        takes it. `memo` adds to the run's memo (which `resume` keeps): what a caller
+        needs to know of the request that started it."""
         if isinstance(input, str):
             input = RunInput(prompt=input)
         input = input.model_copy(update={"started_by": self.caller.user})
@@ -238,6 +242,9 @@ class Tarry:
         fork: Fork | None = None,
     ) -> RunHandle:
         run_id = _checked_id(f"run-{uuid.uuid4().hex[:8]}" if run_id is None else run_id)
+        named_profile = input.model != RunInput.model_fields["model"].default
+        if input.tools is not None or input.require_approval or input.agents or named_profile:
+            await self._refuse_unknown_names(input, run_id)
         summary = _summary_of(input.prompt)
         # The workflow's own input: a fork's origin and first messages are not `RunInput`'s.
         payload: RunInput | dict[str, Any] = input
@@ -262,11 +269,47 @@ class Tarry:
                 f"a run with id {run_id!r} exists already; choose another id, or go on with"
                 " that run (`tarry resume` when it has ended)",
             ) from None
-        run = RunHandle(self.client, handle, self.caller, self._pages)
-        named_profile = input.model != RunInput.model_fields["model"].default
-        if input.tools is not None or input.require_approval or input.agents or named_profile:
-            await run._check_tools()
-        return run
+        return RunHandle(self.client, handle, self.caller, self._pages)
+
+    async def _refuse_unknown_names(self, input: RunInput, run_id: str) -> None:
+        """Raises `TOOL_NOT_FOUND` or `LLM_UNKNOWN_PROFILE` when the workers have no tool,
+        agent or model profile of a name `input` gives, before anything starts: their own
+        answer, through a short `CatalogueCheck` workflow (not a run, so a refused start
+        leaves no failed run in `tarry list` or the inbox), waited for as long as a worker
+        polls. With none for `WORKER_GRACE`, or one that does not answer in
+        `NOT_READY_PATIENCE` (older than this client), says so in a warning: the run
+        refuses them itself once a worker takes it."""
+        request = CatalogueRequest(
+            tools=input.tools,
+            require_approval=input.require_approval,
+            profile=input.model,
+            agents=input.agents,
+        )
+        try:
+            await _await_poller(self.client, self.task_queue, run_id)
+            refusal: ErrorInfo | None = await self.client.execute_workflow(
+                CATALOGUE_CHECK_WORKFLOW,
+                request,
+                id=f"catalogue-check-{uuid.uuid4().hex}",
+                task_queue=self.task_queue,
+                result_type=ErrorInfo | None,  # type: ignore[arg-type]
+                execution_timeout=timedelta(seconds=NOT_READY_PATIENCE),
+                static_summary=f"may run {run_id!r} start?",
+            )
+        except TarryError as e:
+            _log.warning("%s; the run checks its tools when a worker takes it", e.message)
+            return
+        except WorkflowFailureError as e:
+            _log.warning(
+                "no worker of task queue %r checked the names of run %r (%s); the run checks"
+                " its tools when a worker takes it",
+                self.task_queue,
+                run_id,
+                e.cause,
+            )
+            return
+        if refusal is not None:
+            raise TarryError(refusal.code, refusal.message)
 
     async def create_schedule(
         self,
@@ -541,24 +584,6 @@ class RunHandle:
         """What a reply does from now on that arrives while the agent works (the
         `set_reply_policy` update); the state at once."""
         return await self._update("set_reply_policy", policy)
-
-    async def _check_tools(self) -> None:
-        """Raises `TOOL_NOT_FOUND` or `LLM_UNKNOWN_PROFILE` when the run refused the tools
-        or the model profile it names: the run's own answer (the `started` update), waited
-        for as long as a worker polls its task queue, however busy. With none for
-        `WORKER_GRACE`, says so in a warning: the run refuses them itself once one takes it."""
-        try:
-            await self._update("started")
-        except TarryError as e:
-            if e.code is ErrorCode.RUN_NOT_SERVED:
-                _log.warning("%s; the run checks its tools when a worker takes it", e.message)
-                return
-            if e.code is not ErrorCode.RUN_ENDED:
-                raise
-            # Refused before the update reached it: the run's error says why.
-            error = (await self.result()).error
-            if error is not None and error.code in _REFUSALS_AT_START:
-                raise TarryError(error.code, error.message) from None
 
     async def _update(self, name: str, *args: object, id: str | None = None) -> RunState:
         """The update `name`, answered with the state at the run's next stop point.
@@ -1033,10 +1058,6 @@ async def _await_poller(client: Client, queue: str, run_id: str) -> None:
                 f" start one with `tarry worker` (TARRY_TASK_QUEUE={queue}) or `tarry dev`",
             )
         await asyncio.sleep(0.25)
-
-
-_REFUSALS_AT_START = {ErrorCode.TOOL_NOT_FOUND, ErrorCode.LLM_UNKNOWN_PROFILE}
-"""Why a run refuses itself before its first model call (the `tool_catalogue` activity)."""
 
 
 def _unadmitted(e: RPCError | WorkflowUpdateFailedError) -> bool:

@@ -22,6 +22,8 @@ from tarry.rules import ApprovalRule
 
 __all__ = [
     "AGENT_TOOL_PREFIX",
+    "CATALOGUE_CHECK_ACTIVITY",
+    "CATALOGUE_CHECK_WORKFLOW",
     "COST_ATTRIBUTE",
     "DEFAULT_TASK_QUEUE",
     "FINISH_TOOL",
@@ -99,6 +101,11 @@ WORKFLOW_TYPE = "AgentRun"
 DEFAULT_TASK_QUEUE = "tarry"
 LLM_ACTIVITY = "call_llm"
 TOOL_CATALOGUE_ACTIVITY = "tool_catalogue"
+CATALOGUE_CHECK_WORKFLOW = "CatalogueCheck"
+"""A short workflow, not a run, that asks a worker whether it would refuse a run's tools,
+agents or model profile (the `catalogue_check` activity): the client asks it before it
+starts a run, so a refused start leaves nothing behind in `tarry list`."""
+CATALOGUE_CHECK_ACTIVITY = "catalogue_check"
 PAGE_ACTIVITY = "store_transcript_page"
 """The activity that moves a run's older messages into a page in the payload store."""
 MCP_TOOL_ACTIVITY = "mcp_tool"

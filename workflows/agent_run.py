@@ -257,7 +257,8 @@ class AgentRunWorkflow:
     @workflow.update
     async def started(self) -> RunState:
         """The state once the run has its tools, or `TOOL_NOT_FOUND` when it names one the
-        worker lacks: the client asks it, so a typo is an error at start, not a gate off."""
+        worker lacks. Clients before `CatalogueCheck` ask it after a start; today's ask
+        the worker before they start a run (`workflows.catalogue_check`)."""
         m = self._m
         await workflow.wait_condition(lambda: m.tools is not None or m.phase.ended)
         if m.tools is None and m.error is not None:
