@@ -94,7 +94,7 @@ from tarry.schedules import (
 )
 from tarry.settings import TarrySettings
 from tarry.storage import storage_driver
-from tarry.text import shorten
+from tarry.text import summary_of
 
 __all__ = [
     "QUERY_PATIENCE",
@@ -245,7 +245,7 @@ class Tarry:
         named_profile = input.model != RunInput.model_fields["model"].default
         if input.tools is not None or input.require_approval or input.agents or named_profile:
             await self._refuse_unknown_names(input, run_id)
-        summary = _summary_of(input.prompt)
+        summary = summary_of(input.prompt)
         # The workflow's own input: a fork's origin and first messages are not `RunInput`'s.
         payload: RunInput | dict[str, Any] = input
         if fork is not None:
@@ -338,7 +338,7 @@ class Tarry:
             timing = Timing(cron=cron, every=every, time_zone=time_zone)
         except ValidationError as e:
             raise TarryError(ErrorCode.SCHEDULE_INVALID, e.errors()[0]["msg"]) from None
-        summary = _summary_of(input.prompt)
+        summary = summary_of(input.prompt)
         action = temporal_schedule(
             name,
             input,
@@ -409,7 +409,7 @@ class Tarry:
         run_id = _checked_id(run_id)
         input = input.model_copy(update={"started_by": self.caller.user})
         await _await_poller(self.client, self.task_queue, run_id)
-        summary = _summary_of(input.prompt)
+        summary = summary_of(input.prompt)
         start: WithStartWorkflowOperation[Any, RunResult] = WithStartWorkflowOperation(
             WORKFLOW_TYPE,
             input,
@@ -1080,12 +1080,6 @@ def _checked_name(name: str) -> str:
     if problem := schedule_name_problem(name):
         raise TarryError(ErrorCode.SCHEDULE_INVALID, problem)
     return name
-
-
-def _summary_of(prompt: str) -> str:
-    """The prompt's first line, shortened: what the UI's run list shows for a run."""
-    first_line = next((line for line in prompt.splitlines() if line.strip()), "")
-    return shorten(first_line, 80) if first_line else "(waiting for a first message)"
 
 
 def _user_input(text: str, id: str | None, by: str) -> UserInput:
