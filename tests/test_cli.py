@@ -537,13 +537,14 @@ async def test_budget_of_a_run_that_spends_it_again_says_so(cli: Cli) -> None:
     ]
 
 
-async def test_stop_completes_a_waiting_run(cli: Cli) -> None:
+async def test_stop_completes_a_waiting_run_and_says_so(cli: Cli) -> None:
     cli.agent.model.add(say("Hello!"))
     run = await cli.start("hi")
     await run.wait_for(WAITING, TIMEOUT)
 
-    await cli.ok("stop", run.id)
+    said = await cli.ok("stop", run.id)
 
+    assert said == f"stopped run {run.id}\n"
     assert (await run.result()).phase is Phase.COMPLETED
 
 
