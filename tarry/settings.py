@@ -504,6 +504,20 @@ class TarrySettings(BaseSettings):
         none, the API listens only on loopback."""
         return [token for _, token in self.api_users()]
 
+    def api_token_sources(self) -> str:
+        """Where the HTTP API's tokens come from, as a person would look there:
+        `TARRY_API_TOKENS`, the config file's `[api] tokens` or `[api.users]`."""
+        places = [
+            name
+            for name, tokens in (
+                ("TARRY_API_TOKENS", self.tarry_api_tokens),
+                ("the config file's [api] tokens", self._file.api.tokens),
+                ("the config file's [api.users]", self._file.api.users),
+            )
+            if tokens
+        ]
+        return " or ".join(places) or "TARRY_API_TOKENS"
+
     def api_users(self) -> list[tuple[Caller, SecretStr]]:
         """Each bearer token with the person it names and their groups."""
         named = [_named_token(entry) for entry in self.tarry_api_tokens]

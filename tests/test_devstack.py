@@ -235,6 +235,25 @@ async def test_dev_serves_its_workers_metrics_where_it_prints(tmp_path: Path) ->
     assert "temporal_activity_execution_latency" in text  # the SDK's own, beside Tarry's
 
 
+async def test_dev_with_tokens_says_they_are_required_and_which_config_it_loaded(
+    tmp_path: Path,
+) -> None:
+    ports, data_dir, config = Ports(), tmp_path / "data", tmp_path / "tarry.toml"
+    config.write_text('[api.users]\nalice = "alice-token-0123456789"\n')
+    async with serving(ports, data_dir, tmp_path, TARRY_CONFIG=str(config)) as dev:
+        api = f"http://127.0.0.1:{ports.api}"
+        async with httpx.AsyncClient(base_url=api) as http:
+            docs, runs = await http.get("/docs"), await http.get("/v1/runs")
+        assert await interrupt(dev.process) == 0
+
+    assert f"Config     {config}" in dev.banner
+    assert (
+        f"HTTP API   {api} (tokens required: Authorization: Bearer TOKEN, a token of the"
+        f" config file's [api.users]; docs {api}/docs need none)"
+    ) in dev.banner
+    assert (docs.status_code, runs.status_code) == (200, 401)  # the page a browser opens
+
+
 async def test_dev_logs_an_expected_failure_in_one_line_without_a_traceback(
     tmp_path: Path,
 ) -> None:

@@ -22,13 +22,18 @@ __all__ = ["bearer_guard", "caller_of"]
 
 Guard = Callable[[Request, HTTPAuthorizationCredentials | None], Awaitable[None]]
 
-_bearer = HTTPBearer(auto_error=False, description="A token of TARRY_API_TOKENS.")
+_bearer = HTTPBearer(
+    auto_error=False, description="A token of TARRY_API_TOKENS or the config's [api.users]."
+)
 
 
-def bearer_guard(users: Sequence[tuple[Caller, SecretStr]], anonymous: Caller) -> Guard:
+def bearer_guard(
+    users: Sequence[tuple[Caller, SecretStr]], anonymous: Caller, sources: str = "TARRY_API_TOKENS"
+) -> Guard:
     """A dependency that lets a request through when it carries one of the `users`'
     tokens, as that user (every request, as `anonymous`, when there are none), and
-    refuses it with 401 `UNAUTHORIZED` otherwise. The caller is `caller_of(request)`."""
+    refuses it with 401 `UNAUTHORIZED` otherwise, naming where the tokens come from
+    (`sources`, `TarrySettings.api_token_sources`). The caller is `caller_of(request)`."""
     accepted = [(caller, token.get_secret_value().encode()) for caller, token in users]
 
     async def guard(
@@ -47,7 +52,7 @@ def bearer_guard(users: Sequence[tuple[Caller, SecretStr]], anonymous: Caller) -
         # nothing about how much of a guess was right, nor which token it was near.
         matches = [secrets.compare_digest(given, token) for _, token in accepted]
         if not any(matches):
-            raise TarryError(ErrorCode.UNAUTHORIZED, "the token is not one of TARRY_API_TOKENS")
+            raise TarryError(ErrorCode.UNAUTHORIZED, f"the token is not one of {sources}")
         request.state.caller = accepted[matches.index(True)][0]
 
     return guard

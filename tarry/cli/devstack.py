@@ -123,6 +123,7 @@ class DevStack:
             f"Worker     task queue {self.task_queue}; workspaces in {self.workspace_root}",
             f"Data       {self.data_dir}",
             f"Metrics    {metrics_url(s) or 'off (TARRY_METRICS_PORT=9464 serves them)'}",
+            f"Config     {s.tarry_config or 'none (TARRY_CONFIG names a file)'}",
         ]
 
 
@@ -176,6 +177,16 @@ async def dev_stack(
         )
 
 
+def _api_line(settings: TarrySettings, api: str) -> str:
+    """Where the HTTP API is, and whether a request needs a token (the docs need none)."""
+    if not settings.api_tokens():
+        return f"HTTP API   {api} (docs {api}/docs)"
+    return (
+        f"HTTP API   {api} (tokens required: Authorization: Bearer TOKEN, a token of"
+        f" {settings.api_token_sources()}; docs {api}/docs need none)"
+    )
+
+
 async def serve_dev(settings: TarrySettings, data_dir: Path) -> int:
     """`tarry dev`: serves until SIGINT or SIGTERM (0), or until a `DevStackError` (1)."""
     # Only trouble, one line per expected failure: the summary says where everything is.
@@ -183,7 +194,7 @@ async def serve_dev(settings: TarrySettings, data_dir: Path) -> int:
     async with stop_signals() as stop:
         try:
             async with dev_stack(settings, data_dir) as stack, serving_api(stack) as api:
-                for line in [*stack.summary(), f"HTTP API   {api} (docs {api}/docs)"]:
+                for line in [*stack.summary(), _api_line(stack.settings, api)]:
                     print(line, flush=True)
                 print("Ctrl-C to stop.", flush=True)
                 await unless_stopped(stop, stack.while_up(asyncio.Event().wait()))
