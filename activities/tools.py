@@ -31,6 +31,7 @@ from activities import metrics
 from activities.workspaces import make_workspace
 from tarry.contracts import (
     AGENT_TOOL_PREFIX,
+    CATALOGUE_CHECK_ACTIVITY,
     FINISH_TOOL,
     TOOL_CATALOGUE_ACTIVITY,
     AgentArguments,
@@ -38,6 +39,7 @@ from tarry.contracts import (
     Catalogue,
     CatalogueRequest,
     ErrorCode,
+    ErrorInfo,
     FinishArguments,
     NotifyEvent,
     ToolDefinition,
@@ -238,10 +240,11 @@ class ToolHost:
             return ToolResult.failure(ErrorCode.TOOL_FAILED, f"{type(e).__name__}: {e}")
 
     def activities(self) -> list[Callable[..., Any]]:
-        """One activity per registered tool, named after it, `tool_catalogue`, and the
-        sources' activities."""
+        """One activity per registered tool, named after it, `tool_catalogue`, the
+        client's check of a run's names before it starts one, and the sources' activities."""
         return [
             self._catalogue_activity,
+            self._check_activity,
             *(self._activity(name) for name in self._tools),
             *(fn for source in self._sources for fn in source.activities()),
         ]
@@ -256,44 +259,11 @@ class ToolHost:
     async def _catalogue_activity(
         self, request: CatalogueRequest
     ) -> Catalogue | list[ToolDefinition]:
-        listings = await asyncio.gather(*(source.listing() for source in self._sources))
+        listings = await self._listings()
+        if refusal := self._refusal(request, listings):
+            raise ApplicationError(refusal.message, type=refusal.code, non_retryable=True)
         listed = [t for listing in listings for t in listing.tools]
-        names = [*self.names, *(t.name for t in listed)]
-        names += [AGENT_TOOL_PREFIX + name for name in request.agents]
-        # A typo in `require_approval` would otherwise switch a gate off without a word.
-        if unknown := self.unknown(request, names):
-            why = "".join(f"; {reason}" for listing in listings for reason in listing.unavailable)
-            raise ApplicationError(
-                f"no tool named {', '.join(map(repr, unknown))}; this worker has "
-                f"{', '.join(names)} ('*' in require_approval gates them all){why}",
-                type=ErrorCode.TOOL_NOT_FOUND,
-                non_retryable=True,
-            )
-        # A typo in `--model` would otherwise fail the run only at its first model call.
-        if self._profiles is not None and request.profile not in (None, *self._profiles):
-            raise ApplicationError(
-                f"no model profile {request.profile!r} on this worker; "
-                f"configured: {', '.join(self._profiles)}",
-                type=ErrorCode.LLM_UNKNOWN_PROFILE,
-                non_retryable=True,
-            )
-        if unknown_agents := sorted(set(request.agents) - set(self._agents)):
-            raise ApplicationError(
-                f"no agent named {', '.join(map(repr, unknown_agents))}; this worker's config "
-                f"has {', '.join(self._agents) or 'none'} ([agents.NAME] tables)",
-                type=ErrorCode.TOOL_NOT_FOUND,
-                non_retryable=True,
-            )
         agents = {name: self._agents[name] for name in request.agents}
-        # A typo in an agent's tools would otherwise fail each of its runs, not this one.
-        for name, spec in agents.items():
-            needs = CatalogueRequest(tools=spec.tools, require_approval=spec.require_approval)
-            if unknown := self.unknown(needs, [*self.names, *(t.name for t in listed)]):
-                raise ApplicationError(
-                    f"agent {name!r} names no tool of this worker: {', '.join(map(repr, unknown))}",
-                    type=ErrorCode.TOOL_NOT_FOUND,
-                    non_retryable=True,
-                )
         tools = self.catalogue(request, [*listed, *map(_agent_tool, agents.items())])
         if request.profile is None:  # a workflow from before `Catalogue` reads a bare list
             return tools
@@ -306,6 +276,54 @@ class ToolHost:
             notify_events=self._notify_events,
             payload_limit=self.payload_limit,
         )
+
+    @activity.defn(name=CATALOGUE_CHECK_ACTIVITY)
+    async def _check_activity(self, request: CatalogueRequest) -> ErrorInfo | None:
+        """Why this worker would refuse a run that asks for `request`, as a value: the
+        client asks before it starts the run, and a refusal is its answer, not a failed
+        activity in the worker's log."""
+        return self._refusal(request, await self._listings())
+
+    async def _listings(self) -> list[ToolListing]:
+        return list(await asyncio.gather(*(source.listing() for source in self._sources)))
+
+    def _refusal(self, request: CatalogueRequest, listings: list[ToolListing]) -> ErrorInfo | None:
+        """`TOOL_NOT_FOUND` or `LLM_UNKNOWN_PROFILE` when the run names a tool, agent or
+        model profile this worker lacks (with the names there are); None when it may start."""
+        listed = [t.name for listing in listings for t in listing.tools]
+        names = [*self.names, *listed, *(AGENT_TOOL_PREFIX + name for name in request.agents)]
+        # A typo in `require_approval` would otherwise switch a gate off without a word.
+        if unknown := self.unknown(request, names):
+            why = "".join(f"; {reason}" for listing in listings for reason in listing.unavailable)
+            return ErrorInfo(
+                code=ErrorCode.TOOL_NOT_FOUND,
+                message=f"no tool named {', '.join(map(repr, unknown))}; this worker has "
+                f"{', '.join(names)} ('*' in require_approval gates them all){why}",
+            )
+        # A typo in `--model` would otherwise fail the run only at its first model call.
+        if self._profiles is not None and request.profile not in (None, *self._profiles):
+            return ErrorInfo(
+                code=ErrorCode.LLM_UNKNOWN_PROFILE,
+                message=f"no model profile {request.profile!r} on this worker; "
+                f"configured: {', '.join(self._profiles)}",
+            )
+        if unknown_agents := sorted(set(request.agents) - set(self._agents)):
+            return ErrorInfo(
+                code=ErrorCode.TOOL_NOT_FOUND,
+                message=f"no agent named {', '.join(map(repr, unknown_agents))}; this worker's "
+                f"config has {', '.join(self._agents) or 'none'} ([agents.NAME] tables)",
+            )
+        # A typo in an agent's tools would otherwise fail each of its runs, not this one.
+        for name in request.agents:
+            spec = self._agents[name]
+            needs = CatalogueRequest(tools=spec.tools, require_approval=spec.require_approval)
+            if unknown := self.unknown(needs, [*self.names, *listed]):
+                return ErrorInfo(
+                    code=ErrorCode.TOOL_NOT_FOUND,
+                    message=f"agent {name!r} names no tool of this worker: "
+                    f"{', '.join(map(repr, unknown))}",
+                )
+        return None
 
     def _activity(self, name: str) -> Callable[[ToolInvocation], Awaitable[ToolResult]]:
         async def run_tool(invocation: ToolInvocation) -> ToolResult:

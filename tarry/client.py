@@ -40,7 +40,7 @@ from tarry.delivery import QUERY_PATIENCE, await_poller
 from tarry.errors import TarryError, translated_errors
 from tarry.identities import Caller, local_user
 from tarry.pages import PageStore
-from tarry.run_handle import ID_REUSE, RunHandle, checked_id, start_run, summary_of, user_input
+from tarry.run_handle import ID_REUSE, RunHandle, checked_id, start_run, user_input
 from tarry.schedule_handle import ScheduleHandle, checked_name
 from tarry.schedules import (
     SCHEDULE_MEMO,
@@ -52,6 +52,7 @@ from tarry.schedules import (
 )
 from tarry.settings import TarrySettings
 from tarry.storage import storage_driver
+from tarry.text import summary_of
 
 __all__ = [
     "QUERY_PATIENCE",

@@ -21,6 +21,7 @@ from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
+    WorkflowFailureError,
     WorkflowHandle,
 )
 from temporalio.common import WorkflowIDReusePolicy
@@ -28,10 +29,12 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from tarry.contracts import (
+    CATALOGUE_CHECK_WORKFLOW,
     LLM_ACTIVITY,
     SUMMARY_MEMO,
     WORKFLOW_TYPE,
     BudgetRaise,
+    CatalogueRequest,
     ChatMessage,
     Decision,
     ErrorCode,
@@ -52,14 +55,14 @@ from tarry.contracts import (
     reply_problem,
     run_id_problem,
 )
-from tarry.delivery import Delivery
+from tarry.delivery import NOT_READY_PATIENCE, Delivery, await_poller
 from tarry.errors import TarryError, translated_errors
 from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
 from tarry.identities import Caller
 from tarry.pages import PageMissing, PageStore
-from tarry.text import shorten
+from tarry.text import summary_of
 
-__all__ = ["ID_REUSE", "RunHandle", "checked_id", "start_run", "summary_of", "user_input"]
+__all__ = ["ID_REUSE", "RunHandle", "checked_id", "refuse_unknown_names", "start_run", "user_input"]
 
 _log = logging.getLogger(__name__)
 
@@ -85,6 +88,9 @@ async def start_run(
     a fork of another run with `fork`, and checks the tools and the model profile it
     names with the run itself (see `Tarry.start`); its handle acts as `caller`."""
     run_id = checked_id(f"run-{uuid.uuid4().hex[:8]}" if run_id is None else run_id)
+    named_profile = input.model != RunInput.model_fields["model"].default
+    if input.tools is not None or input.require_approval or input.agents or named_profile:
+        await refuse_unknown_names(client, task_queue, input, run_id)
     summary = summary_of(input.prompt)
     # The workflow's own input: a fork's origin and first messages are not `RunInput`'s.
     payload: RunInput | dict[str, Any] = input
@@ -110,10 +116,50 @@ async def start_run(
             " that run (`tarry resume` when it has ended)",
         ) from None
     run = RunHandle(client, handle, caller, pages)
-    named_profile = input.model != RunInput.model_fields["model"].default
-    if input.tools is not None or input.require_approval or input.agents or named_profile:
-        await run._check_tools()
     return run
+
+
+async def refuse_unknown_names(
+    client: Client, task_queue: str, input: RunInput, run_id: str
+) -> None:
+    """Raises `TOOL_NOT_FOUND` or `LLM_UNKNOWN_PROFILE` when the workers have no tool,
+    agent or model profile of a name `input` gives, before anything starts: their own
+    answer, through a short `CatalogueCheck` workflow (not a run, so a refused start
+    leaves no failed run in `tarry list` or the inbox), waited for as long as a worker
+    polls. With none for `WORKER_GRACE`, or one that does not answer in
+    `NOT_READY_PATIENCE` (older than this client), says so in a warning: the run
+    refuses them itself once a worker takes it."""
+    request = CatalogueRequest(
+        tools=input.tools,
+        require_approval=input.require_approval,
+        profile=input.model,
+        agents=input.agents,
+    )
+    try:
+        await await_poller(client, task_queue, run_id)
+        refusal: ErrorInfo | None = await client.execute_workflow(
+            CATALOGUE_CHECK_WORKFLOW,
+            request,
+            id=f"catalogue-check-{uuid.uuid4().hex}",
+            task_queue=task_queue,
+            result_type=ErrorInfo | None,  # type: ignore[arg-type]
+            execution_timeout=timedelta(seconds=NOT_READY_PATIENCE),
+            static_summary=f"may run {run_id!r} start?",
+        )
+    except TarryError as e:
+        _log.warning("%s; the run checks its tools when a worker takes it", e.message)
+        return
+    except WorkflowFailureError as e:
+        _log.warning(
+            "no worker of task queue %r checked the names of run %r (%s); the run checks"
+            " its tools when a worker takes it",
+            task_queue,
+            run_id,
+            e.cause,
+        )
+        return
+    if refusal is not None:
+        raise TarryError(refusal.code, refusal.message)
 
 
 class RunHandle:
@@ -244,24 +290,6 @@ class RunHandle:
         """What a reply does from now on that arrives while the agent works (the
         `set_reply_policy` update); the state at once."""
         return await self._delivery.update("set_reply_policy", policy)
-
-    async def _check_tools(self) -> None:
-        """Raises `TOOL_NOT_FOUND` or `LLM_UNKNOWN_PROFILE` when the run refused the tools
-        or the model profile it names: the run's own answer (the `started` update), waited
-        for as long as a worker polls its task queue, however busy. With none for
-        `WORKER_GRACE`, says so in a warning: the run refuses them itself once one takes it."""
-        try:
-            await self._delivery.update("started")
-        except TarryError as e:
-            if e.code is ErrorCode.RUN_NOT_SERVED:
-                _log.warning("%s; the run checks its tools when a worker takes it", e.message)
-                return
-            if e.code is not ErrorCode.RUN_ENDED:
-                raise
-            # Refused before the update reached it: the run's error says why.
-            error = (await self.result()).error
-            if error is not None and error.code in _REFUSALS_AT_START:
-                raise TarryError(error.code, error.message) from None
 
     async def pause(self) -> None:
         """Asks the run to wait for a person at its next turn boundary (the `pause`
@@ -495,20 +523,10 @@ class RunHandle:
         return translated_errors(self.id)
 
 
-_REFUSALS_AT_START = {ErrorCode.TOOL_NOT_FOUND, ErrorCode.LLM_UNKNOWN_PROFILE}
-"""Why a run refuses itself before its first model call (the `tool_catalogue` activity)."""
-
-
 def checked_id(run_id: str) -> str:
     if problem := run_id_problem(run_id):
         raise TarryError(ErrorCode.RUN_ID_INVALID, problem)
     return run_id
-
-
-def summary_of(prompt: str) -> str:
-    """The prompt's first line, shortened: what the UI's run list shows for a run."""
-    first_line = next((line for line in prompt.splitlines() if line.strip()), "")
-    return shorten(first_line, 80) if first_line else "(waiting for a first message)"
 
 
 def user_input(text: str, id: str | None, by: str) -> UserInput:

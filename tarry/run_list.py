@@ -50,7 +50,8 @@ class RunRow(BaseModel):
     """When the run ended, else when its latest segment started: visibility records no
     later moment of a run in flight."""
     summary: str | None = None
-    """The first line of the prompt; None for runs started without the client."""
+    """The first line of the prompt (of the first message, for a run started without
+    one); None for runs started without the client."""
     schedule: str | None = None
     """The schedule that started the run (`TemporalScheduledById`); None for one a
     person or a program started."""

@@ -433,6 +433,8 @@ class TarrySettings(BaseSettings):
         """Reads the config file now, so a process refuses a bad one at its start."""
         if self.tarry_config is not None:
             self._file = ConfigFile.read(self.tarry_config)
+        if problem := self._links_problem():
+            raise ValueError(problem)
         if self.api_tokens():
             return self
         if "*" in self.tarry_api_cors_origins:
@@ -455,6 +457,28 @@ class TarrySettings(BaseSettings):
                 "TARRY_API_TOKENS"
             )
         return self
+
+    def _links_problem(self) -> str | None:
+        """What keeps a `[[notify]]` entry's `to` from getting action links: a name no
+        token names (a typo would leave the links out without a word), or no key to sign
+        them with."""
+        users = {user.user for user, _ in self.api_users()}
+        for index, target in enumerate(self._file.notify, start=1):
+            if target.to is None:
+                continue
+            entry = f"{self.tarry_config}: [[notify]] entry {index}: to = {target.to!r}"
+            if target.to not in users:
+                known = ", ".join(sorted(users)) or "none"
+                return (
+                    f'{entry} names no user (users: {known}); add {target.to} = "TOKEN" to'
+                    " [api.users] (or TARRY_API_TOKENS=NAME:TOKEN), or leave `to` out"
+                )
+            if self.action_key() is None:
+                return (
+                    f"{entry} needs an action key to sign its links; set [api] action_key"
+                    " or TARRY_ACTION_KEY (16 characters or more), or leave `to` out"
+                )
+        return None
 
     def model_profiles(self) -> dict[str, ModelProfile]:
         """The `default` profile from the environment (and the `anthropic` one when
@@ -479,6 +503,20 @@ class TarrySettings(BaseSettings):
         tokens` and `[api.users]`. With any, every route but `/healthz` needs one; with
         none, the API listens only on loopback."""
         return [token for _, token in self.api_users()]
+
+    def api_token_sources(self) -> str:
+        """Where the HTTP API's tokens come from, as a person would look there:
+        `TARRY_API_TOKENS`, the config file's `[api] tokens` or `[api.users]`."""
+        places = [
+            name
+            for name, tokens in (
+                ("TARRY_API_TOKENS", self.tarry_api_tokens),
+                ("the config file's [api] tokens", self._file.api.tokens),
+                ("the config file's [api.users]", self._file.api.users),
+            )
+            if tokens
+        ]
+        return " or ".join(places) or "TARRY_API_TOKENS"
 
     def api_users(self) -> list[tuple[Caller, SecretStr]]:
         """Each bearer token with the person it names and their groups."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MIN_SECRET_LENGTH", "redact", "shorten"]
+__all__ = ["MIN_SECRET_LENGTH", "NO_SUMMARY", "redact", "shorten", "summary_of"]
 
 MIN_SECRET_LENGTH = 8
 """Shorter values (a placeholder key such as `x` for a local server) are no secrets:
@@ -18,6 +18,16 @@ def shorten(text: str, limit: int = 80) -> str:
     line cut short ends in `…`."""
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+NO_SUMMARY = "(waiting for a first message)"
+"""The summary of a run started without a prompt, until its first message gives it one."""
+
+
+def summary_of(prompt: str) -> str:
+    """The prompt's first line, shortened: what the run lists show for a run."""
+    first_line = next((line for line in prompt.splitlines() if line.strip()), "")
+    return shorten(first_line, 80) if first_line else NO_SUMMARY
 
 
 def redact(text: str, secret: str | None) -> str:

@@ -162,7 +162,7 @@ async def test_remember_decides_the_next_call_its_rule_asks_about_and_another_st
         "remember": "run",
     }
     assert await decision_on(run, "w2") == {"approved": True, "by": "rule", "user": "remembered"}
-    assert await agent.updates(run) == ["started", "decide"]  # w2 made no one wait
+    assert await agent.updates(run) == ["decide"]  # w2 made no one wait
     assert (await decisions_in_history(agent, run))["w2"] == "remembered"
     assert (await summaries(agent, run))[1] == "write_file drafts/b.md x · approved as remembered"
 

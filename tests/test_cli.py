@@ -21,9 +21,9 @@ from temporalio.client import Client
 
 from activities.tools import Tool, tool
 from tarry.client import RunHandle, Tarry
-from tarry.contracts import ErrorCode, Phase, RunState, Usage
+from tarry.contracts import SUMMARY_MEMO, ErrorCode, Phase, RunInput, RunState, Usage
 from tarry.testing.scripted_model import ScriptedModel, call, fail, say
-from tests.conftest import CANARY_KEY, Agent
+from tests.conftest import CANARY_KEY, FAST_TIMEOUTS, Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.test_run_ids import BAD_IDS
 
@@ -180,6 +180,51 @@ async def test_start_options_reach_the_run(cli: Cli) -> None:
     assert request["messages"][0] == {"role": "system", "content": "Be brief."}
     offered = [t["function"]["name"] for t in request["tools"]]
     assert sorted(offered) == ["finish", "list_files", "read_file", "write_file"]
+
+
+async def summaries_after_a_turn(cli: Cli, *run_ids: str) -> dict[str, str | None]:
+    """`tarry list`'s summary of each run, once visibility shows each past its first turn
+    (and so past the message that started it)."""
+    async with asyncio.timeout(deadline(30)):
+        while True:
+            rows = json.loads(await cli.ok("list", "--json", "--limit", "1000"))
+            listed = {row["run_id"]: row for row in rows if row["run_id"] in run_ids}
+            if len(listed) == len(run_ids) and all(r["turns"] for r in listed.values()):
+                return {run_id: row["summary"] for run_id, row in listed.items()}
+            await asyncio.sleep(0.2)
+
+
+async def test_a_run_started_without_a_prompt_is_listed_by_its_first_message(cli: Cli) -> None:
+    cli.agent.model.add(say("Balloons."), say("Chocolate."))
+    empty = await cli.start("--id", f"run-untitled-{uuid.uuid4().hex[:6]}")
+    await cli.ok("send", empty.id, "Plan the launch party\nwith balloons")
+    got_or_created = f"run-thread-{uuid.uuid4().hex[:6]}"
+    await cli.agent.tarry.send(
+        got_or_created, "Order the cake", start=RunInput(timeouts=FAST_TIMEOUTS)
+    )
+    cli.agent.runs.append(cli.agent.tarry.get(got_or_created))
+
+    summaries = await summaries_after_a_turn(cli, empty.id, got_or_created)
+
+    assert summaries == {empty.id: "Plan the launch party", got_or_created: "Order the cake"}
+
+
+async def test_a_summary_taken_from_the_first_message_outlives_continue_as_new(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("Chocolate."), say("Twelve."))
+    run_id = f"run-thread-{uuid.uuid4().hex[:6]}"
+    start = RunInput(timeouts=FAST_TIMEOUTS, continue_as_new_after_turns=1)
+    await agent.tarry.send(run_id, "Order the cake", start=start)
+    run = agent.tarry.get(run_id)
+    agent.runs.append(run)
+    await run.send("And candles")  # to the next run of the chain, which hands over again
+    await run.wait_for(WAITING, TIMEOUT)  # the last run of the chain has taken over
+
+    description = await run.describe()
+
+    assert description.run_id != description.raw_description.workflow_execution_info.first_run_id
+    assert (await description.memo())[SUMMARY_MEMO] == "Order the cake"
 
 
 async def test_start_max_turns_asks_the_user_after_that_many_model_calls(cli: Cli) -> None:
@@ -498,13 +543,14 @@ async def test_budget_of_a_run_that_spends_it_again_says_so(cli: Cli) -> None:
     ]
 
 
-async def test_stop_completes_a_waiting_run(cli: Cli) -> None:
+async def test_stop_completes_a_waiting_run_and_says_so(cli: Cli) -> None:
     cli.agent.model.add(say("Hello!"))
     run = await cli.start("hi")
     await run.wait_for(WAITING, TIMEOUT)
 
-    await cli.ok("stop", run.id)
+    said = await cli.ok("stop", run.id)
 
+    assert said == f"stopped run {run.id}\n"
     assert (await run.result()).phase is Phase.COMPLETED
 
 

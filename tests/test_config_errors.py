@@ -157,6 +157,56 @@ async def test_a_notify_entry_without_a_secret_is_named_as_an_array_of_tables(
     )
 
 
+NOTIFY_ALICE = (
+    '[[notify]]\nurl = "https://hooks.example/tarry"\nevents = ["waiting_for_approval"]\n'
+    'secret = "s"\nto = "alcie"\n'
+)
+"""A `[[notify]]` entry whose links are for `alcie`, a typo of the user `alice`."""
+
+
+@pytest.mark.parametrize("entry_point", ["python -m workers", "tarry serve"])
+async def test_a_notify_entry_to_no_user_names_the_entry_and_the_users_there_are(
+    entry_point: str, tmp_path: Path
+) -> None:
+    config = f'[api]\naction_key = "{LONG_TOKEN}"\n[api.users]\nalice = "{LONG_TOKEN}"\n'
+
+    line = refused(await start(entry_point, tmp_path, config + NOTIFY_ALICE))
+
+    assert line == (
+        f"{tmp_path / 'tarry.toml'}: [[notify]] entry 1: to = 'alcie' names no user (users:"
+        ' alice); add alcie = "TOKEN" to [api.users] (or TARRY_API_TOKENS=NAME:TOKEN), or'
+        " leave `to` out"
+    )
+
+
+async def test_a_notify_entry_to_a_user_without_an_action_key_says_where_the_key_goes(
+    tmp_path: Path,
+) -> None:
+    config = f'[api.users]\nalcie = "{LONG_TOKEN}"\n'
+
+    line = refused(await start("python -m workers", tmp_path, config + NOTIFY_ALICE))
+
+    assert line == (
+        f"{tmp_path / 'tarry.toml'}: [[notify]] entry 1: to = 'alcie' needs an action key to"
+        " sign its links; set [api] action_key or TARRY_ACTION_KEY (16 characters or more),"
+        " or leave `to` out"
+    )
+
+
+def test_a_notify_entry_to_a_user_of_the_environment_s_tokens_with_its_key_is_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "tarry.toml"
+    config.write_text(NOTIFY_ALICE)
+    monkeypatch.setenv("TARRY_CONFIG", str(config))
+    monkeypatch.setenv("TARRY_API_TOKENS", f"alcie:{LONG_TOKEN}")
+    monkeypatch.setenv("TARRY_ACTION_KEY", LONG_TOKEN)
+
+    [target] = TarrySettings().notify_targets()
+
+    assert target.to == "alcie"
+
+
 async def test_several_problems_are_one_line_that_counts_the_others(tmp_path: Path) -> None:
     config = "[profiles.fast]\ntemperature = 5\ntop_p = 0\n[profiles.slow]\nmodel = 1\n"
 

@@ -22,7 +22,14 @@ from temporalio.testing import WorkflowEnvironment
 
 from tarry.cli.processes import free_port
 from tarry.client import Tarry, TarryError, connect_temporal
-from tarry.contracts import SEARCH_ATTRIBUTES, ErrorCode, Phase, RunInput
+from tarry.contracts import (
+    SEARCH_ATTRIBUTES,
+    WORKFLOW_TYPE,
+    ErrorCode,
+    Phase,
+    RunInput,
+    RunResult,
+)
 from tarry.servers import dev_server_args, find_binary
 from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import ECHO_PREFIX
@@ -233,17 +240,49 @@ async def test_dev_serves_its_workers_metrics_where_it_prints(tmp_path: Path) ->
     assert "temporal_activity_execution_latency" in text  # the SDK's own, beside Tarry's
 
 
+async def test_dev_with_tokens_says_they_are_required_and_which_config_it_loaded(
+    tmp_path: Path,
+) -> None:
+    ports, data_dir, config = Ports(), tmp_path / "data", tmp_path / "tarry.toml"
+    config.write_text('[api.users]\nalice = "alice-token-0123456789"\n')
+    async with serving(ports, data_dir, tmp_path, TARRY_CONFIG=str(config)) as dev:
+        api = f"http://127.0.0.1:{ports.api}"
+        async with httpx.AsyncClient(base_url=api) as http:
+            docs, runs = await http.get("/docs"), await http.get("/v1/runs")
+        assert await interrupt(dev.process) == 0
+
+    assert f"Config     {config}" in dev.banner
+    assert (
+        f"HTTP API   {api} (tokens required: Authorization: Bearer TOKEN, a token of the"
+        f" config file's [api.users]; docs {api}/docs need none)"
+    ) in dev.banner
+    assert (docs.status_code, runs.status_code) == (200, 401)  # the page a browser opens
+
+
 async def test_dev_logs_an_expected_failure_in_one_line_without_a_traceback(
     tmp_path: Path,
 ) -> None:
+    """A start the client refuses logs nothing; a run that refuses itself (started around
+    the client) logs its failed activity in one line."""
     ports, data_dir = Ports(), tmp_path / "data"
     async with serving(ports, data_dir, tmp_path) as dev:
         tarry = Tarry(await client_of(ports))
-        with pytest.raises(TarryError):  # refused at start: the run failed itself
-            await tarry.start(RunInput(prompt="hi", model="nosuch"), run_id="run-nosuch")
-        result = await tarry.get("run-nosuch").result()
+        with pytest.raises(TarryError) as refused:  # refused before anything starts
+            await tarry.start(RunInput(prompt="hi", model="nosuch"), run_id="run-refused")
+        with pytest.raises(TarryError) as no_run:
+            await tarry.get("run-refused").describe()
+        handle = await tarry.client.start_workflow(
+            WORKFLOW_TYPE,
+            RunInput(prompt="hi", model="nosuch"),
+            id="run-nosuch",
+            task_queue=tarry.task_queue,
+            result_type=RunResult,
+        )
+        result = await handle.result()
         assert await interrupt(dev.process) == 0
 
+    assert refused.value.code is ErrorCode.LLM_UNKNOWN_PROFILE
+    assert no_run.value.code is ErrorCode.RUN_NOT_FOUND
     assert result.error is not None
     assert result.error.code is ErrorCode.LLM_UNKNOWN_PROFILE
     log = dev.stderr.read_text()

@@ -569,11 +569,13 @@ async def test_a_body_that_breaks_the_schema_is_422_input_invalid(api: Api) -> N
     assert "max_turns" in response.json()["error"]["message"]
 
 
-async def test_a_start_naming_an_unknown_tool_is_409_tool_not_found(api: Api) -> None:
+async def test_a_start_naming_an_unknown_tool_is_409_tool_not_found_and_starts_nothing(
+    api: Api,
+) -> None:
     response = await api.http.post("/v1/runs", json={"id": "run-typo", "tools": ["raed_file"]})
-    api.run("run-typo")
 
     assert error_of(response) == (409, ErrorCode.TOOL_NOT_FOUND)
+    assert error_of(await api.http.get("/v1/runs/run-typo")) == (404, ErrorCode.RUN_NOT_FOUND)
 
 
 async def test_a_reply_over_the_limit_is_413_input_too_large(api: Api) -> None:

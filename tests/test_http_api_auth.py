@@ -1,5 +1,5 @@
-"""Who may use the HTTP API: a bearer token of TARRY_API_TOKENS on every route but
-`/healthz`, and no API beyond loopback without tokens."""
+"""Who may use the HTTP API: a bearer token of TARRY_API_TOKENS (or the config's) on
+every route but `/healthz` and the docs, and no API beyond loopback without tokens."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def routes() -> list[tuple[str, str]]:
     return [*described, ("GET", "/openapi.json"), ("GET", "/docs")]
 
 
-async def test_without_a_token_every_route_but_healthz_is_401(api: Api) -> None:
+async def test_without_a_token_every_route_but_healthz_and_the_docs_is_401(api: Api) -> None:
     answers = {
         (method, path): await api.http.request(method, path, headers={"Authorization": ""}, json={})
         for method, path in routes()
@@ -45,6 +45,10 @@ async def test_without_a_token_every_route_but_healthz_is_401(api: Api) -> None:
 
     health = answers.pop(("GET", "/healthz"))
     assert health.status_code == 200
+    # The API's description holds no data: a browser opening /docs sends no token.
+    docs, schema = answers.pop(("GET", "/docs")), answers.pop(("GET", "/openapi.json"))
+    assert (docs.status_code, schema.status_code) == (200, 200)
+    assert "/v1/runs" in schema.json()["paths"]
     # An action link's token is its own guard: a token that is none decides nothing.
     for method in ("GET", "POST"):
         link = answers.pop((method, "/v1/actions/{token}"))
@@ -61,7 +65,29 @@ async def test_a_wrong_token_is_401(api: Api) -> None:
     response = await api.http.get("/v1/runs", headers={"Authorization": "Bearer guessed"})
 
     assert response.status_code == 401
-    assert response.json()["error"]["code"] == ErrorCode.UNAUTHORIZED
+    assert response.json()["error"] == {
+        "code": ErrorCode.UNAUTHORIZED,
+        "message": "the token is not one of TARRY_API_TOKENS",
+    }
+
+
+async def test_a_wrong_token_s_401_names_the_config_s_users_when_the_tokens_are_theirs(
+    agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "tarry.toml"
+    config.write_text('[api.users]\nalice = "alice-token-0123456789"\n')
+    monkeypatch.setenv("TARRY_CONFIG", str(config))
+
+    async with (
+        ApiServer(create_app(agent.tarry, TarrySettings()), "127.0.0.1", 0) as server,
+        httpx.AsyncClient(base_url=server.url) as http,
+    ):
+        response = await http.get("/v1/runs", headers={"Authorization": "Bearer guessed"})
+
+    assert response.status_code == 401
+    assert response.json()["error"]["message"] == (
+        "the token is not one of the config file's [api.users]"
+    )
 
 
 async def test_any_configured_token_is_let_through(api: Api) -> None:

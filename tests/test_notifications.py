@@ -140,9 +140,11 @@ def entry(url: str, events: list[str], **fields: str) -> str:
 
 
 def config(tmp_path: Path, url: str, events: list[str], **fields: str) -> Path:
-    """A worker's config file with one `[[notify]]` entry."""
+    """A worker's config file with one `[[notify]]` entry, and its `to` user (alice) in
+    `[api.users]`, as a config that sends links must have."""
     path = tmp_path / "tarry.toml"
-    path.write_text(entry(url, events, **fields))
+    users = f'[api.users]\nalice = "{ALICE}"\n' if "to" in fields else ""
+    path.write_text(entry(url, events, **fields) + users)
     return path
 
 

@@ -34,6 +34,8 @@ from tests.test_mcp_server import mcp_client, use
 
 SCHEDULED_ID = re.compile(r"^(?P<name>.+)-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 """A scheduled run's id: the schedule's name and the time Temporal started it, in UTC."""
+COMMANDS = {"pause": "paused", "unpause": "unpaused", "trigger": "triggered", "delete": "deleted"}
+"""The schedule commands that change it, and the word each says it with."""
 PATIENCE = deadline(60)
 """How long a schedule of one second may take to do what it does, on a loaded machine."""
 QUIET = 3.0
@@ -414,6 +416,19 @@ async def test_the_command_line_lists_schedules(schedules: Schedules) -> None:
     ]
     assert "0 9 * * 1-5" in line
     assert "Write the morning digest" in line
+
+
+async def test_each_schedule_command_says_in_one_line_what_it_did(schedules: Schedules) -> None:
+    cli = Cli(agent_env(schedules.agent), schedules.agent)
+    name = schedules.name("a-schedule-whose-name-is-long-enough-to-wrap-a-line-of-80")
+    cron = ("--cron", "30 9 * * *", "--time-zone", "Europe/Berlin")
+
+    created = await cli.ok("schedule", "create", name, *cron, "--mode", "task", "Digest")
+    said = [await cli.ok("schedule", command, name) for command in COMMANDS]
+
+    next_run = r"\d{4}-\d\d-\d\d 09:30:00 Europe/Berlin"  # 09:30 in Berlin, not 07:30 UTC
+    assert re.fullmatch(f"schedule {name} created; next run at {next_run}\n", created), created
+    assert said == [f"{done} schedule {name}\n" for done in COMMANDS.values()]
 
 
 async def test_the_command_line_refuses_a_bad_name_before_connecting(agent: Agent) -> None:

@@ -200,6 +200,20 @@ async def test_the_run_waiting_for_approval_is_listed_and_in_the_inbox(played: T
     assert listing.in_the_inbox == [played.run_id]
 
 
+def as_printed(output: str) -> str:
+    """Output with what differs from one tour to the next (the time, the user's login
+    name) put the same way every time."""
+    output = re.sub(r"\b\d\d:\d\d:\d\d\b", "HH:MM:SS", output)
+    return re.sub(r"\bby cli:\S+", "by cli:USER", output).strip()
+
+
+def printed_in_the_guide(command: str) -> str:
+    """What getting-started shows `command` printing: the text block after its own."""
+    block = re.escape(f"```sh\n{command}\n```\n\n```text\n")
+    [printed] = re.findall(block + r"(.*?)```", GETTING_STARTED.read_text(), flags=re.DOTALL)
+    return as_printed(printed)
+
+
 async def test_the_approval_is_decided_in_the_terminal(played: Tour) -> None:
     [written] = [m for m in played.transcript if m.role == "tool" and m.decision is not None]
 
@@ -208,6 +222,7 @@ async def test_the_approval_is_decided_in_the_terminal(played: Tour) -> None:
     assert written.decision.by == "update"  # `tarry approve` decides with the update
     assert written.decision.source is None  # a person's own client, not MCP
     assert "approved in the CLI/API" in played.step("approve").output
+    assert as_printed(played.step("approve").output) == printed_in_the_guide("tarry approve $RUN")
     assert (
         (played.workspace / "actions.md")
         .read_text()

@@ -14,6 +14,16 @@ from tarry.contracts import WORKFLOW_TYPE, ErrorCode, Phase, RunInput, RunResult
 from tarry.testing.scripted_model import say
 from tests.conftest import FAST_TIMEOUTS, Agent
 from tests.deadline import TIMEOUT
+from tests.http_api import serving
+from tests.test_cli import Cli, agent_env
+from tests.test_sub_agents import until_cli_listed, until_listed
+
+REFUSED_STARTS = {
+    "model": (("--model", "NOSUCH"), "error: LLM_UNKNOWN_PROFILE: no model profile 'NOSUCH'"),
+    "tools": (("--tools", "raed_file"), "error: TOOL_NOT_FOUND: no tool named 'raed_file'"),
+    "agent": (("--agent", "reseacher"), "error: TOOL_NOT_FOUND: no agent named 'reseacher'"),
+}
+"""`tarry start` options naming what the worker lacks, and the one line each is refused with."""
 
 
 async def test_a_typo_in_require_approval_is_refused_at_start(agent: Agent) -> None:
@@ -119,3 +129,29 @@ async def test_a_start_naming_tools_with_no_worker_says_so_and_leaves_the_check_
     assert f"no worker polls task queue {tarry.task_queue!r}" in warning
     assert warning.endswith("the run checks its tools when a worker takes it")
     await run.stop()
+
+
+@pytest.mark.parametrize(("options", "error"), REFUSED_STARTS.values(), ids=REFUSED_STARTS.keys())
+async def test_a_refused_start_leaves_no_run_in_tarry_list_or_the_api(
+    agent: Agent, options: tuple[str, ...], error: str
+) -> None:
+    """Refused before anything starts: no failed run for a person to find and clear away."""
+    cli = Cli(agent_env(agent), agent)
+    agent.model.add(say("listed"))
+    refused_id, listed_id = (f"run-{name}-{uuid.uuid4().hex[:6]}" for name in ("refused", "ok"))
+
+    refused = await cli("start", "--id", refused_id, *options, "hi")
+    await cli.start("--id", listed_id, "hi")  # once it is listed, so would the refused be
+    await until_cli_listed(cli, listed_id)
+    failed = await cli.ok("list", "--phase", "failed", "--limit", "1000")
+    async with serving(agent) as api:
+        await until_listed(api, "waiting_for=input", listed_id)
+        response = await api.http.get(f"/v1/runs?phase={Phase.FAILED.value}&limit=1000")
+
+    refused.assert_one_error_line(error)
+    assert refused.code == 1
+    assert refused_id not in failed
+    assert refused_id not in [row["id"] for row in response.json()["runs"]]
+    with pytest.raises(TarryError) as missing:
+        await agent.tarry.get(refused_id).describe()
+    assert missing.value.code is ErrorCode.RUN_NOT_FOUND

@@ -2,8 +2,9 @@
 
 The SDK's own integrations (`temporalio.contrib.openai_agents.OpenAIAgentsPlugin`,
 pydantic-ai's `PydanticAIPlugin`) wire a worker this way, and so does Tarry: the
-`AgentRun` workflow, the model activity with its stored conversations, the tools (and
-the MCP servers' in the worker's config), the notifications of its `[[notify]]`
+`AgentRun` workflow (and `CatalogueCheck`, which a client asks before it starts one),
+the model activity with its stored conversations, the tools (and the MCP servers' in
+the worker's config), the notifications of its `[[notify]]`
 entries, the worker settings Tarry ships with (cache, pollers, sticky timeout) and the
 legacy-query eviction the cache needs. `python -m workers`, `tarry dev`, the tests and
 the benchmarks all build their workers with it, so they serve runs the same way:
@@ -41,6 +42,7 @@ from tarry.storage import payload_limit, storage_driver
 from workers import legacy_query
 from workers.telemetry import tracing_interceptors
 from workflows.agent_run import AgentRunWorkflow
+from workflows.catalogue_check import CatalogueCheckWorkflow
 
 __all__ = ["McpExtraMissing", "TarryPlugin"]
 
@@ -96,7 +98,7 @@ class TarryPlugin(SimplePlugin):
         super().__init__(
             "tarry.TarryPlugin",
             data_converter=data_converter(self.settings),
-            workflows=[AgentRunWorkflow],
+            workflows=[AgentRunWorkflow, CatalogueCheckWorkflow],
         )
 
     def model_client(self, converter: DataConverter) -> ModelClient:

@@ -28,6 +28,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from tarry.contracts import (
+        SUMMARY_MEMO,
         TEMPORAL_UI,
         WORKFLOW_TYPE,
         AgentReport,
@@ -53,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         WaitingFor,
         reply_problem,
     )
+    from tarry.text import NO_SUMMARY, summary_of
     from workflows import (
         agents,
         approvals,
@@ -75,6 +77,8 @@ _CATALOGUE_PATCH = "tool-catalogue"
 _CATALOGUE_AT_START_PATCH = "tool-catalogue-at-start"
 # Runs recorded before `TarryCostUsd` upsert their search attributes without it.
 _COST_ATTRIBUTE_PATCH = "cost-attribute"
+# Runs recorded before a run without a prompt took its summary from its first message.
+_TITLE_PATCH = "summary-from-first-message"
 
 
 @workflow.defn(name=WORKFLOW_TYPE)
@@ -265,7 +269,8 @@ class AgentRunWorkflow:
     @workflow.update
     async def started(self) -> RunState:
         """The state once the run has its tools, or `TOOL_NOT_FOUND` when it names one the
-        worker lacks: the client asks it, so a typo is an error at start, not a gate off."""
+        worker lacks. Clients before `CatalogueCheck` ask it after a start; today's ask
+        the worker before they start a run (`workflows.catalogue_check`)."""
         m = self._m
         await workflow.wait_condition(lambda: m.tools is not None or m.phase.ended)
         if m.tools is None and m.error is not None:
@@ -340,7 +345,10 @@ class AgentRunWorkflow:
         m = self._m
         if not m.stop_requested and budgets.holds(m):
             return self._settle(Phase.WAITING_USER)
+        first = m.inbox[0].input.text if m.inbox else None
         m.deliver_inbox()
+        if first is not None:
+            self._title(first)
         if m.stop_requested:
             return self._abort()
         if m.pause_requested:
@@ -465,6 +473,15 @@ class AgentRunWorkflow:
 
     # --- Continue-as-new ------------------------------------------------------------
 
+    def _title(self, text: str) -> None:
+        """A run started without a prompt (by get-or-create, or `tarry start` with none)
+        takes its summary, which the run lists read from its memo, from the first message
+        delivered to it: else it stays `NO_SUMMARY` for good."""
+        if workflow.memo_value(SUMMARY_MEMO, None, type_hint=str) != NO_SUMMARY:
+            return
+        if workflow.patched(_TITLE_PATCH):
+            workflow.upsert_memo({SUMMARY_MEMO: summary_of(text)})
+
     def _note(self, text: str) -> None:
         """A line of the run's own in its transcript, for people reading it and for the
         model: what happened to the conversation between its turns."""
@@ -533,7 +550,9 @@ class AgentRunWorkflow:
         if m.payload_limit is not None and size > m.payload_limit:
             return self._refuse_hand_over(size, m.payload_limit)
         self._stream.detach_pollers()  # observers follow the chain to the next run
-        workflow.continue_as_new(next_input)
+        # The memo as it is now: the next run would start with this one's first memo,
+        # without a summary taken from the first message since (`_title`).
+        workflow.continue_as_new(next_input, memo=workflow.memo())
 
     def _next_input(self) -> WorkflowInput:
         """The next run's input: this one's, with the memory handed over."""

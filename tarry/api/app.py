@@ -3,9 +3,10 @@
 Routes: `/v1/runs...` (`tarry.api.routes`), `/v1/schedules...` (`tarry.api.schedules`),
 `/v1/agui` (`tarry.api.agui`), `/v1/actions/{token}` (`tarry.api.actions`), `/healthz`,
 `/openapi.json` and `/docs`; the web inbox (`tarry/api/inbox/`: static HTML, CSS and
-JavaScript, no build step) at `/`. Every route but `/healthz` and the inbox's files needs
-a bearer token when `TARRY_API_TOKENS` holds any (the inbox's page sends one with its own
-requests), but the action links of notifications, whose token is in their path. Every
+JavaScript, no build step) at `/`. Every route but `/healthz`, the docs and the inbox's
+files needs a bearer token when there are any (`TARRY_API_TOKENS`, the config's `[api]
+tokens` and `[api.users]`; the inbox's page sends one with its own requests), but the
+action links of notifications, whose token is in their path. Every
 route answers only the hosts and pages `tarry.api.access` lets through.
 """
 
@@ -74,7 +75,7 @@ def create_app(
     app.include_router(runs_router(), dependencies=guarded)
     app.include_router(schedules_router(), dependencies=guarded)
     app.include_router(agui_router(), dependencies=guarded)
-    app.include_router(_docs_router(), dependencies=guarded)
+    app.include_router(_docs_router())  # the API's description: no data, the same everywhere
     app.include_router(actions_router())  # the link's token is its own guard
     app.add_api_route(
         "/healthz",
@@ -118,7 +119,10 @@ async def _healthz(response: Response, tarry: TarryOf) -> Health:
 
 
 def _docs_router() -> APIRouter:
-    """`/openapi.json` and `/docs`, as FastAPI serves them, behind the same guard."""
+    """`/openapi.json` and `/docs`, as FastAPI serves them, without a token: they hold no
+    data (the schema is the same for every deployment, and public with the code), and a
+    browser opening `/docs` sends none; its "Authorize" button takes one for the calls
+    tried from the page."""
     router = APIRouter(include_in_schema=False)
 
     @router.get("/openapi.json")

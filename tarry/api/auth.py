@@ -19,7 +19,9 @@ from tarry.identities import Caller
 
 __all__ = ["bearer_guard", "caller_of"]
 
-_bearer = HTTPBearer(auto_error=False, description="A token of TARRY_API_TOKENS.")
+_bearer = HTTPBearer(
+    auto_error=False, description="A token of TARRY_API_TOKENS or the config's [api.users]."
+)
 
 
 async def bearer_guard(
@@ -28,8 +30,9 @@ async def bearer_guard(
 ) -> None:
     """A dependency that lets a request through when it carries one of the app's users'
     tokens (`AppParts.tokens`), as that user (every request, as `AppParts.anonymous`,
-    when there are none), and refuses it with 401 `UNAUTHORIZED` otherwise. The caller
-    is `caller_of(request)`."""
+    when there are none), and refuses it with 401 `UNAUTHORIZED` otherwise, naming where
+    the tokens come from (`TarrySettings.api_token_sources`). The caller is
+    `caller_of(request)`."""
     parts = parts_of(request)
     if not parts.tokens:
         request.state.caller = parts.anonymous
@@ -43,7 +46,8 @@ async def bearer_guard(
     # nothing about how much of a guess was right, nor which token it was near.
     matches = [secrets.compare_digest(given, token) for _, token in parts.tokens]
     if not any(matches):
-        raise TarryError(ErrorCode.UNAUTHORIZED, "the token is not one of TARRY_API_TOKENS")
+        sources = parts.settings.api_token_sources()
+        raise TarryError(ErrorCode.UNAUTHORIZED, f"the token is not one of {sources}")
     request.state.caller = parts.tokens[matches.index(True)][0]
 
 

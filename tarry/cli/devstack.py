@@ -125,6 +125,7 @@ class DevStack:
             f"Worker     task queue {self.task_queue}; workspaces in {self.workspace_root}",
             f"Data       {self.data_dir}",
             f"Metrics    {metrics_url(s) or 'off (TARRY_METRICS_PORT=9464 serves them)'}",
+            f"Config     {s.tarry_config or 'none (TARRY_CONFIG names a file)'}",
         ]
 
 
@@ -178,6 +179,16 @@ async def dev_stack(
         )
 
 
+def _api_line(settings: TarrySettings, api: str) -> str:
+    """Where the HTTP API is, and whether a request needs a token (the docs need none)."""
+    if not settings.api_tokens():
+        return f"HTTP API   {api} (docs {api}/docs)"
+    return (
+        f"HTTP API   {api} (tokens required: Authorization: Bearer TOKEN, a token of"
+        f" {settings.api_token_sources()}; docs {api}/docs need none)"
+    )
+
+
 async def serve_dev(settings: TarrySettings, data_dir: Path) -> int:
     """`tarry dev`: serves until SIGINT or SIGTERM (0), or until a `DevStackError` (1)."""
     # Only trouble, one line per expected failure: the summary says where everything is.
@@ -189,7 +200,7 @@ async def serve_dev(settings: TarrySettings, data_dir: Path) -> int:
                 found = await report(
                     stack.client, temporal_connection(stack.settings), stack.settings, pollers=False
                 )
-                summary = [*stack.summary(), f"HTTP API   {api} (docs {api}/docs)", *found.lines]
+                summary = [*stack.summary(), _api_line(stack.settings, api), *found.lines]
                 for line in [*summary, *(f"problem: {p}" for p in found.problems)]:
                     print(line, flush=True)
                 print("Ctrl-C to stop.", flush=True)

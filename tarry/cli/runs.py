@@ -156,6 +156,7 @@ def stop(
     """End the run: a waiting run completes, a working one is aborted at once.
     `tarry resume` goes on with it later."""
     with_run(run_id, lambda run: run.stop(reason))
+    console.print(Text(f"stopped run {run_id}"), soft_wrap=True)
 
 
 @commands.command(rich_help_panel=Panel.RUNS)

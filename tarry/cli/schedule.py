@@ -8,7 +8,9 @@ started with what a person would type.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Annotated, TypeVar
+from zoneinfo import ZoneInfo
 
 import typer
 from rich.console import Console
@@ -16,7 +18,6 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from tarry.cli.common import AsJson, console, emit, fail, one_of, output, with_tarry
-from tarry.cli.render import when
 from tarry.cli.run_options import (
     DEFAULT_MAX_TURNS,
     AgentsOption,
@@ -164,8 +165,11 @@ def create(
         return await schedule.describe()
 
     view = with_tarry(make)
-    next_run = f"; next run at {when(view.next_runs[0])}" if view.next_runs else ""
-    output(view, as_json, Text(f"schedule {view.name} created{next_run}"))
+    next_run = f"; next run at {_at(view.next_runs[0], view)}" if view.next_runs else ""
+    if as_json:
+        emit(view)
+    else:  # one line however long, as a script that greps it expects
+        console.print(Text(f"schedule {view.name} created{next_run}"), soft_wrap=True)
 
 
 @commands.command("list")
@@ -183,7 +187,7 @@ def list_schedules(as_json: AsJson = False) -> None:
             s.name,
             _timing(s),
             "paused" if s.paused else "-",
-            when(s.next_runs[0]) if s.next_runs and not s.paused else "-",
+            _at(s.next_runs[0], s) if s.next_runs and not s.paused else "-",
             s.recent_runs[-1] if s.recent_runs else "-",
             s.summary or "-",
         )
@@ -202,7 +206,7 @@ def show(name: Name, as_json: AsJson = False) -> None:
         "when": _timing(view),
         "overlap": view.overlap,
         "paused": f"yes: {view.note}" if view.paused else "no",
-        "next runs": ", ".join(when(t) for t in view.next_runs[:3]) or "-",
+        "next runs": ", ".join(_at(t, view) for t in view.next_runs[:3]) or "-",
         "open runs": ", ".join(view.running) or "-",
         "recent runs": ", ".join(view.recent_runs[-3:]) or "-",
         "started": str(view.runs_started),
@@ -219,12 +223,14 @@ def show(name: Name, as_json: AsJson = False) -> None:
 def pause(name: Name, note: Note = None) -> None:
     """Stop the schedule starting runs until `tarry schedule unpause`; its runs go on."""
     _on(name, lambda schedule: schedule.pause(note))
+    console.print(Text(f"paused schedule {name}"), soft_wrap=True)
 
 
 @commands.command()
 def unpause(name: Name, note: Note = None) -> None:
     """Let the schedule start runs again, from its next time on."""
     _on(name, lambda schedule: schedule.unpause(note))
+    console.print(Text(f"unpaused schedule {name}"), soft_wrap=True)
 
 
 @commands.command()
@@ -232,17 +238,27 @@ def trigger(name: Name) -> None:
     """Start a run now, as if its time had come (by its overlap policy: with `skip`,
     nothing starts while its last run is open)."""
     _on(name, lambda schedule: schedule.trigger())
+    console.print(Text(f"triggered schedule {name}"), soft_wrap=True)
 
 
 @commands.command()
 def delete(name: Name) -> None:
     """Delete the schedule: it starts no more runs; the runs it started go on."""
     _on(name, lambda schedule: schedule.delete())
+    console.print(Text(f"deleted schedule {name}"), soft_wrap=True)
 
 
 def _on(name: str, action: Callable[[ScheduleHandle], Awaitable[T]]) -> T:
     _check_name(name)
     return with_tarry(lambda tarry: action(tarry.schedule(name)))
+
+
+def _at(moment: datetime, schedule: ScheduleSummary) -> str:
+    """A time of the schedule's, in its time zone (`--time-zone`), named: a cron's times
+    are read there, so `0 9 * * *` in Europe/Berlin shows as 09:00, not as this machine's
+    clock has it; a schedule without one, in this machine's zone."""
+    zoned = moment.astimezone(ZoneInfo(schedule.time_zone) if schedule.time_zone else None)
+    return f"{zoned:%Y-%m-%d %H:%M:%S} {schedule.time_zone or zoned.tzname()}"
 
 
 def _timing(schedule: ScheduleSummary) -> str:

@@ -55,6 +55,8 @@ from tarry.contracts.messages import (
 )
 from tarry.contracts.names import (
     AGENT_TOOL_PREFIX,
+    CATALOGUE_CHECK_ACTIVITY,
+    CATALOGUE_CHECK_WORKFLOW,
     COST_ATTRIBUTE,
     DEFAULT_TASK_QUEUE,
     FINISH_TOOL,
@@ -104,6 +106,8 @@ from tarry.rules import (
 
 __all__ = [
     "AGENT_TOOL_PREFIX",
+    "CATALOGUE_CHECK_ACTIVITY",
+    "CATALOGUE_CHECK_WORKFLOW",
     "COST_ATTRIBUTE",
     "DEFAULT_TASK_QUEUE",
     "FINISH_TOOL",

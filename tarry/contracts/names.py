@@ -13,6 +13,11 @@ WORKFLOW_TYPE = "AgentRun"
 DEFAULT_TASK_QUEUE = "tarry"
 LLM_ACTIVITY = "call_llm"
 TOOL_CATALOGUE_ACTIVITY = "tool_catalogue"
+CATALOGUE_CHECK_WORKFLOW = "CatalogueCheck"
+"""A short workflow, not a run, that asks a worker whether it would refuse a run's tools,
+agents or model profile (the `catalogue_check` activity): the client asks it before it
+starts a run, so a refused start leaves nothing behind in `tarry list`."""
+CATALOGUE_CHECK_ACTIVITY = "catalogue_check"
 PAGE_ACTIVITY = "store_transcript_page"
 """The activity that moves a run's older messages into a page in the payload store."""
 PAGE_INDEX_ACTIVITY = "store_transcript_page_index"
