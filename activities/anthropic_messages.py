@@ -34,8 +34,8 @@ from activities.provider import (
     stream,
     tool_choice,
 )
+from tarry.config_tables import ANTHROPIC_MAX_TOKENS
 from tarry.contracts import ChatMessage, ErrorCode, LlmResponse, ToolCall, Usage
-from tarry.settings import ANTHROPIC_MAX_TOKENS
 
 _CACHE_BREAKPOINT = {"type": "ephemeral"}
 OMITTED_NOTE = "[earlier messages left out]"

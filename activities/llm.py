@@ -20,6 +20,7 @@ from activities.context import ContextStore, estimate_tokens, fit_to_budget
 from activities.provider import ModelCall, error
 from activities.sendable import sendable
 from activities.tools import ToolHost
+from tarry.config_tables import Provider
 from tarry.contracts import (
     LLM_ACTIVITY,
     CatalogueRequest,
@@ -28,7 +29,7 @@ from tarry.contracts import (
     LlmRequest,
     LlmResponse,
 )
-from tarry.settings import ModelProfile, Provider
+from tarry.settings import ModelProfile
 
 _ADAPTERS: dict[Provider, Callable[[httpx.AsyncClient, ModelCall], Awaitable[LlmResponse]]] = {
     "openai": openai_chat.answer,

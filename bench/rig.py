@@ -22,8 +22,9 @@ from activities.llm import ModelClient
 from activities.tools import ToolHost
 from tarry.cli.processes import DevServer, WorkerProcess
 from tarry.client import Tarry, connect_temporal
+from tarry.config_tables import Provider
 from tarry.servers import dev_server_args
-from tarry.settings import ModelProfile, Provider, TarrySettings
+from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel
 from workers.plugin import TarryPlugin
 

@@ -20,7 +20,7 @@ import ipaddress
 import tomllib
 import types
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -37,7 +37,20 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from temporalio.converter import StorageDriver
 
-from tarry.contracts import DEFAULT_TASK_QUEUE, AgentSpec, NotifyEvent, Sampling, Usage
+from tarry.config_tables import (
+    MIN_API_TOKEN_LENGTH,
+    PROFILE_DEFAULTS,
+    AgentTable,
+    ApiTable,
+    McpServer,
+    ModelProfile,
+    NotifyTarget,
+    Prices,
+    long_token,
+    named_token,
+    user_tokens,
+)
+from tarry.contracts import DEFAULT_TASK_QUEUE, AgentSpec
 from tarry.identities import API_USER, Caller, local_user
 from tarry.tools import MAX_READ_BYTES
 
@@ -84,203 +97,9 @@ DEFAULT_ACTION_LINK_TTL = 7 * 24 * 3600.0
 """Seconds an action link works when its call has no approval deadline: a week."""
 
 
-Provider = Literal["openai", "anthropic"]
-"""The dialect a profile's endpoint speaks: OpenAI-compatible `chat.completions`, or
-Anthropic's Messages API."""
-
-
-MIN_API_TOKEN_LENGTH = 16
-"""A shorter bearer token can be guessed; `secrets.token_urlsafe()` makes 43 characters."""
-
-
 class ConfigError(Exception):
     """The configuration is wrong: one line (`config_problem`) that names the variable,
     or the file, table and key, and what to do about it."""
-
-
-class Prices(BaseModel):
-    """A model's prices in US dollars per million tokens, as its provider's rate sheet
-    gives them: what the worker estimates each call's cost with (`Usage.cost_usd`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-    cache_read: float | None = Field(default=None, ge=0)
-    """Input read back from the provider's prompt cache; none: at `input`."""
-    cache_write: float | None = Field(default=None, ge=0)
-    """Input written to the provider's prompt cache; none: at `input`."""
-
-    def cost_of(self, usage: Usage) -> float:
-        """The estimated cost of one call's `usage`, in US dollars: input read from or
-        written to a prompt cache at its own price (`input` where none is given)."""
-        cached = usage.cache_read_tokens + usage.cache_write_tokens
-        full_price = (usage.prompt_tokens - cached) * self.input
-        reads = usage.cache_read_tokens * (
-            self.input if self.cache_read is None else self.cache_read
-        )
-        writes = usage.cache_write_tokens * (
-            self.input if self.cache_write is None else self.cache_write
-        )
-        output = usage.completion_tokens * self.output
-        return (full_price + reads + writes + output) / 1_000_000
-
-
-_DEFAULTS: dict[str, dict[str, str]] = {
-    "openai": {"base_url": "https://api.openai.com/v1", "model": "gpt-4o-mini"},
-    # As the Anthropic SDK's ANTHROPIC_BASE_URL: without `/v1`.
-    "anthropic": {"base_url": "https://api.anthropic.com", "model": "claude-sonnet-4-5"},
-}
-ANTHROPIC_MAX_TOKENS = 4096
-"""The answer length asked of Anthropic when no `max_tokens` is set: its API needs one."""
-
-
-class ModelProfile(Sampling):
-    """One endpoint, the model to ask there, and how it samples (the `Sampling` fields,
-    checked at load; a run may override them)."""
-
-    # Here, not on `Sampling`: a misspelled key in the file must not pass unnoticed.
-    model_config = ConfigDict(extra="forbid")
-
-    provider: Provider = "openai"
-    base_url: str = ""
-    """Empty: the provider's own (`https://api.openai.com/v1`, `https://api.anthropic.com`)."""
-    model: str = ""
-    """Empty: `gpt-4o-mini` for OpenAI, `claude-sonnet-4-5` for Anthropic."""
-    api_key: SecretStr | None = None
-    anthropic_version: str = "2023-06-01"
-    """The `anthropic-version` header of Anthropic requests."""
-    request_timeout: float = Field(default=120.0, gt=0)
-    """Seconds one HTTP call may take; past that the call fails with `LLM_TIMEOUT`."""
-    context_budget: int = Field(default=100_000, gt=0)
-    """Tokens (estimated) of conversation sent per call: the system prompt plus the newest
-    messages that fit. The durable transcript always stays whole."""
-    stream: bool = True
-    """Ask for the answer as a stream, so observers see its words as they come; off for
-    a server whose streaming misbehaves. The transcript is the same either way."""
-    prices: Prices | None = None
-    """Dollars per million tokens, to estimate each call's cost; none: calls cost 0."""
-    task_queue: str | None = None
-    """The activity task queue this profile's model calls are scheduled on (null: the
-    run's own), so the workers serving it, and their rate limit, govern this provider.
-    Every worker that starts runs on it must name the same queue: a run resolves it once,
-    at its start."""
-
-    @model_validator(mode="after")
-    def _provider_defaults(self) -> ModelProfile:
-        defaults = _DEFAULTS[self.provider]
-        self.base_url = self.base_url or defaults["base_url"]
-        self.model = self.model or defaults["model"]
-        return self
-
-
-class McpServer(BaseModel):
-    """An MCP server whose tools join the runs' catalogues as `NAME__TOOL`: a command the
-    worker starts (stdio) or a URL (streamable HTTP). Its secrets (`env`, `headers`) stay
-    on the worker: history only ever names the server."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    command: str | None = None
-    """The program to start (stdio); the worker starts it again if it dies."""
-    args: list[str] = []
-    env: dict[str, str] = {}
-    """Set for the process on top of a minimal environment (the MCP SDK's default)."""
-    cwd: Path | None = None
-    url: str | None = None
-    """A streamable HTTP endpoint, e.g. `http://127.0.0.1:8000/mcp`."""
-    headers: dict[str, str] = {}
-    """Sent with every HTTP request, e.g. `Authorization`."""
-    destructive_needs_approval: bool = True
-    """A tool annotated `destructiveHint: true` waits for a person's decision; false
-    lets this server's destructive tools run like any other."""
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> McpServer:
-        if (self.command is None) == (self.url is None):
-            raise ValueError("an MCP server needs either `command` (stdio) or `url` (HTTP)")
-        return self
-
-
-class AgentTable(AgentSpec):
-    """A sub-agent, `[agents.NAME]`: a run whose `agents` names it may hand it tasks
-    (the tool `agent__NAME`), each a child run with these settings."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-class NotifyTarget(BaseModel):
-    """A `[[notify]]` entry: a receiver the worker tells of runs' stop points, with a
-    signed POST (see `activities.notify`). Its URL and secret stay on the worker."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    url: Annotated[str, Field(pattern=r"^https?://")]
-    """Where the notifications are POSTed (a Slack incoming webhook's URL, for `slack`)."""
-    events: Annotated[list[NotifyEvent], Field(min_length=1)]
-    """Which stop points: `waiting_for_input`, `waiting_for_approval`,
-    `waiting_for_budget`, `ended`."""
-    secret: SecretStr | None = None
-    """Signs each notification (`Tarry-Signature`); needed but for `format = "slack"`."""
-    format: Literal["json", "slack"] = "json"
-    """`json`: Tarry's payload; `slack`: a Slack incoming webhook's blocks, with buttons."""
-    to: str | None = None
-    """The user the notification is for: its approve and reject links (with an action
-    key) decide as them; none: no action links."""
-
-    @model_validator(mode="after")
-    def _signed(self) -> NotifyTarget:
-        if self.secret is None and self.format == "json":
-            raise ValueError(
-                'a `secret` signs the notifications; only `format = "slack"` goes without'
-            )
-        return self
-
-
-def _long_enough(tokens: list[SecretStr]) -> list[SecretStr]:
-    """Refuses a bearer token of the HTTP API that is short enough to guess (without
-    showing it: the error names only the length it needs)."""
-    if any(len(token.get_secret_value()) < MIN_API_TOKEN_LENGTH for token in tokens):
-        raise ValueError(
-            f"a token needs at least {MIN_API_TOKEN_LENGTH} characters to be safe from "
-            "guessing; make one with: python -c 'import secrets; print(secrets.token_urlsafe())'"
-        )
-    return tokens
-
-
-def _long_token(token: SecretStr) -> SecretStr:
-    return _long_enough([token])[0]
-
-
-def _user_tokens(entries: list[SecretStr]) -> list[SecretStr]:
-    """Refuses a `NAME:TOKEN` entry of `TARRY_API_TOKENS` whose token is short or whose
-    name is empty (a bare token has no colon)."""
-    _long_enough([_named_token(entry)[1] for entry in entries])
-    if any(_named_token(entry)[0] == "" for entry in entries):
-        raise ValueError("a NAME:TOKEN entry needs a name before the colon")
-    return entries
-
-
-def _named_token(entry: SecretStr) -> tuple[str, SecretStr]:
-    """`NAME:TOKEN` as its user and token; a bare token is the user `api`."""
-    name, colon, token = entry.get_secret_value().partition(":")
-    return (name, SecretStr(token)) if colon else (API_USER, entry)
-
-
-class ApiTable(BaseModel):
-    """The config file's `[api]` table."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    tokens: Annotated[list[SecretStr], AfterValidator(_long_enough)] = []
-    """Bearer tokens of the user `api`, besides `TARRY_API_TOKENS`."""
-    users: dict[str, Annotated[SecretStr, AfterValidator(_long_token)]] = {}
-    """`[api.users]`: each person's name and their token (`alice = "TOKEN"`); the runs
-    record what they do under that name."""
-    groups: dict[str, list[str]] = {}
-    """`[api.groups]`: groups of users (`ops = ["alice", "bob"]`), for `RunInput.approvers`."""
-    action_key: Annotated[SecretStr, AfterValidator(_long_token)] | None = None
-    """Signs and checks action links (as `TARRY_ACTION_KEY`, which wins)."""
 
 
 class ConfigFile(BaseModel):
@@ -326,7 +145,7 @@ class TarrySettings(BaseSettings):
     """The `default` profile's model."""
     anthropic_api_key: SecretStr | None = None
     """Set: the workers also hold an `anthropic` profile (Claude, at `ANTHROPIC_BASE_URL`)."""
-    anthropic_base_url: str = _DEFAULTS["anthropic"]["base_url"]
+    anthropic_base_url: str = PROFILE_DEFAULTS["anthropic"]["base_url"]
     """The `anthropic` profile's endpoint."""
     tarry_config: Path | None = Field(
         default=None, validation_alias=AliasChoices("tarry_config", "tarry_models_file")
@@ -362,7 +181,7 @@ class TarrySettings(BaseSettings):
     """False keeps every payload in history, where Temporal refuses any over 2 MB."""
     tarry_api_port: int = Field(default=DEFAULT_API_PORT, ge=1, le=65535)
     """The port `tarry serve` and `tarry dev` serve the HTTP API on."""
-    tarry_api_tokens: Annotated[list[SecretStr], NoDecode, AfterValidator(_user_tokens)] = []
+    tarry_api_tokens: Annotated[list[SecretStr], NoDecode, AfterValidator(user_tokens)] = []
     """Bearer tokens the HTTP API accepts, comma-separated in the environment, besides the
     config file's `[api] tokens` and `[api.users]` (see `api_users`): `NAME:TOKEN` names
     the person the token is, a bare `TOKEN` is the user `api`; each token of at least 16
@@ -370,7 +189,7 @@ class TarrySettings(BaseSettings):
     tarry_public_url: str | None = Field(default=None, pattern=r"^https?://")
     """The HTTP API's address as people reach it (`https://tarry.example`), for the links
     of notifications; unset: `http://localhost:TARRY_API_PORT`."""
-    tarry_action_key: Annotated[SecretStr, AfterValidator(_long_token)] | None = None
+    tarry_action_key: Annotated[SecretStr, AfterValidator(long_token)] | None = None
     """The key (16 characters or more) that signs a notification's action links on the
     worker and checks them on the HTTP API; every process of a deployment needs the same.
     Unset (and no `[api] action_key`): notifications carry no action links."""
@@ -520,7 +339,7 @@ class TarrySettings(BaseSettings):
 
     def api_users(self) -> list[tuple[Caller, SecretStr]]:
         """Each bearer token with the person it names and their groups."""
-        named = [_named_token(entry) for entry in self.tarry_api_tokens]
+        named = [named_token(entry) for entry in self.tarry_api_tokens]
         named += [(API_USER, token) for token in self._file.api.tokens]
         named += list(self._file.api.users.items())
         return [(self.caller(user), token) for user, token in named]

@@ -1,0 +1,232 @@
+"""The tables of Tarry's config file (`TARRY_CONFIG`): model profiles, MCP servers,
+sub-agents, the HTTP API's users and `[[notify]]` receivers. Each refuses keys it does not
+know (`extra="forbid"`), so a misspelled key is an error at start, never a setting quietly
+off; `tarry.settings.ConfigFile` holds them whole.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    model_validator,
+)
+
+from tarry.contracts import AgentSpec, NotifyEvent, Sampling, Usage
+from tarry.identities import API_USER
+
+__all__ = [
+    "ANTHROPIC_MAX_TOKENS",
+    "MIN_API_TOKEN_LENGTH",
+    "PROFILE_DEFAULTS",
+    "AgentTable",
+    "ApiTable",
+    "McpServer",
+    "ModelProfile",
+    "NotifyTarget",
+    "Prices",
+    "Provider",
+    "long_token",
+    "named_token",
+    "user_tokens",
+]
+
+
+Provider = Literal["openai", "anthropic"]
+"""The dialect a profile's endpoint speaks: OpenAI-compatible `chat.completions`, or
+Anthropic's Messages API."""
+
+
+MIN_API_TOKEN_LENGTH = 16
+"""A shorter bearer token can be guessed; `secrets.token_urlsafe()` makes 43 characters."""
+
+
+class Prices(BaseModel):
+    """A model's prices in US dollars per million tokens, as its provider's rate sheet
+    gives them: what the worker estimates each call's cost with (`Usage.cost_usd`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+    """Input read back from the provider's prompt cache; none: at `input`."""
+    cache_write: float | None = Field(default=None, ge=0)
+    """Input written to the provider's prompt cache; none: at `input`."""
+
+    def cost_of(self, usage: Usage) -> float:
+        """The estimated cost of one call's `usage`, in US dollars: input read from or
+        written to a prompt cache at its own price (`input` where none is given)."""
+        cached = usage.cache_read_tokens + usage.cache_write_tokens
+        full_price = (usage.prompt_tokens - cached) * self.input
+        reads = usage.cache_read_tokens * (
+            self.input if self.cache_read is None else self.cache_read
+        )
+        writes = usage.cache_write_tokens * (
+            self.input if self.cache_write is None else self.cache_write
+        )
+        output = usage.completion_tokens * self.output
+        return (full_price + reads + writes + output) / 1_000_000
+
+
+PROFILE_DEFAULTS: dict[str, dict[str, str]] = {
+    "openai": {"base_url": "https://api.openai.com/v1", "model": "gpt-4o-mini"},
+    # As the Anthropic SDK's ANTHROPIC_BASE_URL: without `/v1`.
+    "anthropic": {"base_url": "https://api.anthropic.com", "model": "claude-sonnet-4-5"},
+}
+ANTHROPIC_MAX_TOKENS = 4096
+"""The answer length asked of Anthropic when no `max_tokens` is set: its API needs one."""
+
+
+class ModelProfile(Sampling):
+    """One endpoint, the model to ask there, and how it samples (the `Sampling` fields,
+    checked at load; a run may override them)."""
+
+    # Here, not on `Sampling`: a misspelled key in the file must not pass unnoticed.
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Provider = "openai"
+    base_url: str = ""
+    """Empty: the provider's own (`https://api.openai.com/v1`, `https://api.anthropic.com`)."""
+    model: str = ""
+    """Empty: `gpt-4o-mini` for OpenAI, `claude-sonnet-4-5` for Anthropic."""
+    api_key: SecretStr | None = None
+    anthropic_version: str = "2023-06-01"
+    """The `anthropic-version` header of Anthropic requests."""
+    request_timeout: float = Field(default=120.0, gt=0)
+    """Seconds one HTTP call may take; past that the call fails with `LLM_TIMEOUT`."""
+    context_budget: int = Field(default=100_000, gt=0)
+    """Tokens (estimated) of conversation sent per call: the system prompt plus the newest
+    messages that fit. The durable transcript always stays whole."""
+    stream: bool = True
+    """Ask for the answer as a stream, so observers see its words as they come; off for
+    a server whose streaming misbehaves. The transcript is the same either way."""
+    prices: Prices | None = None
+    """Dollars per million tokens, to estimate each call's cost; none: calls cost 0."""
+    task_queue: str | None = None
+    """The activity task queue this profile's model calls are scheduled on (null: the
+    run's own), so the workers serving it, and their rate limit, govern this provider.
+    Every worker that starts runs on it must name the same queue: a run resolves it once,
+    at its start."""
+
+    @model_validator(mode="after")
+    def _provider_defaults(self) -> ModelProfile:
+        defaults = PROFILE_DEFAULTS[self.provider]
+        self.base_url = self.base_url or defaults["base_url"]
+        self.model = self.model or defaults["model"]
+        return self
+
+
+class McpServer(BaseModel):
+    """An MCP server whose tools join the runs' catalogues as `NAME__TOOL`: a command the
+    worker starts (stdio) or a URL (streamable HTTP). Its secrets (`env`, `headers`) stay
+    on the worker: history only ever names the server."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str | None = None
+    """The program to start (stdio); the worker starts it again if it dies."""
+    args: list[str] = []
+    env: dict[str, str] = {}
+    """Set for the process on top of a minimal environment (the MCP SDK's default)."""
+    cwd: Path | None = None
+    url: str | None = None
+    """A streamable HTTP endpoint, e.g. `http://127.0.0.1:8000/mcp`."""
+    headers: dict[str, str] = {}
+    """Sent with every HTTP request, e.g. `Authorization`."""
+    destructive_needs_approval: bool = True
+    """A tool annotated `destructiveHint: true` waits for a person's decision; false
+    lets this server's destructive tools run like any other."""
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServer:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("an MCP server needs either `command` (stdio) or `url` (HTTP)")
+        return self
+
+
+class AgentTable(AgentSpec):
+    """A sub-agent, `[agents.NAME]`: a run whose `agents` names it may hand it tasks
+    (the tool `agent__NAME`), each a child run with these settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class NotifyTarget(BaseModel):
+    """A `[[notify]]` entry: a receiver the worker tells of runs' stop points, with a
+    signed POST (see `activities.notify`). Its URL and secret stay on the worker."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: Annotated[str, Field(pattern=r"^https?://")]
+    """Where the notifications are POSTed (a Slack incoming webhook's URL, for `slack`)."""
+    events: Annotated[list[NotifyEvent], Field(min_length=1)]
+    """Which stop points: `waiting_for_input`, `waiting_for_approval`,
+    `waiting_for_budget`, `ended`."""
+    secret: SecretStr | None = None
+    """Signs each notification (`Tarry-Signature`); needed but for `format = "slack"`."""
+    format: Literal["json", "slack"] = "json"
+    """`json`: Tarry's payload; `slack`: a Slack incoming webhook's blocks, with buttons."""
+    to: str | None = None
+    """The user the notification is for: its approve and reject links (with an action
+    key) decide as them; none: no action links."""
+
+    @model_validator(mode="after")
+    def _signed(self) -> NotifyTarget:
+        if self.secret is None and self.format == "json":
+            raise ValueError(
+                'a `secret` signs the notifications; only `format = "slack"` goes without'
+            )
+        return self
+
+
+def _long_enough(tokens: list[SecretStr]) -> list[SecretStr]:
+    """Refuses a bearer token of the HTTP API that is short enough to guess (without
+    showing it: the error names only the length it needs)."""
+    if any(len(token.get_secret_value()) < MIN_API_TOKEN_LENGTH for token in tokens):
+        raise ValueError(
+            f"a token needs at least {MIN_API_TOKEN_LENGTH} characters to be safe from "
+            "guessing; make one with: python -c 'import secrets; print(secrets.token_urlsafe())'"
+        )
+    return tokens
+
+
+def long_token(token: SecretStr) -> SecretStr:
+    return _long_enough([token])[0]
+
+
+def user_tokens(entries: list[SecretStr]) -> list[SecretStr]:
+    """Refuses a `NAME:TOKEN` entry of `TARRY_API_TOKENS` whose token is short or whose
+    name is empty (a bare token has no colon)."""
+    _long_enough([named_token(entry)[1] for entry in entries])
+    if any(named_token(entry)[0] == "" for entry in entries):
+        raise ValueError("a NAME:TOKEN entry needs a name before the colon")
+    return entries
+
+
+def named_token(entry: SecretStr) -> tuple[str, SecretStr]:
+    """`NAME:TOKEN` as its user and token; a bare token is the user `api`."""
+    name, colon, token = entry.get_secret_value().partition(":")
+    return (name, SecretStr(token)) if colon else (API_USER, entry)
+
+
+class ApiTable(BaseModel):
+    """The config file's `[api]` table."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: Annotated[list[SecretStr], AfterValidator(_long_enough)] = []
+    """Bearer tokens of the user `api`, besides `TARRY_API_TOKENS`."""
+    users: dict[str, Annotated[SecretStr, AfterValidator(long_token)]] = {}
+    """`[api.users]`: each person's name and their token (`alice = "TOKEN"`); the runs
+    record what they do under that name."""
+    groups: dict[str, list[str]] = {}
+    """`[api.groups]`: groups of users (`ops = ["alice", "bob"]`), for `RunInput.approvers`."""
+    action_key: Annotated[SecretStr, AfterValidator(long_token)] | None = None
+    """Signs and checks action links (as `TARRY_ACTION_KEY`, which wins)."""
