@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import overload
+from typing import TypeVar, overload
 
 from pydantic import BaseModel
 from temporalio.converter import DataConverter, StorageDriver
@@ -28,6 +28,8 @@ from tarry.contracts import (
 from tarry.storage import load_model, store_model
 
 __all__ = ["PageMissing", "PageStore"]
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class _Page(BaseModel):
@@ -74,14 +76,8 @@ class PageStore:
 
     async def read(self, ref: TranscriptPageRef) -> list[ChatMessage]:
         """The messages of the page `ref` names; `PageMissing` when it cannot be read."""
-        try:
-            page = await load_model(self._driver, self._converter, ref.claim, _Page)
-        except Exception as e:
-            raise PageMissing(
-                f"the transcript page of messages {ref.start}-{ref.end - 1} cannot be read "
-                f"from the payload store ({type(e).__name__}: {e}); a client must use the "
-                "workers' store (TARRY_STORAGE_DIR, or the same S3 bucket)"
-            ) from None
+        what = f"the transcript page of messages {ref.start}-{ref.end - 1}"
+        page = await self._load(ref.claim, _Page, what)
         if len(page.messages) != ref.count:
             raise PageMissing(
                 f"the transcript page of messages {ref.start}-{ref.end - 1} holds "
@@ -114,15 +110,19 @@ class PageStore:
         if (cached := self._indexes.get(key)) is not None:
             self._indexes.move_to_end(key)
             return cached
-        try:
-            index = await load_model(self._driver, self._converter, ref.claim, StoredPageIndex)
-        except Exception as e:
-            raise PageMissing(
-                f"the index of the transcript pages before message {ref.end} cannot be read "
-                f"from the payload store ({type(e).__name__}: {e}); a client must use the "
-                "workers' store (TARRY_STORAGE_DIR, or the same S3 bucket)"
-            ) from None
+        what = f"the index of the transcript pages before message {ref.end}"
+        index = await self._load(ref.claim, StoredPageIndex, what)
         self._indexes[key] = index
         if len(self._indexes) > self._CACHED_INDEXES:
             self._indexes.popitem(last=False)
         return index
+
+    async def _load(self, claim: dict[str, str], type_: type[M], what: str) -> M:
+        """The `type_` stored under `claim`; `PageMissing` naming `what` otherwise."""
+        try:
+            return await load_model(self._driver, self._converter, claim, type_)
+        except Exception as e:
+            raise PageMissing(
+                f"{what} cannot be read from the payload store ({type(e).__name__}: {e}); a "
+                "client must use the workers' store (TARRY_STORAGE_DIR, or the same S3 bucket)"
+            ) from None

@@ -32,6 +32,7 @@ the references of the pages from there on; the client reads those from the store
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TypeVar
 
 from pydantic import BaseModel
 from temporalio import workflow
@@ -51,6 +52,8 @@ from tarry.contracts import (
     TranscriptQuery,
 )
 from workflows.memory import RunMemory
+
+Ref = TypeVar("Ref", TranscriptPageRef, TranscriptPageIndexRef)
 
 PAGES_PATCH = "transcript-pages"
 """Runs recorded before pages replay with their whole memory; live, they page out on
@@ -117,18 +120,9 @@ async def write(memory: RunMemory, pages: list[StoredPage]) -> None:
     the first that cannot be stored, it and those after it stay in memory."""
     for page in pages:
         end = page.start + len(page.messages) - 1
-        try:
-            ref = await workflow.execute_activity(
-                PAGE_ACTIVITY,
-                page,
-                result_type=TranscriptPageRef,
-                start_to_close_timeout=_PAGE_ATTEMPT,
-                schedule_to_close_timeout=_PAGE_WINDOW,
-                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
-                summary=f"transcript page · messages {page.start}-{end}",
-            )
-        except ActivityError as e:
-            workflow.logger.warning("a transcript page was not stored; kept in memory: %s", e.cause)
+        summary = f"transcript page · messages {page.start}-{end}"
+        ref = await _stored(PAGE_ACTIVITY, page, TranscriptPageRef, summary)
+        if ref is None:
             return
         # Messages may have come while the page was written (a stop's interrupted answer,
         # `set_model`'s note): the page's are still the first, so they go by count.
@@ -142,21 +136,32 @@ async def _index_oldest(memory: RunMemory) -> None:
     """Moves the oldest `PAGE_REFS_KEPT` page references into a new index, which names
     the previous one; a store that fails leaves them in memory, for the next page."""
     index = StoredPageIndex(pages=memory.pages[:PAGE_REFS_KEPT], previous=memory.page_index)
-    try:
-        ref = await workflow.execute_activity(
-            PAGE_INDEX_ACTIVITY,
-            index,
-            result_type=TranscriptPageIndexRef,
-            start_to_close_timeout=_PAGE_ATTEMPT,
-            schedule_to_close_timeout=_PAGE_WINDOW,
-            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
-            summary=f"transcript page index · messages up to {index.pages[-1].end - 1}",
-        )
-    except ActivityError as e:
-        workflow.logger.warning("a page index was not stored; kept in memory: %s", e.cause)
+    summary = f"transcript page index · messages up to {index.pages[-1].end - 1}"
+    if (ref := await _stored(PAGE_INDEX_ACTIVITY, index, TranscriptPageIndexRef, summary)) is None:
         return
     del memory.pages[:PAGE_REFS_KEPT]
     memory.page_index = ref
+
+
+async def _stored(
+    activity: str, value: BaseModel, result_type: type[Ref], summary: str
+) -> Ref | None:
+    """The reference `activity` answers for storing `value`, or None when the store kept
+    failing for `_PAGE_WINDOW`: the run then keeps in memory what it would have stored."""
+    try:
+        ref: Ref = await workflow.execute_activity(
+            activity,
+            value,
+            result_type=result_type,
+            start_to_close_timeout=_PAGE_ATTEMPT,
+            schedule_to_close_timeout=_PAGE_WINDOW,
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
+            summary=summary,
+        )
+    except ActivityError as e:
+        workflow.logger.warning("not stored, kept in memory: %s: %s", summary, e.cause)
+        return None
+    return ref
 
 
 def payload_size(value: BaseModel) -> int:
