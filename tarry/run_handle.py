@@ -129,12 +129,7 @@ async def refuse_unknown_names(
     polls. With none for `WORKER_GRACE`, or one that does not answer in
     `NOT_READY_PATIENCE` (older than this client), says so in a warning: the run
     refuses them itself once a worker takes it."""
-    request = CatalogueRequest(
-        tools=input.tools,
-        require_approval=input.require_approval,
-        profile=input.model,
-        agents=input.agents,
-    )
+    request = CatalogueRequest.of(input)
     try:
         await await_poller(client, task_queue, run_id)
         refusal: ErrorInfo | None = await client.execute_workflow(

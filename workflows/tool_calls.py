@@ -56,12 +56,7 @@ async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
     """Resolves the run's tools from the worker's registry, once per run (a run handed
     over has them already); the error instead when the run names a tool the worker does
     not have (`TOOL_NOT_FOUND`), which refuses the run."""
-    request = CatalogueRequest(
-        tools=input.tools,
-        require_approval=input.require_approval,
-        profile=input.model,
-        agents=input.agents,
-    )
+    request = CatalogueRequest.of(input)
     try:
         catalogue = await workflow.execute_activity(
             TOOL_CATALOGUE_ACTIVITY,

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, model_validator
 from tarry.contracts._omit import when_empty, when_none
 from tarry.contracts.messages import ChatMessage, PendingApproval, Usage
 from tarry.contracts.names import ErrorCode, ErrorInfo, NotifyEvent, Phase, WaitingFor
-from tarry.contracts.run import AgentSpec, Sampling
+from tarry.contracts.run import AgentSpec, RunInput, Sampling
 
 
 class FinishArguments(BaseModel):
@@ -55,6 +55,16 @@ class CatalogueRequest(BaseModel):
     from before `Catalogue`): the answer is the bare list of tools."""
     agents: list[str] = Field(default=[], exclude_if=when_empty)
     """The sub-agents the run may delegate to (`RunInput.agents`)."""
+
+    @classmethod
+    def of(cls, input: RunInput) -> CatalogueRequest:
+        """What a run of `input` asks of the workers' catalogue."""
+        return cls(
+            tools=input.tools,
+            require_approval=input.require_approval,
+            profile=input.model,
+            agents=input.agents,
+        )
 
 
 class Catalogue(BaseModel):
