@@ -1,5 +1,5 @@
 """`python -m bench` (`scripts/bench`): runs the benchmarks and prints their tables, then
-the targets of issue 13 they show.
+the targets they show.
 
 scripts/bench                 everything, at full size (over an hour on 2 cores)
 scripts/bench --quick         small sizes, a few minutes
@@ -37,9 +37,9 @@ from tarry.entrypoint import run_main
 SECTIONS = (
     "turns", "reply", "busy", "long", "parked", "stream", "startup", "cache", "stream-stall"
 )  # fmt: skip
-"""The five results of issue 13 in its order, then the stream's history, start-up, the
+"""The five results in their order, then the stream's history, start-up, the
 input a long run pays for with prompt caching, and how long one streamed answer holds the
-worker's loop (issue 23)."""
+worker's loop."""
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

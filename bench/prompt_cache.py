@@ -1,4 +1,4 @@
-"""What a long run pays for its input (issue 16): the input tokens of one turn billed at
+"""What a long run pays for its input: the input tokens of one turn billed at
 full price, at turn 10 and at the last turn of one chat with an Anthropic profile, against
 a model server that caches what requests mark (the scripted model's prompt cache, which
 counts `TOKENS_PER_BLOCK` per content block).

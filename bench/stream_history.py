@@ -1,4 +1,4 @@
-"""What streaming costs in history (issue #9): events and bytes per turn of one chat, with
+"""What streaming costs in history: events and bytes per turn of one chat, with
 streaming off, on with no observer, and on with an observer following the run.
 
 Each answer is written over about `WRITING_SECONDS` (the scripted model pauses between

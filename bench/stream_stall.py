@@ -1,4 +1,4 @@
-"""Issue 23: a long streamed answer must not freeze the worker. The longest gap between
+"""A long streamed answer must not freeze the worker. The longest gap between
 ticks of the worker's event loop while one run's answer arrives as a stream of tiny
 deltas: a 4 MB text in 4-character deltas, and a 3 MB `write_file` whose arguments come
 in 5-character fragments. Every other run on the worker (its heartbeats, its polls, the

@@ -1,4 +1,4 @@
-"""The targets of issues 13, 24 and 38, read off the results of one `scripts/bench` invocation:
+"""The benchmarks' targets, read off the results of one `scripts/bench` invocation:
 each with the figure measured, the limit, and whether it was met or by how much it
 was missed. They are shown, never asserted: the lead reads them on a quiet machine."""
 
@@ -56,7 +56,7 @@ def turns(results: Mapping[str, Sequence[turn_overhead.Outcome]]) -> list[Target
         floor = outcomes[turn_overhead.FLOOR].seconds
         agents = outcomes[turn_overhead.AGENTS].seconds
         found += [
-            # Issue 24: the turn's read-only tool is a local activity, the floor's is not.
+            # The turn's read-only tool is a local activity, the floor's is not.
             Target(f"per turn x Temporal's floor ({config} config)", _over(shipped, floor), 0.7),
             Target(
                 f"per turn x SDK agent integration ({config} config)", _over(shipped, agents), 0.8
@@ -90,7 +90,7 @@ def long(results: Sequence[long_run.LongRun]) -> list[Target]:
 
 
 def _big_messages(r: long_run.LongRun) -> list[Target]:
-    """Issue 38: a long chat of 32 KiB turns stays flat and hands over little."""
+    """A long chat of 32 KiB turns stays flat and hands over little."""
     last, reference = r.turns, r.memory_reference
     size = r.setup.message_bytes // 1024
     largest = r.largest_hand_over
@@ -155,7 +155,7 @@ def busy(results: Sequence[throughput.Throughput]) -> list[Target]:
 
 def render(targets: Sequence[Target]) -> Table:
     t = table(
-        "Targets of issues 13, 24 and 38 (Tarry with the shipped settings)",
+        "Targets (Tarry with the shipped settings)",
         "target", "measured", "limit", "verdict",
     )  # fmt: skip
     for target in targets:

@@ -1,4 +1,4 @@
-"""The docs' code blocks as examples that run (issue 28): collected from README.md and
+"""The docs' code blocks as examples that run: collected from README.md and
 docs/**/*.md, and run against a test stack, so the docs cannot drift from the code.
 
 A block runs by its language:

@@ -1,4 +1,4 @@
-"""Which pages may reach the HTTP API (issue 23): loopback means this machine, not any page
+"""Which pages may reach the HTTP API: loopback means this machine, not any page
 in its browser. Over real HTTP against a served API: a `Host` that is not this machine's
 (DNS rebinding) is 421 on every route, a state-changing request from another page's
 `Origin` is 403 and changes nothing, and every answer forbids framing and sniffing."""

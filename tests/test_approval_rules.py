@@ -255,7 +255,7 @@ async def test_a_remembered_decision_cannot_carry_edited_arguments(agent: Agent)
 
 
 BACKTRACKS = {"tool": "write_file", "when": {"/content": {"regex": "^(a+)+$"}}, "decision": "ask"}
-"""A pattern Python's `re` backtracks through without end on a long near-miss (issue 37)."""
+"""A pattern Python's `re` backtracks through without end on a long near-miss."""
 NEAR_MISS = "a" * 28 + "b"
 """Seconds of backtracking for `BACKTRACKS` in Python's `re`, twice as many per `a` more:
 it held the worker's every workflow task (and was met again on each replay)."""

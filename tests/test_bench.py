@@ -1,4 +1,4 @@
-"""The benchmarks stay runnable: a tiny run of each of the five results of issue 13 goes
+"""The benchmarks stay runnable: a tiny run of each of the five results goes
 end to end on real servers, prints a row for each way, and yields the figures its
 targets are read from. Times are printed, never asserted."""
 

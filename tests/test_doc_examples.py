@@ -1,5 +1,5 @@
 """Every code block of the docs runs against a test stack, or says why it does not
-(issue 28; the conventions are in tests/doc_examples.py): a worker on the `tarry` task
+(the conventions are in tests/doc_examples.py): a worker on the `tarry` task
 queue with an echoing scripted model, shared by every block, the `tarry` command and
 Python scripts pointed at it as a person's would be."""
 

@@ -1,4 +1,4 @@
-"""The docs site (issue 28): it builds with warnings as errors, and its reference, generated
+"""The docs site: it builds with warnings as errors, and its reference, generated
 from the code at every build, leaves out no command, setting, error code or documented
 Python name, nor a docstring of one."""
 

@@ -3,7 +3,7 @@ server, reporting what it finds and each problem as one line with its fix.
 
 A refused TLS handshake is `tests/test_connection.py`'s (doctor is one of the commands
 its refusal test runs). A worker deployment version still holding runs is not tested:
-Tarry's workers are not versioned yet (issue 34, item 3), and doctor only lists the
+Tarry's workers are not versioned yet, and doctor only lists the
 deployments the server reports, without counting their runs."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The web inbox as a person uses it: real headless Chromium (Debian's `chromium` and
 `chromium-driver`, which `scripts/test` installs) driven by selenium, against the HTTP API
-over a real dev server, worker and scripted model (issue 17)."""
+over a real dev server, worker and scripted model."""
 
 from __future__ import annotations
 
@@ -524,7 +524,7 @@ async def test_html_in_a_model_answer_is_shown_as_text_and_never_runs(
     assert "pwned" not in browser.title
 
 
-# --- Every run, followed live (issue 25) -----------------------------------------------------
+# --- Every run, followed live -----------------------------------------------------
 
 
 def badge(browser: WebDriver) -> str:
@@ -762,7 +762,7 @@ async def test_a_late_answer_for_a_run_left_behind_is_not_shown_on_the_next_run_
     assert browser.find_element(By.ID, "run-meta").text.startswith("turn 1 · ")
 
 
-# --- A failing model (issue 27) ------------------------------------------------------------
+# --- A failing model ------------------------------------------------------------
 
 
 async def test_while_the_model_fails_the_run_s_page_shows_the_retry(
@@ -822,7 +822,7 @@ async def test_a_person_switches_a_failing_run_s_model_and_retries_in_the_inbox(
     assert (state.model, state.waiting_for) == ("backup", WaitingFor.INPUT)
 
 
-# --- Other sites' pages (issue 23) ----------------------------------------------------------
+# --- Other sites' pages ----------------------------------------------------------
 
 
 class _Quiet(SimpleHTTPRequestHandler):
@@ -902,7 +902,7 @@ async def test_a_page_under_a_rebound_name_gets_no_inbox(api: Api, browser: WebD
     assert browser.find_elements(By.ID, "run-list") == []
 
 
-# --- Action links (issue 37) ------------------------------------------------------------
+# --- Action links ------------------------------------------------------------
 
 
 def page_text(browser: WebDriver) -> str:
@@ -939,7 +939,7 @@ _SUBMIT = '<script>document.getElementById("f").submit()</script>'
     ("page", "origin"),
     [
         pytest.param(_FORGED + _SUBMIT, "{site}", id="its-own-origin"),
-        # `Origin: null`, as the link's own page sent under `no-referrer` (issue 37).
+        # `Origin: null`, as the link's own page sent under `no-referrer`.
         pytest.param(
             '<meta name="referrer" content="no-referrer">' + _FORGED + _SUBMIT, "null", id="null"
         ),

@@ -1,4 +1,4 @@
-"""Quick tools as local activities (issue 24): a read-only tool that answers in
+"""Quick tools as local activities: a read-only tool that answers in
 milliseconds (`@tool(quick=True)`: `read_file`, `list_files`; an MCP tool its server marks
 read-only and idempotent) runs inside the run's workflow task, without an activity task's
 server round trip. A gated call still waits for its decision and runs as an activity.

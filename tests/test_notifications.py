@@ -1,4 +1,4 @@
-"""Notifications (issue 25, item 3): a run tells the receivers of the worker's `[[notify]]`
+"""Notifications: a run tells the receivers of the worker's `[[notify]]`
 entries of its stop points with signed POSTs, retried while a receiver is down, never
 lost to a hand-over, the run's end or a dead worker; action links in them decide a
 gated call once, as the person they were sent to, without a bearer token.

@@ -1,5 +1,5 @@
 """An ended run can go on: a model error once its retries are spent, or a stop, need not
-end a weeks-long conversation for good (issue 18). `RunHandle.resume` starts a run
+end a weeks-long conversation for good. `RunHandle.resume` starts a run
 under the same id with the ended run's whole memory, waiting for a reply."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A run id is one rule at every door (`tarry.contracts.RUN_ID_PATTERN`), and an id names
 one conversation for good: starting under the id of any run there is, open or ended, is
-`RUN_EXISTS`, never a new conversation that hides the old one (issue 23)."""
+`RUN_EXISTS`, never a new conversation that hides the old one."""
 
 from __future__ import annotations
 

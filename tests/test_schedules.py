@@ -1,4 +1,4 @@
-"""Runs that start on their own (issue 26): Temporal Schedules on the session's dev
+"""Runs that start on their own: Temporal Schedules on the session's dev
 server (the Java time-skipping test server has no schedules), with intervals of a
 second, served by the test's worker; through the client, the command line and the API."""
 

@@ -1,4 +1,4 @@
-"""The tour (issue 28), run as a person runs it from the README's "Five minutes with the
+"""The tour, run as a person runs it from the README's "Five minutes with the
 CLI": `tarry dev` in one terminal, then the tour's shell commands one by one in another,
 read from the README itself, so a README that drifts from the code fails here. Offline:
 the model is `tarry dev`'s own, playing the built-in tour script over real HTTP."""

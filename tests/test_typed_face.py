@@ -1,4 +1,4 @@
-"""The public face is typed (issue 39): `tarry` ships `py.typed`, so `mypy --strict` checks
+"""The public face is typed: `tarry` ships `py.typed`, so `mypy --strict` checks
 a user's script against what `tarry` exports, as it checks this project."""
 
 from __future__ import annotations

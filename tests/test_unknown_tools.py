@@ -1,6 +1,6 @@
 """A run that names a tool or a model profile the worker does not have is refused at its
-start: a typo in `require_approval` must never switch a gate off without a word (issue
-18), nor one in `--model` fail the run only at its first model call (issue 23)."""
+start: a typo in `require_approval` must never switch a gate off without a word, nor one
+in `--model` fail the run only at its first model call."""
 
 from __future__ import annotations
 
