@@ -87,7 +87,7 @@ def due(memory: RunMemory, input: RunInput) -> list[StoredPage]:
     """The pages to write while the model answers: those of the messages before the
     model's window and before the first one the event stream has yet to publish, on a
     turn where they hold `PAGE_BYTES` or more, or where the hand-over is foreseen (the
-    segment's last turn, or one the server suggested it before). None on other turns,
+    segment's last turn, or one the server suggested it before). No pages on other turns,
     with nothing to page, and in runs recorded before pages (only a run that writes
     pages may schedule its model call from a task of its own, as writing one beside it
     does)."""
