@@ -30,6 +30,7 @@ from activities.tools import (
     write_file,
 )
 from tarry.contracts import (
+    CATALOGUE_CHECK_ACTIVITY,
     FINISH_TOOL,
     TOOL_CATALOGUE_ACTIVITY,
     CatalogueRequest,
@@ -218,13 +219,16 @@ def test_register_rejects_finish(tmp_path: Path) -> None:
         ToolHost(tmp_path, tools=[finish])
 
 
-def test_each_tool_is_an_activity_named_after_it_beside_the_catalogue(host: ToolHost) -> None:
+def test_each_tool_is_an_activity_named_after_it_beside_the_catalogue_and_its_check(
+    host: ToolHost,
+) -> None:
     names = []
     for fn in host.activities():
         defn = activity._Definition.from_callable(fn)
         assert defn is not None
         names.append(defn.name)
-    assert names == [TOOL_CATALOGUE_ACTIVITY, *(t.name for t in BUILTIN_TOOLS)]
+    expected = [TOOL_CATALOGUE_ACTIVITY, CATALOGUE_CHECK_ACTIVITY, *(t.name for t in BUILTIN_TOOLS)]
+    assert names == expected
 
 
 # --- Built-in tools through their activities --------------------------------
