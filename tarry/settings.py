@@ -254,7 +254,17 @@ class TarrySettings(BaseSettings):
             self._file = ConfigFile.read(self.tarry_config)
         if problem := self._links_problem():
             raise ValueError(problem)
-        if self.api_tokens():
+        if self.api_tokens() or self._file.api.oidc is not None:
+            return self
+        if self._file.api.trusted_proxy and any(
+            origin.lower() == "null" for origin in self.tarry_api_cors_origins
+        ):
+            # The gateway signs in whatever the browser sends it, a sandboxed frame too.
+            raise ValueError(
+                "TARRY_API_CORS_ORIGINS=null lets any web page act as whoever the config's"
+                " [api] trusted_proxy signs in; name the origins"
+            )
+        if self.api_authenticates():
             return self
         if "*" in self.tarry_api_cors_origins:
             raise ValueError(
@@ -322,6 +332,17 @@ class TarrySettings(BaseSettings):
         tokens` and `[api.users]`. With any, every route but `/healthz` needs one; with
         none, the API listens only on loopback."""
         return [token for _, token in self.api_users()]
+
+    def api_authenticates(self) -> bool:
+        """Whether the HTTP API (and `tarry mcp --http`) asks who a request is: it has
+        bearer tokens, an identity provider (`[api.oidc]`) or a sign-in gateway (`[api]
+        trusted_proxy`). If not, it serves only loopback, every request as the user `api`."""
+        api = self._file.api
+        return bool(self.api_tokens() or api.oidc or api.trusted_proxy)
+
+    def api_table(self) -> ApiTable:
+        """The config file's `[api]` table: its identity provider and sign-in gateway."""
+        return self._file.api
 
     def api_token_sources(self) -> str:
         """Where the HTTP API's tokens come from, as a person would look there:
