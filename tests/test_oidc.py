@@ -1,0 +1,378 @@
+"""Sign-in through the company's identity provider (`[api.oidc]`) and a sign-in gateway
+(`[api] trusted_proxy`): bearer JWTs signed by keys made here and published as a JWKS
+(with its discovery document) over real local HTTP, and a gateway told from anyone else
+by the address it connects from (`127.0.0.2` here; every other request comes from
+`127.0.0.1`)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+from jwt.algorithms import RSAAlgorithm
+
+from tarry.api import ApiServer, create_app
+from tarry.api.oidc import DISCOVERY_PATH
+from tarry.contracts import ErrorCode
+from tarry.settings import load_settings
+from tests.conftest import Agent
+from tests.deadline import deadline
+from tests.http_api import Api
+from tests.test_config_errors import refused, start
+from tests.test_http_api_people import BOB, as_, gated, transcript
+
+AUDIENCE = "tarry"
+GATEWAY = "127.0.0.2"
+"""The sign-in gateway's address: a loopback address of its own, so the API tells it from
+the tests' other requests (127.0.0.1)."""
+
+
+class IdentityProvider:
+    """An OpenID provider as far as an API sees one: a discovery document and the keys
+    (JWKS) it publishes, served over HTTP, and tokens signed with its keys."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, RSAPrivateKey] = {}
+        self.published: list[str] = []
+        self.key_fetches = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def new_key(self, kid: str, *, publish: bool = True) -> None:
+        self.keys[kid] = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        if publish:
+            self.published.append(kid)
+
+    def rotate(self, kid: str) -> None:
+        """Publishes a new key `kid` in place of every older one."""
+        self.published.clear()
+        self.new_key(kid)
+
+    def claims(self, **overrides: Any) -> dict[str, Any]:
+        now = int(time.time())
+        claims = {"iss": self.url, "aud": AUDIENCE, "sub": "alice", "groups": ["ops"]}
+        return claims | {"iat": now, "exp": now + 300} | overrides
+
+    def token(self, kid: str = "k1", **overrides: Any) -> str:
+        return jwt.encode(
+            self.claims(**overrides), self.keys[kid], algorithm="RS256", headers={"kid": kid}
+        )
+
+    def public_pem(self, kid: str = "k1") -> bytes:
+        return (
+            self.keys[kid]
+            .public_key()
+            .public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+
+    def _jwks(self) -> dict[str, Any]:
+        keys = []
+        for kid in self.published:
+            jwk = json.loads(RSAAlgorithm.to_jwk(self.keys[kid].public_key()))
+            keys.append(jwk | {"kid": kid, "use": "sig", "alg": "RS256"})
+        return {"keys": keys}
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == DISCOVERY_PATH:
+                    body = {"issuer": provider.url, "jwks_uri": provider.url + "/jwks"}
+                elif self.path == "/jwks":
+                    provider.key_fetches += 1
+                    body = provider._jwks()
+                else:
+                    self.send_error(404)
+                    return
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        return Handler
+
+    def __enter__(self) -> IdentityProvider:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def provider() -> Iterator[IdentityProvider]:
+    with IdentityProvider() as provider:
+        provider.new_key("k1")
+        yield provider
+
+
+@asynccontextmanager
+async def api_with(
+    agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str
+) -> AsyncIterator[str]:
+    """The API of the config file `config` (and bob's static token), served; its URL."""
+    path = tmp_path / "tarry.toml"
+    path.write_text(f'{config}\n[api.users]\nbob = "{BOB}"\n')
+    monkeypatch.setenv("TARRY_CONFIG", str(path))
+    async with ApiServer(create_app(agent.tarry, load_settings()), "127.0.0.1", 0) as server:
+        yield server.url
+
+
+def oidc_config(provider: IdentityProvider, **keys: Any) -> str:
+    table = {"issuer": provider.url, "audience": AUDIENCE} | keys
+    return "[api.oidc]\n" + "".join(
+        f"{key} = {json.dumps(value)}\n" for key, value in table.items()
+    )
+
+
+@asynccontextmanager
+async def client(url: str, *, local_address: str = "127.0.0.1") -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.AsyncHTTPTransport(local_address=local_address)
+    timeout = httpx.Timeout(deadline(60), connect=deadline(5))
+    async with httpx.AsyncClient(base_url=url, transport=transport, timeout=timeout) as http:
+        yield http
+
+
+@pytest.fixture
+async def oidc_api(
+    agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: IdentityProvider
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The API with `provider` as its identity provider, found by its discovery document;
+    keys fetched again at once for an unknown `kid`."""
+    config = oidc_config(provider, jwks_cooldown=0)
+    async with api_with(agent, tmp_path, monkeypatch, config) as url, client(url) as http:
+        yield http
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def unsigned(provider: IdentityProvider) -> str:
+    header = b64(json.dumps({"alg": "none", "typ": "JWT", "kid": "k1"}).encode())
+    return f"{header}.{b64(json.dumps(provider.claims()).encode())}."
+
+
+def hmac_with_the_public_key(provider: IdentityProvider) -> str:
+    """The classic confusion: HS256 "verified with the provider's key" takes the public
+    key, which anyone has, as the shared secret."""
+    header = b64(json.dumps({"alg": "HS256", "typ": "JWT", "kid": "k1"}).encode())
+    signed = f"{header}.{b64(json.dumps(provider.claims()).encode())}"
+    mac = hmac.new(provider.public_pem(), signed.encode(), hashlib.sha256).digest()
+    return f"{signed}.{b64(mac)}"
+
+
+def tampered(provider: IdentityProvider) -> str:
+    """A good token whose payload now names another user, its signature kept."""
+    header, _, signature = provider.token().split(".")
+    payload = b64(json.dumps(provider.claims(sub="mallory")).encode())
+    return f"{header}.{payload}.{signature}"
+
+
+def of_an_unpublished_key(provider: IdentityProvider) -> str:
+    provider.new_key("k-unpublished", publish=False)
+    return provider.token("k-unpublished")
+
+
+FORGERIES: dict[str, tuple[Callable[[IdentityProvider], str], ErrorCode]] = {
+    "expired": (lambda p: p.token(exp=int(time.time()) - 3600), ErrorCode.TOKEN_EXPIRED),
+    "not yet valid": (lambda p: p.token(nbf=int(time.time()) + 3600),
+                      ErrorCode.TOKEN_NOT_YET_VALID),
+    "wrong audience": (lambda p: p.token(aud="another-app"), ErrorCode.TOKEN_WRONG_AUDIENCE),
+    "wrong issuer": (lambda p: p.token(iss="https://elsewhere.example"),
+                     ErrorCode.TOKEN_WRONG_ISSUER),
+    "unknown kid": (of_an_unpublished_key, ErrorCode.TOKEN_UNKNOWN_KEY),
+    "alg none": (unsigned, ErrorCode.TOKEN_ALGORITHM_REFUSED),
+    "HS256 with the public key": (hmac_with_the_public_key, ErrorCode.TOKEN_ALGORITHM_REFUSED),
+    "tampered payload": (tampered, ErrorCode.TOKEN_INVALID),
+    "not a JWT": (lambda p: "a.b.c", ErrorCode.TOKEN_INVALID),
+}  # fmt: skip
+
+
+async def test_a_jwt_of_the_identity_provider_signs_in_its_user_with_their_groups(
+    agent: Agent, oidc_api: httpx.AsyncClient, provider: IdentityProvider
+) -> None:
+    api = Api(oidc_api, agent, str(oidc_api.base_url))
+    oidc_api.headers.update(as_(provider.token()))
+
+    run_id = await gated(api, approvers={"write_file": ["ops"]})
+
+    assert [m.get("by") for m in await transcript(api, run_id)][:1] == ["alice"]
+    state = (await oidc_api.get(f"/v1/runs/{run_id}")).json()
+    assert [p["may_decide"] for p in state["pending_approvals"]] == [True]  # alice is in ops
+
+
+@pytest.mark.parametrize("forgery", FORGERIES)
+async def test_a_bad_jwt_is_401_with_a_code_that_says_what_is_wrong(
+    oidc_api: httpx.AsyncClient, provider: IdentityProvider, forgery: str
+) -> None:
+    forge, code = FORGERIES[forgery]
+
+    response = await oidc_api.get("/v1/runs", headers=as_(forge(provider)))
+
+    assert response.status_code == 401, response.text
+    assert response.json()["error"]["code"] == code
+    assert response.headers["WWW-Authenticate"] == "Bearer"
+
+
+async def test_static_tokens_keep_working_beside_the_identity_provider(
+    oidc_api: httpx.AsyncClient, provider: IdentityProvider
+) -> None:
+    answers = [
+        (await oidc_api.get("/v1/runs", headers=as_(token))).status_code
+        for token in (BOB, provider.token(), "guessed")
+    ]
+    refused = await oidc_api.get("/v1/runs", headers=as_("guessed"))
+
+    assert answers == [200, 200, 401]
+    assert refused.json()["error"] == {
+        "code": ErrorCode.UNAUTHORIZED,
+        "message": f"the token is not one of the config file's [api.users] nor a JWT of"
+        f" {provider.url}",
+    }
+
+
+async def test_a_rotated_key_is_accepted_without_a_restart_and_the_retired_one_refused(
+    oidc_api: httpx.AsyncClient, provider: IdentityProvider
+) -> None:
+    before = await oidc_api.get("/v1/runs", headers=as_(provider.token("k1")))
+    provider.rotate("k2")
+
+    rotated = await oidc_api.get("/v1/runs", headers=as_(provider.token("k2")))
+    retired = await oidc_api.get("/v1/runs", headers=as_(provider.token("k1")))
+
+    assert (before.status_code, rotated.status_code) == (200, 200)
+    assert retired.status_code == 401
+    assert retired.json()["error"]["code"] == ErrorCode.TOKEN_UNKNOWN_KEY
+
+
+async def test_tokens_naming_made_up_keys_do_not_make_the_api_fetch_the_keys_each_time(
+    agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: IdentityProvider
+) -> None:
+    provider.new_key("made-up", publish=False)
+    config = oidc_config(provider)  # the default cooldown between fetches for unknown kids
+    async with api_with(agent, tmp_path, monkeypatch, config) as url, client(url) as http:
+        answers = [
+            (await http.get("/v1/runs", headers=as_(provider.token("made-up")))).status_code
+            for _ in range(5)
+        ]
+
+    assert answers == [401] * 5
+    assert provider.key_fetches == 1
+
+
+async def test_an_identity_provider_that_cannot_be_reached_is_503_not_a_refusal(
+    agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: IdentityProvider
+) -> None:
+    config = oidc_config(provider, jwks_url=provider.url + "/no-keys-here")
+    async with api_with(agent, tmp_path, monkeypatch, config) as url, client(url) as http:
+        response = await http.get("/v1/runs", headers=as_(provider.token()))
+
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == ErrorCode.IDENTITY_PROVIDER_UNAVAILABLE
+
+
+# --- The sign-in gateway ----------------------------------------------------------
+
+GATEWAY_CONFIG = f"""
+[api]
+trusted_proxy = ["{GATEWAY}"]
+forwarded_user_header = "X-Auth-Request-User"
+forwarded_groups_header = "X-Auth-Request-Groups"
+"""
+"""A gateway, with the headers oauth2-proxy sends (`--set-xauthrequest`)."""
+FORWARDED = {"X-Auth-Request-User": "alice", "X-Auth-Request-Groups": "ops,dev"}
+
+
+@pytest.fixture
+async def gateway_api(
+    agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[str]:
+    async with api_with(agent, tmp_path, monkeypatch, GATEWAY_CONFIG) as url:
+        yield url
+
+
+async def test_the_trusted_gateway_s_forwarded_user_is_who_the_request_is(
+    agent: Agent, gateway_api: str
+) -> None:
+    async with client(gateway_api, local_address=GATEWAY) as http:
+        http.headers.update(FORWARDED)
+        api = Api(http, agent, gateway_api)
+        run_id = await gated(api, approvers={"write_file": ["dev"]})
+
+        state = (await http.get(f"/v1/runs/{run_id}")).json()
+        messages = await transcript(api, run_id)
+
+    assert [m.get("by") for m in messages][:1] == ["alice"]
+    assert [p["may_decide"] for p in state["pending_approvals"]] == [True]  # alice is in dev
+
+
+async def test_forwarded_user_headers_from_any_other_address_are_ignored(gateway_api: str) -> None:
+    # Nor does a claim of the gateway's address make a request the gateway's.
+    forged = FORWARDED | {"X-Forwarded-For": GATEWAY, "X-Real-IP": GATEWAY}
+    async with client(gateway_api) as http:
+        response = await http.get("/v1/runs", headers=forged)
+        bob = await http.get("/v1/runs", headers=forged | as_(BOB))
+
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == ErrorCode.UNAUTHORIZED
+    assert bob.status_code == 200  # a token still signs in from anywhere
+
+
+async def test_the_gateway_naming_no_user_is_401(gateway_api: str) -> None:
+    async with client(gateway_api, local_address=GATEWAY) as http:
+        response = await http.get("/v1/runs")
+
+    assert response.status_code == 401
+    assert response.json()["error"] == {
+        "code": ErrorCode.UNAUTHORIZED,
+        "message": "the sign-in gateway sent no X-Auth-Request-User header",
+    }
+
+
+# --- Configuration mistakes -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "problem"),
+    [
+        ('[api.oidc]\naudience = "tarry"\n', "[api.oidc] issuer: Field required"),
+        ('[api.oidc]\nissuer = "https://id.example"\naudience = "tarry"\nalgorithms = ["HS256"]\n',
+         "[api.oidc] algorithms: HS256: not a public-key signature; an identity provider's"
+         " tokens are checked against its published keys with RS256, RS384, RS512, PS256,"
+         " PS384, PS512, ES256, ES384, ES512"),
+        ('[api]\ntrusted_proxy = ["gateway.example"]\n',
+         "[api] trusted_proxy: value is not a valid IPv4 or IPv6 network"),
+    ],
+    ids=["oidc without issuer", "hs256 allowed", "proxy by name"],
+)  # fmt: skip
+async def test_a_sign_in_configuration_mistake_is_one_line_and_exit_2(
+    config: str, problem: str, tmp_path: Path
+) -> None:
+    line = refused(await start("tarry serve", tmp_path, config))
+
+    assert line == f"{tmp_path / 'tarry.toml'}: {problem}"
