@@ -6,6 +6,7 @@ by the address it connects from (`127.0.0.2` here; every other request comes fro
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -19,22 +20,29 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from jwt.algorithms import RSAAlgorithm
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from tarry.api import ApiServer, create_app
 from tarry.api.oidc import DISCOVERY_PATH
 from tarry.contracts import ErrorCode
 from tarry.settings import load_settings
+from tarry.testing.scripted_model import say
 from tests.conftest import Agent
 from tests.deadline import deadline
 from tests.http_api import Api
+from tests.test_cli import agent_env
 from tests.test_config_errors import refused, start
 from tests.test_http_api_people import BOB, as_, gated, transcript
+from tests.test_mcp_server import TARRY, use
+from tests.test_metrics import free_port
 
 AUDIENCE = "tarry"
 GATEWAY = "127.0.0.2"
@@ -376,3 +384,79 @@ async def test_a_sign_in_configuration_mistake_is_one_line_and_exit_2(
     line = refused(await start("tarry serve", tmp_path, config))
 
     assert line == f"{tmp_path / 'tarry.toml'}: {problem}"
+
+
+# --- `tarry mcp --http` -----------------------------------------------------------
+
+
+@asynccontextmanager
+async def tarry_mcp_http(
+    agent: Agent, payload_store: Path, tmp_path: Path, config: str
+) -> AsyncIterator[str]:
+    """`tarry mcp --http PORT` with the config file `config`, serving; its endpoint."""
+    (tmp_path / "tarry.toml").write_text(config)
+    env = agent_env(agent) | {
+        "TARRY_STORAGE_DIR": str(payload_store),
+        "TARRY_CONFIG": str(tmp_path / "tarry.toml"),
+    }
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        str(TARRY), "mcp", "--http", str(port), env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stdout is not None
+    assert process.stderr is not None
+    try:
+        ready = await asyncio.wait_for(process.stdout.readline(), deadline(30))
+        assert b"/mcp" in ready, await process.stderr.read()
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        await process.wait()
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+async def test_tarry_mcp_over_http_takes_the_api_s_tokens_and_jwts_and_refuses_others(
+    agent: Agent, payload_store: Path, tmp_path: Path, provider: IdentityProvider
+) -> None:
+    agent.model.add(say("Hello."))
+    config = oidc_config(provider) + f'\n[api.users]\nbob = "{BOB}"\n'
+    async with tarry_mcp_http(agent, payload_store, tmp_path, config) as url:
+        async with client(url) as http:
+            answers = {
+                name: await http.post(url, json=INITIALIZE, headers=MCP_HEADERS | extra)
+                for name, extra in (
+                    ("none", {}),
+                    ("guessed", as_("guessed")),
+                    ("expired", as_(provider.token(exp=int(time.time()) - 3600))),
+                    ("bob", as_(BOB)),
+                )
+            }
+        signed_in = httpx2.AsyncClient(
+            headers=as_(provider.token()), timeout=httpx2.Timeout(deadline(60))
+        )
+        async with signed_in, Client(streamable_http_client(url, http_client=signed_in)) as mcp:
+            started = await use(mcp, "start_run", prompt="hi")
+            messages = await use(mcp, "run_transcript", run_id=started["run_id"])
+
+    codes = {name: (r.status_code, r.json()["error"]["code"]) for name, r in answers.items()
+             if name != "bob"}  # fmt: skip
+    assert codes == {
+        "none": (401, ErrorCode.UNAUTHORIZED),
+        "guessed": (401, ErrorCode.UNAUTHORIZED),
+        "expired": (401, ErrorCode.TOKEN_EXPIRED),
+    }
+    assert answers["bob"].status_code == 200
+    assert [m.get("by") for m in messages][:1] == ["alice"]  # the JWT's user started it

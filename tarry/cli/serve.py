@@ -69,7 +69,9 @@ def mcp_command(
             metavar="PORT",
             min=1,
             max=65535,
-            help="Serve streamable HTTP on http://127.0.0.1:PORT/mcp instead of stdio.",
+            help="Serve streamable HTTP on http://127.0.0.1:PORT/mcp instead of stdio; with"
+            " the API's tokens, identity provider or gateway configured, each request needs"
+            " the same sign-in.",
         ),
     ] = None,
     read_only: Annotated[
@@ -98,4 +100,6 @@ def mcp_command(
     if http is None:
         run_command(server.run_stdio_async())
     else:
-        run_command(server.run_streamable_http_async(host="127.0.0.1", port=http))
+        from tarry.cli.mcp_http import serve_http
+
+        run_command(serve_http(server, settings, http))
