@@ -29,6 +29,14 @@ from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from jwt.algorithms import RSAAlgorithm
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webdriver import WebDriver
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
 
 from tarry.api import ApiServer, create_app
 from tarry.api.oidc import DISCOVERY_PATH
@@ -36,11 +44,13 @@ from tarry.contracts import ErrorCode
 from tarry.settings import load_settings
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent
-from tests.deadline import deadline
+from tests.deadline import TIMEOUT, deadline
 from tests.http_api import Api
 from tests.test_cli import agent_env
 from tests.test_config_errors import refused, start
 from tests.test_http_api_people import BOB, as_, gated, transcript
+from tests.test_inbox import CHROMEDRIVER, CHROMIUM, WAITING, first, open_run, texts, until
+from tests.test_inbox import browser as browser  # the fixture
 from tests.test_mcp_server import TARRY, use
 from tests.test_metrics import free_port
 
@@ -460,3 +470,72 @@ async def test_tarry_mcp_over_http_takes_the_api_s_tokens_and_jwts_and_refuses_o
     }
     assert answers["bob"].status_code == 200
     assert [m.get("by") for m in messages][:1] == ["alice"]  # the JWT's user started it
+
+
+# --- The inbox behind a sign-in gateway, in a real browser ------------------------
+
+_HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "upgrade"}
+
+
+@asynccontextmanager
+async def sign_in_gateway(upstream: str, forwarded: dict[str, str]) -> AsyncIterator[str]:
+    """A sign-in gateway as the API sees one (oauth2-proxy once its user has logged in):
+    a reverse proxy connecting from `GATEWAY` that passes the browser's `Host` and adds
+    the `forwarded` headers in place of any the browser sent. Streams both ways, as the
+    inbox's event streams need. Its URL."""
+    own = {name.lower() for name in forwarded}
+    transport = httpx.AsyncHTTPTransport(local_address=GATEWAY)
+
+    async def proxy(request: Request) -> Response:
+        headers = [
+            (name, value)
+            for name, value in request.headers.items()
+            if name not in own and name not in _HOP_BY_HOP
+        ] + list(forwarded.items())
+        sent = upstream_http.build_request(
+            request.method,
+            request.url.path,
+            params=request.query_params,
+            headers=headers,
+            content=await request.body(),
+        )
+        answer = await upstream_http.send(sent, stream=True)
+        return StreamingResponse(
+            answer.aiter_raw(),
+            status_code=answer.status_code,
+            headers={k: v for k, v in answer.headers.items() if k not in _HOP_BY_HOP},
+            background=BackgroundTask(answer.aclose),
+        )
+
+    methods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+    app = Starlette(routes=[Route("/{path:path}", proxy, methods=methods)])
+    async with (
+        httpx.AsyncClient(base_url=upstream, transport=transport, timeout=None) as upstream_http,
+        ApiServer(app, "127.0.0.1", 0) as server,
+    ):
+        yield server.url
+
+
+@pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium")
+async def test_behind_a_sign_in_gateway_the_inbox_is_the_forwarded_user_s(
+    agent: Agent, gateway_api: str, browser: WebDriver
+) -> None:
+    agent.model.add(say("Hello."), say("You are welcome."))
+    async with sign_in_gateway(gateway_api, FORWARDED) as gateway, client(gateway) as http:
+        api = Api(http, agent, gateway)
+        run_id = await api.start("hi")
+        await api.run(run_id).wait_for(WAITING, TIMEOUT)
+
+        await open_run(browser, api, run_id)
+        box = browser.find_element(By.ID, "reply-text")
+        await asyncio.to_thread(box.send_keys, "thanks", Keys.ENTER)
+
+        await until(lambda: "You are welcome." in texts(browser, ".message.assistant .body"),
+                    "the answer to the reply")  # fmt: skip
+        who = browser.execute_script(
+            "return [...document.querySelectorAll('.message.user .who')].map(e => e.textContent)"
+        )
+        asked_for_a_token = first(browser, "#token-dialog[open]")
+
+    assert who == ["alice", "alice"]  # the start, through the gateway, and the inbox's reply
+    assert asked_for_a_token is None
