@@ -539,3 +539,25 @@ async def test_behind_a_sign_in_gateway_the_inbox_is_the_forwarded_user_s(
 
     assert who == ["alice", "alice"]  # the start, through the gateway, and the inbox's reply
     assert asked_for_a_token is None
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "problem"),
+    [
+        ("TARRY_API_CORS_ORIGINS", "null",
+         "TARRY_API_CORS_ORIGINS=null lets any web page act as whoever the config's [api]"
+         " trusted_proxy signs in; name the origins"),
+        ("TARRY_API_ALLOWED_HOSTS", "*",
+         "TARRY_API_ALLOWED_HOSTS=* with the config's [api] trusted_proxy lets a page whose"
+         " name resolves to the gateway's machine send the gateway's headers; name the hosts"),
+    ],
+    ids=["cors null", "any host"],
+)  # fmt: skip
+async def test_a_setting_that_lets_a_page_pass_for_the_gateway_is_refused_even_with_tokens(
+    variable: str, value: str, problem: str, tmp_path: Path
+) -> None:
+    config = f'[api]\ntrusted_proxy = ["{GATEWAY}"]\ntokens = ["{BOB}"]\n'
+
+    line = refused(await start("tarry serve", tmp_path, config, **{variable: value}))
+
+    assert line == problem
