@@ -361,6 +361,16 @@ async def test_forwarded_user_headers_from_any_other_address_are_ignored(gateway
     assert bob.status_code == 200  # a token still signs in from anywhere
 
 
+async def test_the_gateway_s_user_wins_over_a_token_it_passes_on_and_without_one_a_token_signs_in(
+    gateway_api: str,
+) -> None:
+    async with client(gateway_api, local_address=GATEWAY) as http:
+        passed_on = await http.get("/v1/runs", headers=FORWARDED | as_("an.id-token.of-the-sso"))
+        by_token = await http.get("/v1/runs", headers=as_(BOB))
+
+    assert (passed_on.status_code, by_token.status_code) == (200, 200)
+
+
 async def test_the_gateway_naming_no_user_is_401(gateway_api: str) -> None:
     async with client(gateway_api, local_address=GATEWAY) as http:
         response = await http.get("/v1/runs")

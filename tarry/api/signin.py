@@ -24,9 +24,11 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 @dataclass(frozen=True)
 class SignIn:
-    """Tells who a request is, from its bearer token, or from a trusted gateway's header."""
+    """Tells who a request is, from a trusted gateway's header or its bearer token."""
 
     settings: TarrySettings
+    required: bool
+    """`TarrySettings.api_authenticates`: False, every request is the user `api`."""
     tokens: Sequence[tuple[Caller, bytes]]
     """The users' static tokens, as bytes for `secrets.compare_digest`."""
     oidc: OidcVerifier | None
@@ -40,28 +42,31 @@ class SignIn:
         ]
         api = settings.api_table()
         oidc = None if api.oidc is None else OidcVerifier(api.oidc)
-        return cls(settings, tokens, oidc, tuple(api.trusted_proxy))
+        return cls(settings, settings.api_authenticates(), tokens, oidc, tuple(api.trusted_proxy))
 
     async def caller(
         self, token: str | None, client: str | None, headers: Mapping[str, str]
     ) -> Caller:
         """Who sends a request with bearer `token` (None: none) from the address `client`
-        with `headers`; the user `api` when the API asks no one (`api_authenticates`).
-        `TarryError` (401 `UNAUTHORIZED` or a `TOKEN_*` code) when it cannot tell."""
-        if not self.settings.api_authenticates():
+        with `headers`; the user `api` when the API asks no one. A request of the gateway
+        that names its user is that user, whatever token it carries too (oauth2-proxy
+        passes the ID token on); any other is its token's. `TarryError` (401
+        `UNAUTHORIZED` or a `TOKEN_*` code) when it cannot tell."""
+        if not self.required:
             return self.settings.caller(API_USER)
-        if token is not None:
-            return await self._of_token(token)
         api = self.settings.api_table()
-        if self._is_gateway(client):
-            user = headers.get(api.forwarded_user_header, "").strip()
-            if not user:
-                raise TarryError(
-                    ErrorCode.UNAUTHORIZED,
-                    f"the sign-in gateway sent no {api.forwarded_user_header} header",
-                )
+        gateway = self._is_gateway(client)
+        user = headers.get(api.forwarded_user_header, "").strip() if gateway else ""
+        if user:
             listed = headers.get(api.forwarded_groups_header, "").split(",")
             return self._with_groups(user, [group.strip() for group in listed])
+        if token is not None:
+            return await self._of_token(token)
+        if gateway:
+            raise TarryError(
+                ErrorCode.UNAUTHORIZED,
+                f"the sign-in gateway sent no {api.forwarded_user_header} header",
+            )
         raise TarryError(
             ErrorCode.UNAUTHORIZED, "this API needs a token: Authorization: Bearer TOKEN"
         )
