@@ -20,7 +20,8 @@ def serve(
     host: Annotated[
         str,
         typer.Option(
-            help="The address to listen on; beyond loopback only with TARRY_API_TOKENS set."
+            help="The address to listen on; beyond loopback only with TARRY_API_TOKENS (or"
+            " the config's [api.oidc] or [api] trusted_proxy) set."
         ),
     ] = "127.0.0.1",
     port: Annotated[
@@ -32,7 +33,9 @@ def serve(
     events, and AG-UI; docs at /docs.
 
     Clients send `Authorization: Bearer TOKEN` with a token of TARRY_API_TOKENS
-    (comma-separated); with none set, the API serves only this machine (loopback).
+    (comma-separated) or a JWT of the config's [api.oidc] identity provider, or come
+    through the sign-in gateway of [api] trusted_proxy; with none set, the API serves
+    only this machine (loopback).
     Browsers of other origins may call it when TARRY_API_CORS_ORIGINS names them.
     """
     from tarry.api import ApiServer, ApiSetupError, check_exposure, create_app
