@@ -303,10 +303,19 @@ async def test_tokens_naming_made_up_keys_do_not_make_the_api_fetch_the_keys_eac
     assert provider.key_fetches == 1
 
 
-async def test_an_identity_provider_that_cannot_be_reached_is_503_not_a_refusal(
-    agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: IdentityProvider
+@pytest.mark.parametrize("keys", ["unreachable", "none published"])
+async def test_an_identity_provider_without_keys_to_check_with_is_503_not_a_refusal(
+    agent: Agent,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    provider: IdentityProvider,
+    keys: str,
 ) -> None:
-    config = oidc_config(provider, jwks_url=provider.url + "/no-keys-here")
+    if keys == "unreachable":
+        config = oidc_config(provider, jwks_url=provider.url + "/no-keys-here")
+    else:
+        provider.published.clear()
+        config = oidc_config(provider)
     async with api_with(agent, tmp_path, monkeypatch, config) as url, client(url) as http:
         response = await http.get("/v1/runs", headers=as_(provider.token()))
 

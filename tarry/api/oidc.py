@@ -114,8 +114,8 @@ class OidcVerifier:
                 ErrorCode.TOKEN_UNKNOWN_KEY,
                 f"the token's key {kid!r} is not one the identity provider publishes",
             ) from None
-        except jwt.PyJWKError as e:
-            raise _unavailable(f"its keys could not be read: {e}") from None
+        except jwt.PyJWTError as e:  # a key set with no usable key, a key it cannot read
+            raise _unavailable(f"keys could not be read: {e}") from None
 
     def _client(self) -> PyJWKClient:
         """The provider's keys, cached; made at the first token, so that a provider down
