@@ -14,7 +14,9 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    IPvAnyNetwork,
     SecretStr,
+    field_validator,
     model_validator,
 )
 
@@ -24,12 +26,14 @@ from tarry.identities import API_USER
 __all__ = [
     "ANTHROPIC_MAX_TOKENS",
     "MIN_API_TOKEN_LENGTH",
+    "OIDC_ALGORITHMS",
     "PROFILE_DEFAULTS",
     "AgentTable",
     "ApiTable",
     "McpServer",
     "ModelProfile",
     "NotifyTarget",
+    "OidcTable",
     "Prices",
     "Provider",
     "long_token",
@@ -216,6 +220,48 @@ def named_token(entry: SecretStr) -> tuple[str, SecretStr]:
     return (name, SecretStr(token)) if colon else (API_USER, entry)
 
 
+OIDC_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512")
+"""The signatures an identity provider's tokens may carry: public-key ones only. `none`
+signs nothing, and an `HS*` token is signed with a shared secret, which for a JWKS would
+be the public key itself: anyone could sign one."""
+
+
+class OidcTable(BaseModel):
+    """`[api.oidc]`: bearer JWTs from the company's identity provider (`tarry.api.oidc`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    issuer: Annotated[str, Field(pattern=r"^https?://")]
+    """The provider's issuer URL, exactly as its tokens' `iss` names it."""
+    audience: Annotated[str, Field(min_length=1)]
+    """The `aud` the tokens must be for: the client id (or API identifier) Tarry has there."""
+    jwks_url: Annotated[str, Field(pattern=r"^https?://")] | None = None
+    """Where the provider publishes its signing keys; none: the `jwks_uri` of the issuer's
+    discovery document (`ISSUER/.well-known/openid-configuration`)."""
+    user_claim: Annotated[str, Field(min_length=1)] = "sub"
+    """The claim that names the user (`sub`, `email`, `preferred_username`, ...)."""
+    groups_claim: str | None = "groups"
+    """The claim that lists the user's groups, besides those of `[api.groups]`; none: only those."""
+    algorithms: Annotated[list[str], Field(min_length=1)] = list(OIDC_ALGORITHMS)
+    """The signature algorithms accepted; a token signed otherwise is refused."""
+    leeway: float = Field(default=30.0, ge=0, le=300)
+    """Seconds of clock skew allowed on `exp`, `nbf` and `iat`."""
+    jwks_cooldown: float = Field(default=30.0, ge=0)
+    """Seconds between two fetches of the keys for a token whose `kid` they lack (a key the
+    provider rotated in), so that tokens naming made-up keys cannot flood the provider."""
+
+    @field_validator("algorithms")
+    @classmethod
+    def _public_key_only(cls, algorithms: list[str]) -> list[str]:
+        refused = [a for a in algorithms if a not in OIDC_ALGORITHMS]
+        if refused:
+            raise ValueError(
+                f"{', '.join(refused)}: not a public-key signature; an identity provider's"
+                f" tokens are checked against its published keys with {', '.join(OIDC_ALGORITHMS)}"
+            )
+        return algorithms
+
+
 class ApiTable(BaseModel):
     """The config file's `[api]` table."""
 
@@ -230,3 +276,15 @@ class ApiTable(BaseModel):
     """`[api.groups]`: groups of users (`ops = ["alice", "bob"]`), for `RunInput.approvers`."""
     action_key: Annotated[SecretStr, AfterValidator(long_token)] | None = None
     """Signs and checks action links (as `TARRY_ACTION_KEY`, which wins)."""
+    oidc: OidcTable | None = None
+    """`[api.oidc]`: bearer JWTs of an identity provider, besides the tokens above."""
+    trusted_proxy: list[IPvAnyNetwork] = []
+    """Addresses (`10.0.0.5`) or networks (`10.0.0.0/24`) of a sign-in gateway (oauth2-proxy,
+    a company SSO proxy) whose `forwarded_user_header` names the user of a request; from
+    any other address that header is ignored."""
+    forwarded_user_header: Annotated[str, Field(pattern=r"^[A-Za-z0-9-]+$")] = "X-Forwarded-User"
+    """The header in which `trusted_proxy` names the user."""
+    forwarded_groups_header: Annotated[str, Field(pattern=r"^[A-Za-z0-9-]+$")] = (
+        "X-Forwarded-Groups"
+    )
+    """The header in which `trusted_proxy` lists the user's groups, comma-separated."""

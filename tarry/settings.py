@@ -254,7 +254,9 @@ class TarrySettings(BaseSettings):
             self._file = ConfigFile.read(self.tarry_config)
         if problem := self._links_problem():
             raise ValueError(problem)
-        if self.api_tokens():
+        if problem := self._gateway_problem():
+            raise ValueError(problem)
+        if self.api_tokens() or self._file.api.oidc is not None:
             return self
         if "*" in self.tarry_api_cors_origins:
             raise ValueError(
@@ -276,6 +278,25 @@ class TarrySettings(BaseSettings):
                 "TARRY_API_TOKENS"
             )
         return self
+
+    def _gateway_problem(self) -> str | None:
+        """What would let a web page pass for `[api] trusted_proxy`: the gateway signs in
+        whatever the browser sends it (`Origin: null` from a sandboxed frame too), and a
+        page under a rebound name on the gateway's machine could send its headers."""
+        if not self._file.api.trusted_proxy:
+            return None
+        if any(origin.lower() == "null" for origin in self.tarry_api_cors_origins):
+            return (
+                "TARRY_API_CORS_ORIGINS=null lets any web page act as whoever the config's"
+                " [api] trusted_proxy signs in; name the origins"
+            )
+        if "*" in self.tarry_api_allowed_hosts:
+            return (
+                "TARRY_API_ALLOWED_HOSTS=* with the config's [api] trusted_proxy lets a page"
+                " whose name resolves to the gateway's machine send the gateway's headers;"
+                " name the hosts"
+            )
+        return None
 
     def _links_problem(self) -> str | None:
         """What keeps a `[[notify]]` entry's `to` from getting action links: a name no
@@ -322,6 +343,17 @@ class TarrySettings(BaseSettings):
         tokens` and `[api.users]`. With any, every route but `/healthz` needs one; with
         none, the API listens only on loopback."""
         return [token for _, token in self.api_users()]
+
+    def api_authenticates(self) -> bool:
+        """Whether the HTTP API (and `tarry mcp --http`) asks who a request is: it has
+        bearer tokens, an identity provider (`[api.oidc]`) or a sign-in gateway (`[api]
+        trusted_proxy`). If not, it serves only loopback, every request as the user `api`."""
+        api = self._file.api
+        return bool(self.api_tokens() or api.oidc or api.trusted_proxy)
+
+    def api_table(self) -> ApiTable:
+        """The config file's `[api]` table: its identity provider and sign-in gateway."""
+        return self._file.api
 
     def api_token_sources(self) -> str:
         """Where the HTTP API's tokens come from, as a person would look there:

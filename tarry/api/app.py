@@ -36,7 +36,6 @@ from tarry.api.parts import AppParts, TarryOf
 from tarry.api.routes import runs_router
 from tarry.api.schedules import schedules_router
 from tarry.client import Tarry
-from tarry.identities import API_USER
 from tarry.settings import TarrySettings
 
 __all__ = ["HEALTH_TIMEOUT", "INBOX_DIR", "create_app"]
@@ -68,8 +67,7 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
-    anonymous = settings.caller(API_USER)
-    AppParts.of(tarry, settings, settings.api_users(), anonymous).install(app)
+    AppParts.of(tarry, settings).install(app)
     install_error_handlers(app)
     guarded = [Depends(bearer_guard)]
     app.include_router(runs_router(), dependencies=guarded)

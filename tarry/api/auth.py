@@ -1,26 +1,27 @@
-"""Who may drive runs over HTTP, and who they are: bearer tokens (`TARRY_API_TOKENS`,
-the config file's `[api.users]`), each naming a person (`tarry.identities`).
+"""The HTTP API's guard: every route but `/healthz`, the docs, the inbox's files and the
+action links lets a request through only as the user its `SignIn` names
+(`tarry.api.signin`): a bearer token, a JWT of the identity provider, or a trusted
+sign-in gateway's forwarded user.
 
 A person with the API can start runs, answer them and approve what an agent does, so
-with no token configured the server listens only on loopback (`tarry.api.server`), and
-answers only this machine's names, never another site's page (`tarry.api.access`)."""
+with none of these configured the server listens only on loopback (`tarry.api.server`),
+and answers only this machine's names, never another site's page (`tarry.api.access`).
+"""
 
 from __future__ import annotations
-
-import secrets
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tarry.api.parts import parts_of
-from tarry.contracts import ErrorCode
-from tarry.errors import TarryError
 from tarry.identities import Caller
 
 __all__ = ["bearer_guard", "caller_of"]
 
 _bearer = HTTPBearer(
-    auto_error=False, description="A token of TARRY_API_TOKENS or the config's [api.users]."
+    auto_error=False,
+    description="A token of TARRY_API_TOKENS or the config's [api.users], or a JWT of the"
+    " identity provider of [api.oidc].",
 )
 
 
@@ -28,27 +29,11 @@ async def bearer_guard(
     request: Request,
     credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
 ) -> None:
-    """A dependency that lets a request through when it carries one of the app's users'
-    tokens (`AppParts.tokens`), as that user (every request, as `AppParts.anonymous`,
-    when there are none), and refuses it with 401 `UNAUTHORIZED` otherwise, naming where
-    the tokens come from (`TarrySettings.api_token_sources`). The caller is
-    `caller_of(request)`."""
-    parts = parts_of(request)
-    if not parts.tokens:
-        request.state.caller = parts.anonymous
-        return
-    if credentials is None:
-        raise TarryError(
-            ErrorCode.UNAUTHORIZED, "this API needs a token: Authorization: Bearer TOKEN"
-        )
-    given = credentials.credentials.encode()
-    # Every token is compared, each in constant time, so the answer's timing tells
-    # nothing about how much of a guess was right, nor which token it was near.
-    matches = [secrets.compare_digest(given, token) for _, token in parts.tokens]
-    if not any(matches):
-        sources = parts.settings.api_token_sources()
-        raise TarryError(ErrorCode.UNAUTHORIZED, f"the token is not one of {sources}")
-    request.state.caller = parts.tokens[matches.index(True)][0]
+    """A dependency that lets a request through as the user its `SignIn` names (`caller_of`),
+    and refuses it with 401 when there is none."""
+    token = None if credentials is None else credentials.credentials
+    client = None if request.client is None else request.client.host
+    request.state.caller = await parts_of(request).sign_in.caller(token, client, request.headers)
 
 
 def caller_of(request: Request) -> Caller:

@@ -1,5 +1,5 @@
 """What the endpoints take from their app: the client, the event feeds, the settings and
-the accepted tokens that `create_app` puts on `app.state`, as FastAPI dependencies.
+who a request is that `create_app` puts on `app.state`, as FastAPI dependencies.
 
 Endpoints and guards take them from the request, never from a closure: FastAPI caches
 what it learns of every endpoint and dependency function (4,096 of them), so a function
@@ -10,16 +10,14 @@ suite) would grow until its garbage collections stall it for seconds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
-from pydantic import SecretStr
 
 from tarry.api.feeds import Feeds
+from tarry.api.signin import SignIn
 from tarry.client import Tarry
-from tarry.identities import Caller
 from tarry.settings import TarrySettings
 
 __all__ = ["AppParts", "FeedsOf", "SettingsOf", "TarryOf", "parts_of"]
@@ -32,21 +30,12 @@ class AppParts:
     tarry: Tarry
     feeds: Feeds
     settings: TarrySettings
-    tokens: Sequence[tuple[Caller, bytes]]
-    """The users' tokens the guard accepts, as bytes for `secrets.compare_digest`; none:
-    every request is `anonymous`."""
-    anonymous: Caller
+    sign_in: SignIn
+    """Who a request is: the guard (`tarry.api.auth`) asks it."""
 
     @classmethod
-    def of(
-        cls,
-        tarry: Tarry,
-        settings: TarrySettings,
-        users: Sequence[tuple[Caller, SecretStr]],
-        anonymous: Caller,
-    ) -> AppParts:
-        tokens = [(caller, token.get_secret_value().encode()) for caller, token in users]
-        return cls(tarry, Feeds(tarry), settings, tokens, anonymous)
+    def of(cls, tarry: Tarry, settings: TarrySettings) -> AppParts:
+        return cls(tarry, Feeds(tarry), settings, SignIn.of(settings))
 
     def install(self, app: FastAPI) -> None:
         """Puts these parts where `parts_of` finds them for `app`'s requests."""

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from types import TracebackType
 
 import uvicorn
-from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from tarry.api.access import AllowedHosts
 from tarry.servers import is_loopback
@@ -37,13 +37,13 @@ def check_exposure(host: str, settings: TarrySettings) -> None:
         AllowedHosts.parse(settings.tarry_api_allowed_hosts)
     except ValueError as e:
         raise ApiSetupError(str(e)) from None
-    if settings.api_tokens():
+    if settings.api_authenticates():
         return
     if not is_loopback(host):
         raise ApiSetupError(
             f"refusing to serve the API on {host} with no TARRY_API_TOKENS: anyone who"
-            " reaches it could drive your runs; set TARRY_API_TOKENS=TOKEN[,TOKEN...] or"
-            " listen on 127.0.0.1"
+            " reaches it could drive your runs; set TARRY_API_TOKENS=TOKEN[,TOKEN...]"
+            " (or the config's [api.oidc] or [api] trusted_proxy) or listen on 127.0.0.1"
         )
 
 
@@ -56,12 +56,19 @@ class _Embedded(uvicorn.Server):
 
 
 class ApiServer:
-    """`app` served on `host:port` (0: any free port) from `start()` until `stop()`."""
+    """`app` (the API, or `tarry mcp --http`'s) served on `host:port` (0: any free port)
+    from `start()` until `stop()`."""
 
-    def __init__(self, app: FastAPI, host: str, port: int) -> None:
+    def __init__(self, app: ASGIApp, host: str, port: int) -> None:
         self.host, self.port = host, port
         config = uvicorn.Config(
-            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACE
+            app,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=GRACE,
+            # A request's address is its connection's: `[api] trusted_proxy` believes a
+            # gateway by it, which `X-Forwarded-For` from any loopback caller must not forge.
+            proxy_headers=False,
         )
         self._server = _Embedded(config)
         self._serving: asyncio.Task[None] | None = None

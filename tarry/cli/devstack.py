@@ -181,7 +181,7 @@ async def dev_stack(
 
 def _api_line(settings: TarrySettings, api: str) -> str:
     """Where the HTTP API is, and whether a request needs a token (the docs need none)."""
-    if not settings.api_tokens():
+    if not settings.api_authenticates():
         return f"HTTP API   {api} (docs {api}/docs)"
     return (
         f"HTTP API   {api} (tokens required: Authorization: Bearer TOKEN, a token of"

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from importlib.metadata import version
 from typing import Annotated, Any, Literal, TypeVar
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
@@ -34,6 +34,7 @@ from tarry.contracts import (
     RunInput,
     WaitingFor,
 )
+from tarry.identities import Caller
 from tarry.run_list import find_runs
 
 __all__ = ["build_server"]
@@ -61,10 +62,13 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
     `read_only`: only the tools that change nothing (state, transcript, waiting runs)."""
     connection: list[Tarry] = []
 
-    async def tarry() -> Tarry:
+    async def tarry(ctx: Context) -> Tarry:
+        """The client, acting as whoever signed in to this request (`tarry mcp --http`
+        with tokens, `tarry.cli.mcp_http`); else as `TARRY_USER`, or `cli:$USER`."""
         if not connection:
             connection.append(await connect())
-        return connection[0]
+        caller = _caller_of(ctx)
+        return connection[0] if caller is None else connection[0].acting_as(caller)
 
     server: MCPServer = MCPServer("tarry", instructions=INSTRUCTIONS, version=version("tarry"))
 
@@ -76,6 +80,7 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
 
     @changes(ANSWERS)
     async def start_run(
+        ctx: Context,
         prompt: str,
         model: str = RunInput.model_fields["model"].default,
         system: str | None = None,
@@ -107,19 +112,19 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
                 approval_default=ApprovalDefault(approval_default),
                 approval_rules=[ApprovalRule.model_validate(r) for r in approval_rules or []],
             )
-            run = await (await tarry()).start(input, run_id=run_id)
+            run = await (await tarry(ctx)).start(input, run_id=run_id)
             return {"run_id": run.id, "state": _json(await run.state())}
 
         return await _answer(work)
 
     @server.tool(annotations=READS)
-    async def run_state(run_id: str, wait_seconds: float = 0) -> CallToolResult:
+    async def run_state(ctx: Context, run_id: str, wait_seconds: float = 0) -> CallToolResult:
         """A run's state: phase (Running, WaitingUser, Completed, Failed), what it waits
         for (input or approval, with the pending calls), its last answer, error, usage.
         With `wait_seconds`, waits up to that long for the run to stop working."""
 
         async def work() -> Any:
-            run = (await tarry()).get(run_id)
+            run = (await tarry(ctx)).get(run_id)
             if wait_seconds > 0:
                 try:
                     return _json(await run.wait_for(STOPS, timeout=wait_seconds))
@@ -130,27 +135,30 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
         return await _answer(work)
 
     @server.tool(annotations=READS)
-    async def run_transcript(run_id: str, start: int = 0) -> CallToolResult:
+    async def run_transcript(ctx: Context, run_id: str, start: int = 0) -> CallToolResult:
         """A run's messages from `start`, in the OpenAI chat format."""
 
         async def work() -> Any:
-            messages = await (await tarry()).get(run_id).transcript(start)
+            messages = await (await tarry(ctx)).get(run_id).transcript(start)
             return [m.model_dump(mode="json", exclude_none=True) for m in messages]
 
         return await _answer(work)
 
     @changes(ANSWERS)
-    async def reply(run_id: str, text: str, message_id: str | None = None) -> CallToolResult:
+    async def reply(
+        ctx: Context, run_id: str, text: str, message_id: str | None = None
+    ) -> CallToolResult:
         """Reply to a run and wait for its next stop; returns the state there (its answer
         in `last_assistant_text`). A retry with the same `message_id` is not doubled."""
 
         async def work() -> Any:
-            return _json(await (await tarry()).get(run_id).send(text, id=message_id))
+            return _json(await (await tarry(ctx)).get(run_id).send(text, id=message_id))
 
         return await _answer(work)
 
     @changes(DECIDES)
     async def decide(
+        ctx: Context,
         run_id: str,
         approved: bool,
         call_id: str | None = None,
@@ -164,7 +172,7 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
         The run records the decision as taken through MCP."""
 
         async def work() -> Any:
-            run = (await tarry()).get(run_id)
+            run = (await tarry(ctx)).get(run_id)
             state = await run.decide(
                 call_id,
                 approved=approved,
@@ -179,7 +187,9 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
 
     @server.tool(annotations=READS)
     async def waiting_runs(
-        waiting_for: Literal["input", "approval"] | None = None, limit: Limit = 20
+        ctx: Context,
+        waiting_for: Literal["input", "approval"] | None = None,
+        limit: Limit = 20,
     ) -> CallToolResult:
         """The runs on this server's task queue waiting for a person (for a reply, or a
         decision on tool calls), with their prompt's first line and, for a sub-agent, the
@@ -190,7 +200,7 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
             awaited = None if waiting_for is None else WaitingFor(waiting_for)
             # Its own queue only: a namespace's other runs may be encrypted with keys
             # this server does not hold.
-            client = await tarry()
+            client = await tarry(ctx)
             page = await find_runs(
                 client.client,
                 phase=Phase.WAITING_USER,
@@ -204,6 +214,7 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
 
     @server.tool(annotations=READS)
     async def list_runs(
+        ctx: Context,
         phase: Literal["Running", "WaitingUser", "Completed", "Failed"] | None = None,
         waiting_for: Literal["input", "approval", "budget", "model", "agent"] | None = None,
         schedule: str | None = None,
@@ -214,7 +225,7 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
         and `schedule` (a name from `list_schedules`)."""
 
         async def work() -> Any:
-            client = await tarry()
+            client = await tarry(ctx)
             page = await find_runs(
                 client.client,
                 phase=None if phase is None else Phase(phase),
@@ -228,16 +239,23 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
         return await _answer(work)
 
     @server.tool(annotations=READS)
-    async def list_schedules() -> CallToolResult:
+    async def list_schedules(ctx: Context) -> CallToolResult:
         """The schedules that start runs on their own: timing, paused or not, next and
         recent runs (`list_runs` with `schedule` lists a schedule's runs)."""
 
         async def work() -> Any:
-            return [_json(s) for s in await (await tarry()).list_schedules()]
+            return [_json(s) for s in await (await tarry(ctx)).list_schedules()]
 
         return await _answer(work)
 
     return server
+
+
+def _caller_of(ctx: Context) -> Caller | None:
+    """Who the HTTP transport's sign-in found behind this request; None over stdio."""
+    request = ctx.request_context.request
+    caller: Caller | None = getattr(getattr(request, "state", None), "caller", None)
+    return caller
 
 
 def _json(value: BaseModel) -> dict[str, Any]:

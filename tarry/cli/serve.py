@@ -20,7 +20,8 @@ def serve(
     host: Annotated[
         str,
         typer.Option(
-            help="The address to listen on; beyond loopback only with TARRY_API_TOKENS set."
+            help="The address to listen on; beyond loopback only with TARRY_API_TOKENS (or"
+            " the config's [api.oidc] or [api] trusted_proxy) set."
         ),
     ] = "127.0.0.1",
     port: Annotated[
@@ -32,7 +33,9 @@ def serve(
     events, and AG-UI; docs at /docs.
 
     Clients send `Authorization: Bearer TOKEN` with a token of TARRY_API_TOKENS
-    (comma-separated); with none set, the API serves only this machine (loopback).
+    (comma-separated) or a JWT of the config's [api.oidc] identity provider, or come
+    through the sign-in gateway of [api] trusted_proxy; with none set, the API serves
+    only this machine (loopback).
     Browsers of other origins may call it when TARRY_API_CORS_ORIGINS names them.
     """
     from tarry.api import ApiServer, ApiSetupError, check_exposure, create_app
@@ -69,7 +72,9 @@ def mcp_command(
             metavar="PORT",
             min=1,
             max=65535,
-            help="Serve streamable HTTP on http://127.0.0.1:PORT/mcp instead of stdio.",
+            help="Serve streamable HTTP on http://127.0.0.1:PORT/mcp instead of stdio; with"
+            " the API's tokens, identity provider or gateway configured, each request needs"
+            " the same sign-in.",
         ),
     ] = None,
     read_only: Annotated[
@@ -98,4 +103,6 @@ def mcp_command(
     if http is None:
         run_command(server.run_stdio_async())
     else:
-        run_command(server.run_streamable_http_async(host="127.0.0.1", port=http))
+        from tarry.cli.mcp_http import serve_http
+
+        run_command(serve_http(server, settings, http))

@@ -1,0 +1,112 @@
+"""Who a request is, for the HTTP API and `tarry mcp --http` alike: a bearer token of
+`TARRY_API_TOKENS` or the config file's `[api.users]`, a JWT of the company's identity
+provider (`[api.oidc]`, `tarry.api.oidc`), or the user a sign-in gateway (`[api]
+trusted_proxy`) names in a header, believed from the gateway's address only.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tarry.api.oidc import OidcVerifier
+from tarry.contracts import ErrorCode
+from tarry.errors import TarryError
+from tarry.identities import API_USER, Caller
+from tarry.settings import TarrySettings
+
+__all__ = ["SignIn", "bearer_of"]
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True)
+class SignIn:
+    """Tells who a request is, from a trusted gateway's header or its bearer token."""
+
+    settings: TarrySettings
+    required: bool
+    """`TarrySettings.api_authenticates`: False, every request is the user `api`."""
+    tokens: Sequence[tuple[Caller, bytes]]
+    """The users' static tokens, as bytes for `secrets.compare_digest`."""
+    oidc: OidcVerifier | None
+    proxies: tuple[Network, ...]
+    """`[api] trusted_proxy`: the gateways whose forwarded user is believed."""
+
+    @classmethod
+    def of(cls, settings: TarrySettings) -> SignIn:
+        tokens = [
+            (caller, token.get_secret_value().encode()) for caller, token in settings.api_users()
+        ]
+        api = settings.api_table()
+        oidc = None if api.oidc is None else OidcVerifier(api.oidc)
+        return cls(settings, settings.api_authenticates(), tokens, oidc, tuple(api.trusted_proxy))
+
+    async def caller(
+        self, token: str | None, client: str | None, headers: Mapping[str, str]
+    ) -> Caller:
+        """Who sends a request with bearer `token` (None: none) from the address `client`
+        with `headers`; the user `api` when the API asks no one. A request of the gateway
+        that names its user is that user, whatever token it carries too (oauth2-proxy
+        passes the ID token on); any other is its token's. `TarryError` (401
+        `UNAUTHORIZED` or a `TOKEN_*` code) when it cannot tell."""
+        if not self.required:
+            return self.settings.caller(API_USER)
+        api = self.settings.api_table()
+        gateway = self._is_gateway(client)
+        user = headers.get(api.forwarded_user_header, "").strip() if gateway else ""
+        if user:
+            listed = headers.get(api.forwarded_groups_header, "").split(",")
+            return self._with_groups(user, [group.strip() for group in listed])
+        if token is not None:
+            return await self._of_token(token)
+        if gateway:
+            raise TarryError(
+                ErrorCode.UNAUTHORIZED,
+                f"the sign-in gateway sent no {api.forwarded_user_header} header",
+            )
+        raise TarryError(
+            ErrorCode.UNAUTHORIZED, "this API needs a token: Authorization: Bearer TOKEN"
+        )
+
+    async def _of_token(self, token: str) -> Caller:
+        given = token.encode()
+        # Every token is compared, each in constant time, so the answer's timing tells
+        # nothing about how much of a guess was right, nor which token it was near.
+        matches = [secrets.compare_digest(given, known) for _, known in self.tokens]
+        if any(matches):
+            return self.tokens[matches.index(True)][0]
+        if self.oidc is not None and token.count(".") == 2:  # a JWT: header.payload.signature
+            user, groups = await self.oidc.claims_of(token)
+            return self._with_groups(user, groups)
+        known = f"one of {self.settings.api_token_sources()}"
+        if self.oidc is not None:
+            jwt = f"a JWT of {self.oidc.table.issuer}"
+            known = f"{known} nor {jwt}" if self.tokens else jwt
+        raise TarryError(ErrorCode.UNAUTHORIZED, f"the token is not {known}")
+
+    def _with_groups(self, user: str, groups: Sequence[str]) -> Caller:
+        """`user` in the groups their sign-in names and those `[api.groups]` puts them in."""
+        configured = self.settings.caller(user).groups
+        return Caller(user, tuple(dict.fromkeys([*(g for g in groups if g), *configured])))
+
+    def _is_gateway(self, client: str | None) -> bool:
+        """Whether the connection comes from `[api] trusted_proxy` (its own address, never
+        one a header claims: `tarry.api.server` serves without uvicorn's proxy headers)."""
+        if client is None or not self.proxies:
+            return False
+        try:
+            address = ipaddress.ip_address(client)
+        except ValueError:
+            return False
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        return any(address in network for network in self.proxies)
+
+
+def bearer_of(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer TOKEN` header; None for none or another scheme."""
+    scheme, _, token = (authorization or "").partition(" ")
+    return (token.strip() or None) if scheme.lower() == "bearer" else None
