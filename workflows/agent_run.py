@@ -190,6 +190,12 @@ class AgentRunWorkflow:
         if budgets.raise_problem(self._m, raised) is None:
             budgets.record(self._m, raised)
 
+    @workflow.signal
+    def wake(self) -> None:
+        """Changes nothing: it gives a parked run a workflow task, in which it learns that
+        its build is no longer its deployment's current one and hands over to it
+        (`_moves_to_new_build`). How an old build's parked runs leave it (`tarry doctor`)."""
+
     @workflow.update
     async def decide(self, decision: Decision) -> RunState:
         """Decide on pending tool calls and answer with the state at the next stop point.
@@ -499,6 +505,7 @@ class AgentRunWorkflow:
         due = (
             self._m.segment_turns >= self._input.continue_as_new_after_turns
             or workflow.info().is_continue_as_new_suggested()
+            or _moves_to_new_build()
         )
         # Not `all_handlers_finished()`: an observer's poll of the event stream is a handler
         # too, and one is nearly always waiting while someone watches.
@@ -552,7 +559,12 @@ class AgentRunWorkflow:
         self._stream.detach_pollers()  # observers follow the chain to the next run
         # The memo as it is now: the next run would start with this one's first memo,
         # without a summary taken from the first message since (`_title`).
-        workflow.continue_as_new(next_input, memo=workflow.memo())
+        # A lead run goes on on its deployment's current build; a sub-agent on its lead's.
+        upgrade = workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE
+        lead = workflow.info().parent is None
+        workflow.continue_as_new(
+            next_input, memo=workflow.memo(), initial_versioning_behavior=upgrade if lead else None
+        )
 
     def _next_input(self) -> WorkflowInput:
         """The next run's input: this one's, with the memory handed over."""
@@ -584,6 +596,16 @@ class AgentRunWorkflow:
         )
         workflow.logger.warning("hand-over refused: %s", m.error.message)
         self._settle(Phase.WAITING_USER)
+
+
+def _moves_to_new_build() -> bool:
+    """A lead run pinned to a build that is no longer its deployment's current (or
+    ramping) one: it hands over at its next stop point, onto the new build. The server
+    tells a run so only with a workflow task (a reply, a decision, any signal): a parked
+    run learns it when it is next woken, never while it sleeps. Never on an unversioned
+    worker; never for a sub-agent, which stays on its lead's build."""
+    info = workflow.info()
+    return info.parent is None and info.is_target_worker_deployment_version_changed()
 
 
 def _named(input: UserInput) -> UserInput:
