@@ -11,11 +11,8 @@ answers its next reply on v1, then hands over to v2 at once.
 from __future__ import annotations
 
 import shlex
-import uuid
 from typing import Any
 
-from temporalio.api.enums.v1 import VersioningBehavior
-from temporalio.api.workflowservice.v1 import DescribeWorkerDeploymentRequest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer, WorkerConfig
 
@@ -25,10 +22,12 @@ from tarry.testing.scripted_model import call, say
 from tests.build_v2 import MARK, AgentRunV2
 from tests.conftest import Agent, temporal_cli
 from tests.deadline import TIMEOUT
+from tests.deployments import build_of, make_current, moved_to, versioned_agent
 from tests.faults import replay, wait_until
 from tests.test_cli import agent_env
 from tests.test_connection import tarry
 from tests.test_doctor import problems
+from tests.test_schedules import Schedules, task
 from tests.test_sub_agents import PLANNER, child_of, until
 from workers.plugin import TarryPlugin
 from workflows.agent_run import AgentRunWorkflow
@@ -47,39 +46,6 @@ class BuildV2(TarryPlugin):
         workflows = config.get("workflows", ())
         config["workflows"] = [AgentRunV2 if w is AgentRunWorkflow else w for w in workflows]
         return config
-
-
-async def make_current(temporal: Client, deployment: str, build: str) -> None:
-    """Makes `build` the deployment's current version, once its worker has polled, as an
-    operator does (`temporal worker deployment set-current-version`)."""
-
-    async def known() -> bool:
-        described = await temporal.workflow_service.describe_worker_deployment(
-            DescribeWorkerDeploymentRequest(namespace="default", deployment_name=deployment)
-        )
-        summaries = described.worker_deployment_info.version_summaries
-        return build in [s.deployment_version.build_id for s in summaries]
-
-    await wait_until(known, what=f"build {build} of {deployment} known to the server")
-    await temporal_cli(
-        temporal, "worker", "deployment", "set-current-version",
-        "--deployment-name", deployment, "--build-id", build, "--yes",
-    )  # fmt: skip
-
-
-async def build_of(agent: Agent, run: RunHandle) -> str:
-    """The build the run's current execution is pinned to."""
-    described = await agent.tarry.client.get_workflow_handle(run.id).describe()
-    info = described.raw_description.workflow_execution_info.versioning_info
-    assert info.behavior == VersioningBehavior.VERSIONING_BEHAVIOR_PINNED
-    return info.deployment_version.build_id
-
-
-async def moved_to(agent: Agent, run: RunHandle, build: str) -> None:
-    async def there() -> bool:
-        return await build_of(agent, run) == build
-
-    await wait_until(there, what=f"{run.id} on build {build}")
 
 
 def builds_recording(history: WorkflowHistory) -> set[str]:
@@ -162,15 +128,10 @@ def _first_user_text(body: dict[str, object]) -> object:
 async def test_parked_runs_answer_their_next_reply_on_v1_and_go_on_on_v2(
     agent_factory: Any, temporal: Client
 ) -> None:
-    deployment = f"tarry-{uuid.uuid4().hex[:8]}"
-    agent: Agent = await agent_factory(
-        agents={"planner": PLANNER},
-        worker_settings={"tarry_deployment": deployment, "tarry_build_id": "v1"},
-    )
+    agent, deployment = await versioned_agent(agent_factory, temporal, agents={"planner": PLANNER})
     assert agent.add_worker is not None
     assert agent.stop_worker is not None
     script(agent)
-    await make_current(temporal, deployment, "v1")
 
     # Build v1 holds parked runs.
     waiting = await agent.start()  # no prompt: it takes its summary from its first reply
@@ -279,3 +240,25 @@ async def test_parked_runs_answer_their_next_reply_on_v1_and_go_on_on_v2(
         assert (chains[run.id][0], chains[run.id][-1]) == ("v1", "v2"), chains
     assert set(chains[child.id]) == {"v1"}  # a sub-agent stays on its lead's build
     assert set(chains[fresh.id]) == {"v2"}
+
+
+async def test_a_schedule_starts_its_runs_on_the_current_build(
+    agent_factory: Any, temporal: Client
+) -> None:
+    agent, deployment = await versioned_agent(agent_factory, temporal)
+    assert agent.add_worker is not None
+    schedules = Schedules(agent)
+    try:
+        schedule = await schedules.create(task("Check the inbox"), cron="0 0 1 1 *")
+        await schedule.trigger()
+        await schedules.until_started(schedule, 1)
+        await agent.add_worker(plugin=BuildV2, tarry_build_id="v2")
+        await make_current(temporal, deployment, "v2")
+        await schedule.trigger()
+        view = await schedules.until_started(schedule, 2)
+
+        builds = [await build_of(agent, agent.tarry.get(run)) for run in view.recent_runs]
+    finally:
+        await schedules.close()
+
+    assert builds == ["v1", "v2"]

@@ -178,11 +178,12 @@ async def _deployments(client: Client, settings: TarrySettings, found: Report) -
             held = await _open_runs(client, settings, deployment.name, build)
             if status == "ramping":
                 status += f" at {routing.ramping_version_percentage:g}%"
-            versions.append(f"{build} {status} ({held} open runs)")
+            runs = f"{held} open run{'' if held == 1 else 's'}"
+            versions.append(f"{build} {status} ({runs})")
             if held and status == "draining":
                 found.problems.append(
                     f"version {build} of deployment {deployment.name!r} is no longer current "
-                    f"and still holds {held} open runs, each moving to the current version "
+                    f"and still holds {runs}, each moving to the current version "
                     "at its next reply: keep its workers until `tarry doctor` counts none, or "
                     f"wake them all now with: "
                     f"{_wake_command(client.namespace, deployment.name, build)}"
