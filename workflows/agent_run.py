@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         agents,
         approvals,
         budgets,
+        builds,
         model_calls,
         notifications,
         output,
@@ -192,9 +193,8 @@ class AgentRunWorkflow:
 
     @workflow.signal
     def wake(self) -> None:
-        """Changes nothing: it gives a parked run a workflow task, in which it learns that
-        its build is no longer its deployment's current one and hands over to it
-        (`_moves_to_new_build`). How an old build's parked runs leave it (`tarry doctor`)."""
+        """Changes nothing: a workflow task in which a parked run learns that its build is
+        no longer current, and hands over (`builds.moves_to_new_build`)."""
 
     @workflow.update
     async def decide(self, decision: Decision) -> RunState:
@@ -505,7 +505,7 @@ class AgentRunWorkflow:
         due = (
             self._m.segment_turns >= self._input.continue_as_new_after_turns
             or workflow.info().is_continue_as_new_suggested()
-            or _moves_to_new_build()
+            or builds.moves_to_new_build()
         )
         # Not `all_handlers_finished()`: an observer's poll of the event stream is a handler
         # too, and one is nearly always waiting while someone watches.
@@ -559,11 +559,8 @@ class AgentRunWorkflow:
         self._stream.detach_pollers()  # observers follow the chain to the next run
         # The memo as it is now: the next run would start with this one's first memo,
         # without a summary taken from the first message since (`_title`).
-        # A lead run goes on on its deployment's current build; a sub-agent on its lead's.
-        upgrade = workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE
-        lead = workflow.info().parent is None
         workflow.continue_as_new(
-            next_input, memo=workflow.memo(), initial_versioning_behavior=upgrade if lead else None
+            next_input, memo=workflow.memo(), initial_versioning_behavior=builds.next_build()
         )
 
     def _next_input(self) -> WorkflowInput:
@@ -596,16 +593,6 @@ class AgentRunWorkflow:
         )
         workflow.logger.warning("hand-over refused: %s", m.error.message)
         self._settle(Phase.WAITING_USER)
-
-
-def _moves_to_new_build() -> bool:
-    """A lead run pinned to a build that is no longer its deployment's current (or
-    ramping) one: it hands over at its next stop point, onto the new build. The server
-    tells a run so only with a workflow task (a reply, a decision, any signal): a parked
-    run learns it when it is next woken, never while it sleeps. Never on an unversioned
-    worker; never for a sub-agent, which stays on its lead's build."""
-    info = workflow.info()
-    return info.parent is None and info.is_target_worker_deployment_version_changed()
 
 
 def _named(input: UserInput) -> UserInput:
