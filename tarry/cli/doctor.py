@@ -2,9 +2,9 @@
 
 The server and its version, the namespace, TLS and who this process is to the server,
 Tarry's search attributes, the task queues' pollers, the worker deployments the server
-knows, and the open runs whose workflow task keeps failing. Each problem is one line
-with its fix, and makes the exit code 1; a connection refused (TLS) or impossible ends
-it as any command's does (`common`).
+knows with the open runs each of their builds holds, and the open runs whose workflow
+task keeps failing. Each problem is one line with its fix, and makes the exit code 1; a
+connection refused (TLS) or impossible ends it as any command's does (`common`).
 `tarry dev` prints the same report at its start (`report`).
 """
 
@@ -22,6 +22,7 @@ from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentRequest,
     GetSystemInfoRequest,
     ListWorkerDeploymentsRequest,
+    ListWorkerDeploymentsResponse,
 )
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
@@ -164,33 +165,44 @@ async def _deployments(client: Client, settings: TarrySettings, found: Report) -
     if not listed.worker_deployments:
         found.add("Deployments", "none (workers are unversioned)")
     for deployment in listed.worker_deployments:
-        described = await client.workflow_service.describe_worker_deployment(
-            DescribeWorkerDeploymentRequest(
-                namespace=client.namespace, deployment_name=deployment.name
+        try:
+            await _deployment(client, settings, deployment, found)
+        except RPCError as e:
+            found.add("Deployment", f"{deployment.name}: cannot tell ({e.status.name})")
+
+
+async def _deployment(
+    client: Client,
+    settings: TarrySettings,
+    deployment: ListWorkerDeploymentsResponse.WorkerDeploymentSummary,
+    found: Report,
+) -> None:
+    """The deployment's line, and a problem for each old version still holding runs."""
+    described = await client.workflow_service.describe_worker_deployment(
+        DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment.name)
+    )
+    routing = deployment.routing_config
+    versions = []
+    for summary in described.worker_deployment_info.version_summaries:
+        if (status := _STATUSES.get(summary.status)) is None:
+            continue  # never current, or drained: it holds no runs
+        build = summary.deployment_version.build_id
+        held = await _open_runs(client, settings, deployment.name, build)
+        if status == "ramping":
+            status += f" at {routing.ramping_version_percentage:g}%"
+        runs = f"{held} open run{'' if held == 1 else 's'}"
+        versions.append(f"{build} {status} ({runs})")
+        if held and status == "draining":
+            found.problems.append(
+                f"version {build} of deployment {deployment.name!r} is no longer current "
+                f"and still holds {runs}, each moving to the current version "
+                "at its next reply: keep its workers until `tarry doctor` counts none, or "
+                f"wake them all now with: "
+                f"{_wake_command(client.namespace, deployment.name, build)}"
             )
-        )
-        routing = deployment.routing_config
-        versions = []
-        for summary in described.worker_deployment_info.version_summaries:
-            if (status := _STATUSES.get(summary.status)) is None:
-                continue  # never current, or drained: it holds no runs
-            build = summary.deployment_version.build_id
-            held = await _open_runs(client, settings, deployment.name, build)
-            if status == "ramping":
-                status += f" at {routing.ramping_version_percentage:g}%"
-            runs = f"{held} open run{'' if held == 1 else 's'}"
-            versions.append(f"{build} {status} ({runs})")
-            if held and status == "draining":
-                found.problems.append(
-                    f"version {build} of deployment {deployment.name!r} is no longer current "
-                    f"and still holds {runs}, each moving to the current version "
-                    "at its next reply: keep its workers until `tarry doctor` counts none, or "
-                    f"wake them all now with: "
-                    f"{_wake_command(client.namespace, deployment.name, build)}"
-                )
-        if routing.current_deployment_version.build_id == "":
-            versions.insert(0, "current: unversioned workers")
-        found.add("Deployment", f"{deployment.name}: {', '.join(versions) or 'no versions'}")
+    if routing.current_deployment_version.build_id == "":
+        versions.insert(0, "current: unversioned workers")
+    found.add("Deployment", f"{deployment.name}: {', '.join(versions) or 'no versions'}")
 
 
 _STATUSES = {
