@@ -214,6 +214,11 @@ class TarrySettings(BaseSettings):
     tarry_metrics_host: str = "127.0.0.1"
     """The address the metrics endpoint listens on (an IPv4 address, no port); `0.0.0.0`
     in a container."""
+    tarry_deployment: str | None = Field(default=None, min_length=1)
+    """The worker deployment this worker is a build of; with `TARRY_BUILD_ID`, runs are
+    pinned to the build they started on and move at their hand-over (`workers.plugin`)."""
+    tarry_build_id: str | None = Field(default=None, min_length=1)
+    """This worker's build in `TARRY_DEPLOYMENT`: one per release of the worker's code."""
     tarry_tracing: bool = False
     """Trace workflow and activity tasks with OpenTelemetry (needs the `otel` extra)."""
     storage_driver: StorageDriver | None = Field(default=None, exclude=True)
@@ -252,6 +257,11 @@ class TarrySettings(BaseSettings):
         """Reads the config file now, so a process refuses a bad one at its start."""
         if self.tarry_config is not None:
             self._file = ConfigFile.read(self.tarry_config)
+        if (self.tarry_deployment is None) != (self.tarry_build_id is None):
+            raise ValueError(
+                "TARRY_DEPLOYMENT and TARRY_BUILD_ID turn versioned deploys on together; "
+                "set both (the deployment's name and this worker's build), or neither"
+            )
         if problem := self._links_problem():
             raise ValueError(problem)
         if problem := self._gateway_problem():

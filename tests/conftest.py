@@ -189,6 +189,12 @@ class Agent:
     restart: Callable[..., Awaitable[None]] | None = None
     """Stops the agent's worker and starts another on its task queue: `restart()`, or
     `restart(mcp_servers={...})` for one with other MCP servers."""
+    add_worker: Callable[..., Awaitable[Stop]] | None = None
+    """Starts one more worker on the agent's task queue, beside the others, and returns
+    what stops it: `add_worker(plugin=ThePlugin, tarry_build_id="v2")` serves with
+    another plugin class (another build's code) and the agent's settings but these."""
+    stop_worker: Stop | None = None
+    """Stops the agent's first worker, leaving those `add_worker` started."""
 
     async def start(
         self, prompt: str = "", *, run_id: str | None = None, **input: Any
@@ -240,6 +246,9 @@ class Agent:
             for s in started
             if s.attempt > 1
         ]
+
+
+Stop = Callable[[], Awaitable[None]]
 
 
 def tool_result(message: ChatMessage) -> Any:
@@ -298,9 +307,13 @@ async def agent_factory(
         )
         worker_client = client or temporal
 
-        async def start_worker(servers: Mapping[str, McpServer] | None) -> None:
-            plugin = TarryPlugin(
-                settings,
+        async def start_worker(
+            servers: Mapping[str, McpServer] | None,
+            plugin_class: type[TarryPlugin] = TarryPlugin,
+            overrides: Mapping[str, Any] | None = None,
+        ) -> Stop:
+            plugin = plugin_class(
+                settings.model_copy(update=overrides) if overrides else settings,
                 tools=(*BUILTIN_TOOLS, *tools),
                 profiles=profiles,
                 mcp_servers=servers,
@@ -308,29 +321,41 @@ async def agent_factory(
             )
             worker = Worker(worker_client, task_queue=task_queue, plugins=[plugin])
             await worker.__aenter__()
-            running.append((worker, plugin))
+            entry = (worker, plugin)
+            running.append(entry)
+            return lambda: stop_worker(entry)
 
         async def restart(mcp_servers: Mapping[str, McpServer] | None = mcp_servers) -> None:
-            await stop_worker()
+            await stop_worker(running[-1])
             await start_worker(mcp_servers)
 
-        async def stop_worker() -> None:
-            worker, plugin = running.pop()
+        async def add_worker(plugin: type[TarryPlugin] = TarryPlugin, **overrides: Any) -> Stop:
+            return await start_worker(mcp_servers, plugin, overrides)
+
+        async def stop_worker(entry: tuple[Worker, TarryPlugin]) -> None:
+            if entry not in running:
+                return  # stopped by the test already
+            running.remove(entry)
+            worker, plugin = entry
             await worker.__aexit__(None, None, None)
             await plugin.aclose()
 
+        async def stop_all() -> None:
+            while running:
+                await stop_worker(running[-1])
+
         running: list[tuple[Worker, TarryPlugin]] = []
-        await start_worker(mcp_servers)
+        first = await start_worker(mcp_servers)
         agent = Agent(Tarry(worker_client, task_queue), model, tmp_path / "workspaces")
-        agent.restart = restart
-        started.append((agent, stop_worker))
+        agent.restart, agent.add_worker, agent.stop_worker = restart, add_worker, first
+        started.append((agent, stop_all))
         return agent
 
     yield make
 
-    for agent, stop_worker in started:
+    for agent, stop_all in started:
         await _check_replay(agent, request)
-        await stop_worker()
+        await stop_all()
         await agent.model.close()
 
 

@@ -341,3 +341,17 @@ async def test_a_metrics_port_in_use_is_one_line_naming_the_setting(tmp_path: Pa
 
     assert "Address already in use" in line
     assert line.endswith("set TARRY_METRICS_PORT to a free port")
+
+
+@pytest.mark.parametrize(
+    "half", [{"TARRY_DEPLOYMENT": "tarry"}, {"TARRY_BUILD_ID": "2026-11-27.1"}]
+)
+async def test_a_worker_given_half_of_a_deployment_version_says_both_go_together(
+    half: dict[str, str], tmp_path: Path
+) -> None:
+    line = refused(await start("python -m workers", tmp_path, **half))
+
+    assert line == (
+        "TARRY_DEPLOYMENT and TARRY_BUILD_ID turn versioned deploys on together; set both "
+        "(the deployment's name and this worker's build), or neither"
+    )

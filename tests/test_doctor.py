@@ -2,20 +2,23 @@
 server, reporting what it finds and each problem as one line with its fix.
 
 A refused TLS handshake is `tests/test_connection.py`'s (doctor is one of the commands
-its refusal test runs). A worker deployment version still holding runs is not tested:
-Tarry's workers are not versioned yet, and doctor only lists the
-deployments the server reports, without counting their runs."""
+its refusal test runs); a version draining to zero open runs in a whole rolling deploy,
+`tests/test_rolling_deploy.py`'s."""
 
 from __future__ import annotations
 
 import shlex
 import uuid
+from typing import Any
 
 from google.protobuf.duration_pb2 import Duration
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
 
+from tarry.contracts import WORKFLOW_TYPE
 from tests.conftest import Agent, temporal_cli
+from tests.deployments import make_current, moved_to, versioned_agent
+from tests.faults import wait_until
 from tests.test_cli import agent_env, cli_env
 from tests.test_connection import tarry
 
@@ -28,6 +31,13 @@ def problems(out: str) -> list[str]:
 
 def line_of(out: str, subject: str) -> str:
     return next(line for line in out.splitlines() if line.startswith(f"{subject} "))
+
+
+async def deployment_report(agent: Agent, deployment: str) -> tuple[str, list[str]]:
+    """`tarry doctor`'s line of the deployment, and its problems with it."""
+    result = await tarry(agent_env(agent), "doctor")
+    [line] = [x for x in result.out.splitlines() if x.startswith(f"Deployment   {deployment}: ")]
+    return line, [p for p in problems(result.out) if f"deployment {deployment!r}" in p]
 
 
 async def test_a_healthy_stack_reports_the_server_and_the_pollers_and_exits_0(agent: Agent) -> None:
@@ -81,3 +91,34 @@ async def test_missing_search_attributes_are_a_problem_whose_command_creates_the
     assert missing.startswith(f"namespace {namespace!r} lacks the search attributes Tarry")
     assert line_of(after.out, "Search attrs") == "Search attrs all of Tarry's are there"
     assert not [p for p in problems(after.out) if "search attributes" in p]
+
+
+async def test_a_version_no_longer_current_holding_runs_is_a_problem_whose_command_moves_them(
+    agent_factory: Any, temporal: Client
+) -> None:
+    agent, deployment = await versioned_agent(agent_factory, temporal)
+    assert agent.add_worker is not None
+    parked = await agent.start()  # no prompt: it waits for its first message
+    await agent.add_worker(tarry_build_id="v2")
+    await make_current(temporal, deployment, "v2")
+
+    line, [problem] = await deployment_report(agent, deployment)
+    wake = problem.split("wake them all now with: ")[1]
+    await temporal_cli(temporal, *shlex.split(wake)[1:])
+    await moved_to(agent, parked, "v2")
+
+    async def drained() -> bool:
+        return (await deployment_report(agent, deployment))[1] == []
+
+    await wait_until(drained, what=f"v1 of {deployment} drained")
+    after, _ = await deployment_report(agent, deployment)
+    assert line == f"Deployment   {deployment}: v2 current (0 open runs), v1 draining (1 open run)"
+    assert problem == (
+        f"version v1 of deployment {deployment!r} is no longer current and still holds 1 "
+        "open run, each moving to the current version at its next reply: keep its workers "
+        "until `tarry doctor` counts none, or wake them all now with: "
+        f"temporal workflow signal --namespace default --name wake --yes --query "
+        f"\"WorkflowType = '{WORKFLOW_TYPE}' AND TemporalWorkerDeploymentVersion = "
+        f"'{deployment}:v1' AND ExecutionStatus = 'Running'\""
+    )
+    assert after == f"Deployment   {deployment}: v2 current (1 open run), v1 draining (0 open runs)"

@@ -5,9 +5,10 @@ pydantic-ai's `PydanticAIPlugin`) wire a worker this way, and so does Tarry: the
 `AgentRun` workflow (and `CatalogueCheck`, which a client asks before it starts one),
 the model activity with its stored conversations, the tools (and the MCP servers' in
 the worker's config), the notifications of its `[[notify]]`
-entries, the worker settings Tarry ships with (cache, pollers, sticky timeout) and the
-legacy-query eviction the cache needs. `python -m workers`, `tarry dev`, the tests and
-the benchmarks all build their workers with it, so they serve runs the same way:
+entries, the worker settings Tarry ships with (cache, pollers, sticky timeout), the
+build of a versioned deployment and the legacy-query eviction the cache needs.
+`python -m workers`, `tarry dev`, the tests and the benchmarks all build their workers
+with it, so they serve runs the same way:
 
     plugin = TarryPlugin(TarrySettings(), tools=[*BUILTIN_TOOLS, my_tool])
     worker = Worker(client, task_queue="tarry", plugins=[plugin])
@@ -25,9 +26,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import httpx
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import Worker, WorkerConfig
+from temporalio.worker import Worker, WorkerConfig, WorkerDeploymentConfig
 
 from activities.context import ContextStore
 from activities.llm import ModelClient
@@ -60,7 +62,8 @@ class TarryPlugin(SimplePlugin):
     (the config file's unless given); a new run's workspace starts with the files of
     `workspace_template`, if given (`tarry dev`: the tour's notes). The worker settings
     it applies are the settings' (`TARRY_WORKFLOW_CACHE`, `TARRY_WORKFLOW_TASK_POLLERS`,
-    `TARRY_STICKY_TIMEOUT`) and replace what the `Worker` was given for them. Call
+    `TARRY_STICKY_TIMEOUT`, and `TARRY_DEPLOYMENT` with `TARRY_BUILD_ID`: the worker's
+    deployment version) and replace what the `Worker` was given for them. Call
     `aclose()` once its workers have stopped.
     """
 
@@ -136,6 +139,8 @@ class TarryPlugin(SimplePlugin):
         if s.tarry_task_queue_activities_per_second is not None:
             rate = s.tarry_task_queue_activities_per_second
             config["max_task_queue_activities_per_second"] = rate
+        if (deployment := _deployment_config(s)) is not None:
+            config["deployment_config"] = deployment
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
@@ -152,6 +157,22 @@ class TarryPlugin(SimplePlugin):
         await self._http.aclose()
         for source in self._sources:
             await source.aclose()
+
+
+def _deployment_config(settings: TarrySettings) -> WorkerDeploymentConfig | None:
+    """The worker's build of its deployment, with `TARRY_DEPLOYMENT` and `TARRY_BUILD_ID`
+    set: every workflow is PINNED, a run to the build it started on, until its hand-over
+    continues it on the deployment's current build (`AgentRun._hand_over`); a catalogue
+    check starts, as a new run does, on the current build. The behaviour is the worker's
+    default, not the workflow's own: an unversioned worker refuses a workflow that names
+    one. None: the worker is unversioned, as before versioned deploys."""
+    if settings.tarry_deployment is None or settings.tarry_build_id is None:
+        return None
+    return WorkerDeploymentConfig(
+        version=WorkerDeploymentVersion(settings.tarry_deployment, settings.tarry_build_id),
+        use_worker_versioning=True,
+        default_versioning_behavior=VersioningBehavior.PINNED,
+    )
 
 
 def _mcp_host(servers: Mapping[str, McpServer]) -> ToolSource:

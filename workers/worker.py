@@ -69,6 +69,12 @@ async def run_worker(settings: TarrySettings, tools: Sequence[Tool] = BUILTIN_TO
             client.service_client.config.target_host,
             ", ".join(plugin.tools.names),
         )
+        if settings.tarry_deployment:
+            log.info(
+                "build %r of worker deployment %r: runs stay on their build until a hand-over",
+                settings.tarry_build_id,
+                settings.tarry_deployment,
+            )
         if url := metrics_url(settings):
             log.info("metrics at %s", url)
         await stop.wait()

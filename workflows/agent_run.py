@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         agents,
         approvals,
         budgets,
+        builds,
         model_calls,
         notifications,
         output,
@@ -189,6 +190,11 @@ class AgentRunWorkflow:
         """The parent's budget was raised: this sub-agent may spend what it has left."""
         if budgets.raise_problem(self._m, raised) is None:
             budgets.record(self._m, raised)
+
+    @workflow.signal
+    def wake(self) -> None:
+        """Changes nothing: a workflow task in which a parked run learns that its build is
+        no longer current, and hands over (`builds.moves_to_new_build`)."""
 
     @workflow.update
     async def decide(self, decision: Decision) -> RunState:
@@ -499,6 +505,7 @@ class AgentRunWorkflow:
         due = (
             self._m.segment_turns >= self._input.continue_as_new_after_turns
             or workflow.info().is_continue_as_new_suggested()
+            or builds.moves_to_new_build()
         )
         # Not `all_handlers_finished()`: an observer's poll of the event stream is a handler
         # too, and one is nearly always waiting while someone watches.
@@ -552,7 +559,9 @@ class AgentRunWorkflow:
         self._stream.detach_pollers()  # observers follow the chain to the next run
         # The memo as it is now: the next run would start with this one's first memo,
         # without a summary taken from the first message since (`_title`).
-        workflow.continue_as_new(next_input, memo=workflow.memo())
+        workflow.continue_as_new(
+            next_input, memo=workflow.memo(), initial_versioning_behavior=builds.next_build()
+        )
 
     def _next_input(self) -> WorkflowInput:
         """The next run's input: this one's, with the memory handed over."""

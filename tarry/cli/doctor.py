@@ -2,9 +2,9 @@
 
 The server and its version, the namespace, TLS and who this process is to the server,
 Tarry's search attributes, the task queues' pollers, the worker deployments the server
-knows, and the open runs whose workflow task keeps failing. Each problem is one line
-with its fix, and makes the exit code 1; a connection refused (TLS) or impossible ends
-it as any command's does (`common`).
+knows with the open runs each of their builds holds, and the open runs whose workflow
+task keeps failing. Each problem is one line with its fix, and makes the exit code 1; a
+connection refused (TLS) or impossible ends it as any command's does (`common`).
 `tarry dev` prints the same report at its start (`report`).
 """
 
@@ -14,13 +14,15 @@ import asyncio
 from dataclasses import dataclass, field
 
 import typer
-from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.enums.v1 import TaskQueueType, WorkerDeploymentVersionStatus
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import (
     DescribeNamespaceRequest,
     DescribeTaskQueueRequest,
+    DescribeWorkerDeploymentRequest,
     GetSystemInfoRequest,
     ListWorkerDeploymentsRequest,
+    ListWorkerDeploymentsResponse,
 )
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
@@ -95,7 +97,7 @@ async def report(
     await _search_attributes(client, found)
     if pollers:
         await _pollers(client, settings, found)
-    await _deployments(client, found)
+    await _deployments(client, settings, found)
     await _stuck_runs(client, found)
     return found
 
@@ -148,9 +150,11 @@ async def _pollers(client: Client, settings: TarrySettings, found: Report) -> No
         found.add("Task queue", f"{queue} ({'; '.join(counts)})")
 
 
-async def _deployments(client: Client, found: Report) -> None:
-    """The worker deployments and their current and ramping versions, as the server
-    reports them; how many runs a version still holds is not counted here."""
+async def _deployments(client: Client, settings: TarrySettings, found: Report) -> None:
+    """The worker deployments, each version that serves runs (current or ramping) or
+    still holds some (draining), and how many open runs of the task queue each holds.
+    An old version's runs move to the current one at their next hand-over: until they
+    have, its workers must keep serving them."""
     try:
         listed = await client.workflow_service.list_worker_deployments(
             ListWorkerDeploymentsRequest(namespace=client.namespace)
@@ -161,12 +165,72 @@ async def _deployments(client: Client, found: Report) -> None:
     if not listed.worker_deployments:
         found.add("Deployments", "none (workers are unversioned)")
     for deployment in listed.worker_deployments:
-        routing = deployment.routing_config
-        current = routing.current_deployment_version.build_id or "none (unversioned)"
-        text = f"{deployment.name}: current {current}"
-        if ramping := routing.ramping_deployment_version.build_id:
-            text += f", ramping {ramping} at {routing.ramping_version_percentage:g}%"
-        found.add("Deployment", text)
+        try:
+            await _deployment(client, settings, deployment, found)
+        except RPCError as e:
+            found.add("Deployment", f"{deployment.name}: cannot tell ({e.status.name})")
+
+
+async def _deployment(
+    client: Client,
+    settings: TarrySettings,
+    deployment: ListWorkerDeploymentsResponse.WorkerDeploymentSummary,
+    found: Report,
+) -> None:
+    """The deployment's line, and a problem for each old version still holding runs."""
+    described = await client.workflow_service.describe_worker_deployment(
+        DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment.name)
+    )
+    routing = deployment.routing_config
+    versions = []
+    for summary in described.worker_deployment_info.version_summaries:
+        if (status := _STATUSES.get(summary.status)) is None:
+            continue  # never current, or drained: it holds no runs
+        build = summary.deployment_version.build_id
+        held = await _open_runs(client, settings, deployment.name, build)
+        if status == "ramping":
+            status += f" at {routing.ramping_version_percentage:g}%"
+        runs = f"{held} open run{'' if held == 1 else 's'}"
+        versions.append(f"{build} {status} ({runs})")
+        if held and status == "draining":
+            found.problems.append(
+                f"version {build} of deployment {deployment.name!r} is no longer current "
+                f"and still holds {runs}, each moving to the current version "
+                "at its next reply: keep its workers until `tarry doctor` counts none, or "
+                f"wake them all now with: "
+                f"{_wake_command(client.namespace, deployment.name, build)}"
+            )
+    if routing.current_deployment_version.build_id == "":
+        versions.insert(0, "current: unversioned workers")
+    found.add("Deployment", f"{deployment.name}: {', '.join(versions) or 'no versions'}")
+
+
+_STATUSES = {
+    WorkerDeploymentVersionStatus.WORKER_DEPLOYMENT_VERSION_STATUS_CURRENT: "current",
+    WorkerDeploymentVersionStatus.WORKER_DEPLOYMENT_VERSION_STATUS_RAMPING: "ramping",
+    WorkerDeploymentVersionStatus.WORKER_DEPLOYMENT_VERSION_STATUS_DRAINING: "draining",
+}
+"""The statuses of the versions `tarry doctor` counts the runs of."""
+
+
+def _version_query(deployment: str, build: str) -> str:
+    """The visibility query of a version's open workflows."""
+    return (
+        f"TemporalWorkerDeploymentVersion = '{deployment}:{build}' AND ExecutionStatus = 'Running'"
+    )
+
+
+async def _open_runs(client: Client, settings: TarrySettings, deployment: str, build: str) -> int:
+    """The open runs (and catalogue checks) of the task queue the version holds."""
+    query = f"{_version_query(deployment, build)} AND TaskQueue = '{settings.tarry_task_queue}'"
+    return (await client.count_workflows(query)).count
+
+
+def _wake_command(namespace: str, deployment: str, build: str) -> str:
+    """Wakes every open run of the version (`AgentRun.wake`, which changes nothing): a
+    parked run learns only when woken that its build is no longer current."""
+    query = f"WorkflowType = '{WORKFLOW_TYPE}' AND {_version_query(deployment, build)}"
+    return f'temporal workflow signal --namespace {namespace} --name wake --yes --query "{query}"'
 
 
 STUCK_RUNS_CHECKED = 200
