@@ -5,10 +5,12 @@ the model is `tarry dev`'s own, playing the tour's script file over real HTTP.""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,9 +18,11 @@ import pytest
 
 from tarry.cli import tour
 from tarry.contracts import ChatMessage, ForkOrigin, Phase, RunState, WaitingFor
+from tarry.events import EventKind
 from tests.test_tour import (
     COMMAND_TIMEOUT,
     ROOT,
+    Dev,
     _command,
     shell,
     shell_commands,
@@ -64,7 +68,13 @@ def guide_tour(name: str) -> tuple[str, list[str]]:
     return stack, commands
 
 
-async def play(name: str, home: Path, more_runs: tuple[str, ...] = ()) -> Played:
+Before = Callable[[str, Dev], Awaitable[None]]
+"""What a person waits to see before typing `command` (`tarry watch` in a third terminal)."""
+
+
+async def play(
+    name: str, home: Path, more_runs: tuple[str, ...] = (), before: Before | None = None
+) -> Played:
     """The tour `name` of its guide, each command's exit code, output and `$RUN`'s state
     after it; then every run's state and transcript (`more_runs`: ids with `{RUN}` in them,
     for runs no command names)."""
@@ -73,6 +83,8 @@ async def play(name: str, home: Path, more_runs: tuple[str, ...] = ()) -> Played
     async with tarry_dev(home, Path(sys.executable).parent, stack) as dev:
         ran = []
         for command in commands:
+            if before is not None:
+                await before(command, dev)
             code, output = await shell(command, dev.env, home)
             state = await dev.tarry.get(dev.env["RUN"]).state()
             ran.append(Ran(command, code, output, state))
@@ -161,6 +173,33 @@ async def test_the_fork_tour_answers_the_fork_its_own_way_and_leaves_the_origina
     assert "we shipped it" in (played.states[fork].last_assistant_text or "")
     assert played.states[fork].forked_from == ForkOrigin(run_id=run, at=0)
     assert "forked from" in played.step("tarry status").output
+
+
+async def words_coming(command: str, dev: Dev) -> None:
+    """Before a reply, the first words of the answer it interrupts, as `tarry watch` shows
+    them to a person."""
+    if not command.startswith("tarry send"):
+        return
+    async with asyncio.timeout(COMMAND_TIMEOUT):
+        async for event in dev.tarry.get(dev.env["RUN"]).events():
+            if event.kind is EventKind.TEXT:
+                return
+
+
+async def test_the_interrupt_tour_cuts_the_answer_short_and_answers_the_reply(
+    tmp_path: Path,
+) -> None:
+    played = await play("interrupt", tmp_path, before=words_coming)
+    run = played.variables["RUN"]
+    said = [(m.role, m.interrupted) for m in played.transcripts[run]]
+
+    assert all(r.code == 0 for r in played.ran), played.ran
+    assert played.states[run].waiting_for is WaitingFor.INPUT
+    assert said == [("user", False), ("assistant", True), ("user", False), ("assistant", False)]
+    cut = played.transcripts[run][1].content or ""
+    assert "Monday at ten" not in cut  # the slow summary never got to its end
+    assert (played.states[run].last_assistant_text or "").startswith("The action items only")
+    assert "interrupted" in played.step("tarry show").output
 
 
 @pytest.mark.parametrize("name", sorted(tour.TOURS))

@@ -7,7 +7,7 @@ everything else. `workspace/` holds the files a new run's workspace starts with 
 `tarry dev` (and the demo, which plays the same conversation), so the agent has notes
 to read.
 
-The guides' tours (`TOURS`: approvers, rules, sub-agents, forking), each played with
+The guides' tours (`TOURS`: approvers, rules, sub-agents, forking, interrupting), each played with
 `tarry dev --tour NAME`, are script files beside it, `NAME.json`; a tour that needs
 the workers' config (the teams tour's sub-agent) has its `NAME.toml` too.
 """
@@ -29,6 +29,7 @@ TOURS = {
     "rules": "docs/guides/approvals.md",
     "teams": "docs/guides/teams.md",
     "fork": "docs/guides/forking.md",
+    "interrupt": "docs/guides/replies.md",
 }
 """The guides' tours, each the offline model's with `tarry dev --tour NAME`, and the
 guide whose "Try it offline" section gives its commands."""
