@@ -52,6 +52,8 @@ class Played:
     transcripts: dict[str, list[ChatMessage]]
     workspace: Path
     """`$RUN`'s workspace."""
+    banner: list[str]
+    """What `tarry dev --tour NAME` printed as it started."""
 
     def step(self, starting: str) -> Ran:
         """The one command that starts with `starting` (after `$RUN` is put in)."""
@@ -93,7 +95,7 @@ async def play(
         states = {i: await dev.tarry.get(i).state() for i in ids}
         transcripts = {i: await dev.tarry.get(i).transcript() for i in ids}
     workspace = home / ".tarry" / "workspaces" / variables["RUN"]
-    return Played(ran, variables, states, transcripts, workspace)
+    return Played(ran, variables, states, transcripts, workspace, dev.banner)
 
 
 def test_every_tour_has_its_script_and_a_guide_that_plays_it() -> None:
@@ -156,6 +158,7 @@ async def test_the_teams_tour_delegates_to_the_researcher_and_finishes_with_its_
     assert tool_calls(played.transcripts[lead]) == ["agent__researcher", "finish"]
     assert played.states[child].phase is Phase.COMPLETED
     assert played.states[child].parent == lead
+    assert "Tour       teams: docs/guides/teams.md, 'Try it offline'" in played.banner
     assert tool_calls(played.transcripts[child]) == ["read_file"]
     listed = played.step("tarry list").output
     assert lead in listed

@@ -134,6 +134,8 @@ class Dev:
     env: dict[str, str]
     tarry: Tarry
     api: str
+    banner: list[str]
+    """What `tarry dev` printed up to "Ctrl-C to stop"."""
 
 
 @asynccontextmanager
@@ -152,8 +154,8 @@ async def tarry_dev(home: Path, bin_dir: Path, command: str) -> AsyncIterator[De
             stderr=stderr,
         )  # fmt: skip
     try:
-        await read_until(dev, "Ctrl-C to stop")
-        yield Dev(env, Tarry(await client_of(ports)), f"http://127.0.0.1:{ports.api}")
+        banner = await read_until(dev, "Ctrl-C to stop")
+        yield Dev(env, Tarry(await client_of(ports)), f"http://127.0.0.1:{ports.api}", banner)
         assert await interrupt(dev) == 0, (home / "dev.stderr").read_text()
     finally:
         if dev.returncode is None:

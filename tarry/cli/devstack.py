@@ -209,9 +209,8 @@ async def serve_dev(settings: TarrySettings, data_dir: Path, guide_tour: str | N
                     stack.client, temporal_connection(stack.settings), stack.settings, pollers=False
                 )
                 summary = [*stack.summary(), _api_line(stack.settings, api), *found.lines]
-                if guide_tour is not None and stack.scripted is not None:
-                    guide = tour.TOURS[guide_tour]
-                    summary.append(f"Tour       {guide_tour}: {guide}, 'Try it offline'")
+                if guide_tour is not None:
+                    summary.append(_tour_line(guide_tour, played=stack.scripted is not None))
                 for line in [*summary, *(f"problem: {p}" for p in found.problems)]:
                     print(line, flush=True)
                 print("Ctrl-C to stop.", flush=True)
@@ -221,6 +220,14 @@ async def serve_dev(settings: TarrySettings, data_dir: Path, guide_tour: str | N
             print(f"error: {e}", file=sys.stderr, flush=True)
             return 1
     return 0
+
+
+def _tour_line(name: str, *, played: bool) -> str:
+    """Where the guide's tour is told, or why it is not played: only the offline model
+    plays scripts."""
+    if not played:
+        return f"Tour       {name}: not played, a model is configured (unset OPENAI_*)"
+    return f"Tour       {name}: {tour.TOURS[name]}, 'Try it offline'"
 
 
 @asynccontextmanager
