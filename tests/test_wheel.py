@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tarry.cli import tour
 from tarry.contracts import Phase
 from tests.deadline import deadline
 from tests.test_demo import in_order, run_id_in
@@ -59,8 +60,12 @@ def test_the_wheel_ships_every_layer_and_its_types(installed: Installed) -> None
 
     assert "tarry/py.typed" in names
     assert {f"{package}/__init__.py" for package in PACKAGES} <= names
-    # The tour's script and workspace are data files, not modules: they ship too.
-    assert {"tarry/cli/tour/tour-script.json", "tarry/cli/tour/workspace/notes.md"} <= names
+    # The tours' scripts, the teams tour's config and the tour's workspace are data files,
+    # not modules: they ship too, or `tarry dev` and its tours break in a wheel.
+    tours = {f"tarry/cli/tour/{name}.json" for name in tour.TOURS}
+    assert tours <= names
+    assert {"tarry/cli/tour/tour-script.json", "tarry/cli/tour/teams.toml"} <= names
+    assert "tarry/cli/tour/workspace/notes.md" in names
     assert not [name for name in names if name.startswith("tests/")]
 
 
