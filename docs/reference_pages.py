@@ -45,11 +45,12 @@ def cli_page() -> str:
     runner = CliRunner()
     for path, _ in commands(root):
         name = " ".join(path)
-        # As a terminal 100 columns wide shows it, without colour.
-        shown = runner.invoke(app, [*path[1:], "--help"], env={"COLUMNS": "100", "NO_COLOR": "1"})
+        # As a terminal 80 columns wide shows it, without colour: a box of 80 fits the
+        # page's content column (docs/stylesheets/extra.css styles `.cli-help`).
+        shown = runner.invoke(app, [*path[1:], "--help"], env={"COLUMNS": "80", "NO_COLOR": "1"})
         if shown.exit_code != 0:
             raise RuntimeError(f"`{name} --help` failed: {shown.output}")
-        lines += [f"## `{name}`", "", "```text", shown.output.rstrip(), "```", ""]
+        lines += [f"## `{name}`", "", "``` {.text .cli-help}", shown.output.rstrip(), "```", ""]
     return "\n".join(lines)
 
 

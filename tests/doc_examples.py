@@ -42,6 +42,7 @@ from types import CodeType
 from pydantic import TypeAdapter
 
 import tarry as exports
+from tarry.cli import tour
 from tarry.client import Tarry
 from tarry.contracts import Phase, RunInput
 from tarry.settings import ConfigError, ConfigFile
@@ -54,10 +55,15 @@ ROOT = Path(__file__).resolve().parent.parent
 COVERED_ELSEWHERE = {
     ("README.md", "Five minutes with the CLI"): "covered by tests/test_tour.py",
     ("docs/getting-started.md", "*"): "covered by tests/test_tour.py",
+    **{
+        (guide, "Try it offline"): "covered by tests/test_guide_tours.py"
+        for guide in tour.TOURS.values()
+    },
 }
 """(page, `##` section, `*` for every one) whose blocks another test runs: the tour, which
 tests/test_tour.py walks through command by command, in the README and in Getting started
-(which it checks holds exactly the README's commands)."""
+(which it checks holds exactly the README's commands); and the guides' offline tours,
+which tests/test_guide_tours.py plays."""
 
 SHELL_COMMANDS = {"tarry", "temporal"}
 """The programs a shell block may run: the CLI and Temporal's, against the test stack."""

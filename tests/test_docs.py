@@ -13,11 +13,13 @@ from types import ModuleType
 import griffe
 import pytest
 import typer
+import yaml
 
 import tarry
 from tarry.cli.app import app
 from tarry.contracts import ErrorCode
 from tarry.settings import TarrySettings
+from tests.browser import chromium, needs_chromium, static_site
 from tests.deadline import deadline
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,21 +44,52 @@ def documented_names() -> list[str]:
     return re.findall(r"^::: ([\w.]+)$", PYTHON_REFERENCE.read_text(), flags=re.MULTILINE)
 
 
-def test_scripts_docs_builds_the_site_with_warnings_as_errors_and_says_where(
-    tmp_path: Path,
-) -> None:
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """The site `scripts/docs` builds, and how the build went."""
+    directory = tmp_path_factory.mktemp("site")
     built = subprocess.run(
-        [ROOT / "scripts" / "docs", "--site-dir", str(tmp_path)],
+        [ROOT / "scripts" / "docs", "--site-dir", str(directory)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=deadline(300),
     )
+    return directory, built
+
+
+def test_scripts_docs_builds_the_site_with_warnings_as_errors_and_says_where(
+    site: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    directory, built = site
 
     assert built.returncode == 0, built.stderr[-3000:]
-    assert built.stdout == f"built the docs site in {tmp_path}\n"
-    assert (tmp_path / "reference" / "errors" / "index.html").exists()
-    assert "RUN_ID_INVALID" in (tmp_path / "reference" / "errors" / "index.html").read_text()
+    assert built.stdout == f"built the docs site in {directory}\n"
+    assert (directory / "reference" / "errors" / "index.html").exists()
+    assert "RUN_ID_INVALID" in (directory / "reference" / "errors" / "index.html").read_text()
+
+
+OVERFLOWING = """return [...document.querySelectorAll('.md-typeset pre > code')]
+    .filter(code => code.scrollWidth > code.clientWidth)
+    .map(code => code.textContent.split('\\n')[0]);"""
+"""The first line of each code block whose text is wider than its box (it scrolls)."""
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [1280, 1000])
+def test_the_command_reference_boxes_fit_the_page_in_a_browser(
+    site: tuple[Path, subprocess.CompletedProcess[str]], width: int
+) -> None:
+    directory, built = site
+    assert built.returncode == 0, built.stderr[-3000:]
+
+    with static_site(directory) as url, chromium(width) as browser:
+        browser.get(f"{url}/reference/cli/")
+        overflowing = browser.execute_script(OVERFLOWING)
+        blocks = browser.execute_script("return document.querySelectorAll('.cli-help').length")
+
+    assert blocks > 30  # every command's help, each in its box
+    assert overflowing == []
 
 
 def test_every_command_is_in_the_command_line_reference() -> None:
@@ -121,6 +154,29 @@ def test_a_documented_name_and_its_public_methods_have_docstrings(name: str) -> 
         ]
 
     assert undocumented == []
+
+
+def test_the_documented_docstrings_are_prose_as_the_site_renders_them() -> None:
+    options = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["plugins"]
+    [python] = [p["mkdocstrings"]["handlers"]["python"] for p in options if "mkdocstrings" in p]
+    modules = {name.rpartition(".")[0] for name in documented_names()}
+    loaded = {m: griffe.load(m, search_paths=[str(ROOT)]) for m in modules}
+    documented: list[griffe.Object | griffe.Alias] = []
+    for name in documented_names():
+        module, _, member = name.rpartition(".")
+        obj = loaded[module][member] if member else loaded[module]
+        documented += [obj, *(m for n, m in obj.members.items() if not n.startswith("_"))]
+    sectioned = {
+        (obj.path, style.value, section.kind.value)
+        for obj in documented
+        if not obj.is_alias and obj.docstring is not None
+        for style in (griffe.Parser.google, griffe.Parser.numpy, griffe.Parser.sphinx)
+        for section in obj.docstring.parse(style)
+        if section.kind is not griffe.DocstringSectionKind.text
+    }
+
+    assert python["options"]["docstring_style"] is None  # rendered as the Markdown it is
+    assert sectioned == set()  # no Args:/Returns: block that would show as raw text
 
 
 def test_the_readme_is_a_landing_page_of_at_most_250_lines() -> None:

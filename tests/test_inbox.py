@@ -7,20 +7,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import html
-import shutil
-import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
 import httpx
 import pytest
-from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.command import Command
@@ -40,6 +35,7 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.testing.scripted_model import ScriptedModel, call, say
+from tests.browser import chromium, needs_chromium, static_site
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.http_api import TOKEN, Api, serving
@@ -53,11 +49,7 @@ from tests.test_notifications import receiver as receiver
 from tests.test_retrying import LONG_OUTAGE
 from tests.test_sub_agents import PLANNER, plan_the_launch
 
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM and CHROMEDRIVER),
-    reason="needs Debian's chromium and chromium-driver (scripts/test installs them as root)",
-)
+pytestmark = needs_chromium
 WAITING = {Phase.WAITING_USER}
 PATIENCE = deadline(30)
 T = TypeVar("T")
@@ -65,29 +57,8 @@ T = TypeVar("T")
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[WebDriver]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    # The flags keep Chromium from reaching for Google's hosts, which this machine cannot.
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-quic",
-        "--no-first-run",
-        "--window-size=1280,900",
-        # A name that resolves to this machine, as an attacker's would after DNS rebinding;
-        # no other name resolves (/docs names a CDN): nothing is fetched from elsewhere.
-        "--host-resolver-rules=MAP evil.example 127.0.0.1, MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
-    yield driver
-    driver.quit()
+    with chromium() as driver:
+        yield driver
 
 
 @pytest.fixture
@@ -825,23 +796,12 @@ async def test_a_person_switches_a_failing_run_s_model_and_retries_in_the_inbox(
 # --- Other sites' pages ----------------------------------------------------------
 
 
-class _Quiet(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def other_site(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """(URL, directory) of a second web server on another loopback port: another origin,
     as an attacker's page is, serving the files the test writes into the directory."""
-    server = ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(tmp_path))
-    )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}", tmp_path
-    server.shutdown()
-    server.server_close()
+    with static_site(tmp_path) as url:
+        yield url, tmp_path
 
 
 async def test_another_site_framing_a_run_s_page_shows_nothing(

@@ -10,6 +10,8 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,9 +99,9 @@ class Tour:
         return self.step(name).state
 
 
-async def run_command(command: str, env: dict[str, str], cwd: Path) -> str:
-    """One tour line through bash, as typed in a terminal; its output. An assignment
-    (`RUN=$(...)`) sets its variable in `env` for the lines after it."""
+async def shell(command: str, env: dict[str, str], cwd: Path) -> tuple[int, str]:
+    """One line of a tour through bash, as typed in a terminal; its exit code and output.
+    An assignment (`RUN=$(...)`) sets its variable in `env` for the lines after it."""
     assigned = ASSIGNMENT.match(command)
     script = f'{command}\nprintf %s "${assigned["name"]}"' if assigned else command
     process = await asyncio.create_subprocess_exec(
@@ -111,49 +113,83 @@ async def run_command(command: str, env: dict[str, str], cwd: Path) -> str:
     )  # fmt: skip
     out, _ = await asyncio.wait_for(process.communicate(), COMMAND_TIMEOUT)
     output = out.decode()
-    assert process.returncode == 0, f"{command}\n{output}"
-    if assigned:
+    assert process.returncode is not None
+    if assigned and process.returncode == 0:
         env[assigned["name"]] = output
+    return process.returncode, output
+
+
+async def run_command(command: str, env: dict[str, str], cwd: Path) -> str:
+    """A tour line that must succeed (`shell`); its output."""
+    code, output = await shell(command, env, cwd)
+    assert code == 0, f"{command}\n{output}"
     return output
 
 
-@pytest.fixture(scope="module")
-async def played(tmp_path_factory: pytest.TempPathFactory) -> Tour:
-    """The README's tour, played once for the tests below: `tarry dev` started as its
-    first block says, in a fresh directory on free ports, then every command of its
-    second block, each checked to exit 0, with the run's state after each."""
-    stack, commands = readme_tour()
-    assert [_command(line) for line in stack] == ["tarry dev"]
-    home, ports = tmp_path_factory.mktemp("tour"), Ports()
-    bin_dir = str(Path(sys.executable).parent)  # where `tarry` is installed
+@dataclass(frozen=True)
+class Dev:
+    """A `tarry dev` a tour runs beside: the environment its commands run in, and a
+    client of its Temporal server to look at the runs with."""
+
+    env: dict[str, str]
+    tarry: Tarry
+    api: str
+    banner: list[str]
+    """What `tarry dev` printed up to "Ctrl-C to stop"."""
+
+
+@asynccontextmanager
+async def tarry_dev(home: Path, bin_dir: Path, command: str) -> AsyncIterator[Dev]:
+    """`command` (`tarry dev ...`, from a guide) started in `home` on free ports, with
+    `tarry` the one in `bin_dir` (this venv's, or a venv the built wheel was installed
+    into); Ctrl-C'd at the end, checked to exit 0 and leave nothing behind."""
+    ports = Ports()
     env = stack_env(ports, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     with (home / "dev.stderr").open("wb") as stderr:
         dev = await asyncio.create_subprocess_exec(
-            *shlex.split(stack[0], comments=True),
+            *shlex.split(command, comments=True),
             env=env, cwd=home,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=stderr,
         )  # fmt: skip
     try:
-        await read_until(dev, "Ctrl-C to stop")
-        tarry = Tarry(await client_of(ports))
-        steps = []
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ports.api}") as inbox:
-            for command in commands:
-                output = await run_command(command, env, home)
-                state = await tarry.get(env["RUN"]).state()
-                listed = await inbox.get("/v1/runs", params={"waiting_for": "approval"})
-                waiting = [run["id"] for run in listed.json()["runs"]]
-                steps.append(Step(command, output, state, waiting))
-        transcript = await tarry.get(env["RUN"]).transcript()
+        banner = await read_until(dev, "Ctrl-C to stop")
+        yield Dev(env, Tarry(await client_of(ports)), f"http://127.0.0.1:{ports.api}", banner)
         assert await interrupt(dev) == 0, (home / "dev.stderr").read_text()
     finally:
         if dev.returncode is None:
             dev.kill()
             await dev.wait()
     await assert_nothing_left(ports, home / ".tarry", set())
-    return Tour(env["RUN"], steps, transcript, home / ".tarry" / "workspaces" / env["RUN"])
+
+
+async def play_readme_tour(home: Path, bin_dir: Path) -> Tour:
+    """The README's tour, played as a person plays it: `tarry dev` started as its first
+    block says, then every command of its second block, each checked to exit 0, with the
+    run's state after each."""
+    stack, commands = readme_tour()
+    assert [_command(line) for line in stack] == ["tarry dev"]
+    async with (
+        tarry_dev(home, bin_dir, stack[0]) as dev,
+        httpx.AsyncClient(base_url=dev.api) as inbox,
+    ):
+        steps = []
+        for command in commands:
+            output = await run_command(command, dev.env, home)
+            state = await dev.tarry.get(dev.env["RUN"]).state()
+            listed = await inbox.get("/v1/runs", params={"waiting_for": "approval"})
+            waiting = [run["id"] for run in listed.json()["runs"]]
+            steps.append(Step(command, output, state, waiting))
+        run_id = dev.env["RUN"]
+        transcript = await dev.tarry.get(run_id).transcript()
+    return Tour(run_id, steps, transcript, home / ".tarry" / "workspaces" / run_id)
+
+
+@pytest.fixture(scope="module")
+async def played(tmp_path_factory: pytest.TempPathFactory) -> Tour:
+    """The README's tour, played once for the tests below with this venv's `tarry`."""
+    return await play_readme_tour(tmp_path_factory.mktemp("tour"), Path(sys.executable).parent)
 
 
 def tool_calls(transcript: list[ChatMessage]) -> list[str]:

@@ -136,12 +136,14 @@ async def dev_stack(
     *,
     script: Iterable[ScriptStep] = (),
     isolate_on_reuse: bool = False,
+    guide_tour: str | None = None,
 ) -> AsyncIterator[DevStack]:
     """Starts (or reuses) the dev server, the model and a worker; stops what it started.
 
     The offline scripted model plays the tour's conversation for a run that opens with
     its prompt, and answers other requests with `script`, in order; past it, it echoes
-    the user. `isolate_on_reuse` gives the worker a task queue of its own when a server
+    the user; with `guide_tour` (`tour.TOURS`), it plays that guide's tour too.
+    `isolate_on_reuse` gives the worker a task queue of its own when a server
     was already running, because a worker already polling the shared queue (another
     `tarry dev`, with another model) would otherwise pick up the caller's runs.
     """
@@ -152,7 +154,9 @@ async def dev_stack(
         scripted = None
         if uses_offline_model(settings):
             scripted = ScriptedModel(
-                script, conversations=tour.script().conversations, when_exhausted="echo"
+                script,
+                conversations=tour.script(guide_tour).conversations,
+                when_exhausted="echo",
             )
             await scripted.start()
             stack.push_async_callback(scripted.close)
@@ -189,18 +193,24 @@ def _api_line(settings: TarrySettings, api: str) -> str:
     )
 
 
-async def serve_dev(settings: TarrySettings, data_dir: Path) -> int:
-    """`tarry dev`: serves until SIGINT or SIGTERM (0), or until a `DevStackError` (1)."""
+async def serve_dev(settings: TarrySettings, data_dir: Path, guide_tour: str | None = None) -> int:
+    """`tarry dev`: serves until SIGINT or SIGTERM (0), or until a `DevStackError` (1).
+    `guide_tour` names a guide's tour for the offline model to play (`--tour`)."""
     # Only trouble, one line per expected failure: the summary says where everything is.
     configure_logging(logging.WARNING)
     async with stop_signals() as stop:
         try:
-            async with dev_stack(settings, data_dir) as stack, serving_api(stack) as api:
+            async with (
+                dev_stack(settings, data_dir, guide_tour=guide_tour) as stack,
+                serving_api(stack) as api,
+            ):
                 # `tarry doctor`'s report too, but for the pollers: the worker is starting.
                 found = await report(
                     stack.client, temporal_connection(stack.settings), stack.settings, pollers=False
                 )
                 summary = [*stack.summary(), _api_line(stack.settings, api), *found.lines]
+                if guide_tour is not None:
+                    summary.append(_tour_line(guide_tour, played=stack.scripted is not None))
                 for line in [*summary, *(f"problem: {p}" for p in found.problems)]:
                     print(line, flush=True)
                 print("Ctrl-C to stop.", flush=True)
@@ -210,6 +220,14 @@ async def serve_dev(settings: TarrySettings, data_dir: Path) -> int:
             print(f"error: {e}", file=sys.stderr, flush=True)
             return 1
     return 0
+
+
+def _tour_line(name: str, *, played: bool) -> str:
+    """Where the guide's tour is told, or why it is not played: only the offline model
+    plays scripts."""
+    if not played:
+        return f"Tour       {name}: not played, a model is configured (unset OPENAI_*)"
+    return f"Tour       {name}: {tour.TOURS[name]}, 'Try it offline'"
 
 
 @asynccontextmanager

@@ -7,12 +7,14 @@ so the commands that talk to runs start without loading a worker or a model serv
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from tarry.cli.common import FLAG, CliError, Panel, connect, run_command
+from tarry.cli import tour
+from tarry.cli.common import FLAG, CliError, Panel, connect, fail, run_command
 from tarry.entrypoint import settings_or_exit
 from tarry.logs import configure_logging
 
@@ -23,7 +25,17 @@ commands = typer.Typer()
 
 
 @commands.command(rich_help_panel=Panel.LOCAL)
-def dev(data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
+def dev(
+    data_dir: DataDir = DEFAULT_DATA_DIR,
+    guide_tour: Annotated[
+        str | None,
+        typer.Option(
+            "--tour",
+            metavar="|".join(tour.TOURS),
+            help="Also play a guide's offline tour (its commands are in that guide).",
+        ),
+    ] = None,
+) -> None:
     """Run all a run needs on this machine until Ctrl-C: Temporal, a model and a worker.
 
     The model is the offline scripted one unless one is configured; runs survive a
@@ -31,7 +43,24 @@ def dev(data_dir: DataDir = DEFAULT_DATA_DIR) -> None:
     """
     from tarry.cli.devstack import serve_dev
 
-    raise typer.Exit(run_command(serve_dev(settings_or_exit(), data_dir)))
+    if guide_tour is not None:
+        _use_tour_config(guide_tour)
+    raise typer.Exit(run_command(serve_dev(settings_or_exit(), data_dir, guide_tour)))
+
+
+def _use_tour_config(name: str) -> None:
+    """Checks `--tour NAME`, and points TARRY_CONFIG at the tour's config file when it has
+    one (the teams tour's sub-agent), before the settings read it. A config of the user's
+    is not overridden behind their back: it is refused."""
+    if name not in tour.TOURS:
+        fail(f"--tour {name!r}: choose one of {', '.join(tour.TOURS)}", exit_code=2)
+    path = tour.config(name)
+    if path is None:
+        return
+    for variable in ("TARRY_CONFIG", "TARRY_MODELS_FILE"):
+        if os.environ.get(variable):
+            fail(f"--tour {name} brings its own config ({path}); unset {variable}", exit_code=2)
+    os.environ["TARRY_CONFIG"] = str(path)
 
 
 @commands.command(rich_help_panel=Panel.LOCAL)

@@ -6,6 +6,10 @@ offline model plays its conversation when a run opens with the tour's prompt, an
 everything else. `workspace/` holds the files a new run's workspace starts with under
 `tarry dev` (and the demo, which plays the same conversation), so the agent has notes
 to read.
+
+The guides' tours (`TOURS`: approvers, rules, sub-agents, forking, interrupting), each played with
+`tarry dev --tour NAME`, are script files beside it, `NAME.json`; a tour that needs
+the workers' config (the teams tour's sub-agent) has its `NAME.toml` too.
 """
 
 from __future__ import annotations
@@ -20,9 +24,31 @@ WORKSPACE = HERE / "workspace"
 """The template of a new run's workspace under `tarry dev`."""
 
 
-def script() -> Script:
-    """The tour's script file, as the offline model plays it."""
-    return Script.from_json(SCRIPT_FILE.read_text(encoding="utf-8"))
+TOURS = {
+    "approvers": "docs/guides/people.md",
+    "rules": "docs/guides/approvals.md",
+    "teams": "docs/guides/teams.md",
+    "fork": "docs/guides/forking.md",
+    "interrupt": "docs/guides/replies.md",
+}
+"""The guides' tours, each the offline model's with `tarry dev --tour NAME`, and the
+guide whose "Try it offline" section gives its commands."""
+
+
+def script(name: str | None = None) -> Script:
+    """The tour's script file, as the offline model plays it; with a guide's tour
+    `name`, that tour's conversations too."""
+    played = Script.from_json(SCRIPT_FILE.read_text(encoding="utf-8"))
+    if name is not None:
+        guide = Script.from_json((HERE / f"{name}.json").read_text(encoding="utf-8"))
+        played.conversations += guide.conversations
+    return played
+
+
+def config(name: str) -> Path | None:
+    """The config file (`TARRY_CONFIG`) the guide's tour `name` needs, if any."""
+    path = HERE / f"{name}.toml"
+    return path if path.is_file() else None
 
 
 def conversation() -> Conversation:

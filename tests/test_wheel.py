@@ -1,0 +1,110 @@
+"""Tarry as a user gets it without a clone: the wheel `scripts/build` makes, installed with
+its `cli` extra into a fresh venv of its own, runs the demo and the README's tour. Slow (a
+build and an install; pip's cache makes the downloads local after the first run), so one
+build and one venv serve every test here."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import venv
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tarry.cli import tour
+from tarry.contracts import Phase
+from tests.deadline import deadline
+from tests.test_demo import in_order, run_id_in
+from tests.test_devstack import STARTUP_TIMEOUT, Ports, assert_nothing_left, stack_env
+from tests.test_tour import play_readme_tour, tool_calls
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("tarry", "workflows", "activities", "workers")
+"""pyproject.toml's packages: every layer of the design ships."""
+INSTALL_TIMEOUT = deadline(600)
+
+
+@dataclass(frozen=True)
+class Installed:
+    wheel: Path
+    bin: Path
+    """The fresh venv's `bin/`, where the wheel's `tarry` is."""
+    home: Path
+    """A directory outside the clone, so nothing can import the clone's sources."""
+
+
+def _run(*command: str | Path, cwd: Path) -> str:
+    done = subprocess.run(
+        command, cwd=cwd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT, check=False
+    )
+    assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """The wheel `scripts/build` writes, installed as the README says into a new venv."""
+    work = tmp_path_factory.mktemp("wheel")
+    wheel = Path(_run(ROOT / "scripts" / "build", work / "dist", cwd=ROOT).strip().splitlines()[-1])
+    venv.create(work / "venv", with_pip=True)
+    python = work / "venv" / "bin" / "python"
+    _run(python, "-m", "pip", "install", "--quiet", f"{wheel}[cli]", cwd=work)
+    return Installed(wheel, python.parent, work)
+
+
+def test_the_wheel_ships_every_layer_and_its_types(installed: Installed) -> None:
+    names = set(zipfile.ZipFile(installed.wheel).namelist())
+
+    assert "tarry/py.typed" in names
+    assert {f"{package}/__init__.py" for package in PACKAGES} <= names
+    # The tours' scripts, the teams tour's config and the tour's workspace are data files,
+    # not modules: they ship too, or `tarry dev` and its tours break in a wheel.
+    tours = {f"tarry/cli/tour/{name}.json" for name in tour.TOURS}
+    assert tours <= names
+    assert {"tarry/cli/tour/tour-script.json", "tarry/cli/tour/teams.toml"} <= names
+    assert "tarry/cli/tour/workspace/notes.md" in names
+    assert not [name for name in names if name.startswith("tests/")]
+
+
+def test_the_installed_tarry_is_the_wheel_not_the_clone(installed: Installed) -> None:
+    where = _run(
+        installed.bin / "python", "-c", "import tarry, workers; print(tarry.__file__)",
+        cwd=installed.home,
+    )  # fmt: skip
+
+    assert Path(where.strip()).is_relative_to(installed.bin.parent)
+
+
+async def test_the_installed_wheel_runs_the_demo_end_to_end(installed: Installed) -> None:
+    ports, data_dir = Ports(), installed.home / "demo-data"
+    process = await asyncio.create_subprocess_exec(
+        installed.bin / "tarry", "demo", "--data-dir", str(data_dir),
+        env=stack_env(ports), cwd=installed.home,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(process.communicate(), STARTUP_TIMEOUT + deadline(60))
+    printed = out.decode()
+
+    assert process.returncode == 0, printed
+    run_id = run_id_in(printed)
+    assert in_order(
+        printed, "→ list_files()", "→ write_file(", "→ finish(", f"Completed run {run_id}"
+    )
+    assert (data_dir / "workspaces" / run_id / "actions.md").is_file()
+    await assert_nothing_left(ports, data_dir, set())
+
+
+async def test_the_installed_wheel_plays_the_readme_tour(installed: Installed) -> None:
+    home = installed.home / "tour"
+    home.mkdir()
+
+    tour = await play_readme_tour(home, installed.bin)
+
+    assert tour.after("budget").phase is Phase.COMPLETED
+    assert tool_calls(tour.transcript)[-1] == "finish"
+    assert (tour.workspace / "actions.md").is_file()
