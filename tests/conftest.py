@@ -59,6 +59,83 @@ def pytest_configure(config: pytest.Config) -> None:
     _interruptible()
 
 
+TIERS = ("unit", "workflow", "e2e", "replay")
+"""The suite's tiers, one marker each, described in pyproject.toml's `markers`
+(`scripts/test -m unit`, `-m "not e2e"`): every test has exactly one, given by
+`pytest_collection_modifyitems` from the tables below and the fixtures it uses, so that
+no test file says its own. `--strict-markers` refuses a tier pyproject.toml lacks."""
+
+REPLAY = {"test_replay.py"}
+END_TO_END = {
+    # Whole files: most of their tests run processes, stacks or a browser.
+    "test_api_contract.py",
+    "test_bench.py",
+    "test_chat.py",
+    "test_cli_colour.py",
+    "test_client_scripts.py",
+    "test_compose.py",
+    "test_config_errors.py",
+    "test_connection.py",
+    "test_demo.py",
+    "test_devstack.py",
+    "test_doc_examples.py",
+    "test_inbox.py",
+    "test_mcp_server.py",
+    "test_mcp_tools.py",
+    "test_outside_callers.py",
+    "test_real_model.py",
+    "test_sdk_legacy_query_bug.py",
+    "test_server_restart.py",
+    "test_soak.py",
+    "test_tour.py",
+    "test_typed_face.py",
+    "test_ui_readability.py",
+    "test_worker_crash.py",
+    # Single tests of files otherwise of another tier.
+    "test_approvals.py::test_an_approval_survives_a_killed_worker_and_runs_the_tool_once",
+    "test_cli.py::test_ctrl_c_during_send_pauses_the_run_and_a_second_one_leaves",
+    "test_cli.py::test_ctrl_c_while_the_answer_streams_says_so_on_a_line_of_its_own",
+    "test_cli.py::test_scripted_model_serves_its_script_until_ctrl_c",
+    "test_cli.py::test_watch_prints_messages_as_they_come_and_exits_at_the_stop_point",
+    "test_cli.py::test_worker_serves_runs_until_sigterm",
+    "test_docs.py::test_scripts_docs_builds_the_site_with_warnings_as_errors_and_says_where",
+    "test_doctor.py::test_missing_search_attributes_are_a_problem_whose_command_creates_them",
+    "test_encryption.py::test_a_malformed_key_is_one_error_line",
+    "test_encryption.py::test_the_codec_server_refuses_to_start_without_a_key",
+    "test_encryption.py::test_the_temporal_cli_shows_plain_text_through_the_codec_server",
+    "test_http_api_auth.py::test_with_no_tokens_a_non_loopback_host_is_refused",
+    "test_layers.py::test_a_client_and_a_worker_load_without_any_extra",
+    "test_layers.py::test_the_tarry_command_without_its_extra_says_how_to_install_it",
+    "test_scripted_model.py::test_cli_serves_a_script_until_sigterm",
+    "test_scripted_model.py::test_the_guides_example_script_plays_as_the_guide_says",
+    "test_secrets.py::test_no_api_key_in_the_worker_process_logs",
+    "test_streaming.py::test_watch_in_a_terminal_shows_the_words_before_the_answer_ends",
+    "test_streaming.py::test_watch_shows_an_answer_longer_than_the_publish_limit_whole_and_once",
+}
+"""The end-to-end tests, by file or by `file::test` (all of its parameters)."""
+TEMPORAL_SERVERS = {"temporal", "time_skipping"}
+"""The fixtures of a Temporal server: a test that uses one, itself or through another
+(`agent`, `cli`, `api`, ...), is a workflow test unless the tables say otherwise."""
+
+
+def tier(item: pytest.Item) -> str:
+    """The tier of `item`, one of `TIERS`."""
+    file = item.path.name
+    if file in REPLAY:
+        return "replay"
+    name = getattr(item, "originalname", item.name)
+    if file in END_TO_END or f"{file}::{name}" in END_TO_END:
+        return "e2e"
+    if TEMPORAL_SERVERS & set(getattr(item, "fixturenames", ())):
+        return "workflow"
+    return "unit"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(tier(item))
+
+
 def _interruptible() -> None:
     """Tests press Ctrl-C as a person at a terminal does, where SIGINT interrupts. A suite
     started in the background by a shell without job control (`scripts/test &` in a
