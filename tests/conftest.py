@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from pydantic import SecretStr
@@ -35,6 +35,10 @@ from tests.deadline import HEARTBEAT, deadline
 from tests.faults import replay
 from workers.plugin import TarryPlugin
 from workflows.agent_run import AgentRunWorkflow
+
+if TYPE_CHECKING:
+    from tests.cli import Cli, Gate
+    from tests.http_api import Access, Api
 
 CANARY_KEY = "sk-tarry-canary-0c7f3b9e1d"
 """The API key every test worker holds; it must never show up in history."""
@@ -419,6 +423,46 @@ async def agent(agent_factory: Any) -> Agent:
 
 PROVIDERS = ("openai", "anthropic")
 """The dialects the scripted model speaks, as a profile's `provider` names them."""
+
+
+# The fixtures every kind of caller's tests share. Their support modules import this one
+# (for `Agent`), so each is imported where the fixture runs.
+
+
+@pytest.fixture
+def cli(agent: Agent) -> Cli:
+    """The command line that the test's agent serves (`tests/cli.py`)."""
+    from tests.cli import Cli
+
+    return Cli.of(agent)
+
+
+@pytest.fixture
+async def gated(agent_factory: Callable[..., Awaitable[Agent]]) -> tuple[Cli, Gate]:
+    """A command line whose worker also offers the `gate` tool: a run held mid-turn."""
+    from tests.cli import Cli, Gate
+
+    gate = Gate()
+    agent = await agent_factory(tools=[gate.tool()])
+    return Cli.of(agent), gate
+
+
+@pytest.fixture
+def api_access() -> Access:
+    """Whom the `api` fixture's server lets in: by default anyone on loopback, no
+    token. A module whose API has tokens or people overrides this fixture."""
+    from tests.http_api import Access
+
+    return Access.of()
+
+
+@pytest.fixture
+async def api(agent: Agent, api_access: Access) -> AsyncIterator[Api]:
+    """The HTTP API over the test's agent, with `api_access` (`tests/http_api.py`)."""
+    from tests.http_api import served
+
+    async with served(agent, api_access) as api:
+        yield api
 
 
 @pytest.fixture(params=PROVIDERS)

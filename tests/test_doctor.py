@@ -15,8 +15,8 @@ from google.protobuf.duration_pb2 import Duration
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
 
+from tests.cli import agent_env, cli_env
 from tests.conftest import Agent, temporal_cli
-from tests.test_cli import agent_env, cli_env
 from tests.test_connection import tarry
 
 

@@ -15,9 +15,9 @@ from temporalio.client import Client
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.codec import new_key
 from tarry.contracts import ErrorCode, RunInput
+from tests.cli import Cli
 from tests.conftest import Agent
 from tests.http_api import serving
-from tests.test_cli import Cli, agent_env
 from tests.test_large_payloads import storing_client
 
 REASON = "Failed decoding arguments"
@@ -51,7 +51,7 @@ async def test_the_client_says_the_run_is_stuck_and_why(stuck: tuple[Agent, RunH
 async def test_tarry_status_says_the_run_is_stuck_and_why(stuck: tuple[Agent, RunHandle]) -> None:
     agent, run = stuck
 
-    result = await Cli(agent_env(agent), agent)("status", run.id)
+    result = await Cli.of(agent)("status", run.id)
 
     result.assert_one_error_line("error: RUN_TASK_FAILING:")
     assert REASON in result.err
@@ -74,7 +74,7 @@ async def test_the_api_answers_502_run_task_failing_with_the_reason(
 async def test_tarry_doctor_names_the_stuck_run_and_why(stuck: tuple[Agent, RunHandle]) -> None:
     agent, run = stuck
 
-    result = await Cli(agent_env(agent), agent)("doctor")
+    result = await Cli.of(agent)("doctor")
 
     assert result.code == 1, result
     problems = [line for line in result.out.splitlines() if line.startswith("problem: ")]
