@@ -49,9 +49,16 @@ def configure_command_logging() -> None:
     """How a one-shot command (`tarry start`, `tarry send`) logs: what the client warns
     of, such as a start whose tool check waits for a worker none polls for, is one
     line on standard error, and nothing below a warning is."""
+    logging.basicConfig(level=logging.WARNING, handlers=[command_log_handler()])
+
+
+def command_log_handler() -> logging.Handler:
+    """A one-shot command's log lines (`warning: message`) on standard error, as it is
+    when this is called: apart so that a command run inside a process that goes on (as
+    the tests run most) logs its lines where its own standard error is."""
     handler = logging.StreamHandler()
     handler.setFormatter(_Line())
-    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    return handler
 
 
 def configure_logging(level: int = logging.INFO) -> None:

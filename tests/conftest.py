@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from pydantic import SecretStr
@@ -36,6 +36,10 @@ from tests.faults import replay
 from workers.plugin import TarryPlugin
 from workflows.agent_run import AgentRunWorkflow
 
+if TYPE_CHECKING:
+    from tests.cli import Cli, Gate
+    from tests.http_api import Access, Api
+
 CANARY_KEY = "sk-tarry-canary-0c7f3b9e1d"
 """The API key every test worker holds; it must never show up in history."""
 HISTORIES = Path(__file__).parent / "histories"
@@ -57,6 +61,86 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("timeout", None) is None and config.getini("timeout"):
         config.option.timeout = deadline(float(config.getini("timeout")))
     _interruptible()
+
+
+TIERS = ("unit", "workflow", "e2e", "replay")
+"""The suite's tiers, one marker each, described in pyproject.toml's `markers`
+(`scripts/test -m unit`, `-m "not e2e"`): every test has exactly one, given by
+`pytest_collection_modifyitems` from the tables below and the fixtures it uses, so that
+no test file says its own. `--strict-markers` refuses a tier pyproject.toml lacks."""
+
+REPLAY = {"test_replay.py"}
+END_TO_END = {
+    # Whole files: most of their tests run processes, stacks or a browser.
+    "test_api_contract.py",
+    "test_bench.py",
+    "test_chat.py",
+    "test_cli_colour.py",
+    "test_client_scripts.py",
+    "test_compose.py",
+    "test_config_errors.py",
+    "test_connection.py",
+    "test_demo.py",
+    "test_devstack.py",
+    "test_doc_examples.py",
+    "test_guide_tours.py",
+    "test_inbox.py",
+    "test_mcp_server.py",
+    "test_mcp_tools.py",
+    "test_outside_callers.py",
+    "test_real_model.py",
+    "test_rolling_deploy.py",
+    "test_sdk_legacy_query_bug.py",
+    "test_server_restart.py",
+    "test_soak.py",
+    "test_tour.py",
+    "test_typed_face.py",
+    "test_ui_readability.py",
+    "test_wheel.py",
+    "test_worker_crash.py",
+    # Single tests of files otherwise of another tier.
+    "test_approvals.py::test_an_approval_survives_a_killed_worker_and_runs_the_tool_once",
+    "test_cli.py::test_ctrl_c_during_send_pauses_the_run_and_a_second_one_leaves",
+    "test_cli.py::test_ctrl_c_while_the_answer_streams_says_so_on_a_line_of_its_own",
+    "test_cli.py::test_scripted_model_serves_its_script_until_ctrl_c",
+    "test_cli.py::test_watch_prints_messages_as_they_come_and_exits_at_the_stop_point",
+    "test_cli.py::test_worker_serves_runs_until_sigterm",
+    "test_docs.py::test_scripts_docs_builds_the_site_with_warnings_as_errors_and_says_where",
+    "test_doctor.py::test_missing_search_attributes_are_a_problem_whose_command_creates_them",
+    "test_encryption.py::test_a_malformed_key_is_one_error_line",
+    "test_encryption.py::test_the_codec_server_refuses_to_start_without_a_key",
+    "test_encryption.py::test_the_temporal_cli_shows_plain_text_through_the_codec_server",
+    "test_http_api_auth.py::test_with_no_tokens_a_non_loopback_host_is_refused",
+    "test_layers.py::test_a_client_and_a_worker_load_without_any_extra",
+    "test_layers.py::test_the_tarry_command_without_its_extra_says_how_to_install_it",
+    "test_scripted_model.py::test_cli_serves_a_script_until_sigterm",
+    "test_scripted_model.py::test_the_guides_example_script_plays_as_the_guide_says",
+    "test_secrets.py::test_no_api_key_in_the_worker_process_logs",
+    "test_streaming.py::test_watch_in_a_terminal_shows_the_words_before_the_answer_ends",
+    "test_streaming.py::test_watch_shows_an_answer_longer_than_the_publish_limit_whole_and_once",
+}
+"""The end-to-end tests, by file or by `file::test` (all of its parameters)."""
+TEMPORAL_SERVERS = {"temporal", "time_skipping"}
+"""The fixtures of a Temporal server: a test that uses one, itself or through another
+(`agent`, `cli`, `api`, ...), is a workflow test unless the tables say otherwise."""
+
+
+def tier(item: pytest.Item) -> str:
+    """The tier of `item`, one of `TIERS`."""
+    file = item.path.name
+    if file in REPLAY:
+        return "replay"
+    name = getattr(item, "originalname", item.name)
+    if file in END_TO_END or f"{file}::{name}" in END_TO_END:
+        return "e2e"
+    if TEMPORAL_SERVERS & set(getattr(item, "fixturenames", ())):
+        return "workflow"
+    return "unit"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(tier(item))
 
 
 def _interruptible() -> None:
@@ -367,6 +451,46 @@ async def agent(agent_factory: Any) -> Agent:
 
 PROVIDERS = ("openai", "anthropic")
 """The dialects the scripted model speaks, as a profile's `provider` names them."""
+
+
+# The fixtures every kind of caller's tests share. Their support modules import this one
+# (for `Agent`), so each is imported where the fixture runs.
+
+
+@pytest.fixture
+def cli(agent: Agent) -> Cli:
+    """The command line that the test's agent serves (`tests/cli.py`)."""
+    from tests.cli import Cli
+
+    return Cli.of(agent)
+
+
+@pytest.fixture
+async def gated(agent_factory: Callable[..., Awaitable[Agent]]) -> tuple[Cli, Gate]:
+    """A command line whose worker also offers the `gate` tool: a run held mid-turn."""
+    from tests.cli import Cli, Gate
+
+    gate = Gate()
+    agent = await agent_factory(tools=[gate.tool()])
+    return Cli.of(agent), gate
+
+
+@pytest.fixture
+def api_access() -> Access:
+    """Whom the `api` fixture's server lets in: by default anyone on loopback, no
+    token. A module whose API has tokens or people overrides this fixture."""
+    from tests.http_api import Access
+
+    return Access.of()
+
+
+@pytest.fixture
+async def api(agent: Agent, api_access: Access) -> AsyncIterator[Api]:
+    """The HTTP API over the test's agent, with `api_access` (`tests/http_api.py`)."""
+    from tests.http_api import served
+
+    async with served(agent, api_access) as api:
+        yield api
 
 
 @pytest.fixture(params=PROVIDERS)

@@ -58,6 +58,31 @@ class Api:
                 yield sse.event, json.loads(sse.data), sse.id
 
 
+@dataclass(frozen=True)
+class Access:
+    """Whom a served API lets in (its `settings`), and whose token goes with every
+    request a test sends (`token`; none: no `Authorization` header)."""
+
+    settings: TarrySettings
+    token: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        *tokens: str,
+        cors_origins: tuple[str, ...] = (),
+        allowed_hosts: tuple[str, ...] = (),
+    ) -> Access:
+        """The API with `tokens` as TARRY_API_TOKENS (none: anyone on loopback), the
+        test's requests sending the first."""
+        settings = TarrySettings.model_construct(
+            tarry_api_tokens=[SecretStr(t) for t in tokens],
+            tarry_api_cors_origins=list(cors_origins),
+            tarry_api_allowed_hosts=list(allowed_hosts),
+        )
+        return cls(settings, tokens[0] if tokens else None)
+
+
 @asynccontextmanager
 async def serving(
     agent: Agent,
@@ -65,13 +90,17 @@ async def serving(
     cors_origins: tuple[str, ...] = (),
     allowed_hosts: tuple[str, ...] = (),
 ) -> AsyncIterator[Api]:
-    settings = TarrySettings.model_construct(
-        tarry_api_tokens=[SecretStr(t) for t in tokens],
-        tarry_api_cors_origins=list(cors_origins),
-        tarry_api_allowed_hosts=list(allowed_hosts),
-    )
-    async with ApiServer(create_app(agent.tarry, settings), "127.0.0.1", 0) as server:
-        headers = {"Authorization": f"Bearer {tokens[0]}"} if tokens else {}
+    """The API over `agent`, with `Access.of` these."""
+    access = Access.of(*tokens, cors_origins=cors_origins, allowed_hosts=allowed_hosts)
+    async with served(agent, access) as api:
+        yield api
+
+
+@asynccontextmanager
+async def served(agent: Agent, access: Access) -> AsyncIterator[Api]:
+    """The API over `agent`'s client, with `access`, on a free loopback port."""
+    async with ApiServer(create_app(agent.tarry, access.settings), "127.0.0.1", 0) as server:
+        headers = {"Authorization": f"Bearer {access.token}"} if access.token else {}
         timeout = httpx.Timeout(TIMEOUT, connect=deadline(5))
         async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=timeout) as http:
             yield Api(http, agent, server.url)

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 
-import pytest
 from ag_ui.core import (
     BaseEvent,
     Event,
@@ -25,16 +23,9 @@ from pydantic import TypeAdapter
 
 from tarry.contracts import Phase
 from tarry.testing.scripted_model import call, say
-from tests.conftest import Agent
-from tests.http_api import Api, serving
+from tests.http_api import Api
 
 EVENT: TypeAdapter[BaseEvent] = TypeAdapter(Event)
-
-
-@pytest.fixture
-async def api(agent: Agent) -> AsyncIterator[Api]:
-    async with serving(agent) as api:
-        yield api
 
 
 async def exchange(api: Api, thread: str, *texts: str) -> list[BaseEvent]:

@@ -6,7 +6,6 @@ in its browser. Over real HTTP against a served API: a `Host` that is not this m
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -28,12 +27,6 @@ SECURITY_HEADERS = {
     "x-content-type-options": "nosniff",
     "referrer-policy": "same-origin",
 }
-
-
-@pytest.fixture
-async def api(agent: Agent) -> AsyncIterator[Api]:
-    async with serving(agent) as api:
-        yield api
 
 
 def port_of(api: Api) -> int:

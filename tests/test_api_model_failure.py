@@ -13,19 +13,12 @@ import pytest
 
 from tarry.contracts import ErrorCode, Phase, WaitingFor
 from tarry.testing.scripted_model import ScriptedModel, say
-from tests.conftest import Agent
 from tests.deadline import TIMEOUT
 from tests.http_api import Api, serving
 from tests.test_model_failure import ASK_SOON, WAITING, failing_agent
 from tests.test_retrying import LONG_OUTAGE, retrying_state
 
 SOON = json.loads(ASK_SOON.model_dump_json())
-
-
-@pytest.fixture
-async def api(agent: Agent) -> AsyncIterator[Api]:
-    async with serving(agent) as served:
-        yield served
 
 
 @pytest.fixture

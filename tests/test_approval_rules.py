@@ -19,10 +19,10 @@ from tarry.client import RunHandle, TarryError
 from tarry.contracts import LLM_ACTIVITY, ErrorCode, Phase, RunInput, RunState, WaitingFor
 from tarry.rules import REGEX_TEXT_LIMIT, ApprovalRule, RuleDecision
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
+from tests.cli import Cli
 from tests.conftest import Agent, tool_result
 from tests.deadline import TIMEOUT, deadline
 from tests.http_api import serving
-from tests.test_cli import Cli, agent_env
 from tests.test_http_api import error_of
 
 WAITING = {Phase.WAITING_USER}
@@ -346,7 +346,7 @@ async def test_over_http_a_bad_rule_is_refused_at_start_and_remember_decides_lat
 
 
 async def test_from_the_cli_rules_at_start_and_approve_remember(agent: Agent) -> None:
-    cli = Cli(agent_env(agent), agent)
+    cli = Cli.of(agent)
     agent.model.add(write("drafts/a.md", "w1"), write("drafts/b.md", "w2"), say("Drafted."))
     run = await cli.start("--rule", "write_file:/path=drafts/*:ask", "draft")
     await stopped(run)
@@ -361,7 +361,7 @@ async def test_from_the_cli_rules_at_start_and_approve_remember(agent: Agent) ->
 async def test_the_cli_reads_rules_from_a_file_and_refuses_a_bad_one(
     agent: Agent, tmp_path: Path
 ) -> None:
-    cli = Cli(agent_env(agent), agent)
+    cli = Cli.of(agent)
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     good.write_text(json.dumps([NOTES_FREE, ETC_ASKS]))
     bad.write_text(json.dumps([NOTES_FREE, {"tool": "write_file", "decision": "reject"}]))

@@ -21,10 +21,10 @@ from tarry.client import RunHandle
 from tarry.contracts import ErrorCode, Phase, TranscriptAnswer, TranscriptQuery, WaitingFor
 from tarry.storage import FileStorageDriver
 from tarry.testing.scripted_model import say
+from tests.cli import Cli
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.http_api import serving
-from tests.test_cli import Cli, agent_env
 from tests.test_cli_approvals import until_state
 from tests.test_large_payloads import storing_client
 from workflows.memory import WorkflowInput
@@ -104,7 +104,7 @@ async def test_a_1000_turn_chat_of_32_kib_messages_hands_over_under_2_mib_and_re
     first, last = [replies[0], answers[0]], [replies[-1], answers[-1]]
     whole = [m.content for m in await run.transcript()]
     assert (len(whole), whole[:2], whole[-2:]) == (2 * turns, first, last)
-    cli = Cli(agent_env(agent) | {"TARRY_STORAGE_DIR": str(payload_store)}, agent)
+    cli = Cli.of(agent, TARRY_STORAGE_DIR=str(payload_store))
     shown = json.loads(await cli.ok("show", run.id, "--json", "--from", str(2 * turns - 2)))
     assert [m["content"] for m in shown] == last
     async with serving(agent) as api:

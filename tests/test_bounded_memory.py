@@ -16,11 +16,11 @@ from tarry.pages import PageStore
 from tarry.storage import FileStorageDriver
 from tarry.testing.scripted_model import call, say
 from tests import test_streaming
+from tests.cli import Cli
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.http_api import serving
 from tests.test_approvals import WRITE, gated_run
-from tests.test_cli import Cli, agent_env
 from tests.test_http_api import error_of
 from tests.test_runs_in_flight import handed_over
 from workflows.memory import REPLY_IDS_KEPT, WorkflowInput
@@ -226,7 +226,7 @@ async def test_a_2000_turn_run_shows_its_first_and_last_messages_in_the_cli_and_
     assert len((await answer(agent, "two-thousand")).stored) > 1  # paged, many times over
 
     # The command line reads the pages from the store its settings name, as a deployment's.
-    cli = Cli(agent_env(agent) | {"TARRY_STORAGE_DIR": str(payload_store)}, agent)
+    cli = Cli.of(agent, TARRY_STORAGE_DIR=str(payload_store))
     shown = json.loads(await cli.ok("show", "two-thousand", "--json"))
     assert [m["content"] for m in shown] == expected
     async with serving(agent) as api:

@@ -20,9 +20,9 @@ from tarry.contracts import (
 )
 from tarry.settings import Prices
 from tarry.testing.scripted_model import call, say
+from tests.cli import Cli, until_listed
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT
-from tests.test_cli import Cli, agent_env, until_listed
 
 WAITING = {Phase.WAITING_USER}
 # $2 per million prompt tokens, $10 per million completion tokens.
@@ -127,7 +127,7 @@ async def test_a_run_whose_calls_are_priced_shows_their_cost(agent_factory: Any)
 
     # 1000 * $2/M + 100 * $10/M
     assert state.usage.cost_usd == pytest.approx(0.003)
-    cli = Cli(agent_env(agent), agent)
+    cli = Cli.of(agent)
     status = dict(line.split(maxsplit=1) for line in (await cli.ok("status", run.id)).splitlines())
     assert status["usage"] == "1100 tokens (1000 prompt, 100 completion), $0.0030"
     await until_listed(agent.tarry.client, f"{COST_ATTRIBUTE.name} > 0.0029", run.id)
@@ -150,7 +150,7 @@ async def test_a_run_that_spent_its_cost_budget_waits_and_goes_on_when_raised(
 
 async def test_budget_raises_it_from_the_command_line(agent: Agent) -> None:
     run = await over_budget_run(agent, say("Three files."))
-    cli = Cli(agent_env(agent), agent)
+    cli = Cli.of(agent)
 
     out = await cli.ok("budget", run.id, "--tokens", "5000", "--json")
 
@@ -162,7 +162,7 @@ async def test_budget_raises_it_from_the_command_line(agent: Agent) -> None:
 
 async def test_start_gives_a_run_its_budget_from_the_command_line(agent: Agent) -> None:
     agent.model.add(call("list_files", usage=used(100, 20)))
-    cli = Cli(agent_env(agent), agent)
+    cli = Cli.of(agent)
 
     run = await cli.start("--max-tokens", "100", "--max-cost", "2", "look around")
 

@@ -16,9 +16,9 @@ import pytest
 from tarry.client import RunHandle
 from tarry.contracts import Mode, Phase
 from tarry.testing.scripted_model import call, say
+from tests.cli import TARRY, Gate, agent_env
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
-from tests.test_cli import TARRY, Gate, agent_env
 
 WAITING = {Phase.WAITING_USER}
 PROMPT = "you> "

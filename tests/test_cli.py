@@ -1,17 +1,15 @@
-"""The `tarry` command line as a person or a script meets it: the installed entry point
-run as its own process against the test server, served by the test's in-process worker."""
+"""The `tarry` command line as a person or a script meets it, against the test server,
+served by the test's in-process worker: most commands run in this process, as the entry
+point runs them, and the installed entry point runs as its own process where the process
+is what a test specifies (`tests/cli.py`)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import signal
-import sys
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 
@@ -19,134 +17,24 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from activities.tools import Tool, tool
 from tarry.client import RunHandle, Tarry
 from tarry.contracts import SUMMARY_MEMO, ErrorCode, Phase, RunInput, RunState, Usage
 from tarry.testing.scripted_model import ScriptedModel, call, fail, say
+from tests.cli import (
+    CLOSED_PORT,
+    LIST_HEADER,
+    TARRY,
+    Cli,
+    Gate,
+    cli_env,
+    finish,
+    until_listed,
+)
 from tests.conftest import CANARY_KEY, FAST_TIMEOUTS, Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.test_run_ids import BAD_IDS
 
-TARRY = Path(sys.executable).parent / "tarry"
 WAITING = {Phase.WAITING_USER}
-CLOSED_PORT = "127.0.0.1:1"
-LIST_HEADER = ["run", "phase", "turns", "profile", "waiting", "for", "started", "summary"]
-"""The words of `tarry list`'s header line."""
-
-
-def cli_env(address: str, task_queue: str) -> dict[str, str]:
-    """This environment without Tarry's or Temporal's settings, pointed at the test server."""
-    return connected_env({"TEMPORAL_ADDRESS": address}, task_queue)
-
-
-def connected_env(connection: dict[str, str], task_queue: str) -> dict[str, str]:
-    """This environment without Tarry's or Temporal's settings, connecting with the
-    `TEMPORAL_*` variables of `connection`."""
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith(("OPENAI_", "TARRY_", "TEMPORAL_"))
-    }
-    return env | connection | {"TARRY_TASK_QUEUE": task_queue, "NO_COLOR": "1"}
-
-
-def agent_env(agent: Agent) -> dict[str, str]:
-    """The environment of a command line that `agent`'s worker serves."""
-    return cli_env(agent.tarry.client.service_client.config.target_host, agent.tarry.task_queue)
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    def assert_one_error_line(self, starting: str) -> None:
-        """Failed with one line on stderr that starts with `starting`, and no traceback."""
-        assert self.code != 0, self.out
-        assert len(self.err.splitlines()) == 1, self.err
-        assert self.err.startswith(starting), self.err
-        assert "Traceback" not in self.out + self.err
-
-
-@dataclass
-class Cli:
-    """Runs `tarry` as a subprocess; awaiting it keeps the test's worker serving."""
-
-    env: dict[str, str]
-    agent: Agent
-
-    async def spawn(self, *args: str) -> asyncio.subprocess.Process:
-        return await asyncio.create_subprocess_exec(
-            str(TARRY),
-            *args,
-            env=self.env,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-
-    async def __call__(self, *args: str, stdin: str = "") -> Result:
-        process = await self.spawn(*args)
-        return await finish(process, stdin)
-
-    async def ok(self, *args: str, stdin: str = "") -> str:
-        """Standard output of a command that must succeed quietly."""
-        result = await self(*args, stdin=stdin)
-        assert (result.code, result.err) == (0, ""), result
-        return result.out
-
-    async def start(self, *args: str, stdin: str = "") -> RunHandle:
-        """`tarry start --json ...`; the run joins the agent's runs for the replay check."""
-        run_id = json.loads(await self.ok("start", "--json", *args, stdin=stdin))["run_id"]
-        run = self.agent.tarry.get(run_id)
-        self.agent.runs.append(run)
-        return run
-
-
-async def finish(process: asyncio.subprocess.Process, stdin: str = "") -> Result:
-    out, err = await asyncio.wait_for(process.communicate(stdin.encode()), timeout=deadline(60))
-    assert process.returncode is not None
-    return Result(process.returncode, out.decode(), err.decode())
-
-
-@pytest.fixture
-def cli(agent: Agent) -> Cli:
-    return Cli(agent_env(agent), agent)
-
-
-@dataclass
-class Gate:
-    """A tool that blocks until the test opens it: a run held mid-turn, without sleeps."""
-
-    entered: asyncio.Event = field(default_factory=asyncio.Event)
-    opened: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def tool(self) -> Tool:
-        async def gate() -> str:
-            """Waits for the test."""
-            self.entered.set()
-            await self.opened.wait()
-            return "opened"
-
-        return tool(gate)
-
-
-@pytest.fixture
-async def gated(agent_factory: Callable[..., Awaitable[Agent]]) -> tuple[Cli, Gate]:
-    """A command line whose worker also offers the `gate` tool."""
-    gate = Gate()
-    agent = await agent_factory(tools=[gate.tool()])
-    return Cli(agent_env(agent), agent), gate
-
-
-async def until_listed(client: Client, query: str, run_id: str) -> None:
-    """Visibility trails history by a moment; wait until `query` finds the run."""
-    query = f"{query} AND WorkflowId = '{run_id}'"
-    async with asyncio.timeout(deadline(10)):
-        # Visibility has no change notification to wait on.
-        while not (await client.count_workflows(query)).count:
-            await asyncio.sleep(0.05)
 
 
 # --- Starting and reading runs ---------------------------------------------------------

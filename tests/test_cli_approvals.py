@@ -12,24 +12,17 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tarry.client import RunHandle
 from tarry.contracts import ChatMessage, DecisionRecord, Phase, RunState, WaitingFor
 from tarry.identities import Caller
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
+from tests.cli import LIST_HEADER, Cli, until_listed
 from tests.conftest import Agent, tool_result
 from tests.deadline import TIMEOUT, deadline
-from tests.test_cli import LIST_HEADER, Cli, agent_env, until_listed
 
 WAITING = {Phase.WAITING_USER}
 WRITE = call("write_file", {"path": "a.md", "content": "x"}, id="call_write")
 WRITE_LINE = 'write_file(path="a.md", content="x")'
-
-
-@pytest.fixture
-def cli(agent: Agent) -> Cli:
-    return Cli(agent_env(agent), agent)
 
 
 async def gated_run(agent: Agent, *steps: Any, **input: Any) -> RunHandle:

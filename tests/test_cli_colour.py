@@ -13,9 +13,9 @@ import pexpect
 from tarry.cli.render import message_text
 from tarry.contracts import Phase
 from tarry.testing.scripted_model import say
+from tests.cli import TARRY, agent_env
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
-from tests.test_cli import TARRY, agent_env
 
 ANSI = re.compile(r"\x1b\[([0-9;]*)m")
 # SGR parameters that set a colour: foreground, background, and their bright variants.

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from tarry.contracts import Phase
 from tarry.testing.scripted_model import say
+from tests.cli import Result, agent_env
 from tests.conftest import Agent
 from tests.deadline import deadline
-from tests.test_cli import Result, agent_env
 
 PYTHON_GUIDE = Path(__file__).parent.parent / "docs" / "guides" / "python.md"
 

@@ -20,7 +20,7 @@ from pydantic import SecretStr
 
 from tarry.entrypoint import CONFIG_ERROR_EXIT
 from tarry.settings import MIN_API_TOKEN_LENGTH, TarrySettings
-from tests.test_cli import CLOSED_PORT, TARRY, Result, cli_env, finish
+from tests.cli import CLOSED_PORT, TARRY, Result, cli_env, finish
 
 LONG_TOKEN = "a-token-long-enough-to-keep"
 ENTRY_POINTS = {

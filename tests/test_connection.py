@@ -26,9 +26,9 @@ from temporalio.client import Client
 
 from tarry.contracts import Phase
 from tarry.testing.scripted_model import ScriptedModel, say
+from tests.cli import TARRY, Result, connected_env, finish
 from tests.conftest import Agent, worker_process
 from tests.deadline import TIMEOUT, deadline
-from tests.test_cli import TARRY, Result, connected_env, finish
 from tests.test_config_errors import ENTRY_POINTS, refused, start
 from tests.test_mcp_server import use
 from tests.tls_proxy import Pki, TlsProxy, request_headers, tls_proxy

@@ -19,9 +19,9 @@ from tarry.client import Tarry
 from tarry.contracts import AgentSpec
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel
+from tests.cli import cli_env
 from tests.conftest import CANARY_KEY
 from tests.doc_examples import Block, Kind, Stack, collect, doc_blocks, run_block
-from tests.test_cli import cli_env
 from workers.plugin import TarryPlugin
 
 TASK_QUEUE = "tarry"

@@ -16,10 +16,10 @@ from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
 
 from tarry.contracts import WORKFLOW_TYPE
+from tests.cli import agent_env, cli_env
 from tests.conftest import Agent, temporal_cli
 from tests.deployments import make_current, moved_to, versioned_agent
 from tests.faults import wait_until
-from tests.test_cli import agent_env, cli_env
 from tests.test_connection import tarry
 
 

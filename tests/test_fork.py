@@ -4,7 +4,6 @@ conversation of its own while the original stays untouched and answerable."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -12,10 +11,10 @@ import pytest
 from tarry.client import RunHandle, TarryError
 from tarry.contracts import ErrorCode, ForkOrigin, Phase
 from tarry.testing.scripted_model import say
+from tests.cli import Cli
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT
-from tests.http_api import Api, serving
-from tests.test_cli import Cli, agent_env
+from tests.http_api import Api
 from tests.test_http_api import error_of
 
 WAITING = {Phase.WAITING_USER}
@@ -121,12 +120,6 @@ async def test_a_fork_at_a_message_that_is_not_a_users_is_refused(agent: Agent, 
     assert "its user messages: 0, 2" in str(refused.value)
 
 
-@pytest.fixture
-async def api(agent: Agent) -> AsyncIterator[Api]:
-    async with serving(agent) as api:
-        yield api
-
-
 async def test_a_fork_over_http_is_a_new_run_named_after_its_origin(api: Api) -> None:
     run = await long_run(api.agent, 2)
     api.agent.model.add(say("forked over HTTP"))
@@ -150,11 +143,6 @@ async def test_a_fork_over_http_at_an_answer_is_409(api: Api) -> None:
     response = await api.http.post(f"/v1/runs/{run.id}/fork", json={"at": 1})
 
     assert error_of(response) == (409, ErrorCode.FORK_POINT_INVALID)
-
-
-@pytest.fixture
-def cli(agent: Agent) -> Cli:
-    return Cli(agent_env(agent), agent)
 
 
 async def test_tarry_fork_prints_the_forks_id_and_its_status_names_the_origin(

@@ -7,7 +7,6 @@ import asyncio
 import gc
 import json
 import weakref
-from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote
 
@@ -29,17 +28,11 @@ from tarry.contracts import (
 )
 from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import call, say
-from tests.conftest import Agent, tool_result
+from tests.conftest import tool_result
 from tests.deadline import TIMEOUT, deadline
-from tests.http_api import Api, serving
+from tests.http_api import Api
 
 WRITE = {"path": "plan.md", "content": "ship it"}
-
-
-@pytest.fixture
-async def api(agent: Agent) -> AsyncIterator[Api]:
-    async with serving(agent) as api:
-        yield api
 
 
 def error_of(response: httpx.Response) -> tuple[int, str]:
@@ -59,10 +52,11 @@ async def until_stopped(api: Api, run_id: str) -> dict[str, Any]:
             await asyncio.sleep(0.05)
 
 
-async def gated(api: Api) -> str:
-    """A run waiting for a decision on a gated `write_file` call `w1`."""
+async def gated(api: Api, **input: Any) -> str:
+    """A run waiting for a decision on a gated `write_file` call `w1`; `input`: more of
+    the run's input."""
     api.agent.model.add(call("write_file", WRITE, id="w1"), say("written"))
-    run_id = await api.start("write the plan", require_approval=["write_file"])
+    run_id = await api.start("write the plan", require_approval=["write_file"], **input)
     assert (await until_stopped(api, run_id))["waiting_for"] == WaitingFor.APPROVAL
     return run_id
 

@@ -4,7 +4,6 @@ every route but `/healthz` and the docs, and no API beyond loopback without toke
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -13,16 +12,16 @@ import pytest
 from tarry.api import ApiServer, create_app
 from tarry.contracts import ErrorCode
 from tarry.settings import TarrySettings
+from tests.cli import TARRY, agent_env
 from tests.conftest import Agent
 from tests.deadline import deadline
-from tests.http_api import TOKEN, Api, serving
-from tests.test_cli import TARRY, agent_env
+from tests.http_api import TOKEN, Access, Api, serving
 
 
 @pytest.fixture
-async def api(agent: Agent) -> AsyncIterator[Api]:
-    async with serving(agent, TOKEN, "another-token-of-the-api") as api:
-        yield api
+def api_access() -> Access:
+    """The `api` fixture's: two tokens, the test's requests sending the first."""
+    return Access.of(TOKEN, "another-token-of-the-api")
 
 
 def routes() -> list[tuple[str, str]]:

@@ -5,25 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
 from typing import Any
 
 import psutil
-import pytest
 
 from tarry.events import EventKind
 from tarry.testing.scripted_model import say
-from tests.conftest import Agent
 from tests.deadline import deadline
-from tests.http_api import Api, serving
+from tests.http_api import Api
 
 LONG = " ".join(f"word{i}" for i in range(60))
-
-
-@pytest.fixture
-async def api(agent: Agent) -> AsyncIterator[Api]:
-    async with serving(agent) as api:
-        yield api
 
 
 def words(events: list[tuple[str, Any, str]]) -> str:

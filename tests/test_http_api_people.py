@@ -5,22 +5,19 @@ stopped it, and `RunInput.approvers` decides who may decide a gated call."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from tarry.api import ApiServer, create_app
 from tarry.contracts import TEMPORAL_UI, ErrorCode, WaitingFor
 from tarry.settings import ConfigError, load_settings
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
 from tests.deadline import deadline
-from tests.http_api import Api
+from tests.http_api import Access, Api
 from tests.test_cli_approvals import until_state
-from tests.test_http_api import WRITE, error_of, until_stopped
+from tests.test_http_api import WRITE, error_of, gated, until_stopped
 
 ALICE = "alice-token-0123456789"
 BOB = "bob-token-0123456789ab"
@@ -40,35 +37,18 @@ ops = ["carol"]
 
 
 @pytest.fixture
-async def api(agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Api]:
-    """The API with the people of `CONFIG`, and `dave` and a bare token in the
+def api_access(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Access:
+    """The `api` fixture's: the people of `CONFIG`, and `dave` and a bare token in the
     environment; its requests are alice's unless they send another token."""
     config = tmp_path / "tarry.toml"
     config.write_text(CONFIG)
     monkeypatch.setenv("TARRY_CONFIG", str(config))
     monkeypatch.setenv("TARRY_API_TOKENS", f"dave:{DAVE},{BARE}")
-    settings = load_settings()
-    async with (
-        ApiServer(create_app(agent.tarry, settings), "127.0.0.1", 0) as server,
-        httpx.AsyncClient(
-            base_url=server.url,
-            headers=as_(ALICE),
-            timeout=httpx.Timeout(deadline(60), connect=deadline(5)),
-        ) as http,
-    ):
-        yield Api(http, agent, server.url)
+    return Access(load_settings(), ALICE)
 
 
 def as_(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
-
-
-async def gated(api: Api, **input: Any) -> str:
-    """A run waiting for a decision on a gated `write_file` call `w1`."""
-    api.agent.model.add(call("write_file", WRITE, id="w1"), say("written"))
-    run_id = await api.start("write the plan", require_approval=["write_file"], **input)
-    assert (await until_stopped(api, run_id))["waiting_for"] == WaitingFor.APPROVAL
-    return run_id
 
 
 async def transcript(api: Api, run_id: str) -> list[dict[str, Any]]:

@@ -61,12 +61,6 @@ def browser() -> Iterator[WebDriver]:
         yield driver
 
 
-@pytest.fixture
-async def api(agent: Agent) -> AsyncIterator[Api]:
-    async with serving(agent) as served:
-        yield served
-
-
 async def until(check: Callable[[], Any], what: str) -> Any:
     """Polls the page (selenium's calls block, so each runs in a thread) until `check`
     gives something truthy."""

@@ -15,9 +15,9 @@ from mcp.types import CallToolResult, TextContent
 
 from tarry.contracts import ErrorCode, Phase, WaitingFor
 from tarry.testing.scripted_model import call, say
+from tests.cli import agent_env
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
-from tests.test_cli import agent_env
 from tests.test_run_ids import BAD_IDS
 
 TARRY = Path(sys.executable).parent / "tarry"

@@ -15,9 +15,9 @@ from tarry.client import TarryError
 from tarry.contracts import ErrorCode, Phase, Timeouts, WaitingFor
 from tarry.settings import ModelProfile
 from tarry.testing.scripted_model import ScriptedModel, fail, say
+from tests.cli import Cli
 from tests.conftest import CANARY_KEY, Agent
 from tests.deadline import HEARTBEAT, TIMEOUT
-from tests.test_cli import Cli, agent_env
 
 ASK_SOON = Timeouts(llm_heartbeat=HEARTBEAT, llm_attempt=30, tool=10, llm_ask_after=3)
 """Retries at 1 and 2 s: the third second passes with the model still failing."""
@@ -139,7 +139,7 @@ async def test_from_the_command_line_status_shows_the_failure_then_model_and_ret
     agent: Agent, backup: ScriptedModel
 ) -> None:
     backup.add(say("Hello from the backup."))
-    cli = Cli(agent_env(agent), agent)
+    cli = Cli.of(agent)
     run = await agent.start("hello", timeouts=ASK_SOON)
     await run.wait_for(WAITING, TIMEOUT)
 

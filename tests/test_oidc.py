@@ -46,7 +46,7 @@ from tarry.testing.scripted_model import say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.http_api import Api
-from tests.test_cli import agent_env
+from tests.cli import agent_env
 from tests.test_config_errors import refused, start
 from tests.test_http_api_people import BOB, as_, gated, transcript
 from tests.test_inbox import CHROMEDRIVER, CHROMIUM, WAITING, first, open_run, texts, until

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +24,10 @@ from tarry.contracts import (
 from tarry.events import EventKind
 from tarry.testing.scripted_model import call, say
 from tarry.tools import tool
+from tests.cli import Cli
 from tests.conftest import FAST_TIMEOUTS, Agent, tool_result
 from tests.deadline import TIMEOUT, deadline
 from tests.http_api import Api, serving
-from tests.test_cli import Cli, agent_env
 from tests.test_mcp_server import mcp_client
 from tests.test_streaming import LONG, events_until
 
@@ -36,12 +35,6 @@ WAITING = {Phase.WAITING_USER}
 SLOW = {"chunk_chars": 5, "chunk_delay": 0.1}
 """`LONG` written over about 6 s: a reply sent after its first words finds the agent working."""
 FAST = json.loads(FAST_TIMEOUTS.model_dump_json())
-
-
-@pytest.fixture
-async def api(agent: Agent) -> AsyncIterator[Api]:
-    async with serving(agent) as api:
-        yield api
 
 
 def error_of(response: httpx.Response) -> tuple[int, str]:
@@ -208,7 +201,7 @@ async def test_the_command_line_says_in_one_line_that_the_agent_is_working(
     agent: Agent, command: str
 ) -> None:
     agent.model.add(say(LONG, chunk_chars=5, chunk_delay=0.2))  # about 12 s of writing
-    cli = Cli(agent_env(agent), agent)
+    cli = Cli.of(agent)
     run = await cli.start("talk to me", "--on-reply-while-running", "reject")
     await events_until(run, EventKind.TEXT)
 

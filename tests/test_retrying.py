@@ -9,23 +9,16 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-import pytest
-
 from tarry.client import RunHandle
 from tarry.contracts import ErrorCode, Phase, Retrying, RunState
 from tarry.testing.scripted_model import fail, say
+from tests.cli import Cli
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
-from tests.test_cli import Cli, agent_env
 
 OUTAGE = tuple(fail(503, content="upstream down") for _ in range(2))
 LONG_OUTAGE = tuple(fail(503, content="upstream down") for _ in range(4))
 """Retried after 1, 2, 4 and 8 s: time for a command to start while it lasts."""
-
-
-@pytest.fixture
-def cli(agent: Agent) -> Cli:
-    return Cli(agent_env(agent), agent)
 
 
 async def retrying_state(

@@ -25,11 +25,11 @@ from tarry.schedules import (
     ScheduleView,
 )
 from tarry.testing.scripted_model import say
+from tests.cli import Cli
 from tests.conftest import FAST_TIMEOUTS, Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.faults import wait_until
 from tests.http_api import serving
-from tests.test_cli import Cli, agent_env
 from tests.test_mcp_server import mcp_client, use
 
 SCHEDULED_ID = re.compile(r"^(?P<name>.+)-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -352,7 +352,7 @@ async def test_a_schedule_of_other_workflows_is_not_tarrys_to_touch(agent: Agent
 async def test_the_command_line_creates_shows_pauses_and_deletes_a_schedule(
     schedules: Schedules,
 ) -> None:
-    cli = Cli(agent_env(schedules.agent), schedules.agent)
+    cli = Cli.of(schedules.agent)
     name = schedules.name()
 
     created = json.loads(
@@ -375,7 +375,7 @@ async def test_the_command_line_creates_shows_pauses_and_deletes_a_schedule(
 async def test_a_schedule_from_the_command_line_starts_its_runs_with_its_approval_rules(
     schedules: Schedules,
 ) -> None:
-    cli = Cli(agent_env(schedules.agent), schedules.agent)
+    cli = Cli.of(schedules.agent)
     name = schedules.name()
 
     created = json.loads(
@@ -392,7 +392,7 @@ async def test_a_schedule_from_the_command_line_starts_its_runs_with_its_approva
 
 
 async def test_tarry_list_schedule_shows_the_schedules_runs(schedules: Schedules) -> None:
-    cli = Cli(agent_env(schedules.agent), schedules.agent)
+    cli = Cli.of(schedules.agent)
     schedule = await schedules.create(task("Check the inbox"), every="1s")
     await schedules.create(task("Something else"), every="1s")
     await schedules.until_listed(schedule.name, 1)
@@ -404,7 +404,7 @@ async def test_tarry_list_schedule_shows_the_schedules_runs(schedules: Schedules
 
 
 async def test_the_command_line_lists_schedules(schedules: Schedules) -> None:
-    cli = Cli(agent_env(schedules.agent), schedules.agent)
+    cli = Cli.of(schedules.agent)
     schedule = await schedules.create(task("Write the morning digest"), cron="0 9 * * 1-5")
 
     async def listed() -> bool:
@@ -419,7 +419,7 @@ async def test_the_command_line_lists_schedules(schedules: Schedules) -> None:
 
 
 async def test_each_schedule_command_says_in_one_line_what_it_did(schedules: Schedules) -> None:
-    cli = Cli(agent_env(schedules.agent), schedules.agent)
+    cli = Cli.of(schedules.agent)
     name = schedules.name("a-schedule-whose-name-is-long-enough-to-wrap-a-line-of-80")
     cron = ("--cron", "30 9 * * *", "--time-zone", "Europe/Berlin")
 
@@ -432,7 +432,7 @@ async def test_each_schedule_command_says_in_one_line_what_it_did(schedules: Sch
 
 
 async def test_the_command_line_refuses_a_bad_name_before_connecting(agent: Agent) -> None:
-    cli = Cli(agent_env(agent) | {"TEMPORAL_ADDRESS": "127.0.0.1:1"}, agent)
+    cli = Cli.of(agent, TEMPORAL_ADDRESS="127.0.0.1:1")
 
     result = await cli("schedule", "pause", "a/b")
 
@@ -441,7 +441,7 @@ async def test_the_command_line_refuses_a_bad_name_before_connecting(agent: Agen
 
 
 async def test_the_command_line_says_what_is_wrong_with_a_timing(schedules: Schedules) -> None:
-    cli = Cli(agent_env(schedules.agent), schedules.agent)
+    cli = Cli.of(schedules.agent)
 
     result = await cli("schedule", "create", schedules.name(), "--every", "soon", "Hi")
 

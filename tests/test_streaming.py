@@ -19,10 +19,10 @@ from tarry.client import RunHandle
 from tarry.contracts import INTERRUPTED_NOTE, LLM_ACTIVITY, ErrorCode, Phase, Timeouts, Usage
 from tarry.events import EventKind, RunEvent
 from tarry.testing.scripted_model import ScriptedToolCall, ScriptStep, call, calls, say
+from tests.cli import TARRY, agent_env
 from tests.conftest import PROVIDERS, Agent, tool_result
 from tests.deadline import HEARTBEAT, TIMEOUT, deadline
 from tests.faults import activity_attempts
-from tests.test_cli import TARRY, agent_env
 
 WAITING = {Phase.WAITING_USER}
 TEXT = "The notes say three things: ship on Friday, call Priya, and buy more coffee."

@@ -4,6 +4,7 @@ again" (a retry mends nothing until a worker can complete the task)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,11 @@ from temporalio.client import Client
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.codec import new_key
 from tarry.contracts import ErrorCode, RunInput
+from tarry.delivery import task_failing
+from tests.cli import Cli, until_listed
 from tests.conftest import Agent
+from tests.deadline import deadline
 from tests.http_api import serving
-from tests.test_cli import Cli, agent_env
 from tests.test_large_payloads import storing_client
 
 REASON = "Failed decoding arguments"
@@ -34,6 +37,13 @@ async def stuck(
         temporal, tarry_encryption_key=SecretStr(new_key()), tarry_storage_dir=tmp_path
     )
     started = await Tarry(keyed, agent.tarry.task_queue).start(RunInput(prompt="hello"))
+    # Stuck once its task has failed, and visible to a listing (`tarry doctor` lists the
+    # open runs): a command in this process asks at once, sooner than a process could.
+    handle = temporal.get_workflow_handle(started.id)
+    async with asyncio.timeout(deadline(30)):
+        while await task_failing(temporal, (await handle.describe()).raw_description) is None:
+            await asyncio.sleep(0.1)
+    await until_listed(temporal, "ExecutionStatus = 'Running'", started.id)
     yield agent, agent.tarry.get(started.id)
     await temporal.get_workflow_handle(started.id).terminate("the test is over")
 
@@ -51,7 +61,7 @@ async def test_the_client_says_the_run_is_stuck_and_why(stuck: tuple[Agent, RunH
 async def test_tarry_status_says_the_run_is_stuck_and_why(stuck: tuple[Agent, RunHandle]) -> None:
     agent, run = stuck
 
-    result = await Cli(agent_env(agent), agent)("status", run.id)
+    result = await Cli.of(agent)("status", run.id)
 
     result.assert_one_error_line("error: RUN_TASK_FAILING:")
     assert REASON in result.err
@@ -74,7 +84,7 @@ async def test_the_api_answers_502_run_task_failing_with_the_reason(
 async def test_tarry_doctor_names_the_stuck_run_and_why(stuck: tuple[Agent, RunHandle]) -> None:
     agent, run = stuck
 
-    result = await Cli(agent_env(agent), agent)("doctor")
+    result = await Cli.of(agent)("doctor")
 
     assert result.code == 1, result
     problems = [line for line in result.out.splitlines() if line.startswith("problem: ")]

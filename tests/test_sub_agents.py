@@ -35,12 +35,12 @@ from tarry.contracts import (
 )
 from tarry.settings import DEFAULT_WORKFLOW_CACHE
 from tarry.testing.scripted_model import ScriptedModel, call, fail, say
+from tests.cli import Cli
 from tests.conftest import FAST_TIMEOUTS, Agent, tool_result
 from tests.deadline import TIMEOUT, deadline
 from tests.faults import CrashRig, finished, line_count, wait_for_file_lines
 from tests.http_api import Api, serving
 from tests.test_agui import exchange
-from tests.test_cli import Cli, agent_env
 from tests.test_mcp_server import mcp_client, use
 
 RESEARCHER = AgentSpec(
@@ -338,7 +338,7 @@ async def test_a_reply_to_the_sub_agent_through_the_cli_lets_the_parent_go_on(
 ) -> None:
     agent = await team(agent_factory, planner=PLANNER)
     parent, child = await asking_child(agent)
-    cli = Cli(agent_env(agent), agent)
+    cli = Cli.of(agent)
 
     status = await cli.ok("status", parent.id)
     listed = await until_cli_listed(cli, child.id)
@@ -396,7 +396,7 @@ async def test_tarry_list_shows_a_sub_agent_under_its_lead(agent_factory: Any) -
     agent = await team(agent_factory, planner=PLANNER)
     parent, child = await asking_child(agent)
     await until(parent, lambda s: s.waiting_for is WaitingFor.AGENT)
-    cli = Cli(agent_env(agent), agent)
+    cli = Cli.of(agent)
 
     async with asyncio.timeout(deadline(30)):
         # Until visibility records both waits (it has no notification).
@@ -419,7 +419,7 @@ async def test_tarry_status_names_a_runs_lead_and_its_sub_agents(agent_factory: 
     agent = await team(agent_factory, planner=PLANNER)
     parent, child = await asking_child(agent)
     await until(parent, lambda s: s.waiting_for is WaitingFor.AGENT)
-    cli = Cli(agent_env(agent), agent)
+    cli = Cli.of(agent)
 
     lead = await cli.ok("status", parent.id)
     sub = await cli.ok("status", child.id)

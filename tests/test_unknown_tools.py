@@ -12,10 +12,10 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from tarry.client import Tarry, TarryError
 from tarry.contracts import WORKFLOW_TYPE, ErrorCode, Phase, RunInput, RunResult
 from tarry.testing.scripted_model import say
+from tests.cli import Cli
 from tests.conftest import FAST_TIMEOUTS, Agent
 from tests.deadline import TIMEOUT
 from tests.http_api import serving
-from tests.test_cli import Cli, agent_env
 from tests.test_sub_agents import until_cli_listed, until_listed
 
 REFUSED_STARTS = {
@@ -136,7 +136,7 @@ async def test_a_refused_start_leaves_no_run_in_tarry_list_or_the_api(
     agent: Agent, options: tuple[str, ...], error: str
 ) -> None:
     """Refused before anything starts: no failed run for a person to find and clear away."""
-    cli = Cli(agent_env(agent), agent)
+    cli = Cli.of(agent)
     agent.model.add(say("listed"))
     refused_id, listed_id = (f"run-{name}-{uuid.uuid4().hex[:6]}" for name in ("refused", "ok"))
 

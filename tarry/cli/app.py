@@ -8,6 +8,7 @@ This is only the app: the commands live one module per group (`runs`, `watching`
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from importlib.metadata import version
 from typing import Annotated, NoReturn
 
@@ -62,13 +63,19 @@ def _root(
 def main() -> NoReturn:
     """The `tarry` script. It leaves through `exit_now`, as every entry point must, because
     the Temporal SDK can abort the interpreter at exit (sdk-python #300)."""
+    exit_now(run())
+
+
+def run(args: Sequence[str] | None = None) -> int:
+    """Runs one `tarry` command line (`args`, by default the process's own) to its exit
+    code, an unexpected error being one line too. Apart from `main` so that a command can
+    run inside a process that goes on: the tests run most commands so."""
     try:
-        app(prog_name="tarry")
-        code = 0
+        app(args=None if args is None else list(args), prog_name="tarry")
+        return 0
     except SystemExit as e:
         # typer ends with SystemExit, also on success; usage errors keep click's message.
-        code = e.code if isinstance(e.code, int) else int(e.code is not None)
+        return e.code if isinstance(e.code, int) else int(e.code is not None)
     except Exception as e:
         sys.stderr.write(f"error: unexpected {type(e).__name__}: {shorten(str(e), 300)}\n")
-        code = 1
-    exit_now(code)
+        return 1

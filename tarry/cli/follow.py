@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from contextlib import aclosing, asynccontextmanager
 from typing import Any, Literal
@@ -172,7 +173,12 @@ async def on_screen(
 async def _pause_on_ctrl_c(run: RunHandle, say: Callable[[Text], None]) -> AsyncIterator[None]:
     """The first Ctrl-C pauses the run at its next turn boundary and keeps showing it
     until then; a second one interrupts as usual, and the run goes on without us. What
-    it does is told with `say`, on a line of its own, not in the middle of a word."""
+    it does is told with `say`, on a line of its own, not in the middle of a word.
+    Signals reach only a process's main thread: a command run in another (inside a
+    process that goes on, as the tests run most) has no Ctrl-C of its own to take."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     loop = asyncio.get_running_loop()
     usual = signal.getsignal(signal.SIGINT) or signal.default_int_handler
     pausing: asyncio.Task[None] | None = None
