@@ -43,13 +43,15 @@ from tarry.api.oidc import DISCOVERY_PATH
 from tarry.contracts import ErrorCode
 from tarry.settings import load_settings
 from tarry.testing.scripted_model import say
+from tests.browser import needs_chromium
+from tests.cli import agent_env
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.http_api import Api
-from tests.cli import agent_env
 from tests.test_config_errors import refused, start
-from tests.test_http_api_people import BOB, as_, gated, transcript
-from tests.test_inbox import CHROMEDRIVER, CHROMIUM, WAITING, first, open_run, texts, until
+from tests.test_http_api import gated
+from tests.test_http_api_people import BOB, as_, transcript
+from tests.test_inbox import WAITING, first, open_run, texts, until
 from tests.test_inbox import browser as browser  # the fixture
 from tests.test_mcp_server import TARRY, use
 from tests.test_metrics import free_port
@@ -535,7 +537,7 @@ async def sign_in_gateway(upstream: str, forwarded: dict[str, str]) -> AsyncIter
         yield server.url
 
 
-@pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason="needs Debian's chromium")
+@needs_chromium
 async def test_behind_a_sign_in_gateway_the_inbox_is_the_forwarded_user_s(
     agent: Agent, gateway_api: str, browser: WebDriver
 ) -> None:
