@@ -52,6 +52,7 @@ from tarry.config_tables import (
 )
 from tarry.contracts import DEFAULT_TASK_QUEUE, AgentSpec
 from tarry.identities import API_USER, Caller, local_user
+from tarry.ownership import Policy, Visibility
 from tarry.tools import MAX_READ_BYTES
 
 __all__ = [
@@ -348,6 +349,18 @@ class TarrySettings(BaseSettings):
         """`user` with the groups `[api.groups]` puts them in."""
         groups = self._file.api.groups.items()
         return Caller(user, tuple(group for group, users in groups if user in users))
+
+    def policy(self) -> Policy:
+        """Who may use which runs through the API (`tarry.ownership`): `[api] visibility`
+        (by default private once a token names its user), and `[api] admins`; with no
+        token at all, the one person at this machine has every right."""
+        users = self.api_users()
+        if not users:
+            return Policy()
+        named = any(caller.user != API_USER for caller, _ in users)
+        default = Visibility.PRIVATE if named else Visibility.TEAM
+        api = self._file.api
+        return Policy.of(api.visibility or default, api.admins)
 
     def local_caller(self) -> Caller:
         """Who the CLI and `tarry mcp` act as: `TARRY_USER`, else `cli:$USER`."""

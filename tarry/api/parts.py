@@ -20,9 +20,10 @@ from pydantic import SecretStr
 from tarry.api.feeds import Feeds
 from tarry.client import Tarry
 from tarry.identities import Caller
+from tarry.ownership import Policy
 from tarry.settings import TarrySettings
 
-__all__ = ["AppParts", "FeedsOf", "SettingsOf", "TarryOf", "parts_of"]
+__all__ = ["AppParts", "FeedsOf", "PolicyOf", "SettingsOf", "TarryOf", "parts_of"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class AppParts:
     """The users' tokens the guard accepts, as bytes for `secrets.compare_digest`; none:
     every request is `anonymous`."""
     anonymous: Caller
+    policy: Policy
+    """Who may use which runs (`tarry.ownership`)."""
 
     @classmethod
     def of(
@@ -46,7 +49,7 @@ class AppParts:
         anonymous: Caller,
     ) -> AppParts:
         tokens = [(caller, token.get_secret_value().encode()) for caller, token in users]
-        return cls(tarry, Feeds(tarry), settings, tokens, anonymous)
+        return cls(tarry, Feeds(tarry), settings, tokens, anonymous, settings.policy())
 
     def install(self, app: FastAPI) -> None:
         """Puts these parts where `parts_of` finds them for `app`'s requests."""
@@ -71,9 +74,15 @@ def _settings_of(request: Request) -> TarrySettings:
     return parts_of(request).settings
 
 
+def _policy_of(request: Request) -> Policy:
+    return parts_of(request).policy
+
+
 TarryOf = Annotated[Tarry, Depends(_tarry_of)]
 """The client the app was made with."""
 FeedsOf = Annotated[Feeds, Depends(_feeds_of)]
 """The app's one reader of each run's events."""
 SettingsOf = Annotated[TarrySettings, Depends(_settings_of)]
 """The settings the app was made with."""
+PolicyOf = Annotated[Policy, Depends(_policy_of)]
+"""Who may use which runs."""

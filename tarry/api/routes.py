@@ -38,7 +38,8 @@ from tarry.api.models import (
     StateView,
     StopBody,
 )
-from tarry.api.parts import FeedsOf, TarryOf
+from tarry.api.parts import FeedsOf, PolicyOf, TarryOf
+from tarry.api.rights import may_write, run_guard
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import (
     ErrorCode,
@@ -95,6 +96,7 @@ _AUTH = (HTTPStatus.UNAUTHORIZED, HTTPStatus.SERVICE_UNAVAILABLE)
 _READ = (*_AUTH, HTTPStatus.NOT_FOUND, HTTPStatus.UNPROCESSABLE_ENTITY)
 _WRITE = (
     *_READ,
+    HTTPStatus.FORBIDDEN,
     HTTPStatus.CONFLICT,
     HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
     HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
@@ -192,7 +194,8 @@ def resume_offset(after: int | None, last_event_id: str | None) -> int:
 
 
 def runs_router() -> APIRouter:
-    router = APIRouter(prefix="/v1/runs", tags=["runs"])
+    # Every route that names a run checks the caller's right to it (`tarry.api.rights`).
+    router = APIRouter(prefix="/v1/runs", tags=["runs"], dependencies=[Depends(run_guard)])
 
     @router.post(
         "",
@@ -237,10 +240,12 @@ def runs_router() -> APIRouter:
         *,
         caller: CallerOf,
         tarry: TarryOf,
+        policy: PolicyOf,
     ) -> RunList:
         """Runs as Temporal's visibility records them (no worker needed), open runs
         first, newest first, a page of `limit` at a time; `schedule`: only the runs
-        that schedule started. `decidable`: of a page of runs waiting for approval, those
+        that schedule started; only the runs the caller may read (`[api] visibility`).
+        `decidable`: of a page of runs waiting for approval, those
         with a call the caller may decide (each run asked, as only the run knows; one
         whose worker does not answer within seconds is left out: it could not take a
         decision now either); with a `phase` or `waiting_for` that contradicts it, 422."""
@@ -261,6 +266,7 @@ def runs_router() -> APIRouter:
             schedule=schedule,
             limit=limit,
             page_token=_page_token(cursor),
+            readable=policy.readable_clause(caller),
         )  # a cursor visibility cannot read is INPUT_INVALID
         rows = await _decidable(tarry, page.rows, caller) if decidable else page.rows
         token = page.next_page_token
@@ -270,10 +276,10 @@ def runs_router() -> APIRouter:
         )
 
     @router.get("/{run_id}", responses=_errors(*_READ))
-    async def get_run(run_id: RunId, caller: CallerOf, tarry: TarryOf) -> RunView:
+    async def get_run(run_id: RunId, request: Request, caller: CallerOf, tarry: TarryOf) -> RunView:
         """The run's state (its `state` query), with the calls the caller may decide."""
         state = await tarry.get(run_id).state()
-        return await _view(tarry, run_id, state, caller)
+        return await _view(tarry, run_id, state, caller, may_write(request))
 
     @router.get("/{run_id}/transcript", responses=_errors(*_READ))
     async def get_transcript(
@@ -344,7 +350,7 @@ def runs_router() -> APIRouter:
         responses=_errors(*_WRITE),
     )
     async def decide(
-        run_id: RunId, body: DecisionRequest, caller: CallerOf, tarry: TarryOf
+        run_id: RunId, body: DecisionRequest, request: Request, caller: CallerOf, tarry: TarryOf
     ) -> RunView:
         """Decide on a gated tool call (every pending one when `call_id` is null):
         the state at the run's next stop point, or 409 with an `APPROVAL_*` code when
@@ -358,7 +364,7 @@ def runs_router() -> APIRouter:
             arguments=body.arguments,
             remember=body.remember,
         )
-        return await _view(tarry, run_id, state, caller)
+        return await _view(tarry, run_id, state, caller, may_write(request))
 
     @router.post(
         "/{run_id}/budget",
@@ -508,10 +514,13 @@ async def _sse(feeds: Feeds, run_id: str, start: int) -> AsyncIterator[ServerSen
         yield ServerSentEvent(data=error.model_dump_json(), event="error")
 
 
-async def _view(tarry: Tarry, run_id: str, state: RunState, caller: Caller) -> RunView:
-    """The run as the API answers it: its state, and the sub-agents it started."""
+async def _view(
+    tarry: Tarry, run_id: str, state: RunState, caller: Caller, may_write: bool = True
+) -> RunView:
+    """The run as the API answers it: its state, the sub-agents it started, and whether
+    `caller` may change it."""
     children = await find_children(tarry.client, run_id, state.waiting_on)
-    return RunView.of_run(run_id, state, caller, children)
+    return RunView.of_run(run_id, state, caller, children, may_write)
 
 
 DECIDABLE_PATIENCE = 3.0
