@@ -10,6 +10,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -52,13 +53,17 @@ dave approves its calls, erin is an admin, bob is nobody to it."""
 READS = frozenset({"get", "head"})
 
 
-@pytest.fixture
-async def api(agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Api]:
-    """The API with `CONFIG`'s people; its requests are alice's unless they send another
-    token."""
+def with_people(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Makes `CONFIG` the configuration the API is made with."""
     config = tmp_path / "tarry.toml"
     config.write_text(CONFIG)
     monkeypatch.setenv("TARRY_CONFIG", str(config))
+
+
+@asynccontextmanager
+async def people_api(agent: Agent) -> AsyncIterator[Api]:
+    """The API with `CONFIG`'s people (`with_people`); its requests are alice's unless
+    they send another token."""
     async with (
         ApiServer(create_app(agent.tarry, load_settings()), "127.0.0.1", 0) as server,
         httpx.AsyncClient(
@@ -68,6 +73,13 @@ async def api(agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         ) as http,
     ):
         yield Api(http, agent, server.url)
+
+
+@pytest.fixture
+async def api(agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Api]:
+    with_people(tmp_path, monkeypatch)
+    async with people_api(agent) as api:
+        yield api
 
 
 async def alices_run(api: Api) -> str:
