@@ -12,6 +12,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -19,13 +20,15 @@ from ag_ui.core import RunAgentInput, UserMessage
 
 from tarry.api import ApiServer, create_app
 from tarry.contracts import ErrorCode, WaitingFor
+from tarry.ownership import RunAccess
 from tarry.settings import load_settings
-from tarry.testing.scripted_model import call, say
+from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent
 from tests.deadline import deadline
 from tests.http_api import Api
 from tests.test_http_api import WRITE, error_of, listed, until_stopped
 from tests.test_http_api_people import as_
+from tests.test_sub_agents import PLANNER, child_of, plan_the_launch, until
 
 ALICE = "alice-token-0123456789"
 BOB = "bob-token-0123456789ab"
@@ -111,7 +114,7 @@ async def routes(api: Api, parameter: str) -> list[tuple[str, str]]:
 async def ask(api: Api, method: str, path: str, token: str) -> httpx.Response:
     """`method` on `path` as `token`'s user, with an empty JSON body for a change; a
     stream (the run's events) is answered by its status alone, then left."""
-    body = None if method in READS else {}
+    body: dict[str, Any] | None = None if method in READS else {}
     request = api.http.build_request(method.upper(), path, json=body, headers=as_(token))
     response = await api.http.send(request, stream=True)
     await (response.aread() if response.status_code >= 300 else response.aclose())
@@ -283,3 +286,95 @@ async def _eventually(read: Callable[[], Awaitable[set[str]]], member: str) -> s
         while member not in (found := await read()):
             await asyncio.sleep(0.2)
     return found
+
+
+async def test_a_sub_agent_is_its_lead_s_owner_s_and_shared_as_its_lead(
+    agent_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = await agent_factory(agents={"planner": PLANNER})
+    plan_the_launch(agent, "Plan our launch.")
+    with_people(tmp_path, monkeypatch)
+    async with people_api(agent) as api:
+        lead = await api.start("Plan our launch.", agents=["planner"], share={"carol": "read"})
+        child = await child_of(agent, api.run(lead), name="planner")
+        await until(child, lambda state: state.waiting_for is WaitingFor.INPUT)
+
+        described = await child.describe()
+        assert RunAccess.of(described.typed_search_attributes) == RunAccess(
+            "alice", frozenset({"carol"}), frozenset()
+        )
+        seen_by_bob = await api.http.get(f"/v1/runs/{child.id}", headers=as_(BOB))
+        assert error_of(seen_by_bob) == (404, ErrorCode.RUN_NOT_FOUND)
+        read_by_carol = await api.http.get(f"/v1/runs/{child.id}", headers=as_(CAROL))
+        assert (read_by_carol.status_code, read_by_carol.json()["may_write"]) == (200, False)
+        answered = await api.http.post(
+            f"/v1/runs/{child.id}/messages", json={"text": "Monday"}, headers=as_(ALICE)
+        )
+        assert answered.status_code == 202, answered.text
+
+
+async def test_a_run_handed_over_or_resumed_stays_its_owner_s(api: Api) -> None:
+    api.agent.model.add(say("One."), say("Two."), say("Three."))
+    run_id = await api.start("count", continue_as_new_after_turns=1, share={"carol": "read"})
+    await until_stopped(api, run_id)
+    sent = await api.http.post(f"/v1/runs/{run_id}/messages?wait=true", json={"text": "on"})
+    assert sent.status_code == 200, sent.text
+    assert len(await api.agent.histories(api.run(run_id))) >= 2
+    stopped = await api.http.post(f"/v1/runs/{run_id}/stop", json={})
+    assert stopped.status_code == 202
+    await until_stopped(api, run_id)
+    resumed = await api.http.post(f"/v1/runs/{run_id}/resume", json={}, headers=as_(ERIN))
+    assert resumed.status_code == 200, resumed.text
+
+    described = await api.run(run_id).describe()
+    assert RunAccess.of(described.typed_search_attributes) == RunAccess(
+        "alice", frozenset({"carol"}), frozenset()
+    )
+    seen_by_bob = await api.http.get(f"/v1/runs/{run_id}", headers=as_(BOB))
+    assert error_of(seen_by_bob) == (404, ErrorCode.RUN_NOT_FOUND)
+    read_by_carol = await api.http.get(f"/v1/runs/{run_id}/transcript", headers=as_(CAROL))
+    assert read_by_carol.status_code == 200
+
+
+async def test_the_calls_to_decide_list_holds_no_run_the_caller_may_only_read(api: Api) -> None:
+    api.agent.model.add(call("write_file", WRITE, id="w1"), say("written"))
+    run_id = await api.start(
+        "write the plan", require_approval=["write_file"], share={"carol": "read", "bob": "write"}
+    )
+    await until_stopped(api, run_id)
+
+    api.http.headers.update(as_(BOB))
+    assert run_id in await listed(api, "decidable=true", {run_id})
+    api.http.headers.update(as_(CAROL))
+    assert run_id in await listed(api, "", {run_id})
+    decidable = (await api.http.get("/v1/runs?decidable=true&limit=1000")).json()["runs"]
+    assert run_id not in {row["id"] for row in decidable}
+
+
+async def test_an_approver_of_one_call_may_not_decide_another_open_to_anyone(api: Api) -> None:
+    api.agent.model.add(
+        calls(
+            ScriptedToolCall(name="write_file", arguments=WRITE, id="w1"),
+            ScriptedToolCall(name="list_files", arguments={}, id="l2"),
+        ),
+        say("Both done."),
+    )
+    run_id = await api.start(
+        "write and look",
+        require_approval=["write_file", "list_files"],
+        approvers={"write_file": ["dave"]},
+    )
+    assert (await until_stopped(api, run_id))["waiting_for"] == WaitingFor.APPROVAL
+
+    for call_id in ("l2", None):
+        refused = await api.http.post(
+            f"/v1/runs/{run_id}/approvals",
+            json={"call_id": call_id, "approved": True},
+            headers=as_(DAVE),
+        )
+        assert error_of(refused) == (403, ErrorCode.NOT_ALLOWED), call_id
+    decided = await api.http.post(
+        f"/v1/runs/{run_id}/approvals", json={"call_id": "w1", "approved": True}, headers=as_(DAVE)
+    )
+    assert decided.status_code == 200, decided.text
+    assert [p["call_id"] for p in decided.json()["pending_approvals"]] == ["l2"]

@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse
 from tarry.actions import Action, verify
 from tarry.api.errors import status_of
 from tarry.api.parts import PolicyOf, SettingsOf, TarryOf
-from tarry.api.rights import Need, check_run
+from tarry.api.rights import Need, check_run, require_approver
 from tarry.client import Tarry, TarryError
 from tarry.contracts import ErrorCode, RunState
 from tarry.ownership import Policy
@@ -123,7 +123,9 @@ async def _may_decide(
     """Refuses a link whose user may not decide the run's calls now (`tarry.api.rights`):
     a share taken back, a run never theirs. The run checks the call's approvers itself."""
     caller = settings.caller(action.user)
-    await check_run(tarry, policy, caller, action.run_id, Need.DECIDE)
+    if not await check_run(tarry, policy, caller, action.run_id, Need.DECIDE):
+        state = await tarry.get(action.run_id).state()
+        require_approver(state, caller, action.run_id, action.call_id)
 
 
 async def _decide(tarry: Tarry, settings: TarrySettings, action: Action) -> RunState:

@@ -17,7 +17,7 @@ from fastapi import Request
 from tarry.api.auth import caller_of
 from tarry.api.parts import parts_of
 from tarry.client import Tarry
-from tarry.contracts import ErrorCode, RunState
+from tarry.contracts import ErrorCode, RunState, may_decide
 from tarry.errors import TarryError
 from tarry.identities import Caller
 from tarry.ownership import Policy, RunAccess
@@ -27,6 +27,7 @@ __all__ = [
     "check_run",
     "may_decide_in",
     "may_write",
+    "require_approver",
     "run_guard",
     "schedule_guard",
     "unknown_run",
@@ -55,14 +56,28 @@ def unknown_run(run_id: str) -> TarryError:
     )
 
 
-def may_decide_in(state: RunState, caller: Caller) -> bool:
-    """Whether `caller` is named an approver of a call `state` waits on (a call open to
-    anyone is not theirs to decide by that alone)."""
+def may_decide_in(state: RunState, caller: Caller, call_id: str | None = None) -> bool:
+    """Whether `caller` is named an approver of call `call_id` (None: of any call) that
+    `state` waits on: a call open to anyone is not theirs to decide by that alone."""
     return any(
-        caller.user in p.approvers or not set(caller.groups).isdisjoint(p.approvers)
+        p.approvers and may_decide(p.approvers, caller.user, caller.groups)
         for p in state.pending_approvals
-        if p.approvers
+        if call_id is None or p.call_id == call_id
     )
+
+
+def require_approver(state: RunState, caller: Caller, run_id: str, call_id: str | None) -> None:
+    """Refuses (`NOT_ALLOWED`) a decision on call `call_id` (None: every call `state`
+    waits on) by `caller`, who may not change the run, unless each such call names them
+    among its approvers: being one call's approver decides no other."""
+    calls = [p.call_id for p in state.pending_approvals if call_id in (None, p.call_id)]
+    if not calls or not all(may_decide_in(state, caller, call) for call in calls):
+        raise TarryError(
+            ErrorCode.NOT_ALLOWED,
+            f"{caller.user} may not decide {f'call {call_id!r}' if call_id else 'every call'}"
+            f" of run {run_id!r}: that needs `write` on the run, or being named among the"
+            " call's approvers",
+        )
 
 
 async def check_run(

@@ -39,7 +39,7 @@ from tarry.api.models import (
     StopBody,
 )
 from tarry.api.parts import FeedsOf, PolicyOf, TarryOf
-from tarry.api.rights import may_write, run_guard
+from tarry.api.rights import may_decide_in, may_write, require_approver, run_guard
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import (
     ErrorCode,
@@ -51,6 +51,7 @@ from tarry.contracts import (
     may_decide,
 )
 from tarry.identities import Caller
+from tarry.ownership import Policy, RunAccess
 from tarry.run_list import RunRow, find_children, find_runs
 
 __all__ = ["INTERNAL", "INTERNAL_MESSAGE", "runs_router"]
@@ -268,7 +269,7 @@ def runs_router() -> APIRouter:
             page_token=_page_token(cursor),
             readable=policy.readable_clause(caller),
         )  # a cursor visibility cannot read is INPUT_INVALID
-        rows = await _decidable(tarry, page.rows, caller) if decidable else page.rows
+        rows = await _decidable(tarry, policy, page.rows, caller) if decidable else page.rows
         token = page.next_page_token
         return RunList(
             runs=[RunSummary.of(row) for row in rows],
@@ -357,7 +358,10 @@ def runs_router() -> APIRouter:
         the decision cannot apply (nothing pending, an unknown or decided call), 403
         `APPROVAL_NOT_ALLOWED` when the caller is not one of the call's approvers. With
         `remember: "run"`, the like calls after it are decided the same way, unasked."""
-        state = await tarry.get(run_id, caller).decide(
+        run = tarry.get(run_id, caller)
+        if not may_write(request):
+            require_approver(await run.state(), caller, run_id, body.call_id)
+        state = await run.decide(
             body.call_id,
             approved=body.approved,
             reason=body.reason,
@@ -528,17 +532,26 @@ DECIDABLE_PATIENCE = 3.0
 for longer than that before Temporal gives up, and it holds up the whole list."""
 
 
-async def _decidable(tarry: Tarry, rows: list[RunRow], caller: Caller) -> list[RunRow]:
-    """The rows of runs with a pending call `caller` may decide, asked all at once."""
+async def _decidable(
+    tarry: Tarry, policy: Policy, rows: list[RunRow], caller: Caller
+) -> list[RunRow]:
+    """The rows of runs with a pending call `caller` may decide, asked all at once: one
+    of its approvers, who may change the run or is named among them (`tarry.api.rights`)."""
 
     async def may_decide_one(row: RunRow) -> bool:
+        run = tarry.get(row.run_id)
         try:
             async with asyncio.timeout(DECIDABLE_PATIENCE):
-                state = await tarry.get(row.run_id).state()
+                state = await run.state()
+                pending = state.pending_approvals
+                if not any(may_decide(p.approvers, caller.user, caller.groups) for p in pending):
+                    return False
+                if policy.sees_all(caller) or may_decide_in(state, caller):
+                    return True
+                access = RunAccess.of((await run.describe()).typed_search_attributes)
         except (TimeoutError, TarryError):  # unserved, slow, or ended meanwhile
             return False
-        pending = state.pending_approvals
-        return any(may_decide(p.approvers, caller.user, caller.groups) for p in pending)
+        return policy.may_write(caller, access)
 
     answers = await asyncio.gather(*(may_decide_one(row) for row in rows))
     return [row for row, yes in zip(rows, answers, strict=True) if yes]
