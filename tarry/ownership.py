@@ -63,8 +63,10 @@ class Visibility(StrEnum):
 
 def principals(caller: Caller) -> list[str]:
     """The names a share or the admins may give `caller` rights by: their user, and
-    `group:NAME` for each of their groups."""
-    return [caller.user, *(f"{GROUP_PREFIX}{group}" for group in caller.groups)]
+    `group:NAME` for each of their groups. A user whose name starts `group:` (an identity
+    provider's claim) is not taken for the group's members."""
+    groups = [f"{GROUP_PREFIX}{group}" for group in caller.groups]
+    return groups if caller.user.startswith(GROUP_PREFIX) else [caller.user, *groups]
 
 
 def access_attributes(owner: str, input: RunInput) -> TypedSearchAttributes:
@@ -145,10 +147,12 @@ class Policy:
         claim) is left out: it then finds nothing, rather than something else."""
         if self.sees_all(caller):
             return None
-        names = [name for name in principals(caller) if principal_problem(name) is None]
-        if not names:
-            return "WorkflowId = ''"  # no run has an empty id
-        owner = f"{OWNER_ATTRIBUTE.name} = '{names[0]}'" if names[0] == caller.user else None
-        listed = ", ".join(f"'{name}'" for name in names)
-        readers = f"{READERS_ATTRIBUTE.name} IN ({listed})"
-        return f"({owner} OR {readers})" if owner else readers
+        safe = [name for name in principals(caller) if principal_problem(name) is None]
+        conditions = [f"{OWNER_ATTRIBUTE.name} = '{caller.user}'"]
+        if principal_problem(caller.user):
+            conditions = []
+        if safe:
+            listed = ", ".join(f"'{name}'" for name in safe)
+            conditions.append(f"{READERS_ATTRIBUTE.name} IN ({listed})")
+        # No run has an empty id: a caller with no name to find runs by finds none.
+        return f"({' OR '.join(conditions)})" if conditions else "WorkflowId = ''"

@@ -152,10 +152,13 @@ def config(tmp_path: Path, url: str, events: list[str], **fields: str) -> Path:
 async def notifying(
     agent_factory: Any, tmp_path: Path, receiver: Receiver, events: list[str], **more: Any
 ) -> Agent:
-    """An agent whose worker notifies `receiver` of `events`."""
+    """An agent whose worker notifies `receiver` of `events`; with a `to` user in
+    `entry`, its runs are that user's (a link goes only to whom may use the run)."""
     entry = more.pop("entry", {})
     path = config(tmp_path, receiver.url, events, **entry)
     agent: Agent = await agent_factory(worker_settings={"tarry_config": path, **more})
+    if "to" in entry:
+        agent.tarry = agent.tarry.acting_as(Caller(entry["to"]))
     return agent
 
 
@@ -429,8 +432,6 @@ async def linked(
             tarry_public_url=server.url,
         )
         agent.model.add(call("write_file", WRITE, id="w1"), say("written"))
-        # Alice's run: with users named, runs are private, and a link only for whom may use it.
-        agent.tarry = agent.tarry.acting_as(Caller("alice"))
         run = await agent.start("write the plan", require_approval=["write_file"])
         await receiver.until_taken(1)
         [pending] = receiver.delivered[0].json["pending_approvals"]
@@ -449,6 +450,7 @@ async def test_a_notification_links_a_run_only_for_a_user_who_may_use_it(
         tarry_action_key=ACTION_KEY,
     )
     agent.model.add(call("write_file", WRITE, id="w1"), call("write_file", WRITE, id="w2"))
+    agent.tarry = agent.tarry.acting_as(Caller("bob"))
     not_hers = await agent.start("write the plan", require_approval=["write_file"])
     await receiver.until_taken(1)
     shared = await agent.start(

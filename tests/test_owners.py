@@ -20,7 +20,8 @@ from ag_ui.core import RunAgentInput, UserMessage
 
 from tarry.api import ApiServer, create_app
 from tarry.contracts import ErrorCode, WaitingFor
-from tarry.ownership import RunAccess
+from tarry.identities import Caller
+from tarry.ownership import Policy, RunAccess, Visibility
 from tarry.settings import load_settings
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent
@@ -378,3 +379,21 @@ async def test_an_approver_of_one_call_may_not_decide_another_open_to_anyone(api
     )
     assert decided.status_code == 200, decided.text
     assert [p["call_id"] for p in decided.json()["pending_approvals"]] == ["l2"]
+
+
+@pytest.mark.parametrize(
+    ("caller", "clause"),
+    [
+        (Caller("bob", ("ops",)), "(TarryOwner = 'bob' OR TarryReaders IN ('bob', 'group:ops'))"),
+        (Caller("o'brien", ("ops",)), "(TarryReaders IN ('group:ops'))"),
+        (Caller("o'brien"), "WorkflowId = ''"),
+        (Caller("group:ops"), "(TarryOwner = 'group:ops')"),
+        (Caller("erin", ("admins",)), None),
+    ],
+)
+def test_a_list_is_a_query_of_the_names_the_caller_goes_by_and_no_quote_enters_it(
+    caller: Caller, clause: str | None
+) -> None:
+    policy = Policy.of(Visibility.PRIVATE, ["group:admins"])
+
+    assert policy.readable_clause(caller) == clause
