@@ -141,7 +141,8 @@ class Notifier:
     def payload(self, notification: Notification, target: NotifyTarget) -> dict[str, Any]:
         """The JSON a receiver of `target` gets: the stop point, and its links."""
         base = self._settings.public_url()
-        data = notification.model_dump(mode="json", exclude={"id"})
+        # Who may use the run decides the links; it is not news to the receiver.
+        data = notification.model_dump(mode="json", exclude={"id", "owner", "readers", "writers"})
         data["pending_approvals"] = [
             {
                 **call.model_dump(mode="json"),
