@@ -167,16 +167,16 @@ async def test_an_admin_is_refused_on_no_route_that_names_a_run(api: Api) -> Non
     view = (await api.http.get(f"/v1/runs/{run_id}", headers=as_(ERIN))).json()
     assert (view["may_write"], view["pending_approvals"][0]["may_decide"]) == (True, False)
 
+    stopped = await api.http.post(f"/v1/runs/{run_id}/stop", json={}, headers=as_(ERIN))
+    assert stopped.status_code == 202
+    assert (await until_stopped(api, run_id))["stopped_by"] == "erin"
+
     refusals = {}
     for method, path in await routes(api, "run_id"):
         response = await ask(api, method, path.format(run_id=run_id), ERIN)
         if response.status_code in (403, 404):
             refusals[(method, path)] = response.text
     assert refusals == {}
-
-    stopped = await api.http.post(f"/v1/runs/{run_id}/stop", json={}, headers=as_(ERIN))
-    assert stopped.status_code == 202
-    assert (await until_stopped(api, run_id))["stopped_by"] == "erin"
 
 
 async def test_an_approver_reads_the_run_and_decides_its_call_but_changes_nothing_else(
