@@ -397,3 +397,20 @@ def test_a_list_is_a_query_of_the_names_the_caller_goes_by_and_no_quote_enters_i
     policy = Policy.of(Visibility.PRIVATE, ["group:admins"])
 
     assert policy.readable_clause(caller) == clause
+
+
+async def test_a_start_retried_by_another_user_with_the_same_key_is_409_and_shows_nothing(
+    api: Api,
+) -> None:
+    api.agent.model.add(say("Hello, alice."))
+    body = {"prompt": "hello"}
+    key = {"Idempotency-Key": f"key-{uuid.uuid4().hex}"}
+    first = await api.http.post("/v1/runs", json=body, headers=key)
+    assert first.status_code == 201, first.text
+    api.run(first.json()["id"])
+
+    again = await api.http.post("/v1/runs", json=body, headers=key | as_(BOB))
+
+    assert error_of(again) == (409, ErrorCode.RUN_EXISTS)
+    retried = await api.http.post("/v1/runs", json=body, headers=key)
+    assert (retried.status_code, retried.json()["id"]) == (201, first.json()["id"])

@@ -39,7 +39,14 @@ from tarry.api.models import (
     StopBody,
 )
 from tarry.api.parts import FeedsOf, PolicyOf, TarryOf
-from tarry.api.rights import may_decide_in, may_write, require_approver, run_guard
+from tarry.api.rights import (
+    Need,
+    check_run,
+    may_decide_in,
+    may_write,
+    require_approver,
+    run_guard,
+)
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import (
     ErrorCode,
@@ -208,6 +215,7 @@ def runs_router() -> APIRouter:
         body: StartRequest,
         caller: CallerOf,
         tarry: TarryOf,
+        policy: PolicyOf,
         idempotency_key: IdempotencyKey = None,
     ) -> Started:
         """Start a run; 409 `RUN_EXISTS` for the id of any run there is, open or ended
@@ -226,6 +234,10 @@ def runs_router() -> APIRouter:
             if e.code is not ErrorCode.RUN_EXISTS or request is None or run_id is None:
                 raise
             run = tarry.get(run_id)
+            try:  # a retry answers the run's state: only to someone who may read it
+                await check_run(tarry, policy, caller, run_id, Need.READ)
+            except TarryError:
+                raise e from None
             await _retried_start(run, request, e)
         state = await run.served_state()
         return Started(id=run.id, state=StateView.of(state, caller) if state else None)
