@@ -39,6 +39,7 @@ from tarry.contracts import (
     PendingApproval,
     may_decide,
 )
+from tarry.ownership import RunAccess
 from tarry.settings import NotifyTarget, TarrySettings
 
 __all__ = ["EVENT_ID_HEADER", "SIGNATURE_HEADER", "Notifier", "signature"]
@@ -74,6 +75,7 @@ class Notifier:
 
     def __init__(self, settings: TarrySettings, http: httpx.AsyncClient) -> None:
         self._settings = settings
+        self._policy = settings.policy()
         self._targets = settings.notify_targets()
         self._http = http
 
@@ -139,7 +141,8 @@ class Notifier:
     def payload(self, notification: Notification, target: NotifyTarget) -> dict[str, Any]:
         """The JSON a receiver of `target` gets: the stop point, and its links."""
         base = self._settings.public_url()
-        data = notification.model_dump(mode="json", exclude={"id"})
+        # Who may use the run decides the links; it is not news to the receiver.
+        data = notification.model_dump(mode="json", exclude={"id", "owner", "readers", "writers"})
         data["pending_approvals"] = [
             {
                 **call.model_dump(mode="json"),
@@ -147,19 +150,26 @@ class Notifier:
             }
             for call in notification.pending_approvals
         ]
-        data["links"] = {"run": f"{base}/#/runs/{quote(notification.run_id, safe='')}"}
+        run = f"{base}/#/runs/{quote(notification.run_id, safe='')}"
+        readable = target.to is None or self._policy.may_read(
+            self._settings.caller(target.to), _access(notification)
+        )
+        data["links"] = {"run": run} if readable else {}
         return data
 
     def _action_links(
         self, notification: Notification, call: PendingApproval, target: NotifyTarget
     ) -> dict[str, str]:
         """Approve and reject URLs deciding `call` as the entry's `to` user, when there is
-        one, an action key signs them and the user may decide the call."""
+        one, an action key signs them and the user may decide the call: one of its
+        approvers (if it has any) who may change the run, or is named among them."""
         key = self._settings.action_key()
         if target.to is None or key is None:
             return {}
         caller = self._settings.caller(target.to)
         if not may_decide(call.approvers, caller.user, caller.groups):
+            return {}
+        if not call.approvers and not self._policy.may_write(caller, _access(notification)):
             return {}
         # A call without a deadline waits for good; its link does not.
         ttl = self._settings.tarry_action_link_ttl
@@ -179,6 +189,12 @@ class Notifier:
             )
             for decision in ("approve", "reject")
         }
+
+
+def _access(notification: Notification) -> RunAccess:
+    return RunAccess(
+        notification.owner, frozenset(notification.readers), frozenset(notification.writers)
+    )
 
 
 def _key(target: NotifyTarget) -> str:

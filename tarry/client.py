@@ -39,6 +39,7 @@ from tarry.contracts import (
 from tarry.delivery import QUERY_PATIENCE, await_poller
 from tarry.errors import TarryError, translated_errors
 from tarry.identities import Caller, local_user
+from tarry.ownership import access_attributes
 from tarry.pages import PageStore
 from tarry.run_handle import ID_REUSE, RunHandle, checked_id, start_run, user_input
 from tarry.schedule_handle import ScheduleHandle, checked_name
@@ -154,6 +155,7 @@ class Tarry:
         except ValidationError as e:
             raise TarryError(ErrorCode.SCHEDULE_INVALID, e.errors()[0]["msg"]) from None
         summary = summary_of(input.prompt)
+        access = access_attributes(self.caller.user, input)
         action = temporal_schedule(
             name,
             input,
@@ -162,11 +164,13 @@ class Tarry:
             task_queue=self.task_queue,
             memo={SUMMARY_MEMO: summary},
             summary=summary,
+            search_attributes=access,
         )
         memo = {SCHEDULE_MEMO: timing.model_dump(exclude_none=True), SUMMARY_MEMO: summary}
         async with schedule._errors():
             try:
-                await self.client.create_schedule(name, action, memo=memo)
+                # Its own too, so that a list of the schedules one may see is a query.
+                await self.client.create_schedule(name, action, memo=memo, search_attributes=access)
             except ScheduleAlreadyRunningError:
                 raise TarryError(
                     ErrorCode.SCHEDULE_EXISTS,
@@ -174,10 +178,11 @@ class Tarry:
                 ) from None
         return schedule
 
-    async def list_schedules(self) -> list[ScheduleSummary]:
+    async def list_schedules(self, readable: str | None = None) -> list[ScheduleSummary]:
         """The schedules that start Tarry's runs, as Temporal's visibility records them:
-        a schedule just created or deleted may take a moment to show."""
-        listed = await self.client.list_schedules()
+        a schedule just created or deleted may take a moment to show. `readable`: only
+        those a caller may read (`Policy.readable_clause`)."""
+        listed = await self.client.list_schedules(readable)
         return [await ScheduleSummary.of(s, SUMMARY_MEMO) async for s in listed if is_tarrys(s)]
 
     def schedule(self, name: str) -> ScheduleHandle:
@@ -236,6 +241,7 @@ class Tarry:
             id_reuse_policy=ID_REUSE,
             static_summary=summary,
             memo={SUMMARY_MEMO: summary},
+            search_attributes=access_attributes(self.caller.user, input),
         )
         update_id = f"{update}-{message.id}" if message.id else None
         async with translated_errors(run_id):

@@ -21,7 +21,9 @@ from pydantic import (
 )
 
 from tarry.contracts import AgentSpec, NotifyEvent, Sampling, Usage
+from tarry.contracts.run import principal_problem
 from tarry.identities import API_USER
+from tarry.ownership import Visibility
 
 __all__ = [
     "ANTHROPIC_MAX_TOKENS",
@@ -273,7 +275,23 @@ class ApiTable(BaseModel):
     """`[api.users]`: each person's name and their token (`alice = "TOKEN"`); the runs
     record what they do under that name."""
     groups: dict[str, list[str]] = {}
-    """`[api.groups]`: groups of users (`ops = ["alice", "bob"]`), for `RunInput.approvers`."""
+    """`[api.groups]`: groups of users (`ops = ["alice", "bob"]`), for `RunInput.approvers`,
+    `RunInput.share` and `admins` (as `group:ops`)."""
+    admins: list[str] = []
+    """Users and `group:NAME`s who may read and do everything to every run."""
+    visibility: Visibility | None = None
+    """`private`: each user finds and uses their own runs, those shared with them and
+    those they approve calls of; `team`: every user every run. Default: `private` when
+    the API names its users (`[api.users]`, `NAME:TOKEN`), else `team`."""
+
+    @field_validator("admins")
+    @classmethod
+    def _admin_names(cls, admins: list[str]) -> list[str]:
+        for name in admins:
+            if problem := principal_problem(name):
+                raise ValueError(problem)
+        return admins
+
     action_key: Annotated[SecretStr, AfterValidator(long_token)] | None = None
     """Signs and checks action links (as `TARRY_ACTION_KEY`, which wins)."""
     oidc: OidcTable | None = None

@@ -59,6 +59,7 @@ from tarry.delivery import NOT_READY_PATIENCE, Delivery, await_poller
 from tarry.errors import TarryError, translated_errors
 from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
 from tarry.identities import Caller
+from tarry.ownership import access_attributes, carried
 from tarry.pages import PageMissing, PageStore
 from tarry.text import summary_of
 
@@ -108,6 +109,7 @@ async def start_run(
             static_summary=summary,
             # `tarry list` reads it here: list results carry a memo, not the summary.
             memo={**(memo or {}), SUMMARY_MEMO: summary},
+            search_attributes=access_attributes(caller.user, input),
         )
     except WorkflowAlreadyStartedError:
         raise TarryError(
@@ -511,6 +513,8 @@ class RunHandle:
                 static_summary=summary or None,
                 # All of it: what the request that started the run left there too.
                 memo={**memo, SUMMARY_MEMO: summary},
+                # Its owner and share stay; a resumption by an admin does not take it.
+                search_attributes=carried(description.typed_search_attributes),
             )
         return RunHandle(self._client, handle, self.caller, self._pages)
 

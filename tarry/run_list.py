@@ -98,11 +98,13 @@ def runs_query(
     waiting_for: WaitingFor | None = None,
     task_queue: str | None = None,
     schedule: str | None = None,
+    readable: str | None = None,
 ) -> str:
     """The visibility query for Tarry's runs, in `phase`, waiting for `waiting_for`, on
-    `task_queue`, started by `schedule` (None: any). The first two are enum members and
-    the queue is the caller's own setting; a schedule name is checked against the name
-    rule here, which has no quote, so nothing a person types can change the query."""
+    `task_queue`, started by `schedule` (None: any), those `readable` (a condition of
+    `Policy.readable_clause`) only. The first two are enum members and the queue is the
+    caller's own setting; a schedule name is checked against the name rule here, which
+    has no quote, so nothing a person types can change the query."""
     query = f"WorkflowType = '{WORKFLOW_TYPE}'"
     if task_queue is not None:
         query += f" AND TaskQueue = '{task_queue}'"
@@ -114,6 +116,8 @@ def runs_query(
         if problem := schedule_name_problem(schedule):
             raise TarryError(ErrorCode.SCHEDULE_INVALID, problem)
         query += f" AND {SCHEDULED_BY_ATTRIBUTE.name} = '{schedule}'"
+    if readable is not None:
+        query += f" AND {readable}"
     return query
 
 
@@ -145,11 +149,13 @@ async def find_runs(
     schedule: str | None = None,
     limit: int = 20,
     page_token: bytes | None = None,
+    readable: str | None = None,
 ) -> RunPage:
     """One page of up to `limit` runs, open runs first, newest first (visibility's own
     order), from `page_token` (a `RunPage.next_page_token`) or the start; `INPUT_INVALID`
-    for a token visibility did not give. `schedule`: only the runs that schedule started."""
-    query = runs_query(phase, waiting_for, task_queue, schedule)
+    for a token visibility did not give. `schedule`: only the runs that schedule started;
+    `readable`: only those a caller may read (`Policy.readable_clause`)."""
+    query = runs_query(phase, waiting_for, task_queue, schedule, readable)
     if page_token is not None:
         await _check_page_token(client, query, page_token)
     executions = client.list_workflows(query, page_size=limit, next_page_token=page_token)

@@ -10,6 +10,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.contracts import SUMMARY_MEMO, WORKFLOW_TYPE, ErrorCode, RunInput
 from tarry.errors import TarryError
+from tarry.ownership import RunAccess
 from tarry.schedules import ScheduleView, schedule_name_problem
 
 __all__ = ["ScheduleHandle", "checked_name"]
@@ -35,6 +36,12 @@ class ScheduleHandle:
         # The action's input as the schedule keeps it: payloads, encoded as a run's are.
         [input] = await self._client.data_converter.decode(action.args, [RunInput])
         return await ScheduleView.of_description(description, input, SUMMARY_MEMO)
+
+    async def access(self) -> RunAccess:
+        """Whose its runs are and who they are shared with (`tarry.ownership`), as it
+        starts them; `SCHEDULE_NOT_FOUND` as `describe`."""
+        _, action = await self._described()
+        return RunAccess.of(action.typed_search_attributes)
 
     async def pause(self, note: str | None = None) -> None:
         """Stops it starting runs until `unpause`; `note` says why (shown by `describe`).

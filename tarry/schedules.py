@@ -36,7 +36,7 @@ from temporalio.client import (
     SchedulePolicy,
     ScheduleSpec,
 )
-from temporalio.common import SearchAttributeKey
+from temporalio.common import SearchAttributeKey, TypedSearchAttributes
 
 from tarry.contracts import MAX_RUN_ID_LENGTH, RUN_ID_PATTERN, WORKFLOW_TYPE, RunInput
 
@@ -177,9 +177,11 @@ def temporal_schedule(
     task_queue: str,
     memo: dict[str, Any],
     summary: str,
+    search_attributes: TypedSearchAttributes = TypedSearchAttributes.empty,
 ) -> Schedule:
     """The Temporal schedule whose action starts `input` as `name-<time>` on `task_queue`;
-    `memo` goes onto each run, `summary` is what the UI's run list shows of each."""
+    `memo` goes onto each run, `summary` is what the UI's run list shows of each, and
+    `search_attributes` (its owner and share, `tarry.ownership`) start each run."""
     return Schedule(
         action=ScheduleActionStartWorkflow(
             WORKFLOW_TYPE,
@@ -188,6 +190,7 @@ def temporal_schedule(
             task_queue=task_queue,
             memo=memo,
             static_summary=summary,
+            typed_search_attributes=search_attributes,
         ),
         spec=timing.spec(),
         policy=SchedulePolicy(overlap=overlap.policy),

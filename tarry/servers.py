@@ -67,6 +67,7 @@ _INDEXED_TYPES = {
     SearchAttributeIndexedValueType.KEYWORD: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
     SearchAttributeIndexedValueType.INT: IndexedValueType.INDEXED_VALUE_TYPE_INT,
     SearchAttributeIndexedValueType.DOUBLE: IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE,
+    SearchAttributeIndexedValueType.KEYWORD_LIST: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
 }
 
 
@@ -100,7 +101,8 @@ async def add_search_attributes(
 
 
 def cli_type(key: SearchAttributeKey[Any]) -> str:
-    """`Keyword`, `Int`, `Double`: how the `temporal` CLI spells a search attribute type."""
+    """`Keyword`, `Int`, `Double`, `KeywordList`: how the `temporal` CLI spells a search
+    attribute type."""
     return "".join(part.capitalize() for part in key.indexed_value_type.name.split("_"))
 
 

@@ -52,6 +52,7 @@ from tarry.config_tables import (
 )
 from tarry.contracts import DEFAULT_TASK_QUEUE, AgentSpec
 from tarry.identities import API_USER, Caller, local_user
+from tarry.ownership import Policy, Visibility
 from tarry.tools import MAX_READ_BYTES
 
 __all__ = [
@@ -390,6 +391,20 @@ class TarrySettings(BaseSettings):
         """`user` with the groups `[api.groups]` puts them in."""
         groups = self._file.api.groups.items()
         return Caller(user, tuple(group for group, users in groups if user in users))
+
+    def policy(self) -> Policy:
+        """Who may use which runs through the API (`tarry.ownership`): `[api] visibility`
+        (by default private once users are named: a token naming its user, an identity
+        provider or a sign-in gateway), and `[api] admins`; with no sign-in at all, the one
+        person at this machine has every right."""
+        if not self.api_authenticates():
+            return Policy()
+        api = self._file.api
+        named = bool(api.oidc or api.trusted_proxy) or any(
+            caller.user != API_USER for caller, _ in self.api_users()
+        )
+        default = Visibility.PRIVATE if named else Visibility.TEAM
+        return Policy.of(api.visibility or default, api.admins)
 
     def local_caller(self) -> Caller:
         """Who the CLI and `tarry mcp` act as: `TARRY_USER`, else `cli:$USER`."""

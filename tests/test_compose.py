@@ -137,6 +137,9 @@ def test_the_search_attributes_created_are_exactly_tarrys() -> None:
         "TarryModel": "Keyword",
         "TarryWaitingFor": "Keyword",
         "TarryCostUsd": "Double",
+        "TarryOwner": "Keyword",
+        "TarryReaders": "KeywordList",
+        "TarryWriters": "KeywordList",
     }
 
 

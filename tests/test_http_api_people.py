@@ -25,7 +25,11 @@ CAROL = "carol-token-0123456789"
 DAVE = "dave-token-0123456789a"
 BARE = "a-bare-token-0123456789"
 
+# Everyone uses every run here: who may see which is tests/test_owners.py's.
 CONFIG = f"""
+[api]
+visibility = "team"
+
 [api.users]
 alice = "{ALICE}"
 bob = "{BOB}"

@@ -42,10 +42,13 @@ from tests.http_api import TOKEN, Api, serving
 from tests.test_api_access import signals
 from tests.test_api_model_failure import SOON
 from tests.test_cli_approvals import decision_of, until_state
+from tests.test_http_api import listed
+from tests.test_http_api_people import as_
 from tests.test_model_failure import failing_agent
 from tests.test_notifications import Linked
 from tests.test_notifications import linked as linked  # the fixture, and the one it needs:
 from tests.test_notifications import receiver as receiver
+from tests.test_owners import BOB, CAROL, alices_run, people_api, with_people
 from tests.test_retrying import LONG_OUTAGE
 from tests.test_sub_agents import PLANNER, plan_the_launch
 
@@ -958,3 +961,48 @@ async def test_the_inbox_forgets_its_token_when_asked(agent: Agent, browser: Web
         await until(lambda: first(browser, "#token-dialog[open]"), "the prompt again")
         assert browser.execute_script("return localStorage.getItem('tarry-token')") is None
         assert not forget.is_displayed()
+
+
+async def as_person(browser: WebDriver, api: Api, token: str) -> None:
+    """Opens the inbox as `token`'s user, as the token prompt would leave it."""
+    await asyncio.to_thread(browser.get, api.url + "/")
+    browser.execute_script("localStorage.setItem('tarry-token', arguments[0])", token)
+    await asyncio.to_thread(browser.get, api.url + "/")
+
+
+async def test_the_inbox_shows_no_one_else_s_runs_and_a_read_share_read_only(
+    agent: Agent, browser: WebDriver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_people(tmp_path, monkeypatch)
+    async with people_api(agent) as api:
+        alices = await alices_run(api)
+        agent.model.add(say("bob's answer"))
+        bobs = (await api.http.post("/v1/runs", json={"prompt": "hi"}, headers=as_(BOB))).json()
+        api.run(bobs["id"])
+        await listed(api, "", {alices})
+
+        await as_person(browser, api, BOB)
+        await until(lambda: list_tag(browser, bobs["id"]), "bob's own run in his list")
+        assert list_tag(browser, alices) is None
+        await asyncio.to_thread(browser.get, f"{api.url}/#/runs/{alices}")
+        await until(
+            lambda: (
+                "RUN_NOT_FOUND" in browser.find_element(By.ID, "run-notice").text
+                or "no run" in browser.find_element(By.ID, "run-notice").text
+            ),
+            "not found",
+        )
+        assert texts(browser, ".message .body") == []
+
+        await as_person(browser, api, CAROL)
+        await until(lambda: click_row(browser, alices), "alice's shared run in carol's list")
+        card = await pending_call_card(browser)
+        await until(
+            lambda: "not change it" in browser.find_element(By.ID, "run-notice").text,
+            "the page saying it is read-only",
+        )
+        assert "write the plan" in texts(browser, ".message.user .body")
+        assert card.find_elements(By.CSS_SELECTOR, "button") == []
+        for control in ("reply-form", "pause-button", "stop-button"):
+            assert not browser.find_element(By.ID, control).is_displayed(), control
+    assert (await api.run(alices).state()).waiting_for == WaitingFor.APPROVAL

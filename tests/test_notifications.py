@@ -30,6 +30,7 @@ from tarry.actions import Action, sign, verify
 from tarry.api import ApiServer, create_app
 from tarry.client import RunHandle, Tarry
 from tarry.contracts import Budget, ErrorCode, Phase, Usage, WaitingFor
+from tarry.identities import Caller
 from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import Agent
@@ -151,10 +152,13 @@ def config(tmp_path: Path, url: str, events: list[str], **fields: str) -> Path:
 async def notifying(
     agent_factory: Any, tmp_path: Path, receiver: Receiver, events: list[str], **more: Any
 ) -> Agent:
-    """An agent whose worker notifies `receiver` of `events`."""
+    """An agent whose worker notifies `receiver` of `events`; with a `to` user in
+    `entry`, its runs are that user's (a link goes only to whom may use the run)."""
     entry = more.pop("entry", {})
     path = config(tmp_path, receiver.url, events, **entry)
     agent: Agent = await agent_factory(worker_settings={"tarry_config": path, **more})
+    if "to" in entry:
+        agent.tarry = agent.tarry.acting_as(Caller(entry["to"]))
     return agent
 
 
@@ -432,6 +436,33 @@ async def linked(
         await receiver.until_taken(1)
         [pending] = receiver.delivered[0].json["pending_approvals"]
         yield Linked(run, pending["links"]["approve"], pending["links"]["reject"], http)
+
+
+async def test_a_notification_links_a_run_only_for_a_user_who_may_use_it(
+    agent_factory: Any, tmp_path: Path, receiver: Receiver
+) -> None:
+    agent = await notifying(
+        agent_factory,
+        tmp_path,
+        receiver,
+        ["waiting_for_approval"],
+        entry={"to": "alice"},
+        tarry_action_key=ACTION_KEY,
+    )
+    agent.model.add(call("write_file", WRITE, id="w1"), call("write_file", WRITE, id="w2"))
+    agent.tarry = agent.tarry.acting_as(Caller("bob"))
+    not_hers = await agent.start("write the plan", require_approval=["write_file"])
+    await receiver.until_taken(1)
+    shared = await agent.start(
+        "write the plan", require_approval=["write_file"], share={"alice": "write"}
+    )
+    await receiver.until_taken(2)
+
+    told = {d.json["run_id"]: d.json for d in receiver.delivered}
+    assert told[not_hers.id]["links"] == {}
+    assert told[not_hers.id]["pending_approvals"][0]["links"] == {}
+    assert set(told[shared.id]["links"]) == {"run"}
+    assert set(told[shared.id]["pending_approvals"][0]["links"]) == {"approve", "reject"}
 
 
 async def test_opening_an_action_link_decides_nothing_until_it_is_confirmed(

@@ -47,11 +47,15 @@ from tarry.contracts import (
     ToolResult,
     WaitingFor,
 )
+from tarry.ownership import carried
 from tarry.text import shorten
 from workflows.memory import RunMemory, WorkflowInput
 
 STATUS_SIGNAL = "agent_status"
 """The signal a child reports its waiting to its parent with (`AgentReport`)."""
+OWNER_PATCH = "sub-agent-owner"
+"""`workflow.patched` id: a sub-agent starts with its lead's owner and share
+(`tarry.ownership`); children of runs in flight before it started without them."""
 BUDGET_SIGNAL = "parent_budget"
 """The signal a parent gives a running child its new limits with (`BudgetRaise`)."""
 
@@ -103,6 +107,8 @@ async def delegate(
     # Running before it starts: its first report may come in the activation that
     # resolves its start, and must not be dropped as a stranger's.
     m.agents.running.append(run_id)
+    owned = workflow.patched(OWNER_PATCH)
+    access = carried(workflow.info().typed_search_attributes) if owned else None
     try:
         handle = await workflow.start_child_workflow(
             WORKFLOW_TYPE,
@@ -113,6 +119,7 @@ async def delegate(
             memo={SUMMARY_MEMO: shorten(task)},
             static_summary=shorten(f"{name} for {parent}: {task}", 200),
             static_details=_details(name, parent, task),
+            search_attributes=access,
         )
         result: RunResult | Exception = await _follow_child(m, handle, run_id, follow)
     except (ChildWorkflowError, WorkflowAlreadyStartedError) as e:

@@ -27,6 +27,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from tarry.contracts import NOTIFY_ACTIVITY, Catalogue, Notification, NotifyEvent, WaitingFor
+from tarry.ownership import RunAccess
 from workflows.memory import RunMemory
 
 # Runs whose catalogue a new worker answered while older workflow code ran them (a
@@ -102,7 +103,9 @@ class Outbox:
         event = event_of(memory)
         if event is None or event not in memory.notify_events:
             return
-        run_id = workflow.info().workflow_id
+        info = workflow.info()
+        run_id = info.workflow_id
+        access = RunAccess.of(info.typed_search_attributes)
         notification = Notification(
             # The stop point's number is unique along the whole chain (handed over, resumed).
             id=f"{run_id}/{memory.stops}",
@@ -112,6 +115,9 @@ class Outbox:
             waiting_for=memory.waiting_for(),
             pending_approvals=memory.undecided(),
             summary=summary_of(memory, event),
+            owner=access.owner,
+            readers=sorted(access.readers),
+            writers=sorted(access.writers),
         )
         task = asyncio.create_task(self._send(notification))
         self._sending.add(task)

@@ -24,9 +24,11 @@ from fastapi.responses import HTMLResponse
 
 from tarry.actions import Action, verify
 from tarry.api.errors import status_of
-from tarry.api.parts import SettingsOf, TarryOf
+from tarry.api.parts import PolicyOf, SettingsOf, TarryOf
+from tarry.api.rights import Need, check_run, require_approver
 from tarry.client import Tarry, TarryError
 from tarry.contracts import ErrorCode, RunState
+from tarry.ownership import Policy
 from tarry.settings import TarrySettings
 
 __all__ = ["actions_router"]
@@ -59,13 +61,16 @@ def actions_router() -> APIRouter:
     router = APIRouter(prefix="/v1/actions", tags=["actions"])
 
     @router.get("/{token}", response_class=HTMLResponse, responses=_REFUSED)
-    async def confirm(token: Token, tarry: TarryOf, settings: SettingsOf) -> HTMLResponse:
+    async def confirm(
+        token: Token, tarry: TarryOf, settings: SettingsOf, policy: PolicyOf
+    ) -> HTMLResponse:
         """A page showing the call and asking to confirm the link's decision; it decides
         nothing (a chat app's preview fetches the link too). 403 `ACTION_LINK_INVALID`,
         410 `ACTION_LINK_EXPIRED`, 409 `APPROVAL_ALREADY_DECIDED` for a call that waits
         for no decision."""
         try:
             action = verify(token, settings.action_key(), time.time())
+            await _may_decide(tarry, settings, policy, action)
             state = await tarry.get(action.run_id).state()
         except TarryError as e:
             return _refusal(e)
@@ -87,13 +92,16 @@ def actions_router() -> APIRouter:
         return _page(f"{verb} a tool call", body)
 
     @router.post("/{token}", response_class=HTMLResponse, responses=_REFUSED)
-    async def act(token: Token, tarry: TarryOf, settings: SettingsOf) -> HTMLResponse:
+    async def act(
+        token: Token, tarry: TarryOf, settings: SettingsOf, policy: PolicyOf
+    ) -> HTMLResponse:
         """Decides the link's call as its user, once: the run's state at its next stop
         point, in a page. 409 `APPROVAL_ALREADY_DECIDED` for a call decided already (by
         this link or any other way), 403 `ACTION_LINK_INVALID` or `APPROVAL_NOT_ALLOWED`,
         410 `ACTION_LINK_EXPIRED`: nothing is decided."""
         try:
             action = verify(token, settings.action_key(), time.time())
+            await _may_decide(tarry, settings, policy, action)
             state = await _decide(tarry, settings, action)
         except TarryError as e:
             return _refusal(e)
@@ -107,6 +115,17 @@ def actions_router() -> APIRouter:
         return _page(done, body)
 
     return router
+
+
+async def _may_decide(
+    tarry: Tarry, settings: TarrySettings, policy: Policy, action: Action
+) -> None:
+    """Refuses a link whose user may not decide the run's calls now (`tarry.api.rights`):
+    a share taken back, a run never theirs. The run checks the call's approvers itself."""
+    caller = settings.caller(action.user)
+    if not await check_run(tarry, policy, caller, action.run_id, Need.DECIDE):
+        state = await tarry.get(action.run_id).state()
+        require_approver(state, caller, action.run_id, action.call_id)
 
 
 async def _decide(tarry: Tarry, settings: TarrySettings, action: Action) -> RunState:

@@ -47,7 +47,8 @@ from fastapi.responses import StreamingResponse
 from tarry.api.errors import ErrorBody
 from tarry.api.feeds import Feeds
 from tarry.api.models import RunId
-from tarry.api.parts import FeedsOf, TarryOf
+from tarry.api.parts import FeedsOf, PolicyOf, TarryOf
+from tarry.api.rights import Need, check_run
 from tarry.api.routes import INTERNAL, INTERNAL_MESSAGE, JSON_ONLY, CallerOf, existing
 from tarry.client import Tarry, TarryError
 from tarry.contracts import ChatMessage, ErrorCode, Phase, RunInput, RunState, WaitingFor
@@ -244,16 +245,19 @@ def agui_router() -> APIRouter:
         dependencies=JSON_ONLY,
         responses={
             200: {"content": {"text/event-stream": {}}},
-            **{status: {"model": ErrorBody} for status in (401, 413, 415, 422, 503)},
+            **{status: {"model": ErrorBody} for status in (401, 403, 404, 413, 415, 422, 503)},
         },
     )
     async def agui(
-        body: AguiInput, caller: CallerOf, tarry: TarryOf, feeds: FeedsOf
+        body: AguiInput, caller: CallerOf, tarry: TarryOf, feeds: FeedsOf, policy: PolicyOf
     ) -> StreamingResponse:
         """Run one AG-UI exchange: `threadId` is the run id. A new thread starts a run
         with the last user message as its prompt; a known one gets that message as a
         reply (its id is the reply's id, so a retried request enters it once). Answers
-        with AG-UI events until the run's next stop point."""
+        with AG-UI events until the run's next stop point. A thread whose run the caller
+        may not read is 404 `RUN_NOT_FOUND`, one they may not reply to 403 `NOT_ALLOWED`,
+        before the stream begins."""
+        await check_run(tarry, policy, caller, body.thread_id, Need.WRITE, absent=True)
         encoder = EventEncoder()
         return StreamingResponse(
             (encoder.encode(e) async for e in _exchange(tarry.acting_as(caller), feeds, body)),

@@ -135,12 +135,15 @@ class PendingCall(BaseModel):
     """The users and groups who may decide it (`RunInput.approvers`); null: anyone."""
     may_decide: bool = True
     """Whether the caller of this request may decide it: a decision by anyone else is
-    403 `APPROVAL_NOT_ALLOWED`."""
+    403 `APPROVAL_NOT_ALLOWED` (or `NOT_ALLOWED`, by a reader who is none of its approvers)."""
     rule: int | None = None
     """The approval rule (from 1) that asks about it; null: `require_approval`."""
 
     @classmethod
-    def of(cls, pending: PendingApproval, caller: Caller) -> PendingCall:
+    def of(cls, pending: PendingApproval, caller: Caller, may_write: bool = True) -> PendingCall:
+        """`pending` as `caller` sees it, who may change its run or not (`may_write`):
+        without, only a call naming them among its approvers is theirs to decide."""
+        allowed = may_decide(pending.approvers, caller.user, caller.groups)
         try:
             parsed = json.loads(pending.arguments)
         except ValueError:
@@ -152,7 +155,7 @@ class PendingCall(BaseModel):
             arguments_text=pending.arguments,
             deadline=pending.deadline,
             approvers=pending.approvers,
-            may_decide=may_decide(pending.approvers, caller.user, caller.groups),
+            may_decide=allowed and (may_write or bool(pending.approvers)),
             rule=pending.rule,
         )
 
@@ -164,12 +167,10 @@ class StateView(RunState):
     pending_approvals: list[PendingCall] = Field(default_factory=list)  # type: ignore[assignment]
 
     @classmethod
-    def of(cls, state: RunState, caller: Caller) -> StateView:
+    def of(cls, state: RunState, caller: Caller, may_write: bool = True) -> StateView:
         """`state` as `caller` sees it: which pending calls they may decide."""
-        return cls(
-            **state.model_dump(exclude={"pending_approvals"}),
-            pending_approvals=[PendingCall.of(p, caller) for p in state.pending_approvals],
-        )
+        pending = [PendingCall.of(p, caller, may_write) for p in state.pending_approvals]
+        return cls(**state.model_dump(exclude={"pending_approvals"}), pending_approvals=pending)
 
 
 class RunView(StateView):
@@ -182,10 +183,16 @@ class RunView(StateView):
     """The sub-agent runs this one started, open or ended, oldest first, as Temporal's
     visibility records them: a child is listed a moment after it starts, but the one
     `waiting_on` names always is."""
+    may_write: bool = True
+    """Whether the caller may change the run (reply, pause, stop, budget, model, fork):
+    false for a run shared with them to `read`, or one they only approve calls of."""
 
     @classmethod
-    def of_run(cls, run_id: str, state: RunState, caller: Caller, children: list[str]) -> RunView:
-        return cls(id=run_id, children=children, **StateView.of(state, caller).model_dump())
+    def of_run(
+        cls, run_id: str, state: RunState, caller: Caller, children: list[str], may_write: bool
+    ) -> RunView:
+        view = StateView.of(state, caller, may_write).model_dump()
+        return cls(id=run_id, children=children, may_write=may_write, **view)
 
 
 class Started(BaseModel):

@@ -18,9 +18,10 @@ from fastapi import Depends, FastAPI, Request
 from tarry.api.feeds import Feeds
 from tarry.api.signin import SignIn
 from tarry.client import Tarry
+from tarry.ownership import Policy
 from tarry.settings import TarrySettings
 
-__all__ = ["AppParts", "FeedsOf", "SettingsOf", "TarryOf", "parts_of"]
+__all__ = ["AppParts", "FeedsOf", "PolicyOf", "SettingsOf", "TarryOf", "parts_of"]
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,12 @@ class AppParts:
     settings: TarrySettings
     sign_in: SignIn
     """Who a request is: the guard (`tarry.api.auth`) asks it."""
+    policy: Policy
+    """Who may use which runs (`tarry.ownership`)."""
 
     @classmethod
     def of(cls, tarry: Tarry, settings: TarrySettings) -> AppParts:
-        return cls(tarry, Feeds(tarry), settings, SignIn.of(settings))
+        return cls(tarry, Feeds(tarry), settings, SignIn.of(settings), settings.policy())
 
     def install(self, app: FastAPI) -> None:
         """Puts these parts where `parts_of` finds them for `app`'s requests."""
@@ -60,9 +63,15 @@ def _settings_of(request: Request) -> TarrySettings:
     return parts_of(request).settings
 
 
+def _policy_of(request: Request) -> Policy:
+    return parts_of(request).policy
+
+
 TarryOf = Annotated[Tarry, Depends(_tarry_of)]
 """The client the app was made with."""
 FeedsOf = Annotated[Feeds, Depends(_feeds_of)]
 """The app's one reader of each run's events."""
 SettingsOf = Annotated[TarrySettings, Depends(_settings_of)]
 """The settings the app was made with."""
+PolicyOf = Annotated[Policy, Depends(_policy_of)]
+"""Who may use which runs."""

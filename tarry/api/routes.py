@@ -38,7 +38,15 @@ from tarry.api.models import (
     StateView,
     StopBody,
 )
-from tarry.api.parts import FeedsOf, TarryOf
+from tarry.api.parts import FeedsOf, PolicyOf, TarryOf
+from tarry.api.rights import (
+    Need,
+    check_run,
+    may_decide_in,
+    may_write,
+    require_approver,
+    run_guard,
+)
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import (
     ErrorCode,
@@ -50,6 +58,7 @@ from tarry.contracts import (
     may_decide,
 )
 from tarry.identities import Caller
+from tarry.ownership import Policy, RunAccess
 from tarry.run_list import RunRow, find_children, find_runs
 
 __all__ = ["INTERNAL", "INTERNAL_MESSAGE", "runs_router"]
@@ -95,6 +104,7 @@ _AUTH = (HTTPStatus.UNAUTHORIZED, HTTPStatus.SERVICE_UNAVAILABLE)
 _READ = (*_AUTH, HTTPStatus.NOT_FOUND, HTTPStatus.UNPROCESSABLE_ENTITY)
 _WRITE = (
     *_READ,
+    HTTPStatus.FORBIDDEN,
     HTTPStatus.CONFLICT,
     HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
     HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
@@ -192,7 +202,8 @@ def resume_offset(after: int | None, last_event_id: str | None) -> int:
 
 
 def runs_router() -> APIRouter:
-    router = APIRouter(prefix="/v1/runs", tags=["runs"])
+    # Every route that names a run checks the caller's right to it (`tarry.api.rights`).
+    router = APIRouter(prefix="/v1/runs", tags=["runs"], dependencies=[Depends(run_guard)])
 
     @router.post(
         "",
@@ -204,6 +215,7 @@ def runs_router() -> APIRouter:
         body: StartRequest,
         caller: CallerOf,
         tarry: TarryOf,
+        policy: PolicyOf,
         idempotency_key: IdempotencyKey = None,
     ) -> Started:
         """Start a run; 409 `RUN_EXISTS` for the id of any run there is, open or ended
@@ -222,6 +234,10 @@ def runs_router() -> APIRouter:
             if e.code is not ErrorCode.RUN_EXISTS or request is None or run_id is None:
                 raise
             run = tarry.get(run_id)
+            try:  # a retry answers the run's state: only to someone who may read it
+                await check_run(tarry, policy, caller, run_id, Need.READ)
+            except TarryError:
+                raise e from None
             await _retried_start(run, request, e)
         state = await run.served_state()
         return Started(id=run.id, state=StateView.of(state, caller) if state else None)
@@ -237,10 +253,12 @@ def runs_router() -> APIRouter:
         *,
         caller: CallerOf,
         tarry: TarryOf,
+        policy: PolicyOf,
     ) -> RunList:
         """Runs as Temporal's visibility records them (no worker needed), open runs
         first, newest first, a page of `limit` at a time; `schedule`: only the runs
-        that schedule started. `decidable`: of a page of runs waiting for approval, those
+        that schedule started; only the runs the caller may read (`[api] visibility`).
+        `decidable`: of a page of runs waiting for approval, those
         with a call the caller may decide (each run asked, as only the run knows; one
         whose worker does not answer within seconds is left out: it could not take a
         decision now either); with a `phase` or `waiting_for` that contradicts it, 422."""
@@ -261,8 +279,9 @@ def runs_router() -> APIRouter:
             schedule=schedule,
             limit=limit,
             page_token=_page_token(cursor),
+            readable=policy.readable_clause(caller),
         )  # a cursor visibility cannot read is INPUT_INVALID
-        rows = await _decidable(tarry, page.rows, caller) if decidable else page.rows
+        rows = await _decidable(tarry, policy, page.rows, caller) if decidable else page.rows
         token = page.next_page_token
         return RunList(
             runs=[RunSummary.of(row) for row in rows],
@@ -270,10 +289,10 @@ def runs_router() -> APIRouter:
         )
 
     @router.get("/{run_id}", responses=_errors(*_READ))
-    async def get_run(run_id: RunId, caller: CallerOf, tarry: TarryOf) -> RunView:
+    async def get_run(run_id: RunId, request: Request, caller: CallerOf, tarry: TarryOf) -> RunView:
         """The run's state (its `state` query), with the calls the caller may decide."""
         state = await tarry.get(run_id).state()
-        return await _view(tarry, run_id, state, caller)
+        return await _view(tarry, run_id, state, caller, may_write(request))
 
     @router.get("/{run_id}/transcript", responses=_errors(*_READ))
     async def get_transcript(
@@ -344,21 +363,24 @@ def runs_router() -> APIRouter:
         responses=_errors(*_WRITE),
     )
     async def decide(
-        run_id: RunId, body: DecisionRequest, caller: CallerOf, tarry: TarryOf
+        run_id: RunId, body: DecisionRequest, request: Request, caller: CallerOf, tarry: TarryOf
     ) -> RunView:
         """Decide on a gated tool call (every pending one when `call_id` is null):
         the state at the run's next stop point, or 409 with an `APPROVAL_*` code when
         the decision cannot apply (nothing pending, an unknown or decided call), 403
         `APPROVAL_NOT_ALLOWED` when the caller is not one of the call's approvers. With
         `remember: "run"`, the like calls after it are decided the same way, unasked."""
-        state = await tarry.get(run_id, caller).decide(
+        run = tarry.get(run_id, caller)
+        if not may_write(request):
+            require_approver(await run.state(), caller, run_id, body.call_id)
+        state = await run.decide(
             body.call_id,
             approved=body.approved,
             reason=body.reason,
             arguments=body.arguments,
             remember=body.remember,
         )
-        return await _view(tarry, run_id, state, caller)
+        return await _view(tarry, run_id, state, caller, may_write(request))
 
     @router.post(
         "/{run_id}/budget",
@@ -508,10 +530,13 @@ async def _sse(feeds: Feeds, run_id: str, start: int) -> AsyncIterator[ServerSen
         yield ServerSentEvent(data=error.model_dump_json(), event="error")
 
 
-async def _view(tarry: Tarry, run_id: str, state: RunState, caller: Caller) -> RunView:
-    """The run as the API answers it: its state, and the sub-agents it started."""
+async def _view(
+    tarry: Tarry, run_id: str, state: RunState, caller: Caller, may_write: bool = True
+) -> RunView:
+    """The run as the API answers it: its state, the sub-agents it started, and whether
+    `caller` may change it."""
     children = await find_children(tarry.client, run_id, state.waiting_on)
-    return RunView.of_run(run_id, state, caller, children)
+    return RunView.of_run(run_id, state, caller, children, may_write)
 
 
 DECIDABLE_PATIENCE = 3.0
@@ -519,17 +544,26 @@ DECIDABLE_PATIENCE = 3.0
 for longer than that before Temporal gives up, and it holds up the whole list."""
 
 
-async def _decidable(tarry: Tarry, rows: list[RunRow], caller: Caller) -> list[RunRow]:
-    """The rows of runs with a pending call `caller` may decide, asked all at once."""
+async def _decidable(
+    tarry: Tarry, policy: Policy, rows: list[RunRow], caller: Caller
+) -> list[RunRow]:
+    """The rows of runs with a pending call `caller` may decide, asked all at once: one
+    of its approvers, who may change the run or is named among them (`tarry.api.rights`)."""
 
     async def may_decide_one(row: RunRow) -> bool:
+        run = tarry.get(row.run_id)
         try:
             async with asyncio.timeout(DECIDABLE_PATIENCE):
-                state = await tarry.get(row.run_id).state()
+                state = await run.state()
+                pending = state.pending_approvals
+                if not any(may_decide(p.approvers, caller.user, caller.groups) for p in pending):
+                    return False
+                if policy.sees_all(caller) or may_decide_in(state, caller):
+                    return True
+                access = RunAccess.of((await run.describe()).typed_search_attributes)
         except (TimeoutError, TarryError):  # unserved, slow, or ended meanwhile
             return False
-        pending = state.pending_approvals
-        return any(may_decide(p.approvers, caller.user, caller.groups) for p in pending)
+        return policy.may_write(caller, access)
 
     answers = await asyncio.gather(*(may_decide_one(row) for row in rows))
     return [row for row, yes in zip(rows, answers, strict=True) if yes]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from http import HTTPStatus
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Depends, Response
 
 from tarry.api.models import (
     Accepted,
@@ -15,7 +15,8 @@ from tarry.api.models import (
     ScheduleNote,
     ScheduleRequest,
 )
-from tarry.api.parts import TarryOf
+from tarry.api.parts import PolicyOf, TarryOf
+from tarry.api.rights import schedule_guard
 from tarry.api.routes import (
     _AUTH,
     _BODY_REQUIRED,
@@ -31,13 +32,18 @@ __all__ = ["schedules_router"]
 
 
 def schedules_router() -> APIRouter:
-    router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
+    # Every route that names a schedule checks the caller's right to it.
+    router = APIRouter(
+        prefix="/v1/schedules", tags=["schedules"], dependencies=[Depends(schedule_guard)]
+    )
 
     @router.get("", responses=_errors(*_AUTH))
-    async def list_schedules(tarry: TarryOf) -> ScheduleList:
+    async def list_schedules(caller: CallerOf, tarry: TarryOf, policy: PolicyOf) -> ScheduleList:
         """The schedules of Tarry's runs, as Temporal's visibility records them: one just
-        created or deleted may take a moment to show."""
-        return ScheduleList(schedules=await tarry.list_schedules())
+        created or deleted may take a moment to show. Only those the caller may read
+        (`[api] visibility`): a schedule is its runs' owner's, shared as they are."""
+        readable = policy.readable_clause(caller)
+        return ScheduleList(schedules=await tarry.list_schedules(readable))
 
     @router.post(
         "",
@@ -113,7 +119,11 @@ def schedules_router() -> APIRouter:
         await tarry.schedule(name).trigger()
         return Accepted()
 
-    @router.delete("/{name}", status_code=HTTPStatus.NO_CONTENT, responses=_errors(*_READ))
+    @router.delete(
+        "/{name}",
+        status_code=HTTPStatus.NO_CONTENT,
+        responses=_errors(*_READ, HTTPStatus.FORBIDDEN),
+    )
     async def delete(name: ScheduleName, tarry: TarryOf) -> Response:
         """Delete it: it starts no more runs; the runs it started go on."""
         await tarry.schedule(name).delete()

@@ -47,12 +47,24 @@ MODEL_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryModel")
 WAITING_FOR_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryWaitingFor")
 COST_ATTRIBUTE = SearchAttributeKey.for_float("TarryCostUsd")
 """The run's estimated cost so far, from its profiles' prices: `TarryCostUsd > 5`."""
+# Set once, when the run starts (`tarry.ownership`): who may find and read it, so that a
+# list is a visibility query. A continue-as-new keeps them; a sub-agent gets its lead's.
+OWNER_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryOwner")
+"""Who started the run (a sub-agent: its lead's owner; a schedule's run: the schedule's)."""
+READERS_ATTRIBUTE = SearchAttributeKey.for_keyword_list("TarryReaders")
+"""Users and `group:NAME`s who may read the run besides its owner: its `share` and its
+approvers."""
+WRITERS_ATTRIBUTE = SearchAttributeKey.for_keyword_list("TarryWriters")
+"""Users and `group:NAME`s its `share` lets reply, pause, stop, raise, switch and fork."""
 SEARCH_ATTRIBUTES = (
     PHASE_ATTRIBUTE,
     TURNS_ATTRIBUTE,
     MODEL_ATTRIBUTE,
     WAITING_FOR_ATTRIBUTE,
     COST_ATTRIBUTE,
+    OWNER_ATTRIBUTE,
+    READERS_ATTRIBUTE,
+    WRITERS_ATTRIBUTE,
 )
 
 
@@ -99,6 +111,16 @@ class ApprovalDefault(StrEnum):
 
     REJECT = "reject"
     APPROVE = "approve"
+
+
+class Share(StrEnum):
+    """What `RunInput.share` grants a user or group on a run (`tarry.ownership`)."""
+
+    READ = "read"
+    """Find it, read its state, transcript and events."""
+    WRITE = "write"
+    """Read it, and reply, pause, stop, resume, retry, raise its budget, switch its model
+    or reply policy, and fork it."""
 
 
 class ReplyPolicy(StrEnum):
@@ -185,6 +207,9 @@ class ErrorCode(StrEnum):
     APPROVAL_NOT_ALLOWED = "APPROVAL_NOT_ALLOWED"
     """A decision by someone who is not one of the call's approvers (`RunInput.approvers`):
     nothing is decided."""
+    NOT_ALLOWED = "NOT_ALLOWED"
+    """A change to a run the caller may read but not change (`tarry.ownership`): shared
+    with them to `read` only. Nothing changes."""
     ENGINE_ABORTED = "ENGINE_ABORTED"
     """`stop` while the run was working: the run fails, its transcript kept."""
     ENGINE_MAX_TURNS = "ENGINE_MAX_TURNS"

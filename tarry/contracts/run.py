@@ -17,6 +17,7 @@ from tarry.contracts.names import (
     Mode,
     Phase,
     ReplyPolicy,
+    Share,
     WaitingFor,
 )
 from tarry.rules import ApprovalRule
@@ -141,6 +142,11 @@ class RunInput(BaseModel):
     users and groups (`[api.groups]`) who may; a tool in neither: anyone. A decision by
     anyone else is refused (`APPROVAL_NOT_ALLOWED`). Left out while empty, so inputs from
     before it encode as they did."""
+    share: dict[str, Share] = Field(default={}, exclude_if=when_empty)
+    """Who besides its owner (who started it) may use the run: a user's name, or
+    `group:NAME` for a group's members, to `read` or `write` (`tarry.ownership`). Set when
+    the run starts; its sub-agents, forks' sources and resumptions keep it. Left out while
+    empty, so inputs from before it encode as they did."""
     approval_rules: list[ApprovalRule] = Field(default=[], exclude_if=when_empty)
     """Standing decisions on tool calls, the first that matches a call deciding it:
     approve without asking, reject with a reason, or ask a person (even for a tool outside
@@ -156,6 +162,25 @@ class RunInput(BaseModel):
     @classmethod
     def _a_json_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
         return _json_schema(schema)
+
+    @field_validator("share")
+    @classmethod
+    def _names(cls, share: dict[str, Share]) -> dict[str, Share]:
+        for name in share:
+            if problem := principal_problem(name):
+                raise ValueError(f"share: {problem}")
+        return share
+
+
+def principal_problem(name: str) -> str | None:
+    """Why `name` cannot name a user or `group:NAME` in a share; None when it can. The
+    names go into visibility queries, so no quote or backslash (nor control character)."""
+    bare = name.removeprefix("group:")
+    if not bare.strip() or bare != bare.strip():
+        return f"{name!r} is no user or group: give a name, or group:NAME"
+    if any(c in "'\\\"" or not c.isprintable() for c in name):
+        return f"{name!r}: a name has no quotes, backslashes or control characters"
+    return None
 
 
 def _json_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -256,6 +256,7 @@ function runPage(id) {
     calls: new Map(),
     children: [], // the sub-agent runs it started, as the API last listed them
     treeDrawn: "", // what its tree of sub-agents last drew
+    mayWrite: true, // whether this page's person may change the run (the API's `may_write`)
   };
 }
 
@@ -502,6 +503,10 @@ function showState(state) {
 // typing: what the run's state, read every second, may change under their eyes.
 function showStatus(state) {
   current.state = state;
+  // Said by the API's view of the run, for this page's token; a stop event's state, the
+  // same for every reader, leaves it as the last view said.
+  if (state.may_write !== undefined) current.mayWrite = state.may_write;
+  const readOnly = !current.mayWrite;
   const phase = $("run-phase");
   phase.textContent = state.waiting_for ? `waiting for ${state.waiting_for}` : tagOf(state.phase);
   phase.className = `badge ${state.phase}`;
@@ -517,6 +522,7 @@ function showStatus(state) {
   else if (state.stop_reason) problems.push(`stopped: ${state.stop_reason}`);
   if (state.paused_by && !over) problems.push(`paused by ${state.paused_by}`);
   if (over) problems.push(`The run has ended (${state.phase}).`);
+  if (readOnly) problems.push("You may read this run, not change it.");
   // Read every second, it is said again only when it changes: what an action just said
   // stays until then.
   const said = problems.join(" — ");
@@ -525,6 +531,8 @@ function showStatus(state) {
   $("stop-button").disabled = over;
   $("reply-text").disabled = over;
   $("reply-button").disabled = over;
+  // Offered only to those who may use them: the API would refuse anyone else (403).
+  for (const id of ["pause-button", "stop-button", "reply-form"]) $(id).hidden = readOnly;
   showRetrying(state.retrying || null);
   showModelFailing(state);
   showBudget(state);
@@ -551,7 +559,7 @@ function showRetrying(retrying) {
 
 function showModelFailing(state) {
   const waiting = state.phase === "WaitingUser" && state.waiting_for === "model";
-  $("model-form").hidden = !waiting;
+  $("model-form").hidden = !waiting || !current.mayWrite;
   $("model-error").textContent = waiting && state.error ? `${state.error.code}: ${state.error.message}` : "";
   for (const id of ["retry-button", "model-button", "model-profile"]) $(id).disabled = !waiting;
 }
@@ -673,7 +681,7 @@ function showBudget(state) {
       $("budget-cost").value = budget.max_cost_usd ? String(budget.max_cost_usd * 2) : "";
     }
   }
-  form.hidden = !waiting;
+  form.hidden = !waiting || !current.mayWrite;
   $("budget-button").disabled = !waiting;
 }
 
@@ -736,10 +744,13 @@ function approvalCard(pending) {
   reject.addEventListener("click", () => decide(card, pending.call_id, false, reason.value, null));
   const actions = el("div", "approval-actions");
   actions.append(approve, remember, reject);
-  if (pending.may_decide === false) {
-    // Only its approvers may decide it: the run would refuse anyone else (403).
+  // A call the API did not say is theirs, on a run they may not change, is not theirs.
+  if (pending.may_decide === false || (!current.mayWrite && pending.may_decide !== true)) {
+    // Only its approvers (or those who may change the run) may decide it: the API would
+    // refuse anyone else (403).
     args.readOnly = true;
-    const who = el("div", "muted small approvers", `Only ${pending.approvers.join(", ")} may decide this call.`);
+    const whom = pending.approvers ? `Only ${pending.approvers.join(", ")} may` : "You may not";
+    const who = el("div", "muted small approvers", `${whom} decide this call.`);
     card.append(args, deadline, who);
     return card;
   }
