@@ -582,3 +582,29 @@ async def test_a_setting_that_lets_a_page_pass_for_the_gateway_is_refused_even_w
     line = refused(await start("tarry serve", tmp_path, config, **{variable: value}))
 
     assert line == problem
+
+
+async def test_tarry_mcp_over_http_keeps_one_user_s_private_run_from_another(
+    agent: Agent, payload_store: Path, tmp_path: Path, provider: IdentityProvider
+) -> None:
+    agent.model.add(say("Hello."))
+    config = oidc_config(provider) + f'\n[api.users]\nbob = "{BOB}"\n'
+    async with tarry_mcp_http(agent, payload_store, tmp_path, config) as url:
+        as_alice = httpx2.AsyncClient(
+            headers=as_(provider.token()), timeout=httpx2.Timeout(deadline(60))
+        )
+        async with as_alice, Client(streamable_http_client(url, http_client=as_alice)) as mcp:
+            run_id = (await use(mcp, "start_run", prompt="hi"))["run_id"]
+            alices_list = await use(mcp, "list_runs")
+        as_bob = httpx2.AsyncClient(headers=as_(BOB), timeout=httpx2.Timeout(deadline(60)))
+        async with as_bob, Client(streamable_http_client(url, http_client=as_bob)) as mcp:
+            state = await mcp.call_tool("run_state", {"run_id": run_id})
+            reply = await mcp.call_tool("reply", {"run_id": run_id, "text": "mine now"})
+            bobs_list = await use(mcp, "list_runs")
+
+    assert run_id in [row["run_id"] for row in alices_list]
+    for answer in (state, reply):
+        assert answer.is_error
+        assert answer.structured_content is not None
+        assert answer.structured_content["code"] == ErrorCode.RUN_NOT_FOUND
+    assert run_id not in [row["run_id"] for row in bobs_list]

@@ -24,6 +24,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
+from tarry.api.rights import Need, check_run
 from tarry.client import Tarry, TarryError
 from tarry.contracts import (
     ApprovalDefault,
@@ -35,6 +36,7 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.identities import Caller
+from tarry.ownership import Policy
 from tarry.run_list import find_runs
 
 __all__ = ["build_server"]
@@ -57,9 +59,16 @@ it to stop), reply when it waits for input, decide its tool calls when it waits 
 approval, and read its transcript. Runs outlive this server and any worker."""
 
 
-def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = False) -> MCPServer:
+def build_server(
+    connect: Callable[[], Awaitable[Tarry]],
+    *,
+    read_only: bool = False,
+    policy: Policy | None = None,
+) -> MCPServer:
     """The server, connecting to Temporal with `connect` at its first tool call;
-    `read_only`: only the tools that change nothing (state, transcript, waiting runs)."""
+    `read_only`: only the tools that change nothing (state, transcript, waiting runs);
+    `policy`: who may use which runs, for the callers the HTTP transport signs in (over
+    stdio the local user is an operator, as the CLI is)."""
     connection: list[Tarry] = []
 
     async def tarry(ctx: Context) -> Tarry:
@@ -69,6 +78,21 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
             connection.append(await connect())
         caller = _caller_of(ctx)
         return connection[0] if caller is None else connection[0].acting_as(caller)
+
+    async def allowed(ctx: Context, run_id: str, need: Need) -> Tarry:
+        """The client, once the signed-in caller may do what `need` says to run `run_id`:
+        `RUN_NOT_FOUND` for a run they may not read, `NOT_ALLOWED` for a change they lack
+        the right to, as at the HTTP API's doors (`tarry.api.rights`)."""
+        client = await tarry(ctx)
+        caller = _caller_of(ctx)
+        if caller is not None and policy is not None:
+            await check_run(client, policy, caller, run_id, need)
+        return client
+
+    def readable(ctx: Context) -> str | None:
+        """The run lists' visibility condition for the signed-in caller (None: all)."""
+        caller = _caller_of(ctx)
+        return None if caller is None or policy is None else policy.readable_clause(caller)
 
     server: MCPServer = MCPServer("tarry", instructions=INSTRUCTIONS, version=version("tarry"))
 
@@ -124,7 +148,7 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
         With `wait_seconds`, waits up to that long for the run to stop working."""
 
         async def work() -> Any:
-            run = (await tarry(ctx)).get(run_id)
+            run = (await allowed(ctx, run_id, Need.READ)).get(run_id)
             if wait_seconds > 0:
                 try:
                     return _json(await run.wait_for(STOPS, timeout=wait_seconds))
@@ -139,7 +163,7 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
         """A run's messages from `start`, in the OpenAI chat format."""
 
         async def work() -> Any:
-            messages = await (await tarry(ctx)).get(run_id).transcript(start)
+            messages = await (await allowed(ctx, run_id, Need.READ)).get(run_id).transcript(start)
             return [m.model_dump(mode="json", exclude_none=True) for m in messages]
 
         return await _answer(work)
@@ -152,7 +176,8 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
         in `last_assistant_text`). A retry with the same `message_id` is not doubled."""
 
         async def work() -> Any:
-            return _json(await (await tarry(ctx)).get(run_id).send(text, id=message_id))
+            client = await allowed(ctx, run_id, Need.WRITE)
+            return _json(await client.get(run_id).send(text, id=message_id))
 
         return await _answer(work)
 
@@ -172,7 +197,7 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
         The run records the decision as taken through MCP."""
 
         async def work() -> Any:
-            run = (await tarry(ctx)).get(run_id)
+            run = (await allowed(ctx, run_id, Need.DECIDE)).get(run_id)
             state = await run.decide(
                 call_id,
                 approved=approved,
@@ -207,6 +232,7 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
                 waiting_for=awaited,
                 task_queue=client.task_queue,
                 limit=limit,
+                readable=readable(ctx),
             )
             return [_json(row) for row in page.rows]
 
@@ -233,6 +259,7 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
                 task_queue=client.task_queue,
                 schedule=schedule,
                 limit=limit,
+                readable=readable(ctx),
             )
             return [_json(row) for row in page.rows]
 

@@ -99,7 +99,7 @@ def mcp_command(
     except ModuleNotFoundError as e:
         fail(f"tarry mcp needs the mcp extra ({e.name} is missing): pip install 'tarry[mcp]'")
     settings = settings_or_exit()  # refused now, not at the first tool call
-    server = build_server(lambda: connect(settings), read_only=read_only)
+    server = build_server(lambda: connect(settings), read_only=read_only, policy=settings.policy())
     if http is None:
         run_command(server.run_stdio_async())
     else:
