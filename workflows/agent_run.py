@@ -28,10 +28,14 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from tarry.contracts import (
+        AUDIT_QUERY,
         SUMMARY_MEMO,
         TEMPORAL_UI,
         WORKFLOW_TYPE,
+        Act,
+        Acting,
         AgentReport,
+        AuditRecord,
         BudgetRaise,
         ChatMessage,
         Decision,
@@ -39,9 +43,11 @@ with workflow.unsafe.imports_passed_through():
         ErrorInfo,
         ForkOrigin,
         Mode,
+        ModelSwitch,
         PauseRequest,
         Phase,
         ReplyPolicy,
+        ReplyPolicyChange,
         RunInput,
         RunResult,
         RunState,
@@ -58,6 +64,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import (
         agents,
         approvals,
+        audit,
         budgets,
         model_calls,
         notifications,
@@ -103,6 +110,9 @@ class AgentRunWorkflow:
             if fork := input.fork:  # the conversation before the message it branches at
                 self._m.transcript = list(fork.transcript)
                 self._m.forked_from = ForkOrigin(run_id=fork.run_id, at=fork.at)
+            forked = (fork.run_id, fork.at) if (fork := input.fork) else None
+            starter = Acting(by=input.started_by, door=input.door)
+            audit.started(self._m, starter, forked, input.model)
             if input.prompt:
                 self._m.receive(UserInput(text=input.prompt, by=input.started_by))
             else:
@@ -155,7 +165,7 @@ class AgentRunWorkflow:
             # Only a caller that bypasses the client gets here: the client refuses first.
             self._m.warning, _ = problem
         else:
-            self._m.receive(_named(input))
+            self._receive(input)
 
     @workflow.signal
     def pause(self, request: PauseRequest | None = None) -> None:
@@ -164,12 +174,15 @@ class AgentRunWorkflow:
         if self._m.phase is Phase.RUNNING:
             self._m.pause_requested = True
             self._m.paused_by = (request.by if request else None) or TEMPORAL_UI
+            audit.record(self._m, Act.PAUSE, request or Acting(), "asked to pause")
 
     @workflow.signal
     def stop(self, request: StopRequest | None = None) -> None:
         self._m.stop_requested = True
         self._m.stop_reason = request.reason if request else None
         self._m.stopped_by = (request.by if request else None) or TEMPORAL_UI
+        reason = f": {request.reason}" if request and request.reason else ""
+        audit.record(self._m, Act.STOP, request or Acting(), f"stopped{reason}")
 
     @workflow.signal
     def approve(self, decision: Decision) -> None:
@@ -226,35 +239,42 @@ class AgentRunWorkflow:
             raise problem
 
     @workflow.update
-    async def retry(self) -> RunState:
+    async def retry(self, request: Acting | None = None) -> RunState:
         """Asks the model again, for a run that waits because it kept failing
-        (`waiting_for: "model"`); answers with the state at the next stop point."""
+        (`waiting_for: "model"`); answers with the state at the next stop point.
+        `request`: who asks (none from clients before the audit trail)."""
         stops = self._m.stops
         self._m.retry_requested = True
+        audit.record(self._m, Act.RETRY, request or Acting(), "asked the model again")
         await self._next_stop(stops)
         return self.state()
 
     @retry.validator
-    def _validate_retry(self) -> None:
+    def _validate_retry(self, request: Acting | None = None) -> None:
         if problem := self._m.ended_problem() or self._m.model_problem():
             raise problem
 
     @workflow.update
-    def set_model(self, name: str) -> RunState:
+    def set_model(self, switch: ModelSwitch | str) -> RunState:
         """Switches the run's model calls from now on to the worker's profile `name`; a
         run waiting for a failing model then goes on with `retry` or a reply.
 
         An exception to "handlers only record intent": it writes its note into the
         transcript at once, so the switch stands in the conversation where it was asked
-        for, even while the run waits and its loop takes no step."""
+        for, even while the run waits and its loop takes no step. `switch`: the profile
+        and who asks, or (from clients before the audit trail) the profile's name alone."""
+        name = _profile_of(switch)
         self._m.model = name
         if name in self._m.profiles:  # runs that resolved their tools before: kept queue
             self._m.model_queue = self._m.profiles[name]
         self._note(f"The model profile is now {name!r}.")
+        acting = switch if isinstance(switch, ModelSwitch) else Acting()
+        audit.record(self._m, Act.MODEL, acting, f"switched the model profile to {name!r}")
         return self.state()
 
     @set_model.validator
-    def _validate_set_model(self, name: str) -> None:
+    def _validate_set_model(self, switch: ModelSwitch | str) -> None:
+        name = _profile_of(switch)
         if problem := self._m.ended_problem():
             raise problem
         if not name.strip():
@@ -280,7 +300,7 @@ class AgentRunWorkflow:
     @workflow.update
     async def send(self, input: UserInput) -> RunState:
         """Deliver a reply and answer with the state at the run's next stop point."""
-        seq = self._m.receive(_named(input))
+        seq = self._receive(input)
         with self._caller():
             # A run paused on its budget, or waiting for a sub-agent's person, keeps the
             # reply queued: this is its stop point.
@@ -302,7 +322,7 @@ class AgentRunWorkflow:
     def reply(self, input: UserInput) -> RunState:
         """Queue a reply and answer at once: the `user_input` signal, but one the run can
         refuse (`RUN_BUSY` under `reject`, `RUN_ENDED`, a bad text) before it enters."""
-        self._m.receive(_named(input))
+        self._receive(input)
         return self.state()
 
     @reply.validator
@@ -310,13 +330,17 @@ class AgentRunWorkflow:
         self._validate_send(input)
 
     @workflow.update
-    def set_reply_policy(self, policy: ReplyPolicy) -> RunState:
-        """What a reply does from now on that arrives while the agent works."""
+    def set_reply_policy(self, change: ReplyPolicyChange | ReplyPolicy) -> RunState:
+        """What a reply does from now on that arrives while the agent works. `change`:
+        the policy and who asks, or (from clients before the audit trail) the policy."""
+        acting = change if isinstance(change, ReplyPolicyChange) else Acting()
+        policy = change.policy if isinstance(change, ReplyPolicyChange) else change
         self._m.reply_policy = policy
+        audit.record(self._m, Act.REPLY_POLICY, acting, f"replies while running: {policy}")
         return self.state()
 
     @set_reply_policy.validator
-    def _validate_set_reply_policy(self, policy: ReplyPolicy) -> None:
+    def _validate_set_reply_policy(self, change: ReplyPolicyChange | ReplyPolicy) -> None:
         if problem := self._m.ended_problem():
             raise problem
 
@@ -328,6 +352,12 @@ class AgentRunWorkflow:
     def transcript(self, query: TranscriptQuery | None = None) -> TranscriptAnswer:
         return pages.answer(self._m, query or TranscriptQuery())
 
+    @workflow.query(name=AUDIT_QUERY)
+    def audit(self) -> list[AuditRecord]:
+        """The audit records of this segment of the run's chain (`tarry.audit` reads
+        the segments before it from their hand-overs)."""
+        return self._m.audit
+
     @workflow.query
     def run_input(self) -> RunInput:
         """The input the run was started with (`RunHandle.fork` starts its fork with it)."""
@@ -336,7 +366,7 @@ class AgentRunWorkflow:
     @workflow.query
     def resumption(self) -> WorkflowInput:
         """The input of a run that goes on where this ended one stopped (`tarry resume`)."""
-        return self._input.model_copy(update={"memory": self._m.resumed()})
+        return self._input.model_copy(update={"memory": self._m.resumed(), "audit": []})
 
     # --- The loop ---------------------------------------------------------------
 
@@ -492,6 +522,16 @@ class AgentRunWorkflow:
         """Whether a waiting run has a reason to go on: a reply, raised limits, a retry."""
         return budgets.goes_on(self._m) or self._m.retry_requested
 
+    def _receive(self, input: UserInput) -> int:
+        """Queues a reply (`RunMemory.receive`) and records it, unless it is a retry of
+        one the run has: its `seq`."""
+        m = self._m
+        received = m.received
+        seq = m.receive(_named(input))
+        if m.received > received:
+            audit.record(m, Act.REPLY, input, f"reply {seq} ({len(input.text)} characters)")
+        return seq
+
     def _hand_over_due(self) -> bool:
         """Due, and no `send` or `decide` caller still waits for an answer from this run,
         nor a notification its receiver has not taken: the server drops a closed run's
@@ -499,6 +539,7 @@ class AgentRunWorkflow:
         due = (
             self._m.segment_turns >= self._input.continue_as_new_after_turns
             or workflow.info().is_continue_as_new_suggested()
+            or audit.hand_over_due(self._m)
         )
         # Not `all_handlers_finished()`: an observer's poll of the event stream is a handler
         # too, and one is nearly always waiting while someone watches.
@@ -562,10 +603,12 @@ class AgentRunWorkflow:
         # observer a turn behind (its polls slowed by the hand-over) still finds its place.
         self._stream.truncate(m.events.previous_turn_events)
         events = m.events.model_copy(update={"state": self._stream.get_state()})
-        memory = m.model_copy(update={"segment_turns": 0, "events": events})
+        memory = m.model_copy(update={"segment_turns": 0, "events": events, "audit": []})
         # A fork's first messages are in the memory now: sent again, they'd grow history.
         fork = self._input.fork and self._input.fork.model_copy(update={"transcript": []})
-        return self._input.model_copy(update={"memory": memory, "fork": fork})
+        # This segment's audit records, beside the memory: the event that closes the
+        # segment holds them, and the next run keeps them in its history, not its memory.
+        return self._input.model_copy(update={"memory": memory, "fork": fork, "audit": m.audit})
 
     def _refuse_hand_over(self, size: int, limit: int) -> None:
         """The run keeps its history and waits with `PAYLOAD_TOO_LARGE`: a reply goes on
@@ -584,6 +627,10 @@ class AgentRunWorkflow:
         )
         workflow.logger.warning("hand-over refused: %s", m.error.message)
         self._settle(Phase.WAITING_USER)
+
+
+def _profile_of(switch: ModelSwitch | str) -> str:
+    return switch.profile if isinstance(switch, ModelSwitch) else switch
 
 
 def _named(input: UserInput) -> UserInput:

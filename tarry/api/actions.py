@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import time
+from dataclasses import replace
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -26,7 +27,7 @@ from tarry.actions import Action, verify
 from tarry.api.errors import status_of
 from tarry.api.parts import SettingsOf, TarryOf
 from tarry.client import Tarry, TarryError
-from tarry.contracts import ErrorCode, RunState
+from tarry.contracts import Door, ErrorCode, RunState
 from tarry.settings import TarrySettings
 
 __all__ = ["actions_router"]
@@ -110,7 +111,7 @@ def actions_router() -> APIRouter:
 
 
 async def _decide(tarry: Tarry, settings: TarrySettings, action: Action) -> RunState:
-    run = tarry.get(action.run_id, settings.caller(action.user))
+    run = tarry.get(action.run_id, replace(settings.caller(action.user), door=Door.LINK))
     return await run.decide(action.call_id, approved=action.approve, source="link")
 
 

@@ -8,16 +8,17 @@ answers only this machine's names, never another site's page (`tarry.api.access`
 from __future__ import annotations
 
 import secrets
+from dataclasses import replace
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tarry.api.parts import parts_of
-from tarry.contracts import ErrorCode
+from tarry.contracts import Door, ErrorCode
 from tarry.errors import TarryError
 from tarry.identities import Caller
 
-__all__ = ["bearer_guard", "caller_of"]
+__all__ = ["DOOR_HEADER", "bearer_guard", "caller_of"]
 
 _bearer = HTTPBearer(
     auto_error=False, description="A token of TARRY_API_TOKENS or the config's [api.users]."
@@ -51,7 +52,14 @@ async def bearer_guard(
     request.state.caller = parts.tokens[matches.index(True)][0]
 
 
+DOOR_HEADER = "X-Tarry-Door"
+"""Sent `inbox` by the inbox's pages: the audit trail records their acts as the inbox's,
+not the API's (the person is the token's either way)."""
+
+
 def caller_of(request: Request) -> Caller:
-    """The person behind a request the guard let through."""
+    """The person behind a request the guard let through, at the API's door (the
+    inbox's, for its pages)."""
     caller: Caller = request.state.caller
-    return caller
+    inbox = request.headers.get(DOOR_HEADER, "").strip().lower() == Door.INBOX
+    return replace(caller, door=Door.INBOX if inbox else Door.API)

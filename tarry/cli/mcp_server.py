@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from importlib.metadata import version
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -28,6 +29,7 @@ from tarry.client import Tarry, TarryError
 from tarry.contracts import (
     ApprovalDefault,
     ApprovalRule,
+    Door,
     ErrorCode,
     Mode,
     Phase,
@@ -63,7 +65,8 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
 
     async def tarry() -> Tarry:
         if not connection:
-            connection.append(await connect())
+            connected = await connect()  # acting at this server's door
+            connection.append(connected.acting_as(replace(connected.caller, door=Door.MCP)))
         return connection[0]
 
     server: MCPServer = MCPServer("tarry", instructions=INSTRUCTIONS, version=version("tarry"))
