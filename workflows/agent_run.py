@@ -32,7 +32,6 @@ with workflow.unsafe.imports_passed_through():
         SUMMARY_MEMO,
         TEMPORAL_UI,
         WORKFLOW_TYPE,
-        Act,
         Acting,
         AgentReport,
         AuditRecord,
@@ -43,11 +42,8 @@ with workflow.unsafe.imports_passed_through():
         ErrorInfo,
         ForkOrigin,
         Mode,
-        ModelSwitch,
         PauseRequest,
         Phase,
-        ReplyPolicy,
-        ReplyPolicyChange,
         RunInput,
         RunResult,
         RunState,
@@ -110,9 +106,7 @@ class AgentRunWorkflow:
             if fork := input.fork:  # the conversation before the message it branches at
                 self._m.transcript = list(fork.transcript)
                 self._m.forked_from = ForkOrigin(run_id=fork.run_id, at=fork.at)
-            forked = (fork.run_id, fork.at) if (fork := input.fork) else None
-            starter = Acting(by=input.started_by, door=input.door)
-            audit.started(self._m, starter, forked, input.model)
+            audit.started(self._m, input)
             if input.prompt:
                 self._m.receive(UserInput(text=input.prompt, by=input.started_by))
             else:
@@ -165,7 +159,7 @@ class AgentRunWorkflow:
             # Only a caller that bypasses the client gets here: the client refuses first.
             self._m.warning, _ = problem
         else:
-            self._receive(input)
+            audit.receive(self._m, input)
 
     @workflow.signal
     def pause(self, request: PauseRequest | None = None) -> None:
@@ -174,15 +168,14 @@ class AgentRunWorkflow:
         if self._m.phase is Phase.RUNNING:
             self._m.pause_requested = True
             self._m.paused_by = (request.by if request else None) or TEMPORAL_UI
-            audit.record(self._m, Act.PAUSE, request or Acting(), "asked to pause")
+            audit.paused(self._m, request)
 
     @workflow.signal
     def stop(self, request: StopRequest | None = None) -> None:
         self._m.stop_requested = True
         self._m.stop_reason = request.reason if request else None
         self._m.stopped_by = (request.by if request else None) or TEMPORAL_UI
-        reason = f": {request.reason}" if request and request.reason else ""
-        audit.record(self._m, Act.STOP, request or Acting(), f"stopped{reason}")
+        audit.stopped(self._m, request)
 
     @workflow.signal
     def approve(self, decision: Decision) -> None:
@@ -241,11 +234,10 @@ class AgentRunWorkflow:
     @workflow.update
     async def retry(self, request: Acting | None = None) -> RunState:
         """Asks the model again, for a run that waits because it kept failing
-        (`waiting_for: "model"`); answers with the state at the next stop point.
-        `request`: who asks (none from clients before the audit trail)."""
+        (`waiting_for: "model"`); answers with the state at the next stop point."""
         stops = self._m.stops
         self._m.retry_requested = True
-        audit.record(self._m, Act.RETRY, request or Acting(), "asked the model again")
+        audit.retried(self._m, request)
         await self._next_stop(stops)
         return self.state()
 
@@ -255,26 +247,23 @@ class AgentRunWorkflow:
             raise problem
 
     @workflow.update
-    def set_model(self, switch: ModelSwitch | str) -> RunState:
+    def set_model(self, switch: audit.ModelArg) -> RunState:
         """Switches the run's model calls from now on to the worker's profile `name`; a
         run waiting for a failing model then goes on with `retry` or a reply.
 
         An exception to "handlers only record intent": it writes its note into the
         transcript at once, so the switch stands in the conversation where it was asked
-        for, even while the run waits and its loop takes no step. `switch`: the profile
-        and who asks, or (from clients before the audit trail) the profile's name alone."""
-        name = _profile_of(switch)
+        for, even while the run waits and its loop takes no step."""
+        name = audit.switched(self._m, switch)
         self._m.model = name
         if name in self._m.profiles:  # runs that resolved their tools before: kept queue
             self._m.model_queue = self._m.profiles[name]
         self._note(f"The model profile is now {name!r}.")
-        acting = switch if isinstance(switch, ModelSwitch) else Acting()
-        audit.record(self._m, Act.MODEL, acting, f"switched the model profile to {name!r}")
         return self.state()
 
     @set_model.validator
-    def _validate_set_model(self, switch: ModelSwitch | str) -> None:
-        name = _profile_of(switch)
+    def _validate_set_model(self, switch: audit.ModelArg) -> None:
+        name = audit.profile_of(switch)
         if problem := self._m.ended_problem():
             raise problem
         if not name.strip():
@@ -300,7 +289,7 @@ class AgentRunWorkflow:
     @workflow.update
     async def send(self, input: UserInput) -> RunState:
         """Deliver a reply and answer with the state at the run's next stop point."""
-        seq = self._receive(input)
+        seq = audit.receive(self._m, input)
         with self._caller():
             # A run paused on its budget, or waiting for a sub-agent's person, keeps the
             # reply queued: this is its stop point.
@@ -322,7 +311,7 @@ class AgentRunWorkflow:
     def reply(self, input: UserInput) -> RunState:
         """Queue a reply and answer at once: the `user_input` signal, but one the run can
         refuse (`RUN_BUSY` under `reject`, `RUN_ENDED`, a bad text) before it enters."""
-        self._receive(input)
+        audit.receive(self._m, input)
         return self.state()
 
     @reply.validator
@@ -330,17 +319,13 @@ class AgentRunWorkflow:
         self._validate_send(input)
 
     @workflow.update
-    def set_reply_policy(self, change: ReplyPolicyChange | ReplyPolicy) -> RunState:
-        """What a reply does from now on that arrives while the agent works. `change`:
-        the policy and who asks, or (from clients before the audit trail) the policy."""
-        acting = change if isinstance(change, ReplyPolicyChange) else Acting()
-        policy = change.policy if isinstance(change, ReplyPolicyChange) else change
-        self._m.reply_policy = policy
-        audit.record(self._m, Act.REPLY_POLICY, acting, f"replies while running: {policy}")
+    def set_reply_policy(self, change: audit.PolicyArg) -> RunState:
+        """What a reply does from now on that arrives while the agent works."""
+        self._m.reply_policy = audit.policy_changed(self._m, change)
         return self.state()
 
     @set_reply_policy.validator
-    def _validate_set_reply_policy(self, change: ReplyPolicyChange | ReplyPolicy) -> None:
+    def _validate_set_reply_policy(self, change: audit.PolicyArg) -> None:
         if problem := self._m.ended_problem():
             raise problem
 
@@ -352,10 +337,8 @@ class AgentRunWorkflow:
     def transcript(self, query: TranscriptQuery | None = None) -> TranscriptAnswer:
         return pages.answer(self._m, query or TranscriptQuery())
 
-    @workflow.query(name=AUDIT_QUERY)
-    def audit(self) -> list[AuditRecord]:
-        """The audit records of this segment of the run's chain (`tarry.audit` reads
-        the segments before it from their hand-overs)."""
+    @workflow.query(name=AUDIT_QUERY)  # this segment's (`workflows.audit`)
+    def audit_trail(self) -> list[AuditRecord]:
         return self._m.audit
 
     @workflow.query
@@ -522,16 +505,6 @@ class AgentRunWorkflow:
         """Whether a waiting run has a reason to go on: a reply, raised limits, a retry."""
         return budgets.goes_on(self._m) or self._m.retry_requested
 
-    def _receive(self, input: UserInput) -> int:
-        """Queues a reply (`RunMemory.receive`) and records it, unless it is a retry of
-        one the run has: its `seq`."""
-        m = self._m
-        received = m.received
-        seq = m.receive(_named(input))
-        if m.received > received:
-            audit.record(m, Act.REPLY, input, f"reply {seq} ({len(input.text)} characters)")
-        return seq
-
     def _hand_over_due(self) -> bool:
         """Due, and no `send` or `decide` caller still waits for an answer from this run,
         nor a notification its receiver has not taken: the server drops a closed run's
@@ -606,8 +579,6 @@ class AgentRunWorkflow:
         memory = m.model_copy(update={"segment_turns": 0, "events": events, "audit": []})
         # A fork's first messages are in the memory now: sent again, they'd grow history.
         fork = self._input.fork and self._input.fork.model_copy(update={"transcript": []})
-        # This segment's audit records, beside the memory: the event that closes the
-        # segment holds them, and the next run keeps them in its history, not its memory.
         return self._input.model_copy(update={"memory": memory, "fork": fork, "audit": m.audit})
 
     def _refuse_hand_over(self, size: int, limit: int) -> None:
@@ -627,12 +598,3 @@ class AgentRunWorkflow:
         )
         workflow.logger.warning("hand-over refused: %s", m.error.message)
         self._settle(Phase.WAITING_USER)
-
-
-def _profile_of(switch: ModelSwitch | str) -> str:
-    return switch.profile if isinstance(switch, ModelSwitch) else switch
-
-
-def _named(input: UserInput) -> UserInput:
-    """The reply with its author: `TEMPORAL_UI` for one that came without."""
-    return input if input.by else input.model_copy(update={"by": TEMPORAL_UI})

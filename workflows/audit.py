@@ -28,9 +28,20 @@ from tarry.contracts import (
     Decision,
     DecisionRecord,
     Door,
+    ModelSwitch,
+    PauseRequest,
     PendingApproval,
+    ReplyPolicy,
+    ReplyPolicyChange,
+    StopRequest,
+    UserInput,
 )
-from workflows.memory import RunMemory
+from workflows.memory import RunMemory, WorkflowInput
+
+ModelArg = ModelSwitch | str
+"""What `set_model` takes: the profile and who asks, or (from older clients) its name."""
+PolicyArg = ReplyPolicyChange | ReplyPolicy
+"""What `set_reply_policy` takes: the policy and who asks, or (older clients) the policy."""
 
 RECORDS_PER_SEGMENT = 200
 """A segment with this many records hands over at its next safe point."""
@@ -89,12 +100,58 @@ def budget(memory: RunMemory, raised: BudgetRaise) -> None:
     record(memory, Act.BUDGET, raised, f"budget set to {limits}")
 
 
-def started(memory: RunMemory, actor: Actor, forked: tuple[str, int] | None, model: str) -> None:
-    """The run's first record: its start, or a fork of message `at` of run `origin`."""
-    if forked is None:
-        return record(memory, Act.START, actor, f"started with model profile {model!r}")
-    origin, at = forked
-    record(memory, Act.FORK, actor, f"forked from run {origin!r} at message {at}")
+def started(memory: RunMemory, input: WorkflowInput) -> None:
+    """The run's first record: its start, or a fork's."""
+    starter = Acting(by=input.started_by, door=input.door)
+    if (fork := input.fork) is None:
+        return record(memory, Act.START, starter, f"started with model profile {input.model!r}")
+    record(memory, Act.FORK, starter, f"forked from run {fork.run_id!r} at message {fork.at}")
+
+
+def receive(memory: RunMemory, input: UserInput) -> int:
+    """Queues a reply (`RunMemory.receive`) with its author (`temporal-ui` for one that
+    came without), and records it unless it is a retry of one the run has; its `seq`."""
+    received = memory.received
+    named = input if input.by else input.model_copy(update={"by": TEMPORAL_UI})
+    seq = memory.receive(named)
+    if memory.received > received:
+        record(memory, Act.REPLY, input, f"reply {seq} ({len(input.text)} characters)")
+    return seq
+
+
+def paused(memory: RunMemory, request: PauseRequest | None) -> None:
+    record(memory, Act.PAUSE, request or Acting(), "asked to pause")
+
+
+def retried(memory: RunMemory, request: Acting | None) -> None:
+    record(memory, Act.RETRY, request or Acting(), "asked the model again")
+
+
+def stopped(memory: RunMemory, request: StopRequest | None) -> None:
+    reason = f": {request.reason}" if request and request.reason else ""
+    record(memory, Act.STOP, request or Acting(), f"stopped{reason}")
+
+
+def profile_of(switch: ModelArg) -> str:
+    """The profile `set_model` switches to: older clients send its name alone."""
+    return switch.profile if isinstance(switch, ModelSwitch) else switch
+
+
+def switched(memory: RunMemory, switch: ModelArg) -> str:
+    """Records a model switch; returns the profile."""
+    name = profile_of(switch)
+    actor = switch if isinstance(switch, ModelSwitch) else Acting()
+    record(memory, Act.MODEL, actor, f"switched the model profile to {name!r}")
+    return name
+
+
+def policy_changed(memory: RunMemory, change: PolicyArg) -> ReplyPolicy:
+    """Records a change of the reply policy (older clients send the policy alone);
+    returns the policy."""
+    actor = change if isinstance(change, ReplyPolicyChange) else Acting()
+    policy = change.policy if isinstance(change, ReplyPolicyChange) else change
+    record(memory, Act.REPLY_POLICY, actor, f"replies while running: {policy}")
+    return policy
 
 
 def hand_over_due(memory: RunMemory) -> bool:
