@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -45,6 +45,8 @@ AUDIT_LIMIT = 1000
 _READERS = 8
 """Segments read at once."""
 _RECORDS = TypeAdapter(list[AuditRecord])
+EPOCH_YEAR = 1970
+"""No run closed before it."""
 
 
 def audit_query(run: str | None, since: datetime | None) -> str:
@@ -56,10 +58,20 @@ def audit_query(run: str | None, since: datetime | None) -> str:
         if problem := run_id_problem(run):
             raise TarryError(ErrorCode.RUN_ID_INVALID, problem)
         query += f" AND WorkflowId = '{run}'"
-    if since is not None:
-        at = since.isoformat()
+    if since is not None and (at := _visible(since)) is not None:
         query += f" AND (ExecutionStatus = 'Running' OR CloseTime >= '{at}')"
     return query
+
+
+def _visible(moment: datetime) -> str | None:
+    """`moment` as visibility reads a time (UTC, RFC 3339); None for one before any run
+    or at the very ends of the calendar, where no clause is needed (the records are
+    filtered by time as they are read anyway)."""
+    try:
+        utc = moment.astimezone(UTC)
+    except (OverflowError, ValueError):
+        return None
+    return utc.isoformat() if utc.year >= EPOCH_YEAR else None
 
 
 async def find_audit(

@@ -40,7 +40,9 @@ class Door(StrEnum):
 
 
 class Act(StrEnum):
-    """What changed a run."""
+    """What changed a run. A new act (a change of who a run is shared with, once a run's
+    sharing can change) is a member here and one `workflows.audit.record` in the handler
+    that takes it, its payload an `Acting` (`by` and `door`). Names never change."""
 
     START = "start"
     FORK = "fork"
