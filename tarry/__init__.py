@@ -5,7 +5,8 @@ The ground floor: what a library user imports to start and talk to runs (`Tarry`
 (`RunInput`, `Phase`, `RunState`, `ReplyPolicy`, ...), who acts on them (`Caller`), what
 `RunHandle.events` yields (`RunEvent`), the errors a caller can meet (`TarryError` with
 its `ErrorCode`, `EncryptionKeyError` from `Tarry.connect`) and how a tool is declared
-(`tool`, `ToolContext`, `ToolError`). The package is typed (`py.typed`): `mypy --strict`
+(`tool`, `ToolContext`, `ToolError`), and what `Tarry.audit` answers (`AuditRecord`,
+its `Act` and `Door`). The package is typed (`py.typed`): `mypy --strict`
 checks a user's script against it. Workers live in `workers/` (`workers.plugin.TarryPlugin`);
 the command line in `tarry.cli`.
 """
@@ -13,6 +14,9 @@ the command line in `tarry.cli`.
 from tarry.client import RunHandle, ScheduleHandle, Tarry, TarryError, connect_temporal
 from tarry.codec import EncryptionKeyError
 from tarry.contracts import (
+    Act,
+    AuditRecord,
+    Door,
     ErrorCode,
     ForkOrigin,
     Mode,
@@ -32,8 +36,11 @@ from tarry.settings import ModelProfile, TarrySettings
 from tarry.tools import Tool, ToolContext, ToolError, tool
 
 __all__ = [
+    "Act",
     "ApprovalRule",
+    "AuditRecord",
     "Caller",
+    "Door",
     "EncryptionKeyError",
     "ErrorCode",
     "EventKind",

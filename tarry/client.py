@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,11 +26,14 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
+from tarry.audit import AUDIT_LIMIT, find_audit
 from tarry.connection import connect_temporal
 from tarry.contracts import (
     DEFAULT_TASK_QUEUE,
     SUMMARY_MEMO,
     WORKFLOW_TYPE,
+    AuditRecord,
+    Door,
     ErrorCode,
     RunInput,
     RunResult,
@@ -41,7 +45,7 @@ from tarry.errors import TarryError, translated_errors
 from tarry.identities import Caller, local_user
 from tarry.ownership import access_attributes
 from tarry.pages import PageStore
-from tarry.run_handle import ID_REUSE, RunHandle, checked_id, start_run, user_input
+from tarry.run_handle import ID_REUSE, RunHandle, checked_id, start_run, started_by, user_input
 from tarry.schedule_handle import ScheduleHandle, checked_name
 from tarry.schedules import (
     SCHEDULE_MEMO,
@@ -122,7 +126,7 @@ class Tarry:
         `resume` keeps): what a caller needs to know of the request that started it."""
         if isinstance(input, str):
             input = RunInput(prompt=input)
-        input = input.model_copy(update={"started_by": self.caller.user})
+        input = input.model_copy(update=started_by(self.caller))
         return await start_run(
             self.client, self.task_queue, self.caller, self._pages, input, run_id=run_id, memo=memo
         )
@@ -147,8 +151,9 @@ class Tarry:
         `LLM_UNKNOWN_PROFILE` end it), since no worker is asked now."""
         if isinstance(input, str):
             input = RunInput(prompt=input)
-        # Its runs' prompt is the words of whoever created the schedule.
-        input = input.model_copy(update={"started_by": self.caller.user})
+        # Its runs' prompt is the words of whoever created the schedule; its door, the
+        # schedule's.
+        input = input.model_copy(update={**started_by(self.caller), "door": Door.SCHEDULE})
         schedule = ScheduleHandle(self.client, checked_name(name))
         try:
             timing = Timing(cron=cron, every=every, time_zone=time_zone)
@@ -190,6 +195,20 @@ class Tarry:
         once for what can never name one)."""
         return ScheduleHandle(self.client, checked_name(name))
 
+    async def audit(
+        self,
+        *,
+        run: str | None = None,
+        user: str | None = None,
+        since: datetime | None = None,
+        limit: int = AUDIT_LIMIT,
+    ) -> list[AuditRecord]:
+        """The audit trail (`tarry.audit`): the first `limit` records, oldest first, of
+        the acts that changed run `run` (None: any run), done by `user` (None: anyone),
+        at or after `since`. Read from the runs' histories: an ended segment needs no
+        worker, an open one is asked (`RUN_NOT_SERVED` without a worker)."""
+        return await find_audit(self.client, run=run, user=user, since=since, limit=limit)
+
     def acting_as(self, caller: Caller) -> Tarry:
         """This client, its handles acting as `caller`: a server's, for one request."""
         return Tarry(self.client, self.task_queue, caller, pages=self._pages)
@@ -202,7 +221,7 @@ class Tarry:
         if start is None:
             return await self.get(run_id).send(text, id=id)
         return await self._deliver_starting(
-            "send", run_id, user_input(text, id, self.caller.user), start
+            "send", run_id, user_input(text, id, self.caller), start
         )
 
     async def reply(
@@ -217,9 +236,7 @@ class Tarry:
         if start is None:
             await self.get(run_id).reply(text, id=id)
         else:
-            await self._deliver_starting(
-                "reply", run_id, user_input(text, id, self.caller.user), start
-            )
+            await self._deliver_starting("reply", run_id, user_input(text, id, self.caller), start)
 
     async def _deliver_starting(
         self, update: str, run_id: str, message: UserInput, input: RunInput
@@ -227,7 +244,7 @@ class Tarry:
         """The reply update `update` with `message`, to run `run_id`, started with
         `input` if it is not open."""
         run_id = checked_id(run_id)
-        input = input.model_copy(update={"started_by": self.caller.user})
+        input = input.model_copy(update=started_by(self.caller))
         await await_poller(self.client, self.task_queue, run_id)
         summary = summary_of(input.prompt)
         start: WithStartWorkflowOperation[Any, RunResult] = WithStartWorkflowOperation(

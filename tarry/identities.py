@@ -12,6 +12,8 @@ from __future__ import annotations
 import getpass
 from dataclasses import dataclass
 
+from tarry.contracts import Door
+
 __all__ = ["API_USER", "Caller", "local_user"]
 
 API_USER = "api"
@@ -21,10 +23,12 @@ request to an API that has no tokens."""
 
 @dataclass(frozen=True)
 class Caller:
-    """A user and the groups they belong to."""
+    """A user, the groups they belong to, and the door they come through (what the
+    audit trail records with each of their acts)."""
 
     user: str
     groups: tuple[str, ...] = ()
+    door: Door = Door.CLI
 
 
 def local_user(tarry_user: str | None) -> str:

@@ -33,6 +33,7 @@ from tarry.contracts import (
     LLM_ACTIVITY,
     SUMMARY_MEMO,
     WORKFLOW_TYPE,
+    Acting,
     BudgetRaise,
     CatalogueRequest,
     ChatMessage,
@@ -40,9 +41,11 @@ from tarry.contracts import (
     ErrorCode,
     ErrorInfo,
     Fork,
+    ModelSwitch,
     PauseRequest,
     Phase,
     ReplyPolicy,
+    ReplyPolicyChange,
     Retrying,
     RunInput,
     RunResult,
@@ -63,7 +66,15 @@ from tarry.ownership import access_attributes, carried
 from tarry.pages import PageMissing, PageStore
 from tarry.text import summary_of
 
-__all__ = ["ID_REUSE", "RunHandle", "checked_id", "refuse_unknown_names", "start_run", "user_input"]
+__all__ = [
+    "ID_REUSE",
+    "RunHandle",
+    "checked_id",
+    "refuse_unknown_names",
+    "start_run",
+    "started_by",
+    "user_input",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -188,7 +199,7 @@ class RunHandle:
         refuse it; while no worker serves the run nothing works on it, and it waits as
         the `user_input` signal until one does. Retrying with the same `id` never
         delivers it twice."""
-        message = user_input(text, id, self.caller.user)
+        message = user_input(text, id, self.caller)
         try:
             await self._delivery.update("reply", message, id=f"reply-{id}" if id else None)
         except TarryError as e:
@@ -199,7 +210,7 @@ class RunHandle:
 
     async def send(self, text: str, *, id: str | None = None) -> RunState:
         """Delivers a reply and waits for the run's next stop point (the `send` update)."""
-        message = user_input(text, id, self.caller.user)
+        message = user_input(text, id, self.caller)
         # The same message id is the same update: the server answers a retry with the
         # first call's outcome instead of running it again.
         return await self._delivery.update("send", message, id=f"send-{id}" if id else None)
@@ -252,6 +263,7 @@ class RunHandle:
             arguments=arguments,
             remember=remember,
             by=self.caller.user,
+            door=self.caller.door,
             groups=list(self.caller.groups),
         )
 
@@ -264,7 +276,10 @@ class RunHandle:
         the run has spent."""
         try:
             raised = BudgetRaise(
-                max_total_tokens=max_total_tokens, max_cost_usd=max_cost_usd, by=self.caller.user
+                max_total_tokens=max_total_tokens,
+                max_cost_usd=max_cost_usd,
+                by=self.caller.user,
+                door=self.caller.door,
             )
         except ValidationError as e:
             reason = str(e.errors()[0]["msg"])
@@ -275,30 +290,37 @@ class RunHandle:
         """Asks the model again, for a run waiting because it kept failing (`waiting_for:
         "model"`); the state at the run's next stop point. `RETRY_NOT_WAITING` for a run
         that waits for something else."""
-        return await self._delivery.update("retry")
+        return await self._delivery.update("retry", self._acting())
 
     async def set_model(self, profile: str) -> RunState:
         """Switches the run's next model calls to the worker's profile `profile` (the
         `set_model` update); the state at once. A run waiting for a failing model goes
         on with `retry` or a reply."""
-        return await self._delivery.update("set_model", profile)
+        switch = ModelSwitch(profile=profile, by=self.caller.user, door=self.caller.door)
+        return await self._delivery.update("set_model", switch)
 
     async def set_reply_policy(self, policy: ReplyPolicy) -> RunState:
         """What a reply does from now on that arrives while the agent works (the
         `set_reply_policy` update); the state at once."""
-        return await self._delivery.update("set_reply_policy", policy)
+        change = ReplyPolicyChange(policy=policy, by=self.caller.user, door=self.caller.door)
+        return await self._delivery.update("set_reply_policy", change)
 
     async def pause(self) -> None:
         """Asks the run to wait for a person at its next turn boundary (the `pause`
         signal); a reply then goes on as usual."""
         async with self._errors():
-            await self._handle.signal("pause", PauseRequest(by=self.caller.user))
+            await self._handle.signal("pause", PauseRequest(**self._acting().model_dump()))
 
     async def stop(self, reason: str | None = None) -> None:
         """Ends the run (the `stop` signal): a waiting run completes, a working one is
         aborted; `reason` is kept in its state and result. `resume` goes on with it."""
         async with self._errors():
-            await self._handle.signal("stop", StopRequest(reason=reason, by=self.caller.user))
+            request = StopRequest(reason=reason, **self._acting().model_dump())
+            await self._handle.signal("stop", request)
+
+    def _acting(self) -> Acting:
+        """Who sends what carries nothing else: this handle's caller, and their door."""
+        return Acting(by=self.caller.user, door=self.caller.door)
 
     async def state(self) -> RunState:
         """The run's `state` query, with the call being retried when it is `Running`
@@ -467,7 +489,7 @@ class RunHandle:
         `<this id>-fork-<short uuid>`. Raises `FORK_POINT_INVALID` when message `at` is
         not a user message."""
         if text is not None:
-            text = user_input(text, None, self.caller.user).text
+            text = user_input(text, None, self.caller).text
         transcript = await self.transcript()
         if not 0 <= at < len(transcript) or transcript[at].role != "user":
             users = [i for i, message in enumerate(transcript) if message.role == "user"]
@@ -481,7 +503,7 @@ class RunHandle:
         fork = Fork(run_id=self.id, at=at, transcript=transcript[:at])
         queue = (await self.describe()).task_queue
         fork_id = run_id or f"{self.id[:180]}-fork-{uuid.uuid4().hex[:6]}"
-        input = input.model_copy(update={"prompt": prompt, "started_by": self.caller.user})
+        input = input.model_copy(update={"prompt": prompt, **started_by(self.caller)})
         return await start_run(
             self._client, queue, self.caller, self._pages, input, run_id=fork_id, fork=fork
         )
@@ -522,17 +544,22 @@ class RunHandle:
         return translated_errors(self.id)
 
 
+def started_by(caller: Caller) -> dict[str, Any]:
+    """The fields of a run's input that say who started it, and through which door."""
+    return {"started_by": caller.user, "door": caller.door}
+
+
 def checked_id(run_id: str) -> str:
     if problem := run_id_problem(run_id):
         raise TarryError(ErrorCode.RUN_ID_INVALID, problem)
     return run_id
 
 
-def user_input(text: str, id: str | None, by: str) -> UserInput:
-    """The reply as it travels; refused here, before it travels, when it is not UTF-8,
+def user_input(text: str, id: str | None, caller: Caller) -> UserInput:
+    """The reply of `caller` as it travels; refused here, before it travels, when it is not UTF-8,
     empty or over `MAX_INPUT_BYTES` (`reply_problem`, the check the run makes too)."""
     try:
-        message = UserInput(text=text, id=id, by=by)
+        message = UserInput(text=text, id=id, by=caller.user, door=caller.door)
     except ValidationError as e:
         reason = str(e.errors()[0]["msg"]).removeprefix("Value error, ")
         raise TarryError(ErrorCode.INPUT_INVALID, reason) from None

@@ -27,7 +27,7 @@ from temporalio.worker import Replayer, Worker
 from tarry.cli.codec_server import DEFAULT_ORIGIN, codec_app
 from tarry.client import RunHandle, Tarry, connect_temporal
 from tarry.codec import EncryptionCodec, new_key
-from tarry.contracts import ChatMessage, Phase, RunInput, RunState, UserInput
+from tarry.contracts import ChatMessage, Door, Phase, RunInput, RunState, UserInput
 from tarry.identities import local_user
 from tarry.run_list import find_runs
 from tarry.settings import ModelProfile, TarrySettings
@@ -245,7 +245,7 @@ async def test_the_temporal_cli_shows_plain_text_through_the_codec_server(
     started = history["events"][0]["workflowExecutionStartedEventAttributes"]
     input = json.loads(base64.b64decode(started["input"]["payloads"][0]["data"]))
     started_by = local_user(None)
-    expected = RunInput(prompt=PROMPT, timeouts=FAST_TIMEOUTS, started_by=started_by)
+    expected = RunInput(prompt=PROMPT, timeouts=FAST_TIMEOUTS, started_by=started_by, door=Door.CLI)
     assert input == expected.model_dump(mode="json")
 
 

@@ -248,7 +248,7 @@ async def test_a_pause_records_who_paused_the_run(api: Api) -> None:
 
     assert paused.status_code == 202
     assert (await until_stopped(api, run_id))["paused_by"] == "bob"
-    assert dict(await sent_in_history(api.agent, run_id))["pause"] == {"by": "bob"}
+    assert dict(await sent_in_history(api.agent, run_id))["pause"] == {"by": "bob", "door": "api"}
 
 
 async def test_a_body_cannot_say_who_sends_it(api: Api) -> None:

@@ -141,6 +141,9 @@ async def test_a_decision_through_mcp_is_recorded_as_taken_through_mcp(
     )
     shown = await tarry_show(agent, started["run_id"])
     assert "\n    ✓ approved via mcp " in shown, shown
+    # The start and the decision both came through the MCP door.
+    records = await agent.tarry.audit(run=started["run_id"])
+    assert [(r.act, r.door) for r in records] == [("start", "mcp"), ("decision", "mcp")]
 
 
 async def test_decide_is_marked_destructive_so_a_host_asks_its_user_first(

@@ -495,6 +495,18 @@ async def test_an_action_link_approves_once_as_its_user_and_a_second_use_is_refu
     assert (await linked.run.state()).waiting_for is WaitingFor.INPUT
 
 
+async def test_an_action_link_s_decision_is_audited_at_the_link_door_as_its_user(
+    linked: Linked, temporal: Client
+) -> None:
+    decided = await linked.http.post(linked.approve)
+    assert decided.status_code == 200, decided.text
+
+    *_, last = await Tarry(temporal).audit(run=linked.run.id)
+
+    assert (last.act, last.by, last.door) == ("decision", "alice", "link")
+    assert last.what == "approved write_file call w1"
+
+
 async def test_an_expired_or_altered_action_link_changes_nothing(linked: Linked) -> None:
     action = verify(linked.approve.rsplit("/", 1)[1], SecretStr(ACTION_KEY), time.time())
     base = linked.approve.rsplit("/", 1)[0]

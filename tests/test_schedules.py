@@ -246,6 +246,18 @@ async def test_trigger_starts_a_run_now(schedules: Schedules) -> None:
     assert SCHEDULED_ID.fullmatch(view.recent_runs[0])
 
 
+async def test_a_scheduled_run_s_start_is_audited_at_the_schedule_door_as_its_creator(
+    schedules: Schedules,
+) -> None:
+    schedule = await schedules.create(task("Check the inbox"), cron="0 0 1 1 *")
+
+    await schedule.trigger()
+    view = await schedules.until_started(schedule, 1)
+    start, *_ = await schedules.tarry.audit(run=view.recent_runs[0])
+
+    assert (start.act, start.by, start.door) == ("start", schedules.tarry.caller.user, "schedule")
+
+
 async def test_a_deleted_schedule_is_gone_and_its_runs_remain(schedules: Schedules) -> None:
     schedule = await schedules.create(task("Check the inbox"), every="1s")
     await schedules.until_listed(schedule.name, 1)

@@ -28,10 +28,13 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from tarry.contracts import (
+        AUDIT_QUERY,
         SUMMARY_MEMO,
         TEMPORAL_UI,
         WORKFLOW_TYPE,
+        Acting,
         AgentReport,
+        AuditRecord,
         BudgetRaise,
         ChatMessage,
         Decision,
@@ -41,7 +44,6 @@ with workflow.unsafe.imports_passed_through():
         Mode,
         PauseRequest,
         Phase,
-        ReplyPolicy,
         RunInput,
         RunResult,
         RunState,
@@ -58,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import (
         agents,
         approvals,
+        audit,
         budgets,
         builds,
         model_calls,
@@ -104,6 +107,7 @@ class AgentRunWorkflow:
             if fork := input.fork:  # the conversation before the message it branches at
                 self._m.transcript = list(fork.transcript)
                 self._m.forked_from = ForkOrigin(run_id=fork.run_id, at=fork.at)
+            audit.started(self._m, input)
             if input.prompt:
                 self._m.receive(UserInput(text=input.prompt, by=input.started_by))
             else:
@@ -156,7 +160,7 @@ class AgentRunWorkflow:
             # Only a caller that bypasses the client gets here: the client refuses first.
             self._m.warning, _ = problem
         else:
-            self._m.receive(_named(input))
+            audit.receive(self._m, input)
 
     @workflow.signal
     def pause(self, request: PauseRequest | None = None) -> None:
@@ -165,12 +169,14 @@ class AgentRunWorkflow:
         if self._m.phase is Phase.RUNNING:
             self._m.pause_requested = True
             self._m.paused_by = (request.by if request else None) or TEMPORAL_UI
+            audit.paused(self._m, request)
 
     @workflow.signal
     def stop(self, request: StopRequest | None = None) -> None:
         self._m.stop_requested = True
         self._m.stop_reason = request.reason if request else None
         self._m.stopped_by = (request.by if request else None) or TEMPORAL_UI
+        audit.stopped(self._m, request)
 
     @workflow.signal
     def approve(self, decision: Decision) -> None:
@@ -232,27 +238,29 @@ class AgentRunWorkflow:
             raise problem
 
     @workflow.update
-    async def retry(self) -> RunState:
+    async def retry(self, request: Acting | None = None) -> RunState:
         """Asks the model again, for a run that waits because it kept failing
         (`waiting_for: "model"`); answers with the state at the next stop point."""
         stops = self._m.stops
         self._m.retry_requested = True
+        audit.retried(self._m, request)
         await self._next_stop(stops)
         return self.state()
 
     @retry.validator
-    def _validate_retry(self) -> None:
+    def _validate_retry(self, request: Acting | None = None) -> None:
         if problem := self._m.ended_problem() or self._m.model_problem():
             raise problem
 
     @workflow.update
-    def set_model(self, name: str) -> RunState:
+    def set_model(self, switch: audit.ModelArg) -> RunState:
         """Switches the run's model calls from now on to the worker's profile `name`; a
         run waiting for a failing model then goes on with `retry` or a reply.
 
         An exception to "handlers only record intent": it writes its note into the
         transcript at once, so the switch stands in the conversation where it was asked
         for, even while the run waits and its loop takes no step."""
+        name = audit.switched(self._m, switch)
         self._m.model = name
         if name in self._m.profiles:  # runs that resolved their tools before: kept queue
             self._m.model_queue = self._m.profiles[name]
@@ -260,7 +268,8 @@ class AgentRunWorkflow:
         return self.state()
 
     @set_model.validator
-    def _validate_set_model(self, name: str) -> None:
+    def _validate_set_model(self, switch: audit.ModelArg) -> None:
+        name = audit.profile_of(switch)
         if problem := self._m.ended_problem():
             raise problem
         if not name.strip():
@@ -286,7 +295,7 @@ class AgentRunWorkflow:
     @workflow.update
     async def send(self, input: UserInput) -> RunState:
         """Deliver a reply and answer with the state at the run's next stop point."""
-        seq = self._m.receive(_named(input))
+        seq = audit.receive(self._m, input)
         with self._caller():
             # A run paused on its budget, or waiting for a sub-agent's person, keeps the
             # reply queued: this is its stop point.
@@ -308,7 +317,7 @@ class AgentRunWorkflow:
     def reply(self, input: UserInput) -> RunState:
         """Queue a reply and answer at once: the `user_input` signal, but one the run can
         refuse (`RUN_BUSY` under `reject`, `RUN_ENDED`, a bad text) before it enters."""
-        self._m.receive(_named(input))
+        audit.receive(self._m, input)
         return self.state()
 
     @reply.validator
@@ -316,13 +325,13 @@ class AgentRunWorkflow:
         self._validate_send(input)
 
     @workflow.update
-    def set_reply_policy(self, policy: ReplyPolicy) -> RunState:
+    def set_reply_policy(self, change: audit.PolicyArg) -> RunState:
         """What a reply does from now on that arrives while the agent works."""
-        self._m.reply_policy = policy
+        self._m.reply_policy = audit.policy_changed(self._m, change)
         return self.state()
 
     @set_reply_policy.validator
-    def _validate_set_reply_policy(self, policy: ReplyPolicy) -> None:
+    def _validate_set_reply_policy(self, change: audit.PolicyArg) -> None:
         if problem := self._m.ended_problem():
             raise problem
 
@@ -334,6 +343,10 @@ class AgentRunWorkflow:
     def transcript(self, query: TranscriptQuery | None = None) -> TranscriptAnswer:
         return pages.answer(self._m, query or TranscriptQuery())
 
+    @workflow.query(name=AUDIT_QUERY)  # this segment's (`workflows.audit`)
+    def audit_trail(self) -> list[AuditRecord]:
+        return self._m.audit
+
     @workflow.query
     def run_input(self) -> RunInput:
         """The input the run was started with (`RunHandle.fork` starts its fork with it)."""
@@ -342,7 +355,7 @@ class AgentRunWorkflow:
     @workflow.query
     def resumption(self) -> WorkflowInput:
         """The input of a run that goes on where this ended one stopped (`tarry resume`)."""
-        return self._input.model_copy(update={"memory": self._m.resumed()})
+        return self._input.model_copy(update={"memory": self._m.resumed(), "audit": []})
 
     # --- The loop ---------------------------------------------------------------
 
@@ -506,6 +519,7 @@ class AgentRunWorkflow:
             self._m.segment_turns >= self._input.continue_as_new_after_turns
             or workflow.info().is_continue_as_new_suggested()
             or builds.moves_to_new_build()
+            or audit.hand_over_due(self._m)
         )
         # Not `all_handlers_finished()`: an observer's poll of the event stream is a handler
         # too, and one is nearly always waiting while someone watches.
@@ -571,10 +585,10 @@ class AgentRunWorkflow:
         # observer a turn behind (its polls slowed by the hand-over) still finds its place.
         self._stream.truncate(m.events.previous_turn_events)
         events = m.events.model_copy(update={"state": self._stream.get_state()})
-        memory = m.model_copy(update={"segment_turns": 0, "events": events})
+        memory = m.model_copy(update={"segment_turns": 0, "events": events, "audit": []})
         # A fork's first messages are in the memory now: sent again, they'd grow history.
         fork = self._input.fork and self._input.fork.model_copy(update={"transcript": []})
-        return self._input.model_copy(update={"memory": memory, "fork": fork})
+        return self._input.model_copy(update={"memory": memory, "fork": fork, "audit": m.audit})
 
     def _refuse_hand_over(self, size: int, limit: int) -> None:
         """The run keeps its history and waits with `PAYLOAD_TOO_LARGE`: a reply goes on
@@ -593,8 +607,3 @@ class AgentRunWorkflow:
         )
         workflow.logger.warning("hand-over refused: %s", m.error.message)
         self._settle(Phase.WAITING_USER)
-
-
-def _named(input: UserInput) -> UserInput:
-    """The reply with its author: `TEMPORAL_UI` for one that came without."""
-    return input if input.by else input.model_copy(update={"by": TEMPORAL_UI})

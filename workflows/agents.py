@@ -40,6 +40,7 @@ from tarry.contracts import (
     AgentSpec,
     Budget,
     BudgetRaise,
+    Door,
     ErrorCode,
     Phase,
     RunResult,
@@ -175,9 +176,13 @@ async def _follow_child(
         last = seen()
         stopped, _, limits = last
         if stopped and not before[0]:
-            await _tell(handle, "stop", StopRequest(reason=m.stop_reason, by=m.stopped_by))
+            # Passed on by this run (`Door.RULE`), in the name of who stopped it.
+            stop = StopRequest(reason=m.stop_reason, by=m.stopped_by, door=Door.RULE)
+            await _tell(handle, "stop", stop)
         if limits != before[2] and (left := remaining(m)) is not None:
-            raised = BudgetRaise(**left.model_dump(exclude_none=True), by=m.budget.raised_by)
+            raised = BudgetRaise(
+                **left.model_dump(exclude_none=True), by=m.budget.raised_by, door=Door.RULE
+            )
             await _tell(handle, BUDGET_SIGNAL, raised)
         follow()
     return await handle
@@ -221,6 +226,7 @@ def _child_input(
         approval_rules=parent_input.approval_rules,
         budget=budget,
         started_by=parent,
+        door=Door.RULE,  # the run's own act: its model's call of `agent__NAME`
         parent=parent,
     )
 

@@ -29,7 +29,7 @@ from tarry.contracts import (
     PendingApproval,
     may_decide,
 )
-from workflows import rules
+from workflows import audit, rules
 from workflows.memory import Approvals, RunMemory
 
 
@@ -123,6 +123,7 @@ def record(
     already decided keeps its first decision."""
     approvals = memory.approvals
     decided = [p for p in approvals.undecided() if decision.call_id in (None, p.call_id)]
+    audit.decided(memory, decision, decided)
     for pending in decided:
         approvals.decisions[pending.call_id] = DecisionRecord(
             approved=decision.approved,

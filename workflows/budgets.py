@@ -13,6 +13,7 @@ from __future__ import annotations
 from temporalio.exceptions import ApplicationError
 
 from tarry.contracts import TEMPORAL_UI, Budget, BudgetRaise, ErrorCode, Phase, Usage
+from workflows import audit
 from workflows.memory import RunMemory
 
 
@@ -76,6 +77,7 @@ def record(memory: RunMemory, raised: BudgetRaise) -> bool:
     current = m.budget.limits or Budget()
     m.budget.limits = current.model_copy(update=raised.limits())
     m.budget.raised_by = raised.by or TEMPORAL_UI
+    audit.budget(m, raised)
     return m.phase is Phase.WAITING_USER and m.budget.paused and goes_on(m)
 
 

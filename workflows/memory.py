@@ -17,6 +17,7 @@ from temporalio.exceptions import ApplicationError
 
 from tarry.contracts import (
     AgentSpec,
+    AuditRecord,
     Budget,
     ChatMessage,
     ContextRef,
@@ -236,6 +237,9 @@ class RunMemory(BaseModel):
     remembered: dict[str, DecisionRecord] = {}
     """Decisions people asked the run to remember (`Decision.remember`), by what a later
     call must share to be decided the same way (`workflows.rules.remembered_key`)."""
+    audit: list[AuditRecord] = []
+    """The audit records of this segment of the run's chain (`workflows.audit`): each
+    hand-over passes them on in its own argument and starts the next segment empty."""
 
     @model_validator(mode="before")
     @classmethod
@@ -414,6 +418,7 @@ class RunMemory(BaseModel):
             turns=self.turn,
             stop_reason=self.stop_reason,
             stopped_by=self.stopped_by,
+            audit=self.audit,
         )
 
     def resumed(self) -> RunMemory:
@@ -442,6 +447,8 @@ class RunMemory(BaseModel):
                 ),
                 # A new run's event stream starts at offset 0 with the messages published.
                 "events": EventLog(published=self.message_count),
+                # The ended run's result holds its records.
+                "audit": [],
             }
         )
 
@@ -457,10 +464,14 @@ class WorkflowInput(RunInput):
     parent: str | None = Field(default=None, exclude_if=lambda v: v is None)
     """The run that started this one as its sub-agent (`agent__NAME`): not part of
     `RunInput`, so only a delegating run names itself a parent."""
+    audit: list[AuditRecord] = Field(default=[], exclude_if=lambda v: not v)
+    """In a hand-over: the audit records of the segment it closes (`workflows.audit`),
+    which the run keeps in its history only, not in its memory."""
 
     def run_input(self) -> RunInput:
         """The input as its caller sent it, without what the workflow adds."""
-        return RunInput.model_validate(self.model_dump(exclude={"memory", "fork", "parent"}))
+        exclude = {"memory", "fork", "parent", "audit"}
+        return RunInput.model_validate(self.model_dump(exclude=exclude))
 
 
 def call_fingerprint(call: ToolCall) -> str:

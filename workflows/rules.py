@@ -33,6 +33,7 @@ from tarry.contracts import (
     ToolDefinition,
 )
 from tarry.rules import ApprovalRule, RuleDecision, first_match
+from workflows import audit
 from workflows.memory import RunMemory, fingerprint
 
 RE2_RULES_PATCH = "approval-rules-re2"
@@ -88,9 +89,9 @@ def remember(memory: RunMemory, pending: PendingApproval, decision: DecisionReco
     approvals = memory.approvals
     for waiting in approvals.undecided():
         if remembered_key(waiting.tool, waiting.rule, waiting.arguments) == key:
-            approvals.decisions[waiting.call_id] = _made(
-                decision.approved, decision.reason, REMEMBERED
-            )
+            made = _made(decision.approved, decision.reason, REMEMBERED)
+            approvals.decisions[waiting.call_id] = made
+            audit.made(memory, waiting.tool, waiting.call_id, made)
 
 
 def remembered_key(tool: str, rule: int | None, arguments: str) -> str:

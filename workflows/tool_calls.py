@@ -38,7 +38,7 @@ from tarry.contracts import (
     ToolResult,
     approvers_of,
 )
-from workflows import agents, notifications, rules
+from workflows import agents, audit, notifications, rules
 from workflows.details import tool_summary
 from workflows.memory import RunMemory, WorkflowInput, call_fingerprint
 from workflows.model_calls import error_of
@@ -94,6 +94,7 @@ def gate(
             asking.append((c, verdict.rule))
         elif verdict is not None:
             memory.approvals.decisions[c.id] = verdict
+            audit.made(memory, c.function.name, c.id, verdict)
     if not asking:
         return False
     deadline = workflow.now() + input.approval_timeout if input.approval_timeout else None
@@ -216,6 +217,8 @@ async def _decision_on(
         approve = by == "deadline" and input.approval_default is ApprovalDefault.APPROVE
         user = m.stopped_by if by == "stop" else None
         decisions[call.id] = DecisionRecord(approved=approve, by=by, at=workflow.now(), user=user)
+        if by == "deadline":  # a stop's rejection is the stop's record
+            audit.made(m, call.function.name, call.id, decisions[call.id])
     # Resumed here, between the last decision and its call's activity, as recorded
     # histories have it: moved, the phase's search attribute update would change places
     # with the activity in the commands of runs in flight.

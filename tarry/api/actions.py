@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import time
+from dataclasses import replace
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -27,7 +28,7 @@ from tarry.api.errors import status_of
 from tarry.api.parts import PolicyOf, SettingsOf, TarryOf
 from tarry.api.rights import Need, check_run, require_approver
 from tarry.client import Tarry, TarryError
-from tarry.contracts import ErrorCode, RunState
+from tarry.contracts import Door, ErrorCode, RunState
 from tarry.ownership import Policy
 from tarry.settings import TarrySettings
 
@@ -129,7 +130,7 @@ async def _may_decide(
 
 
 async def _decide(tarry: Tarry, settings: TarrySettings, action: Action) -> RunState:
-    run = tarry.get(action.run_id, settings.caller(action.user))
+    run = tarry.get(action.run_id, replace(settings.caller(action.user), door=Door.LINK))
     return await run.decide(action.call_id, approved=action.approve, source="link")
 
 

@@ -10,13 +10,16 @@ and answers only this machine's names, never another site's page (`tarry.api.acc
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tarry.api.parts import parts_of
+from tarry.contracts import Door
 from tarry.identities import Caller
 
-__all__ = ["bearer_guard", "caller_of"]
+__all__ = ["DOOR_HEADER", "bearer_guard", "caller_of"]
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -36,7 +39,14 @@ async def bearer_guard(
     request.state.caller = await parts_of(request).sign_in.caller(token, client, request.headers)
 
 
+DOOR_HEADER = "X-Tarry-Door"
+"""Sent `inbox` by the inbox's pages: the audit trail records their acts as the inbox's,
+not the API's (the person is the token's either way)."""
+
+
 def caller_of(request: Request) -> Caller:
-    """The person behind a request the guard let through."""
+    """The person behind a request the guard let through, at the API's door (the
+    inbox's, for its pages)."""
     caller: Caller = request.state.caller
-    return caller
+    inbox = request.headers.get(DOOR_HEADER, "").strip().lower() == Door.INBOX
+    return replace(caller, door=Door.INBOX if inbox else Door.API)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from importlib.metadata import version
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -29,6 +30,7 @@ from tarry.client import Tarry, TarryError
 from tarry.contracts import (
     ApprovalDefault,
     ApprovalRule,
+    Door,
     ErrorCode,
     Mode,
     Phase,
@@ -75,9 +77,12 @@ def build_server(
         """The client, acting as whoever signed in to this request (`tarry mcp --http`
         with tokens, `tarry.cli.mcp_http`); else as `TARRY_USER`, or `cli:$USER`."""
         if not connection:
-            connection.append(await connect())
+            connected = await connect()  # acting at this server's door
+            connection.append(connected.acting_as(replace(connected.caller, door=Door.MCP)))
         caller = _caller_of(ctx)
-        return connection[0] if caller is None else connection[0].acting_as(caller)
+        if caller is None:
+            return connection[0]
+        return connection[0].acting_as(replace(caller, door=Door.MCP))
 
     async def allowed(ctx: Context, run_id: str, need: Need) -> Tarry:
         """The client, once the signed-in caller may do what `need` says to run `run_id`:

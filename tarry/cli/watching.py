@@ -1,8 +1,9 @@
 """The "Watching runs" commands: where a run stands, its transcript, following it live,
-and the list of runs. None of them changes a run."""
+the list of runs and the audit trail. None of them changes a run."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -11,6 +12,7 @@ from rich.console import Console, Group
 from rich.table import Column, Table
 from rich.text import Text
 
+from tarry.audit import AUDIT_LIMIT
 from tarry.cli.common import (
     FLAG,
     AsJson,
@@ -30,7 +32,7 @@ from tarry.cli.follow import follow
 from tarry.cli.live import LiveView
 from tarry.cli.render import label_rows, message_text, state_text, when
 from tarry.client import RunHandle, Tarry, TarryError
-from tarry.contracts import ChatMessage, ErrorCode, Phase, RunState, WaitingFor
+from tarry.contracts import AuditRecord, ChatMessage, ErrorCode, Phase, RunState, WaitingFor
 from tarry.run_list import RunRow, find_children, find_runs
 
 commands = typer.Typer()
@@ -179,6 +181,55 @@ def list_runs(
             console.print(_runs_table(rows, console.width))
         else:
             Console(highlight=False, width=100_000).print(_runs_table(rows, None))
+
+
+@commands.command(rich_help_panel=Panel.WATCHING)
+def audit(
+    run: Annotated[str | None, typer.Option(metavar="RUN", help="Only this run's acts.")] = None,
+    user: Annotated[
+        str | None,
+        typer.Option(metavar="USER", help="Only the acts of USER (`cli:ann`, `rule 1`)."),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            metavar="TIME",
+            help="Only acts at or after TIME, ISO 8601 (`2026-11-27T09:00:00Z`; UTC if no zone).",
+        ),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many records.")] = AUDIT_LIMIT,
+    as_json: AsJson = False,
+) -> None:
+    """The audit trail: every act that changed a run (start, reply, decision, budget, model,
+    pause, stop, fork...) with who, when, the door it came through and what, oldest
+    first. `--json` prints one record per line (JSON lines), for a SIEM."""
+    if run is not None:
+        check_id(run)
+    after = _moment("--since", since) if since is not None else None
+
+    async def read(tarry: Tarry) -> list[AuditRecord]:
+        return await tarry.audit(run=run, user=user, since=after, limit=limit)
+
+    records = with_tarry(read)
+    if as_json:
+        for record in records:
+            emit(record.model_dump(mode="json", exclude_none=True))
+        return
+    table = Table("at", "run", "act", "by", "door", "what", box=None, pad_edge=False)
+    for r in records:
+        table.add_row(r.at.isoformat(), r.run or "-", r.act, r.by, r.door, r.what)
+    Console(highlight=False, width=None if console.is_terminal else 100_000).print(table)
+
+
+def _moment(option: str, text: str) -> datetime:
+    """`text` as a moment, UTC when it names no zone; a usage error otherwise."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r} is not an ISO 8601 time (2026-11-27T09:00:00Z)", param_hint=option
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _tree(rows: list[RunRow]) -> list[tuple[RunRow, int]]:

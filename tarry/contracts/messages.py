@@ -10,6 +10,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tarry.contracts._omit import when_empty, when_none
+from tarry.contracts.audit import Door
 from tarry.contracts.names import INTERRUPTED_NOTE
 
 
@@ -115,6 +116,8 @@ class UserInput(BaseModel):
     by: str | None = Field(default=None, exclude_if=when_none)
     """Who sent it (kept on its transcript message); null (the Temporal UI, an older
     client) is recorded as `temporal-ui`. Left out while null, so older payloads match."""
+    door: Door | None = Field(default=None, exclude_if=when_none)
+    """The door it came through (`tarry.contracts.audit`); null: `temporal-ui`."""
 
     @field_validator("text")
     @classmethod
@@ -134,6 +137,8 @@ class StopRequest(BaseModel):
     reason: str | None = None
     by: str | None = Field(default=None, exclude_if=when_none)
     """Who stopped the run; null is recorded as `temporal-ui`."""
+    door: Door | None = Field(default=None, exclude_if=when_none)
+    """The door it came through (`tarry.contracts.audit`); null: `temporal-ui`."""
 
 
 class PauseRequest(BaseModel):
@@ -141,6 +146,8 @@ class PauseRequest(BaseModel):
 
     by: str | None = Field(default=None, exclude_if=when_none)
     """Who paused the run; null is recorded as `temporal-ui`."""
+    door: Door | None = Field(default=None, exclude_if=when_none)
+    """The door it came through (`tarry.contracts.audit`); null: `temporal-ui`."""
 
 
 class Decision(BaseModel):
@@ -161,6 +168,8 @@ class Decision(BaseModel):
     by: str | None = Field(default=None, exclude_if=when_none)
     """Who decides (`DecisionRecord.user`); null: an operator straight from Temporal,
     recorded as `temporal-ui` and never refused."""
+    door: Door | None = Field(default=None, exclude_if=when_none)
+    """The door it came through (`tarry.contracts.audit`); null: `temporal-ui`."""
     groups: list[str] = Field(default=[], exclude_if=when_empty)
     """The groups `by` belongs to, as the door that resolved the caller found them in its
     configuration: the run checks `RunInput.approvers` against `by` and these."""

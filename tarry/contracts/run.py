@@ -9,6 +9,7 @@ import jsonschema
 from pydantic import BaseModel, Field, field_validator
 
 from tarry.contracts._omit import when_empty, when_none, when_queue
+from tarry.contracts.audit import AuditRecord, Door
 from tarry.contracts.messages import ChatMessage, PendingApproval, Usage
 from tarry.contracts.names import (
     ApprovalDefault,
@@ -88,6 +89,8 @@ class BudgetRaise(Budget):
 
     by: str | None = Field(default=None, exclude_if=when_none)
     """Who raised it; null (the Temporal UI, an older client) is recorded as `temporal-ui`."""
+    door: Door | None = Field(default=None, exclude_if=when_none)
+    """The door it came through (`tarry.contracts.audit`); null: `temporal-ui`."""
 
     def limits(self) -> dict[str, Any]:
         """The limits it names, to replace the run's own with."""
@@ -137,6 +140,9 @@ class RunInput(BaseModel):
     started_by: str | None = Field(default=None, exclude_if=when_none)
     """Who started the run, and so sent `prompt`: set by the client that starts it, from
     its caller (a value sent to the API is replaced by the caller's)."""
+    door: Door | None = Field(default=None, exclude_if=when_none)
+    """The door the run was started through, set with `started_by` (the audit trail's
+    `start` record); null: `temporal-ui`."""
     approvers: dict[str, list[str]] = Field(default={}, exclude_if=when_empty)
     """Who may decide a gated call: a tool's name (or `*`, for the tools not named) to the
     users and groups (`[api.groups]`) who may; a tool in neither: anyone. A decision by
@@ -331,6 +337,10 @@ class RunResult(BaseModel):
     """The reason given with `stop`, when a stop ended the run."""
     stopped_by: str | None = Field(default=None, exclude_if=when_none)
     """Who stopped the run, when a stop ended it."""
+    audit: list[AuditRecord] = Field(default=[], exclude_if=lambda v: not v)
+    """The audit records of the run's last segment (those before are in the hand-overs
+    that closed the segments before it): the result holds them, so an ended run's
+    trail is read without a worker (`tarry.audit`)."""
 
 
 # --- Activity contracts -----------------------------------------------------

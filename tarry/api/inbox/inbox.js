@@ -36,7 +36,8 @@ function showTokenControl() {
 }
 
 async function api(method, path, body, idempotencyKey) {
-  const init = { method, headers: { ...authHeaders() } };
+  // The audit trail records what the inbox's pages do as the inbox's acts.
+  const init = { method, headers: { ...authHeaders(), "X-Tarry-Door": "inbox" } };
   if (idempotencyKey) init.headers["Idempotency-Key"] = idempotencyKey;
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";

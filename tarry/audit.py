@@ -1,0 +1,139 @@
+"""Reading the audit trail back from the runs' histories (`tarry.contracts.audit`).
+
+A run writes its own records (`workflows.audit`) and keeps only its current segment's:
+each segment of its continue-as-new chain is one execution under the run's id, and its
+records are in the event that closes it, the hand-over to the next segment (`audit` of
+the next input) or the run's result. So one event per ended segment is read, without a
+worker, and only a segment still open (or one ended some other way, such as terminated)
+is asked with the `audit` query. Visibility finds the segments: of one run, or of every
+run that was open at or after `since`.
+
+The HTTP API (`GET /v1/audit`), `tarry audit` and `Tarry.audit` answer the same records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import TypeAdapter
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowHistoryEventFilterType,
+)
+
+from tarry.contracts import (
+    AUDIT_QUERY,
+    WORKFLOW_TYPE,
+    AuditRecord,
+    ErrorCode,
+    RunResult,
+    run_id_problem,
+)
+from tarry.delivery import Delivery
+from tarry.errors import TarryError, translated_errors
+
+__all__ = ["AUDIT_LIMIT", "find_audit"]
+
+AUDIT_LIMIT = 1000
+"""How many records an audit read answers by default."""
+_READERS = 8
+"""Segments read at once."""
+_RECORDS = TypeAdapter(list[AuditRecord])
+EPOCH_YEAR = 1970
+"""No run closed before it."""
+
+
+def audit_query(run: str | None, since: datetime | None) -> str:
+    """The visibility query for the segments whose records may be wanted: of run `run`
+    (None: any), open at or after `since` (None: whenever). A run id is checked against
+    the id rule, which has no quote, so nothing a person types can change the query."""
+    query = f"WorkflowType = '{WORKFLOW_TYPE}'"
+    if run is not None:
+        if problem := run_id_problem(run):
+            raise TarryError(ErrorCode.RUN_ID_INVALID, problem)
+        query += f" AND WorkflowId = '{run}'"
+    if since is not None and (at := _visible(since)) is not None:
+        query += f" AND (ExecutionStatus = 'Running' OR CloseTime >= '{at}')"
+    return query
+
+
+def _visible(moment: datetime) -> str | None:
+    """`moment` as visibility reads a time (UTC, RFC 3339); None for one before any run
+    or at the very ends of the calendar, where no clause is needed (the records are
+    filtered by time as they are read anyway)."""
+    try:
+        utc = moment.astimezone(UTC)
+    except (OverflowError, ValueError):
+        return None
+    return utc.isoformat() if utc.year >= EPOCH_YEAR else None
+
+
+async def find_audit(
+    client: Client,
+    *,
+    run: str | None = None,
+    user: str | None = None,
+    since: datetime | None = None,
+    limit: int = AUDIT_LIMIT,
+) -> list[AuditRecord]:
+    """The first `limit` records, oldest first, of run `run` (None: every run), of acts
+    by `user` (None: anyone's), at or after `since` (None: all), each naming its run.
+    `RUN_NOT_FOUND` for a run id no run has; `RUN_NOT_SERVED` when a segment that only a
+    worker can answer for has none."""
+    query = audit_query(run, since)
+    segments = [e async for e in client.list_workflows(query)]
+    if run is not None and not segments:
+        async with translated_errors(run):  # visibility lags a start: ask the run itself
+            segments = [await client.get_workflow_handle(run).describe()]
+    gate = asyncio.Semaphore(_READERS)
+
+    async def read(segment: WorkflowExecution) -> list[AuditRecord]:
+        async with gate:
+            return await _segment_records(client, segment)
+
+    found = await asyncio.gather(*(read(s) for s in segments))
+    records = [r for records in found for r in records if _wanted(r, user, since)]
+    records.sort(key=lambda r: r.at)
+    return records[:limit]
+
+
+def _wanted(record: AuditRecord, user: str | None, since: datetime | None) -> bool:
+    return (user is None or record.by == user) and (since is None or record.at >= since)
+
+
+async def _segment_records(client: Client, segment: WorkflowExecution) -> list[AuditRecord]:
+    """The records of one segment, each naming its run: from the event that closed it,
+    else (open, or ended without a hand-over or a result) its `audit` query."""
+    handle = client.get_workflow_handle(segment.id, run_id=segment.run_id, result_type=RunResult)
+    records = None
+    # Asked for an open run's close event, the server waits for it: ask the run instead.
+    if segment.status not in (None, WorkflowExecutionStatus.RUNNING):
+        async with translated_errors(segment.id):
+            events = handle.fetch_history_events(
+                event_filter_type=WorkflowHistoryEventFilterType.CLOSE_EVENT
+            )
+            records = await _closed_with(client, [event async for event in events])
+    if records is None:
+        records = await Delivery(client, handle).query(AUDIT_QUERY, list[AuditRecord])
+    return [r.model_copy(update={"run": segment.id}) for r in records]
+
+
+async def _closed_with(client: Client, events: Iterable[HistoryEvent]) -> list[AuditRecord] | None:
+    """The records a segment's close event holds: its hand-over's or its result's; None
+    when it holds none (it is open, or it ended otherwise)."""
+    for event in events:
+        if event.HasField("workflow_execution_continued_as_new_event_attributes"):
+            payloads = event.workflow_execution_continued_as_new_event_attributes.input.payloads
+        elif event.HasField("workflow_execution_completed_event_attributes"):
+            payloads = event.workflow_execution_completed_event_attributes.result.payloads
+        else:
+            continue
+        [value] = await client.data_converter.decode(payloads[:1], [dict[str, Any]])
+        return _RECORDS.validate_python(value.get("audit", []))
+    return None

@@ -1,0 +1,101 @@
+"""The audit trail: every act that changes a run, as one record of who, when, through
+which door, and what.
+
+The run itself writes the records (`workflows.audit`), each when the act reaches it, at
+workflow time, so they are part of the run's history and there is no second store to
+lose: the records of a run's current segment are in its memory (the `audit` query),
+and each segment's are in the event that closes it (the next segment's hand-over, or
+the run's result). `tarry.audit` reads them back across a run's whole chain.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from tarry.contracts._omit import when_none
+from tarry.contracts.names import TEMPORAL_UI, ReplyPolicy
+
+
+class Door(StrEnum):
+    """How an act reached the run. Every door of Tarry names itself in what it sends
+    (`door` of a reply, a decision, a stop...); what arrives without one was sent from
+    outside Tarry: the Temporal UI, the `temporal` CLI, or a client from before doors."""
+
+    CLI = "cli"
+    """The CLI, or a program with the Python client acting as the local user."""
+    API = "api"
+    INBOX = "inbox"
+    """The API, from the inbox's pages (they say so with `X-Tarry-Door: inbox`)."""
+    MCP = "mcp"
+    LINK = "link"
+    """A notification's action link."""
+    RULE = "rule"
+    """The run itself: an approval rule, a remembered decision, a deadline's default, or
+    a lead run starting its sub-agent."""
+    SCHEDULE = "schedule"
+    TEMPORAL_UI = TEMPORAL_UI
+
+
+class Act(StrEnum):
+    """What changed a run. A new act (a change of who a run is shared with, once a run's
+    sharing can change) is a member here and one `workflows.audit.record` in the handler
+    that takes it, its payload an `Acting` (`by` and `door`). Names never change."""
+
+    START = "start"
+    FORK = "fork"
+    """A run started as a fork of another (`what` names the origin)."""
+    REPLY = "reply"
+    DECISION = "decision"
+    BUDGET = "budget"
+    MODEL = "model"
+    RETRY = "retry"
+    REPLY_POLICY = "reply_policy"
+    PAUSE = "pause"
+    STOP = "stop"
+
+
+class Acting(BaseModel):
+    """Who sends a request to a run, and through which door: the part of a signal's or
+    an update's payload the audit trail records."""
+
+    by: str | None = Field(default=None, exclude_if=when_none)
+    """Who acts; null (the Temporal UI, an older client) is recorded as `temporal-ui`."""
+    door: Door | None = Field(default=None, exclude_if=when_none)
+    """The door it came through; null is recorded as `temporal-ui`. Left out while null,
+    so older payloads match."""
+
+
+class ModelSwitch(Acting):
+    """The payload of `set_model` from a client that names who acts (older ones send
+    the profile's name alone)."""
+
+    profile: str
+
+
+class ReplyPolicyChange(Acting):
+    """The payload of `set_reply_policy` from a client that names who acts (older ones
+    send the policy alone)."""
+
+    policy: ReplyPolicy
+
+
+class AuditRecord(BaseModel):
+    """One act that changed a run."""
+
+    act: Act
+    by: str
+    """Who acted: a user, `cli:$USER`, `rule N`, `remembered`, `deadline`, `temporal-ui`."""
+    door: Door
+    at: datetime
+    """Workflow time: when the act reached the run (its workflow task's time)."""
+    what: str
+    """The act in a line: the call decided and how, the limits set, the stop's reason."""
+    run: str | None = Field(default=None, exclude_if=when_none)
+    """The run's id, filled in by whoever reads records across runs."""
+
+
+AUDIT_QUERY = "audit"
+"""The query that answers the records of a run's current segment."""

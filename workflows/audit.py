@@ -1,0 +1,160 @@
+"""The run's audit trail: one record for every act that changes it (`tarry.contracts.audit`).
+
+Handlers record intent, and one more thing: the act itself, as it reached the run (who,
+through which door, at workflow time), so the trail is in the run's history and no
+second store can lose it. The run's own decisions (approval rules, remembered
+decisions, a deadline's default) are recorded where the loop makes them.
+
+Memory stays bounded: the run keeps the records of its current segment only. A
+hand-over passes them in the next run's input beside the memory (`WorkflowInput.audit`),
+so the event that closes the segment holds them, and the next run starts with none; the
+last segment's are in the run's result. A segment that has gathered `RECORDS_PER_SEGMENT`
+hands over at its next safe point, however few turns it took: a run paused for weeks
+while people come and go keeps a short list. Pure functions of the run's memory: deterministic.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from temporalio import workflow
+
+from tarry.contracts import (
+    TEMPORAL_UI,
+    Act,
+    Acting,
+    AuditRecord,
+    BudgetRaise,
+    Decision,
+    DecisionRecord,
+    Door,
+    ModelSwitch,
+    PauseRequest,
+    PendingApproval,
+    ReplyPolicy,
+    ReplyPolicyChange,
+    StopRequest,
+    UserInput,
+)
+from workflows.memory import RunMemory, WorkflowInput
+
+ModelArg = ModelSwitch | str
+"""What `set_model` takes: the profile and who asks, or (from older clients) its name."""
+PolicyArg = ReplyPolicyChange | ReplyPolicy
+"""What `set_reply_policy` takes: the policy and who asks, or (older clients) the policy."""
+
+RECORDS_PER_SEGMENT = 200
+"""A segment with this many records hands over at its next safe point."""
+HAND_OVER_PATCH = "audit-hand-over"
+"""Runs recorded before the trail hand over by turns and history size alone."""
+
+
+class Actor(Protocol):
+    """What names who acts and how: `Acting`, and the payloads with `by` and `door`."""
+
+    @property
+    def by(self) -> str | None: ...
+    @property
+    def door(self) -> Door | None: ...
+
+
+def record(memory: RunMemory, act: Act, actor: Actor, what: str) -> None:
+    """Records `act` by `actor`'s author and door; without them, from outside Tarry's
+    doors: `temporal-ui`."""
+    door = actor.door or Door.TEMPORAL_UI
+    by = actor.by or TEMPORAL_UI
+    memory.audit.append(AuditRecord(act=act, by=by, door=door, at=workflow.now(), what=what))
+    # Asks the patch here, when the segment fills, not first in the wait condition that
+    # reads it (the answer is kept: the condition reads the same).
+    hand_over_due(memory)
+
+
+def decided(memory: RunMemory, decision: Decision, calls: list[PendingApproval]) -> None:
+    """A person's decision on `calls` (one act, however many calls it decides)."""
+    if not calls:
+        return
+    verdict = "approved" if decision.approved else "rejected"
+    named = ", ".join(f"{c.tool} call {c.call_id}" for c in calls)
+    what = f"{verdict} {named}"
+    if decision.arguments is not None and decision.approved:
+        what += " with edited arguments"
+    if decision.remember is not None:
+        what += " and remembered it for the run"
+    if decision.reason:
+        what += f": {decision.reason}"
+    # A link's decision names its door as `source`, from before doors.
+    door = decision.door or (Door.LINK if decision.source == Door.LINK else None)
+    record(memory, Act.DECISION, Acting(by=decision.by, door=door), what)
+
+
+def made(memory: RunMemory, tool: str, call_id: str, decision: DecisionRecord) -> None:
+    """A decision the run made itself: by a rule, as remembered, or a deadline's default."""
+    verdict = "approved" if decision.approved else "rejected"
+    how = decision.user or decision.by
+    what = f"{verdict} {tool} call {call_id}" + (f": {decision.reason}" if decision.reason else "")
+    record(memory, Act.DECISION, Acting(by=how, door=Door.RULE), what)
+
+
+def budget(memory: RunMemory, raised: BudgetRaise) -> None:
+    limits = ", ".join(f"{k}={v}" for k, v in raised.limits().items())
+    record(memory, Act.BUDGET, raised, f"budget set to {limits}")
+
+
+def started(memory: RunMemory, input: WorkflowInput) -> None:
+    """The run's first record: its start, or a fork's."""
+    starter = Acting(by=input.started_by, door=input.door)
+    if (fork := input.fork) is None:
+        return record(memory, Act.START, starter, f"started with model profile {input.model!r}")
+    record(memory, Act.FORK, starter, f"forked from run {fork.run_id!r} at message {fork.at}")
+
+
+def receive(memory: RunMemory, input: UserInput) -> int:
+    """Queues a reply (`RunMemory.receive`) with its author (`temporal-ui` for one that
+    came without), and records it unless it is a retry of one the run has; its `seq`."""
+    received = memory.received
+    named = input if input.by else input.model_copy(update={"by": TEMPORAL_UI})
+    seq = memory.receive(named)
+    if memory.received > received:
+        record(memory, Act.REPLY, input, f"reply {seq} ({len(input.text)} characters)")
+    return seq
+
+
+def paused(memory: RunMemory, request: PauseRequest | None) -> None:
+    record(memory, Act.PAUSE, request or Acting(), "asked to pause")
+
+
+def retried(memory: RunMemory, request: Acting | None) -> None:
+    record(memory, Act.RETRY, request or Acting(), "asked the model again")
+
+
+def stopped(memory: RunMemory, request: StopRequest | None) -> None:
+    reason = f": {request.reason}" if request and request.reason else ""
+    record(memory, Act.STOP, request or Acting(), f"stopped{reason}")
+
+
+def profile_of(switch: ModelArg) -> str:
+    """The profile `set_model` switches to: older clients send its name alone."""
+    return switch.profile if isinstance(switch, ModelSwitch) else switch
+
+
+def switched(memory: RunMemory, switch: ModelArg) -> str:
+    """Records a model switch; returns the profile."""
+    name = profile_of(switch)
+    actor = switch if isinstance(switch, ModelSwitch) else Acting()
+    record(memory, Act.MODEL, actor, f"switched the model profile to {name!r}")
+    return name
+
+
+def policy_changed(memory: RunMemory, change: PolicyArg) -> ReplyPolicy:
+    """Records a change of the reply policy (older clients send the policy alone);
+    returns the policy."""
+    actor = change if isinstance(change, ReplyPolicyChange) else Acting()
+    policy = change.policy if isinstance(change, ReplyPolicyChange) else change
+    record(memory, Act.REPLY_POLICY, actor, f"replies while running: {policy}")
+    return policy
+
+
+def hand_over_due(memory: RunMemory) -> bool:
+    """Whether the segment holds enough records to hand over (runs from before the
+    trail: never for this reason)."""
+    return len(memory.audit) >= RECORDS_PER_SEGMENT and workflow.patched(HAND_OVER_PATCH)
