@@ -88,9 +88,6 @@ class ModelProfile(Sampling):
     """One endpoint, the model to ask there, and how it samples (the `Sampling` fields,
     checked at load; a run may override them)."""
 
-    # Here, not on `Sampling`: a misspelled key in the file must not pass unnoticed.
-    model_config = ConfigDict(extra="forbid")
-
     provider: Provider = "openai"
     base_url: str = ""
     """Empty: the provider's own (`https://api.openai.com/v1`, `https://api.anthropic.com`)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ModelWrapValidatorHandler, ValidationError, model_validator
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
@@ -40,6 +40,7 @@ from tarry.contracts import (
     Usage,
     UserInput,
     WaitingFor,
+    input_problem,
     reply_problem,
 )
 
@@ -457,6 +458,22 @@ class WorkflowInput(RunInput):
     parent: str | None = Field(default=None, exclude_if=lambda v: v is None)
     """The run that started this one as its sub-agent (`agent__NAME`): not part of
     `RunInput`, so only a delegating run names itself a parent."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _refused_at_once(
+        cls, data: Any, handler: ModelWrapValidatorHandler[WorkflowInput]
+    ) -> WorkflowInput:
+        """An input the API would refuse (a misspelled field, a turn limit of 0), as the
+        Temporal UI or `temporal workflow start` may send it, fails the run at once with
+        the API's message: the SDK fails the workflow, not its task, on an
+        `ApplicationError` met while decoding its argument."""
+        try:
+            return handler(data)
+        except ValidationError as e:
+            raise ApplicationError(
+                input_problem(e), type=ErrorCode.INPUT_INVALID, non_retryable=True
+            ) from None
 
     def run_input(self) -> RunInput:
         """The input as its caller sent it, without what the workflow adds."""

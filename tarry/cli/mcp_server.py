@@ -28,6 +28,7 @@ from tarry.client import Tarry, TarryError
 from tarry.contracts import (
     ApprovalDefault,
     ApprovalRule,
+    Closed,
     ErrorCode,
     Mode,
     Phase,
@@ -111,6 +112,9 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
             return {"run_id": run.id, "state": _json(await run.state())}
 
         return await _answer(work)
+
+    if not read_only:
+        _closed_arguments(server, "start_run")
 
     @server.tool(annotations=READS)
     async def run_state(run_id: str, wait_seconds: float = 0) -> CallToolResult:
@@ -238,6 +242,17 @@ def build_server(connect: Callable[[], Awaitable[Tarry]], *, read_only: bool = F
         return await _answer(work)
 
     return server
+
+
+def _closed_arguments(server: MCPServer, name: str) -> None:
+    """The tool `name` refuses an argument it does not take, naming the nearest one it
+    does (`Closed`), and its schema says so: the SDK drops such an argument without a
+    word, and a misspelled `require_approval` would start a run without its gate."""
+    tool = server._tool_manager.get_tool(name)
+    assert tool is not None, name
+    arguments = tool.fn_metadata.arg_model
+    tool.fn_metadata.arg_model = type(arguments.__name__, (Closed, arguments), {})
+    tool.parameters["additionalProperties"] = False
 
 
 def _json(value: BaseModel) -> dict[str, Any]:

@@ -12,6 +12,7 @@ codes), `checks` (ids, replies, approvers), `messages`, `run` (input, state, res
 
 from __future__ import annotations
 
+from tarry.contracts._closed import Closed, input_problem, unknown_field_problem
 from tarry.contracts.activities import (
     Catalogue,
     CatalogueRequest,
@@ -140,6 +141,7 @@ __all__ = [
     "Catalogue",
     "CatalogueRequest",
     "ChatMessage",
+    "Closed",
     "ContextRef",
     "Decision",
     "DecisionRecord",
@@ -181,7 +183,9 @@ __all__ = [
     "UserInput",
     "WaitingFor",
     "approvers_of",
+    "input_problem",
     "may_decide",
     "reply_problem",
     "run_id_problem",
+    "unknown_field_problem",
 ]

@@ -6,8 +6,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import jsonschema
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from tarry.contracts._closed import Closed
 from tarry.contracts._omit import when_empty, when_none, when_queue
 from tarry.contracts.messages import ChatMessage, PendingApproval, Usage
 from tarry.contracts.names import (
@@ -43,6 +44,9 @@ class Sampling(BaseModel):
     sent its own shape of it; a small model that rarely calls tools on its own can be
     made to."""
 
+    # A run's overrides: a misspelled one must not pass unnoticed (a profile's neither).
+    model_config = ConfigDict(extra="forbid")
+
     def overridden_by(self, run: Sampling | None) -> Sampling:
         """These settings (a profile's) with a run's set fields on top; `extra_body`
         merges key by key, the run's keys winning."""
@@ -55,7 +59,7 @@ class Sampling(BaseModel):
 # --- Workflow input, result and messages -----------------------------------
 
 
-class Timeouts(BaseModel):
+class Timeouts(Closed):
     """How long each step may take. JSON takes seconds (`30`) or ISO 8601 (`"PT30S"`)."""
 
     llm_attempt: timedelta = timedelta(minutes=5)
@@ -72,7 +76,7 @@ class Timeouts(BaseModel):
     """One attempt of one tool call."""
 
 
-class Budget(BaseModel):
+class Budget(Closed):
     """What a run may spend, in all: at a turn boundary where it has spent either, it
     waits (`waiting_for: "budget"`) until `raise_budget` raises it."""
 
@@ -93,8 +97,9 @@ class BudgetRaise(Budget):
         return self.model_dump(include=set(Budget.model_fields), exclude_none=True)
 
 
-class RunInput(BaseModel):
-    """How to start a run. Only `prompt` is needed; `{"prompt": "..."}` is a valid input."""
+class RunInput(Closed):
+    """How to start a run. Only `prompt` is needed; `{"prompt": "..."}` is a valid input.
+    A field it does not know is refused (`Closed`), naming the nearest one it does."""
 
     prompt: str = ""
     """The first user message; empty starts the run in `WaitingUser`."""
@@ -111,7 +116,7 @@ class RunInput(BaseModel):
     bad_response_attempts: int = Field(default=3, ge=1)
     """Calls in a row answered with garbage (`LLM_BAD_RESPONSE`) before the run fails."""
     timeouts: Timeouts = Timeouts()
-    require_approval: list[str] = []
+    require_approval: list[str] = Field(default=[])
     """Tools whose calls wait for a person's decision; `["*"]` is every tool but `finish`."""
     approval_timeout: timedelta | None = None
     """How long a gated call waits for a decision; null waits forever."""
