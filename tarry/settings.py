@@ -254,20 +254,19 @@ class TarrySettings(BaseSettings):
             self._file = ConfigFile.read(self.tarry_config)
         if problem := self._links_problem():
             raise ValueError(problem)
+        # Browsers send `Origin: null` from a sandboxed frame on any site, a file, or a
+        # redirect across sites: `null` names no page, with tokens or without.
+        if any(origin.lower() == "null" for origin in self.tarry_api_cors_origins):
+            raise ValueError(
+                "TARRY_API_CORS_ORIGINS=null lets any web page (a sandboxed frame on any site"
+                " sends Origin: null) pass as a page you trust; name the origins"
+            )
         if self.api_tokens():
             return self
         if "*" in self.tarry_api_cors_origins:
             raise ValueError(
                 "TARRY_API_CORS_ORIGINS=* lets any web page drive the runs of an API without "
                 "tokens; name the origins, or set TARRY_API_TOKENS"
-            )
-        # Browsers send `Origin: null` from a sandboxed frame on any site, a file, or a
-        # redirect across sites: `null` is as good as `*`.
-        if any(origin.lower() == "null" for origin in self.tarry_api_cors_origins):
-            raise ValueError(
-                "TARRY_API_CORS_ORIGINS=null lets any web page (a sandboxed frame on any site"
-                " sends Origin: null) drive the runs of an API without tokens; name the"
-                " origins, or set TARRY_API_TOKENS"
             )
         if "*" in self.tarry_api_allowed_hosts:
             raise ValueError(

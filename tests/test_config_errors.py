@@ -296,6 +296,16 @@ async def test_the_null_origin_is_refused_while_the_api_has_no_tokens(
     assert line.startswith("TARRY_API_CORS_ORIGINS=null lets any web page (a sandboxed frame")
 
 
+async def test_the_null_origin_is_refused_with_tokens_too(tmp_path: Path) -> None:
+    line = refused(
+        await start(
+            "tarry serve", tmp_path, TARRY_API_TOKENS=LONG_TOKEN, TARRY_API_CORS_ORIGINS="null"
+        )
+    )
+
+    assert line.startswith("TARRY_API_CORS_ORIGINS=null lets any web page (a sandboxed frame")
+
+
 @pytest.mark.parametrize("entry_point", ["tarry serve", "tarry dev"])
 async def test_any_host_is_refused_while_the_api_has_no_tokens(
     entry_point: str, tmp_path: Path

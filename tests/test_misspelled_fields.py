@@ -43,15 +43,14 @@ async def test_the_api_refuses_a_misspelled_field_at_each_door_that_takes_a_run_
         nested = await api.http.post(
             "/v1/runs", json={"prompt": "tidy up", "budget": {"max_cost": 1}}
         )
-        listed = (await api.http.get("/v1/runs?limit=1000")).json()["runs"]
-        schedules = (await api.http.get("/v1/schedules")).json()["schedules"]
+        run = await api.http.get("/v1/runs/run-typo")
+        schedule = await api.http.get("/v1/schedules/nightly-typo")
 
     for response in (started, get_or_create, scheduled):
         assert_refused(response)
     assert nested.status_code == 422
     assert "unknown field 'max_cost'; did you mean 'max_cost_usd'?" in nested.text
-    assert listed == []
-    assert schedules == []
+    assert (run.status_code, schedule.status_code) == (404, 404)
     assert agent.model.requests == []
 
 
