@@ -31,6 +31,7 @@ from pydantic import (
     PrivateAttr,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -51,7 +52,7 @@ from tarry.config_tables import (
     user_tokens,
 )
 from tarry.contracts import DEFAULT_TASK_QUEUE, AgentSpec
-from tarry.identities import API_USER, Caller, local_user
+from tarry.identities import API_USER, RESERVED_USERS, Caller, local_user, reserved_user
 from tarry.tools import MAX_READ_BYTES
 
 __all__ = [
@@ -226,8 +227,16 @@ class TarrySettings(BaseSettings):
         "tarry_api_tokens", "tarry_api_cors_origins", "tarry_api_allowed_hosts", mode="before"
     )
     @classmethod
-    def _comma_separated(cls, value: object) -> object:
-        """`a,b` in the environment is the list `["a", "b"]`; blanks are dropped."""
+    def _comma_separated(cls, value: object, info: ValidationInfo) -> object:
+        """`a,b` in the environment is the list `["a", "b"]`; blanks are dropped. Tokens
+        that are only white space are refused: whoever set them meant a token."""
+        if (
+            isinstance(value, str)
+            and value
+            and not value.strip(", \t\n")
+            and info.field_name == "tarry_api_tokens"
+        ):
+            raise ValueError("only white space; a token cannot be blank")
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
@@ -252,7 +261,7 @@ class TarrySettings(BaseSettings):
         """Reads the config file now, so a process refuses a bad one at its start."""
         if self.tarry_config is not None:
             self._file = ConfigFile.read(self.tarry_config)
-        if problem := self._links_problem():
+        if problem := self._links_problem() or self._users_problem():
             raise ValueError(problem)
         # Browsers send `Origin: null` from a sandboxed frame on any site, a file, or a
         # redirect across sites: `null` names no page, with tokens or without.
@@ -275,6 +284,30 @@ class TarrySettings(BaseSettings):
                 "TARRY_API_TOKENS"
             )
         return self
+
+    def _users_problem(self) -> str | None:
+        """What makes the API's users ambiguous: two users with one token (the first
+        would act for both), a user named like a group (approvers name both), or a
+        name the runs record for no person (`identities.RESERVED_USERS`)."""
+        owners: dict[str, str] = {}
+        for caller, token in self.api_users():
+            other = owners.setdefault(token.get_secret_value(), caller.user)
+            if other != caller.user:
+                return (
+                    f"the users {other!r} and {caller.user!r} have one token; give each their own"
+                )
+            if reserved_user(caller.user):
+                reserved = ", ".join(sorted(RESERVED_USERS))
+                return (
+                    f"{caller.user!r} is a name Tarry records for no person ({reserved},"
+                    " cli:NAME); name the user otherwise"
+                )
+            if caller.user in self._file.api.groups:
+                return (
+                    f"{caller.user!r} names a user and a group of [api.groups]; approvers"
+                    " could not tell them apart"
+                )
+        return None
 
     def _links_problem(self) -> str | None:
         """What keeps a `[[notify]]` entry's `to` from getting action links: a name no
