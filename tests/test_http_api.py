@@ -545,6 +545,34 @@ async def test_a_budget_body_naming_no_limit_is_422(api: Api) -> None:
     assert error_of(response) == (422, ErrorCode.INPUT_INVALID)
 
 
+async def test_a_boolean_is_no_number_and_infinity_no_limit(api: Api) -> None:
+    """Lax types made `true` a budget of $1 and a fork at message 1, and `1e309` (JSON
+    for infinity) a budget that never ends."""
+    run_id = await api.start()
+    json_body = {"Content-Type": "application/json"}
+
+    refusals = {
+        "budget true": await api.http.post(
+            f"/v1/runs/{run_id}/budget", json={"max_cost_usd": True}
+        ),
+        "tokens true": await api.http.post(
+            f"/v1/runs/{run_id}/budget", json={"max_total_tokens": True}
+        ),
+        "budget 1e309": await api.http.post(
+            f"/v1/runs/{run_id}/budget", content=b'{"max_cost_usd": 1e309}', headers=json_body
+        ),
+        "start 1e309": await api.http.post(
+            "/v1/runs", content=b'{"budget": {"max_cost_usd": 1e309}}', headers=json_body
+        ),
+        "turns true": await api.http.post("/v1/runs", json={"max_turns": True}),
+        "fork at true": await api.http.post(f"/v1/runs/{run_id}/fork", json={"at": True}),
+    }
+
+    for what, response in refusals.items():
+        assert error_of(response) == (422, ErrorCode.INPUT_INVALID), what
+    assert (await api.state(run_id)).budget is None
+
+
 async def test_a_decision_with_nothing_pending_is_409(api: Api) -> None:
     run_id = await api.start()
 

@@ -247,7 +247,7 @@ class BudgetRequest(Budget):
 
 
 class ForkRequest(BaseModel):
-    at: Annotated[int, Field(ge=0)]
+    at: Annotated[int, Field(ge=0, strict=True)]
     """The position, from 0, of the user message the fork branches at (409
     `FORK_POINT_INVALID` for any other message)."""
     text: Annotated[str, Field(json_schema_extra={"minLength": 1, "pattern": r"\S"})] | None = None

@@ -29,9 +29,9 @@ class Sampling(BaseModel):
     profile's, for a run) and are not serialised, so a run's input carries only what it
     overrides."""
 
-    temperature: float | None = Field(default=None, ge=0, le=2, exclude_if=when_none)
-    top_p: float | None = Field(default=None, gt=0, le=1, exclude_if=when_none)
-    max_tokens: int | None = Field(default=None, ge=1, exclude_if=when_none)
+    temperature: float | None = Field(default=None, ge=0, le=2, strict=True, exclude_if=when_none)
+    top_p: float | None = Field(default=None, gt=0, le=1, strict=True, exclude_if=when_none)
+    max_tokens: int | None = Field(default=None, ge=1, strict=True, exclude_if=when_none)
     """The longest answer, in tokens; past it the answer is cut (`LLM_TRUNCATED`)."""
     stop: list[str] | None = Field(default=None, exclude_if=when_none)
     """Texts that end the answer where the model writes them."""
@@ -80,8 +80,9 @@ class Budget(Closed):
     """What a run may spend, in all: at a turn boundary where it has spent either, it
     waits (`waiting_for: "budget"`) until `raise_budget` raises it."""
 
-    max_total_tokens: int | None = Field(default=None, gt=0)
-    max_cost_usd: float | None = Field(default=None, gt=0)
+    # Strict: `true` is no number (it would be 1), and `1e309` no limit (infinity).
+    max_total_tokens: int | None = Field(default=None, gt=0, strict=True)
+    max_cost_usd: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False)
     """Estimated from the profiles' prices: a profile without prices costs nothing."""
 
 
@@ -109,11 +110,11 @@ class RunInput(Closed):
     tools: list[str] | None = None
     """The tools this run may use; null allows every tool the workers register."""
     mode: Mode = Mode.CHAT
-    max_turns: int = Field(default=20, ge=1)
+    max_turns: int = Field(default=20, ge=1, strict=True)
     """LLM calls allowed since the last user input before the run asks the user."""
-    max_repeated_failures: int = Field(default=3, ge=1)
+    max_repeated_failures: int = Field(default=3, ge=1, strict=True)
     """How often the same failing tool call may repeat before the run asks the user."""
-    bad_response_attempts: int = Field(default=3, ge=1)
+    bad_response_attempts: int = Field(default=3, ge=1, strict=True)
     """Calls in a row answered with garbage (`LLM_BAD_RESPONSE`) before the run fails."""
     timeouts: Timeouts = Timeouts()
     require_approval: list[str] = Field(default=[])
@@ -121,7 +122,7 @@ class RunInput(Closed):
     approval_timeout: timedelta | None = None
     """How long a gated call waits for a decision; null waits forever."""
     approval_default: ApprovalDefault = ApprovalDefault.REJECT
-    continue_as_new_after_turns: int = Field(default=50, ge=1)
+    continue_as_new_after_turns: int = Field(default=50, ge=1, strict=True)
     """LLM calls per run of the continue-as-new chain: the run hands its state to a fresh
     run (same workflow id) at the first safe point after this many, or sooner when
     Temporal suggests it, so a run of any length keeps a short history."""
