@@ -407,6 +407,19 @@ async def test_an_idempotency_key_sent_again_with_another_body_is_422_and_starts
     assert [m.content for m in await run.transcript()] == ["hi", "hello once"]
 
 
+async def test_one_idempotency_key_with_two_ids_starts_one_run(api: Api) -> None:
+    key = {"Idempotency-Key": "start-two-ids"}
+    first = await api.http.post("/v1/runs", json={"id": "run-key-a"}, headers=key)
+    retried = await api.http.post("/v1/runs", json={"id": "run-key-a"}, headers=key)
+    second = await api.http.post("/v1/runs", json={"id": "run-key-b"}, headers=key)
+    api.run("run-key-a")
+
+    assert (first.status_code, retried.status_code) == (201, 201)
+    assert error_of(second) == (422, ErrorCode.IDEMPOTENCY_KEY_REUSED)
+    assert "'run-key-a'" in second.json()["error"]["message"]
+    assert error_of(await api.http.get("/v1/runs/run-key-b")) == (404, ErrorCode.RUN_NOT_FOUND)
+
+
 async def test_a_retried_start_is_known_after_continue_as_new_and_resume(api: Api) -> None:
     api.agent.model.add(say("one"), say("two"))
     key = {"Idempotency-Key": "start-long-lived"}

@@ -10,8 +10,9 @@ suite) would grow until its garbage collections stall it for seconds.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
@@ -22,7 +23,7 @@ from tarry.client import Tarry
 from tarry.identities import Caller
 from tarry.settings import TarrySettings
 
-__all__ = ["AppParts", "FeedsOf", "SettingsOf", "TarryOf", "parts_of"]
+__all__ = ["AppParts", "FeedsOf", "PartsOf", "SettingsOf", "TarryOf", "parts_of"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class AppParts:
     """The users' tokens the guard accepts, as bytes for `secrets.compare_digest`; none:
     every request is `anonymous`."""
     anonymous: Caller
+    keyed_starts: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    """The run each recent Idempotency-Key started (key digest -> run id), newest last:
+    a key's run without `id` is known to Temporal by its id, one with `id` only here."""
 
     @classmethod
     def of(
@@ -71,6 +75,8 @@ def _settings_of(request: Request) -> TarrySettings:
     return parts_of(request).settings
 
 
+PartsOf = Annotated[AppParts, Depends(parts_of)]
+"""All the app's parts, for what the others do not name."""
 TarryOf = Annotated[Tarry, Depends(_tarry_of)]
 """The client the app was made with."""
 FeedsOf = Annotated[Feeds, Depends(_feeds_of)]
