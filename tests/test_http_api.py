@@ -252,6 +252,32 @@ async def test_an_approval_answers_the_next_state_and_a_second_decision_is_409(
     assert error_of(again) == (409, ErrorCode.APPROVAL_ALREADY_DECIDED)
 
 
+async def test_a_call_id_the_model_repeats_names_the_pending_call_not_the_decided_one(
+    api: Api,
+) -> None:
+    api.agent.model.add(
+        call("write_file", WRITE, id="w1"),
+        call("write_file", {"path": "b.md", "content": "again"}, id="w1"),
+        say("written twice"),
+    )
+    run_id = await api.start("write the plans", require_approval=["write_file"])
+    await until_stopped(api, run_id)
+    first = await api.http.post(
+        f"/v1/runs/{run_id}/approvals", json={"call_id": "w1", "approved": True}
+    )
+    [pending] = first.json()["pending_approvals"]
+
+    second = await api.http.post(
+        f"/v1/runs/{run_id}/approvals", json={"call_id": pending["call_id"], "approved": True}
+    )
+
+    assert first.status_code == 200, first.text
+    assert pending["call_id"] != "w1"
+    assert pending["arguments"]["path"] == "b.md"
+    assert second.status_code == 200, second.text
+    assert (await until_stopped(api, run_id))["last_assistant_text"] == "written twice"
+
+
 async def test_a_pending_call_s_arguments_are_the_object_a_decision_sends_back(
     api: Api,
 ) -> None:
