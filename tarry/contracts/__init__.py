@@ -12,7 +12,7 @@ codes), `checks` (ids, replies, approvers), `messages`, `run` (input, state, res
 
 from __future__ import annotations
 
-from tarry.contracts._closed import Closed, input_problem, unknown_field_problem
+from tarry.contracts._closed import NOT_A_BOOLEAN, Closed, input_problem, unknown_field_problem
 from tarry.contracts.activities import (
     Catalogue,
     CatalogueRequest,
@@ -119,6 +119,7 @@ __all__ = [
     "MCP_TOOL_ACTIVITY",
     "MODEL_ATTRIBUTE",
     "NOTIFY_ACTIVITY",
+    "NOT_A_BOOLEAN",
     "PAGE_ACTIVITY",
     "PAGE_INDEX_ACTIVITY",
     "PHASE_ATTRIBUTE",

@@ -7,10 +7,21 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from tarry.contracts.names import ErrorCode
+
+
+def _not_a_boolean(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("a boolean is no number")
+    return value
+
+
+NOT_A_BOOLEAN = BeforeValidator(_not_a_boolean)
+"""On a number a person writes: pydantic takes `true` as 1, so a budget of `true` would be
+$1; `1.0` stays 1, as JSON Schema's `integer` has it."""
 
 
 def unknown_field_problem(name: str, known: list[str]) -> str:
