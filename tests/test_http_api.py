@@ -751,6 +751,10 @@ async def test_the_openapi_document_states_what_the_server_checks(api: Api) -> N
     assert "last-event-id" in events
     assert len(schemas["BudgetRequest"]["anyOf"]) == 2
     assert paths["/v1/runs/{run_id}/stop"]["post"]["requestBody"]["required"] is True
+    # A run's input and its parts refuse a field they do not know: the document says so.
+    for closed in ("StartRequest", "RunInput", "Budget", "Timeouts", "Sampling"):
+        assert schemas[closed]["additionalProperties"] is False, closed
+    assert schemas["ForkRequest"]["properties"]["at"]["minimum"] == 0
 
 
 async def unreachable_tarry(converter: DataConverter) -> Tarry:

@@ -248,7 +248,7 @@ class BudgetRequest(Budget):
 
 
 class ForkRequest(BaseModel):
-    at: Annotated[int, NOT_A_BOOLEAN, Field(ge=0)]
+    at: Annotated[int, NOT_A_BOOLEAN] = Field(ge=0)
     """The position, from 0, of the user message the fork branches at (409
     `FORK_POINT_INVALID` for any other message)."""
     text: Annotated[str, Field(json_schema_extra={"minLength": 1, "pattern": r"\S"})] | None = None
