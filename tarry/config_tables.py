@@ -94,9 +94,6 @@ class ModelProfile(Sampling):
     """One endpoint, the model to ask there, and how it samples (the `Sampling` fields,
     checked at load; a run may override them)."""
 
-    # Here, not on `Sampling`: a misspelled key in the file must not pass unnoticed.
-    model_config = ConfigDict(extra="forbid")
-
     provider: Provider = "openai"
     base_url: str = ""
     """Empty: the provider's own (`https://api.openai.com/v1`, `https://api.anthropic.com`)."""
@@ -193,8 +190,12 @@ class NotifyTarget(BaseModel):
 
 
 def _long_enough(tokens: list[SecretStr]) -> list[SecretStr]:
-    """Refuses a bearer token of the HTTP API that is short enough to guess (without
-    showing it: the error names only the length it needs)."""
+    """Refuses a bearer token of the HTTP API that is short enough to guess, or holds
+    white space (no `Authorization` header carries it whole), without showing it."""
+    if any(t.get_secret_value().split() != [t.get_secret_value()] for t in tokens):
+        raise ValueError(
+            "a token cannot hold white space: no Authorization header carries it whole"
+        )
     if any(len(token.get_secret_value()) < MIN_API_TOKEN_LENGTH for token in tokens):
         raise ValueError(
             f"a token needs at least {MIN_API_TOKEN_LENGTH} characters to be safe from "

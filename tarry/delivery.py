@@ -91,6 +91,9 @@ class Delivery:
                 except (RPCError, WorkflowUpdateFailedError) as e:
                     if not unadmitted(e):
                         raise
+                    # A task that fails (not one whose worker died) fails again: say so now.
+                    if failing := await self._task_failing(failed_only=True):
+                        raise failing from e
                     if loop.time() + delay > give_up:
                         if failing := await self._task_failing():
                             raise failing from e
@@ -129,8 +132,9 @@ class Delivery:
                     raise failing from e
                 raise
 
-    async def _task_failing(self) -> TarryError | None:
-        return await task_failing(self._client, (await self.describe()).raw_description)
+    async def _task_failing(self, *, failed_only: bool = False) -> TarryError | None:
+        description = (await self.describe()).raw_description
+        return await task_failing(self._client, description, failed_only=failed_only)
 
     async def describe(self) -> WorkflowExecutionDescription:
         """What Temporal itself records of the run (status, task queue, search attributes
@@ -184,12 +188,13 @@ async def await_poller(client: Client, queue: str, run_id: str) -> None:
 
 
 async def task_failing(
-    client: Client, description: DescribeWorkflowExecutionResponse
+    client: Client, description: DescribeWorkflowExecutionResponse, *, failed_only: bool = False
 ) -> TarryError | None:
     """`RUN_TASK_FAILING`, with the failure Temporal recorded last, for the run
     `description` describes when its workflow task is past its first attempt; else None.
     Such a run answers no query until a worker completes its task, which a retry of the
-    query does not bring."""
+    query does not bring. `failed_only`: None too when no attempt failed, but timed out
+    (a worker that died or restarted, which the next one may well mend)."""
     attempt = description.pending_workflow_task.attempt
     if attempt < 2:
         return None
@@ -205,11 +210,13 @@ async def task_failing(
         for e in history.history.events
         if e.HasField("workflow_task_failed_event_attributes")
     )
-    reason = next(failures, "timed out")
+    reason = next(failures, None)
+    if reason is None and failed_only:
+        return None
     return TarryError(
         ErrorCode.RUN_TASK_FAILING,
         f"run {run_id!r} is stuck: its workflow task has not completed in {attempt} "
-        f"attempts (last failure: {reason}); it answers and goes on once a worker can "
-        "complete it. See the workers' log: a missing TARRY_ENCRYPTION_KEY or payload "
-        "store, or code that cannot replay the run",
+        f"attempts (last failure: {reason or 'timed out'}); it answers and goes on once a"
+        " worker can complete it. See the workers' log: a missing TARRY_ENCRYPTION_KEY or"
+        " payload store, or code that cannot replay the run",
     )

@@ -14,11 +14,23 @@ from dataclasses import dataclass
 
 from tarry.contracts import Door
 
-__all__ = ["API_USER", "Caller", "local_user"]
+__all__ = ["API_USER", "RESERVED_USERS", "Caller", "local_user", "reserved_user"]
 
 API_USER = "api"
 """The user of a bare token (`TARRY_API_TOKENS=TOKEN`, `[api] tokens`), and of every
 request to an API that has no tokens."""
+
+
+RESERVED_USERS = frozenset(door.value for door in Door if door.value != API_USER)
+"""Names no API user may take: the doors an act comes through (`temporal-ui` also being
+who a run records when no person is named), so that a record never passes one for the
+other; `api` stays the bare token's user."""
+_LOCAL_PREFIX = "cli:"
+
+
+def reserved_user(user: str) -> bool:
+    """Whether `user` is a name of `RESERVED_USERS`, or a local one (`cli:NAME`)."""
+    return user in RESERVED_USERS or user.startswith(_LOCAL_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -40,4 +52,4 @@ def local_user(tarry_user: str | None) -> str:
         login = getpass.getuser()
     except OSError:  # no USER, LOGNAME, ... and no passwd entry (a bare container)
         login = "unknown"
-    return f"cli:{login}"
+    return f"{_LOCAL_PREFIX}{login}"

@@ -31,6 +31,7 @@ from pydantic import (
     PrivateAttr,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -51,7 +52,7 @@ from tarry.config_tables import (
     user_tokens,
 )
 from tarry.contracts import DEFAULT_TASK_QUEUE, AgentSpec
-from tarry.identities import API_USER, Caller, local_user
+from tarry.identities import API_USER, RESERVED_USERS, Caller, local_user, reserved_user
 from tarry.ownership import Policy, Visibility
 from tarry.tools import MAX_READ_BYTES
 
@@ -232,8 +233,16 @@ class TarrySettings(BaseSettings):
         "tarry_api_tokens", "tarry_api_cors_origins", "tarry_api_allowed_hosts", mode="before"
     )
     @classmethod
-    def _comma_separated(cls, value: object) -> object:
-        """`a,b` in the environment is the list `["a", "b"]`; blanks are dropped."""
+    def _comma_separated(cls, value: object, info: ValidationInfo) -> object:
+        """`a,b` in the environment is the list `["a", "b"]`; blanks are dropped. Tokens
+        that are only white space are refused: whoever set them meant a token."""
+        if (
+            isinstance(value, str)
+            and value
+            and not value.strip(", \t\n")
+            and info.field_name == "tarry_api_tokens"
+        ):
+            raise ValueError("only white space; a token cannot be blank")
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
@@ -263,24 +272,23 @@ class TarrySettings(BaseSettings):
                 "TARRY_DEPLOYMENT and TARRY_BUILD_ID turn versioned deploys on together; "
                 "set both (the deployment's name and this worker's build), or neither"
             )
-        if problem := self._links_problem():
+        if problem := self._links_problem() or self._users_problem():
             raise ValueError(problem)
         if problem := self._gateway_problem():
             raise ValueError(problem)
+        # Browsers send `Origin: null` from a sandboxed frame on any site, a file, or a
+        # redirect across sites: `null` names no page, with tokens or without.
+        if any(origin.lower() == "null" for origin in self.tarry_api_cors_origins):
+            raise ValueError(
+                "TARRY_API_CORS_ORIGINS=null lets any web page (a sandboxed frame on any site"
+                " sends Origin: null) pass as a page you trust; name the origins"
+            )
         if self.api_tokens() or self._file.api.oidc is not None:
             return self
         if "*" in self.tarry_api_cors_origins:
             raise ValueError(
                 "TARRY_API_CORS_ORIGINS=* lets any web page drive the runs of an API without "
                 "tokens; name the origins, or set TARRY_API_TOKENS"
-            )
-        # Browsers send `Origin: null` from a sandboxed frame on any site, a file, or a
-        # redirect across sites: `null` is as good as `*`.
-        if any(origin.lower() == "null" for origin in self.tarry_api_cors_origins):
-            raise ValueError(
-                "TARRY_API_CORS_ORIGINS=null lets any web page (a sandboxed frame on any site"
-                " sends Origin: null) drive the runs of an API without tokens; name the"
-                " origins, or set TARRY_API_TOKENS"
             )
         if "*" in self.tarry_api_allowed_hosts:
             raise ValueError(
@@ -291,22 +299,39 @@ class TarrySettings(BaseSettings):
         return self
 
     def _gateway_problem(self) -> str | None:
-        """What would let a web page pass for `[api] trusted_proxy`: the gateway signs in
-        whatever the browser sends it (`Origin: null` from a sandboxed frame too), and a
-        page under a rebound name on the gateway's machine could send its headers."""
-        if not self._file.api.trusted_proxy:
-            return None
-        if any(origin.lower() == "null" for origin in self.tarry_api_cors_origins):
-            return (
-                "TARRY_API_CORS_ORIGINS=null lets any web page act as whoever the config's"
-                " [api] trusted_proxy signs in; name the origins"
-            )
-        if "*" in self.tarry_api_allowed_hosts:
+        """What would let a web page pass for `[api] trusted_proxy`: a page under a
+        rebound name on the gateway's machine could send its headers, tokens or not
+        (`Origin: null`, which the gateway would sign in too, is refused always)."""
+        if self._file.api.trusted_proxy and "*" in self.tarry_api_allowed_hosts:
             return (
                 "TARRY_API_ALLOWED_HOSTS=* with the config's [api] trusted_proxy lets a page"
                 " whose name resolves to the gateway's machine send the gateway's headers;"
                 " name the hosts"
             )
+        return None
+
+    def _users_problem(self) -> str | None:
+        """What makes the API's users ambiguous: two users with one token (the first
+        would act for both), a user named like a group (approvers name both), or a
+        name the runs record for no person (`identities.RESERVED_USERS`)."""
+        owners: dict[str, str] = {}
+        for caller, token in self.api_users():
+            other = owners.setdefault(token.get_secret_value(), caller.user)
+            if other != caller.user:
+                return (
+                    f"the users {other!r} and {caller.user!r} have one token; give each their own"
+                )
+            if reserved_user(caller.user):
+                reserved = ", ".join(sorted(RESERVED_USERS))
+                return (
+                    f"{caller.user!r} is a name Tarry records for no person ({reserved},"
+                    " cli:NAME); name the user otherwise"
+                )
+            if caller.user in self._file.api.groups:
+                return (
+                    f"{caller.user!r} names a user and a group of [api.groups]; approvers"
+                    " could not tell them apart"
+                )
         return None
 
     def _links_problem(self) -> str | None:

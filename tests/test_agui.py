@@ -3,6 +3,7 @@ protocol package's own types: its input model, and its events read back from the
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 
@@ -23,6 +24,7 @@ from pydantic import TypeAdapter
 
 from tarry.contracts import Phase
 from tarry.testing.scripted_model import call, say
+from tests.deadline import deadline
 from tests.http_api import Api
 
 EVENT: TypeAdapter[BaseEvent] = TypeAdapter(Event)
@@ -30,6 +32,13 @@ EVENT: TypeAdapter[BaseEvent] = TypeAdapter(Event)
 
 async def exchange(api: Api, thread: str, *texts: str) -> list[BaseEvent]:
     """One AG-UI run on `thread` whose conversation so far is `texts` from the user."""
+    events = await agui_events(api, thread, *texts)
+    api.run(thread)
+    return events
+
+
+async def agui_events(api: Api, thread: str, *texts: str) -> list[BaseEvent]:
+    """The events of one AG-UI run on `thread`, which must end within a deadline."""
     request = RunAgentInput(
         thread_id=thread,
         run_id=f"agui-{uuid.uuid4().hex[:6]}",
@@ -37,11 +46,13 @@ async def exchange(api: Api, thread: str, *texts: str) -> list[BaseEvent]:
     )
     events: list[BaseEvent] = []
     body = json.loads(request.model_dump_json(by_alias=True))
-    async with aconnect_sse(api.http, "POST", "/v1/agui", json=body) as source:
+    async with (
+        asyncio.timeout(deadline(30)),
+        aconnect_sse(api.http, "POST", "/v1/agui", json=body) as source,
+    ):
         assert source.response.headers["content-type"].startswith("text/event-stream")
         async for sse in source.aiter_sse():
             events.append(EVENT.validate_json(sse.data))
-    api.run(thread)
     return events
 
 
@@ -125,6 +136,18 @@ async def test_a_failed_run_ends_the_exchange_with_a_run_error(api: Api) -> None
     assert events[-1] is error
     assert isinstance(error, RunErrorEvent)
     assert error.code == "LLM_HTTP_ERROR"
+
+
+async def test_a_new_thread_without_a_user_message_ends_at_once_and_starts_no_run(
+    api: Api,
+) -> None:
+    events = await agui_events(api, "thread-no-message")
+
+    assert [e.type for e in events] == [EventType.RUN_STARTED, EventType.RUN_ERROR]
+    assert isinstance(events[-1], RunErrorEvent)
+    assert events[-1].code == "INPUT_EMPTY"
+    missing = await api.http.get("/v1/runs/thread-no-message")
+    assert missing.status_code == 404
 
 
 async def test_a_thread_id_that_is_no_run_id_is_422_before_any_event(api: Api) -> None:

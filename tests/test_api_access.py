@@ -220,6 +220,18 @@ async def test_a_configured_cors_origin_may_post(agent: Agent) -> None:
         api.run(response.json()["id"])
 
 
+async def test_a_listed_null_origin_may_not_post_even_with_a_token(agent: Agent) -> None:
+    """The settings refuse `null` (tests/test_config_errors.py); the guard does not take
+    it either, should a listed one reach it."""
+    async with serving(agent, TOKEN, cors_origins=("null",)) as api:
+        response = await api.http.post(
+            "/v1/runs", json={"prompt": "hi"}, headers={"Origin": "null"}
+        )
+
+    assert error_of(response)[:2] == (403, "FORBIDDEN")
+    assert agent.model.requests == []
+
+
 # --- Headers ------------------------------------------------------------------------------
 
 

@@ -1,5 +1,6 @@
 """The HTTP API keeps the promises of its own OpenAPI document: schemathesis, with every
-check it has, against the API served over a real dev server and worker, with a token.
+check it has, against the API served over a real dev server and worker, with named users
+(`alice`, whose token the fuzzer sends, and `bob`).
 
 The two event streams (`/v1/runs/{id}/events`, `/v1/agui`) never end by themselves, so a
 fuzzer's request would hang on them: they are left out of the run and tested by hand in
@@ -22,6 +23,7 @@ from tests.deadline import deadline
 from tests.http_api import serving
 
 TOKEN = "contract-token-5be1-0123456789"
+USERS = (f"alice:{TOKEN}", "bob:contract-token-of-bob-9876543210")
 
 CONFIG = """\
 # Two answers no schema can foresee, so schema-valid data may meet them: a cursor is
@@ -69,7 +71,7 @@ async def test_schemathesis_finds_nothing_the_openapi_document_does_not_promise(
     agent: Agent = await agent_factory(client=own_temporal)
     config = tmp_path / "schemathesis.toml"
     config.write_text(CONFIG)
-    async with serving(agent, TOKEN) as api:
+    async with serving(agent, *USERS) as api:
         command = [
             sys.executable,
             "-m",

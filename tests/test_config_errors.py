@@ -276,6 +276,55 @@ async def test_a_short_api_token_in_the_config_file_is_refused(tmp_path: Path) -
     assert "0123456789" not in line
 
 
+AMBIGUOUS_USERS = {
+    "one token for two users": (
+        {"TARRY_API_TOKENS": f"alice:{LONG_TOKEN},bob:{LONG_TOKEN}"},
+        None,
+        "the users 'alice' and 'bob' have one token; give each their own",
+    ),
+    "a user named like a group": (
+        {"TARRY_API_TOKENS": f"ops:{LONG_TOKEN}"},
+        '[api.groups]\nops = ["alice"]\n',
+        "'ops' names a user and a group of [api.groups]",
+    ),
+    "the Temporal UI's name": (
+        {},
+        f'[api.users]\ntemporal-ui = "{LONG_TOKEN}"\n',
+        "'temporal-ui' is a name Tarry records for no person",
+    ),
+    "a door's name": (
+        {"TARRY_API_TOKENS": f"schedule:{LONG_TOKEN}"},
+        None,
+        "'schedule' is a name Tarry records for no person",
+    ),
+    "a local user's name": (
+        {"TARRY_API_TOKENS": f"cli:root:{LONG_TOKEN}"},
+        None,
+        "'cli' is a name Tarry records for no person",
+    ),
+    "a token of white space": (
+        {"TARRY_API_TOKENS": " " * 20},
+        None,
+        "TARRY_API_TOKENS: only white space; a token cannot be blank",
+    ),
+    "a user's token of white space": (
+        {},
+        f'[api.users]\nalice = "{" " * 20}"\n',
+        "[api.users] alice: a token cannot hold white space",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", AMBIGUOUS_USERS)
+async def test_users_the_api_could_not_tell_apart_are_refused(case: str, tmp_path: Path) -> None:
+    settings, config, problem = AMBIGUOUS_USERS[case]
+
+    line = refused(await start("tarry serve", tmp_path, config, **settings))
+
+    assert problem in line
+    assert LONG_TOKEN not in line
+
+
 @pytest.mark.parametrize("entry_point", ["tarry serve", "tarry dev"])
 async def test_any_origin_is_refused_while_the_api_has_no_tokens(
     entry_point: str, tmp_path: Path
@@ -292,6 +341,16 @@ async def test_the_null_origin_is_refused_while_the_api_has_no_tokens(
     entry_point: str, tmp_path: Path
 ) -> None:
     line = refused(await start(entry_point, tmp_path, TARRY_API_CORS_ORIGINS="null"))
+
+    assert line.startswith("TARRY_API_CORS_ORIGINS=null lets any web page (a sandboxed frame")
+
+
+async def test_the_null_origin_is_refused_with_tokens_too(tmp_path: Path) -> None:
+    line = refused(
+        await start(
+            "tarry serve", tmp_path, TARRY_API_TOKENS=LONG_TOKEN, TARRY_API_CORS_ORIGINS="null"
+        )
+    )
 
     assert line.startswith("TARRY_API_CORS_ORIGINS=null lets any web page (a sandboxed frame")
 

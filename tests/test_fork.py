@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tarry.client import RunHandle, TarryError
-from tarry.contracts import ErrorCode, ForkOrigin, Phase
+from tarry.contracts import MAX_RUN_ID_LENGTH, ErrorCode, ForkOrigin, Phase, run_id_problem
 from tarry.testing.scripted_model import say
 from tests.cli import Cli
 from tests.conftest import Agent
@@ -135,6 +135,25 @@ async def test_a_fork_over_http_is_a_new_run_named_after_its_origin(api: Api) ->
     state = await api.state("the-fork")
     assert state.forked_from == ForkOrigin(run_id=run.id, at=2)
     assert state.last_assistant_text == "forked over HTTP"
+
+
+async def test_a_fork_of_a_run_with_the_longest_id_gets_an_id_every_route_accepts(
+    api: Api,
+) -> None:
+    api.agent.model.add(say("first"), say("forked"))
+    run_id = await api.start("question 0", id="r" * MAX_RUN_ID_LENGTH)
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
+
+    response = await api.http.post(f"/v1/runs/{run_id}/fork", json={"at": 0})
+
+    assert response.status_code == 201, response.text
+    fork_id = response.json()["id"]
+    assert run_id_problem(fork_id) is None
+    assert fork_id.startswith("r" * 100)
+    await api.run(fork_id).wait_for(WAITING, TIMEOUT)
+    for path in ("", "/transcript"):
+        answer = await api.http.get(f"/v1/runs/{fork_id}{path}")
+        assert answer.status_code == 200, (path, answer.text)
 
 
 async def test_a_fork_over_http_at_an_answer_is_409(api: Api) -> None:

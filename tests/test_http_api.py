@@ -246,6 +246,32 @@ async def test_an_approval_answers_the_next_state_and_a_second_decision_is_409(
     assert error_of(again) == (409, ErrorCode.APPROVAL_ALREADY_DECIDED)
 
 
+async def test_a_call_id_the_model_repeats_names_the_pending_call_not_the_decided_one(
+    api: Api,
+) -> None:
+    api.agent.model.add(
+        call("write_file", WRITE, id="w1"),
+        call("write_file", {"path": "b.md", "content": "again"}, id="w1"),
+        say("written twice"),
+    )
+    run_id = await api.start("write the plans", require_approval=["write_file"])
+    await until_stopped(api, run_id)
+    first = await api.http.post(
+        f"/v1/runs/{run_id}/approvals", json={"call_id": "w1", "approved": True}
+    )
+    [pending] = first.json()["pending_approvals"]
+
+    second = await api.http.post(
+        f"/v1/runs/{run_id}/approvals", json={"call_id": pending["call_id"], "approved": True}
+    )
+
+    assert first.status_code == 200, first.text
+    assert pending["call_id"] != "w1"
+    assert pending["arguments"]["path"] == "b.md"
+    assert second.status_code == 200, second.text
+    assert (await until_stopped(api, run_id))["last_assistant_text"] == "written twice"
+
+
 async def test_a_pending_call_s_arguments_are_the_object_a_decision_sends_back(
     api: Api,
 ) -> None:
@@ -401,6 +427,19 @@ async def test_an_idempotency_key_sent_again_with_another_body_is_422_and_starts
     assert [m.content for m in await run.transcript()] == ["hi", "hello once"]
 
 
+async def test_one_idempotency_key_with_two_ids_starts_one_run(api: Api) -> None:
+    key = {"Idempotency-Key": "start-two-ids"}
+    first = await api.http.post("/v1/runs", json={"id": "run-key-a"}, headers=key)
+    retried = await api.http.post("/v1/runs", json={"id": "run-key-a"}, headers=key)
+    second = await api.http.post("/v1/runs", json={"id": "run-key-b"}, headers=key)
+    api.run("run-key-a")
+
+    assert (first.status_code, retried.status_code) == (201, 201)
+    assert error_of(second) == (422, ErrorCode.IDEMPOTENCY_KEY_REUSED)
+    assert "'run-key-a'" in second.json()["error"]["message"]
+    assert error_of(await api.http.get("/v1/runs/run-key-b")) == (404, ErrorCode.RUN_NOT_FOUND)
+
+
 async def test_a_retried_start_is_known_after_continue_as_new_and_resume(api: Api) -> None:
     api.agent.model.add(say("one"), say("two"))
     key = {"Idempotency-Key": "start-long-lived"}
@@ -537,6 +576,34 @@ async def test_a_budget_body_naming_no_limit_is_422(api: Api) -> None:
     response = await api.http.post(f"/v1/runs/{run_id}/budget", json={})
 
     assert error_of(response) == (422, ErrorCode.INPUT_INVALID)
+
+
+async def test_a_boolean_is_no_number_and_infinity_no_limit(api: Api) -> None:
+    """Lax types made `true` a budget of $1 and a fork at message 1, and `1e309` (JSON
+    for infinity) a budget that never ends."""
+    run_id = await api.start()
+    json_body = {"Content-Type": "application/json"}
+
+    refusals = {
+        "budget true": await api.http.post(
+            f"/v1/runs/{run_id}/budget", json={"max_cost_usd": True}
+        ),
+        "tokens true": await api.http.post(
+            f"/v1/runs/{run_id}/budget", json={"max_total_tokens": True}
+        ),
+        "budget 1e309": await api.http.post(
+            f"/v1/runs/{run_id}/budget", content=b'{"max_cost_usd": 1e309}', headers=json_body
+        ),
+        "start 1e309": await api.http.post(
+            "/v1/runs", content=b'{"budget": {"max_cost_usd": 1e309}}', headers=json_body
+        ),
+        "turns true": await api.http.post("/v1/runs", json={"max_turns": True}),
+        "fork at true": await api.http.post(f"/v1/runs/{run_id}/fork", json={"at": True}),
+    }
+
+    for what, response in refusals.items():
+        assert error_of(response) == (422, ErrorCode.INPUT_INVALID), what
+    assert (await api.state(run_id)).budget is None
 
 
 async def test_a_decision_with_nothing_pending_is_409(api: Api) -> None:
@@ -678,6 +745,10 @@ async def test_the_openapi_document_states_what_the_server_checks(api: Api) -> N
     assert "last-event-id" in events
     assert len(schemas["BudgetRequest"]["anyOf"]) == 2
     assert paths["/v1/runs/{run_id}/stop"]["post"]["requestBody"]["required"] is True
+    # A run's input and its parts refuse a field they do not know: the document says so.
+    for closed in ("StartRequest", "RunInput", "Budget", "Timeouts", "Sampling"):
+        assert schemas[closed]["additionalProperties"] is False, closed
+    assert schemas["ForkRequest"]["properties"]["at"]["minimum"] == 0
 
 
 async def unreachable_tarry(converter: DataConverter) -> Tarry:

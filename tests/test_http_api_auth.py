@@ -60,6 +60,26 @@ async def test_without_a_token_every_route_but_healthz_and_the_docs_is_401(api: 
         assert response.headers["WWW-Authenticate"] == "Bearer"
 
 
+async def test_without_a_token_a_body_that_is_no_json_is_401_not_422(api: Api) -> None:
+    """The token is checked before the body is read: a caller without one learns nothing
+    of what the schema wants."""
+    answers = {
+        (method, path): await api.http.request(
+            method,
+            path,
+            headers={"Authorization": "", "Content-Type": "application/json"},
+            content=b"{bad",
+        )
+        for method, path in routes()
+        if method == "POST" and not path.startswith("/v1/actions/")
+    }
+
+    assert len(answers) >= 8
+    for route, response in answers.items():
+        assert response.status_code == 401, route
+        assert response.json()["error"]["code"] == ErrorCode.UNAUTHORIZED, route
+
+
 async def test_a_wrong_token_is_401(api: Api) -> None:
     response = await api.http.get("/v1/runs", headers={"Authorization": "Bearer guessed"})
 

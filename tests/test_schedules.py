@@ -10,6 +10,7 @@ import json
 import re
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -256,6 +257,23 @@ async def test_a_scheduled_run_s_start_is_audited_at_the_schedule_door_as_its_cr
     start, *_ = await schedules.tarry.audit(run=view.recent_runs[0])
 
     assert (start.act, start.by, start.door) == ("start", schedules.tarry.caller.user, "schedule")
+
+
+async def test_a_run_started_by_hand_cannot_take_the_id_of_a_schedule_s_run(
+    schedules: Schedules,
+) -> None:
+    """Temporal drops a firing whose id a run has taken without a trace (no run started,
+    none skipped): the id of each next firing is refused at every start."""
+    schedule = await schedules.create(task("Check the inbox"), cron="0 0 1 1 *")
+    [next_run, *_] = (await schedule.describe()).next_runs
+    taken = f"{schedule.name}-{next_run.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
+
+    with pytest.raises(TarryError) as refused:
+        await schedules.agent.tarry.start(task("Check the inbox"), run_id=taken)
+
+    assert refused.value.code is ErrorCode.RUN_ID_INVALID
+    assert "an id a schedule gives its run" in refused.value.message
+    assert SCHEDULED_ID.fullmatch(taken)
 
 
 async def test_a_deleted_schedule_is_gone_and_its_runs_remain(schedules: Schedules) -> None:

@@ -21,6 +21,7 @@ from tests.cli import Cli, until_listed
 from tests.conftest import Agent
 from tests.deadline import deadline
 from tests.http_api import serving
+from tests.test_http_api_auth import routes
 from tests.test_large_payloads import storing_client
 
 REASON = "Failed decoding arguments"
@@ -89,3 +90,37 @@ async def test_tarry_doctor_names_the_stuck_run_and_why(stuck: tuple[Agent, RunH
     assert result.code == 1, result
     problems = [line for line in result.out.splitlines() if line.startswith("problem: ")]
     assert [p for p in problems if f"run {run.id!r} is stuck" in p and REASON in p], problems
+
+
+STUCK_BODIES = {
+    "messages": {"text": "are you there?"},
+    "reply-policy": {"on_reply_while_running": "queue"},
+    "approvals": {"approved": True},
+    "budget": {"max_cost_usd": 1},
+    "model": {"profile": "default"},
+    "fork": {"at": 0},
+}
+"""A valid body for each route of a run that needs one; the others take `{}`."""
+
+
+async def test_no_route_of_a_stuck_run_answers_try_again(stuck: tuple[Agent, RunHandle]) -> None:
+    """Each route that names a run (but its endless event stream) says what is wrong:
+    503 `TEMPORAL_UNAVAILABLE` "try again" would be asked again forever."""
+    agent, run = stuck
+    named = [
+        (method, path.replace("run-x", run.id))
+        for method, path in routes()
+        if "/run-x" in path and not path.endswith("/events")
+    ]
+
+    async with serving(agent) as api:
+        answers = {
+            (method, path): await api.http.request(
+                method, path, json=STUCK_BODIES.get(path.rsplit("/", 1)[-1], {})
+            )
+            for method, path in named
+        }
+
+    assert len(answers) >= 12
+    for route, answer in answers.items():
+        assert answer.status_code != 503, (route, answer.text)

@@ -7,10 +7,11 @@ also be handed to the next run of a continue-as-new chain unchanged.
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ModelWrapValidatorHandler, ValidationError, model_validator
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
@@ -41,6 +42,7 @@ from tarry.contracts import (
     Usage,
     UserInput,
     WaitingFor,
+    input_problem,
     reply_problem,
 )
 
@@ -51,6 +53,8 @@ at each continue-as-new stays the same size however many replies came before."""
 _REPLY_IDS_PATCH = "reply-ids-window"
 """A run recorded before the window keeps every id; the next run of its chain drops the
 oldest with its first reply."""
+_UNIQUE_CALL_IDS_PATCH = "unique-call-ids"
+"""A run recorded before keeps a tool call id its model repeated."""
 DECIDED_CALLS_KEPT = 100
 """How many of the latest decided calls' ids a run keeps (`Approvals.decided`): a late
 decision on one whose tool message has moved into a page is still told it was decided."""
@@ -285,12 +289,28 @@ class RunMemory(BaseModel):
         if answer.context is not None:
             self.window_start = self.context_from + answer.context.count - answer.sent_messages
         self.usage += answer.usage
+        if answer.message.tool_calls and workflow.patched(_UNIQUE_CALL_IDS_PATCH):
+            self._unique_call_ids(answer.message.tool_calls)
         self.transcript.append(answer.message)
         if answer.message.content:
             self.last_assistant_text = answer.message.content
         if answer.finish_reason == "length":
             # Cut off at the model's output limit: kept as it is, and flagged.
             self.warning = ErrorCode.LLM_TRUNCATED
+
+    def _unique_call_ids(self, calls: list[ToolCall]) -> None:
+        """Renames a call whose id the model used before (in this run, or earlier in the
+        same answer) to `ID-N`: a person decides a call by its id, and a repeated one
+        would name the decided call (409), never the pending one."""
+        taken = set(self.approvals.decided)
+        for message in self.transcript:
+            taken.update(call.id for call in message.tool_calls or [])
+        for call in calls:
+            if call.id in taken:
+                call.id = next(
+                    f"{call.id}-{n}" for n in itertools.count(2) if f"{call.id}-{n}" not in taken
+                )
+            taken.add(call.id)
 
     @property
     def paged(self) -> int:
@@ -467,6 +487,22 @@ class WorkflowInput(RunInput):
     audit: list[AuditRecord] = Field(default=[], exclude_if=lambda v: not v)
     """In a hand-over: the audit records of the segment it closes (`workflows.audit`),
     which the run keeps in its history only, not in its memory."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _refused_at_once(
+        cls, data: Any, handler: ModelWrapValidatorHandler[WorkflowInput]
+    ) -> WorkflowInput:
+        """An input the API would refuse (a misspelled field, a turn limit of 0), as the
+        Temporal UI or `temporal workflow start` may send it, fails the run at once with
+        the API's message: the SDK fails the workflow, not its task, on an
+        `ApplicationError` met while decoding its argument."""
+        try:
+            return handler(data)
+        except ValidationError as e:
+            raise ApplicationError(
+                input_problem(e), type=ErrorCode.INPUT_INVALID, non_retryable=True
+            ) from None
 
     def run_input(self) -> RunInput:
         """The input as its caller sent it, without what the workflow adds."""

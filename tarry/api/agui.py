@@ -297,6 +297,8 @@ async def _deliver(tarry: Tarry, thread: str, message: UserMessage | None) -> in
     """Starts the thread's run, or replies to it; the offset its answer's events begin at."""
     text = user_text(message) if message else ""
     run = await existing(tarry, thread)
+    if message is None:  # a new thread would start a run that waits for it, and stream on
+        raise TarryError(ErrorCode.INPUT_EMPTY, "no user message to send to the run")
     if run is None:
         try:
             await tarry.start(RunInput(prompt=text), run_id=thread)
@@ -305,8 +307,6 @@ async def _deliver(tarry: Tarry, thread: str, message: UserMessage | None) -> in
             if e.code is not ErrorCode.RUN_EXISTS:
                 raise
             run = tarry.get(thread)  # a retry of this request started it meanwhile
-    if message is None:
-        raise TarryError(ErrorCode.INPUT_EMPTY, "no user message to send to the run")
     state = await run.state()
     await run.reply(text, id=message.id)
     return state.events

@@ -14,12 +14,14 @@ from dataclasses import replace
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.routing import compile_path
 
 from tarry.api.parts import parts_of
 from tarry.contracts import Door
+from tarry.errors import TarryError
 from tarry.identities import Caller
 
-__all__ = ["DOOR_HEADER", "bearer_guard", "caller_of"]
+__all__ = ["DOOR_HEADER", "bearer_guard", "caller_of", "refusal_before_the_body"]
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -50,3 +52,23 @@ def caller_of(request: Request) -> Caller:
     caller: Caller = request.state.caller
     inbox = request.headers.get(DOOR_HEADER, "").strip().lower() == Door.INBOX
     return replace(caller, door=Door.INBOX if inbox else Door.API)
+
+
+async def refusal_before_the_body(request: Request) -> TarryError | None:
+    """The 401 of a request that fails `bearer_guard` on a route that has it, for a
+    request whose body FastAPI could not read: it reads the body before the guard runs,
+    and a caller without a token must learn that first, not what the schema wants. A
+    route has the guard when its OpenAPI operation asks for a bearer token."""
+    path, method = request.url.path, request.method.lower()
+    guarded = any(
+        "security" in operations.get(method, {})
+        for template, operations in request.app.openapi()["paths"].items()
+        if compile_path(template)[0].match(path)
+    )
+    if not guarded:
+        return None
+    try:
+        await bearer_guard(request, await _bearer(request))
+    except TarryError as e:
+        return e
+    return None

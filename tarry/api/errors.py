@@ -15,6 +15,7 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.service import RPCError
 
+from tarry.api.auth import refusal_before_the_body
 from tarry.contracts import MAX_INPUT_BYTES, ErrorCode
 from tarry.errors import TarryError
 
@@ -110,8 +111,10 @@ def _tarry_error(_: Request, error: Exception) -> JSONResponse:
     return error_response(status_of(error.code), error.code, error.message)
 
 
-def _schema_error(_: Request, error: Exception) -> JSONResponse:
+async def _schema_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
+    if (refused := await refusal_before_the_body(request)) is not None:
+        return _tarry_error(request, refused)
     first = error.errors()[0]
     where = ".".join(str(part) for part in first["loc"])
     message = str(first["msg"]).removeprefix("Value error, ")

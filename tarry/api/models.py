@@ -20,6 +20,7 @@ from pydantic_core import PydanticCustomError
 
 from tarry.contracts import (
     MAX_RUN_ID_LENGTH,
+    NOT_A_BOOLEAN,
     RUN_ID_PATTERN,
     Budget,
     PendingApproval,
@@ -254,7 +255,7 @@ class BudgetRequest(Budget):
 
 
 class ForkRequest(BaseModel):
-    at: Annotated[int, Field(ge=0)]
+    at: Annotated[int, NOT_A_BOOLEAN] = Field(ge=0)
     """The position, from 0, of the user message the fork branches at (409
     `FORK_POINT_INVALID` for any other message)."""
     text: Annotated[str, Field(json_schema_extra={"minLength": 1, "pattern": r"\S"})] | None = None

@@ -10,7 +10,8 @@ suite) would grow until its garbage collections stall it for seconds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
@@ -21,7 +22,7 @@ from tarry.client import Tarry
 from tarry.ownership import Policy
 from tarry.settings import TarrySettings
 
-__all__ = ["AppParts", "FeedsOf", "PolicyOf", "SettingsOf", "TarryOf", "parts_of"]
+__all__ = ["AppParts", "FeedsOf", "PartsOf", "PolicyOf", "SettingsOf", "TarryOf", "parts_of"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class AppParts:
     """Who a request is: the guard (`tarry.api.auth`) asks it."""
     policy: Policy
     """Who may use which runs (`tarry.ownership`)."""
+    keyed_starts: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    """The run each recent Idempotency-Key started (key digest -> run id), newest last:
+    a key's run without `id` is known to Temporal by its id, one with `id` only here."""
 
     @classmethod
     def of(cls, tarry: Tarry, settings: TarrySettings) -> AppParts:
@@ -67,6 +71,8 @@ def _policy_of(request: Request) -> Policy:
     return parts_of(request).policy
 
 
+PartsOf = Annotated[AppParts, Depends(parts_of)]
+"""All the app's parts, for what the others do not name."""
 TarryOf = Annotated[Tarry, Depends(_tarry_of)]
 """The client the app was made with."""
 FeedsOf = Annotated[Feeds, Depends(_feeds_of)]

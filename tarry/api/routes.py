@@ -9,6 +9,7 @@ import binascii
 import contextlib
 import hashlib
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from http import HTTPStatus
 from typing import Annotated
@@ -38,7 +39,7 @@ from tarry.api.models import (
     StateView,
     StopBody,
 )
-from tarry.api.parts import FeedsOf, PolicyOf, TarryOf
+from tarry.api.parts import FeedsOf, PartsOf, PolicyOf, TarryOf
 from tarry.api.rights import (
     Need,
     check_run,
@@ -170,6 +171,29 @@ async def _retried_start(run: RunHandle, request: dict[str, str], taken: TarryEr
         )
 
 
+KEYED_STARTS_KEPT = 10_000
+"""How many Idempotency-Keys' runs `AppParts.keyed_starts` keeps: a client retries within
+minutes, not ten thousand starts later."""
+
+
+def _not_keyed_elsewhere(keyed: OrderedDict[str, str], key: str, run_id: str) -> None:
+    """Raises `IDEMPOTENCY_KEY_REUSED` when the key (digest) started another run than
+    `run_id`: sent again with another `id`, it would start a second run."""
+    if (first := keyed.get(key)) is not None and first != run_id:
+        raise TarryError(
+            ErrorCode.IDEMPOTENCY_KEY_REUSED,
+            f"this Idempotency-Key started run {first!r}, not {run_id!r}; a retry sends the"
+            " same body, a new run needs a new key",
+        )
+
+
+def _remember(keyed: OrderedDict[str, str], key: str, run_id: str) -> None:
+    keyed[key] = run_id
+    keyed.move_to_end(key)
+    while len(keyed) > KEYED_STARTS_KEPT:
+        keyed.popitem(last=False)
+
+
 async def existing(tarry: Tarry, run_id: str) -> RunHandle | None:
     run = tarry.get(run_id)
     try:
@@ -216,6 +240,7 @@ def runs_router() -> APIRouter:
         caller: CallerOf,
         tarry: TarryOf,
         policy: PolicyOf,
+        parts: PartsOf,
         idempotency_key: IdempotencyKey = None,
     ) -> Started:
         """Start a run; 409 `RUN_EXISTS` for the id of any run there is, open or ended
@@ -226,6 +251,8 @@ def runs_router() -> APIRouter:
         run_id = body.id or (idempotent_run_id(idempotency_key) if idempotency_key else None)
         input = RunInput.model_validate(body.model_dump(exclude={"id"}))
         request = _start_request(idempotency_key, body) if idempotency_key else None
+        if request is not None and run_id is not None:
+            _not_keyed_elsewhere(parts.keyed_starts, request["key"], run_id)
         try:
             run = await tarry.acting_as(caller).start(
                 input, run_id=run_id, memo={IDEMPOTENCY_MEMO: request} if request else None
@@ -239,6 +266,8 @@ def runs_router() -> APIRouter:
             except TarryError:
                 raise e from None
             await _retried_start(run, request, e)
+        if request is not None:
+            _remember(parts.keyed_starts, request["key"], run.id)
         state = await run.served_state()
         return Started(id=run.id, state=StateView.of(state, caller) if state else None)
 

@@ -30,6 +30,7 @@ from tarry.client import Tarry, TarryError
 from tarry.contracts import (
     ApprovalDefault,
     ApprovalRule,
+    Closed,
     Door,
     ErrorCode,
     Mode,
@@ -145,6 +146,9 @@ def build_server(
             return {"run_id": run.id, "state": _json(await run.state())}
 
         return await _answer(work)
+
+    if not read_only:
+        _closed_arguments(server, "start_run")
 
     @server.tool(annotations=READS)
     async def run_state(ctx: Context, run_id: str, wait_seconds: float = 0) -> CallToolResult:
@@ -288,6 +292,17 @@ def _caller_of(ctx: Context) -> Caller | None:
     request = ctx.request_context.request
     caller: Caller | None = getattr(getattr(request, "state", None), "caller", None)
     return caller
+
+
+def _closed_arguments(server: MCPServer, name: str) -> None:
+    """The tool `name` refuses an argument it does not take, naming the nearest one it
+    does (`Closed`), and its schema says so: the SDK drops such an argument without a
+    word, and a misspelled `require_approval` would start a run without its gate."""
+    tool = server._tool_manager.get_tool(name)
+    assert tool is not None, name
+    arguments = tool.fn_metadata.arg_model
+    tool.fn_metadata.arg_model = type(arguments.__name__, (Closed, arguments), {})
+    tool.parameters["additionalProperties"] = False
 
 
 def _json(value: BaseModel) -> dict[str, Any]:

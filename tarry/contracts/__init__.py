@@ -12,6 +12,7 @@ codes), `checks` (ids, replies, approvers), `messages`, `run` (input, state, res
 
 from __future__ import annotations
 
+from tarry.contracts._closed import NOT_A_BOOLEAN, Closed, input_problem, unknown_field_problem
 from tarry.contracts.activities import (
     Catalogue,
     CatalogueRequest,
@@ -132,6 +133,7 @@ __all__ = [
     "MCP_TOOL_ACTIVITY",
     "MODEL_ATTRIBUTE",
     "NOTIFY_ACTIVITY",
+    "NOT_A_BOOLEAN",
     "OWNER_ATTRIBUTE",
     "PAGE_ACTIVITY",
     "PAGE_INDEX_ACTIVITY",
@@ -160,6 +162,7 @@ __all__ = [
     "Catalogue",
     "CatalogueRequest",
     "ChatMessage",
+    "Closed",
     "ContextRef",
     "Decision",
     "DecisionRecord",
@@ -205,7 +208,9 @@ __all__ = [
     "UserInput",
     "WaitingFor",
     "approvers_of",
+    "input_problem",
     "may_decide",
     "reply_problem",
     "run_id_problem",
+    "unknown_field_problem",
 ]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
 
 import jsonschema
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from tarry.contracts._closed import NOT_A_BOOLEAN, Closed
 from tarry.contracts._omit import when_empty, when_none, when_queue
 from tarry.contracts.audit import AuditRecord, Door
 from tarry.contracts.messages import ChatMessage, PendingApproval, Usage
@@ -30,9 +31,15 @@ class Sampling(BaseModel):
     profile's, for a run) and are not serialised, so a run's input carries only what it
     overrides."""
 
-    temperature: float | None = Field(default=None, ge=0, le=2, exclude_if=when_none)
-    top_p: float | None = Field(default=None, gt=0, le=1, exclude_if=when_none)
-    max_tokens: int | None = Field(default=None, ge=1, exclude_if=when_none)
+    temperature: Annotated[float | None, NOT_A_BOOLEAN] = Field(
+        default=None, ge=0, le=2, exclude_if=when_none
+    )
+    top_p: Annotated[float | None, NOT_A_BOOLEAN] = Field(
+        default=None, gt=0, le=1, exclude_if=when_none
+    )
+    max_tokens: Annotated[int | None, NOT_A_BOOLEAN] = Field(
+        default=None, ge=1, exclude_if=when_none
+    )
     """The longest answer, in tokens; past it the answer is cut (`LLM_TRUNCATED`)."""
     stop: list[str] | None = Field(default=None, exclude_if=when_none)
     """Texts that end the answer where the model writes them."""
@@ -44,6 +51,9 @@ class Sampling(BaseModel):
     (some tool), `none` (no tool), or one tool's name (that tool). Each provider is
     sent its own shape of it; a small model that rarely calls tools on its own can be
     made to."""
+
+    # A run's overrides: a misspelled one must not pass unnoticed (a profile's neither).
+    model_config = ConfigDict(extra="forbid")
 
     def overridden_by(self, run: Sampling | None) -> Sampling:
         """These settings (a profile's) with a run's set fields on top; `extra_body`
@@ -57,7 +67,7 @@ class Sampling(BaseModel):
 # --- Workflow input, result and messages -----------------------------------
 
 
-class Timeouts(BaseModel):
+class Timeouts(Closed):
     """How long each step may take. JSON takes seconds (`30`) or ISO 8601 (`"PT30S"`)."""
 
     llm_attempt: timedelta = timedelta(minutes=5)
@@ -74,12 +84,15 @@ class Timeouts(BaseModel):
     """One attempt of one tool call."""
 
 
-class Budget(BaseModel):
+class Budget(Closed):
     """What a run may spend, in all: at a turn boundary where it has spent either, it
     waits (`waiting_for: "budget"`) until `raise_budget` raises it."""
 
-    max_total_tokens: int | None = Field(default=None, gt=0)
-    max_cost_usd: float | None = Field(default=None, gt=0)
+    # `true` is no number (it would be 1), and `1e309` no limit (infinity).
+    max_total_tokens: Annotated[int | None, NOT_A_BOOLEAN] = Field(default=None, gt=0)
+    max_cost_usd: Annotated[float | None, NOT_A_BOOLEAN] = Field(
+        default=None, gt=0, allow_inf_nan=False
+    )
     """Estimated from the profiles' prices: a profile without prices costs nothing."""
 
 
@@ -97,8 +110,9 @@ class BudgetRaise(Budget):
         return self.model_dump(include=set(Budget.model_fields), exclude_none=True)
 
 
-class RunInput(BaseModel):
-    """How to start a run. Only `prompt` is needed; `{"prompt": "..."}` is a valid input."""
+class RunInput(Closed):
+    """How to start a run. Only `prompt` is needed; `{"prompt": "..."}` is a valid input.
+    A field it does not know is refused (`Closed`), naming the nearest one it does."""
 
     prompt: str = ""
     """The first user message; empty starts the run in `WaitingUser`."""
@@ -108,19 +122,19 @@ class RunInput(BaseModel):
     tools: list[str] | None = None
     """The tools this run may use; null allows every tool the workers register."""
     mode: Mode = Mode.CHAT
-    max_turns: int = Field(default=20, ge=1)
+    max_turns: Annotated[int, NOT_A_BOOLEAN] = Field(default=20, ge=1)
     """LLM calls allowed since the last user input before the run asks the user."""
-    max_repeated_failures: int = Field(default=3, ge=1)
+    max_repeated_failures: Annotated[int, NOT_A_BOOLEAN] = Field(default=3, ge=1)
     """How often the same failing tool call may repeat before the run asks the user."""
-    bad_response_attempts: int = Field(default=3, ge=1)
+    bad_response_attempts: Annotated[int, NOT_A_BOOLEAN] = Field(default=3, ge=1)
     """Calls in a row answered with garbage (`LLM_BAD_RESPONSE`) before the run fails."""
     timeouts: Timeouts = Timeouts()
-    require_approval: list[str] = []
+    require_approval: list[str] = Field(default=[])
     """Tools whose calls wait for a person's decision; `["*"]` is every tool but `finish`."""
     approval_timeout: timedelta | None = None
     """How long a gated call waits for a decision; null waits forever."""
     approval_default: ApprovalDefault = ApprovalDefault.REJECT
-    continue_as_new_after_turns: int = Field(default=50, ge=1)
+    continue_as_new_after_turns: Annotated[int, NOT_A_BOOLEAN] = Field(default=50, ge=1)
     """LLM calls per run of the continue-as-new chain: the run hands its state to a fresh
     run (same workflow id) at the first safe point after this many, or sooner when
     Temporal suggests it, so a run of any length keeps a short history."""
