@@ -49,10 +49,11 @@ EPOCH_YEAR = 1970
 """No run closed before it."""
 
 
-def audit_query(run: str | None, since: datetime | None) -> str:
+def audit_query(run: str | None, since: datetime | None, readable: str | None = None) -> str:
     """The visibility query for the segments whose records may be wanted: of run `run`
-    (None: any), open at or after `since` (None: whenever). A run id is checked against
-    the id rule, which has no quote, so nothing a person types can change the query."""
+    (None: any), open at or after `since` (None: whenever), those `readable` only. A run
+    id is checked against the id rule, which has no quote, so nothing a person types can
+    change the query."""
     query = f"WorkflowType = '{WORKFLOW_TYPE}'"
     if run is not None:
         if problem := run_id_problem(run):
@@ -60,6 +61,8 @@ def audit_query(run: str | None, since: datetime | None) -> str:
         query += f" AND WorkflowId = '{run}'"
     if since is not None and (at := _visible(since)) is not None:
         query += f" AND (ExecutionStatus = 'Running' OR CloseTime >= '{at}')"
+    if readable is not None:
+        query += f" AND {readable}"
     return query
 
 
@@ -81,12 +84,14 @@ async def find_audit(
     user: str | None = None,
     since: datetime | None = None,
     limit: int = AUDIT_LIMIT,
+    readable: str | None = None,
 ) -> list[AuditRecord]:
     """The first `limit` records, oldest first, of run `run` (None: every run), of acts
-    by `user` (None: anyone's), at or after `since` (None: all), each naming its run.
+    by `user` (None: anyone's), at or after `since` (None: all), each naming its run;
+    `readable`: of the runs a caller may read only (`Policy.readable_clause`).
     `RUN_NOT_FOUND` for a run id no run has; `RUN_NOT_SERVED` when a segment that only a
     worker can answer for has none."""
-    query = audit_query(run, since)
+    query = audit_query(run, since, readable)
     segments = [e async for e in client.list_workflows(query)]
     if run is not None and not segments:
         async with translated_errors(run):  # visibility lags a start: ask the run itself

@@ -202,12 +202,16 @@ class Tarry:
         user: str | None = None,
         since: datetime | None = None,
         limit: int = AUDIT_LIMIT,
+        readable: str | None = None,
     ) -> list[AuditRecord]:
         """The audit trail (`tarry.audit`): the first `limit` records, oldest first, of
         the acts that changed run `run` (None: any run), done by `user` (None: anyone),
         at or after `since`. Read from the runs' histories: an ended segment needs no
-        worker, an open one is asked (`RUN_NOT_SERVED` without a worker)."""
-        return await find_audit(self.client, run=run, user=user, since=since, limit=limit)
+        worker, an open one is asked (`RUN_NOT_SERVED` without a worker). `readable`:
+        of the runs a caller may read only (`Policy.readable_clause`)."""
+        return await find_audit(
+            self.client, run=run, user=user, since=since, limit=limit, readable=readable
+        )
 
     def acting_as(self, caller: Caller) -> Tarry:
         """This client, its handles acting as `caller`: a server's, for one request."""

@@ -28,7 +28,7 @@ from tests.test_http_api import error_of, until_stopped
 from workflows.audit import RECORDS_PER_SEGMENT
 
 ALICE = "alice-token-0123456789"
-BOB = "bob-token-0123456789ab"
+BEA = "bea-token-0123456789ab"
 WAITING = {Phase.WAITING_USER}
 NOTE = {"path": "notes/a.md", "content": "x"}
 APPROVE_W1 = {"call_id": "w1", "approved": True}
@@ -36,9 +36,9 @@ APPROVE_W1 = {"call_id": "w1", "approved": True}
 
 @pytest.fixture
 async def api(agent: Agent) -> AsyncIterator[Api]:
-    """The API with two people, alice and bob; its requests are alice's unless they send
-    bob's token."""
-    tokens = [SecretStr(f"alice:{ALICE}"), SecretStr(f"bob:{BOB}")]
+    """The API with two people, alice and bea; its requests are alice's unless they send
+    bea's token."""
+    tokens = [SecretStr(f"alice:{ALICE}"), SecretStr(f"bea:{BEA}")]
     settings = TarrySettings.model_construct(tarry_api_tokens=tokens)
     async with (
         ApiServer(create_app(agent.tarry, settings), "127.0.0.1", 0) as server,
@@ -66,7 +66,7 @@ async def audit_of(api: Api, **query: str) -> list[dict[str, Any]]:
 async def test_each_act_on_a_run_is_one_record_with_its_person_and_door(
     api: Api, agent: Agent
 ) -> None:
-    bob = {"Authorization": f"Bearer {BOB}", DOOR_HEADER: "inbox"}
+    bea = {"Authorization": f"Bearer {BEA}", DOOR_HEADER: "inbox"}
     agent.model.add(
         say("What shall I write?"),
         calls(
@@ -82,11 +82,12 @@ async def test_each_act_on_a_run_is_one_record_with_its_person_and_door(
         approval_rules=[NOTES_FREE],
         budget={"max_total_tokens": 10**6},
         continue_as_new_after_turns=1,
+        share={"bea": "write"},
     )
     await until_stopped(api, run_id)
 
     replied = await api.http.post(
-        f"/v1/runs/{run_id}/messages", json={"text": "a plan"}, headers=bob
+        f"/v1/runs/{run_id}/messages", json={"text": "a plan"}, headers=bea
     )
     assert replied.status_code == 202, replied.text
     assert (await until_stopped(api, run_id))["waiting_for"] == WaitingFor.APPROVAL
@@ -97,7 +98,7 @@ async def test_each_act_on_a_run_is_one_record_with_its_person_and_door(
     stopped = await api.http.post(
         f"/v1/runs/{run_id}/stop",
         json={"reason": "done"},
-        headers={"Authorization": f"Bearer {BOB}"},
+        headers={"Authorization": f"Bearer {BEA}"},
     )
     assert stopped.status_code == 202, stopped.text
     await api.run(run_id).wait_for({Phase.COMPLETED}, TIMEOUT)
@@ -108,11 +109,11 @@ async def test_each_act_on_a_run_is_one_record_with_its_person_and_door(
 
     assert acts(records) == [
         ("start", "alice", "api"),
-        ("reply", "bob", "inbox"),
+        ("reply", "bea", "inbox"),
         ("decision", "rule 1", "rule"),
         ("decision", "alice", "api"),
         ("budget", "carl", "cli"),
-        ("stop", "bob", "api"),
+        ("stop", "bea", "api"),
     ]
     assert {r["run"] for r in records} == {run_id}
     assert [r["at"] for r in records] == sorted(r["at"] for r in records)
@@ -129,22 +130,22 @@ async def test_each_act_on_a_run_is_one_record_with_its_person_and_door(
 
 
 async def test_the_audit_reads_across_runs_by_person_and_time(api: Api, agent: Agent) -> None:
-    bob = {"Authorization": f"Bearer {BOB}"}
+    bea = {"Authorization": f"Bearer {BEA}"}
     agent.model.add(say("one"), say("two"), say("three"))
     first = await api.start("first")
     await until_stopped(api, first)
     since = datetime.fromisoformat((await audit_of(api, run=first))[0]["at"])
-    second = await api.start("second")
+    second = await api.start("second", share={"bea": "write"})
     await until_stopped(api, second)
-    replied = await api.http.post(f"/v1/runs/{second}/messages", json={"text": "hi"}, headers=bob)
+    replied = await api.http.post(f"/v1/runs/{second}/messages", json={"text": "hi"}, headers=bea)
     assert replied.status_code == 202, replied.text
 
     # Other tests' runs share the server: only these two are looked at.
     ours = {first, second}
-    by_bob = await audit_of(api, user="bob", since=since.isoformat())
+    by_bea = await audit_of(api, user="bea", since=since.isoformat())
     later = await audit_of(api, since=(since + timedelta(microseconds=1)).isoformat())
 
-    assert [(r["run"], r["act"]) for r in by_bob if r["run"] in ours] == [(second, "reply")]
+    assert [(r["run"], r["act"]) for r in by_bea if r["run"] in ours] == [(second, "reply")]
     assert [(r["run"], r["act"]) for r in later if r["run"] in ours] == [
         (second, "start"),
         (second, "reply"),

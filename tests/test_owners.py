@@ -414,3 +414,17 @@ async def test_a_start_retried_by_another_user_with_the_same_key_is_409_and_show
     assert error_of(again) == (409, ErrorCode.RUN_EXISTS)
     retried = await api.http.post("/v1/runs", json=body, headers=key)
     assert (retried.status_code, retried.json()["id"]) == (201, first.json()["id"])
+
+
+async def test_the_audit_trail_of_another_user_s_run_is_neither_read_nor_listed(
+    api: Api,
+) -> None:
+    alices = await alices_run(api)
+
+    asked = await api.http.get("/v1/audit", params={"run": alices}, headers=as_(BOB))
+    all_of_bobs = await api.http.get("/v1/audit", headers=as_(BOB))
+    carols = await api.http.get("/v1/audit", params={"run": alices}, headers=as_(CAROL))
+
+    assert error_of(asked) == (404, ErrorCode.RUN_NOT_FOUND)
+    assert alices not in {record["run"] for record in all_of_bobs.json()["records"]}
+    assert [r["act"] for r in carols.json()["records"]] == ["start"]  # read shared

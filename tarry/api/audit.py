@@ -8,12 +8,14 @@ import re
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, BeforeValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
+from tarry.api.auth import caller_of
 from tarry.api.models import RunId
-from tarry.api.parts import TarryOf
+from tarry.api.parts import PolicyOf, TarryOf
+from tarry.api.rights import Need, check_run
 from tarry.api.routes import _READ, _errors
 from tarry.audit import AUDIT_LIMIT
 from tarry.contracts import AuditRecord
@@ -58,7 +60,9 @@ def audit_router() -> APIRouter:
 
     @router.get("", responses=_errors(*_READ))
     async def read_audit(
+        request: Request,
         tarry: TarryOf,
+        policy: PolicyOf,
         run: RunId | None = None,
         user: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
         since: Moment | None = None,
@@ -69,8 +73,13 @@ def audit_router() -> APIRouter:
         what, oldest first: of run `run` (else every run open at or after `since`), by
         `user`, at or after `since` (ISO 8601 with a zone), the first `limit`. Read from
         the runs' histories, so a run's open segment needs its worker: 503
-        `RUN_NOT_SERVED` without one; 404 `RUN_NOT_FOUND` for a run there is not."""
-        records = await tarry.audit(run=run, user=user, since=since, limit=limit)
+        `RUN_NOT_SERVED` without one; 404 `RUN_NOT_FOUND` for a run there is not, or
+        one the caller may not read: only the runs they may read are looked at."""
+        caller = caller_of(request)
+        if run is not None:
+            await check_run(tarry, policy, caller, run, Need.READ)
+        readable = policy.readable_clause(caller)
+        records = await tarry.audit(run=run, user=user, since=since, limit=limit, readable=readable)
         return AuditList(records=records)
 
     return router
