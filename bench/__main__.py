@@ -4,7 +4,7 @@ the targets they show.
 scripts/bench                 everything, at full size (over an hour on 2 cores)
 scripts/bench --quick         small sizes, a few minutes
 scripts/bench --only turns    one benchmark: turns, reply, busy, long, parked, stream, startup,
-                              cache, stream-stall
+                              cache, stream-stall; cold: only the parked runs' cold line
 
 Tarry's rows use the shipped settings; set `TARRY_WORKFLOW_CACHE` (or any `TARRY_*`
 worker setting) in the environment to measure others.
@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 
 from bench import (
+    cold_replies,
     long_run,
     parked_runs,
     prompt_cache,
@@ -35,9 +36,11 @@ from bench.rig import console
 from tarry.entrypoint import run_main
 
 SECTIONS = (
-    "turns", "reply", "busy", "long", "parked", "stream", "startup", "cache", "stream-stall"
+    "turns", "reply", "busy", "long", "parked", "cold", "stream", "startup", "cache",
+    "stream-stall",
 )  # fmt: skip
-"""The five results in their order, then the stream's history, start-up, the
+"""The five results in their order (`parked` with its cold line, which `cold` runs
+alone), then the stream's history, start-up, the
 input a long run pays for with prompt caching, and how long one streamed answer holds the
 worker's loop."""
 
@@ -54,6 +57,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--samples", type=int, help="replies timed to parked runs (200)")
     parser.add_argument("--settle", type=float, help="seconds parked runs rest before replies (30)")
     parser.add_argument("--tail", action="store_true", help="add the parked-runs tail experiments")
+    parser.add_argument(
+        "--cold-replies", type=int, help="replies timed before and after a worker restart (1000)"
+    )
     parser.add_argument("--long-turns", type=int, help="turns of the long run (5000)")
     parser.add_argument("--long-budget", type=float, help="seconds each long run may take (900)")
     parser.add_argument(
@@ -78,6 +84,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.stall_file_bytes = 300_000 if quick else 3_000_000
     args.parked = args.parked or (200 if quick else 10_000)
     args.samples = args.samples or (20 if quick else 200)
+    args.cold_replies = args.cold_replies or (50 if quick else 1_000)
     args.settle = args.settle if args.settle is not None else (3.0 if quick else 30.0)
     args.long_turns = args.long_turns or (50 if quick else 5_000)
     args.long_budget = args.long_budget or (60.0 if quick else 900.0)
@@ -118,6 +125,9 @@ async def main(args: argparse.Namespace) -> int:
                 args.parked, args.samples, args.settle, root, tail=args.tail
             )
             found += targets.parked(args.parked, parked)
+        if "parked" in args.only or "cold" in args.only:
+            cold = cold_replies.run(args.parked, args.cold_replies, args.settle, root / "cold")
+            found += targets.cold(await cold)
         if "stream" in args.only:
             await stream_history.run(args.stream_turns, root / "workspaces")
         if "startup" in args.only:

@@ -103,7 +103,7 @@ def variants(parked: int, tail: bool) -> list[Variant]:
     return rows
 
 
-async def _start_all(n: int, start: Callable[[str], Awaitable[None]]) -> float:
+async def start_all(n: int, start: Callable[[str], Awaitable[None]]) -> float:
     gate = asyncio.Semaphore(START_CONCURRENCY)
 
     async def one(i: int) -> None:
@@ -115,7 +115,7 @@ async def _start_all(n: int, start: Callable[[str], Awaitable[None]]) -> float:
     return time.perf_counter() - began
 
 
-async def _settled(pid: int, settle: float) -> None:
+async def settled(pid: int, settle: float) -> None:
     """Waits until the worker has been idle (under 5 % of a core) for two seconds in a
     row, then `settle` seconds more: the runs have all reached their wait."""
     worker = psutil.Process(pid)
@@ -127,7 +127,7 @@ async def _settled(pid: int, settle: float) -> None:
     await asyncio.sleep(settle)
 
 
-async def _task_troubles(client: Client, ids: Sequence[str]) -> tuple[int, int]:
+async def task_troubles(client: Client, ids: Sequence[str]) -> tuple[int, int]:
     timed_out = failed = 0
     for workflow_id in ids:
         history = await client.get_workflow_handle(workflow_id).fetch_history()
@@ -162,10 +162,10 @@ async def measure(
                         ParkedWorkflow.run, id=workflow_id, task_queue=queue
                     )
 
-            started = await _start_all(parked, start)
+            started = await start_all(parked, start)
             assert worker.process is not None
             assert server.process.process is not None
-            await _settled(worker.process.pid, settle)
+            await settled(worker.process.pid, settle)
             worker_mib = rss_mib(worker.process.pid)
             server_mib = rss_mib(server.process.process.pid)
             picked = random.Random(seed).sample(range(uncached_pool(parked, samples)), samples)
@@ -180,7 +180,7 @@ async def measure(
                     await handle.execute_update(ParkedWorkflow.poke, n)
                 latencies.append(time.perf_counter() - began)
             ids = [f"parked-{i}" for i in picked]
-            timed_out, failed = await _task_troubles(client, ids)
+            timed_out, failed = await task_troubles(client, ids)
         finally:
             await worker.stop()
     return Result(variant, worker_mib, server_mib, latencies, started, timed_out, failed)

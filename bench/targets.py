@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from rich.table import Table
 
-from bench import long_run, parked_runs, reply_latency, throughput, turn_overhead
+from bench import cold_replies, long_run, parked_runs, reply_latency, throughput, turn_overhead
 from bench.rig import percentile, table
 
 GB_IN_MIB = 1e9 / 2**20
@@ -127,6 +127,17 @@ def parked(count: int, results: Sequence[parked_runs.Result]) -> list[Target]:
             500,
             "ms",
         ),
+    ]
+
+
+def cold(result: cold_replies.Result) -> list[Target]:
+    return [
+        Target(
+            f"cold reply p99 with {result.parked:,} parked runs, after a worker restart",
+            percentile(result.cold.latencies, 99) * 1000,
+            500,
+            "ms",
+        )
     ]
 
 

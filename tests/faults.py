@@ -384,6 +384,17 @@ async def local_activities(client: Client, run_id: str) -> list[str]:
     return names
 
 
+def patch_ids(history: WorkflowHistory) -> list[str]:
+    """The id of each patch marker the history records (`workflow.patched` and
+    `workflow.deprecate_patch` answered live), in order."""
+    ids = []
+    for e in history.events:
+        marker = e.marker_recorded_event_attributes
+        if marker.marker_name == "core_patch":
+            ids.append(json.loads(marker.details["patch-data"].payloads[0].data)["id"])
+    return ids
+
+
 async def workflow_task_failures(client: Client, run_id: str) -> list[str]:
     """The messages of the run's failed workflow tasks: a run stuck on one (e.g. a
     nondeterminism error) retries it forever and never moves again."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench import (
+    cold_replies,
     long_run,
     parked_runs,
     prompt_cache,
@@ -80,6 +81,21 @@ async def test_quick_parked_runs_answer_replies_on_every_row(tmp_path: Path) -> 
         assert r.worker_mib > 0
         assert r.variant.label in captured.get()
     assert all(target.measured is not None for target in targets.parked(10, results))
+
+
+async def test_quick_cold_replies_answer_every_reply_before_and_after_the_worker_restarts(
+    tmp_path: Path,
+) -> None:
+    with console.capture() as captured:
+        result = await cold_replies.run(10, 4, 0.0, tmp_path)
+    assert len(result.warm.latencies) == 4
+    assert len(result.cold.latencies) == 4
+    printed = captured.get()
+    assert result.warm.label in printed
+    assert result.cold.label in printed
+    assert "x warm" in printed
+    [target] = targets.cold(result)
+    assert target.measured is not None
 
 
 async def test_quick_prompt_cache_bills_turn_10_and_the_last_turn_the_same_full_price(

@@ -1,7 +1,8 @@
 """Recorded histories must replay on today's workflow code.
 
 A change to `workflows/` that would break runs in flight fails here. When a change
-is meant to alter behaviour, guard it with `workflow.patched` so these still replay;
+is meant to alter behaviour, guard it with `workflow.patched` so these still replay, and
+retire it by the rule in docs/guides/upgrading.md (its histories go with the old branch);
 record new histories with `scripts/test --record-histories -k <test>`.
 """
 

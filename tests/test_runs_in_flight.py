@@ -1,8 +1,9 @@
-"""Runs started on the previous code go on on this code.
+"""Runs started on the previous code go on on this code, and new runs record only the
+patch ids the upgrading guide's table lists.
 
 `tests/fixtures/handed_over_before_the_catalogue.json` is the input a run of the code
 before the workflow owned its tool catalogue handed to the next run of its chain (read
-from the recorded history `pre_catalogue_test_a_run_hands_over_..._0_1.json`): its
+from a history recorded on that code, since retired: see docs/guides/upgrading.md): its
 memory is flat, and it has no catalogue. The recorded histories themselves replay in
 `test_replay.py`.
 """
@@ -10,15 +11,24 @@ memory is flat, and it has no catalogue. The recorded histories themselves repla
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from tarry.contracts import LLM_ACTIVITY, TOOL_CATALOGUE_ACTIVITY, Phase
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
+from tests.faults import patch_ids
 from workflows.memory import RunMemory, WorkflowInput
 
 HANDED_OVER = Path(__file__).parent / "fixtures" / "handed_over_before_the_catalogue.json"
+ROOT = Path(__file__).parents[1]
+GUIDE = ROOT / "docs" / "guides" / "upgrading.md"
+
+
+def listed_patch_ids() -> set[str]:
+    """The ids in the first column of the upgrading guide's table of patch ids."""
+    return set(re.findall(r"^\| `([a-z0-9-]+)` \|", GUIDE.read_text(), re.MULTILINE))
 
 
 def handed_over() -> dict[str, Any]:
@@ -87,3 +97,34 @@ async def test_a_run_handed_over_by_the_previous_code_goes_on(agent: Agent) -> N
     ]
     assert activities.count(TOOL_CATALOGUE_ACTIVITY) == 1
     assert activities.count(LLM_ACTIVITY) == 3
+
+
+def test_every_patch_id_the_workflows_ask_for_has_a_row_in_the_upgrading_guide() -> None:
+    source = "\n".join(path.read_text() for path in sorted((ROOT / "workflows").glob("*.py")))
+    defined = re.findall(r'^_?[A-Z0-9_]*PATCH = "([a-z0-9-]+)"$', source, re.MULTILINE)
+    asked = re.findall(r"(?:patched|deprecate_patch)\(([^)]*)\)", source)
+
+    assert set(defined) == listed_patch_ids()
+    # Every id is one of those constants: none is made up as the run goes (per turn, say).
+    assert {name for name in asked if not re.fullmatch(r"_?[A-Z0-9_]*PATCH", name)} == set()
+
+
+async def test_a_new_run_records_no_per_turn_patch_and_only_ids_the_upgrading_guide_lists(
+    agent: Agent,
+) -> None:
+    agent.model.add(call("list_files", {}), say("Nothing here."), say("Still nothing."))
+    run = await agent.start(continue_as_new_after_turns=2)
+
+    first = await run.send("look around")
+    second = await run.send("and now?")
+
+    assert (first.last_assistant_text, second.last_assistant_text) == (
+        "Nothing here.",
+        "Still nothing.",
+    )
+    histories = await agent.histories(run)
+    assert len(histories) == 2  # it handed over once: the hand-over's id is among them
+    ids = [patch_id for history in histories for patch_id in patch_ids(history)]
+    assert "continue-as-new" in ids
+    assert not [i for i in ids if re.fullmatch(r"tool-catalogue-\d+", i)]
+    assert set(ids) <= listed_patch_ids()

@@ -73,11 +73,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.memory import Budgets, RunMemory, WorkflowInput
     from workflows.stream import RunStream
 
-# Runs recorded before continue-as-new existed replay without it.
+# Patch ids: their table, and when each goes, is in docs/guides/upgrading.md.
+# Deprecated: every supported history that reaches the hand-over has its marker.
 _HAND_OVER_PATCH = "continue-as-new"
-# Runs recorded before the workflow owned its tool catalogue replay without it.
-_CATALOGUE_PATCH = "tool-catalogue"
-# Runs recorded before it was resolved at their start resolve it at their first step.
+# Deprecated: every supported history resolved its tools at its start.
 _CATALOGUE_AT_START_PATCH = "tool-catalogue-at-start"
 # Runs recorded before `TarryCostUsd` upsert their search attributes without it.
 _COST_ATTRIBUTE_PATCH = "cost-attribute"
@@ -90,7 +89,6 @@ class AgentRunWorkflow:
     @workflow.init
     def __init__(self, input: WorkflowInput) -> None:
         self._input = input
-        self._keeps_its_history = False
         self._refused_hand_over: int | None = None
         """The turn at which a hand-over too large to store was refused: not tried again
         before the next turn."""
@@ -120,10 +118,12 @@ class AgentRunWorkflow:
     async def run(self, input: WorkflowInput) -> RunResult:
         m = self._m
         self._enter(m.phase)
-        # Before anything else: a run naming a tool no worker has is refused at once.
-        at_start = m.tools is None and workflow.patched(_CATALOGUE_AT_START_PATCH)
-        if at_start and (refused := await tool_calls.resolve(m, self._input)):
-            self._fail(refused)
+        # Before anything else: a run naming a tool no worker has is refused at once. A
+        # run handed over or resumed has its tools already.
+        if m.tools is None:
+            workflow.deprecate_patch(_CATALOGUE_AT_START_PATCH)
+            if refused := await tool_calls.resolve(m, self._input):
+                self._fail(refused)
         while not m.phase.ended:
             if m.phase is Phase.WAITING_USER:
                 await workflow.wait_condition(
@@ -381,12 +381,6 @@ class AgentRunWorkflow:
             if m.phase is not Phase.RUNNING:  # refused: too large to hand over
                 return None
         tool_calls.hint_if_repeating(m)
-        # One patch id per turn: `patched` answers once per id and run, and an id answered
-        # False while an old run replays would keep it on the old path for good. So an
-        # old run replays the old way and resolves the catalogue at its first live step.
-        first_live = m.tools is None and workflow.patched(f"{_CATALOGUE_PATCH}-{m.turn}")
-        if first_live and (refused := await tool_calls.resolve(m, self._input)):
-            return self._fail(refused)
         if m.stop_requested:
             return self._abort()
 
@@ -413,9 +407,8 @@ class AgentRunWorkflow:
         self._stream.publish_messages(m)
         workflow.set_current_details(current_details(m, self._input))
         if answer.message.tool_calls:
-            # Runs from before the catalogue read the tools from the answer they replay.
-            tools = model_calls.legacy_catalogue(answer) if m.tools is None else m.tools
-            await self._run_tools(answer.message.tool_calls, tools)
+            assert m.tools is not None, "every run resolves its tools at its start (`run`)"
+            await self._run_tools(answer.message.tool_calls, m.tools)
         elif self._input.mode is Mode.TASK:
             if isinstance(done := output.finish(m, self._input.output_schema), ErrorInfo):
                 return self._fail(done)
@@ -525,7 +518,6 @@ class AgentRunWorkflow:
         # too, and one is nearly always waiting while someone watches.
         return (
             due
-            and not self._keeps_its_history
             and not self._callers
             and not self._outbox.sending
             and self._refused_hand_over != self._m.turn
@@ -550,12 +542,10 @@ class AgentRunWorkflow:
         references of the pages before it. Signals and updates that arrive meanwhile
         reach the next run: the server refuses to close this one while it has unseen
         events, and the new run starts with everything this one knew. Returns where the
-        run keeps its history: a run from before continue-as-new, a caller come while
-        pages were written, or a memory too large to hand over."""
+        run keeps its history: a caller come while pages were written, or a memory too
+        large to hand over."""
         m = self._m
-        if not workflow.patched(_HAND_OVER_PATCH):
-            self._keeps_its_history = True  # started before continue-as-new existed
-            return
+        workflow.deprecate_patch(_HAND_OVER_PATCH)
         next_input = self._next_input()
         size = pages.payload_size(next_input)
         # Only a large memory waits for pages first: a reply that comes while they are

@@ -24,7 +24,6 @@ from tarry.contracts import (
     LlmRequest,
     LlmResponse,
     Mode,
-    ToolDefinition,
 )
 from workflows.details import llm_summary
 from workflows.memory import RunMemory, WorkflowInput
@@ -115,10 +114,6 @@ def _request_for(memory: RunMemory, input: WorkflowInput) -> LlmRequest:
         sampling=input.sampling,
         output_schema=input.output_schema if input.mode is Mode.TASK else None,
     )
-    if m.tools is None:
-        # A run from before the catalogue, replaying: the model activity resolved the
-        # tools itself and answered with them (`LlmResponse.offered_tools`).
-        request.tools, request.require_approval = input.tools, input.require_approval
     return request
 
 
@@ -148,19 +143,6 @@ async def _call_model(
     call.cancel()  # a no-op when the call is done
     response: LlmResponse = await call
     return response
-
-
-def legacy_catalogue(answer: LlmResponse) -> list[ToolDefinition]:
-    """The tools an answer from before the catalogue listed, for runs replaying it."""
-    return [
-        ToolDefinition(
-            name=name,
-            parameters=answer.gated_tools.get(name, {}),
-            idempotent=name not in answer.non_idempotent_tools,
-            needs_approval=name in answer.gated_tools,
-        )
-        for name in answer.offered_tools
-    ]
 
 
 def error_of(e: ActivityError, *, default: ErrorCode) -> ErrorInfo:
