@@ -30,11 +30,21 @@ async def make_current(temporal: Client, deployment: str, build: str) -> None:
 
 
 async def build_of(agent: Agent, run: RunHandle) -> str:
-    """The build the run's current execution is pinned to."""
-    described = await agent.tarry.client.get_workflow_handle(run.id).describe()
-    info = described.raw_description.workflow_execution_info.versioning_info
-    assert info.behavior == VersioningBehavior.VERSIONING_BEHAVIOR_PINNED
-    return info.deployment_version.build_id
+    """The build the run's current execution is pinned to, once a worker took its first
+    workflow task (before that, Temporal's description has no versioning info)."""
+    pinned: list[str] = []
+
+    async def taken() -> bool:
+        described = await agent.tarry.client.get_workflow_handle(run.id).describe()
+        info = described.raw_description.workflow_execution_info.versioning_info
+        if info.behavior == VersioningBehavior.VERSIONING_BEHAVIOR_UNSPECIFIED:
+            return False
+        assert info.behavior == VersioningBehavior.VERSIONING_BEHAVIOR_PINNED, (run.id, info)
+        pinned[:] = [info.deployment_version.build_id]
+        return True
+
+    await wait_until(taken, what=f"{run.id} pinned to a build")
+    return pinned[0]
 
 
 async def moved_to(agent: Agent, run: RunHandle, build: str) -> None:
