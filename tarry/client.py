@@ -45,7 +45,15 @@ from tarry.errors import TarryError, translated_errors
 from tarry.identities import Caller, local_user
 from tarry.ownership import access_attributes
 from tarry.pages import PageStore
-from tarry.run_handle import ID_REUSE, RunHandle, checked_id, start_run, started_by, user_input
+from tarry.run_handle import (
+    ID_REUSE,
+    SCHEDULED_ID,
+    RunHandle,
+    checked_id,
+    start_run,
+    started_by,
+    user_input,
+)
 from tarry.schedule_handle import ScheduleHandle, checked_name
 from tarry.schedules import (
     SCHEDULE_MEMO,
@@ -222,7 +230,7 @@ class Tarry:
     ) -> RunState:
         """`RunHandle.send` to run `run_id`; with `start`, the run is first started with
         that input if no run has the id (see `reply`)."""
-        if start is None:
+        if start is None or SCHEDULED_ID.fullmatch(run_id):
             return await self.get(run_id).send(text, id=id)
         return await self._deliver_starting(
             "send", run_id, user_input(text, id, self.caller), start
@@ -236,8 +244,10 @@ class Tarry:
         the open run's id winning), so a chat integration can map its thread id to a run:
         two first messages at once start one run and both enter it, once each. An ended
         run under the id is `RUN_ENDED`; a worker must serve this client's task queue
-        (`RUN_NOT_SERVED`), since the run itself takes or refuses the reply."""
-        if start is None:
+        (`RUN_NOT_SERVED`), since the run itself takes or refuses the reply. A schedule's
+        run (`SCHEDULED_ID`) is only ever started by its schedule: under such an id the
+        reply goes to the run there is, `RUN_NOT_FOUND` if none yet."""
+        if start is None or SCHEDULED_ID.fullmatch(run_id):
             await self.get(run_id).reply(text, id=id)
         else:
             await self._deliver_starting("reply", run_id, user_input(text, id, self.caller), start)

@@ -276,6 +276,20 @@ async def test_a_run_started_by_hand_cannot_take_the_id_of_a_schedule_s_run(
     assert SCHEDULED_ID.fullmatch(taken)
 
 
+async def test_a_first_message_does_not_start_a_run_under_a_schedule_s_next_id(
+    schedules: Schedules,
+) -> None:
+    """Get-or-create goes on with a schedule's run, and never starts one in its place."""
+    schedule = await schedules.create(task("Check the inbox"), cron="0 0 1 1 *")
+    [next_run, *_] = (await schedule.describe()).next_runs
+    taken = f"{schedule.name}-{next_run.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
+
+    with pytest.raises(TarryError) as refused:
+        await schedules.agent.tarry.send(taken, "hello", start=task("Check the inbox"))
+
+    assert refused.value.code is ErrorCode.RUN_NOT_FOUND
+
+
 async def test_a_deleted_schedule_is_gone_and_its_runs_remain(schedules: Schedules) -> None:
     schedule = await schedules.create(task("Check the inbox"), every="1s")
     await schedules.until_listed(schedule.name, 1)
