@@ -20,20 +20,23 @@ Temporal can.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.converter import encode_typed_search_attribute_value
 
 from tarry.contracts import (
     OWNER_ATTRIBUTE,
     READERS_ATTRIBUTE,
     WRITERS_ATTRIBUTE,
+    ErrorCode,
     RunInput,
     Share,
 )
 from tarry.contracts.run import principal_problem
+from tarry.errors import TarryError
 from tarry.identities import Caller
 
 __all__ = [
@@ -76,6 +79,8 @@ def access_attributes(owner: str, input: RunInput) -> TypedSearchAttributes:
     approvers = {name for names in input.approvers.values() for name in names}
     readers = set(input.share) | approvers | {f"{GROUP_PREFIX}{a}" for a in approvers}
     writers = {name for name, share in input.share.items() if share is Share.WRITE}
+    for key, names in ((READERS_ATTRIBUTE, readers), (WRITERS_ATTRIBUTE, writers)):
+        _within_limit(key, sorted(names))
     return TypedSearchAttributes(
         [
             SearchAttributePair(OWNER_ATTRIBUTE, owner),
@@ -83,6 +88,24 @@ def access_attributes(owner: str, input: RunInput) -> TypedSearchAttributes:
             SearchAttributePair(WRITERS_ATTRIBUTE, sorted(writers)),
         ]
     )
+
+
+SEARCH_ATTRIBUTE_LIMIT = 2048
+"""The most bytes Temporal takes in one search attribute's value (the server's default
+`limit.searchAttributeSize`): a start over it would be refused by Temporal itself, in
+words about search attributes that the person who named too many people cannot act on."""
+
+
+def _within_limit(key: SearchAttributeKey[Sequence[str]], names: list[str]) -> None:
+    """Refuses (`INPUT_INVALID`) a run whose `share` and `approvers` name more people than
+    its search attribute `key` holds, as the SDK will encode them."""
+    size = len(encode_typed_search_attribute_value(key, names).data)
+    if size > SEARCH_ATTRIBUTE_LIMIT:
+        raise TarryError(
+            ErrorCode.INPUT_INVALID,
+            f"share and approvers name too many people for one run ({size} bytes of names"
+            f" in {key.name}, at most {SEARCH_ATTRIBUTE_LIMIT}); share with a group instead",
+        )
 
 
 ACCESS_ATTRIBUTES = (OWNER_ATTRIBUTE, READERS_ATTRIBUTE, WRITERS_ATTRIBUTE)

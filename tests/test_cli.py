@@ -613,7 +613,7 @@ async def test_help_groups_the_commands_in_a_panel_per_command_group(cli: Cli) -
 
     assert help_panels(out) == {
         "Runs": ["start", "reply", "send", "chat", "pause", "stop", "fork", "resume"],
-        "Watching runs": ["status", "show", "watch", "list"],
+        "Watching runs": ["status", "show", "watch", "list", "audit"],
         "Approvals and budget": ["approve", "budget"],
         "Model": ["retry", "model"],
         "Local stack": ["dev", "worker", "scripted-model", "demo", "doctor"],

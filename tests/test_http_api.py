@@ -718,6 +718,7 @@ async def test_the_openapi_document_describes_every_route(api: Api) -> None:
         "/v1/schedules/{name}/unpause",
         "/v1/schedules/{name}/trigger",
         "/v1/agui",
+        "/v1/audit",
         "/v1/actions/{token}",
         "/healthz",
     }

@@ -78,8 +78,10 @@ async def test_repeated_call_ids_are_sent_unique_and_each_result_names_its_own_c
     assert len(set(sent_ids)) == 3
     answered = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
     assert answered == sent_ids
+    # The run itself renames a repeated id (`unique-call-ids`), so that a person can decide
+    # each call by its id; the sending keeps unique the transcripts of runs from before.
     transcript_ids = [c.id for m in await run.transcript() for c in m.tool_calls or []]
-    assert transcript_ids == ["call_0", "call_0", "call_0"]
+    assert transcript_ids == ["call_0", "call_0-2", "call_0-3"]
 
 
 async def test_a_call_without_a_name_is_sent_with_one(agent: Agent) -> None:

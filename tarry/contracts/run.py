@@ -191,6 +191,16 @@ class RunInput(Closed):
                 raise ValueError(f"share: {problem}")
         return share
 
+    @field_validator("approvers")
+    @classmethod
+    def _approver_names(cls, approvers: dict[str, list[str]]) -> dict[str, list[str]]:
+        """Approvers may read the run, so they are its readers' names too (`share`'s rule)."""
+        for names in approvers.values():
+            for name in names:
+                if problem := principal_problem(name):
+                    raise ValueError(f"approvers: {problem}")
+        return approvers
+
 
 def principal_problem(name: str) -> str | None:
     """Why `name` cannot name a user or `group:NAME` in a share; None when it can. The
