@@ -6,8 +6,9 @@ and outputs of its activities. A run in flight must still decode these after an
 upgrade, so every field added later needs a default, and names never change.
 
 The modules split them by what they describe: `names` (types, attributes, enums, error
-codes), `checks` (ids, replies, approvers), `messages`, `run` (input, state, result) and
-`activities` (their inputs and outputs). Import them from `tarry.contracts`.
+codes), `checks` (ids, replies, approvers), `messages`, `run` (input, state, result),
+`activities` (their inputs and outputs) and `datasets` (an eval's decision points).
+Import them from `tarry.contracts`.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from tarry.contracts.checks import (
     reply_problem,
     run_id_problem,
 )
+from tarry.contracts.datasets import DatasetManifest, DecisionPoint, Label, Verdict
 from tarry.contracts.messages import (
     TRANSCRIPT_PAGE_BYTES,
     ChatMessage,
@@ -164,7 +166,9 @@ __all__ = [
     "ChatMessage",
     "Closed",
     "ContextRef",
+    "DatasetManifest",
     "Decision",
+    "DecisionPoint",
     "DecisionRecord",
     "Door",
     "ErrorCode",
@@ -173,6 +177,7 @@ __all__ = [
     "Fork",
     "ForkOrigin",
     "FunctionCall",
+    "Label",
     "LlmRequest",
     "LlmResponse",
     "McpInvocation",
@@ -206,6 +211,7 @@ __all__ = [
     "TranscriptQuery",
     "Usage",
     "UserInput",
+    "Verdict",
     "WaitingFor",
     "approvers_of",
     "input_problem",

@@ -1,0 +1,88 @@
+"""What an evaluation dataset is made of: the decision points of recorded runs.
+
+Every approve, reject and edit a person made is a label: the conversation up to the
+model's proposal, what it proposed, and what the person decided. A dataset is these
+points as JSON lines, immutable once written; a new selection is a new version. The
+eval replays each point's `messages` against a candidate model and scores what it
+proposes against `decision`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from tarry.contracts._omit import when_none
+from tarry.contracts.activities import ToolDefinition
+from tarry.contracts.messages import ChatMessage, ToolCall, Usage
+
+
+class Verdict(StrEnum):
+    """What happened to a proposal."""
+
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EDITED = "edited"
+    """Approved after a person changed its arguments (`Label.arguments`)."""
+    ANSWERED = "answered"
+    """A final answer; `Label.reply` is the user's next message, if one came."""
+
+
+class Label(BaseModel):
+    """The human decision on one proposal, as the run recorded it."""
+
+    verdict: Verdict
+    by: str | None = None
+    """Who decided (`DecisionRecord.user`); null for a decision recorded before people
+    were named, or a final answer nobody replied to."""
+    reason: str | None = Field(default=None, exclude_if=when_none)
+    """A rejection's reason."""
+    arguments: dict[str, Any] | None = Field(default=None, exclude_if=when_none)
+    """An edit's arguments: what the tool ran with."""
+    reply: str | None = Field(default=None, exclude_if=when_none)
+    """For a final answer: the user's next message, if any."""
+    at: datetime | None = None
+
+
+class DecisionPoint(BaseModel):
+    """One labelled proposal of a recorded run."""
+
+    id: str
+    """Stable within a dataset: `RUN_ID/INDEX/CALL_ID` (`answer` for a final answer),
+    INDEX being the proposal's place in the transcript."""
+    run_id: str
+    owner: str | None = None
+    """The run's owner when the point was collected (`TarryOwner`)."""
+    model: str
+    """The model profile that made the proposal."""
+    system: str | None = None
+    messages: list[ChatMessage]
+    """The conversation the model saw before it proposed, without Tarry's metadata, so a
+    candidate is asked exactly this."""
+    tools: list[ToolDefinition] = []
+    """The catalogue offered with it."""
+    proposal: ToolCall | None = None
+    """The gated call proposed; null for a final answer."""
+    answer: str | None = Field(default=None, exclude_if=when_none)
+    """The final answer proposed, for `Verdict.ANSWERED`."""
+    label: Label
+    usage: Usage | None = Field(default=None, exclude_if=when_none)
+    """What the original call cost, when the run recorded it."""
+    latency_ms: float | None = Field(default=None, exclude_if=when_none)
+    """How long the original call took, when the run recorded it."""
+
+
+class DatasetManifest(BaseModel):
+    """The header of a dataset version: what was selected, by whom, when."""
+
+    name: str
+    version: int = Field(ge=1)
+    query: str
+    """The selection it was built from, as given to `tarry dataset create --from`."""
+    created_by: str | None = None
+    created_at: datetime
+    runs: int
+    points: int
