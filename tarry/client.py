@@ -125,18 +125,28 @@ class Tarry:
         *,
         run_id: str | None = None,
         memo: Mapping[str, Any] | None = None,
+        start_key: str | None = None,
     ) -> RunHandle:
         """Starts a run; `run_id` defaults to `run-<short uuid>`. A run that names tools
         (`tools`, `require_approval`) is refused with `TOOL_NOT_FOUND` when the worker
         has no tool of one of those names, and one that names a model profile with
         `LLM_UNKNOWN_PROFILE` when the worker has no such profile; with no worker to ask,
         the run refuses them itself once one takes it. `memo` adds to the run's memo (which
-        `resume` keeps): what a caller needs to know of the request that started it."""
+        `resume` keeps): what a caller needs to know of the request that started it.
+        `start_key` is a digest of the request's idempotency key, kept as the search
+        attribute `TarryStartKey` so that any process finds the run a key started."""
         if isinstance(input, str):
             input = RunInput(prompt=input)
         input = input.model_copy(update=started_by(self.caller))
         return await start_run(
-            self.client, self.task_queue, self.caller, self._pages, input, run_id=run_id, memo=memo
+            self.client,
+            self.task_queue,
+            self.caller,
+            self._pages,
+            input,
+            run_id=run_id,
+            memo=memo,
+            start_key=start_key,
         )
 
     async def create_schedule(

@@ -25,13 +25,14 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
 )
-from temporalio.common import WorkflowIDReusePolicy
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from tarry.contracts import (
     CATALOGUE_CHECK_WORKFLOW,
     LLM_ACTIVITY,
+    START_KEY_ATTRIBUTE,
     SUMMARY_MEMO,
     WORKFLOW_TYPE,
     Acting,
@@ -102,10 +103,12 @@ async def start_run(
     run_id: str | None,
     memo: Mapping[str, Any] | None = None,
     fork: Fork | None = None,
+    start_key: str | None = None,
 ) -> RunHandle:
     """Starts run `run_id` (`run-<short uuid>` by default) of `input` on `task_queue`,
     a fork of another run with `fork`, and checks the tools and the model profile it
-    names with the run itself (see `Tarry.start`); its handle acts as `caller`."""
+    names with the run itself (see `Tarry.start`); its handle acts as `caller`.
+    `start_key` is kept as `TarryStartKey`: the digest of the request's idempotency key."""
     run_id = checked_id(f"run-{uuid.uuid4().hex[:8]}" if run_id is None else run_id)
     if SCHEDULED_ID.fullmatch(run_id):
         raise TarryError(
@@ -133,7 +136,7 @@ async def start_run(
             static_summary=summary,
             # `tarry list` reads it here: list results carry a memo, not the summary.
             memo={**(memo or {}), SUMMARY_MEMO: summary},
-            search_attributes=access_attributes(caller.user, input),
+            search_attributes=with_start_key(access_attributes(caller.user, input), start_key),
         )
     except WorkflowAlreadyStartedError:
         raise TarryError(
@@ -143,6 +146,14 @@ async def start_run(
         ) from None
     run = RunHandle(client, handle, caller, pages)
     return run
+
+
+def with_start_key(
+    attributes: TypedSearchAttributes, start_key: str | None
+) -> TypedSearchAttributes:
+    if start_key is None:
+        return attributes
+    return attributes.updated(SearchAttributePair(START_KEY_ATTRIBUTE, start_key))
 
 
 async def refuse_unknown_names(

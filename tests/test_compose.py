@@ -140,6 +140,7 @@ def test_the_search_attributes_created_are_exactly_tarrys() -> None:
         "TarryOwner": "Keyword",
         "TarryReaders": "KeywordList",
         "TarryWriters": "KeywordList",
+        "TarryStartKey": "Keyword",
     }
 
 

@@ -22,15 +22,17 @@ from tarry.contracts import (
     MAX_INPUT_BYTES,
     MAX_RUN_ID_LENGTH,
     RUN_ID_PATTERN,
+    START_KEY_ATTRIBUTE,
     ErrorCode,
     Phase,
     WaitingFor,
 )
 from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import call, say
+from tests.cli import until_listed
 from tests.conftest import tool_result
 from tests.deadline import TIMEOUT, deadline
-from tests.http_api import Api
+from tests.http_api import Access, Api, served
 
 WRITE = {"path": "plan.md", "content": "ship it"}
 
@@ -438,6 +440,26 @@ async def test_one_idempotency_key_with_two_ids_starts_one_run(api: Api) -> None
     assert error_of(second) == (422, ErrorCode.IDEMPOTENCY_KEY_REUSED)
     assert "'run-key-a'" in second.json()["error"]["message"]
     assert error_of(await api.http.get("/v1/runs/run-key-b")) == (404, ErrorCode.RUN_NOT_FOUND)
+
+
+async def test_one_idempotency_key_with_two_ids_starts_one_run_across_api_processes(
+    api: Api, api_access: Access
+) -> None:
+    key = {"Idempotency-Key": "start-two-servers"}
+    first = await api.http.post("/v1/runs", json={"id": "run-served-a"}, headers=key)
+    run = api.run("run-served-a")
+    # Another API process knows the key from Temporal's visibility, once it lists the run.
+    await until_listed(api.agent.tarry.client, f"{START_KEY_ATTRIBUTE.name} IS NOT NULL", run.id)
+
+    async with served(api.agent, api_access) as other:
+        second = await other.http.post("/v1/runs", json={"id": "run-served-b"}, headers=key)
+        retried = await other.http.post("/v1/runs", json={"id": "run-served-a"}, headers=key)
+
+    assert first.status_code == 201
+    assert error_of(second) == (422, ErrorCode.IDEMPOTENCY_KEY_REUSED)
+    assert "'run-served-a'" in second.json()["error"]["message"]
+    assert (retried.status_code, retried.json()["id"]) == (201, run.id)
+    assert error_of(await api.http.get("/v1/runs/run-served-b")) == (404, ErrorCode.RUN_NOT_FOUND)
 
 
 async def test_a_retried_start_is_known_after_continue_as_new_and_resume(api: Api) -> None:

@@ -13,6 +13,7 @@ import hmac
 import json
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,13 +41,15 @@ from starlette.routing import Route
 
 from tarry.api import ApiServer, create_app
 from tarry.api.oidc import DISCOVERY_PATH
-from tarry.contracts import ErrorCode
+from tarry.contracts import ErrorCode, RunInput
+from tarry.identities import Caller
 from tarry.settings import load_settings
 from tarry.testing.scripted_model import say
 from tests.browser import needs_chromium
 from tests.cli import agent_env
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
+from tests.faults import wait_until
 from tests.http_api import Api
 from tests.test_config_errors import refused, start
 from tests.test_http_api import gated
@@ -599,3 +602,32 @@ async def test_tarry_mcp_over_http_keeps_one_user_s_private_run_from_another(
         assert answer.structured_content is not None
         assert answer.structured_content["code"] == ErrorCode.RUN_NOT_FOUND
     assert run_id not in [row["run_id"] for row in bobs_list]
+
+
+async def test_tarry_mcp_over_http_lists_a_user_s_private_schedule_to_them_alone(
+    agent: Agent, payload_store: Path, tmp_path: Path, provider: IdentityProvider
+) -> None:
+    name = f"alices-digest-{uuid.uuid4().hex[:6]}"
+    alice = agent.tarry.acting_as(Caller("alice"))
+    await alice.create_schedule(name, RunInput(prompt="Check the inbox"), every="1h")
+    config = oidc_config(provider) + f'\n[api.users]\nbob = "{BOB}"\n'
+    try:
+        async with tarry_mcp_http(agent, payload_store, tmp_path, config) as url:
+
+            async def listed(token: str) -> list[str]:
+                as_user = httpx2.AsyncClient(
+                    headers=as_(token), timeout=httpx2.Timeout(deadline(60))
+                )
+                async with as_user, Client(streamable_http_client(url, http_client=as_user)) as m:
+                    return [s["name"] for s in await use(m, "list_schedules")]
+
+            async def alice_lists_it() -> bool:
+                return name in await listed(provider.token())
+
+            # Visibility lists a new schedule a moment after its creation.
+            await wait_until(alice_lists_it, what="alice's schedule listed")
+            bobs = await listed(BOB)
+    finally:
+        await alice.schedule(name).delete()
+
+    assert name not in bobs

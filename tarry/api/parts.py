@@ -36,9 +36,9 @@ class AppParts:
     """Who a request is: the guard (`tarry.api.auth`) asks it."""
     policy: Policy
     """Who may use which runs (`tarry.ownership`)."""
-    keyed_starts: OrderedDict[str, str] = field(default_factory=OrderedDict)
-    """The run each recent Idempotency-Key started (key digest -> run id), newest last:
-    a key's run without `id` is known to Temporal by its id, one with `id` only here."""
+    keyed_starts: OrderedDict[tuple[str, str], str] = field(default_factory=OrderedDict)
+    """The run each recent Idempotency-Key started ((user, key digest) -> run id), newest
+    last: what Temporal's visibility (`TarryStartKey`) may not list yet."""
 
     @classmethod
     def of(cls, tarry: Tarry, settings: TarrySettings) -> AppParts:

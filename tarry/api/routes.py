@@ -50,6 +50,8 @@ from tarry.api.rights import (
 )
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import (
+    OWNER_ATTRIBUTE,
+    START_KEY_ATTRIBUTE,
     ErrorCode,
     Phase,
     RunInput,
@@ -58,6 +60,7 @@ from tarry.contracts import (
     WaitingFor,
     may_decide,
 )
+from tarry.contracts.run import principal_problem
 from tarry.identities import Caller
 from tarry.ownership import Policy, RunAccess
 from tarry.run_list import RunRow, find_children, find_runs
@@ -176,10 +179,29 @@ KEYED_STARTS_KEPT = 10_000
 minutes, not ten thousand starts later."""
 
 
-def _not_keyed_elsewhere(keyed: OrderedDict[str, str], key: str, run_id: str) -> None:
+async def _run_keyed_by(
+    tarry: Tarry, keyed: OrderedDict[tuple[str, str], str], caller: Caller, key: str
+) -> str | None:
+    """The run `caller`'s key (digest) started, if any. This process knows its own starts
+    at once; Temporal's visibility (`TarryStartKey`) knows every process's a moment after
+    each start. A key is its caller's: another user's same key names none of theirs."""
+    if (run_id := keyed.get((caller.user, key))) is not None:
+        return run_id
+    if principal_problem(caller.user) is not None:  # a name no query can quote safely
+        return None
+    query = f"{START_KEY_ATTRIBUTE.name} = '{key}' AND {OWNER_ATTRIBUTE.name} = '{caller.user}'"
+    async for execution in tarry.client.list_workflows(query, limit=1):
+        return execution.id
+    return None
+
+
+async def _not_keyed_elsewhere(
+    tarry: Tarry, keyed: OrderedDict[tuple[str, str], str], caller: Caller, key: str, run_id: str
+) -> None:
     """Raises `IDEMPOTENCY_KEY_REUSED` when the key (digest) started another run than
     `run_id`: sent again with another `id`, it would start a second run."""
-    if (first := keyed.get(key)) is not None and first != run_id:
+    first = await _run_keyed_by(tarry, keyed, caller, key)
+    if first is not None and first != run_id:
         raise TarryError(
             ErrorCode.IDEMPOTENCY_KEY_REUSED,
             f"this Idempotency-Key started run {first!r}, not {run_id!r}; a retry sends the"
@@ -187,9 +209,11 @@ def _not_keyed_elsewhere(keyed: OrderedDict[str, str], key: str, run_id: str) ->
         )
 
 
-def _remember(keyed: OrderedDict[str, str], key: str, run_id: str) -> None:
-    keyed[key] = run_id
-    keyed.move_to_end(key)
+def _remember(
+    keyed: OrderedDict[tuple[str, str], str], caller: Caller, key: str, run_id: str
+) -> None:
+    keyed[caller.user, key] = run_id
+    keyed.move_to_end((caller.user, key))
     while len(keyed) > KEYED_STARTS_KEPT:
         keyed.popitem(last=False)
 
@@ -252,10 +276,13 @@ def runs_router() -> APIRouter:
         input = RunInput.model_validate(body.model_dump(exclude={"id"}))
         request = _start_request(idempotency_key, body) if idempotency_key else None
         if request is not None and run_id is not None:
-            _not_keyed_elsewhere(parts.keyed_starts, request["key"], run_id)
+            await _not_keyed_elsewhere(tarry, parts.keyed_starts, caller, request["key"], run_id)
         try:
             run = await tarry.acting_as(caller).start(
-                input, run_id=run_id, memo={IDEMPOTENCY_MEMO: request} if request else None
+                input,
+                run_id=run_id,
+                memo={IDEMPOTENCY_MEMO: request} if request else None,
+                start_key=request["key"] if request else None,
             )
         except TarryError as e:
             if e.code is not ErrorCode.RUN_EXISTS or request is None or run_id is None:
@@ -267,7 +294,7 @@ def runs_router() -> APIRouter:
                 raise e from None
             await _retried_start(run, request, e)
         if request is not None:
-            _remember(parts.keyed_starts, request["key"], run.id)
+            _remember(parts.keyed_starts, caller, request["key"], run.id)
         state = await run.served_state()
         return Started(id=run.id, state=StateView.of(state, caller) if state else None)
 

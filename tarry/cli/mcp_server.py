@@ -280,7 +280,7 @@ def build_server(
         recent runs (`list_runs` with `schedule` lists a schedule's runs)."""
 
         async def work() -> Any:
-            return [_json(s) for s in await (await tarry(ctx)).list_schedules()]
+            return [_json(s) for s in await (await tarry(ctx)).list_schedules(readable(ctx))]
 
         return await _answer(work)
 

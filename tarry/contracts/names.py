@@ -56,6 +56,9 @@ READERS_ATTRIBUTE = SearchAttributeKey.for_keyword_list("TarryReaders")
 approvers."""
 WRITERS_ATTRIBUTE = SearchAttributeKey.for_keyword_list("TarryWriters")
 """Users and `group:NAME`s its `share` lets reply, pause, stop, raise, switch and fork."""
+START_KEY_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryStartKey")
+"""The digest of the `Idempotency-Key` a run was started with through the API, so that every
+API process, not only the one that started it, finds the run a key started."""
 SEARCH_ATTRIBUTES = (
     PHASE_ATTRIBUTE,
     TURNS_ATTRIBUTE,
@@ -65,6 +68,7 @@ SEARCH_ATTRIBUTES = (
     OWNER_ATTRIBUTE,
     READERS_ATTRIBUTE,
     WRITERS_ATTRIBUTE,
+    START_KEY_ATTRIBUTE,
 )
 
 
