@@ -22,6 +22,8 @@ from tarry.testing.scripted_model import call, say
 from tests.cli import Cli, until_listed
 from tests.conftest import CANARY_KEY, Agent
 from tests.deadline import TIMEOUT
+from tests.http_api import Api
+from tests.test_http_api import error_of
 
 PLAN = {"path": "a.md", "content": "ship it"}
 EDITED = {"path": "d.md", "content": "ship it on Monday"}
@@ -217,3 +219,25 @@ async def test_the_command_line_creates_shows_and_exports_a_dataset(
     missing.assert_one_error_line(f"error: {ErrorCode.DATASET_NOT_FOUND}")
     bad = await cli("dataset", "create", "plans", "--from", "colour=blue")
     bad.assert_one_error_line(f"error: {ErrorCode.DATASET_INVALID}")
+
+
+async def test_the_http_api_creates_lists_shows_and_exports_a_dataset(api: Api) -> None:
+    await decided_run(api.agent)
+
+    created = await api.http.post(
+        "/v1/datasets", json={"name": "plans", "query": "tool=write_file"}
+    )
+    shown = await api.http.get("/v1/datasets/plans", params={"version": 1})
+    exported = await api.http.get("/v1/datasets/plans/points")
+    listed = await api.http.get("/v1/datasets")
+
+    assert created.status_code == 201, created.text
+    assert shown.json() == created.json()
+    assert (shown.json()["points"], shown.json()["query"]) == (6, "tool=write_file")
+    assert exported.headers["content-type"].startswith("application/jsonl")
+    assert exported.text == api.agent.tarry.datasets.export("plans")
+    assert [d["name"] for d in listed.json()["datasets"]] == ["plans"]
+    unreadable = await api.http.post("/v1/datasets", json={"name": "plans", "query": "tool"})
+    assert error_of(unreadable) == (422, ErrorCode.DATASET_INVALID)
+    missing = await api.http.get("/v1/datasets/plans", params={"version": 2})
+    assert error_of(missing) == (404, ErrorCode.DATASET_NOT_FOUND)
