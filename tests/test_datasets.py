@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tarry.client import RunHandle
-from tarry.contracts import ErrorCode, Phase
+from tarry.contracts import ErrorCode, Phase, WaitingFor
 from tarry.contracts.datasets import DecisionPoint, Verdict
 from tarry.contracts.messages import ChatMessage, DecisionRecord, FunctionCall, ToolCall
 from tarry.datasets import decision_points, parse_selection
@@ -24,6 +24,7 @@ from tests.conftest import CANARY_KEY, Agent
 from tests.deadline import TIMEOUT
 from tests.http_api import Api
 from tests.test_http_api import error_of
+from tests.test_sub_agents import WRITER, child_of, team, until, write_the_plan
 
 PLAN = {"path": "a.md", "content": "ship it"}
 EDITED = {"path": "d.md", "content": "ship it on Monday"}
@@ -149,7 +150,9 @@ async def test_a_query_selects_runs_by_tool_and_phase(agent: Agent) -> None:
     agent.model.add(say("hello"))
     chat = await agent.start("hi")
     await chat.wait_for({Phase.WAITING_USER}, TIMEOUT)
-    await until_listed(agent.tarry.client, runs_query(task_queue=agent.tarry.task_queue), chat.id)
+    for run in (decided, chat):  # visibility records a run's phase a moment after it
+        waiting = runs_query(Phase.WAITING_USER, task_queue=agent.tarry.task_queue)
+        await until_listed(agent.tarry.client, waiting, run.id)
 
     by_tool = await agent.tarry.datasets.create("writes", "tool=write_file")
     everything = await agent.tarry.datasets.create("all", "phase=waitinguser")
@@ -241,3 +244,23 @@ async def test_the_http_api_creates_lists_shows_and_exports_a_dataset(api: Api) 
     assert error_of(unreadable) == (422, ErrorCode.DATASET_INVALID)
     missing = await api.http.get("/v1/datasets/plans", params={"version": 2})
     assert error_of(missing) == (404, ErrorCode.DATASET_NOT_FOUND)
+
+
+async def test_a_query_selects_the_runs_of_a_sub_agent(agent_factory: Any) -> None:
+    agent = await team(agent_factory, writer=WRITER)
+    write_the_plan(agent)
+    lead = await agent.start("Get the plan written.", agents=["writer"])
+    writer = await child_of(agent, lead, name="writer")
+    await until(writer, lambda s: s.waiting_for is WaitingFor.APPROVAL)
+    await agent.tarry.get(writer.id, Caller("ann")).decide("w1")
+    await until(lead, lambda s: s.waiting_for is WaitingFor.INPUT)
+    await until_listed(agent.tarry.client, runs_query(task_queue=agent.tarry.task_queue), writer.id)
+
+    manifest = await agent.tarry.datasets.create("writers", "agent=writer")
+
+    points = agent.tarry.datasets.points("writers")
+    assert manifest.runs == 1
+    assert [(p.run_id, p.label.verdict, p.label.by) for p in points] == [
+        (writer.id, Verdict.APPROVED, "ann"),
+        (writer.id, Verdict.ANSWERED, None),
+    ]
