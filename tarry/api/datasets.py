@@ -21,7 +21,7 @@ from tarry.api.routes import _AUTH, _READ, _WRITE, JSON_ONLY, CallerOf, _errors
 from tarry.contracts import ErrorCode
 from tarry.contracts._closed import Closed
 from tarry.contracts.datasets import DatasetManifest
-from tarry.datasets import Datasets
+from tarry.datasets import NAME_RULE, Datasets
 from tarry.errors import TarryError
 from tarry.identities import Caller
 from tarry.ownership import Policy
@@ -30,7 +30,8 @@ __all__ = ["DatasetList", "DatasetRequest", "datasets_router"]
 
 JSON_LINES = "application/jsonl"
 
-DatasetName = Annotated[str, Path(min_length=1, max_length=100, description="The dataset's name.")]
+NAME_PATTERN = f"^{NAME_RULE.pattern}$"
+DatasetName = Annotated[str, Path(pattern=NAME_PATTERN, description="The dataset's name.")]
 VersionOf = Annotated[
     int | None, Query(ge=1, description="Which version; the latest if not given.")
 ]
@@ -39,7 +40,8 @@ VersionOf = Annotated[
 class DatasetRequest(Closed):
     """A dataset to create, or the next version of one."""
 
-    name: str = Field(min_length=1, max_length=100)
+    name: str = Field(pattern=NAME_PATTERN)
+    """Letters, digits, `_`, `.` and `-`, at most 100, starting with a letter or digit."""
     query: str = Field(default="", max_length=4096)
     """Which runs: `KEY=VALUE` terms (`phase`, `tool`, `since`, `until`, `schedule`,
     `agent`, `user`, `model`, `limit`), all of which a run must match; empty: every run."""

@@ -30,7 +30,7 @@ app = typer.Typer(
 for group in (runs, watching, approvals, model, local, doctor, serve):
     app.add_typer(group.commands)
 app.add_typer(schedule.commands, rich_help_panel=Panel.SCHEDULES)  # `tarry schedule ...`
-app.add_typer(dataset.commands, rich_help_panel=Panel.DATASETS)  # `tarry dataset ...`
+app.add_typer(dataset.commands, rich_help_panel=Panel.EVALUATION)  # `tarry dataset ...`
 
 
 def _show_version(show: bool) -> None:

@@ -55,7 +55,7 @@ class Panel(StrEnum):
     LOCAL = "Local stack"
     SERVERS = "Servers"
     SCHEDULES = "Schedules"
-    DATASETS = "Datasets"
+    EVALUATION = "Evaluation"
 
 
 RunId = Annotated[
