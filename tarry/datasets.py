@@ -55,9 +55,11 @@ __all__ = [
     "QUERY_KEYS",
     "DatasetStore",
     "Datasets",
+    "RunRecord",
     "RunSelection",
     "decision_points",
     "parse_selection",
+    "run_record",
 ]
 
 NAME_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -185,7 +187,7 @@ def parse_selection(query: str) -> RunSelection:
 class _ModelCall:
     """One completed model call of a run's history."""
 
-    request: LlmRequest | None
+    request: LlmRequest
     response: LlmResponse
     latency_ms: float | None
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
-from fastapi.responses import PlainTextResponse
+from fastapi import APIRouter, Path, Query, Response
 from pydantic import Field
 
 from tarry.api.parts import PolicyOf, TarryOf
@@ -85,7 +84,7 @@ def datasets_router() -> APIRouter:
         among those the caller may read: each call a person approved, rejected or
         edited, and each final answer with the reply that followed it. Each run's
         transcript is read from it: 503 `RUN_NOT_SERVED` while no worker serves one;
-        422 `DATASET_INVALID` for a name or query it cannot take; 403 `NOT_ALLOWED` for
+        422 `DATASET_INVALID` for a query it cannot read; 403 `NOT_ALLOWED` for
         a name another user's dataset has."""
         datasets = tarry.acting_as(caller).datasets
         if datasets.store.versions(body.name):
@@ -109,10 +108,13 @@ def datasets_router() -> APIRouter:
         it, who made it when, how many runs and points it holds."""
         return _checked(tarry.datasets, policy, caller, dataset, version)
 
+    # The default response class, so the errors are documented as the JSON they are.
     @router.get(
         "/{dataset}/points",
-        response_class=PlainTextResponse,
-        responses={200: {"content": {JSON_LINES: {}}}, **_errors(*_READ)},
+        responses={
+            200: {"content": {JSON_LINES: {"schema": {"type": "string"}}}},
+            **_errors(*_READ),
+        },
     )
     async def export_dataset(
         dataset: DatasetName,
@@ -120,11 +122,11 @@ def datasets_router() -> APIRouter:
         tarry: TarryOf,
         policy: PolicyOf,
         version: VersionOf = None,
-    ) -> PlainTextResponse:
+    ) -> Response:
         """The version's decision points as JSON lines (`application/jsonl`), one
         `DecisionPoint` a line, exactly as `tarry dataset export` prints them."""
         manifest = _checked(tarry.datasets, policy, caller, dataset, version)
         lines = tarry.datasets.export(dataset, manifest.version)
-        return PlainTextResponse(lines, media_type=JSON_LINES)
+        return Response(lines, media_type=JSON_LINES)
 
     return router
