@@ -40,6 +40,7 @@ from tarry.contracts import (
     RunState,
     UserInput,
 )
+from tarry.datasets import Datasets, DatasetStore
 from tarry.delivery import QUERY_PATIENCE, await_poller
 from tarry.errors import TarryError, translated_errors
 from tarry.identities import Caller, local_user
@@ -89,9 +90,11 @@ class Tarry:
         caller: Caller | None = None,
         *,
         pages: PageStore | None = None,
+        datasets: DatasetStore | None = None,
     ) -> None:
         """`pages`: where the workers store the pages of long transcripts; by default the
         store of the client's large payloads (its data converter's external storage).
+        `datasets`: where evaluation datasets are kept; by default `.tarry/datasets`.
 
         `client` must carry Tarry's data converter (`TypeError` otherwise): runs take and
         give pydantic models, which the SDK's default converter turns into plain dicts,
@@ -108,6 +111,9 @@ class Tarry:
         self.task_queue = task_queue
         self.caller = caller or Caller(local_user(os.environ.get("TARRY_USER")))
         self._pages = pages if pages is not None else PageStore.of(client.data_converter)
+        self._datasets = datasets or DatasetStore(
+            TarrySettings.model_fields["tarry_datasets_dir"].default
+        )
 
     @classmethod
     async def connect(cls, settings: TarrySettings | None = None) -> Tarry:
@@ -117,7 +123,14 @@ class Tarry:
         settings = settings or TarrySettings()
         client = await connect_temporal(settings)
         pages = PageStore.of(client.data_converter, storage_driver(settings))
-        return cls(client, settings.tarry_task_queue, settings.local_caller(), pages=pages)
+        datasets = DatasetStore(settings.tarry_datasets_dir)
+        return cls(
+            client,
+            settings.tarry_task_queue,
+            settings.local_caller(),
+            pages=pages,
+            datasets=datasets,
+        )
 
     async def start(
         self,
@@ -233,7 +246,15 @@ class Tarry:
 
     def acting_as(self, caller: Caller) -> Tarry:
         """This client, its handles acting as `caller`: a server's, for one request."""
-        return Tarry(self.client, self.task_queue, caller, pages=self._pages)
+        return Tarry(
+            self.client, self.task_queue, caller, pages=self._pages, datasets=self._datasets
+        )
+
+    @property
+    def datasets(self) -> Datasets:
+        """Evaluation datasets built from the decision points of this client's runs
+        (`tarry.datasets`), created as this client's caller."""
+        return Datasets(self.client, self.task_queue, self.caller, self._pages, self._datasets)
 
     async def send(
         self, run_id: str, text: str, *, id: str | None = None, start: RunInput | None = None

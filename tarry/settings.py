@@ -176,6 +176,10 @@ class TarrySettings(BaseSettings):
     """Where payloads over the threshold and the conversations model calls extend are kept,
     by SHA-256; every process of a deployment must see the same directory (`tarry dev
     --data-dir D` uses `D/payloads`)."""
+    tarry_datasets_dir: Path = Path(".tarry/datasets")
+    """Where `tarry dataset create` keeps evaluation datasets, `NAME/N.jsonl` beside
+    `NAME/N.json`; the API and the command line of a deployment must see the same
+    directory. They hold conversations as plain text: keep it as private as the runs."""
     tarry_storage_threshold: int = Field(default=256 * 1024, ge=0)
     """Payloads of this many bytes or more leave history for the store, which keeps a
     reference in their place."""

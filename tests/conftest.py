@@ -27,6 +27,7 @@ from activities.tools import BUILTIN_TOOLS, Tool
 from tarry.client import RunHandle, Tarry
 from tarry.codec import data_converter
 from tarry.contracts import SEARCH_ATTRIBUTES, AgentSpec, ChatMessage, RunInput, Timeouts
+from tarry.datasets import DatasetStore
 from tarry.entrypoint import exit_now
 from tarry.servers import add_search_attributes, dev_server_args, find_binary
 from tarry.settings import DEFAULT_WORKFLOW_CACHE, McpServer, ModelProfile, TarrySettings
@@ -430,7 +431,10 @@ async def agent_factory(
 
         running: list[tuple[Worker, TarryPlugin]] = []
         first = await start_worker(mcp_servers)
-        agent = Agent(Tarry(worker_client, task_queue), model, tmp_path / "workspaces")
+        datasets = DatasetStore(tmp_path / "datasets")
+        agent = Agent(
+            Tarry(worker_client, task_queue, datasets=datasets), model, tmp_path / "workspaces"
+        )
         agent.restart, agent.add_worker, agent.stop_worker = restart, add_worker, first
         started.append((agent, stop_all))
         return agent

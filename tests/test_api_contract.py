@@ -50,6 +50,14 @@ include-path = "/v1/schedules"
 checks.positive_data_acceptance.expected-statuses = [
     "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"
 ]
+
+# A dataset's query is text only its parser reads: schema-valid ones it cannot are 422
+# DATASET_INVALID.
+[[operations]]
+include-path = "/v1/datasets"
+checks.positive_data_acceptance.expected-statuses = [
+    "2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"
+]
 """
 
 

@@ -741,6 +741,9 @@ async def test_the_openapi_document_describes_every_route(api: Api) -> None:
         "/v1/schedules/{name}/trigger",
         "/v1/agui",
         "/v1/audit",
+        "/v1/datasets",
+        "/v1/datasets/{dataset}",
+        "/v1/datasets/{dataset}/points",
         "/v1/actions/{token}",
         "/healthz",
     }

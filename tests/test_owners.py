@@ -448,3 +448,62 @@ async def test_a_run_naming_more_people_than_its_search_attributes_hold_is_refus
     assert error_of(answer) == (422, ErrorCode.INPUT_INVALID)
     assert "share with a group instead" in answer.json()["error"]["message"]
     assert error_of(quoted) == (422, ErrorCode.INPUT_INVALID)
+
+
+async def points_of(api: Api, dataset: str, token: str) -> set[str]:
+    """The run ids of the points of `dataset`, as `token`'s user exports it."""
+    response = await api.http.get(f"/v1/datasets/{dataset}/points", headers=as_(token))
+    assert response.status_code == 200, response.text
+    return {json.loads(line)["run_id"] for line in response.text.splitlines()}
+
+
+async def test_a_dataset_never_holds_a_run_its_creator_may_not_read(api: Api) -> None:
+    api.agent.model.add(say("alice's answer"), say("bob's answer"))
+    alices = await api.start("alice's private question")
+    await until_stopped(api, alices)
+    api.http.headers.update(as_(BOB))
+    bobs = await api.start("bob's question")
+    await until_stopped(api, bobs)
+    api.http.headers.update(as_(ERIN))
+    await listed(api, "", {alices, bobs})
+
+    made = {}
+    for name, token, query in (
+        ("bobs", BOB, ""),
+        ("bobs-of-alice", BOB, "user=alice"),
+        ("erins", ERIN, ""),
+    ):
+        response = await api.http.post(
+            "/v1/datasets", json={"name": name, "query": query}, headers=as_(token)
+        )
+        assert response.status_code == 201, response.text
+        made[name] = response.json()
+
+    assert await points_of(api, "bobs", BOB) == {bobs}
+    assert made["bobs-of-alice"]["runs"] == 0
+    assert {alices, bobs} <= await points_of(api, "erins", ERIN)
+    assert made["bobs"]["created_by"] == "bob"
+
+
+async def test_another_user_s_dataset_is_404_on_every_route_that_names_it_and_not_listed(
+    api: Api,
+) -> None:
+    api.agent.model.add(say("alice's answer"))
+    await until_stopped(api, await api.start("alice's question"))
+    created = await api.http.post("/v1/datasets", json={"name": "alices"})
+    assert created.status_code == 201, created.text
+
+    named = await routes(api, "dataset")
+    assert len(named) == 2
+    for method, path in named:
+        response = await ask(api, method, path.format(dataset="alices"), BOB)
+        assert error_of(response) == (404, ErrorCode.DATASET_NOT_FOUND), (method, path)
+        unknown = await ask(api, method, path.format(dataset="nobodys"), BOB)
+        assert response.json()["error"]["message"] == unknown.json()["error"]["message"].replace(
+            "nobodys", "alices"
+        ), "a hidden dataset answers as one that does not exist"
+        assert (await ask(api, method, path.format(dataset="alices"), ERIN)).status_code == 200
+    listed_by_bob = (await api.http.get("/v1/datasets", headers=as_(BOB))).json()["datasets"]
+    assert "alices" not in {d["name"] for d in listed_by_bob}
+    taken = await api.http.post("/v1/datasets", json={"name": "alices"}, headers=as_(BOB))
+    assert error_of(taken) == (403, ErrorCode.NOT_ALLOWED)

@@ -260,6 +260,12 @@ class ErrorCode(StrEnum):
     """A schedule Temporal cannot keep: a name outside the run id rule (or too long for its
     runs' ids), neither or both of `cron` and `every`, a cron expression, interval or time
     zone it cannot read."""
+    DATASET_NOT_FOUND = "DATASET_NOT_FOUND"
+    """No dataset (or no version of it) has that name, or none its caller may read:
+    `tarry dataset list` shows the datasets there are."""
+    DATASET_INVALID = "DATASET_INVALID"
+    """A dataset name outside its rule (1 to 100 letters, digits, `_`, `.`, `-`), or a
+    `--from` query it cannot read: an unknown key, a key twice, a value of the wrong kind."""
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     """An `Idempotency-Key` sent again with a different body: nothing is started."""
     TEMPORAL_UNAVAILABLE = "TEMPORAL_UNAVAILABLE"
