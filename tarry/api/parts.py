@@ -10,13 +10,13 @@ suite) would grow until its garbage collections stall it for seconds.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
 
 from tarry.api.feeds import Feeds
+from tarry.api.keyed_starts import KeyedStarts
 from tarry.api.signin import SignIn
 from tarry.client import Tarry
 from tarry.ownership import Policy
@@ -36,9 +36,8 @@ class AppParts:
     """Who a request is: the guard (`tarry.api.auth`) asks it."""
     policy: Policy
     """Who may use which runs (`tarry.ownership`)."""
-    keyed_starts: OrderedDict[tuple[str, str], str] = field(default_factory=OrderedDict)
-    """The run each recent Idempotency-Key started ((user, key digest) -> run id), newest
-    last: what Temporal's visibility (`TarryStartKey`) may not list yet."""
+    keyed_starts: KeyedStarts = field(default_factory=KeyedStarts)
+    """The run each Idempotency-Key started."""
 
     @classmethod
     def of(cls, tarry: Tarry, settings: TarrySettings) -> AppParts:

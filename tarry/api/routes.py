@@ -7,9 +7,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import hashlib
 import logging
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from http import HTTPStatus
 from typing import Annotated
@@ -20,6 +18,12 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from tarry.api.auth import caller_of
 from tarry.api.errors import ApiError, ErrorBody
 from tarry.api.feeds import Feeds
+from tarry.api.keyed_starts import (
+    IDEMPOTENCY_MEMO,
+    idempotent_run_id,
+    retried_start,
+    start_request,
+)
 from tarry.api.models import (
     Accepted,
     BudgetRequest,
@@ -50,8 +54,6 @@ from tarry.api.rights import (
 )
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import (
-    OWNER_ATTRIBUTE,
-    START_KEY_ATTRIBUTE,
     ErrorCode,
     Phase,
     RunInput,
@@ -60,7 +62,6 @@ from tarry.contracts import (
     WaitingFor,
     may_decide,
 )
-from tarry.contracts.run import principal_problem
 from tarry.identities import Caller
 from tarry.ownership import Policy, RunAccess
 from tarry.run_list import RunRow, find_children, find_runs
@@ -99,10 +100,6 @@ CallerOf = Annotated[Caller, Depends(caller_of)]
 MAX_OFFSET = 10**15 - 1
 """The largest event offset asked for (15 digits): far above any run's stream."""
 
-IDEMPOTENCY_MEMO = "tarry_idempotency"
-"""The memo field of a run started with an Idempotency-Key: digests of the key and of the
-start's body, so that a retry is told from another request under the same key."""
-
 # Every route asks Temporal, which may not answer in time: 503 `TEMPORAL_UNAVAILABLE`.
 _AUTH = (HTTPStatus.UNAUTHORIZED, HTTPStatus.SERVICE_UNAVAILABLE)
 _READ = (*_AUTH, HTTPStatus.NOT_FOUND, HTTPStatus.UNPROCESSABLE_ENTITY)
@@ -139,83 +136,6 @@ JSON_ONLY = [Depends(_json_body)]
 _BODY_REQUIRED: dict[str, object] = {"requestBody": {"required": True}}
 """For a route whose body has no required field: the document still asks for one, since
 without a JSON body (`{}` will do) the route answers 415."""
-
-
-def idempotent_run_id(key: str) -> str:
-    """The run id a start with Idempotency-Key `key` and no id gets: the same for every
-    retry, so Temporal itself knows the run (no table here that a restart would lose)."""
-    return f"run-{_digest(key)[:16]}"
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _start_request(key: str, body: StartRequest) -> dict[str, str]:
-    """What the run's memo keeps of a start with an Idempotency-Key (`IDEMPOTENCY_MEMO`):
-    digests only, since a key or a prompt may be private. The body counts as validated,
-    so a retry that only orders or spaces its JSON differently is the same request."""
-    return {"key": _digest(key), "body": _digest(body.model_dump_json())}
-
-
-async def _retried_start(run: RunHandle, request: dict[str, str], taken: TarryError) -> None:
-    """Returns when `run` was started by this very request (a retry); raises
-    `IDEMPOTENCY_KEY_REUSED` when its key started it with another body, and `taken`
-    (`RUN_EXISTS`) when this key did not start it."""
-    description = await run.describe()
-    first = await description.memo_value(IDEMPOTENCY_MEMO, default=None)
-    if not isinstance(first, dict) or first.get("key") != request["key"]:
-        raise taken
-    if first.get("body") != request["body"]:
-        raise TarryError(
-            ErrorCode.IDEMPOTENCY_KEY_REUSED,
-            f"this Idempotency-Key started run {run.id!r} with another body; a retry sends"
-            " the same body, a new run needs a new key",
-        )
-
-
-KEYED_STARTS_KEPT = 10_000
-"""How many Idempotency-Keys' runs `AppParts.keyed_starts` keeps: a client retries within
-minutes, not ten thousand starts later."""
-
-
-async def _run_keyed_by(
-    tarry: Tarry, keyed: OrderedDict[tuple[str, str], str], caller: Caller, key: str
-) -> str | None:
-    """The run `caller`'s key (digest) started, if any. This process knows its own starts
-    at once; Temporal's visibility (`TarryStartKey`) knows every process's a moment after
-    each start. A key is its caller's: another user's same key names none of theirs."""
-    if (run_id := keyed.get((caller.user, key))) is not None:
-        return run_id
-    if principal_problem(caller.user) is not None:  # a name no query can quote safely
-        return None
-    query = f"{START_KEY_ATTRIBUTE.name} = '{key}' AND {OWNER_ATTRIBUTE.name} = '{caller.user}'"
-    async for execution in tarry.client.list_workflows(query, limit=1):
-        return execution.id
-    return None
-
-
-async def _not_keyed_elsewhere(
-    tarry: Tarry, keyed: OrderedDict[tuple[str, str], str], caller: Caller, key: str, run_id: str
-) -> None:
-    """Raises `IDEMPOTENCY_KEY_REUSED` when the key (digest) started another run than
-    `run_id`: sent again with another `id`, it would start a second run."""
-    first = await _run_keyed_by(tarry, keyed, caller, key)
-    if first is not None and first != run_id:
-        raise TarryError(
-            ErrorCode.IDEMPOTENCY_KEY_REUSED,
-            f"this Idempotency-Key started run {first!r}, not {run_id!r}; a retry sends the"
-            " same body, a new run needs a new key",
-        )
-
-
-def _remember(
-    keyed: OrderedDict[tuple[str, str], str], caller: Caller, key: str, run_id: str
-) -> None:
-    keyed[caller.user, key] = run_id
-    keyed.move_to_end((caller.user, key))
-    while len(keyed) > KEYED_STARTS_KEPT:
-        keyed.popitem(last=False)
 
 
 async def existing(tarry: Tarry, run_id: str) -> RunHandle | None:
@@ -274,9 +194,9 @@ def runs_router() -> APIRouter:
         `IDEMPOTENCY_KEY_REUSED`."""
         run_id = body.id or (idempotent_run_id(idempotency_key) if idempotency_key else None)
         input = RunInput.model_validate(body.model_dump(exclude={"id"}))
-        request = _start_request(idempotency_key, body) if idempotency_key else None
+        request = start_request(idempotency_key, body) if idempotency_key else None
         if request is not None and run_id is not None:
-            await _not_keyed_elsewhere(tarry, parts.keyed_starts, caller, request["key"], run_id)
+            await parts.keyed_starts.refuse_another(tarry, caller, request["key"], run_id)
         try:
             run = await tarry.acting_as(caller).start(
                 input,
@@ -292,9 +212,9 @@ def runs_router() -> APIRouter:
                 await check_run(tarry, policy, caller, run_id, Need.READ)
             except TarryError:
                 raise e from None
-            await _retried_start(run, request, e)
+            await retried_start(run, request, e)
         if request is not None:
-            _remember(parts.keyed_starts, caller, request["key"], run.id)
+            parts.keyed_starts.remember(caller, request["key"], run.id)
         state = await run.served_state()
         return Started(id=run.id, state=StateView.of(state, caller) if state else None)
 
