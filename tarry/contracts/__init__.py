@@ -116,6 +116,7 @@ from tarry.contracts.run import (
     Sampling,
     Timeouts,
 )
+from tarry.contracts.timeline import RunTimeline, SpanKind, SpanStatus, TimelineSpan
 from tarry.rules import (
     ApprovalRule,
 )
@@ -194,11 +195,15 @@ __all__ = [
     "RunInput",
     "RunResult",
     "RunState",
+    "RunTimeline",
     "Sampling",
     "Share",
+    "SpanKind",
+    "SpanStatus",
     "StopRequest",
     "StoredPage",
     "StoredPageIndex",
+    "TimelineSpan",
     "Timeouts",
     "ToolCall",
     "ToolDefinition",
