@@ -106,17 +106,25 @@ class _Span:
 
 
 @dataclass
-class _Segment:
-    """One execution's history, read event by event into spans."""
+class _Chain:
+    """The histories of a run's segments, read event by event into spans, oldest
+    segment first (`segment` before each)."""
 
     converter: DataConverter
     spans: list[_Span] = field(default_factory=list)
     calls: dict[int, _Span] = field(default_factory=dict)
-    """Activities and child workflows by the id of the event that scheduled them."""
+    """The segment's activities and child workflows by the id of the event that
+    scheduled them."""
     wait: _Span | None = None
+    """The wait going on: a hand-over passes it on, as the next segment inherits the
+    search attributes (it sets `TarryWaitingFor` again only when it changes)."""
     acts: list[tuple[datetime, str]] = field(default_factory=list)
     """(when, who) of each signal and update that names who sent it."""
     closed: datetime | None = None
+    """When the run ended; None while it goes on (or handed over)."""
+
+    def segment(self) -> None:
+        self.calls, self.closed = {}, None
 
     async def read(self, event: HistoryEvent) -> None:
         at = event.event_time.ToDatetime(UTC)
@@ -149,7 +157,7 @@ class _Segment:
         elif kind in _CHILD_ENDS:
             await self._child_ended(event, kind, at)
         elif kind in _CLOSE_EVENTS:
-            self.closed = at
+            self._segment_closed(kind, at)
 
     def _add(self, span: _Span, event_id: int) -> None:
         self.spans.append(span)
@@ -226,20 +234,28 @@ class _Segment:
         if isinstance(by, str) and by:
             self.acts.append((at, by))
 
+    def _segment_closed(self, kind: str, at: datetime) -> None:
+        """Calls still open when their segment closed were cut short; a wait goes on
+        past a hand-over, and is over when the run ends."""
+        for span in self.calls.values():
+            span.close(at, SpanStatus.CANCELLED)
+        if kind == "workflow_execution_continued_as_new_event_attributes":
+            return
+        self.closed = at
+        if self.wait is not None:
+            self.wait.close(at, SpanStatus.OK)
+            self.wait = None
+
     def finish(self) -> list[_Span]:
-        """The segment's spans, each wait with who answered it; those still open when
-        the segment closed end with it (a call cut short, a wait over)."""
+        """The spans, oldest first, each wait with who answered it."""
         for span in self.spans:
             if span.kind is SpanKind.WAIT:
-                end = span.end or self.closed
+                end = span.end
                 answered = [
                     by for at, by in self.acts if at >= span.start and (end is None or at <= end)
                 ]
                 span.by = answered[-1] if answered else None
-            if span.end is None and self.closed is not None:
-                wait = span.kind is SpanKind.WAIT
-                span.close(self.closed, SpanStatus.OK if wait else SpanStatus.CANCELLED)
-        return self.spans
+        return sorted(self.spans, key=lambda span: span.start)
 
 
 def _moment(value: object) -> datetime | None:
@@ -267,17 +283,14 @@ async def read_timeline(client: Client, run_id: str) -> RunTimeline:
     """The timeline of run `run_id` across its whole chain, as of now; `RUN_NOT_FOUND`
     when there is no such run."""
     chain = await _chain(client, run_id)
-    spans: list[_Span] = []
-    closed: datetime | None = None
+    reader = _Chain(client.data_converter)
     for events in chain:
-        segment = _Segment(client.data_converter)
+        reader.segment()
         for event in events:
-            await segment.read(event)
-        spans += segment.finish()
-        closed = segment.closed
+            await reader.read(event)
+    spans, closed = reader.finish(), reader.closed
     now = datetime.now(UTC)
     started_at = chain[0][0].event_time.ToDatetime(UTC)
-    spans.sort(key=lambda span: span.start)
     return RunTimeline(
         run_id=run_id,
         started_at=started_at,

@@ -152,3 +152,27 @@ async def test_show_timeline_prints_a_row_per_span_with_its_duration_tokens_and_
         f"${as_json.spans[0].cost_usd:.4f}",
     ]
     assert rows[-1].split()[1].endswith("…"), "the open wait's duration is so far"
+
+
+async def test_the_timeline_runs_across_hand_overs_with_a_wait_handed_over_once(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("One."), say("Two."))
+    run = await agent.start("count", continue_as_new_after_turns=1)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    state = await run.send("again")
+    assert state.last_assistant_text == "Two."
+
+    timeline = await run.timeline()
+
+    assert len(await agent.histories(run)) > 1
+    assert [(s.kind, s.waiting_for) for s in timeline.spans] == [
+        (SpanKind.MODEL, None),
+        (SpanKind.WAIT, WaitingFor.INPUT),
+        (SpanKind.MODEL, None),
+        (SpanKind.WAIT, WaitingFor.INPUT),
+    ]
+    [sender] = {m.by for m in await run.transcript() if m.role == "user"}
+    first_wait, last_wait = timeline.spans[1], timeline.spans[3]
+    assert (first_wait.status, first_wait.by) == (SpanStatus.OK, sender)
+    assert (last_wait.status, last_wait.end) == (SpanStatus.OPEN, None)
