@@ -31,6 +31,8 @@ class SpanKind(StrEnum):
 
 
 class SpanStatus(StrEnum):
+    """How a span ended, or that it has not."""
+
     OK = "ok"
     FAILED = "failed"
     """The call failed (its retries spent), or the sub-agent failed or timed out."""
@@ -41,6 +43,8 @@ class SpanStatus(StrEnum):
 
 
 class TimelineSpan(BaseModel):
+    """One model call, tool call, wait for a person or sub-agent of a run's timeline."""
+
     kind: SpanKind
     name: str
     """What the Temporal UI shows it as: `turn 2 · default`, `write_file plan.md`,
@@ -68,6 +72,9 @@ class TimelineSpan(BaseModel):
 
 
 class RunTimeline(BaseModel):
+    """Where a run's time went (`RunHandle.timeline`): its spans on one time axis, from
+    the run's start, as of `now`."""
+
     run_id: str
     started_at: datetime
     """When the run's first segment started."""
