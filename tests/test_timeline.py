@@ -154,6 +154,15 @@ async def test_show_timeline_prints_a_row_per_span_with_its_duration_tokens_and_
     assert rows[-1].split()[1].endswith("…"), "the open wait's duration is so far"
 
 
+async def test_show_timeline_with_a_transcript_option_is_a_usage_error(cli: Cli) -> None:
+    result = await cli("show", "run-any", "--timeline", "--numbers")
+
+    assert result.code == 2
+    assert result.err == (
+        "error: --timeline shows no messages: --from and --numbers are for the transcript\n"
+    )
+
+
 async def test_the_timeline_runs_across_hand_overs_with_a_wait_handed_over_once(
     agent: Agent,
 ) -> None:

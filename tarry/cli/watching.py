@@ -21,6 +21,7 @@ from tarry.cli.common import (
     check_id,
     console,
     emit,
+    fail,
     fail_if_failed,
     one_of,
     output,
@@ -109,6 +110,8 @@ def show(
 ) -> None:
     """Print the run's transcript, and the reason it was stopped with, if it was."""
     if timeline:
+        if start or numbers:
+            fail("--timeline shows no messages: --from and --numbers are for the transcript", 2)
         spans = with_run(run_id, lambda run: run.timeline())
         output(spans, as_json, timeline_view(spans, console.width))
         return
