@@ -5,8 +5,9 @@ The ground floor: what a library user imports to start and talk to runs (`Tarry`
 (`RunInput`, `Phase`, `RunState`, `ReplyPolicy`, ...), who acts on them (`Caller`), what
 `RunHandle.events` yields (`RunEvent`), the errors a caller can meet (`TarryError` with
 its `ErrorCode`, `EncryptionKeyError` from `Tarry.connect`) and how a tool is declared
-(`tool`, `ToolContext`, `ToolError`), and what `Tarry.audit` answers (`AuditRecord`,
-its `Act` and `Door`). The package is typed (`py.typed`): `mypy --strict`
+(`tool`, `ToolContext`, `ToolError`), what `Tarry.audit` answers (`AuditRecord`,
+its `Act` and `Door`), and what `RunHandle.timeline` answers (`RunTimeline`, its
+`TimelineSpan`s, `SpanKind`, `SpanStatus`). The package is typed (`py.typed`): `mypy --strict`
 checks a user's script against it. Workers live in `workers/` (`workers.plugin.TarryPlugin`);
 the command line in `tarry.cli`.
 """
@@ -25,7 +26,11 @@ from tarry.contracts import (
     RunInput,
     RunResult,
     RunState,
+    RunTimeline,
     Sampling,
+    SpanKind,
+    SpanStatus,
+    TimelineSpan,
     WaitingFor,
 )
 from tarry.events import EventKind, RunEvent
@@ -55,13 +60,17 @@ __all__ = [
     "RunInput",
     "RunResult",
     "RunState",
+    "RunTimeline",
     "Sampling",
     "ScheduleHandle",
     "ScheduleSummary",
     "ScheduleView",
+    "SpanKind",
+    "SpanStatus",
     "Tarry",
     "TarryError",
     "TarrySettings",
+    "TimelineSpan",
     "Tool",
     "ToolContext",
     "ToolError",

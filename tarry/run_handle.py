@@ -52,6 +52,7 @@ from tarry.contracts import (
     RunInput,
     RunResult,
     RunState,
+    RunTimeline,
     StopRequest,
     TranscriptAnswer,
     TranscriptPage,
@@ -67,6 +68,7 @@ from tarry.identities import Caller
 from tarry.ownership import access_attributes, carried
 from tarry.pages import PageMissing, PageStore
 from tarry.text import summary_of
+from tarry.timeline import read_timeline
 
 __all__ = [
     "ID_REUSE",
@@ -497,6 +499,11 @@ class RunHandle:
             RunEvent(kind=EventKind.MESSAGE, index=index, message=message)
             for index, message in enumerate(messages, start=start)
         ]
+
+    async def timeline(self) -> RunTimeline:
+        """Where the run's time went: its model calls, tool calls, waits for people and
+        sub-agents on one time axis, read from its history (`tarry.timeline`)."""
+        return await read_timeline(self._client, self.id)
 
     async def result(self) -> RunResult:
         """Waits for the run to end and returns how it ended, following continue-as-new."""

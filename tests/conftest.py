@@ -86,6 +86,7 @@ END_TO_END = {
     "test_doc_examples.py",
     "test_guide_tours.py",
     "test_inbox.py",
+    "test_inbox_timeline.py",
     "test_mcp_server.py",
     "test_mcp_tools.py",
     "test_outside_callers.py",

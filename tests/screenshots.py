@@ -6,6 +6,8 @@ in headless Chromium. Look at each picture before committing it.
   chat run waiting for its user;
 - `tour-inbox.png`: that run's page in the inbox, its `write_file` waiting;
 - `tour-temporal-ui.png`: the tour's run in the Temporal UI once it completed;
+- `tour-timeline.png`: that run's timeline in the inbox: its calls, the waits for a reply,
+  the approval and the budget;
 - `teams-ui-lead.png`, `teams-ui-child.png`: the teams tour's lead (`launch-plan`) and its
   child in the Temporal UI;
 - `cli-reference.png`: the docs site's command-line reference (built first, `scripts/docs`).
@@ -37,11 +39,36 @@ LEAD = "launch-plan"
 def shoot(browser: WebDriver, url: str, marker: str, out: Path) -> None:
     """`url` once its text holds `marker`, as a PNG at `out`."""
     browser.get(url)
+    _until_shown(browser, url, marker)
+    _save(browser, out)
+
+
+def shoot_timeline(browser: WebDriver, url: str, shown: str, marker: str, out: Path) -> None:
+    """The run page at `url`, once it shows `shown`, with its timeline opened and scrolled
+    into view, once that holds `marker`."""
+    browser.get(url)
+    _until_shown(browser, url, shown)
+    # Opened as a click on its summary does (`toggle`); the page's sticky bar may cover it.
+    browser.execute_script("document.getElementById('timeline').open = true")
+    _until_shown(browser, url, marker)
+    time.sleep(SETTLE)  # the page may still scroll to its newest message
+    browser.execute_script(
+        "const top = document.getElementById('run').getBoundingClientRect().top;"
+        " window.scrollTo(0, top + window.scrollY - 60)"
+    )
+    browser.save_screenshot(str(out))
+    print(f"wrote {out}")
+
+
+def _until_shown(browser: WebDriver, url: str, marker: str) -> None:
     give_up = time.monotonic() + PATIENCE
     while marker not in browser.find_element("tag name", "body").text:
         if time.monotonic() > give_up:
             raise SystemExit(f"error: {url} never showed {marker!r}")
         time.sleep(0.2)
+
+
+def _save(browser: WebDriver, out: Path) -> None:
     time.sleep(SETTLE)
     browser.save_screenshot(str(out))
     print(f"wrote {out}")
@@ -70,6 +97,10 @@ async def take(out: Path, home: Path) -> None:
             home,
         )
         await run_command(f"tarry watch {LEAD}", dev.env, home)
+        with chromium(1280, 860) as browser:
+            page = f"{dev.api}/#/runs/{run}"
+            done = "the checklist is in actions.md"
+            shoot_timeline(browser, page, done, "budget · by", out / "tour-timeline.png")
         with chromium(1440, 1100) as browser:
             shoot(browser, f"{ui}/{run}", "Completed", out / "tour-temporal-ui.png")
             shoot(browser, f"{ui}/{LEAD}", "researcher for", out / "teams-ui-lead.png")

@@ -723,6 +723,7 @@ async def test_the_openapi_document_describes_every_route(api: Api) -> None:
         "/v1/runs",
         "/v1/runs/{run_id}",
         "/v1/runs/{run_id}/transcript",
+        "/v1/runs/{run_id}/timeline",
         "/v1/runs/{run_id}/messages",
         "/v1/runs/{run_id}/approvals",
         "/v1/runs/{run_id}/budget",

@@ -130,6 +130,7 @@ async def test_routes_that_name_a_run_are_found_in_the_openapi_document(api: Api
     named = await routes(api, "run_id")
     assert ("get", "/v1/runs/{run_id}/events") in named
     assert ("post", "/v1/runs/{run_id}/approvals") in named
+    assert ("get", "/v1/runs/{run_id}/timeline") in named
     assert len(named) >= 12
 
 

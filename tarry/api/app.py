@@ -37,6 +37,7 @@ from tarry.api.models import Health
 from tarry.api.parts import AppParts, TarryOf
 from tarry.api.routes import runs_router
 from tarry.api.schedules import schedules_router
+from tarry.api.timeline import timeline_router
 from tarry.client import Tarry
 from tarry.settings import TarrySettings
 
@@ -77,6 +78,7 @@ def create_app(
     app.include_router(agui_router(), dependencies=guarded)
     app.include_router(audit_router(), dependencies=guarded)
     app.include_router(datasets_router(), dependencies=guarded)
+    app.include_router(timeline_router(), dependencies=guarded)
     app.include_router(_docs_router())  # the API's description: no data, the same everywhere
     app.include_router(actions_router())  # the link's token is its own guard
     app.add_api_route(

@@ -21,6 +21,7 @@ from tarry.cli.common import (
     check_id,
     console,
     emit,
+    fail,
     fail_if_failed,
     one_of,
     output,
@@ -31,6 +32,7 @@ from tarry.cli.common import (
 from tarry.cli.follow import follow
 from tarry.cli.live import LiveView
 from tarry.cli.render import label_rows, message_text, state_text, when
+from tarry.cli.timeline import timeline_view
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import AuditRecord, ChatMessage, ErrorCode, Phase, RunState, WaitingFor
 from tarry.run_list import RunRow, find_children, find_runs
@@ -95,9 +97,24 @@ def show(
             "--numbers", metavar=FLAG, help="Number the messages, as `tarry fork --at` counts."
         ),
     ] = False,
+    timeline: Annotated[
+        bool,
+        typer.Option(
+            "--timeline",
+            metavar=FLAG,
+            help="Print where the run's time went instead: its model calls, tool calls, waits"
+            " for people and sub-agents, each with its start, duration, tokens and cost.",
+        ),
+    ] = False,
     as_json: AsJson = False,
 ) -> None:
     """Print the run's transcript, and the reason it was stopped with, if it was."""
+    if timeline:
+        if start or numbers:
+            fail("--timeline shows no messages: --from and --numbers are for the transcript", 2)
+        spans = with_run(run_id, lambda run: run.timeline())
+        output(spans, as_json, timeline_view(spans, console.width))
+        return
 
     async def read(run: RunHandle) -> tuple[list[ChatMessage], RunState]:
         return await run.transcript(start=start), await run.state()

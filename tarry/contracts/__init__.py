@@ -117,6 +117,7 @@ from tarry.contracts.run import (
     Sampling,
     Timeouts,
 )
+from tarry.contracts.timeline import RunTimeline, SpanKind, SpanStatus, TimelineSpan
 from tarry.rules import (
     ApprovalRule,
 )
@@ -196,11 +197,15 @@ __all__ = [
     "RunInput",
     "RunResult",
     "RunState",
+    "RunTimeline",
     "Sampling",
     "Share",
+    "SpanKind",
+    "SpanStatus",
     "StopRequest",
     "StoredPage",
     "StoredPageIndex",
+    "TimelineSpan",
     "Timeouts",
     "ToolCall",
     "ToolDefinition",

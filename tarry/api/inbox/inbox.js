@@ -258,6 +258,8 @@ function runPage(id) {
     children: [], // the sub-agent runs it started, as the API last listed them
     treeDrawn: "", // what its tree of sub-agents last drew
     mayWrite: true, // whether this page's person may change the run (the API's `may_write`)
+    timeline: null, // its timeline as last read, when and its rows (`drawTimeline`)
+    timelineFollowed: false, // whether `followTimeline` reads it already
   };
 }
 
@@ -282,6 +284,7 @@ async function openRun(id) {
     scrollToEnd(); // opened: its newest message
     follow(view, state.events);
     pollState(view);
+    followTimeline(view); // when the person keeps it open from run to run
   } catch (error) {
     if (view === current) notice(error.message);
   }
@@ -296,6 +299,8 @@ function clearRunPage(id) {
   $("approvals").replaceChildren();
   $("run-tree").replaceChildren();
   $("run-tree").hidden = true;
+  $("timeline-rows").replaceChildren();
+  $("timeline-summary").textContent = "";
   notice("");
   showRetrying(null);
   showModelFailing({});
@@ -665,6 +670,94 @@ function runLink(id) {
   return link;
 }
 
+// --- The run's timeline ---------------------------------------------------------------
+
+const TIMELINE_POLL_MS = 2000; // how often an open timeline of a run going on is read again
+const TIMELINE_TICK_MS = 250; // how often its open span (the current wait) is drawn longer
+
+// Where the run's time went (`GET /v1/runs/{id}/timeline`), read while the person has the
+// timeline open and the run goes on. Between two reads the open span grows on this page's
+// clock from the server's `now`, so a wait for a person is seen growing as it lasts.
+async function followTimeline(view) {
+  if (view.timelineFollowed) return;
+  view.timelineFollowed = true;
+  try {
+    while (view === current && $("timeline").open) {
+      const timeline = await api("GET", `/v1/runs/${encodeURIComponent(view.id)}/timeline`);
+      if (view !== current) return;
+      drawTimeline(view, timeline);
+      if (timeline.ended) return;
+      for (let waited = 0; waited < TIMELINE_POLL_MS; waited += TIMELINE_TICK_MS) {
+        await new Promise((resolve) => setTimeout(resolve, TIMELINE_TICK_MS));
+        if (view !== current || !$("timeline").open) return;
+        growTimeline(view);
+      }
+    }
+  } catch (error) {
+    if (view === current) $("timeline-summary").textContent = error.message;
+  } finally {
+    view.timelineFollowed = false;
+  }
+}
+
+function durationText(seconds) {
+  if (seconds < 1) return `${Math.round(seconds * 1000)}ms`;
+  if (seconds < 60) return `${seconds.toFixed(1)}s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return `${minutes}m${String(Math.floor(seconds % 60)).padStart(2, "0")}s`;
+  return `${Math.floor(minutes / 60)}h${String(minutes % 60).padStart(2, "0")}m`;
+}
+
+function drawTimeline(view, timeline) {
+  view.timeline = { timeline, readAt: Date.now(), rows: [] };
+  const rows = timeline.spans.map((span) => {
+    const row = el("li", `span ${span.kind} ${span.status}`);
+    let name = span.name + (span.by ? ` · by ${span.by}` : "");
+    if (span.status === "failed" || span.status === "cancelled") name += ` (${span.status})`;
+    if (span.attempts > 1) name += ` (${span.attempts} attempts)`;
+    const nameCell = el("span", "span-name");
+    if (span.run_id) {
+      const link = runLink(span.run_id);
+      link.textContent = name;
+      nameCell.append(link);
+    } else nameCell.textContent = name;
+    nameCell.title = name;
+    const numbers = [];
+    if (span.tokens != null) numbers.push(`${span.tokens} tokens`);
+    if (span.cost_usd != null) numbers.push(`$${span.cost_usd.toFixed(4)}`);
+    const took = el("span", "span-took");
+    const track = el("span", "span-track");
+    const bar = el("span", "span-bar");
+    track.append(bar);
+    row.append(el("span", "span-start", `+${durationText(span.offset_s)}`), took, el("span", "span-kind", span.kind));
+    row.append(nameCell, el("span", "span-numbers", numbers.join(" · ")), track);
+    view.timeline.rows.push({ span, took, bar });
+    return row;
+  });
+  $("timeline-rows").replaceChildren(...rows);
+  growTimeline(view);
+}
+
+// The durations and bars as of now: open spans, and the run's own span, grown since the read.
+function growTimeline(view) {
+  const { timeline, readAt, rows } = view.timeline;
+  const grown = timeline.ended ? 0 : (Date.now() - readAt) / 1000;
+  const total = Math.max(timeline.duration_s + grown, 0.001);
+  const model = timeline.spans.filter((span) => span.kind === "model");
+  const tokens = model.reduce((sum, span) => sum + (span.tokens || 0), 0);
+  const cost = model.reduce((sum, span) => sum + (span.cost_usd || 0), 0);
+  const state = timeline.ended ? "ended" : "open";
+  $("timeline-summary").textContent =
+    `${durationText(total)} · ${state} · ${tokens} tokens${cost ? ` · $${cost.toFixed(4)}` : ""}`;
+  for (const { span, took, bar } of rows) {
+    const open = span.status === "open";
+    const seconds = span.duration_s + (open ? grown : 0);
+    took.textContent = durationText(seconds) + (open ? "…" : "");
+    bar.style.left = `${(span.offset_s / total) * 100}%`;
+    bar.style.width = `${(seconds / total) * 100}%`;
+  }
+}
+
 // --- A spent budget -------------------------------------------------------------------
 
 function showBudget(state) {
@@ -969,6 +1062,9 @@ function wire() {
     api("POST", `/v1/runs/${encodeURIComponent(current.id)}/stop`, { reason: reason || null }).catch((e) => notice(e.message));
   });
   $("retry-button").addEventListener("click", retryModel);
+  $("timeline").addEventListener("toggle", () => {
+    if ($("timeline").open && current.id) followTimeline(current);
+  });
   $("budget-form").addEventListener("submit", (event) => {
     event.preventDefault();
     raiseBudget();

@@ -1,0 +1,324 @@
+"""A run's timeline (`tarry.contracts.timeline`), read from its Temporal history.
+
+Each segment of the run's continue-as-new chain is one execution under the run's id; its
+history holds what the timeline needs, so no trace store and no worker are asked:
+
+- a model or tool call is an activity, from its scheduling to its end (a quick tool's
+  local activity is a marker that records its own times); the model call's tokens and
+  cost are in its result;
+- a wait for a person runs from the `TarryWaitingFor` search attribute being set to it
+  being unset or changed; who answered is the last person acting on the run meanwhile
+  (a signal's or an update's `by`);
+- a sub-agent is a child workflow, its tokens and cost those of its result.
+
+The segments are found backwards from the newest: each one's start names the one it
+continues. `GET /v1/runs/{id}/timeline`, `tarry show RUN --timeline` and the inbox read it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio.api.common.v1 import Payload
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client
+from temporalio.converter import DataConverter
+
+from tarry.contracts import (
+    CATALOGUE_CHECK_ACTIVITY,
+    LLM_ACTIVITY,
+    NOTIFY_ACTIVITY,
+    PAGE_ACTIVITY,
+    PAGE_INDEX_ACTIVITY,
+    TOOL_CATALOGUE_ACTIVITY,
+    WAITING_FOR_ATTRIBUTE,
+    LlmResponse,
+    RunResult,
+    RunTimeline,
+    SpanKind,
+    SpanStatus,
+    TimelineSpan,
+    Usage,
+    WaitingFor,
+)
+from tarry.errors import translated_errors
+
+__all__ = ["read_timeline"]
+
+_HOUSEKEEPING = frozenset(
+    {
+        TOOL_CATALOGUE_ACTIVITY,
+        CATALOGUE_CHECK_ACTIVITY,
+        PAGE_ACTIVITY,
+        PAGE_INDEX_ACTIVITY,
+        NOTIFY_ACTIVITY,
+    }
+)
+"""Activities that are the run's own bookkeeping, not a call of the model or a tool."""
+_LOCAL_ACTIVITY_MARKER = "core_local_activity"
+_CLOSE_EVENTS = frozenset(
+    {
+        "workflow_execution_completed_event_attributes",
+        "workflow_execution_failed_event_attributes",
+        "workflow_execution_timed_out_event_attributes",
+        "workflow_execution_canceled_event_attributes",
+        "workflow_execution_terminated_event_attributes",
+        "workflow_execution_continued_as_new_event_attributes",
+    }
+)
+_ACTIVITY_ENDS = {
+    "activity_task_completed_event_attributes": SpanStatus.OK,
+    "activity_task_failed_event_attributes": SpanStatus.FAILED,
+    "activity_task_timed_out_event_attributes": SpanStatus.FAILED,
+    "activity_task_canceled_event_attributes": SpanStatus.CANCELLED,
+}
+_CHILD_ENDS = {
+    "child_workflow_execution_completed_event_attributes": SpanStatus.OK,
+    "child_workflow_execution_failed_event_attributes": SpanStatus.FAILED,
+    "child_workflow_execution_timed_out_event_attributes": SpanStatus.FAILED,
+    "start_child_workflow_execution_failed_event_attributes": SpanStatus.FAILED,
+    "child_workflow_execution_canceled_event_attributes": SpanStatus.CANCELLED,
+    "child_workflow_execution_terminated_event_attributes": SpanStatus.CANCELLED,
+}
+
+
+@dataclass
+class _Span:
+    """A span while its segment is read: its end and numbers come later."""
+
+    kind: SpanKind
+    name: str
+    start: datetime
+    end: datetime | None = None
+    status: SpanStatus = SpanStatus.OPEN
+    attempts: int = 1
+    usage: Usage | None = None
+    waiting_for: WaitingFor | None = None
+    by: str | None = None
+    run_id: str | None = None
+
+    def close(self, at: datetime, status: SpanStatus) -> None:
+        self.end, self.status = at, status
+
+
+@dataclass
+class _Chain:
+    """The histories of a run's segments, read event by event into spans, oldest
+    segment first (`segment` before each)."""
+
+    converter: DataConverter
+    spans: list[_Span] = field(default_factory=list)
+    calls: dict[int, _Span] = field(default_factory=dict)
+    """The segment's activities and child workflows by the id of the event that
+    scheduled them."""
+    wait: _Span | None = None
+    """The wait going on: a hand-over passes it on, as the next segment inherits the
+    search attributes (it sets `TarryWaitingFor` again only when it changes)."""
+    acts: list[tuple[datetime, str]] = field(default_factory=list)
+    """(when, who) of each signal and update that names who sent it."""
+    closed: datetime | None = None
+    """When the run ended; None while it goes on (or handed over)."""
+
+    def segment(self) -> None:
+        self.calls, self.closed = {}, None
+
+    async def read(self, event: HistoryEvent) -> None:
+        at = event.event_time.ToDatetime(UTC)
+        kind = event.WhichOneof("attributes")
+        if kind == "activity_task_scheduled_event_attributes":
+            activity = event.activity_task_scheduled_event_attributes.activity_type.name
+            if activity not in _HOUSEKEEPING:
+                span_kind = SpanKind.MODEL if activity == LLM_ACTIVITY else SpanKind.TOOL
+                name = await self._summary(event) or activity
+                self._add(_Span(span_kind, name, at), event.event_id)
+        elif kind == "activity_task_started_event_attributes":
+            started = event.activity_task_started_event_attributes
+            if (span := self.calls.get(started.scheduled_event_id)) is not None:
+                span.attempts = max(1, started.attempt)
+        elif kind in _ACTIVITY_ENDS:
+            await self._activity_ended(event, kind, at)
+        elif kind == "marker_recorded_event_attributes":
+            self._local_activity(event)
+        elif kind == "upsert_workflow_search_attributes_event_attributes":
+            self._waiting(event, at)
+        elif kind == "workflow_execution_signaled_event_attributes":
+            await self._act(at, event.workflow_execution_signaled_event_attributes.input.payloads)
+        elif kind == "workflow_execution_update_accepted_event_attributes":
+            request = event.workflow_execution_update_accepted_event_attributes.accepted_request
+            await self._act(at, request.input.args.payloads)
+        elif kind == "start_child_workflow_execution_initiated_event_attributes":
+            child = event.start_child_workflow_execution_initiated_event_attributes.workflow_id
+            span = _Span(SpanKind.AGENT, await self._summary(event) or child, at, run_id=child)
+            self._add(span, event.event_id)
+        elif kind in _CHILD_ENDS:
+            await self._child_ended(event, kind, at)
+        elif kind in _CLOSE_EVENTS:
+            self._segment_closed(kind, at)
+
+    def _add(self, span: _Span, event_id: int) -> None:
+        self.spans.append(span)
+        self.calls[event_id] = span
+
+    async def _summary(self, event: HistoryEvent) -> str | None:
+        """What the workflow named the step (`workflows.details`), when it did."""
+        if not event.user_metadata.HasField("summary"):
+            return None
+        [summary] = await self.converter.decode([event.user_metadata.summary], [str])
+        return str(summary) or None
+
+    async def _activity_ended(self, event: HistoryEvent, kind: str, at: datetime) -> None:
+        attributes = getattr(event, kind)
+        span = self.calls.pop(attributes.scheduled_event_id, None)
+        if span is None:
+            return
+        span.close(at, _ACTIVITY_ENDS[kind])
+        if span.kind is SpanKind.MODEL and kind == "activity_task_completed_event_attributes":
+            payloads = attributes.result.payloads
+            [response] = await self.converter.decode(payloads[:1], [LlmResponse])
+            span.usage = response.usage
+
+    async def _child_ended(self, event: HistoryEvent, kind: str, at: datetime) -> None:
+        attributes = getattr(event, kind)
+        span = self.calls.pop(attributes.initiated_event_id, None)
+        if span is None:
+            return
+        span.close(at, _CHILD_ENDS[kind])
+        if kind == "child_workflow_execution_completed_event_attributes":
+            [result] = await self.converter.decode(attributes.result.payloads[:1], [RunResult])
+            span.usage = result.usage
+
+    def _local_activity(self, event: HistoryEvent) -> None:
+        """A quick tool's call that ran as a local activity: its marker records when it
+        was scheduled and when it completed (the summary is not kept)."""
+        marker = event.marker_recorded_event_attributes
+        if marker.marker_name != _LOCAL_ACTIVITY_MARKER or "data" not in marker.details:
+            return
+        data: dict[str, Any] = json.loads(marker.details["data"].payloads[0].data)
+        activity = str(data.get("activity_type", ""))
+        if not activity or activity in _HOUSEKEEPING or activity == LLM_ACTIVITY:
+            return
+        end = _moment(data.get("complete_time")) or event.event_time.ToDatetime(UTC)
+        start = min(_moment(data.get("original_schedule_time")) or end, end)
+        span = _Span(SpanKind.TOOL, activity, start, attempts=max(1, data.get("attempt", 1)))
+        span.close(end, SpanStatus.OK)
+        self.spans.append(span)
+
+    def _waiting(self, event: HistoryEvent, at: datetime) -> None:
+        """A wait starts where the run sets `TarryWaitingFor`, and ends where it unsets
+        or changes it."""
+        fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes
+        payload = fields.indexed_fields.get(WAITING_FOR_ATTRIBUTE.name)
+        if payload is None:
+            return
+        value = json.loads(payload.data) if payload.data else None
+        waiting_for = WaitingFor(value) if value else None
+        if self.wait is not None and self.wait.waiting_for is waiting_for:
+            return
+        if self.wait is not None:
+            self.wait.close(at, SpanStatus.OK)
+            self.wait = None
+        if waiting_for is not None:
+            self.wait = _Span(SpanKind.WAIT, waiting_for.value, at, waiting_for=waiting_for)
+            self.spans.append(self.wait)
+
+    async def _act(self, at: datetime, payloads: Sequence[Payload]) -> None:
+        """Notes who sent a signal or an update, when its payload names them."""
+        if not payloads:
+            return
+        [value] = await self.converter.decode(payloads[:1])
+        by = value.get("by") if isinstance(value, dict) else None
+        if isinstance(by, str) and by:
+            self.acts.append((at, by))
+
+    def _segment_closed(self, kind: str, at: datetime) -> None:
+        """Calls still open when their segment closed were cut short; a wait goes on
+        past a hand-over, and is over when the run ends."""
+        for span in self.calls.values():
+            span.close(at, SpanStatus.CANCELLED)
+        if kind == "workflow_execution_continued_as_new_event_attributes":
+            return
+        self.closed = at
+        if self.wait is not None:
+            self.wait.close(at, SpanStatus.OK)
+            self.wait = None
+
+    def finish(self) -> list[_Span]:
+        """The spans, oldest first, each wait with who answered it."""
+        for span in self.spans:
+            if span.kind is SpanKind.WAIT:
+                end = span.end
+                answered = [
+                    by for at, by in self.acts if at >= span.start and (end is None or at <= end)
+                ]
+                span.by = answered[-1] if answered else None
+        return sorted(self.spans, key=lambda span: span.start)
+
+
+def _moment(value: object) -> datetime | None:
+    """A protobuf timestamp as core's marker data writes it: `{seconds, nanos}`."""
+    if not isinstance(value, dict) or "seconds" not in value:
+        return None
+    return datetime.fromtimestamp(value["seconds"] + value.get("nanos", 0) / 1e9, UTC)
+
+
+async def _chain(client: Client, run_id: str) -> list[list[HistoryEvent]]:
+    """The events of each segment of the run's chain, oldest segment first."""
+    async with translated_errors(run_id):
+        segment: str | None = (await client.get_workflow_handle(run_id).describe()).run_id
+        chain: list[list[HistoryEvent]] = []
+        while segment:
+            handle = client.get_workflow_handle(run_id, run_id=segment)
+            events = list((await handle.fetch_history()).events)
+            chain.insert(0, events)
+            started = events[0].workflow_execution_started_event_attributes
+            segment = started.continued_execution_run_id or None
+    return chain
+
+
+async def read_timeline(client: Client, run_id: str) -> RunTimeline:
+    """The timeline of run `run_id` across its whole chain, as of now; `RUN_NOT_FOUND`
+    when there is no such run."""
+    chain = await _chain(client, run_id)
+    reader = _Chain(client.data_converter)
+    for events in chain:
+        reader.segment()
+        for event in events:
+            await reader.read(event)
+    spans, closed = reader.finish(), reader.closed
+    now = datetime.now(UTC)
+    started_at = chain[0][0].event_time.ToDatetime(UTC)
+    return RunTimeline(
+        run_id=run_id,
+        started_at=started_at,
+        now=now,
+        duration_s=_seconds(started_at, closed or now),
+        ended=closed is not None,
+        spans=[_timeline_span(span, started_at, now) for span in spans],
+    )
+
+
+def _seconds(start: datetime, end: datetime) -> float:
+    return max(0.0, (end - start).total_seconds())
+
+
+def _timeline_span(span: _Span, started_at: datetime, now: datetime) -> TimelineSpan:
+    usage = span.usage
+    return TimelineSpan(
+        kind=span.kind,
+        name=span.name,
+        start=span.start,
+        end=span.end,
+        offset_s=_seconds(started_at, span.start),
+        duration_s=_seconds(span.start, span.end or now),
+        status=span.status,
+        attempts=span.attempts,
+        tokens=usage.total_tokens if usage is not None else None,
+        cost_usd=usage.cost_usd if usage is not None and usage.cost_usd else None,
+        waiting_for=span.waiting_for,
+        by=span.by,
+        run_id=span.run_id,
+    )
