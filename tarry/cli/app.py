@@ -14,7 +14,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from tarry.cli import approvals, doctor, local, model, runs, schedule, serve, watching
+from tarry.cli import approvals, doctor, evals, local, model, runs, schedule, serve, watching
 from tarry.cli.common import FLAG, Panel
 from tarry.entrypoint import exit_now
 from tarry.text import shorten
@@ -30,6 +30,7 @@ app = typer.Typer(
 for group in (runs, watching, approvals, model, local, doctor, serve):
     app.add_typer(group.commands)
 app.add_typer(schedule.commands, rich_help_panel=Panel.SCHEDULES)  # `tarry schedule ...`
+app.add_typer(evals.commands, rich_help_panel=Panel.EVALS)  # `tarry eval ...`
 
 
 def _show_version(show: bool) -> None:

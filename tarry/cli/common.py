@@ -55,6 +55,7 @@ class Panel(StrEnum):
     LOCAL = "Local stack"
     SERVERS = "Servers"
     SCHEDULES = "Schedules"
+    EVALS = "Evals"
 
 
 RunId = Annotated[

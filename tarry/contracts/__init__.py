@@ -45,6 +45,17 @@ from tarry.contracts.checks import (
     run_id_problem,
 )
 from tarry.contracts.datasets import DatasetManifest, DecisionPoint, Label, Verdict
+from tarry.contracts.evals import (
+    ANSWER_TOOL,
+    EVAL_REPORT_QUERY,
+    EVAL_WORKFLOW,
+    AnswerScorer,
+    EvalInput,
+    EvalReport,
+    PointScore,
+    Rate,
+    Spend,
+)
 from tarry.contracts.messages import (
     TRANSCRIPT_PAGE_BYTES,
     ChatMessage,
@@ -122,11 +133,14 @@ from tarry.rules import (
 
 __all__ = [
     "AGENT_TOOL_PREFIX",
+    "ANSWER_TOOL",
     "AUDIT_QUERY",
     "CATALOGUE_CHECK_ACTIVITY",
     "CATALOGUE_CHECK_WORKFLOW",
     "COST_ATTRIBUTE",
     "DEFAULT_TASK_QUEUE",
+    "EVAL_REPORT_QUERY",
+    "EVAL_WORKFLOW",
     "FINISH_TOOL",
     "INTERRUPTED_NOTE",
     "LLM_ACTIVITY",
@@ -156,6 +170,7 @@ __all__ = [
     "AgentArguments",
     "AgentReport",
     "AgentSpec",
+    "AnswerScorer",
     "ApprovalDefault",
     "ApprovalRule",
     "AuditRecord",
@@ -173,6 +188,8 @@ __all__ = [
     "Door",
     "ErrorCode",
     "ErrorInfo",
+    "EvalInput",
+    "EvalReport",
     "FinishArguments",
     "Fork",
     "ForkOrigin",
@@ -188,6 +205,8 @@ __all__ = [
     "PauseRequest",
     "PendingApproval",
     "Phase",
+    "PointScore",
+    "Rate",
     "ReplyPolicy",
     "ReplyPolicyChange",
     "Retrying",
@@ -196,6 +215,7 @@ __all__ = [
     "RunState",
     "Sampling",
     "Share",
+    "Spend",
     "StopRequest",
     "StoredPage",
     "StoredPageIndex",
