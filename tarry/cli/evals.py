@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 from typer._click import Context  # typer's own click, whose Context its groups take
 from typer.core import TyperGroup
 
@@ -178,11 +179,10 @@ def view(report: EvalReport) -> Group:
         "cost (USD)", f"{s.candidate_usage.cost_usd:.4f}", f"{s.original_usage.cost_usd:.4f}"
     )
     spend.add_row("mean latency (ms)", _ms(s.candidate_latency_ms), _ms(s.original_latency_ms))
-    misses = Table(
-        "point", "decision", "original", "candidate", title="Disagreements", title_justify="left"
-    )
+    lines = [f"Disagreements ({len(report.disagreements)})"]
     for d in report.disagreements:
-        decision = d.verdict.value + (f" ({d.label.reason})" if d.label.reason else "")
+        decision = d.verdict.value + (f" by {d.label.by}" if d.label.by else "")
+        decision += f" ({d.label.reason})" if d.label.reason else ""
         if d.label.arguments is not None:
             decision += f" to {json.dumps(d.label.arguments)}"
         original = (
@@ -192,8 +192,13 @@ def view(report: EvalReport) -> Group:
         )
         calls = d.candidate_calls
         candidate = "; ".join(f"{c.function.name} {c.function.arguments}" for c in calls)
-        misses.add_row(d.id, decision, original, candidate or d.candidate_answer or "(nothing)")
-    return Group(head, rates, spend, misses)
+        lines += [
+            f"- {d.id}: {decision}",
+            f"    original:  {original}",
+            f"    candidate: {candidate or d.candidate_answer or '(nothing)'}",
+        ]
+    # Lines, not a table: a proposal's arguments stay whole and greppable at any width.
+    return Group(head, rates, spend, Text("\n".join(lines)))
 
 
 def _ms(value: float | None) -> str:
