@@ -20,14 +20,15 @@ from tarry.contracts import (
 )
 from tarry.testing.scripted_model import ScriptedModel, call, say
 
-_PATH = {"type": "object", "properties": {"path": {"type": "string"}}}
+_STRING: dict[str, Any] = {"type": "string"}
+_PATH: dict[str, Any] = {"type": "object", "properties": {"path": _STRING}}
 TOOLS = [
     ToolDefinition(name="list_files", description="List the workspace's files."),
     ToolDefinition(name="read_file", description="Read a file.", parameters=_PATH),
     ToolDefinition(
         name="write_file",
         description="Write a file.",
-        parameters={**_PATH, "properties": {**_PATH["properties"], "content": {"type": "string"}}},
+        parameters={"type": "object", "properties": {"path": _STRING, "content": _STRING}},
         needs_approval=True,
     ),
 ]
