@@ -10,11 +10,18 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from tarry.contracts import EvalReport, Verdict
-from tarry.eval_scoring import closeness, wilson
+from tarry.contracts import (
+    ANSWER_TOOL,
+    ChatMessage,
+    DecisionPoint,
+    EvalReport,
+    Label,
+    Verdict,
+)
+from tarry.eval_scoring import closeness, judge_prompt, wilson
 from tarry.run_list import runs_query
 from tarry.settings import ModelProfile
-from tarry.testing.scripted_model import ScriptedModel
+from tarry.testing.scripted_model import ScriptedModel, say
 from tests.cli import Cli, until_listed
 from tests.conftest import CANARY_KEY, Agent
 from tests.eval_dataset import DISAGREED, agree_on_all, agree_on_three, write_dataset
@@ -175,3 +182,46 @@ def test_the_wilson_interval_of_three_in_four_is_the_textbook_one() -> None:
     assert (round(low, 3), round(high, 3)) == (0.301, 0.954)
     assert wilson(0, 0) == (0.0, 1.0)
     assert wilson(4, 4)[1] == pytest.approx(1.0)
+
+
+async def test_a_tool_s_tolerance_counts_an_edit_half_matched_as_agreement(
+    cli: Cli, agent: Agent, dataset: Path
+) -> None:
+    agree_on_three(agent.model)
+
+    report = await evaluate(cli, dataset, "--tolerance", "write_file=0.5")
+    refused = await cli("eval", str(dataset), "--model", "default", "--tolerance", "write_file")
+
+    assert (report.overall.agreement, report.disagreements) == (1.0, [])
+    refused.assert_one_error_line("error: EVAL_INVALID: --tolerance 'write_file'")
+
+
+ASKED = "What is the capital of France?"
+ANSWERED = DecisionPoint(
+    id="run-9/1/answer",
+    run_id="run-9",
+    model="default",
+    messages=[ChatMessage(role="user", content=ASKED)],
+    answer="Paris",
+    label=Label(verdict=Verdict.ANSWERED, reply="Thanks!"),
+)
+
+
+@pytest.mark.parametrize(
+    ("scorer", "agrees"), [("exact", False), ("contains", True), ("judge", True)]
+)
+async def test_a_final_answer_goes_to_the_chosen_scorer(
+    cli: Cli, agent: Agent, tmp_path: Path, scorer: str, agrees: bool
+) -> None:
+    candidate = "It is Paris."
+    agent.model.add_conversation(ASKED, say(candidate))
+    agent.model.add_conversation(judge_prompt(ANSWERED, candidate), say("PASS: the same city."))
+    dataset = tmp_path / "answers.jsonl"
+    dataset.write_text(ANSWERED.model_dump_json() + "\n", encoding="utf-8")
+
+    report = await evaluate(
+        cli, dataset, "--scorer", scorer, "--judge", "default", "--rubric", "Same facts?"
+    )
+
+    assert report.per_tool[ANSWER_TOOL].agreed == int(agrees)
+    assert len(agent.model.requests) == (2 if scorer == "judge" else 1)

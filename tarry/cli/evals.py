@@ -78,6 +78,14 @@ def run(
         str | None, typer.Option(help="The judge's model profile, for `--scorer judge`.")
     ] = None,
     rubric: Annotated[str | None, typer.Option(help="What the judge is told to look for.")] = None,
+    tolerance: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="TOOL=X",
+            help="Count a call of TOOL as the same at this closeness of its arguments (0-1);"
+            " repeat it. Unnamed tools need JSON-equal arguments.",
+        ),
+    ] = None,
     max_cost: Annotated[
         float | None, typer.Option(help="Stop asking once the candidate spent this (USD).")
     ] = None,
@@ -88,6 +96,7 @@ def run(
 ) -> None:
     """Replay DATASET against a candidate and print its report, once every point is scored."""
     try:
+        tolerances = _tolerances(tolerance or [])
         points = load_points(str(dataset))
         prompt = system.read_text(encoding="utf-8") if system else None
     except TarryError as e:
@@ -102,6 +111,7 @@ def run(
         system=prompt,
         tools=tools or None,
         concurrency=concurrency,
+        tolerance=tolerances,
         budget=budget if max_cost or max_tokens else None,
         scorer=scorer,
         judge=judge,
@@ -119,6 +129,23 @@ def run(
     output(report, as_json, view(report))
     if min_agreement is not None and report.overall.agreement < min_agreement:
         raise typer.Exit(BELOW_BAR_EXIT)
+
+
+def _tolerances(given: list[str]) -> dict[str, float]:
+    """`--tolerance TOOL=X` options as the eval's per-tool tolerance."""
+    tolerances: dict[str, float] = {}
+    for entry in given:
+        tool, _, value = entry.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = -1.0
+        if not tool or not 0 <= number <= 1:
+            raise TarryError(
+                ErrorCode.EVAL_INVALID, f"--tolerance {entry!r}: give TOOL=X, X from 0 to 1"
+            )
+        tolerances[tool] = number
+    return tolerances
 
 
 @commands.command()
