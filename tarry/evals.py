@@ -83,7 +83,8 @@ async def start_eval(
 
 
 async def eval_report(client: Client, eval_id: str) -> EvalReport:
-    """The eval's report: final once it has ended, its progress so far before."""
+    """The eval's report: final once it has ended, its progress so far before (which a
+    worker answers: `RUN_NOT_SERVED` without one)."""
     handle = client.get_workflow_handle(eval_id, result_type=EvalReport)
     try:
         description = await handle.describe()
@@ -95,6 +96,12 @@ async def eval_report(client: Client, eval_id: str) -> EvalReport:
         report: EvalReport = await handle.query(EVAL_REPORT_QUERY, result_type=EvalReport)
         return report
     except RPCError as e:
+        if e.status is RPCStatusCode.FAILED_PRECONDITION and "no poller" in e.message:
+            raise TarryError(
+                ErrorCode.RUN_NOT_SERVED,
+                f"no worker polls the task queue of eval {eval_id!r}, so it cannot answer;"
+                " start one with `tarry worker` or `tarry dev`",
+            ) from e
         if e.status is not RPCStatusCode.NOT_FOUND:
             raise
         raise TarryError(ErrorCode.EVAL_NOT_FOUND, f"no eval {eval_id!r}") from e
