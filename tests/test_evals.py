@@ -3,6 +3,7 @@ by what people decided; the report from the CLI and the HTTP API; the CI gate; c
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -14,16 +15,19 @@ from tarry.contracts import (
     ANSWER_TOOL,
     ChatMessage,
     DecisionPoint,
+    EvalInput,
     EvalReport,
     Label,
     Verdict,
 )
 from tarry.eval_scoring import closeness, judge_prompt, wilson
+from tarry.evals import load_points, start_eval, wait_report
 from tarry.run_list import runs_query
 from tarry.settings import ModelProfile
 from tarry.testing.scripted_model import ScriptedModel, say
 from tests.cli import Cli, until_listed
 from tests.conftest import CANARY_KEY, Agent
+from tests.deadline import TIMEOUT, deadline
 from tests.eval_dataset import DISAGREED, agree_on_all, agree_on_three, write_dataset
 from tests.http_api import Api
 from tests.test_http_api import error_of
@@ -225,3 +229,25 @@ async def test_a_final_answer_goes_to_the_chosen_scorer(
 
     assert report.per_tool[ANSWER_TOOL].agreed == int(agrees)
     assert len(agent.model.requests) == (2 if scorer == "judge" else 1)
+
+
+async def test_status_shows_an_eval_s_progress_while_it_runs(
+    cli: Cli, agent: Agent, dataset: Path
+) -> None:
+    agree_on_three(agent.model, delay=deadline(2))
+    points = load_points(str(dataset))
+    input = EvalInput(dataset="decisions", points=points, model="default", concurrency=1)
+    handle = await start_eval(agent.tarry.client, agent.tarry.task_queue, input)
+
+    async def progress() -> EvalReport:
+        out = await cli.ok("eval", "status", handle.id, "--json")
+        return EvalReport.model_validate_json(out)
+
+    async with asyncio.timeout(TIMEOUT):
+        while (midway := await progress()).scored == 0:
+            await asyncio.sleep(0.05)
+    final = await wait_report(handle)
+
+    assert (midway.done, midway.total) == (False, 4)
+    assert 1 <= midway.scored < 4
+    assert (final.done, final.scored) == (True, 4)
