@@ -60,6 +60,7 @@ class EvalRunWorkflow:
     async def run(self, input: EvalInput) -> EvalReport:
         self._input = input
         in_flight: set[asyncio.Task[None]] = set()
+        started: list[asyncio.Task[None]] = []
         for index, point in enumerate(input.points):
             await workflow.wait_condition(lambda: len(in_flight) < input.concurrency)
             if exceeded(input.budget, self._spent()):
@@ -68,7 +69,10 @@ class EvalRunWorkflow:
             task = asyncio.create_task(self._score(index, point))
             in_flight.add(task)
             task.add_done_callback(in_flight.discard)
-        await workflow.wait_condition(lambda: not in_flight)
+            started.append(task)
+        # A bug in scoring fails the workflow task (retried, visible) rather than leaving
+        # its point out of the report unnoticed.
+        await asyncio.gather(*started)
         self._done = True
         workflow.upsert_search_attributes([PHASE_ATTRIBUTE.value_set(Phase.COMPLETED.value)])
         return self.report()
