@@ -719,6 +719,7 @@ async def test_the_openapi_document_describes_every_route(api: Api) -> None:
         "/v1/schedules/{name}/trigger",
         "/v1/agui",
         "/v1/audit",
+        "/v1/evals/{eval_id}",
         "/v1/actions/{token}",
         "/healthz",
     }
