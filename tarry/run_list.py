@@ -8,6 +8,7 @@ read the same rows, so a run looks the same from a shell and from a browser.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel
 from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
@@ -15,6 +16,7 @@ from temporalio.client import Client, WorkflowExecution
 from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.contracts import (
+    EVAL_WORKFLOW,
     MODEL_ATTRIBUTE,
     PHASE_ATTRIBUTE,
     SUMMARY_MEMO,
@@ -58,6 +60,8 @@ class RunRow(BaseModel):
     parent: str | None = None
     """The run that delegated to this one, a sub-agent's (Temporal's `ParentWorkflowId`);
     None for a run of its own."""
+    kind: Literal["run", "eval"] = "run"
+    """`eval`: an eval (`tarry eval`), listed beside the runs; its id opens its report."""
 
     @classmethod
     async def of(cls, execution: WorkflowExecution) -> RunRow:
@@ -73,6 +77,7 @@ class RunRow(BaseModel):
             summary=await _summary(execution),
             schedule=attributes.get(SCHEDULED_BY_ATTRIBUTE),
             parent=execution.parent_id,
+            kind="eval" if execution.workflow_type == EVAL_WORKFLOW else "run",
         )
 
 
@@ -100,12 +105,12 @@ def runs_query(
     schedule: str | None = None,
     readable: str | None = None,
 ) -> str:
-    """The visibility query for Tarry's runs, in `phase`, waiting for `waiting_for`, on
+    """The visibility query for Tarry's runs (and evals), in `phase`, waiting for `waiting_for`, on
     `task_queue`, started by `schedule` (None: any), those `readable` (a condition of
     `Policy.readable_clause`) only. The first two are enum members and the queue is the
     caller's own setting; a schedule name is checked against the name rule here, which
     has no quote, so nothing a person types can change the query."""
-    query = f"WorkflowType = '{WORKFLOW_TYPE}'"
+    query = f"WorkflowType IN ('{WORKFLOW_TYPE}', '{EVAL_WORKFLOW}')"
     if task_queue is not None:
         query += f" AND TaskQueue = '{task_queue}'"
     if phase is not None:

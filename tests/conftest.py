@@ -84,6 +84,8 @@ END_TO_END = {
     "test_demo.py",
     "test_devstack.py",
     "test_doc_examples.py",
+    "test_eval_crash.py",
+    "test_eval_page.py",
     "test_guide_tours.py",
     "test_inbox.py",
     "test_inbox_timeline.py",

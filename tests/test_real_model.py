@@ -8,16 +8,19 @@ import asyncio
 import sys
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tarry.contracts import Phase, Timeouts, WaitingFor
+from tarry.contracts import EvalReport, Phase, Timeouts, WaitingFor
 from tarry.events import EventKind
 from tarry.settings import ModelProfile
 from tarry.testing.scripted_model import call, say
+from tests.cli import Cli
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
+from tests.eval_dataset import write_dataset
 from tests.llama_server import gguf_path
 from tests.test_metrics import free_port
 
@@ -152,3 +155,20 @@ async def test_a_real_server_killed_mid_answer_and_started_again_answers_the_tur
     assert state.error is None
     assert state.last_assistant_text
     assert [code for _, code in await agent.retries(run)] == ["LLM_HTTP_ERROR"]
+
+
+async def test_a_real_model_as_an_eval_s_candidate_gets_a_report(
+    agent: Agent, tmp_path: Path
+) -> None:
+    dataset = write_dataset(tmp_path / "decisions.jsonl")
+    cli = Cli.of(agent)
+
+    # One point at a time: a loaded machine runs one small model slowly enough.
+    out = await cli.ok("eval", str(dataset), "--model", "llama", "--concurrency", "1", "--json")
+
+    # Whatever a 135M model proposes, each point is asked and scored.
+    report = EvalReport.model_validate_json(out)
+    assert (report.done, report.total, report.scored, report.errors) == (True, 4, 4, 0)
+    assert report.overall.points == 4
+    assert report.spend.candidate_usage.completion_tokens > 0
+    assert len(report.disagreements) == 4 - report.overall.agreed

@@ -45,6 +45,7 @@ from workers import legacy_query
 from workers.telemetry import tracing_interceptors
 from workflows.agent_run import AgentRunWorkflow
 from workflows.catalogue_check import CatalogueCheckWorkflow
+from workflows.eval_run import EvalRunWorkflow
 
 __all__ = ["McpExtraMissing", "TarryPlugin"]
 
@@ -101,7 +102,7 @@ class TarryPlugin(SimplePlugin):
         super().__init__(
             "tarry.TarryPlugin",
             data_converter=data_converter(self.settings),
-            workflows=[AgentRunWorkflow, CatalogueCheckWorkflow],
+            workflows=[AgentRunWorkflow, CatalogueCheckWorkflow, EvalRunWorkflow],
         )
 
     def model_client(self, converter: DataConverter) -> ModelClient:

@@ -29,7 +29,7 @@ from workflows.details import llm_summary
 from workflows.memory import RunMemory, WorkflowInput
 from workflows.stream import RunStream
 
-_LLM_RETRY = RetryPolicy(
+LLM_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(minutes=1),
     # Bad responses have their own, smaller budget: see `ask`.
@@ -135,7 +135,7 @@ async def _call_model(
         start_to_close_timeout=timeouts.llm_attempt,
         heartbeat_timeout=timeouts.llm_heartbeat,
         schedule_to_close_timeout=window,
-        retry_policy=_LLM_RETRY,
+        retry_policy=LLM_RETRY,
         cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         summary=llm_summary(request.turn, request.profile),
     )

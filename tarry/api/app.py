@@ -33,6 +33,7 @@ from tarry.api.audit import audit_router
 from tarry.api.auth import bearer_guard
 from tarry.api.datasets import datasets_router
 from tarry.api.errors import BodyLimit, install_error_handlers
+from tarry.api.evals import evals_router
 from tarry.api.models import Health
 from tarry.api.parts import AppParts, TarryOf
 from tarry.api.routes import runs_router
@@ -79,6 +80,7 @@ def create_app(
     app.include_router(audit_router(), dependencies=guarded)
     app.include_router(datasets_router(), dependencies=guarded)
     app.include_router(timeline_router(), dependencies=guarded)
+    app.include_router(evals_router(), dependencies=guarded)
     app.include_router(_docs_router())  # the API's description: no data, the same everywhere
     app.include_router(actions_router())  # the link's token is its own guard
     app.add_api_route(

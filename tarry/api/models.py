@@ -295,6 +295,8 @@ class RunSummary(BaseModel):
     parent: str | None = None
     """The run that delegated to this one (a sub-agent's); null for a run of its own:
     answer a sub-agent that waits, and its parent goes on."""
+    kind: Literal["run", "eval"] = "run"
+    """`eval`: an eval of a dataset (`tarry eval`): `GET /v1/evals/{id}` is its report."""
 
     @classmethod
     def of(cls, row: RunRow) -> RunSummary:

@@ -14,7 +14,18 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from tarry.cli import approvals, dataset, doctor, local, model, runs, schedule, serve, watching
+from tarry.cli import (
+    approvals,
+    dataset,
+    doctor,
+    evals,
+    local,
+    model,
+    runs,
+    schedule,
+    serve,
+    watching,
+)
 from tarry.cli.common import FLAG, Panel
 from tarry.entrypoint import exit_now
 from tarry.text import shorten
@@ -31,6 +42,7 @@ for group in (runs, watching, approvals, model, local, doctor, serve):
     app.add_typer(group.commands)
 app.add_typer(schedule.commands, rich_help_panel=Panel.SCHEDULES)  # `tarry schedule ...`
 app.add_typer(dataset.commands, rich_help_panel=Panel.EVALUATION)  # `tarry dataset ...`
+app.add_typer(evals.commands, rich_help_panel=Panel.EVALUATION)  # `tarry eval ...`
 
 
 def _show_version(show: bool) -> None:

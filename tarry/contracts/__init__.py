@@ -45,6 +45,17 @@ from tarry.contracts.checks import (
     run_id_problem,
 )
 from tarry.contracts.datasets import DatasetManifest, DecisionPoint, Label, Verdict
+from tarry.contracts.evals import (
+    ANSWER_TOOL,
+    EVAL_REPORT_QUERY,
+    EVAL_WORKFLOW,
+    AnswerScorer,
+    EvalInput,
+    EvalReport,
+    PointScore,
+    Rate,
+    Spend,
+)
 from tarry.contracts.messages import (
     TRANSCRIPT_PAGE_BYTES,
     ChatMessage,
@@ -124,11 +135,14 @@ from tarry.rules import (
 
 __all__ = [
     "AGENT_TOOL_PREFIX",
+    "ANSWER_TOOL",
     "AUDIT_QUERY",
     "CATALOGUE_CHECK_ACTIVITY",
     "CATALOGUE_CHECK_WORKFLOW",
     "COST_ATTRIBUTE",
     "DEFAULT_TASK_QUEUE",
+    "EVAL_REPORT_QUERY",
+    "EVAL_WORKFLOW",
     "FINISH_TOOL",
     "INTERRUPTED_NOTE",
     "LLM_ACTIVITY",
@@ -159,6 +173,7 @@ __all__ = [
     "AgentArguments",
     "AgentReport",
     "AgentSpec",
+    "AnswerScorer",
     "ApprovalDefault",
     "ApprovalRule",
     "AuditRecord",
@@ -176,6 +191,8 @@ __all__ = [
     "Door",
     "ErrorCode",
     "ErrorInfo",
+    "EvalInput",
+    "EvalReport",
     "FinishArguments",
     "Fork",
     "ForkOrigin",
@@ -191,6 +208,8 @@ __all__ = [
     "PauseRequest",
     "PendingApproval",
     "Phase",
+    "PointScore",
+    "Rate",
     "ReplyPolicy",
     "ReplyPolicyChange",
     "Retrying",
@@ -202,6 +221,7 @@ __all__ = [
     "Share",
     "SpanKind",
     "SpanStatus",
+    "Spend",
     "StopRequest",
     "StoredPage",
     "StoredPageIndex",

@@ -316,6 +316,11 @@ class ErrorCode(StrEnum):
     retried with backoff for a day; another 4xx is not retried."""
     UPDATE_FAILED = "UPDATE_FAILED"
     """An update failed in a way Tarry has no code for; its message is Temporal's."""
+    EVAL_INVALID = "EVAL_INVALID"
+    """An eval that cannot start (a dataset line that is no decision point, an empty
+    dataset, a judge scorer without a judge) or a `compare` of two datasets."""
+    EVAL_NOT_FOUND = "EVAL_NOT_FOUND"
+    """No eval has that id."""
 
 
 class ErrorInfo(BaseModel):

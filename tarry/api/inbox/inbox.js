@@ -196,7 +196,13 @@ function showList(runs) {
     const turns = `${run.turns} turn${run.turns === 1 ? "" : "s"}`;
     const schedule = run.schedule ? ` · from schedule ${run.schedule}` : "";
     const origin = run.parent ? ` · agent of ${run.parent}` : schedule;
-    return { id: run.id, summary: run.summary || run.id, what, line: `${run.id} · ${turns} · ${run.model}${origin}` };
+    if (run.kind === "eval") {
+      // An eval's page is its report.
+      const href = `eval.html#${encodeURIComponent(run.id)}`;
+      return { id: run.id, href, summary: run.summary || run.id, what, line: `${run.id} · eval · ${run.model}` };
+    }
+    const href = `#/runs/${encodeURIComponent(run.id)}`;
+    return { id: run.id, href, summary: run.summary || run.id, what, line: `${run.id} · ${turns} · ${run.model}${origin}` };
   });
   const drawn = JSON.stringify([current.id, rows]);
   if (drawn !== listDrawn) {
@@ -212,7 +218,7 @@ function listRow(row) {
   const item = el("li", row.id === current.id ? "selected" : "");
   item.dataset.runId = row.id;
   const link = el("a");
-  link.href = `#/runs/${encodeURIComponent(row.id)}`;
+  link.href = row.href;
   link.append(el("span", "summary", row.summary), el("span", `tag tag-${row.what}`, row.what));
   link.append(el("span", "muted small", row.line));
   item.append(link);

@@ -1,0 +1,28 @@
+"""`/v1/evals/{id}`: an eval's report (`tarry.evals`), for the inbox's report page and
+scripts, with the runs routes' guards and errors. An eval id follows the run id rule."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from tarry.api.models import RunId
+from tarry.api.parts import TarryOf
+from tarry.api.routes import _READ, _errors
+from tarry.contracts import EvalReport
+from tarry.evals import eval_report
+
+__all__ = ["evals_router"]
+
+
+def evals_router() -> APIRouter:
+    router = APIRouter(prefix="/v1/evals", tags=["evals"])
+
+    @router.get("/{eval_id}", responses=_errors(*_READ))
+    async def read_eval(tarry: TarryOf, eval_id: RunId) -> EvalReport:
+        """The eval's report: agreement overall and per tool with 95% Wilson intervals,
+        cost and latency beside the original runs', and every disagreement with both
+        proposals and the person's decision. Its progress while it runs (`done: false`);
+        404 `EVAL_NOT_FOUND` for an id no eval has."""
+        return await eval_report(tarry.client, eval_id)
+
+    return router

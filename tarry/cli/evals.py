@@ -1,0 +1,248 @@
+"""`tarry eval`: replay a dataset's decision points against a candidate model and score it
+by what people approved (`workflows/eval_run.py`, `tarry.eval_scoring`).
+
+`tarry eval DATASET --model PROFILE` starts an eval and waits for its report;
+`--min-agreement` makes it a CI gate (exit 1 below the bar). `tarry eval status ID`
+shows an eval's report so far, `tarry eval compare A B` two evals of one dataset side
+by side.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from typer._click import Context  # typer's own click, whose Context its groups take
+from typer.core import TyperGroup
+
+from tarry.cli.common import AsJson, console, emit, fail, output, with_tarry
+from tarry.client import Tarry
+from tarry.contracts import AnswerScorer, Budget, ErrorCode, EvalInput, EvalReport, Rate
+from tarry.errors import TarryError
+from tarry.evals import eval_report, load_points, start_eval, wait_report
+
+__all__ = ["commands"]
+
+BELOW_BAR_EXIT = 1
+
+
+class _DefaultToRun(TyperGroup):
+    """`tarry eval DATASET ...` is `tarry eval run DATASET ...`: a first word that names
+    no subcommand is a dataset."""
+
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+commands = typer.Typer(
+    name="eval",
+    cls=_DefaultToRun,
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+    help="Score a candidate model or prompt on a dataset of people's decisions:"
+    " `tarry eval DATASET --model PROFILE`, `status`, `compare`.",
+)
+
+EvalId = Annotated[str, typer.Argument(metavar="EVAL", help="The eval id `tarry eval` printed.")]
+
+
+@commands.command()
+def run(
+    dataset: Annotated[
+        Path, typer.Argument(metavar="DATASET", help="A dataset file: JSON lines, as exported.")
+    ],
+    model: Annotated[str, typer.Option("--model", help="The candidate model profile.")],
+    system: Annotated[
+        Path | None,
+        typer.Option(help="A file whose text replaces each point's system prompt."),
+    ] = None,
+    tools: Annotated[
+        list[str] | None, typer.Option("--tools", help="Offer only these tools (repeat it).")
+    ] = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=64, help="Points asked at once.")] = 4,
+    min_agreement: Annotated[
+        float | None,
+        typer.Option(min=0, max=1, help="Exit 1 when the agreement is below this."),
+    ] = None,
+    scorer: Annotated[
+        AnswerScorer, typer.Option(help="How final answers are scored.")
+    ] = AnswerScorer.EXACT,
+    judge: Annotated[
+        str | None, typer.Option(help="The judge's model profile, for `--scorer judge`.")
+    ] = None,
+    rubric: Annotated[str | None, typer.Option(help="What the judge is told to look for.")] = None,
+    tolerance: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="TOOL=X",
+            help="Count a call of TOOL as the same at this closeness of its arguments (0-1);"
+            " repeat it. Unnamed tools need JSON-equal arguments.",
+        ),
+    ] = None,
+    max_cost: Annotated[
+        float | None, typer.Option(help="Stop asking once the candidate spent this (USD).")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(help="Stop asking once the candidate spent these tokens.")
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Replay DATASET against a candidate and print its report, once every point is scored."""
+    try:
+        tolerances = _tolerances(tolerance or [])
+        points = load_points(str(dataset))
+        prompt = system.read_text(encoding="utf-8") if system else None
+    except TarryError as e:
+        fail(f"{e.code}: {e.message}", exit_code=2)
+    except OSError as e:
+        fail(str(e), exit_code=2)
+    budget = Budget(max_cost_usd=max_cost, max_total_tokens=max_tokens)
+    input = EvalInput(
+        dataset=dataset.name,
+        points=points,
+        model=model,
+        system=prompt,
+        tools=tools or None,
+        concurrency=concurrency,
+        tolerance=tolerances,
+        budget=budget if max_cost or max_tokens else None,
+        scorer=scorer,
+        judge=judge,
+        rubric=rubric,
+        min_agreement=min_agreement,
+    )
+
+    async def evaluate(tarry: Tarry) -> EvalReport:
+        handle = await start_eval(tarry.client, tarry.task_queue, input)
+        if not as_json:
+            console.print(f"eval {handle.id}: {len(points)} points on {model}")
+        return await wait_report(handle)
+
+    report = with_tarry(evaluate)
+    output(report, as_json, view(report))
+    if min_agreement is not None and report.overall.agreement < min_agreement:
+        raise typer.Exit(BELOW_BAR_EXIT)
+
+
+def _tolerances(given: list[str]) -> dict[str, float]:
+    """`--tolerance TOOL=X` options as the eval's per-tool tolerance."""
+    tolerances: dict[str, float] = {}
+    for entry in given:
+        tool, _, value = entry.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = -1.0
+        if not tool or not 0 <= number <= 1:
+            raise TarryError(
+                ErrorCode.EVAL_INVALID, f"--tolerance {entry!r}: give TOOL=X, X from 0 to 1"
+            )
+        tolerances[tool] = number
+    return tolerances
+
+
+@commands.command()
+def status(eval_id: EvalId, as_json: AsJson = False) -> None:
+    """An eval's report: its progress so far, or the final one."""
+    report = with_tarry(lambda tarry: eval_report(tarry.client, eval_id))
+    output(report, as_json, view(report))
+
+
+@commands.command()
+def compare(a: EvalId, b: EvalId, as_json: AsJson = False) -> None:
+    """Two evals of one dataset side by side: overall and per tool."""
+
+    async def both(tarry: Tarry) -> tuple[EvalReport, EvalReport]:
+        first, second = await eval_report(tarry.client, a), await eval_report(tarry.client, b)
+        if first.dataset != second.dataset:
+            raise TarryError(
+                ErrorCode.EVAL_INVALID,
+                f"{a} is of {first.dataset!r} and {b} of {second.dataset!r}: compare evals"
+                " of one dataset",
+            )
+        return first, second
+
+    first, second = with_tarry(both)
+    if as_json:
+        emit({"a": first, "b": second})
+        return
+    console.print(_comparison(first, second))
+
+
+def _rate(rate: Rate | None) -> str:
+    if rate is None:
+        return "-"
+    return f"{rate.agreement:.2f} [{rate.low:.2f}, {rate.high:.2f}] ({rate.agreed}/{rate.points})"
+
+
+def view(report: EvalReport) -> Group:
+    """The report for people: agreement per tool, spend, and every disagreement."""
+    progress = "done" if report.done else "running"
+    if report.stopped:
+        progress = f"stopped on its {report.stopped}"
+    gate = ""
+    if report.min_agreement is not None:
+        passed = report.overall.agreement >= report.min_agreement
+        gate = f"  {'PASS' if passed else 'FAIL'} at {report.min_agreement:g}"
+    head = (
+        f"eval {report.eval_id}: {report.dataset} on {report.model}, {progress}, "
+        f"{report.scored}/{report.total} scored, {report.errors} failed\n"
+        f"agreement {_rate(report.overall)}{gate}"
+    )
+    rates = Table("tool", "agreement [95% Wilson]", title="Per tool", title_justify="left")
+    for tool, rate in report.per_tool.items():
+        rates.add_row(tool, _rate(rate))
+    s = report.spend
+    spend = Table("", "candidate", "original", title="Cost and latency", title_justify="left")
+    spend.add_row("tokens", str(s.candidate_usage.total_tokens), str(s.original_usage.total_tokens))
+    spend.add_row(
+        "cost (USD)", f"{s.candidate_usage.cost_usd:.4f}", f"{s.original_usage.cost_usd:.4f}"
+    )
+    spend.add_row("mean latency (ms)", _ms(s.candidate_latency_ms), _ms(s.original_latency_ms))
+    lines = [f"Disagreements ({len(report.disagreements)})"]
+    for d in report.disagreements:
+        decision = d.verdict.value + (f" by {d.label.by}" if d.label.by else "")
+        decision += f" ({d.label.reason})" if d.label.reason else ""
+        if d.label.arguments is not None:
+            decision += f" to {json.dumps(d.label.arguments)}"
+        original = (
+            f"{d.original.function.name} {d.original.function.arguments}"
+            if d.original
+            else d.original_answer or ""
+        )
+        calls = d.candidate_calls
+        candidate = "; ".join(f"{c.function.name} {c.function.arguments}" for c in calls)
+        lines += [
+            f"- {d.id}: {decision}",
+            f"    original:  {original}",
+            f"    candidate: {candidate or d.candidate_answer or '(nothing)'}",
+        ]
+    # Lines, not a table: a proposal's arguments stay whole and greppable at any width.
+    return Group(head, rates, spend, Text("\n".join(lines)))
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def _comparison(a: EvalReport, b: EvalReport) -> Table:
+    table = Table("", f"{a.eval_id} ({a.model})", f"{b.eval_id} ({b.model})", title=a.dataset)
+    table.add_row("overall", _rate(a.overall), _rate(b.overall))
+    for tool in sorted(a.per_tool.keys() | b.per_tool.keys()):
+        table.add_row(tool, _rate(a.per_tool.get(tool)), _rate(b.per_tool.get(tool)))
+    table.add_row(
+        "cost (USD)",
+        f"{a.spend.candidate_usage.cost_usd:.4f}",
+        f"{b.spend.candidate_usage.cost_usd:.4f}",
+    )
+    table.add_row(
+        "mean latency (ms)", _ms(a.spend.candidate_latency_ms), _ms(b.spend.candidate_latency_ms)
+    )
+    return table

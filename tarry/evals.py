@@ -1,0 +1,112 @@
+"""Evals from a client: load a dataset, start an eval, read its report.
+
+The CLI (`tarry eval`) and the HTTP API (`GET /evals/{id}`) both read reports through
+here, so a report is the same from a shell and a browser.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from pydantic import ValidationError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError, RPCStatusCode
+
+from tarry.contracts import (
+    EVAL_REPORT_QUERY,
+    EVAL_WORKFLOW,
+    MODEL_ATTRIBUTE,
+    PHASE_ATTRIBUTE,
+    SUMMARY_MEMO,
+    AnswerScorer,
+    DecisionPoint,
+    ErrorCode,
+    EvalInput,
+    EvalReport,
+    Phase,
+)
+from tarry.errors import TarryError
+
+__all__ = ["eval_report", "load_points", "start_eval", "wait_report"]
+
+
+def load_points(dataset: str) -> list[DecisionPoint]:
+    """The decision points of a dataset file (JSON lines, one `DecisionPoint` a line, as
+    `tarry dataset export` writes it). The one place a dataset is read: naming a stored
+    dataset instead of a file is a change here only."""
+    try:
+        lines = Path(dataset).read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise TarryError(ErrorCode.EVAL_INVALID, f"cannot read dataset {dataset!r}: {e}") from e
+    points: list[DecisionPoint] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            points.append(DecisionPoint.model_validate_json(line))
+        except ValidationError as e:
+            problem = e.errors()[0]
+            where = ".".join(str(p) for p in problem["loc"])
+            raise TarryError(
+                ErrorCode.EVAL_INVALID,
+                f"{dataset} line {number} is not a decision point: {where}: {problem['msg']}",
+            ) from e
+    if not points:
+        raise TarryError(ErrorCode.EVAL_INVALID, f"dataset {dataset!r} has no decision points")
+    return points
+
+
+async def start_eval(
+    client: Client, task_queue: str, input: EvalInput, eval_id: str | None = None
+) -> WorkflowHandle[object, EvalReport]:
+    """Starts the eval of `input` (id `eval-<random>` unless given): visible in `tarry
+    list` as Running on its candidate profile."""
+    if input.scorer is AnswerScorer.JUDGE and input.judge is None:
+        raise TarryError(ErrorCode.EVAL_INVALID, "the judge scorer needs a judge model profile")
+    attributes = TypedSearchAttributes(
+        [
+            SearchAttributePair(PHASE_ATTRIBUTE, Phase.RUNNING.value),
+            SearchAttributePair(MODEL_ATTRIBUTE, input.model),
+        ]
+    )
+    return await client.start_workflow(
+        EVAL_WORKFLOW,
+        input,
+        id=eval_id or f"eval-{uuid.uuid4().hex[:12]}",
+        task_queue=task_queue,
+        result_type=EvalReport,
+        memo={SUMMARY_MEMO: f"eval of {input.dataset} on {input.model}"},
+        search_attributes=attributes,
+    )
+
+
+async def eval_report(client: Client, eval_id: str) -> EvalReport:
+    """The eval's report: final once it has ended, its progress so far before (which a
+    worker answers: `RUN_NOT_SERVED` without one)."""
+    handle = client.get_workflow_handle(eval_id, result_type=EvalReport)
+    try:
+        description = await handle.describe()
+        if description.workflow_type != EVAL_WORKFLOW:
+            raise TarryError(ErrorCode.EVAL_NOT_FOUND, f"{eval_id!r} is a run, not an eval")
+        if description.status is WorkflowExecutionStatus.COMPLETED:
+            final: EvalReport = await handle.result()
+            return final
+        report: EvalReport = await handle.query(EVAL_REPORT_QUERY, result_type=EvalReport)
+        return report
+    except RPCError as e:
+        if e.status is RPCStatusCode.FAILED_PRECONDITION and "no poller" in e.message:
+            raise TarryError(
+                ErrorCode.RUN_NOT_SERVED,
+                f"no worker polls the task queue of eval {eval_id!r}, so it cannot answer;"
+                " start one with `tarry worker` or `tarry dev`",
+            ) from e
+        if e.status is not RPCStatusCode.NOT_FOUND:
+            raise
+        raise TarryError(ErrorCode.EVAL_NOT_FOUND, f"no eval {eval_id!r}") from e
+
+
+async def wait_report(handle: WorkflowHandle[object, EvalReport]) -> EvalReport:
+    """The report of an eval once it has scored every point it will."""
+    return await handle.result()

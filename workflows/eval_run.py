@@ -1,0 +1,184 @@
+"""`EvalRun`: a dataset's decision points replayed against a candidate model, scored.
+
+Each point is one model activity (`call_llm`, with the runs' retry policy and failure
+codes): the candidate proposes, no tool runs, nobody is asked. At most `concurrency`
+points are asked at once, each under its own activity id (`point-N`), and its score
+goes into the workflow's state as soon as its answer is in: a worker that dies
+mid-eval loses only the calls in flight, which Temporal retries, and history holds
+one scheduled and one completed activity per point. Once the candidate has spent the
+eval's budget, no further point is asked (`stopped: "budget"`).
+
+The eval upserts the `TarryPhase` and `TarryModel` search attributes a run has, so
+`tarry list` shows it beside the runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from tarry import eval_scoring
+    from tarry.contracts import (
+        ANSWER_TOOL,
+        EVAL_REPORT_QUERY,
+        EVAL_WORKFLOW,
+        LLM_ACTIVITY,
+        PHASE_ATTRIBUTE,
+        AnswerScorer,
+        ChatMessage,
+        DecisionPoint,
+        ErrorCode,
+        EvalInput,
+        EvalReport,
+        LlmRequest,
+        LlmResponse,
+        Phase,
+        PointScore,
+        Usage,
+        Verdict,
+    )
+    from workflows.budgets import exceeded
+    from workflows.model_calls import LLM_RETRY, error_of
+
+BUDGET_STOP = "budget"
+
+
+@workflow.defn(name=EVAL_WORKFLOW)
+class EvalRunWorkflow:
+    """Scores every point of its input once, then returns the report."""
+
+    def __init__(self) -> None:
+        self._input: EvalInput | None = None
+        self._scores: dict[str, PointScore] = {}
+        self._stopped: str | None = None
+        self._done = False
+
+    @workflow.run
+    async def run(self, input: EvalInput) -> EvalReport:
+        self._input = input
+        in_flight: set[asyncio.Task[None]] = set()
+        started: list[asyncio.Task[None]] = []
+        for index, point in enumerate(input.points):
+            await workflow.wait_condition(lambda: len(in_flight) < input.concurrency)
+            if exceeded(input.budget, self._spent()):
+                self._stopped = BUDGET_STOP
+                break
+            task = asyncio.create_task(self._score(index, point))
+            in_flight.add(task)
+            task.add_done_callback(in_flight.discard)
+            started.append(task)
+        # A bug in scoring fails the workflow task (retried, visible) rather than leaving
+        # its point out of the report unnoticed.
+        await asyncio.gather(*started)
+        self._done = True
+        workflow.upsert_search_attributes([PHASE_ATTRIBUTE.value_set(Phase.COMPLETED.value)])
+        return self.report()
+
+    @workflow.query(name=EVAL_REPORT_QUERY)
+    def report(self) -> EvalReport:
+        """The report of the points scored so far."""
+        i = self._input
+        assert i is not None, "queried before the eval started"
+        return eval_scoring.report(
+            workflow.info().workflow_id,
+            i.dataset,
+            i.model,
+            len(i.points),
+            self._scores.values(),
+            done=self._done,
+            stopped=self._stopped,
+            min_agreement=i.min_agreement,
+        )
+
+    def _spent(self) -> Usage:
+        spent = Usage()
+        for s in self._scores.values():
+            spent = spent + s.usage
+        return spent
+
+    async def _score(self, index: int, point: DecisionPoint) -> None:
+        i = self._input
+        assert i is not None
+        tools = [t for t in point.tools if i.tools is None or t.name in i.tools]
+        request = LlmRequest(
+            profile=i.model,
+            system=point.system if i.system is None else i.system,
+            messages=point.messages,
+            turn=1,
+            tool_definitions=tools,
+        )
+        started = workflow.now()
+        score = PointScore(
+            id=point.id,
+            run_id=point.run_id,
+            tool=point.proposal.function.name if point.proposal else ANSWER_TOOL,
+            verdict=point.label.verdict,
+            agrees=False,
+            score=0.0,
+            original=point.proposal,
+            original_answer=point.answer,
+            label=point.label,
+            original_usage=point.usage,
+            original_latency_ms=point.latency_ms,
+        )
+        try:
+            answer = await self._ask(f"point-{index}", request)
+        except ActivityError as e:
+            score.error = error_of(e, default=ErrorCode.LLM_HTTP_ERROR)
+            self._scores[point.id] = score
+            return
+        score.latency_ms = (workflow.now() - started).total_seconds() * 1000
+        score.usage = answer.usage
+        score.candidate_calls = answer.message.tool_calls or []
+        if not score.candidate_calls:
+            score.candidate_answer = answer.message.content
+        if point.label.verdict is Verdict.ANSWERED:
+            try:
+                score.agrees = await self._answer_agrees(index, point, score)
+            except ActivityError as e:
+                score.error = error_of(e, default=ErrorCode.LLM_HTTP_ERROR)
+            score.score = float(score.agrees)
+        elif point.proposal is not None:
+            score.agrees, score.score = eval_scoring.call_score(
+                point, score.candidate_calls, i.tolerance
+            )
+        self._scores[point.id] = score
+
+    async def _answer_agrees(self, index: int, point: DecisionPoint, score: PointScore) -> bool:
+        """The eval's answer scorer on a final answer; the judge's cost counts as the
+        point's."""
+        i = self._input
+        assert i is not None
+        if i.scorer is not AnswerScorer.JUDGE or i.judge is None:
+            return eval_scoring.answer_agrees(i.scorer, score.candidate_answer, point.answer)
+        prompt = eval_scoring.judge_prompt(point, score.candidate_answer)
+        request = LlmRequest(
+            profile=i.judge,
+            system=i.rubric,
+            messages=[ChatMessage(role="user", content=prompt)],
+            turn=1,
+            tool_definitions=[],
+        )
+        verdict = await self._ask(f"judge-{index}", request)
+        score.usage = score.usage + verdict.usage
+        return eval_scoring.judge_passes(verdict.message.content)
+
+    async def _ask(self, activity_id: str, request: LlmRequest) -> LlmResponse:
+        i = self._input
+        assert i is not None
+        t = i.timeouts
+        answer: LlmResponse = await workflow.execute_activity(
+            LLM_ACTIVITY,
+            request,
+            result_type=LlmResponse,
+            activity_id=activity_id,
+            start_to_close_timeout=t.llm_attempt,
+            heartbeat_timeout=t.llm_heartbeat,
+            schedule_to_close_timeout=t.llm_retry_window,
+            retry_policy=LLM_RETRY,
+            summary=f"eval {activity_id} on {request.profile}",
+        )
+        return answer
