@@ -1,4 +1,5 @@
-"""Evals from a client: load a dataset, start an eval, read its report.
+"""Evals from a client: load a dataset (a file or a stored one), start an eval, read its
+report.
 
 The CLI (`tarry eval`) and the HTTP API (`GET /evals/{id}`) both read reports through
 here, so a report is the same from a shell and a browser.
@@ -18,6 +19,7 @@ from tarry.contracts import (
     EVAL_REPORT_QUERY,
     EVAL_WORKFLOW,
     MODEL_ATTRIBUTE,
+    OWNER_ATTRIBUTE,
     PHASE_ATTRIBUTE,
     SUMMARY_MEMO,
     AnswerScorer,
@@ -27,17 +29,31 @@ from tarry.contracts import (
     EvalReport,
     Phase,
 )
+from tarry.datasets import NAME_RULE, DatasetStore
 from tarry.errors import TarryError
 
 __all__ = ["eval_report", "load_points", "start_eval", "wait_report"]
 
 
-def load_points(dataset: str) -> list[DecisionPoint]:
-    """The decision points of a dataset file (JSON lines, one `DecisionPoint` a line, as
-    `tarry dataset export` writes it). The one place a dataset is read: naming a stored
-    dataset instead of a file is a change here only."""
+def load_points(
+    dataset: str, store: DatasetStore, version: int | None = None
+) -> list[DecisionPoint]:
+    """The decision points of `dataset`: a file of JSON lines, one `DecisionPoint` a line
+    (as `tarry dataset export` writes it), or else a dataset's name in `store` (its
+    version `version`, the latest if None)."""
+    path = Path(dataset)
+    if not path.is_file():
+        if not NAME_RULE.fullmatch(dataset) or not store.versions(dataset):
+            raise TarryError(
+                ErrorCode.DATASET_NOT_FOUND,
+                f"no file and no dataset {dataset!r}: give a file of JSON lines or a name"
+                " `tarry dataset list` shows",
+            )
+        return store.points(dataset, version)
+    if version is not None:
+        raise TarryError(ErrorCode.EVAL_INVALID, "--version picks a stored dataset's, not a file's")
     try:
-        lines = Path(dataset).read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as e:
         raise TarryError(ErrorCode.EVAL_INVALID, f"cannot read dataset {dataset!r}: {e}") from e
     points: list[DecisionPoint] = []
@@ -59,16 +75,19 @@ def load_points(dataset: str) -> list[DecisionPoint]:
 
 
 async def start_eval(
-    client: Client, task_queue: str, input: EvalInput, eval_id: str | None = None
+    client: Client, task_queue: str, owner: str, input: EvalInput, eval_id: str | None = None
 ) -> WorkflowHandle[object, EvalReport]:
     """Starts the eval of `input` (id `eval-<random>` unless given): visible in `tarry
-    list` as Running on its candidate profile."""
+    list` as Running on its candidate profile. It is `owner`'s, as a run is its starter's:
+    its report holds the dataset's conversations, which the API shows only to those who
+    may read it (`tarry.ownership`)."""
     if input.scorer is AnswerScorer.JUDGE and input.judge is None:
         raise TarryError(ErrorCode.EVAL_INVALID, "the judge scorer needs a judge model profile")
     attributes = TypedSearchAttributes(
         [
             SearchAttributePair(PHASE_ATTRIBUTE, Phase.RUNNING.value),
             SearchAttributePair(MODEL_ATTRIBUTE, input.model),
+            SearchAttributePair(OWNER_ATTRIBUTE, owner),
         ]
     )
     return await client.start_workflow(

@@ -619,7 +619,7 @@ async def test_help_groups_the_commands_in_a_panel_per_command_group(cli: Cli) -
         "Local stack": ["dev", "worker", "scripted-model", "demo", "doctor"],
         "Servers": ["serve", "mcp"],
         "Schedules": ["schedule"],
-        "Evaluation": ["dataset"],
+        "Evaluation": ["dataset", "eval"],
     }
 
 

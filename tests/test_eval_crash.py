@@ -13,10 +13,11 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 from tarry.contracts import EvalInput
-from tarry.evals import load_points, start_eval, wait_report
+from tarry.evals import start_eval, wait_report
 from tarry.testing.scripted_model import ScriptedModel
 from tests.deadline import TIMEOUT, deadline
-from tests.eval_dataset import DISAGREED, agree_on_three, write_dataset
+from tests.eval_dataset import DISAGREED, agree_on_three
+from tests.eval_dataset import points as labelled_points
 from tests.faults import CRASH_TIMEOUTS, CrashRig, replay
 from workflows.eval_run import EvalRunWorkflow
 
@@ -30,15 +31,14 @@ async def test_an_eval_resumes_after_its_worker_is_killed_and_scores_each_point_
         rig = CrashRig(temporal, model.base_url, tmp_path / "workspaces", tmp_path / "logs")
         try:
             first = await rig.worker()
-            points = load_points(str(write_dataset(tmp_path / "decisions.jsonl")))
             input = EvalInput(
                 dataset="decisions",
-                points=points,
+                points=labelled_points(),
                 model="default",
                 concurrency=2,
                 timeouts=CRASH_TIMEOUTS,
             )
-            handle = await start_eval(rig.client, rig.task_queue, input)
+            handle = await start_eval(rig.client, rig.task_queue, "ana", input)
             await model.wait_for_requests(1, timeout=deadline(30))
 
             await first.kill()

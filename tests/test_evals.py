@@ -24,12 +24,13 @@ from tarry.eval_scoring import closeness, judge_prompt, wilson
 from tarry.evals import load_points, start_eval, wait_report
 from tarry.run_list import runs_query
 from tarry.settings import ModelProfile
-from tarry.testing.scripted_model import ScriptedModel, say
+from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.cli import Cli, until_listed
 from tests.conftest import CANARY_KEY, Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.eval_dataset import DISAGREED, agree_on_all, agree_on_three, write_dataset
 from tests.http_api import Api
+from tests.test_datasets import EDITED, PLAN, decided_run
 from tests.test_http_api import error_of
 
 
@@ -71,6 +72,43 @@ async def test_a_candidate_agreeing_on_three_of_four_decisions_scores_0_75(
     assert report.spend.candidate_usage.total_tokens == 4 * 25
     assert (report.spend.original_usage.total_tokens, report.spend.compared) == (4 * 120, 4)
     assert report.spend.original_latency_ms == 800.0
+
+
+async def test_a_dataset_of_recorded_decisions_scores_a_candidate_agreeing_on_three_at_0_75(
+    agent: Agent,
+) -> None:
+    # Two calls approved, one rejected, one edited, by people in a recorded run.
+    await decided_run(agent)
+    cli = Cli.of(agent, TARRY_DATASETS_DIR=str(agent.tarry.datasets.store.root))
+    await cli.ok("dataset", "create", "plans", "--from", "tool=write_file")
+    # Asked one point at a time, in the dataset's order: the candidate writes the first two
+    # plans as approved, leaves the rejected one, writes the edited one as first proposed
+    # (its one disagreement), and gives both answers as recorded.
+    agent.model.add(
+        call("write_file", PLAN | {"path": "1.md"}),
+        call("write_file", PLAN | {"path": "2.md"}),
+        say("I will leave that one."),
+        call("write_file", PLAN | {"path": "4.md"}),
+        say("All four handled."),
+        say("You're welcome."),
+    )
+
+    out = await cli.ok("eval", "plans", "--model", "default", "--concurrency", "1", "--json")
+    report = EvalReport.model_validate_json(out)
+
+    decisions = report.per_tool["write_file"]
+    assert (decisions.agreed, decisions.points, decisions.agreement) == (3, 4, 0.75)
+    assert report.per_tool[ANSWER_TOOL].agreed == report.per_tool[ANSWER_TOOL].points == 2
+    [missed] = report.disagreements
+    assert (missed.verdict, missed.label.by, missed.label.arguments) == (
+        Verdict.EDITED,
+        "dave",
+        EDITED,
+    )
+    assert missed.original is not None
+    assert json.loads(missed.original.function.arguments) == PLAN | {"path": "4.md"}
+    [candidate] = missed.candidate_calls
+    assert json.loads(candidate.function.arguments) == PLAN | {"path": "4.md"}
 
 
 async def test_the_report_is_a_table_with_the_disagreement_and_an_eval_is_listed_as_one(
@@ -235,9 +273,10 @@ async def test_status_shows_an_eval_s_progress_while_it_runs(
     cli: Cli, agent: Agent, dataset: Path
 ) -> None:
     agree_on_three(agent.model, delay=deadline(2))
-    points = load_points(str(dataset))
+    store = agent.tarry.datasets.store
+    points = load_points(str(dataset), store)
     input = EvalInput(dataset="decisions", points=points, model="default", concurrency=1)
-    handle = await start_eval(agent.tarry.client, agent.tarry.task_queue, input)
+    handle = await start_eval(agent.tarry.client, agent.tarry.task_queue, "ana", input)
 
     async def progress() -> EvalReport:
         out = await cli.ok("eval", "status", handle.id, "--json")

@@ -19,13 +19,16 @@ import pytest
 from ag_ui.core import RunAgentInput, UserMessage
 
 from tarry.api import ApiServer, create_app
-from tarry.contracts import ErrorCode, WaitingFor
+from tarry.contracts import ErrorCode, EvalInput, WaitingFor
+from tarry.evals import start_eval, wait_report
 from tarry.identities import Caller
 from tarry.ownership import Policy, RunAccess, Visibility
 from tarry.settings import load_settings
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent
 from tests.deadline import deadline
+from tests.eval_dataset import agree_on_three
+from tests.eval_dataset import points as labelled_points
 from tests.http_api import Api
 from tests.test_http_api import WRITE, error_of, listed, until_stopped
 from tests.test_http_api_people import as_
@@ -508,3 +511,18 @@ async def test_another_user_s_dataset_is_404_on_every_route_that_names_it_and_no
     assert "alices" not in {d["name"] for d in listed_by_bob}
     taken = await api.http.post("/v1/datasets", json={"name": "alices"}, headers=as_(BOB))
     assert error_of(taken) == (403, ErrorCode.NOT_ALLOWED)
+
+
+async def test_another_user_s_eval_is_404_and_its_owner_and_an_admin_read_it(api: Api) -> None:
+    agree_on_three(api.agent.model)
+    input = EvalInput(dataset="decisions", points=labelled_points(), model="default")
+    handle = await start_eval(api.agent.tarry.client, api.agent.tarry.task_queue, "alice", input)
+    await wait_report(handle)
+
+    path = f"/v1/evals/{handle.id}"
+    read = {token: await ask(api, "get", path, token) for token in (ALICE, BOB, ERIN)}
+
+    assert error_of(read[BOB]) == (404, ErrorCode.EVAL_NOT_FOUND)
+    assert (read[ALICE].status_code, read[ERIN].status_code) == (200, 200)
+    report = await api.http.get(path, headers=as_(ALICE))
+    assert report.json()["eval_id"] == handle.id

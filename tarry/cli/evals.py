@@ -21,8 +21,11 @@ from typer._click import Context  # typer's own click, whose Context its groups 
 from typer.core import TyperGroup
 
 from tarry.cli.common import AsJson, console, emit, fail, output, with_tarry
+from tarry.cli.dataset import Version
 from tarry.client import Tarry
 from tarry.contracts import AnswerScorer, Budget, ErrorCode, EvalInput, EvalReport, Rate
+from tarry.datasets import DatasetStore
+from tarry.entrypoint import settings_or_exit
 from tarry.errors import TarryError
 from tarry.evals import eval_report, load_points, start_eval, wait_report
 
@@ -56,7 +59,11 @@ EvalId = Annotated[str, typer.Argument(metavar="EVAL", help="The eval id `tarry 
 @commands.command()
 def run(
     dataset: Annotated[
-        Path, typer.Argument(metavar="DATASET", help="A dataset file: JSON lines, as exported.")
+        str,
+        typer.Argument(
+            metavar="DATASET",
+            help="A dataset's name (`tarry dataset list`), or a file of JSON lines as exported.",
+        ),
     ],
     model: Annotated[str, typer.Option("--model", help="The candidate model profile.")],
     system: Annotated[
@@ -92,12 +99,14 @@ def run(
     max_tokens: Annotated[
         int | None, typer.Option(help="Stop asking once the candidate spent these tokens.")
     ] = None,
+    version: Version = None,
     as_json: AsJson = False,
 ) -> None:
     """Replay DATASET against a candidate and print its report, once every point is scored."""
     try:
         tolerances = _tolerances(tolerance or [])
-        points = load_points(str(dataset))
+        store = DatasetStore(settings_or_exit().tarry_datasets_dir)
+        points = load_points(dataset, store, version)
         prompt = system.read_text(encoding="utf-8") if system else None
     except TarryError as e:
         fail(f"{e.code}: {e.message}", exit_code=2)
@@ -105,7 +114,7 @@ def run(
         fail(str(e), exit_code=2)
     budget = Budget(max_cost_usd=max_cost, max_total_tokens=max_tokens)
     input = EvalInput(
-        dataset=dataset.name,
+        dataset=Path(dataset).name if version is None else f"{dataset} version {version}",
         points=points,
         model=model,
         system=prompt,
@@ -120,7 +129,7 @@ def run(
     )
 
     async def evaluate(tarry: Tarry) -> EvalReport:
-        handle = await start_eval(tarry.client, tarry.task_queue, input)
+        handle = await start_eval(tarry.client, tarry.task_queue, tarry.caller.user, input)
         if not as_json:
             console.print(f"eval {handle.id}: {len(points)} points on {model}")
         return await wait_report(handle)
