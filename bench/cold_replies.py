@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.table import Table
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from bench.parked_runs import SLOW, START_CONCURRENCY, settled, start_all, task_troubles
+from bench.parked_runs import SLOW, START_CONCURRENCY, settled, start_all
 from bench.rig import (
     Server,
     console,
@@ -114,31 +115,29 @@ async def run(parked: int, replies: int, settle: float, root: Path, seed: int = 
             await settled(worker.process.pid, settle)
             pool = warm_pool(parked)
             warm_ids = [f"parked-{i}" for i in picks.sample(pool, min(replies, len(pool)))]
-            warm = await _replies(tarry, warm_ids)
+            warm = Line(
+                f"warm: in the worker's cache ({shipped_label()})",
+                *await _replies(client, tarry, warm_ids),
+            )
             await worker.stop()
             await worker.start()  # a new process: its workflow cache is empty
             cold_ids = [f"parked-{i}" for i in picks.sample(range(parked), replies)]
-            cold = await _replies(tarry, cold_ids)
+            cold = Line(
+                "cold: after the worker restarted", *await _replies(client, tarry, cold_ids)
+            )
             await new_worker.start()
             await make_current(client, deployment, NEW)
             rest = sorted(set(range(parked)) - {int(i.removeprefix("parked-")) for i in cold_ids})
             deploy_ids = [f"parked-{i}" for i in picks.sample(rest, min(replies, len(rest)))]
-            # The runs on v1 that answer: their histories end at the hand-over.
-            pinned = [(await client.get_workflow_handle(i).describe()).run_id for i in deploy_ids]
-            deployed = await _replies(tarry, deploy_ids)
+            deployed = Line(
+                f"deploy: {NEW} made current, answered on {OLD}, then on to {NEW}",
+                *await _replies(client, tarry, deploy_ids),
+            )
             moved = await _on_build(server, deploy_ids, NEW)
         finally:
             await new_worker.stop()
             await worker.stop()
-        result = Result(
-            parked,
-            Line(f"warm: in the worker's cache ({shipped_label()})", warm,
-                 *await task_troubles(client, warm_ids)),
-            Line("cold: after the worker restarted", cold, *await task_troubles(client, cold_ids)),
-            Line(f"deploy: {NEW} made current, answered on {OLD}, then on to {NEW}", deployed,
-                 *await task_troubles(client, deploy_ids, pinned)),
-            moved,
-        )  # fmt: skip
+        result = Result(parked, warm, cold, deployed, moved)
     console.print(render(result))
     return result
 
@@ -177,15 +176,44 @@ async def _on_build(server: Server, ids: Sequence[str], build_id: str) -> int:
         await asyncio.sleep(0.5)
 
 
-async def _replies(tarry: Tarry, ids: Sequence[str]) -> list[float]:
-    """One reply to each run in turn, timed from `send` to the run's next stop point."""
+async def reply_troubles(
+    client: Client, ids: Sequence[str], run_ids: Sequence[str]
+) -> tuple[int, int]:
+    """Workflow tasks that timed out and failed while the runs (`ids`, in the runs
+    `run_ids` of their chains) answered their last reply: the
+    events after the task that parked the run, the one before the task that accepted the
+    reply. Not those of the start, when thousands of runs starting at once time tasks out
+    on a busy worker."""
+    timed_out = failed = 0
+    for workflow_id, run_id in zip(ids, run_ids, strict=True):
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        types = [e.event_type for e in history.events]
+        accepted = _last(types, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED, len(types))
+        taken = _last(types, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, accepted)
+        parked = _last(types, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, taken)
+        timed_out += types[parked:].count(EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT)
+        failed += types[parked:].count(EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)
+    return timed_out, failed
+
+
+def _last(types: Sequence[EventType.ValueType], wanted: EventType.ValueType, before: int) -> int:
+    return max(i for i, t in enumerate(types[:before]) if t == wanted)
+
+
+async def _replies(
+    client: Client, tarry: Tarry, ids: Sequence[str]
+) -> tuple[list[float], int, int]:
+    """One reply to each run in turn, timed from `send` to the run's next stop point;
+    then the workflow tasks that timed out and failed while they answered."""
+    # The runs that answer: after a deploy, their histories end at the hand-over.
+    runs = [(await client.get_workflow_handle(i).describe()).run_id for i in ids]
     latencies = []
     for n, workflow_id in enumerate(ids):
         began = time.perf_counter()
         state = await tarry.get(workflow_id).send(f"reply {n}")
         latencies.append(time.perf_counter() - began)
         assert state.phase is Phase.WAITING_USER, state
-    return latencies
+    return (latencies, *await reply_troubles(client, ids, runs))
 
 
 def render(result: Result) -> Table:
