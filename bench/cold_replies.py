@@ -190,14 +190,25 @@ async def reply_troubles(
         types = [e.event_type for e in history.events]
         accepted = _last(types, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED, len(types))
         taken = _last(types, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, accepted)
-        parked = _last(types, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, taken)
+        # A run whose start was still under way when the reply came: from its start.
+        parked = _last(types, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, taken, default=0)
         timed_out += types[parked:].count(EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT)
         failed += types[parked:].count(EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)
     return timed_out, failed
 
 
-def _last(types: Sequence[EventType.ValueType], wanted: EventType.ValueType, before: int) -> int:
-    return max(i for i, t in enumerate(types[:before]) if t == wanted)
+def _last(
+    types: Sequence[EventType.ValueType],
+    wanted: EventType.ValueType,
+    before: int,
+    default: int | None = None,
+) -> int:
+    """The index of the last event of type `wanted` before `before`; `default` if none
+    (None: there must be one)."""
+    found = [i for i, t in enumerate(types[:before]) if t == wanted]
+    if found or default is None:
+        return found[-1]
+    return default
 
 
 async def _replies(
