@@ -58,7 +58,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--settle", type=float, help="seconds parked runs rest before replies (30)")
     parser.add_argument("--tail", action="store_true", help="add the parked-runs tail experiments")
     parser.add_argument(
-        "--cold-replies", type=int, help="replies timed before and after a worker restart (1000)"
+        "--cold-replies", type=int, help="replies timed warm, after a restart, a deploy (1000)"
     )
     parser.add_argument("--long-turns", type=int, help="turns of the long run (5000)")
     parser.add_argument("--long-budget", type=float, help="seconds each long run may take (900)")

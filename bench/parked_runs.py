@@ -127,10 +127,15 @@ async def settled(pid: int, settle: float) -> None:
     await asyncio.sleep(settle)
 
 
-async def task_troubles(client: Client, ids: Sequence[str]) -> tuple[int, int]:
+async def task_troubles(
+    client: Client, ids: Sequence[str], run_ids: Sequence[str] | None = None
+) -> tuple[int, int]:
+    """Workflow tasks timed out and failed in the runs' histories: each workflow's
+    current run, or the run of `run_ids` (one for each id) where a run handed over."""
     timed_out = failed = 0
-    for workflow_id in ids:
-        history = await client.get_workflow_handle(workflow_id).fetch_history()
+    runs: Sequence[str | None] = run_ids or [None] * len(ids)
+    for workflow_id, run_id in zip(ids, runs, strict=True):
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
         for event in history.events:
             timed_out += event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
             failed += event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED

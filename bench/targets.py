@@ -133,11 +133,15 @@ def parked(count: int, results: Sequence[parked_runs.Result]) -> list[Target]:
 def cold(result: cold_replies.Result) -> list[Target]:
     return [
         Target(
-            f"cold reply p99 with {result.parked:,} parked runs, after a worker restart",
-            percentile(result.cold.latencies, 99) * 1000,
+            f"cold reply p99 with {result.parked:,} parked runs, {after}",
+            percentile(line.latencies, 99) * 1000,
             500,
             "ms",
         )
+        for line, after in [
+            (result.cold, "after a worker restart"),
+            (result.deploy, "after a rolling deploy"),
+        ]
     ]
 
 

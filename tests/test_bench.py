@@ -4,6 +4,7 @@ targets are read from. Times are printed, never asserted."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from bench import (
@@ -83,19 +84,26 @@ async def test_quick_parked_runs_answer_replies_on_every_row(tmp_path: Path) -> 
     assert all(target.measured is not None for target in targets.parked(10, results))
 
 
-async def test_quick_cold_replies_answer_every_reply_before_and_after_the_worker_restarts(
+async def test_quick_cold_replies_answer_every_reply_before_and_after_a_restart_and_a_deploy(
     tmp_path: Path,
 ) -> None:
     with console.capture() as captured:
-        result = await cold_replies.run(10, 4, 0.0, tmp_path)
-    assert len(result.warm.latencies) == 4
-    assert len(result.cold.latencies) == 4
+        result = await cold_replies.run(12, 4, 0.0, tmp_path)
+    for line in (result.warm, result.cold, result.deploy):
+        assert len(line.latencies) == 4
+    # Every run replied to after the deploy answered on v1, then went on on v2.
+    assert result.moved == 4
     printed = captured.get()
-    assert result.warm.label in printed
-    assert result.cold.label in printed
-    assert "x warm" in printed
-    [target] = targets.cold(result)
-    assert target.measured is not None
+    for line in (result.warm, result.cold, result.deploy):
+        # Its row: the label, then p50, p99, max, p50 and p99 as ratios to warm, the
+        # replies over a second, the workflow tasks timed out and failed.
+        [row] = [r for r in printed.splitlines() if line.label in r]
+        cells = [c.strip() for c in row.split("│")[2:-1]]
+        assert len(cells) == 8, row
+        assert all(re.fullmatch(r"[\d,]+\.\d", c) for c in cells[:3]), row
+        assert all(re.fullmatch(r"\d+\.\d\dx", c) for c in cells[3:5]), row
+        assert all(c.isdigit() for c in cells[5:]), row
+    assert [t.measured is not None for t in targets.cold(result)] == [True, True]
 
 
 async def test_quick_prompt_cache_bills_turn_10_and_the_last_turn_the_same_full_price(

@@ -21,6 +21,7 @@ plugin then gives the client (and a `Replayer`) Tarry's converter for these sett
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -29,7 +30,8 @@ import httpx
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import Worker, WorkerConfig, WorkerDeploymentConfig
+from temporalio.worker import Worker, WorkerConfig, WorkerDeploymentConfig, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.context import ContextStore
 from activities.llm import ModelClient
@@ -103,6 +105,7 @@ class TarryPlugin(SimplePlugin):
             "tarry.TarryPlugin",
             data_converter=data_converter(self.settings),
             workflows=[AgentRunWorkflow, CatalogueCheckWorkflow, EvalRunWorkflow],
+            workflow_runner=workflows_passed_through,
         )
 
     def model_client(self, converter: DataConverter) -> ModelClient:
@@ -174,6 +177,26 @@ def _deployment_config(settings: TarrySettings) -> WorkerDeploymentConfig | None
         use_worker_versioning=True,
         default_versioning_behavior=VersioningBehavior.PINNED,
     )
+
+
+def workflows_passed_through(runner: WorkflowRunner | None) -> WorkflowRunner:
+    """The worker's sandbox, with Tarry's `workflows` package passed through: imported
+    once per process, not once per run. The SDK's sandbox imports a workflow's own module
+    afresh for every run it creates, so each run not in the cache (after a restart, a
+    deploy, an eviction) paid for executing `workflows.agent_run` and for `@workflow.defn`
+    checking every handler's signature again: several times the cost of replaying a
+    parked run's history. What the sandbox gave for it: a fresh copy of the module's
+    globals per run (`workflows` keeps none that change: a run's state is its instance's)
+    and its clock and randomness checks on the names `agent_run` itself imports (the
+    modules it calls, `workflows.*` and `tarry.contracts`, were passed through already).
+    Its checks of builtins (`open`, `input`) still hold; determinism rests, as for the rest
+    of `workflows`, on the layer rule and the replay tests. History and replay are the
+    same. Another runner (the SDK's unsandboxed one, for debugging) is kept as it is."""
+    runner = runner or SandboxedWorkflowRunner()
+    if not isinstance(runner, SandboxedWorkflowRunner):
+        return runner
+    restrictions = runner.restrictions.with_passthrough_modules("workflows")
+    return dataclasses.replace(runner, restrictions=restrictions)
 
 
 def _mcp_host(servers: Mapping[str, McpServer]) -> ToolSource:
