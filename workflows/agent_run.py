@@ -2,9 +2,9 @@
 
 Running → (LLM call → tool calls)* → WaitingUser → ... → Completed or Failed.
 
-Signal and update handlers only record intent in `RunMemory`; the main loop alone
-moves the run, at turn boundaries. That keeps every decision in one place and makes
-the order of replies, pauses and stops exactly the order the loop saw them.
+Signal and update handlers only record intent in `RunMemory` (`decide` and `set_model` say why they
+do more); the main loop alone moves the run, at turn boundaries. That keeps every decision in one
+place, and the order of replies, pauses and stops the order the loop saw.
 
 A run of any length keeps a short history: at a safe point it continues as new,
 handing its `RunMemory` to the next run of the chain under the same workflow id. And a
@@ -205,11 +205,12 @@ class AgentRunWorkflow:
         """Decide on pending tool calls and answer with the state at the next stop point.
 
         An exception to "handlers only record intent": with other calls of the answer
-        still undecided, the run stays at this stop point, so no loop step would tell
-        this decision's observers; the handler publishes the stop point itself."""
+        still undecided, the run stays at this stop point and no loop step tells this
+        decision's observers, so the handler publishes it. The loop's wait for a decision
+        (`tool_calls`) also ends on a signal's or a deadline's: publishing there would
+        show observers stop points they never had."""
         stops = self._m.stops
         approvals.record(self._m, decision, "update", workflow.now())
-        # With other calls of the answer still undecided, the run stays at this stop point.
         if not self._m.undecided():
             await self._next_stop(stops)
         else:
@@ -257,11 +258,11 @@ class AgentRunWorkflow:
 
         An exception to "handlers only record intent": it writes its note into the
         transcript at once, so the switch stands in the conversation where it was asked
-        for, even while the run waits and its loop takes no step."""
+        for, even while the run waits and its loop takes no step. Left to the loop, it
+        would come only after the reply that wakes the run (or never, for a run stopped
+        while it waits): runs in flight would send their models other conversations."""
         name = audit.switched(self._m, switch)
         self._m.requests.model = name
-        if name in self._m.catalogue.profiles:  # runs that resolved their tools before: kept queue
-            self._m.catalogue.model_queue = self._m.catalogue.profiles[name]
         self._note(f"The model profile is now {name!r}.")
         return self.state()
 

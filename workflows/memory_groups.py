@@ -254,8 +254,9 @@ class RunCatalogue(BaseModel):
     """The run's tool catalogue. None only in runs started before the workflow owned it,
     until their first live step on today's code resolves it."""
     model_queue: str | None = None
-    """The task queue of the run's model calls (`Catalogue.model_queue`); null: its own.
-    `set_model` picks the queue of the profile it switches to."""
+    """The task queue of the run's own profile's model calls (`Catalogue.model_queue`);
+    null: the run's own queue. A memory handed over by earlier code after a `set_model`
+    holds the queue of the profile it switched to: `queue_of` answers the same for it."""
     profiles: dict[str, str | None] = {}
     """The worker's model profiles and their task queues (`Catalogue.profiles`)."""
     payload_limit: int | None = None
@@ -264,3 +265,12 @@ class RunCatalogue(BaseModel):
     notify_events: list[NotifyEvent] = []
     """The stop points the worker's `[[notify]]` entries want (`Catalogue.notify_events`),
     learnt with the tools: the run notifies of these (`workflows.notifications`)."""
+
+    def queue_of(self, profile: str | None) -> str | None:
+        """The task queue of the model calls of `profile` (`Requests.model`, which
+        `set_model` records; None: the run's own). The loop asks it for each call, so
+        `set_model` only records the profile. A run that resolved its tools before
+        profiles were listed keeps its queue whatever the profile."""
+        if profile is not None and profile in self.profiles:
+            return self.profiles[profile]
+        return self.model_queue

@@ -63,9 +63,8 @@ async def ask(
         request = _request_for(m, input)
         stream.begin_turn(m, request.turn)
         try:
-            return await _call_model(
-                request, input, m.catalogue.model_queue, functools.partial(_cut, m)
-            )
+            queue = m.catalogue.queue_of(m.requests.model)
+            return await _call_model(request, input, queue, functools.partial(_cut, m))
         except ActivityError as e:
             if isinstance(e.cause, CancelledError):
                 # The activity confirmed its cancellation only after sending its last
