@@ -1,8 +1,9 @@
 """All the state of one agent run, in one model.
 
 The workflow keeps nothing outside `RunMemory`: queries read it, handlers record
-intent in it, the main loop advances it. Because it is one serialisable model it can
-also be handed to the next run of a continue-as-new chain unchanged.
+intent in it, the main loop advances it; its parts are grouped by who writes them
+(`workflows.memory_groups`). Because it is one serialisable model it can also be handed
+to the next run of a continue-as-new chain unchanged.
 """
 
 from __future__ import annotations
@@ -81,8 +82,10 @@ _GROUP_OF = {
 class RunMemory(BaseModel):
     """Grouped by who writes it. The handlers record intent: what they ask of the loop
     in `requests`, replies in `inbox`, decisions in `approvals`. The main loop writes the
-    rest: the `conversation`, the run's status (`phase` to `stops`), its `guards` and
-    `events`, and once, at the start, the `catalogue`."""
+    `conversation`, the run's status (`phase`, `error`, `warning`, `model_failure`,
+    `stops`; `user_input` flags a bad reply's `warning` too), its `guards` and `events`,
+    and once, at the start, the `catalogue`. The `budget` and the sub-agents (`agents`)
+    have both: a raise or a child's report is recorded, the loop acts on it."""
 
     phase: Phase = Phase.RUNNING
     requests: Requests = Requests()
