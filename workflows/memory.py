@@ -12,7 +12,15 @@ import itertools
 import json
 from typing import Any
 
-from pydantic import BaseModel, Field, ModelWrapValidatorHandler, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    ModelWrapValidatorHandler,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
@@ -77,6 +85,20 @@ _GROUP_OF = {
     for old in [new, *(o for o, n in _RENAMED.items() if n == new)]
 }
 """Each flat field of earlier memories, by the group and field it moved to."""
+_WRITTEN_FLAT = (
+    "phase", "transcript", "pages", "page_index", "window_start", "context_from", "inbox",
+    "seen_ids", "received", "answered", "turn", "segment_turns", "tools", "model_queue",
+    "profiles", "payload_limit", "notify_events", "context", "usage", "last_assistant_text",
+    "output", "error", "warning", "pause_requested", "paused_by", "stop_reason", "stopped_by",
+    "stop_requested", "stops", "guards", "approvals", "events", "budget", "model_failure",
+    "retry_requested", "model", "forked_from", "agents", "reply_policy", "remembered", "audit",
+)  # fmt: skip
+"""The memory's fields as the build before the groups wrote them, in its order: the shape
+every hand-over is written in, for a worker of that build to read (see `_flat`)."""
+_WRITTEN_AT = {"inbox": ("inbox", "queued")} | {
+    name: _GROUP_OF[name] for name in _WRITTEN_FLAT if name in _GROUP_OF
+}
+"""Where each flat field is found in the groups; the others are the memory's own."""
 
 
 class RunMemory(BaseModel):
@@ -126,6 +148,27 @@ class RunMemory(BaseModel):
         for group, fields in moved.items():
             lifted[group] = {**fields, **dict(lifted.get(group) or {})}
         return lifted
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Written flat, as the build before the groups wrote it (`_WRITTEN_FLAT`): a
+        hand-over, or a `tarry resume`, may be read by a worker of that build (a rolling
+        deploy, a rollback), which fails a run whose memory it cannot read. The grouped
+        shape goes on the wire once no such build is left (docs/guides/upgrading.md).
+        `model_queue` is written as that build kept it: the queue of the profile
+        `set_model` switched to."""
+        grouped: dict[str, Any] = handler(self)
+        flat: dict[str, Any] = {}
+        for name in _WRITTEN_FLAT:
+            group, field = _WRITTEN_AT.get(name, (None, name))
+            part = grouped if group is None else grouped.get(group, {})
+            if field in part:
+                flat[name] = part[field]
+        if "approvals" in flat:  # its `remembered` was written beside it
+            flat["approvals"] = {k: v for k, v in flat["approvals"].items() if k != "remembered"}
+        if "model_queue" in flat:
+            flat["model_queue"] = self.catalogue.queue_of(self.requests.model)
+        return flat
 
     @classmethod
     def of(cls, input: RunInput) -> RunMemory:
