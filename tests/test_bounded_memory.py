@@ -193,8 +193,8 @@ async def test_a_run_hands_over_the_ids_of_its_latest_replies_only_and_knows_the
     await run.send(f"reply {oldest_kept}", id=ids[oldest_kept])  # a client's retry
 
     memories = await test_streaming.handed_over(agent, run)
-    assert max(len(memory["inbox"]["seen_ids"]) for memory in memories) == REPLY_IDS_KEPT
-    assert list(memories[-1]["inbox"]["seen_ids"]) == ids[oldest_kept:]
+    assert max(len(memory["seen_ids"]) for memory in memories) == REPLY_IDS_KEPT
+    assert list(memories[-1]["seen_ids"]) == ids[oldest_kept:]
     replies = [m.content for m in await run.transcript() if m.role == "user"]
     assert replies == ["hello", *(f"reply {n}" for n in range(len(ids)))]
 
@@ -213,8 +213,8 @@ async def test_a_memory_handed_over_with_every_reply_id_keeps_only_the_latest_af
     await run.send("one more", id="new")  # a retry, which the next run of the chain answers
 
     [*_, handed] = await test_streaming.handed_over(agent, run)
-    assert len(handed["inbox"]["seen_ids"]) == REPLY_IDS_KEPT
-    assert list(handed["inbox"]["seen_ids"])[-2:] == [f"old-{3 * REPLY_IDS_KEPT - 1}", "new"]
+    assert len(handed["seen_ids"]) == REPLY_IDS_KEPT
+    assert list(handed["seen_ids"])[-2:] == [f"old-{3 * REPLY_IDS_KEPT - 1}", "new"]
     assert [m.content for m in await run.transcript()].count("one more") == 1
 
 
