@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 
@@ -167,6 +168,10 @@ def test_a_flat_hand_over_decodes_into_its_groups_and_is_written_back_key_for_ke
     assert again == handed | {"memory": flat}
     assert list(again["memory"]) == list(flat)
     assert RunMemory.model_validate_json(memory.model_dump_json()) == memory
+    # The grouped shape, which a later build will write, reads back the same too.
+    grouped = {name: to_jsonable_python(value) for name, value in memory}
+    assert {"requests", "inbox", "conversation", "catalogue"} <= set(grouped)
+    assert RunMemory.model_validate_json(json.dumps(grouped)) == memory
 
 
 def recorded_hand_overs() -> list[bytes]:
