@@ -23,7 +23,8 @@ from tests.http_api import serving
 from tests.test_approvals import WRITE, gated_run
 from tests.test_http_api import error_of
 from tests.test_runs_in_flight import handed_over
-from workflows.memory import REPLY_IDS_KEPT, WorkflowInput
+from workflows.memory import WorkflowInput
+from workflows.memory_groups import REPLY_IDS_KEPT
 
 WAITING = {Phase.WAITING_USER}
 SMALL_BUDGET = 50

@@ -2,9 +2,9 @@
 
 Running → (LLM call → tool calls)* → WaitingUser → ... → Completed or Failed.
 
-Signal and update handlers only record intent in `RunMemory`; the main loop alone
-moves the run, at turn boundaries. That keeps every decision in one place and makes
-the order of replies, pauses and stops exactly the order the loop saw them.
+Signal and update handlers only record intent in `RunMemory` (`decide` and `set_model` say why they
+do more); the main loop alone moves the run, at turn boundaries. That keeps every decision in one
+place, and the order of replies, pauses and stops the order the loop saw.
 
 A run of any length keeps a short history: at a safe point it continues as new,
 handing its `RunMemory` to the next run of the chain under the same workflow id. And a
@@ -70,7 +70,7 @@ with workflow.unsafe.imports_passed_through():
         tool_calls,
     )
     from workflows.details import count_phase, current_details, search_attributes
-    from workflows.memory import Budgets, RunMemory, WorkflowInput
+    from workflows.memory import RunMemory, WorkflowInput
     from workflows.stream import RunStream
 
 # Patch ids: their table, and when each goes, is in docs/guides/upgrading.md.
@@ -98,16 +98,14 @@ class AgentRunWorkflow:
         if input.memory is not None:  # handed over by the previous run of the chain
             self._m = input.memory
         else:
-            self._m = RunMemory(
-                budget=Budgets(limits=input.budget), reply_policy=input.on_reply_while_running
-            )
+            self._m = RunMemory.of(input)
             self._m.agents.parent = input.parent
             if fork := input.fork:  # the conversation before the message it branches at
-                self._m.transcript = list(fork.transcript)
+                self._m.conversation.transcript = list(fork.transcript)
                 self._m.forked_from = ForkOrigin(run_id=fork.run_id, at=fork.at)
             audit.started(self._m, input)
             if input.prompt:
-                self._m.receive(UserInput(text=input.prompt, by=input.started_by))
+                self._m.inbox.receive(UserInput(text=input.prompt, by=input.started_by))
             else:
                 self._m.phase = Phase.WAITING_USER
         self._stream = RunStream(self._m.events.state)
@@ -120,16 +118,16 @@ class AgentRunWorkflow:
         self._enter(m.phase)
         # Before anything else: a run naming a tool no worker has is refused at once. A
         # run handed over or resumed has its tools already.
-        if m.tools is None:
+        if m.catalogue.tools is None:
             workflow.deprecate_patch(_CATALOGUE_AT_START_PATCH)
             if refused := await tool_calls.resolve(m, self._input):
                 self._fail(refused)
         while not m.phase.ended:
             if m.phase is Phase.WAITING_USER:
                 await workflow.wait_condition(
-                    lambda: self._goes_on() or m.stop_requested or self._hand_over_due()
+                    lambda: self._goes_on() or m.requests.stop or self._hand_over_due()
                 )
-                if m.stop_requested:
+                if m.requests.stop:
                     self._settle(Phase.COMPLETED)
                     break
                 if not self._goes_on():
@@ -167,15 +165,15 @@ class AgentRunWorkflow:
         # A run that already waits has nothing to pause; a stale request must not
         # swallow the answer to the next reply.
         if self._m.phase is Phase.RUNNING:
-            self._m.pause_requested = True
-            self._m.paused_by = (request.by if request else None) or TEMPORAL_UI
+            self._m.requests.pause = True
+            self._m.requests.paused_by = (request.by if request else None) or TEMPORAL_UI
             audit.paused(self._m, request)
 
     @workflow.signal
     def stop(self, request: StopRequest | None = None) -> None:
-        self._m.stop_requested = True
-        self._m.stop_reason = request.reason if request else None
-        self._m.stopped_by = (request.by if request else None) or TEMPORAL_UI
+        self._m.requests.stop = True
+        self._m.requests.stop_reason = request.reason if request else None
+        self._m.requests.stopped_by = (request.by if request else None) or TEMPORAL_UI
         audit.stopped(self._m, request)
 
     @workflow.signal
@@ -207,11 +205,12 @@ class AgentRunWorkflow:
         """Decide on pending tool calls and answer with the state at the next stop point.
 
         An exception to "handlers only record intent": with other calls of the answer
-        still undecided, the run stays at this stop point, so no loop step would tell
-        this decision's observers; the handler publishes the stop point itself."""
+        still undecided, the run stays at this stop point and no loop step tells this
+        decision's observers, so the handler publishes it. The loop's wait for a decision
+        (`tool_calls`) also ends on a signal's or a deadline's: publishing there would
+        show observers stop points they never had."""
         stops = self._m.stops
         approvals.record(self._m, decision, "update", workflow.now())
-        # With other calls of the answer still undecided, the run stays at this stop point.
         if not self._m.undecided():
             await self._next_stop(stops)
         else:
@@ -242,7 +241,7 @@ class AgentRunWorkflow:
         """Asks the model again, for a run that waits because it kept failing
         (`waiting_for: "model"`); answers with the state at the next stop point."""
         stops = self._m.stops
-        self._m.retry_requested = True
+        self._m.requests.retry = True
         audit.retried(self._m, request)
         await self._next_stop(stops)
         return self.state()
@@ -259,11 +258,11 @@ class AgentRunWorkflow:
 
         An exception to "handlers only record intent": it writes its note into the
         transcript at once, so the switch stands in the conversation where it was asked
-        for, even while the run waits and its loop takes no step."""
+        for, even while the run waits and its loop takes no step. Left to the loop, it
+        would come only after the reply that wakes the run (or never, for a run stopped
+        while it waits): runs in flight would send their models other conversations."""
         name = audit.switched(self._m, switch)
-        self._m.model = name
-        if name in self._m.profiles:  # runs that resolved their tools before: kept queue
-            self._m.model_queue = self._m.profiles[name]
+        self._m.requests.model = name
         self._note(f"The model profile is now {name!r}.")
         return self.state()
 
@@ -275,7 +274,7 @@ class AgentRunWorkflow:
         if not name.strip():
             raise ApplicationError("name a model profile", type=ErrorCode.INPUT_INVALID)
         # A typo would otherwise fail the run's next model call instead of this request.
-        if (profiles := self._m.profiles) and name not in profiles:
+        if (profiles := self._m.catalogue.profiles) and name not in profiles:
             raise ApplicationError(
                 f"no model profile {name!r} on this worker; configured: {', '.join(profiles)}",
                 type=ErrorCode.LLM_UNKNOWN_PROFILE,
@@ -287,8 +286,8 @@ class AgentRunWorkflow:
         worker lacks. Clients before `CatalogueCheck` ask it after a start; today's ask
         the worker before they start a run (`workflows.catalogue_check`)."""
         m = self._m
-        await workflow.wait_condition(lambda: m.tools is not None or m.phase.ended)
-        if m.tools is None and m.error is not None:
+        await workflow.wait_condition(lambda: m.catalogue.tools is not None or m.phase.ended)
+        if m.catalogue.tools is None and m.error is not None:
             raise ApplicationError(m.error.message, type=m.error.code)
         return self.state()
 
@@ -301,7 +300,7 @@ class AgentRunWorkflow:
             # reply queued: this is its stop point.
             await workflow.wait_condition(
                 lambda: (
-                    self._m.answered >= seq
+                    self._m.inbox.answered >= seq
                     or self._m.waiting_for() in (WaitingFor.BUDGET, WaitingFor.AGENT)
                 )
             )
@@ -327,7 +326,7 @@ class AgentRunWorkflow:
     @workflow.update
     def set_reply_policy(self, change: audit.PolicyArg) -> RunState:
         """What a reply does from now on that arrives while the agent works."""
-        self._m.reply_policy = audit.policy_changed(self._m, change)
+        self._m.requests.reply_policy = audit.policy_changed(self._m, change)
         return self.state()
 
     @set_reply_policy.validator
@@ -362,16 +361,16 @@ class AgentRunWorkflow:
     async def _step(self) -> None:
         """One turn boundary and, unless something stops the run there, one turn."""
         m = self._m
-        if not m.stop_requested and budgets.holds(m):
+        if not m.requests.stop and budgets.holds(m):
             return self._settle(Phase.WAITING_USER)
-        first = m.inbox[0].input.text if m.inbox else None
+        first = m.inbox.queued[0].input.text if m.inbox.queued else None
         m.deliver_inbox()
         if first is not None:
             self._title(first)
-        if m.stop_requested:
+        if m.requests.stop:
             return self._abort()
-        if m.pause_requested:
-            m.pause_requested = False
+        if m.requests.pause:
+            m.requests.pause = False
             return self._settle(Phase.WAITING_USER)
         if m.guards.turns_since_input >= self._input.max_turns:
             m.warning = ErrorCode.ENGINE_MAX_TURNS
@@ -381,11 +380,11 @@ class AgentRunWorkflow:
             if m.phase is not Phase.RUNNING:  # refused: too large to hand over
                 return None
         tool_calls.hint_if_repeating(m)
-        if m.stop_requested:
+        if m.requests.stop:
             return self._abort()
 
         if m.model_failure is not None:  # asked again: by `retry`, or with a reply
-            m.model_failure, m.retry_requested, m.error = None, False, None
+            m.model_failure, m.requests.retry, m.error = None, False, None
         due = pages.due(m, self._input)
         ask = model_calls.ask(m, self._input, self._stream)
         if not due:
@@ -407,8 +406,9 @@ class AgentRunWorkflow:
         self._stream.publish_messages(m)
         workflow.set_current_details(current_details(m, self._input))
         if answer.message.tool_calls:
-            assert m.tools is not None, "every run resolves its tools at its start (`run`)"
-            await self._run_tools(answer.message.tool_calls, m.tools)
+            tools = m.catalogue.tools
+            assert tools is not None, "every run resolves its tools at its start (`run`)"
+            await self._run_tools(answer.message.tool_calls, tools)
         elif self._input.mode is Mode.TASK:
             if isinstance(done := output.finish(m, self._input.output_schema), ErrorInfo):
                 return self._fail(done)
@@ -427,12 +427,12 @@ class AgentRunWorkflow:
             *(tool_calls.run_call(m, input, call, tools, self._follow) for call in calls)
         )
         finished = tool_calls.record(m, input, calls, results)
-        stopped_while_pending = bool(m.approvals.pending) and m.stop_requested
+        stopped_while_pending = bool(m.approvals.pending) and m.requests.stop
         m.approvals.pending = []
         if finished is not None or stopped_while_pending:
             # A stop while calls waited for a decision rejected them: the run ends as a
             # stop while waiting does.
-            m.output = finished
+            m.conversation.output = finished
             self._settle(Phase.COMPLETED)
         elif m.warning is ErrorCode.ENGINE_LOOP_DETECTED:
             self._settle(Phase.WAITING_USER)
@@ -440,7 +440,7 @@ class AgentRunWorkflow:
     # --- State changes ------------------------------------------------------------
 
     def _abort(self) -> None:
-        reason = f": {self._m.stop_reason}" if self._m.stop_reason else ""
+        reason = f": {self._m.requests.stop_reason}" if self._m.requests.stop_reason else ""
         self._fail(ErrorInfo(code=ErrorCode.ENGINE_ABORTED, message=f"stopped by the user{reason}"))
 
     def _fail(self, error: ErrorInfo) -> None:
@@ -468,17 +468,17 @@ class AgentRunWorkflow:
             m.phase is Phase.WAITING_USER
             and not m.undecided()
             and not m.agents.waiting
-            and not m.stop_requested
+            and not m.requests.stop
         ):
             self._enter(Phase.RUNNING)
 
     def _settle(self, phase: Phase) -> None:
         """Moves to a stop point: every reply delivered so far now has its answer."""
         m = self._m
-        delivered = m.inbox[0].seq - 1 if m.inbox else m.received
-        m.answered = m.received if phase.ended else delivered
+        delivered = m.inbox.queued[0].seq - 1 if m.inbox.queued else m.inbox.received
+        m.inbox.answered = m.inbox.received if phase.ended else delivered
         m.stops += 1
-        m.pause_requested = False  # any stop point is the pause a caller asked for
+        m.requests.pause = False  # any stop point is the pause a caller asked for
         self._enter(phase)
         self._stream.publish_stop(self._m)
         self._outbox.stop_point(m)
@@ -497,19 +497,19 @@ class AgentRunWorkflow:
     def _note(self, text: str) -> None:
         """A line of the run's own in its transcript, for people reading it and for the
         model: what happened to the conversation between its turns."""
-        self._m.transcript.append(ChatMessage(role="system", content=text))
+        self._m.conversation.transcript.append(ChatMessage(role="system", content=text))
         self._stream.publish_messages(self._m)
 
     def _goes_on(self) -> bool:
         """Whether a waiting run has a reason to go on: a reply, raised limits, a retry."""
-        return budgets.goes_on(self._m) or self._m.retry_requested
+        return budgets.goes_on(self._m) or self._m.requests.retry
 
     def _hand_over_due(self) -> bool:
         """Due, and no `send` or `decide` caller still waits for an answer from this run,
         nor a notification its receiver has not taken: the server drops a closed run's
         activities (`workflows.notifications`)."""
         due = (
-            self._m.segment_turns >= self._input.continue_as_new_after_turns
+            self._m.conversation.segment_turns >= self._input.continue_as_new_after_turns
             or workflow.info().is_continue_as_new_suggested()
             or builds.moves_to_new_build()
             or audit.hand_over_due(self._m)
@@ -520,7 +520,7 @@ class AgentRunWorkflow:
             due
             and not self._callers
             and not self._outbox.sending
-            and self._refused_hand_over != self._m.turn
+            and self._refused_hand_over != self._m.conversation.turn
         )
 
     async def _next_stop(self, stops: int) -> None:
@@ -558,8 +558,8 @@ class AgentRunWorkflow:
             size = pages.payload_size(next_input)
         # A payload over the limit would fail this task at every attempt: the run would
         # freeze, unreadable and unstoppable. It waits for a person instead.
-        if m.payload_limit is not None and size > m.payload_limit:
-            return self._refuse_hand_over(size, m.payload_limit)
+        if m.catalogue.payload_limit is not None and size > m.catalogue.payload_limit:
+            return self._refuse_hand_over(size, m.catalogue.payload_limit)
         self._stream.detach_pollers()  # observers follow the chain to the next run
         # The memo as it is now: the next run would start with this one's first memo,
         # without a summary taken from the first message since (`_title`).
@@ -574,8 +574,7 @@ class AgentRunWorkflow:
         # turns' events: the rest would ride along through every hand-over. Two, so an
         # observer a turn behind (its polls slowed by the hand-over) still finds its place.
         self._stream.truncate(m.events.previous_turn_events)
-        events = m.events.model_copy(update={"state": self._stream.get_state()})
-        memory = m.model_copy(update={"segment_turns": 0, "events": events, "audit": []})
+        memory = m.handed_over(self._stream.get_state())
         # A fork's first messages are in the memory now: sent again, they'd grow history.
         fork = self._input.fork and self._input.fork.model_copy(update={"transcript": []})
         return self._input.model_copy(update={"memory": memory, "fork": fork, "audit": m.audit})
@@ -584,7 +583,7 @@ class AgentRunWorkflow:
         """The run keeps its history and waits with `PAYLOAD_TOO_LARGE`: a reply goes on
         (the hand-over is tried again after its turn), a stop ends the run."""
         m = self._m
-        self._refused_hand_over = m.turn
+        self._refused_hand_over = m.conversation.turn
         m.error = ErrorInfo(
             code=ErrorCode.PAYLOAD_TOO_LARGE,
             message=(

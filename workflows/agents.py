@@ -77,7 +77,7 @@ def remaining(memory: RunMemory) -> Budget | None:
     """What the run has left of its budget, for a child to spend; None: no limit. A
     child that starts with nothing left gets the least a budget can be, and pauses
     before its first model call until the parent's budget is raised."""
-    limits, spent = memory.budget.limits, memory.usage
+    limits, spent = memory.budget.limits, memory.conversation.usage
     if limits is None:
         return None
     tokens, cost = limits.max_total_tokens, limits.max_cost_usd
@@ -135,7 +135,7 @@ async def delegate(
         return ToolResult.failure(
             ErrorCode.AGENT_FAILED, f"agent {name} ({run_id}): {result.__cause__ or result}"
         )
-    m.usage += result.usage  # the tree's one budget
+    m.conversation.usage += result.usage  # the tree's one budget
     if result.phase is not Phase.COMPLETED:
         error = result.error
         why = f"{error.code}: {error.message}" if error else str(result.phase)
@@ -165,7 +165,7 @@ async def _follow_child(
 
     def seen() -> tuple[bool, WaitingFor | None, Budget | None]:
         """What the parent passes on or follows: its stop, the child's wait, its budget."""
-        return m.stop_requested, m.agents.waiting.get(run_id), m.budget.limits
+        return m.requests.stop, m.agents.waiting.get(run_id), m.budget.limits
 
     last = seen()
     while not handle.done():
@@ -177,7 +177,9 @@ async def _follow_child(
         stopped, _, limits = last
         if stopped and not before[0]:
             # Passed on by this run (`Door.RULE`), in the name of who stopped it.
-            stop = StopRequest(reason=m.stop_reason, by=m.stopped_by, door=Door.RULE)
+            stop = StopRequest(
+                reason=m.requests.stop_reason, by=m.requests.stopped_by, door=Door.RULE
+            )
             await _tell(handle, "stop", stop)
         if limits != before[2] and (left := remaining(m)) is not None:
             raised = BudgetRaise(

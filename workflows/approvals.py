@@ -30,7 +30,8 @@ from tarry.contracts import (
     may_decide,
 )
 from workflows import audit, rules
-from workflows.memory import Approvals, RunMemory
+from workflows.memory import RunMemory
+from workflows.memory_groups import Approvals
 
 
 def decision_problem(memory: RunMemory, decision: Decision) -> ApplicationError | None:
@@ -96,7 +97,9 @@ def _not_allowed(calls: list[PendingApproval], decision: Decision) -> Applicatio
 def _decided_earlier(memory: RunMemory, call_id: str) -> bool:
     """A call of an earlier answer, decided and run: its tool message keeps the decision,
     and once that message has moved into a page, `Approvals.decided` keeps its id."""
-    if any(m.tool_call_id == call_id and m.decision is not None for m in memory.transcript):
+    if any(
+        m.tool_call_id == call_id and m.decision is not None for m in memory.conversation.transcript
+    ):
         return True
     # Never in the way of a pending call of the same id (a model may repeat its ids): runs
     # on earlier code took those decisions, and must replay taking them.

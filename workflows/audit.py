@@ -109,12 +109,12 @@ def started(memory: RunMemory, input: WorkflowInput) -> None:
 
 
 def receive(memory: RunMemory, input: UserInput) -> int:
-    """Queues a reply (`RunMemory.receive`) with its author (`temporal-ui` for one that
+    """Queues a reply (`Inbox.receive`) with its author (`temporal-ui` for one that
     came without), and records it unless it is a retry of one the run has; its `seq`."""
-    received = memory.received
+    received = memory.inbox.received
     named = input if input.by else input.model_copy(update={"by": TEMPORAL_UI})
-    seq = memory.receive(named)
-    if memory.received > received:
+    seq = memory.inbox.receive(named)
+    if memory.inbox.received > received:
         record(memory, Act.REPLY, input, f"reply {seq} ({len(input.text)} characters)")
     return seq
 

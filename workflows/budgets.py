@@ -31,7 +31,7 @@ def holds(memory: RunMemory) -> bool:
     """At a turn boundary: whether the run must wait for its budget to be raised (it
     pauses, or stays paused) rather than ask the model. Going on clears the warning."""
     m = memory
-    over = exceeded(m.budget.limits, m.usage)
+    over = exceeded(m.budget.limits, m.conversation.usage)
     if over:
         m.warning = ErrorCode.BUDGET_EXCEEDED
     elif m.budget.paused and m.warning is ErrorCode.BUDGET_EXCEEDED:
@@ -45,8 +45,8 @@ def goes_on(memory: RunMemory) -> bool:
     budget (a reply alone does not do), a reply for any other."""
     m = memory
     if m.budget.paused:
-        return not exceeded(m.budget.limits, m.usage)
-    return bool(m.inbox)
+        return not exceeded(m.budget.limits, m.conversation.usage)
+    return bool(m.inbox.queued)
 
 
 def raise_problem(memory: RunMemory, raised: BudgetRaise) -> ApplicationError | None:
@@ -57,14 +57,14 @@ def raise_problem(memory: RunMemory, raised: BudgetRaise) -> ApplicationError | 
     tokens, cost = raised.max_total_tokens, raised.max_cost_usd
     if tokens is None and cost is None:
         return _invalid("give max_total_tokens, max_cost_usd or both")
-    if tokens is not None and tokens <= m.usage.total_tokens:
+    if tokens is not None and tokens <= m.conversation.usage.total_tokens:
         return _invalid(
-            f"the run has spent {m.usage.total_tokens} tokens; "
+            f"the run has spent {m.conversation.usage.total_tokens} tokens; "
             f"max_total_tokens must be above that (got {tokens})"
         )
-    if cost is not None and cost <= m.usage.cost_usd:
+    if cost is not None and cost <= m.conversation.usage.cost_usd:
         return _invalid(
-            f"the run has spent ${m.usage.cost_usd:.4f}; "
+            f"the run has spent ${m.conversation.usage.cost_usd:.4f}; "
             f"max_cost_usd must be above that (got {cost:g})"
         )
     return None

@@ -38,14 +38,14 @@ def search_attributes(
     waiting_for = m.waiting_for()
     attributes: list[SearchAttributeUpdate[Any]] = [
         PHASE_ATTRIBUTE.value_set(m.phase.value),
-        TURNS_ATTRIBUTE.value_set(m.turn),
+        TURNS_ATTRIBUTE.value_set(m.conversation.turn),
         MODEL_ATTRIBUTE.value_set(input.model),
         WAITING_FOR_ATTRIBUTE.value_set(waiting_for.value)
         if waiting_for
         else WAITING_FOR_ATTRIBUTE.value_unset(),
     ]
     if cost:
-        attributes.append(COST_ATTRIBUTE.value_set(float(m.usage.cost_usd)))
+        attributes.append(COST_ATTRIBUTE.value_set(float(m.conversation.usage.cost_usd)))
     return attributes
 
 
@@ -79,17 +79,17 @@ def tool_summary(name: str, arguments: str) -> str:
 def current_details(memory: RunMemory, input: RunInput) -> str:
     """Markdown for the UI's "current details": phase, turn, tokens, the question, who
     may decide it, who paused, stopped or raised the budget, trouble."""
-    m = memory
-    cost = f" · ${m.usage.cost_usd:.4f}" if m.usage.cost_usd else ""
+    m, c = memory, memory.conversation
+    cost = f" · ${c.usage.cost_usd:.4f}" if c.usage.cost_usd else ""
     lines = [
-        f"**{m.phase}** · turn {m.turn} · {m.usage.total_tokens} tokens{cost}"
+        f"**{m.phase}** · turn {c.turn} · {c.usage.total_tokens} tokens{cost}"
         f" · model `{input.model}`"
     ]
     if origin := m.forked_from:
         lines.append(f"**Forked from** `{origin.run_id}` at message {origin.at}")
-    if m.last_assistant_text:
-        label = "Result" if m.output is not None else "Agent said"
-        text = m.output if m.output is not None else m.last_assistant_text
+    if c.last_assistant_text:
+        label = "Result" if c.output is not None else "Agent said"
+        text = c.output if c.output is not None else c.last_assistant_text
         lines.append(f"**{label}:** {shorten(text, 300)}")
     for pending in m.undecided():
         deadline = f", default at {pending.deadline:%Y-%m-%d %H:%M} UTC" if pending.deadline else ""
@@ -103,15 +103,15 @@ def current_details(memory: RunMemory, input: RunInput) -> str:
         lines.append(f"**Sub-agent of** `{m.agents.parent}`")
     for child, waiting_for in m.agents.waiting.items():
         lines.append(f"**Waiting for agent:** `{child}` (waits for {waiting_for})")
-    if m.inbox:
-        lines.append(f"**Replies queued:** {len(m.inbox)}")
-    if m.paused_by:
-        lines.append(f"**Paused by:** {m.paused_by}")
+    if m.inbox.queued:
+        lines.append(f"**Replies queued:** {len(m.inbox.queued)}")
+    if m.requests.paused_by:
+        lines.append(f"**Paused by:** {m.requests.paused_by}")
     if m.budget.raised_by:
         lines.append(f"**Budget raised by:** {m.budget.raised_by}")
-    if m.stopped_by:
-        reason = f": {shorten(m.stop_reason, 200)}" if m.stop_reason else ""
-        lines.append(f"**Stopped by:** {m.stopped_by}{reason}")
+    if m.requests.stopped_by:
+        reason = f": {shorten(m.requests.stop_reason, 200)}" if m.requests.stop_reason else ""
+        lines.append(f"**Stopped by:** {m.requests.stopped_by}{reason}")
     if m.warning:
         lines.append(f"**Warning:** `{m.warning}`")
     if m.error:

@@ -1,8 +1,9 @@
 """All the state of one agent run, in one model.
 
 The workflow keeps nothing outside `RunMemory`: queries read it, handlers record
-intent in it, the main loop advances it. Because it is one serialisable model it can
-also be handed to the next run of a continue-as-new chain unchanged.
+intent in it, the main loop advances it; its parts are grouped by who writes them
+(`workflows.memory_groups`). Because it is one serialisable model it can also be handed
+to the next run of a continue-as-new chain unchanged.
 """
 
 from __future__ import annotations
@@ -11,24 +12,27 @@ import itertools
 import json
 from typing import Any
 
-from pydantic import BaseModel, Field, ModelWrapValidatorHandler, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    ModelWrapValidatorHandler,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
 
 from tarry.contracts import (
-    AgentSpec,
     AuditRecord,
-    Budget,
     ChatMessage,
-    ContextRef,
-    DecisionRecord,
     ErrorCode,
     ErrorInfo,
     Fork,
     ForkOrigin,
     LlmResponse,
-    NotifyEvent,
     PendingApproval,
     Phase,
     ReplyPolicy,
@@ -36,211 +40,93 @@ from tarry.contracts import (
     RunResult,
     RunState,
     ToolCall,
-    ToolDefinition,
-    TranscriptPageIndexRef,
-    TranscriptPageRef,
-    Usage,
     UserInput,
     WaitingFor,
     input_problem,
     reply_problem,
 )
+from workflows.memory_groups import (
+    Approvals,
+    Budgets,
+    Conversation,
+    Delegations,
+    EventLog,
+    Guards,
+    Inbox,
+    Requests,
+    RunCatalogue,
+)
 
-REPLY_IDS_KEPT = 100
-"""How many of the latest replies' ids a run keeps to know a retry (`RunMemory.seen_ids`):
-a client retries within minutes, not a hundred replies later, and the memory handed over
-at each continue-as-new stays the same size however many replies came before."""
-_REPLY_IDS_PATCH = "reply-ids-window"
-"""A run recorded before the window keeps every id; the next run of its chain drops the
-oldest with its first reply."""
 _UNIQUE_CALL_IDS_PATCH = "unique-call-ids"
 """A run recorded before keeps a tool call id its model repeated."""
-DECIDED_CALLS_KEPT = 100
-"""How many of the latest decided calls' ids a run keeps (`Approvals.decided`): a late
-decision on one whose tool message has moved into a page is still told it was decided."""
-
-
-class QueuedInput(BaseModel):
-    """A reply waiting for the next turn boundary; `seq` orders and names it."""
-
-    seq: int
-    input: UserInput
-
-
-class EventLog(BaseModel):
-    """The run's event stream and the workflow's cursors into it."""
-
-    state: WorkflowStreamState | None = None
-    """The stream's state, handed on through continue-as-new (None on a fresh run, and
-    while the run's `RunStream` holds it)."""
-    turn_events: int = 0
-    """The stream offset where the current turn's events begin."""
-    previous_turn_events: int = 0
-    """Where the turn before it began: a hand-over drops the events before this."""
-    turn_of_events: int = 0
-    """The turn `turn_events` belongs to (a retried call of a turn keeps its turn's start)."""
-    published: int = 0
-    """How many transcript messages have been published to the event stream."""
-
-
-class Guards(BaseModel):
-    """What the guards count, to stop a run that goes round in circles."""
-
-    turns_since_input: int = 0
-    """LLM calls since the last reply: `RunInput.max_turns` bounds it."""
-    failures: dict[str, int] = {}
-    """How often each failing call (tool name + canonical arguments) failed."""
-    streak_tool: str | None = None
-    streak: int = 0
-    """How many calls in a row went to `streak_tool`."""
-    output_repairs: int = 0
-    """Answers shown their errors against `RunInput.output_schema` and asked again."""
-
-
-class Approvals(BaseModel):
-    """The gated calls of the current answer and the decisions on them."""
-
-    pending: list[PendingApproval] = []
-    """The gated calls of the current answer; they stay until their tool messages exist."""
-    decisions: dict[str, DecisionRecord] = {}
-    """Decisions on pending calls, by call id: the first one for a call wins."""
-    schemas: dict[str, dict[str, Any]] = {}
-    """The argument schemas of the gated tools, to check edited arguments against."""
-    decided: list[str] = []
-    """The ids of the latest `DECIDED_CALLS_KEPT` calls decided and run, oldest first. Their
-    tool messages keep the decisions, but the run cannot read a page: these ids are what
-    it knows of a decided call once its message has left memory."""
-
-    def undecided(self) -> list[PendingApproval]:
-        return [p for p in self.pending if p.call_id not in self.decisions]
-
-    def settle(self, call_id: str) -> DecisionRecord | None:
-        """The decision on a call whose tool message is written now, for that message to
-        keep; the call's id joins `decided` (dropping the oldest past the window)."""
-        decision = self.decisions.pop(call_id, None)
-        if decision is not None:
-            self.decided = [*self.decided, call_id][-DECIDED_CALLS_KEPT:]
-        return decision
-
-
-class Budgets(BaseModel):
-    """The run's budget as it stands, and whether the run waits for it to be raised."""
-
-    limits: Budget | None = None
-    """`RunInput.budget`, with the limits `raise_budget` replaced."""
-    paused: bool = False
-    """The run stopped at a turn boundary over budget; set and cleared by the main loop."""
-    raised_by: str | None = None
-    """Who last raised the limits (`BudgetRaise.by`)."""
-
-
-class Delegations(BaseModel):
-    """The sub-agents a run may delegate to, and its children that run now."""
-
-    specs: dict[str, AgentSpec] = {}
-    """`Catalogue.agents`: resolved at the run's start, kept whatever the config becomes."""
-    started: int = 0
-    """Children started so far: the `N` of the next child's id `PARENT:NAME-N`."""
-    running: list[str] = []
-    """The ids of the children that run now, in the order they were started."""
-    waiting: dict[str, WaitingFor] = {}
-    """The running children that wait for a person, and what for (`AgentReport`)."""
-    reports: dict[str, int] = {}
-    """The `seq` of the latest report of each running child: an older one that arrives
-    late changes nothing."""
-    parent: str | None = None
-    """The run that delegated to this one (`WorkflowInput.parent`)."""
-    reported: int = 0
-    """The `seq` of this child's latest report to its parent."""
-    reported_waiting: WaitingFor | None = None
-    """What this child last told its parent it waits for."""
 
 
 _GROUPS: dict[str, type[BaseModel]] = {
-    "events": EventLog,
-    "guards": Guards,
+    "requests": Requests,
+    "inbox": Inbox,
     "approvals": Approvals,
+    "conversation": Conversation,
+    "catalogue": RunCatalogue,
+    "guards": Guards,
+    "events": EventLog,
 }
-_RENAMED = {"stream": "state", "gated_schemas": "schemas"}
+_RENAMED = {
+    "stream": "state",
+    "gated_schemas": "schemas",
+    "pause_requested": "pause",
+    "stop_requested": "stop",
+    "retry_requested": "retry",
+}
 """The flat fields of earlier memories that were renamed as they moved into a group."""
+_GROUP_OF = {
+    old: (group, new)
+    for group, model in _GROUPS.items()
+    for new in model.model_fields
+    for old in [new, *(o for o, n in _RENAMED.items() if n == new)]
+}
+"""Each flat field of earlier memories, by the group and field it moved to."""
+_WRITTEN_FLAT = (
+    "phase", "transcript", "pages", "page_index", "window_start", "context_from", "inbox",
+    "seen_ids", "received", "answered", "turn", "segment_turns", "tools", "model_queue",
+    "profiles", "payload_limit", "notify_events", "context", "usage", "last_assistant_text",
+    "output", "error", "warning", "pause_requested", "paused_by", "stop_reason", "stopped_by",
+    "stop_requested", "stops", "guards", "approvals", "events", "budget", "model_failure",
+    "retry_requested", "model", "forked_from", "agents", "reply_policy", "remembered", "audit",
+)  # fmt: skip
+"""The memory's fields as the build before the groups wrote them, in its order: the shape
+every hand-over is written in, for a worker of that build to read (see `_flat`)."""
+_WRITTEN_AT = {"inbox": ("inbox", "queued")} | {
+    name: _GROUP_OF[name] for name in _WRITTEN_FLAT if name in _GROUP_OF
+}
+"""Where each flat field is found in the groups; the others are the memory's own."""
 
 
 class RunMemory(BaseModel):
+    """Grouped by who writes it. The handlers record intent: what they ask of the loop
+    in `requests`, replies in `inbox`, decisions in `approvals`. The main loop writes the
+    `conversation`, the run's status (`phase`, `error`, `warning`, `model_failure`,
+    `stops`; `user_input` flags a bad reply's `warning` too), its `guards` and `events`,
+    and once, at the start, the `catalogue`. The `budget` and the sub-agents (`agents`)
+    have both: a raise or a child's report is recorded, the loop acts on it."""
+
     phase: Phase = Phase.RUNNING
-    transcript: list[ChatMessage] = []
-    """The messages the run keeps in memory: all of them, but for those moved into
-    `pages` (the first `paged`). Index it through `message` and `messages_from`."""
-    pages: list[TranscriptPageRef] = []
-    """The older messages, in pages of the payload store (see `workflows/pages.py`): the
-    newest pages' references, those before them in `page_index`."""
-    page_index: TranscriptPageIndexRef | None = None
-    """The newest index of the oldest pages' references, each index naming the one
-    before: what a run carries of its pages stays bounded however long it runs."""
-    window_start: int = 0
-    """The index of the first message the latest model call was sent: the context
-    budget's window, which the run keeps in memory."""
-    context_from: int = 0
-    """The index of `context`'s first message: 0, unless the stored conversation was
-    begun again from the messages in memory (a worker could not read it)."""
-    inbox: list[QueuedInput] = []
-    seen_ids: dict[str, int] = {}
-    """The ids of the latest `REPLY_IDS_KEPT` replies that came with one, with the `seq`
-    they were queued as, oldest first: a retry of one of them is not queued again."""
-    received: int = 0
-    """The `seq` of the newest reply received."""
-    answered: int = 0
-    """Every reply up to this `seq` has been delivered and followed by a stop point."""
-    turn: int = 0
-    segment_turns: int = 0
-    """LLM calls in this run of the continue-as-new chain."""
-    tools: list[ToolDefinition] | None = None
-    """The run's tool catalogue, resolved once at its start and handed over with the
-    rest. None only in runs started before the workflow owned it, until their first live
-    step on today's code resolves it."""
-    model_queue: str | None = None
-    """The task queue of the run's model calls (`Catalogue.model_queue`); null: its own."""
-    profiles: dict[str, str | None] = {}
-    """The worker's model profiles and their task queues (`Catalogue.profiles`)."""
-    payload_limit: int | None = None
-    """The largest payload the worker can put in history (`Catalogue.payload_limit`):
-    pages and the hand-over stay under it. None in runs that resolved their tools before."""
-    notify_events: list[NotifyEvent] = []
-    """The stop points the worker's `[[notify]]` entries want (`Catalogue.notify_events`),
-    learnt with the tools: the run notifies of these (`workflows.notifications`)."""
-    context: ContextRef | None = None
-    """The stored conversation the last LLM call extended (see `ContextRef`)."""
-    usage: Usage = Usage()
-    last_assistant_text: str | None = None
-    output: str | None = None
+    requests: Requests = Requests()
+    inbox: Inbox = Inbox()
+    approvals: Approvals = Approvals()
+    conversation: Conversation = Conversation()
+    catalogue: RunCatalogue = RunCatalogue()
     error: ErrorInfo | None = None
     warning: ErrorCode | None = None
-    pause_requested: bool = False
-    paused_by: str | None = None
-    """Who asked for the pause; kept until the next reply is delivered."""
-    stop_reason: str | None = None
-    stopped_by: str | None = None
-    stop_requested: bool = False
-    stops: int = 0
-    """How many stop points the run has reached; a `decide` caller waits for the next."""
-    guards: Guards = Guards()
-    approvals: Approvals = Approvals()
-    events: EventLog = EventLog()
-    budget: Budgets = Budgets()
     model_failure: ErrorInfo | None = None
     """The model call that kept failing past `Timeouts.llm_ask_after`: the run waits
     for a person (`waiting_for: "model"`) until a retry or a reply."""
-    retry_requested: bool = False
-    model: str | None = None
-    """The profile `set_model` switched the run to; null: the run's own (`RunInput.model`)."""
-    forked_from: ForkOrigin | None = None
+    stops: int = 0
+    """How many stop points the run has reached; a `decide` caller waits for the next."""
+    guards: Guards = Guards()
+    events: EventLog = EventLog()
+    budget: Budgets = Budgets()
     agents: Delegations = Delegations()
-    reply_policy: ReplyPolicy = ReplyPolicy.QUEUE
-    """What a reply does while the agent works: `RunInput.on_reply_while_running` at the
-    start, then whatever `set_reply_policy` made it. Memories from before it: `queue`,
-    which is what their runs did."""
-    remembered: dict[str, DecisionRecord] = {}
-    """Decisions people asked the run to remember (`Decision.remember`), by what a later
-    call must share to be decided the same way (`workflows.rules.remembered_key`)."""
+    forked_from: ForkOrigin | None = None
     audit: list[AuditRecord] = []
     """The audit records of this segment of the run's chain (`workflows.audit`): each
     hand-over passes them on in its own argument and starts the next segment empty."""
@@ -248,52 +134,65 @@ class RunMemory(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _lift_flat_fields(cls, data: Any) -> Any:
-        """Memories handed over by runs on earlier code have the groups' fields flat."""
+        """Memories handed over by runs on earlier code have the groups' fields flat (some
+        groups, or all), and their queue of replies as `inbox`."""
         if not isinstance(data, dict):
             return data
         lifted = dict(data)
-        for group, model in _GROUPS.items():
-            if group in lifted:
-                continue
-            names = {old: _RENAMED.get(old, old) for old in data}
-            fields = model.model_fields
-            moved = {new: lifted.pop(old) for old, new in names.items() if new in fields}
-            if moved:
-                lifted[group] = moved
+        if isinstance(lifted.get("inbox"), list):
+            lifted["queued"] = lifted.pop("inbox")
+        moved: dict[str, dict[str, Any]] = {}
+        for old in [name for name in lifted if name in _GROUP_OF]:
+            group, new = _GROUP_OF[old]
+            moved.setdefault(group, {})[new] = lifted.pop(old)
+        for group, fields in moved.items():
+            lifted[group] = {**fields, **dict(lifted.get(group) or {})}
         return lifted
 
-    def receive(self, input: UserInput) -> int:
-        """Queues a reply once; returns the `seq` it was (or had been) queued as."""
-        if input.id is not None and input.id in self.seen_ids:
-            return self.seen_ids[input.id]
-        self.received += 1
-        if input.id is not None:
-            self.seen_ids[input.id] = self.received
-            self._forget_old_ids()
-        self.inbox.append(QueuedInput(seq=self.received, input=input))
-        return self.received
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Written flat, as the build before the groups wrote it (`_WRITTEN_FLAT`): a
+        hand-over, or a `tarry resume`, may be read by a worker of that build (a rolling
+        deploy, a rollback), which fails a run whose memory it cannot read. The grouped
+        shape goes on the wire once no such build is left (docs/guides/upgrading.md).
+        `model_queue` is written as that build kept it: the queue of the profile
+        `set_model` switched to."""
+        grouped: dict[str, Any] = handler(self)
+        flat: dict[str, Any] = {}
+        for name in _WRITTEN_FLAT:
+            group, field = _WRITTEN_AT.get(name, (None, name))
+            part = grouped if group is None else grouped.get(group, {})
+            if field in part:
+                flat[name] = part[field]
+        if "approvals" in flat:  # its `remembered` was written beside it
+            flat["approvals"] = {k: v for k, v in flat["approvals"].items() if k != "remembered"}
+        if "model_queue" in flat:
+            flat["model_queue"] = self.catalogue.queue_of(self.requests.model)
+        return flat
 
-    def _forget_old_ids(self) -> None:
-        """Keeps the ids of the latest `REPLY_IDS_KEPT` replies (a memory handed over by a
-        run before the window may hold more: it shrinks with its next reply)."""
-        if len(self.seen_ids) <= REPLY_IDS_KEPT or not workflow.patched(_REPLY_IDS_PATCH):
-            return
-        self.seen_ids = dict(list(self.seen_ids.items())[-REPLY_IDS_KEPT:])
+    @classmethod
+    def of(cls, input: RunInput) -> RunMemory:
+        """A new run's memory: its budget and reply policy as its input sets them."""
+        return cls(
+            budget=Budgets(limits=input.budget),
+            requests=Requests(reply_policy=input.on_reply_while_running),
+        )
 
     def take(self, answer: LlmResponse) -> None:
         """Records the model's answer: a turn taken, its message, tokens and text."""
-        self.turn += 1
+        c = self.conversation
+        c.turn += 1
         self.guards.turns_since_input += 1
-        self.segment_turns += 1
-        self.context = answer.context
+        c.segment_turns += 1
+        c.context = answer.context
         if answer.context is not None:
-            self.window_start = self.context_from + answer.context.count - answer.sent_messages
-        self.usage += answer.usage
+            c.window_start = c.context_from + answer.context.count - answer.sent_messages
+        c.usage += answer.usage
         if answer.message.tool_calls and workflow.patched(_UNIQUE_CALL_IDS_PATCH):
             self._unique_call_ids(answer.message.tool_calls)
-        self.transcript.append(answer.message)
+        c.transcript.append(answer.message)
         if answer.message.content:
-            self.last_assistant_text = answer.message.content
+            c.last_assistant_text = answer.message.content
         if answer.finish_reason == "length":
             # Cut off at the model's output limit: kept as it is, and flagged.
             self.warning = ErrorCode.LLM_TRUNCATED
@@ -303,7 +202,7 @@ class RunMemory(BaseModel):
         same answer) to `ID-N`: a person decides a call by its id, and a repeated one
         would name the decided call (409), never the pending one."""
         taken = set(self.approvals.decided)
-        for message in self.transcript:
+        for message in self.conversation.transcript:
             taken.update(call.id for call in message.tool_calls or [])
         for call in calls:
             if call.id in taken:
@@ -312,34 +211,17 @@ class RunMemory(BaseModel):
                 )
             taken.add(call.id)
 
-    @property
-    def paged(self) -> int:
-        """How many of the first messages are in `pages`, not in `transcript`."""
-        return self.pages[-1].end if self.pages else 0
-
-    @property
-    def message_count(self) -> int:
-        return self.paged + len(self.transcript)
-
-    def messages_from(self, index: int) -> list[ChatMessage]:
-        """The messages from transcript index `index` (not before `paged`) on."""
-        return self.transcript[max(0, index - self.paged) :]
-
-    def message(self, index: int) -> ChatMessage:
-        """The message at transcript index `index`, one the run keeps in memory."""
-        return self.transcript[index - self.paged]
-
     def deliver_inbox(self) -> None:
         """The queued replies become the transcript's next user messages (at a turn
         boundary); the guards start counting again."""
-        if not self.inbox:
+        if not self.inbox.queued:
             return
-        for queued in self.inbox:
+        for queued in self.inbox.queued:
             message = ChatMessage(role="user", content=queued.input.text, by=queued.input.by)
-            self.transcript.append(message)
-        self.inbox = []
+            self.conversation.transcript.append(message)
+        self.inbox.queued = []
         # A reply delivered at the boundary a pause asked for is what the pause waits for.
-        self.pause_requested, self.paused_by = False, None
+        self.requests.pause, self.requests.paused_by = False, None
         self.guards.turns_since_input = 0
         self.warning = None
         self.error = None  # a resumed run's: the reply goes on past it
@@ -378,9 +260,9 @@ class RunMemory(BaseModel):
 
     def busy_problem(self, input: UserInput) -> ApplicationError | None:
         """`RUN_BUSY` for a new reply while the agent works, when the run refuses them."""
-        if self.reply_policy is not ReplyPolicy.REJECT or self.phase is not Phase.RUNNING:
+        if self.requests.reply_policy is not ReplyPolicy.REJECT or self.phase is not Phase.RUNNING:
             return None
-        if input.id is not None and input.id in self.seen_ids:
+        if input.id is not None and input.id in self.inbox.seen_ids:
             return None  # a retry of a reply the run took: answered as the first one was
         return ApplicationError(
             "the agent is working and this run refuses replies meanwhile"
@@ -390,7 +272,7 @@ class RunMemory(BaseModel):
 
     def interrupting(self) -> bool:
         """A reply waits that cuts the model call in flight short (`ReplyPolicy.INTERRUPT`)."""
-        return self.reply_policy is ReplyPolicy.INTERRUPT and bool(self.inbox)
+        return self.requests.reply_policy is ReplyPolicy.INTERRUPT and bool(self.inbox.queued)
 
     def waiting_for(self) -> WaitingFor | None:
         if self.phase is not Phase.WAITING_USER:
@@ -406,39 +288,52 @@ class RunMemory(BaseModel):
     def state(self) -> RunState:
         return RunState(
             phase=self.phase,
-            turn=self.turn,
+            turn=self.conversation.turn,
             turns_since_input=self.guards.turns_since_input,
-            usage=self.usage,
-            last_assistant_text=self.last_assistant_text,
+            usage=self.conversation.usage,
+            last_assistant_text=self.conversation.last_assistant_text,
             error=self.error,
             warning=self.warning,
-            pending_inputs=len(self.inbox),
-            message_count=self.message_count,
+            pending_inputs=len(self.inbox.queued),
+            message_count=self.conversation.message_count,
             waiting_for=self.waiting_for(),
             pending_approvals=self.undecided(),
-            stop_reason=self.stop_reason,
-            stopped_by=self.stopped_by,
-            paused_by=self.paused_by,
+            stop_reason=self.requests.stop_reason,
+            stopped_by=self.requests.stopped_by,
+            paused_by=self.requests.paused_by,
             budget_raised_by=self.budget.raised_by,
             budget=self.budget.limits,
-            model=self.model,
+            model=self.requests.model,
             forked_from=self.forked_from,
-            on_reply_while_running=self.reply_policy,
+            on_reply_while_running=self.requests.reply_policy,
             parent=self.agents.parent,
             waiting_on=next(iter(self.agents.waiting), None),
         )
 
     def result(self) -> RunResult:
-        output = self.output if self.output is not None else self.last_assistant_text
+        c = self.conversation
+        output = c.output if c.output is not None else c.last_assistant_text
         return RunResult(
             phase=self.phase,
             output=output,
             error=self.error,
-            usage=self.usage,
-            turns=self.turn,
-            stop_reason=self.stop_reason,
-            stopped_by=self.stopped_by,
+            usage=self.conversation.usage,
+            turns=self.conversation.turn,
+            stop_reason=self.requests.stop_reason,
+            stopped_by=self.requests.stopped_by,
             audit=self.audit,
+        )
+
+    def handed_over(self, stream: WorkflowStreamState) -> RunMemory:
+        """This memory for the next run of its continue-as-new chain: a new segment, with
+        the event stream's state as it is now (`RunStream` held it meanwhile)."""
+        return self.model_copy(
+            update={
+                "conversation": self.conversation.model_copy(update={"segment_turns": 0}),
+                "events": self.events.model_copy(update={"state": stream}),
+                # The hand-over passes this segment's records in its own argument.
+                "audit": [],
+            }
         )
 
     def resumed(self) -> RunMemory:
@@ -453,20 +348,26 @@ class RunMemory(BaseModel):
             update={
                 "phase": Phase.WAITING_USER,
                 "warning": self.error.code if self.error else None,
-                "stop_requested": False,
-                "stop_reason": None,
-                "stopped_by": None,
-                "pause_requested": False,
-                "paused_by": None,
-                "segment_turns": 0,
+                "requests": self.requests.model_copy(
+                    update={
+                        "stop": False,
+                        "stop_reason": None,
+                        "stopped_by": None,
+                        "pause": False,
+                        "paused_by": None,
+                    }
+                ),
+                "conversation": self.conversation.model_copy(update={"segment_turns": 0}),
                 # What it decided stays decided.
-                "approvals": Approvals(decided=self.approvals.decided),
+                "approvals": Approvals(
+                    decided=self.approvals.decided, remembered=self.approvals.remembered
+                ),
                 # Its children ended with it (terminated as their parent closed).
                 "agents": self.agents.model_copy(
                     update={"running": [], "waiting": {}, "reports": {}}
                 ),
                 # A new run's event stream starts at offset 0 with the messages published.
-                "events": EventLog(published=self.message_count),
+                "events": EventLog(published=self.conversation.message_count),
                 # The ended run's result holds its records.
                 "audit": [],
             }

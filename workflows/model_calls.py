@@ -2,7 +2,7 @@
 and which of them are asked again.
 
 The workflow sends the model activity the tool definitions of its own catalogue (see
-`RunMemory.tools`), and only with a request that starts a stored conversation: the
+`RunCatalogue.tools`), and only with a request that starts a stored conversation: the
 conversation keeps them, so a turn adds to history only its news.
 """
 
@@ -63,21 +63,23 @@ async def ask(
         request = _request_for(m, input)
         stream.begin_turn(m, request.turn)
         try:
-            return await _call_model(request, input, m.model_queue, functools.partial(_cut, m))
+            queue = m.catalogue.queue_of(m.requests.model)
+            return await _call_model(request, input, queue, functools.partial(_cut, m))
         except ActivityError as e:
             if isinstance(e.cause, CancelledError):
                 # The activity confirmed its cancellation only after sending its last
                 # words (`AnswerObservers.close`), so they are in history and the stream.
                 if interrupted := stream.interrupted_answer(m, request.turn):
-                    m.transcript.append(interrupted)
-                if m.stop_requested or not m.interrupting():  # a stop wins over a reply
+                    m.conversation.transcript.append(interrupted)
+                if m.requests.stop or not m.interrupting():  # a stop wins over a reply
                     return None
                 continue
             error = error_of(e, default=ErrorCode.LLM_HTTP_ERROR)
-            if error.code is ErrorCode.LLM_CONTEXT_MISSING and m.context:
+            if error.code is ErrorCode.LLM_CONTEXT_MISSING and m.conversation.context:
                 # This worker cannot read the stored conversation: begin it again with
                 # the messages in memory (all of them, or the window of a paged run).
-                m.context, m.context_from = None, m.paged
+                c = m.conversation
+                c.context, c.context_from = None, c.paged
                 continue
             if error.code is ErrorCode.LLM_BAD_RESPONSE:
                 bad_responses_left -= 1
@@ -96,21 +98,21 @@ async def ask(
 def _cut(memory: RunMemory) -> bool:
     """Whether the model call in flight is to be cancelled: a stop, or a reply that
     interrupts."""
-    return memory.stop_requested or memory.interrupting()
+    return memory.requests.stop or memory.interrupting()
 
 
 def _request_for(memory: RunMemory, input: WorkflowInput) -> LlmRequest:
     """Only the messages the stored conversation lacks: history grows by each turn's
     news, not by the whole conversation again (see `ContextRef`)."""
-    m = memory
-    stored = m.context_from + m.context.count if m.context else m.paged
+    m, c = memory, memory.conversation
+    stored = c.context_from + c.context.count if c.context else c.paged
     request = LlmRequest(
-        profile=m.model or input.model,
+        profile=m.requests.model or input.model,
         system=input.system,
-        context=m.context,
-        messages=m.messages_from(stored),
-        turn=m.turn + 1,
-        tool_definitions=None if m.context else m.tools,
+        context=c.context,
+        messages=c.messages_from(stored),
+        turn=c.turn + 1,
+        tool_definitions=None if c.context else m.catalogue.tools,
         sampling=input.sampling,
         output_schema=input.output_schema if input.mode is Mode.TASK else None,
     )

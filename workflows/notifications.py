@@ -57,7 +57,7 @@ _WAITING = {
 def learn(memory: RunMemory, catalogue: Catalogue) -> None:
     """Keeps the events the worker's `[[notify]]` entries want, from the run's catalogue."""
     if catalogue.notify_events and workflow.patched(_PATCH):
-        memory.notify_events = list(catalogue.notify_events)
+        memory.catalogue.notify_events = list(catalogue.notify_events)
 
 
 def event_of(memory: RunMemory) -> NotifyEvent | None:
@@ -74,16 +74,18 @@ def summary_of(memory: RunMemory, event: NotifyEvent) -> str:
         calls = "; ".join(f"{p.tool} {p.arguments}" for p in memory.undecided())
         text = f"Wants to run {calls}"
     elif event is NotifyEvent.WAITING_FOR_BUDGET:
-        usage = memory.usage
+        usage = memory.conversation.usage
         text = (
             f"Spent its budget ({usage.total_tokens} tokens, ${usage.cost_usd:.2f});"
             " raise it to go on."
         )
     elif event is NotifyEvent.ENDED:
-        said = memory.error.message if memory.error else memory.output
-        text = f"{memory.phase}: {said or memory.last_assistant_text or ''}".rstrip(": ")
+        said = memory.error.message if memory.error else memory.conversation.output
+        text = f"{memory.phase}: {said or memory.conversation.last_assistant_text or ''}".rstrip(
+            ": "
+        )
     else:
-        text = memory.last_assistant_text or "Waits for a reply."
+        text = memory.conversation.last_assistant_text or "Waits for a reply."
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
 
 
@@ -101,7 +103,7 @@ class Outbox:
     def stop_point(self, memory: RunMemory) -> None:
         """Schedules the notification of the stop point the run just reached, if wanted."""
         event = event_of(memory)
-        if event is None or event not in memory.notify_events:
+        if event is None or event not in memory.catalogue.notify_events:
             return
         info = workflow.info()
         run_id = info.workflow_id

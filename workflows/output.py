@@ -40,8 +40,8 @@ def finish(memory: RunMemory, schema: dict[str, Any] | None) -> ErrorInfo | bool
     transcript's last message; the `OUTPUT_INVALID` error that fails the run when it
     missed again."""
     m = memory
-    if schema is None or not (found := problems(m.last_assistant_text, schema)):
-        m.output = m.last_assistant_text
+    if schema is None or not (found := problems(m.conversation.last_assistant_text, schema)):
+        m.conversation.output = m.conversation.last_assistant_text
         return True
     listed = "\n".join(f"- {p}" for p in found)
     if m.guards.output_repairs >= REPAIRS:
@@ -57,5 +57,5 @@ def finish(memory: RunMemory, schema: dict[str, Any] | None) -> ErrorInfo | bool
         f"{listed}\nAnswer again with only JSON that fits the schema:\n"
         f"{json.dumps(schema, ensure_ascii=False)}"
     )
-    m.transcript.append(ChatMessage(role="user", content=repair))
+    m.conversation.transcript.append(ChatMessage(role="user", content=repair))
     return False

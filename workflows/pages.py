@@ -1,7 +1,7 @@
 """A run's memory, bounded: older messages move into pages of the payload store.
 
 A run keeps in memory the messages its next model call may be sent (from the window
-the context budget chose for the latest call, `RunMemory.window_start`) and the ones
+the context budget chose for the latest call, `Conversation.window_start`) and the ones
 not yet published to its event stream. The messages before those go into immutable
 pages, written by the page activity (the workflow does no I/O), and the memory keeps
 only the pages' references: a hand-over carries a window and references, not the whole
@@ -19,7 +19,7 @@ Pages are written at two moments:
   hand-over off until its answer, and a quick client's next reply comes every time.
 
 No page, and no hand-over, is ever larger than the run's payload limit
-(`RunMemory.payload_limit`): a payload over it fails the workflow task that sends it at
+(`RunCatalogue.payload_limit`): a payload over it fails the workflow task that sends it at
 every attempt, so the run would freeze. A page holds at most `PAGE_BYTES` of messages (a
 bigger message alone), and a hand-over that would still be over the limit is refused,
 the run waiting for a person instead.
@@ -91,17 +91,17 @@ def due(memory: RunMemory, input: RunInput) -> list[StoredPage]:
     with nothing to page, and in runs recorded before pages (only a run that writes
     pages may schedule its model call from a task of its own, as writing one beside it
     does)."""
-    m = memory
-    if _cut(m) <= m.paged:
+    m, c = memory, memory.conversation
+    if _cut(m) <= c.paged:
         return []
     suggested = workflow.info().is_continue_as_new_suggested()
-    last_turn = suggested or m.segment_turns + 1 == input.continue_as_new_after_turns
+    last_turn = suggested or c.segment_turns + 1 == input.continue_as_new_after_turns
     if workflow.patched(SIZED_PAGES_PATCH):
         pages, size = _pageable(m)
         return pages if last_turn or size >= PAGE_BYTES else []
     if not last_turn or not workflow.patched(PAGES_PATCH):
         return []
-    return [StoredPage(start=m.paged, messages=m.transcript[: _cut(m) - m.paged])]
+    return [StoredPage(start=c.paged, messages=c.transcript[: _cut(m) - c.paged])]
 
 
 async def page_out(memory: RunMemory) -> bool:
@@ -126,21 +126,23 @@ async def write(memory: RunMemory, pages: list[StoredPage]) -> None:
             return
         # Messages may have come while the page was written (a stop's interrupted answer,
         # `set_model`'s note): the page's are still the first, so they go by count.
-        del memory.transcript[: len(page.messages)]
-        memory.pages.append(ref)
-        if len(memory.pages) >= 2 * PAGE_REFS_KEPT and workflow.patched(PAGE_INDEX_PATCH):
+        c = memory.conversation
+        del c.transcript[: len(page.messages)]
+        c.pages.append(ref)
+        if len(c.pages) >= 2 * PAGE_REFS_KEPT and workflow.patched(PAGE_INDEX_PATCH):
             await _index_oldest(memory)
 
 
 async def _index_oldest(memory: RunMemory) -> None:
     """Moves the oldest `PAGE_REFS_KEPT` page references into a new index, which names
     the previous one; a store that fails leaves them in memory, for the next page."""
-    index = StoredPageIndex(pages=memory.pages[:PAGE_REFS_KEPT], previous=memory.page_index)
+    c = memory.conversation
+    index = StoredPageIndex(pages=c.pages[:PAGE_REFS_KEPT], previous=c.page_index)
     summary = f"transcript page index · messages up to {index.pages[-1].end - 1}"
     if (ref := await _stored(PAGE_INDEX_ACTIVITY, index, TranscriptPageIndexRef, summary)) is None:
         return
-    del memory.pages[:PAGE_REFS_KEPT]
-    memory.page_index = ref
+    del c.pages[:PAGE_REFS_KEPT]
+    c.page_index = ref
 
 
 async def _stored(
@@ -175,20 +177,20 @@ def answer(memory: RunMemory, query: TranscriptQuery) -> TranscriptAnswer:
     or, from a start before the messages in memory, up to `query.limit` references of
     the stored pages from there on, or, from a start before those too, the newest page
     index."""
-    m = memory
-    total = m.message_count
-    if query.start >= m.paged:
-        return TranscriptAnswer.of(m.messages_from(query.start), query.start, total, query.limit)
-    if m.page_index is not None and query.start < m.page_index.end:
-        return TranscriptAnswer(messages=[], start=query.start, total=total, index=m.page_index)
-    stored = [page for page in m.pages if page.end > query.start][: query.limit]
+    c = memory.conversation
+    total = c.message_count
+    if query.start >= c.paged:
+        return TranscriptAnswer.of(c.messages_from(query.start), query.start, total, query.limit)
+    if c.page_index is not None and query.start < c.page_index.end:
+        return TranscriptAnswer(messages=[], start=query.start, total=total, index=c.page_index)
+    stored = [page for page in c.pages if page.end > query.start][: query.limit]
     return TranscriptAnswer(messages=[], start=query.start, total=total, stored=stored)
 
 
 def _cut(memory: RunMemory) -> int:
     """The index of the first message the run must keep: the model's window's first, or
     the first the event stream has yet to publish."""
-    return min(memory.window_start, memory.events.published)
+    return min(memory.conversation.window_start, memory.events.published)
 
 
 def _pageable(memory: RunMemory) -> tuple[list[StoredPage], int]:
@@ -196,16 +198,16 @@ def _pageable(memory: RunMemory) -> tuple[list[StoredPage], int]:
     bigger message alone), each under the run's payload limit, and their bytes in all.
     They end before a message no page can hold: it stays in memory, and so do the ones
     after it, since pages follow one another."""
-    m = memory
+    m, c, limit = memory, memory.conversation, memory.catalogue.payload_limit
     most = PAGE_BYTES
-    if m.payload_limit is not None:
-        most = min(most, m.payload_limit - ENVELOPE_BYTES)
+    if limit is not None:
+        most = min(most, limit - ENVELOPE_BYTES)
     pages: list[StoredPage] = []
     messages: list[ChatMessage] = []
-    start, size, total = m.paged, 0, 0
-    for message in m.transcript[: _cut(m) - m.paged]:
+    start, size, total = c.paged, 0, 0
+    for message in c.transcript[: _cut(m) - c.paged]:
         bytes_ = len(message.model_dump_json())
-        if m.payload_limit is not None and bytes_ + ENVELOPE_BYTES > m.payload_limit:
+        if limit is not None and bytes_ + ENVELOPE_BYTES > limit:
             break
         if messages and size + bytes_ > most:
             pages.append(StoredPage(start=start, messages=messages))

@@ -68,7 +68,7 @@ def judge(
         return _made(True, rule.reason, f"rule {number}") if tool.needs_approval else None
     if rule is None and not tool.needs_approval:
         return None
-    known = memory.remembered.get(remembered_key(name, number, arguments))
+    known = memory.approvals.remembered.get(remembered_key(name, number, arguments))
     if known is not None:
         return _made(known.approved, known.reason, REMEMBERED)
     return Asking(number)
@@ -85,7 +85,7 @@ def remember(memory: RunMemory, pending: PendingApproval, decision: DecisionReco
     """Keeps a person's `decision` on `pending` for the like calls after it, and decides
     the like calls of the same answer that still wait."""
     key = remembered_key(pending.tool, pending.rule, pending.arguments)
-    memory.remembered[key] = decision
+    memory.approvals.remembered[key] = decision
     approvals = memory.approvals
     for waiting in approvals.undecided():
         if remembered_key(waiting.tool, waiting.rule, waiting.arguments) == key:

@@ -48,10 +48,10 @@ class RunStream(WorkflowStream):
     def publish_messages(self, memory: RunMemory) -> None:
         """The transcript's messages not published yet."""
         events = memory.events
-        for index in range(events.published, memory.message_count):
-            message = memory.message(index)
+        for index in range(events.published, memory.conversation.message_count):
+            message = memory.conversation.message(index)
             self.publish(RunEvent(kind=EventKind.MESSAGE, index=index, message=message))
-        events.published = memory.message_count
+        events.published = memory.conversation.message_count
 
     def begin_turn(self, memory: RunMemory, turn: int) -> None:
         """A turn's events begin with the messages that led to it."""

@@ -1,7 +1,7 @@
 """Tool calls: gating them behind a person's decision, the durable wait for it, running
 them, and what the model reads of a call that did not run.
 
-The run's catalogue (`RunMemory.tools`) says which tools exist, which calls wait for a
+The run's catalogue (`RunCatalogue.tools`) says which tools exist, which calls wait for a
 decision and which must not run twice; nothing here asks a worker.
 """
 
@@ -67,14 +67,14 @@ async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
         )
     except ActivityError as e:
         return error_of(e, default=ErrorCode.TOOL_NOT_FOUND)
-    memory.tools, memory.model_queue = catalogue.tools, catalogue.model_queue
-    memory.profiles = catalogue.profiles
-    memory.payload_limit = catalogue.payload_limit
+    memory.catalogue.tools, memory.catalogue.model_queue = catalogue.tools, catalogue.model_queue
+    memory.catalogue.profiles = catalogue.profiles
+    memory.catalogue.payload_limit = catalogue.payload_limit
     memory.agents.specs = catalogue.agents
     notifications.learn(memory, catalogue)
     # A conversation stored before the catalogue lacks the tools: the next call starts
     # a new one, sending the conversation and the tools whole once.
-    memory.context = None
+    memory.conversation.context = None
     return None
 
 
@@ -208,21 +208,21 @@ async def _decision_on(
     m, decisions = memory, memory.approvals.decisions
     with contextlib.suppress(TimeoutError):  # the deadline passed: its default applies
         await workflow.wait_condition(
-            lambda: call.id in decisions or m.stop_requested,
+            lambda: call.id in decisions or m.requests.stop,
             timeout=input.approval_timeout,
             timeout_summary=f"approval deadline for {call.function.name}",
         )
     if call.id not in decisions:
-        by = "stop" if m.stop_requested else "deadline"
+        by = "stop" if m.requests.stop else "deadline"
         approve = by == "deadline" and input.approval_default is ApprovalDefault.APPROVE
-        user = m.stopped_by if by == "stop" else None
+        user = m.requests.stopped_by if by == "stop" else None
         decisions[call.id] = DecisionRecord(approved=approve, by=by, at=workflow.now(), user=user)
         if by == "deadline":  # a stop's rejection is the stop's record
             audit.made(m, call.function.name, call.id, decisions[call.id])
     # Resumed here, between the last decision and its call's activity, as recorded
     # histories have it: moved, the phase's search attribute update would change places
     # with the activity in the commands of runs in flight.
-    if m.phase is Phase.WAITING_USER and not m.undecided() and not m.stop_requested:
+    if m.phase is Phase.WAITING_USER and not m.undecided() and not m.requests.stop:
         resume()
     return decisions[call.id]
 
@@ -232,7 +232,7 @@ def hint_if_repeating(memory: RunMemory) -> None:
     before its next call."""
     if memory.guards.streak >= REPEAT_HINT_AFTER:
         memory.guards.streak = 0
-        memory.transcript.append(ChatMessage(role="user", content=REPEAT_HINT))
+        memory.conversation.transcript.append(ChatMessage(role="user", content=REPEAT_HINT))
 
 
 def record(
@@ -243,7 +243,7 @@ def record(
     m, guards = memory, memory.guards
     finished: str | None = None
     for call, result in zip(calls, results, strict=True):
-        m.transcript.append(
+        m.conversation.transcript.append(
             ChatMessage(
                 role="tool",
                 tool_call_id=call.id,
