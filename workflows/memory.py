@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field, ModelWrapValidatorHandler, ValidationError, model_validator
@@ -45,6 +46,7 @@ from tarry.contracts import (
     input_problem,
     reply_problem,
 )
+from tarry.contracts._omit import when_none
 
 REPLY_IDS_KEPT = 100
 """How many of the latest replies' ids a run keeps to know a retry (`RunMemory.seen_ids`):
@@ -165,6 +167,14 @@ _RENAMED = {"stream": "state", "gated_schemas": "schemas"}
 """The flat fields of earlier memories that were renamed as they moved into a group."""
 
 
+class WaitMark(BaseModel):
+    """A wait for a person under way: when it began, for its span (`workflows.traces`)."""
+
+    waiting_for: str
+    since: datetime
+    turn: int
+
+
 class RunMemory(BaseModel):
     phase: Phase = Phase.RUNNING
     transcript: list[ChatMessage] = []
@@ -234,6 +244,9 @@ class RunMemory(BaseModel):
     """The profile `set_model` switched the run to; null: the run's own (`RunInput.model`)."""
     forked_from: ForkOrigin | None = None
     agents: Delegations = Delegations()
+    wait: WaitMark | None = Field(default=None, exclude_if=when_none)
+    """The wait for a person under way, handed over with the rest so that a wait that
+    outlasts a hand-over is one span; null while the run is not waiting."""
     reply_policy: ReplyPolicy = ReplyPolicy.QUEUE
     """What a reply does while the agent works: `RunInput.on_reply_while_running` at the
     start, then whatever `set_reply_policy` made it. Memories from before it: `queue`,
