@@ -14,6 +14,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,6 +25,7 @@ from typing import Any
 import httpx
 
 from tarry.cli.processes import HOST, free_port
+from tests.browser import chromium
 from tests.deadline import deadline
 
 STARTUP = deadline(240)
@@ -68,6 +70,29 @@ class Phoenix:
                 found += page["data"]
                 if not (cursor := page.get("next_cursor")):
                     return found
+
+    async def project_id(self, project: str) -> str:
+        """The id Phoenix's UI names `project` by in its addresses."""
+        async with httpx.AsyncClient(base_url=self.url, timeout=deadline(30)) as http:
+            response = await http.get(f"/v1/projects/{project}")
+            response.raise_for_status()
+            return str(response.json()["data"]["id"])
+
+
+def shoot_trace(phoenix: Phoenix, project_id: str, trace_id: str, shown: str, out: Path) -> str:
+    """The trace's page in Phoenix's UI, in headless Chromium, once it shows `shown`,
+    as a PNG at `out`; the page's text."""
+    url = f"{phoenix.url}/projects/{project_id}/traces/{trace_id}"
+    with chromium(1600, 1300) as browser:
+        browser.get(url)
+        give_up = time.monotonic() + deadline(60)
+        while shown not in (text := browser.find_element("tag name", "body").text):
+            if time.monotonic() > give_up:
+                raise TimeoutError(f"{url} never showed {shown!r}; it shows: {text[:500]}")
+            time.sleep(0.2)
+        time.sleep(deadline(2))  # the waterfall's bars are drawn after the names
+        browser.save_screenshot(str(out))
+        return str(browser.find_element("tag name", "body").text)
 
 
 def new_project() -> str:

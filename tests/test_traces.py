@@ -6,6 +6,7 @@ killed and every history replayed; prompts and answers only when asked for, reda
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -23,9 +24,10 @@ from tarry.contracts import Mode, Phase
 from tarry.settings import TarrySettings
 from tarry.testing.script import call, fail, say
 from tarry.testing.scripted_model import ScriptedModel
+from tests.browser import needs_chromium
 from tests.deadline import deadline
 from tests.faults import API_KEY, LOCAL_USER, CrashRig, finished, replay, wait_until
-from tests.phoenix import Phoenix, new_project, phoenix_server
+from tests.phoenix import Phoenix, new_project, phoenix_server, shoot_trace
 from workers.tracing import tracing_interceptor
 from workflows.agent_run import AgentRunWorkflow
 
@@ -141,6 +143,7 @@ async def research_with_an_approval(
     return run, child
 
 
+@needs_chromium
 async def test_a_runs_trace_in_phoenix_holds_its_calls_its_wait_its_sub_agent_and_hand_overs(
     temporal: Client, tmp_path: Path, phoenix: Phoenix
 ) -> None:
@@ -198,6 +201,17 @@ async def test_a_runs_trace_in_phoenix_holds_its_calls_its_wait_its_sub_agent_an
     assert "StartChildWorkflow:AgentRun" in ancestors(child_chat, spans)
     runs = {s["attributes"]["temporalRunID"] for s in named(spans, "RunWorkflow:")}
     assert len(runs) >= 4  # the lead handed over after each of its turns, and the child
+
+    # The same trace as a person sees it in Phoenix (the observability guide's picture).
+    page = await asyncio.to_thread(
+        shoot_trace,
+        phoenix,
+        await phoenix.project_id(project),
+        root["context"]["trace_id"],
+        "wait approval",
+        tmp_path / "phoenix-trace.png",
+    )
+    assert all(name in page for name in ("invoke_agent", "chat test-model", "execute_tool"))
 
 
 async def test_a_killed_worker_and_every_history_replayed_add_no_span(
