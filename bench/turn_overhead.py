@@ -52,7 +52,7 @@ def ways() -> list[str]:
         "(b) Temporal floor",
         "(c) plain loop, no Temporal",
         "(d) SDK agent integration",
-        f"(a) {shipped_label()}, streaming on, tracing on",
+        f"(a) tracing on: {shipped_label()}, streaming on",
     ]
 
 
