@@ -15,7 +15,7 @@ from datetime import timedelta
 import httpx
 from temporalio import activity
 
-from activities import anthropic_messages, metrics, openai_chat
+from activities import anthropic_messages, metrics, openai_chat, traces
 from activities.context import ContextStore, estimate_tokens, fit_to_budget
 from activities.provider import ModelCall, error
 from activities.sendable import sendable
@@ -101,13 +101,15 @@ class ModelClient:
             stable=max(0, len(sent) - len(request.messages)),
             output_schema=request.output_schema,
         )
-        answer = await _ADAPTERS[profile.provider](self._http, call)
+        with traces.chat(profile, request.turn, sent, request.system) as span:
+            answer = await _ADAPTERS[profile.provider](self._http, call)
+            if profile.prices is not None:
+                answer.usage.cost_usd = profile.prices.cost_of(answer.usage)
+            traces.answered(span, profile, answer)
         if conversation.tools is None:
             answer.offered_tools = [t.name for t in tools]
             answer.gated_tools = {t.name: t.parameters for t in tools if t.needs_approval}
             answer.non_idempotent_tools = [t.name for t in tools if not t.idempotent]
         answer.context = context
         answer.sent_messages = len(sent)
-        if profile.prices is not None:
-            answer.usage.cost_usd = profile.prices.cost_of(answer.usage)
         return answer

@@ -38,7 +38,7 @@ from mcp.types import (
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import metrics
+from activities import metrics, traces
 from activities.mcp_connections import Connection, ServerDown
 from activities.sendable import provider_name
 from activities.tools import ToolListing
@@ -173,8 +173,11 @@ class McpHost:
 
     @activity.defn(name=MCP_TOOL_ACTIVITY)
     async def call(self, invocation: McpInvocation) -> ToolResult:
-        result = await self._call(invocation)
-        metrics.tool_called(f"{invocation.server}__{invocation.tool}", result)
+        name = f"{invocation.server}__{invocation.tool}"
+        with traces.tool_call(name, invocation) as span:
+            result = await self._call(invocation)
+            traces.tool_ended(span, result)
+        metrics.tool_called(name, result)
         return result
 
     async def _call(self, invocation: McpInvocation) -> ToolResult:

@@ -30,6 +30,7 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import traces
 from tarry.actions import Action, sign
 from tarry.contracts import (
     NOTIFY_ACTIVITY,
@@ -96,11 +97,13 @@ class Notifier:
             await self._post(notification, index, target)
             taken.add(_key(target))
 
-        async with _heartbeating(taken):
-            outcomes = await asyncio.gather(
-                *(deliver(i, t) for i, t in waiting), return_exceptions=True
-            )
-        failures = [o for o in outcomes if isinstance(o, BaseException)]
+        with traces.notification(notification) as span:
+            async with _heartbeating(taken):
+                outcomes = await asyncio.gather(
+                    *(deliver(i, t) for i, t in waiting), return_exceptions=True
+                )
+            failures = [o for o in outcomes if isinstance(o, BaseException)]
+            traces.notified(span, len(waiting), len(failures))
         if not failures:
             return
         for failure in failures:

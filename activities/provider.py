@@ -24,6 +24,7 @@ from httpx_sse import aconnect_sse
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import traces
 from activities.observers import AnswerObservers
 from tarry.contracts import ChatMessage, ErrorCode, LlmResponse, Sampling, ToolDefinition
 from tarry.settings import ModelProfile
@@ -100,6 +101,7 @@ async def post(
     profile = call.profile
     async with _heartbeating(), transport_errors(call.name, profile, url):
         response = await http.post(url, json=body, headers=headers, timeout=profile.request_timeout)
+    traces.first_token()
     raise_for_status(call.name, response, profile)
     return response
 
@@ -128,11 +130,14 @@ async def stream(
         if response.status_code >= 300 or not content_type.startswith("text/event-stream"):
             # An error, or a server that answers a streaming request in one piece.
             await response.aread()
+            traces.first_token()
             raise_for_status(call.name, response, profile)
             return parse(response.text)
         async with AnswerObservers(call.turn) as observers:
             assembly.observers = observers
             async for event in source.aiter_sse():
+                if not assembly.events:
+                    traces.first_token()
                 if assembly.add(event.event, event.data):
                     break
                 if not assembly.events % EVENTS_PER_TURN:

@@ -27,7 +27,7 @@ from pydantic_core import to_jsonable_python
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import metrics
+from activities import metrics, traces
 from activities.workspaces import make_workspace
 from tarry.contracts import (
     AGENT_TOOL_PREFIX,
@@ -327,7 +327,9 @@ class ToolHost:
 
     def _activity(self, name: str) -> Callable[[ToolInvocation], Awaitable[ToolResult]]:
         async def run_tool(invocation: ToolInvocation) -> ToolResult:
-            result = await self.invoke(name, invocation)
+            with traces.tool_call(name, invocation) as span:
+                result = await self.invoke(name, invocation)
+                traces.tool_ended(span, result)
             metrics.tool_called(name, result)
             return result
 

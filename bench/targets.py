@@ -55,7 +55,13 @@ def turns(results: Mapping[str, Sequence[turn_overhead.Outcome]]) -> list[Target
         shipped = outcomes[turn_overhead.SHIPPED].seconds
         floor = outcomes[turn_overhead.FLOOR].seconds
         agents = outcomes[turn_overhead.AGENTS].seconds
+        traced = outcomes[turn_overhead.TRACED]
         found += [
+            Target(
+                f"per turn, tracing on x off ({config} config)",
+                _over(traced.seconds, traced.untraced),
+                1.05,
+            ),
             # The turn's read-only tool is a local activity, the floor's is not.
             Target(f"per turn x Temporal's floor ({config} config)", _over(shipped, floor), 0.7),
             Target(

@@ -16,10 +16,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from statistics import median
 
 from rich.table import Table
 from temporalio.testing import ActivityEnvironment
 
+from bench import tracing
 from bench.floor import FloorTurnsWorkflow
 from bench.rig import (
     CONFIGS,
@@ -50,10 +52,11 @@ def ways() -> list[str]:
         "(b) Temporal floor",
         "(c) plain loop, no Temporal",
         "(d) SDK agent integration",
+        f"(a) tracing on: {shipped_label()}, streaming on",
     ]
 
 
-SHIPPED, FLOOR, AGENTS = 0, 3, 5
+SHIPPED, FLOOR, AGENTS, TRACED = 0, 3, 5, 6
 """Indexes in `ways()`: the row the targets are about, and the references every row is
 divided by."""
 
@@ -67,6 +70,8 @@ def script(turns: int) -> list[ScriptStep]:
 class Outcome:
     seconds: float | None = None
     note: str = ""
+    untraced: float | None = None
+    """The tracing row's: the same conversation's time with tracing off, measured beside it."""
 
 
 Conversation = Callable[[int], Awaitable[None]]
@@ -103,6 +108,29 @@ async def _tarry(
                 raise RuntimeError(f"Tarry run ended {result.phase} after {result.turns} turns")
 
         return await _timed(model, turns, converse)
+
+
+TRACING_PAIRS = 3
+"""Runs with tracing off and on, alternately: on a shared machine the load drifts from one
+minute to the next, and runs side by side share it."""
+
+
+async def _traced(server: Server, model: ScriptedModel, turns: int, root: Path) -> Outcome:
+    """The shipped row again, its worker tracing every run to a local OTLP receiver,
+    measured in alternating pairs with tracing off (`Outcome.untraced`)."""
+    off, on, spans = [], [], 0
+    for _ in range(TRACING_PAIRS):
+        off.append(await _tarry(server, model, turns, root, cache=None))
+        async with tracing.receiver() as receiver:
+            with tracing.tracing_to(receiver.endpoint):
+                on.append(await _tarry(server, model, turns, root, cache=None))
+        spans += receiver.spans
+    if failed := [o.note for o in off + on if o.seconds is None]:
+        return Outcome(note=failed[0])
+    untraced = median(o.seconds or 0.0 for o in off)
+    traced = median(o.seconds or 0.0 for o in on)
+    note = f"{spans:,} spans sent; {traced / untraced:.2f}x off (medians of {TRACING_PAIRS} pairs)"
+    return Outcome(traced, note, untraced)
 
 
 async def _floor(server: Server, model: ScriptedModel, turns: int, root: Path) -> Outcome:
@@ -173,6 +201,7 @@ async def measure(config: Sequence[str], turns: int, root: Path) -> list[Outcome
         _floor,
         _plain_loop,
         _agents_sdk,
+        _traced,
     ]
     outcomes = []
     async with dev_server(config) as server:

@@ -226,7 +226,11 @@ class TarrySettings(BaseSettings):
     tarry_build_id: str | None = Field(default=None, min_length=1)
     """This worker's build in `TARRY_DEPLOYMENT`: one per release of the worker's code."""
     tarry_tracing: bool = False
-    """Trace workflow and activity tasks with OpenTelemetry (needs the `otel` extra)."""
+    """Trace runs with OpenTelemetry (needs the `otel` extra): where to and how, the
+    standard `OTEL_*` variables say (`workers.tracing`)."""
+    tarry_trace_content: bool = False
+    """Put prompts, answers and tool arguments and results into the spans, with the model
+    profile's key redacted; off: spans carry names, counts and timings only."""
     storage_driver: StorageDriver | None = Field(default=None, exclude=True)
     """Set in code, not from the environment: a driver to use instead of the filesystem,
     e.g. the SDK's `S3StorageDriver` for a cluster (docs: Guides, Encrypted and large payloads)."""

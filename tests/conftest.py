@@ -98,6 +98,7 @@ END_TO_END = {
     "test_server_restart.py",
     "test_soak.py",
     "test_tour.py",
+    "test_traces.py",
     "test_typed_face.py",
     "test_ui_readability.py",
     "test_wheel.py",

@@ -21,6 +21,7 @@ plugin then gives the client (and a `Replayer`) Tarry's converter for these sett
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import timedelta
@@ -157,10 +158,14 @@ class TarryPlugin(SimplePlugin):
 
     async def aclose(self) -> None:
         """Closes the model calls' connection pool and the MCP sessions (stopping the
-        stdio servers); call once the workers have stopped."""
+        stdio servers), and sends the spans not sent yet; call once the workers have
+        stopped."""
         await self._http.aclose()
         for source in self._sources:
             await source.aclose()
+        for interceptor in self._interceptors:
+            if callable(shutdown := getattr(interceptor, "shutdown", None)):
+                await asyncio.to_thread(shutdown)  # `workers.tracing.RunTracing`
 
 
 def _deployment_config(settings: TarrySettings) -> WorkerDeploymentConfig | None:

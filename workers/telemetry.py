@@ -7,8 +7,9 @@ tool calls by tool and outcome) at `http://TARRY_METRICS_HOST:PORT/metrics`. Onl
 worker's client: a CLI process reading the same environment must not take the port.
 
 Traces: with `TARRY_TRACING=1` and the `otel` extra, the SDK's OpenTelemetry
-interceptor spans every workflow and activity task, exported over OTLP/HTTP to where
-the standard `OTEL_EXPORTER_OTLP_*` variables say (by default `localhost:4318`).
+interceptor spans every workflow and activity task, and `workers.tracing` adds one trace
+per run with the GenAI spans of its model calls, tool calls, waits for people and
+notifications, exported over OTLP/HTTP as the standard `OTEL_*` variables say.
 """
 
 from __future__ import annotations
@@ -55,4 +56,4 @@ def tracing_interceptors(settings: TarrySettings) -> list[Interceptor]:
             f"TARRY_TRACING is on but the otel extra is missing ({e.name} cannot be "
             "imported); install it with: pip install 'tarry[otel]'"
         ) from e
-    return [tracing_interceptor()]
+    return [tracing_interceptor(settings)]

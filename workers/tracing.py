@@ -1,22 +1,246 @@
-"""The SDK's OpenTelemetry tracing interceptor, exporting over OTLP/HTTP.
+"""A worker's traces: the SDK's OpenTelemetry tracing interceptor, one trace per run,
+and the GenAI spans of `activities.traces` and `workflows.traces`, exported over OTLP.
 
 Needs the `otel` extra: `workers.telemetry` imports this module only when
 `TARRY_TRACING` is on, so a worker without tracing never needs OpenTelemetry.
+
+Everything is configured by the OpenTelemetry SDK's standard variables, read by the
+SDK itself: where to (`OTEL_EXPORTER_OTLP_ENDPOINT` or `..._TRACES_ENDPOINT`, by
+default `http://localhost:4318`), with which headers (`OTEL_EXPORTER_OTLP_HEADERS`),
+as which service (`OTEL_SERVICE_NAME`, by default `tarry-worker`), which traces
+(`OTEL_TRACES_SAMPLER`, `OTEL_TRACES_SAMPLER_ARG`) and how often a batch is sent
+(`OTEL_BSP_*`).
+
+Why the SDK's `TracingInterceptor` (and not its experimental `OpenTelemetryPlugin`):
+it emits a workflow's spans only while the workflow is not replaying, the one thing a
+durable run's telemetry must get right, and it is stable. Two things are added here, by
+subclassing it as its documentation says to:
+
+- One trace per run. A run is started by clients that do not trace (the CLI, the HTTP
+  API, a schedule), so the SDK would begin a new trace at every workflow task. Here a
+  run without a trace context gets one made from its workflow id and first run id: the
+  same on every replay and worker, and handed to the next run of its chain at a
+  hand-over and to its sub-agents by the SDK. Its root is an `invoke_agent` span.
+- Spans that last: the SDK's completed spans from workflow code begin when they end; a
+  wait for a person says when it began (`workflows.traces.STARTED_NS`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import os
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import opentelemetry.context
+import opentelemetry.trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from temporalio.contrib.opentelemetry import TracingInterceptor
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.trace.sampling import Decision
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from temporalio import workflow
+from temporalio.contrib.opentelemetry import TracingInterceptor, TracingWorkflowInboundInterceptor
+from temporalio.contrib.opentelemetry._interceptor import _CompletedWorkflowSpanParams
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import ExecuteWorkflowInput, HandleQueryInput, WorkflowInterceptorClassInput
+
+from activities import traces
+from tarry.contracts import WORKFLOW_TYPE
+from tarry.settings import TarrySettings
+from workflows.traces import STARTED_NS
+
+__all__ = ["RunTracing", "tracing_interceptor"]
+
+ROOT_EXTERN = "__tarry_trace_root"
+"""The extern function that makes (and, once, emits) a run's root span."""
+_Carrier = dict[str, str | list[str]]
+"""A trace context as the SDK's interceptor carries it in a header."""
+_forced_ids: ContextVar[tuple[int, int] | None] = ContextVar("tarry_forced_ids", default=None)
 
 
-def tracing_interceptor() -> TracingInterceptor:
-    """Spans for every workflow and activity task, sent to where the standard
-    `OTEL_EXPORTER_OTLP_*` variables say (by default `http://localhost:4318`)."""
-    provider = TracerProvider(resource=Resource.create({"service.name": "tarry-worker"}))
+def tracing_interceptor(settings: TarrySettings) -> RunTracing:
+    """The interceptor to give the worker, with this process's activities traced too."""
+    service = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "tarry-worker"}
+    provider = TracerProvider(resource=Resource.create(service), id_generator=_RunIds())
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    tracer = provider.get_tracer("tarry")
+    traces.use(_Recorder(tracer, content=settings.tarry_trace_content))
     # Workflows are started by clients that do not trace: span them all the same.
-    return TracingInterceptor(provider.get_tracer("tarry"), always_create_workflow_spans=True)
+    return RunTracing(tracer, provider)
+
+
+class _RunIds(RandomIdGenerator):
+    """Random ids, but for a run's root span: those are made from the run (`_root_ids`)."""
+
+    def generate_span_id(self) -> int:
+        forced = _forced_ids.get()
+        return forced[1] if forced else super().generate_span_id()
+
+    def generate_trace_id(self) -> int:
+        forced = _forced_ids.get()
+        return forced[0] if forced else super().generate_trace_id()
+
+
+def _root_ids(workflow_id: str, first_run_id: str) -> tuple[int, int]:
+    digest = hashlib.sha256(f"{workflow_id}\0{first_run_id}".encode()).digest()
+    return int.from_bytes(digest[:16], "big") or 1, int.from_bytes(digest[16:24], "big") or 1
+
+
+def _a_run() -> bool:
+    """Whether the workflow is an agent run (which has a root of its own), not one of
+    Tarry's helper workflows (a client's catalogue check)."""
+    return workflow.info().workflow_type == WORKFLOW_TYPE
+
+
+class RunTracing(TracingInterceptor):
+    """The SDK's interceptor with a trace per run (see the module)."""
+
+    def __init__(self, tracer: opentelemetry.trace.Tracer, provider: TracerProvider) -> None:
+        super().__init__(tracer, always_create_workflow_spans=True)
+        self._provider = provider
+
+    def shutdown(self) -> None:
+        """Sends the spans not sent yet and stops tracing this process's activities (at
+        exit, the provider sends them by itself)."""
+        traces.use(None)
+        self._provider.shutdown()
+
+    def workflow_interceptor_class(
+        self, input: WorkflowInterceptorClassInput
+    ) -> type[TracingWorkflowInboundInterceptor]:
+        super().workflow_interceptor_class(input)
+        input.unsafe_extern_functions[ROOT_EXTERN] = self._root
+        return _RunInterceptor
+
+    def _root(
+        self, workflow_id: str, first_run_id: str, emit: Mapping[str, Any] | None, time_ns: int
+    ) -> dict[str, str]:
+        """The run's trace context, made from its ids: the same on every replay. With
+        `emit` (its attributes), its root span is emitted too."""
+        trace_id, span_id = _root_ids(workflow_id, first_run_id)
+        # The configured sampler decides, as it would for a root span: by the trace id.
+        sampler = self._provider.sampler
+        decision = sampler.should_sample(None, trace_id, "invoke_agent").decision
+        sampled = decision is Decision.RECORD_AND_SAMPLE
+        flags = opentelemetry.trace.TraceFlags(0x01 if sampled else 0x00)
+        context = opentelemetry.trace.SpanContext(trace_id, span_id, True, flags)
+        if emit is not None and sampled:
+            token = _forced_ids.set((trace_id, span_id))
+            try:
+                span = self.tracer.start_span(
+                    f"invoke_agent {workflow_id}",
+                    opentelemetry.context.Context(),
+                    kind=SpanKind.INTERNAL,
+                    attributes=dict(emit),
+                    start_time=time_ns,
+                )
+            finally:
+                _forced_ids.reset(token)
+            span.end(end_time=time_ns)
+        carrier: dict[str, str] = {}
+        parent = opentelemetry.trace.NonRecordingSpan(context)
+        self.text_map_propagator.inject(carrier, opentelemetry.trace.set_span_in_context(parent))
+        return carrier
+
+    def _completed_workflow_span(self, params: _CompletedWorkflowSpanParams) -> Any:
+        attributes = dict(params.attributes or {})
+        started = attributes.pop(STARTED_NS, None)
+        if not isinstance(started, int):
+            return super()._completed_workflow_span(params)
+        # A span of the workflow's that lasted: from `started` to the workflow's now.
+        context = self.text_map_propagator.extract(params.context)
+        span = self.tracer.start_span(
+            params.name, context, attributes=attributes, start_time=started, kind=params.kind
+        )
+        span.end(end_time=params.time_ns)
+        return None
+
+
+class _RunInterceptor(TracingWorkflowInboundInterceptor):
+    """The SDK's workflow interceptor, with the run's own trace context when no client
+    gave it one (see the module)."""
+
+    def _load_workflow_context_carrier(self) -> _Carrier | None:
+        if (carrier := super()._load_workflow_context_carrier()) or not _a_run():
+            return carrier
+        self._workflow_context_carrier = self._root(emit=False)
+        return self._workflow_context_carrier
+
+    async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
+        info = workflow.info()
+        if _a_run() and self.header_key not in info.headers and info.continued_run_id is None:
+            first = not workflow.unsafe.is_replaying()
+            self._workflow_context_carrier = self._root(emit=first)
+        return await super().execute_workflow(input)
+
+    async def handle_query(self, input: HandleQueryInput) -> Any:
+        """A query of a client that does not trace is no span: the inbox and the CLI
+        poll a run's state every few seconds, and each would be a trace of its own."""
+        if self.header_key not in input.headers:
+            return await self.next.handle_query(input)
+        return await super().handle_query(input)
+
+    def _root(self, *, emit: bool) -> _Carrier:
+        info = workflow.info()
+        attributes = {
+            "gen_ai.operation.name": "invoke_agent",
+            "tarry.run_id": info.workflow_id,
+            "temporalWorkflowID": info.workflow_id,
+            "temporalRunID": info.run_id,
+        }
+        root = self._extern_functions[ROOT_EXTERN]  # type: ignore[literal-required]
+        carrier: _Carrier = root(
+            info.workflow_id,
+            info.first_execution_run_id,
+            attributes if emit else None,
+            workflow.time_ns(),
+        )
+        return carrier
+
+
+@dataclasses.dataclass
+class _Span:
+    span: opentelemetry.trace.Span
+
+    def set_attributes(self, attributes: traces.Attributes) -> None:
+        self.span.set_attributes(attributes)
+
+    def failed(self, error: BaseException) -> None:
+        if isinstance(error, ApplicationError) and error.type:
+            self.span.set_attribute("error.type", error.type)
+        else:
+            self.span.set_attribute("error.type", type(error).__name__)
+        self.span.set_status(Status(StatusCode.ERROR, str(error)[:300]))
+
+
+class _Recorder:
+    """`activities.traces.Recorder` on an OpenTelemetry tracer."""
+
+    def __init__(self, tracer: opentelemetry.trace.Tracer, *, content: bool) -> None:
+        self._tracer = tracer
+        self.content = content
+
+    def span(self, name: str, attributes: traces.Attributes) -> AbstractContextManager[_Span]:
+        return self._span(name, attributes)
+
+    @contextmanager
+    def _span(self, name: str, attributes: traces.Attributes) -> Iterator[_Span]:
+        kind = SpanKind.CLIENT if name.startswith("chat ") else SpanKind.INTERNAL
+        with self._tracer.start_as_current_span(name, kind=kind, attributes=attributes) as span:
+            yield _Span(span)
+
+    def mark_first_token(self) -> None:
+        span = opentelemetry.trace.get_current_span()
+        if not isinstance(span, ReadableSpan) or span.start_time is None:
+            return
+        if "tarry.time_to_first_token_s" in (span.attributes or {}):
+            return
+        first = (time.time_ns() - span.start_time) / 1e9
+        opentelemetry.trace.get_current_span().set_attribute("tarry.time_to_first_token_s", first)

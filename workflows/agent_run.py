@@ -68,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
         output,
         pages,
         tool_calls,
+        traces,
     )
     from workflows.details import count_phase, current_details, search_attributes
     from workflows.memory import RunMemory, WorkflowInput
@@ -449,13 +450,15 @@ class AgentRunWorkflow:
 
     def _enter(self, phase: Phase) -> None:
         """Every phase change is visible: search attributes to list runs by, details to
-        read, a metric to count by, and for a sub-agent, a report to its parent."""
+        read, a metric to count by, a span for a wait that ended, and for a sub-agent, a
+        report to its parent."""
         m = self._m
         m.phase = phase
         cost = workflow.patched(_COST_ATTRIBUTE_PATCH)
         workflow.upsert_search_attributes(search_attributes(m, self._input, cost=cost))
         workflow.set_current_details(current_details(m, self._input))
         count_phase(m)
+        traces.entered(m)
         agents.report(m, self._reports)
 
     def _follow(self) -> None:
@@ -482,8 +485,6 @@ class AgentRunWorkflow:
         self._enter(phase)
         self._stream.publish_stop(self._m)
         self._outbox.stop_point(m)
-
-    # --- Continue-as-new ------------------------------------------------------------
 
     def _title(self, text: str) -> None:
         """A run started without a prompt (by get-or-create, or `tarry start` with none)

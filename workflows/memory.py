@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from datetime import datetime
 from typing import Any
 
 from pydantic import (
@@ -45,6 +46,7 @@ from tarry.contracts import (
     input_problem,
     reply_problem,
 )
+from tarry.contracts._omit import when_none
 from workflows.memory_groups import (
     Approvals,
     Budgets,
@@ -92,13 +94,23 @@ _WRITTEN_FLAT = (
     "output", "error", "warning", "pause_requested", "paused_by", "stop_reason", "stopped_by",
     "stop_requested", "stops", "guards", "approvals", "events", "budget", "model_failure",
     "retry_requested", "model", "forked_from", "agents", "reply_policy", "remembered", "audit",
+    "wait",
 )  # fmt: skip
 """The memory's fields as the build before the groups wrote them, in its order: the shape
-every hand-over is written in, for a worker of that build to read (see `_flat`)."""
+every hand-over is written in, for a worker of that build to read (see `_flat`); and
+`wait`, added since, which that build leaves aside as it does any field it does not know."""
 _WRITTEN_AT = {"inbox": ("inbox", "queued")} | {
     name: _GROUP_OF[name] for name in _WRITTEN_FLAT if name in _GROUP_OF
 }
 """Where each flat field is found in the groups; the others are the memory's own."""
+
+
+class WaitMark(BaseModel):
+    """A wait for a person under way: when it began, for its span (`workflows.traces`)."""
+
+    waiting_for: str
+    since: datetime
+    turn: int
 
 
 class RunMemory(BaseModel):
@@ -127,6 +139,9 @@ class RunMemory(BaseModel):
     budget: Budgets = Budgets()
     agents: Delegations = Delegations()
     forked_from: ForkOrigin | None = None
+    wait: WaitMark | None = Field(default=None, exclude_if=when_none)
+    """The wait for a person under way, handed over with the rest so that a wait that
+    outlasts a hand-over is one span; null while the run is not waiting."""
     audit: list[AuditRecord] = []
     """The audit records of this segment of the run's chain (`workflows.audit`): each
     hand-over passes them on in its own argument and starts the next segment empty."""

@@ -151,7 +151,9 @@ async def run_call(
         return await agents.delegate(memory, input, agent, arguments, resume)
     # A sub-agent works in its lead's workspace: what it writes, the lead can read.
     workspace = memory.agents.parent or workflow.info().workflow_id
-    invocation = ToolInvocation(run_id=workspace, call_id=call.id, arguments=arguments)
+    invocation = ToolInvocation(
+        run_id=workspace, call_id=call.id, arguments=arguments, decision=decision
+    )
     activity, summary = name, tool_summary(name, arguments)
     if tool.server is not None:  # an MCP server's tool: history names the server and tool
         activity = MCP_TOOL_ACTIVITY

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field, model_validator
 
 from tarry.contracts._omit import when_empty, when_none
-from tarry.contracts.messages import ChatMessage, PendingApproval, Usage
+from tarry.contracts.messages import ChatMessage, DecisionRecord, PendingApproval, Usage
 from tarry.contracts.names import ErrorCode, ErrorInfo, NotifyEvent, Phase, WaitingFor
 from tarry.contracts.run import AgentSpec, RunInput, Sampling
 
@@ -163,6 +163,9 @@ class ToolInvocation(BaseModel):
     call_id: str
     arguments: str
     """The model's raw argument text; the tool host parses and validates it."""
+    decision: DecisionRecord | None = Field(default=None, exclude_if=when_none)
+    """How a gated call was approved, for its span (`activities.traces`): a call nobody
+    had to decide on has none."""
 
 
 class McpInvocation(ToolInvocation):

@@ -1,0 +1,69 @@
+"""The spans the workflow adds to a run's trace: one per wait for a person (for input,
+an approval, a budget or a model), with who answered and how long it took.
+
+Through the SDK's own support (`temporalio.contrib.opentelemetry.workflow.completed_span`
+of the worker's tracing interceptor): a span is emitted only while the workflow is not
+replaying, so a replay, a worker restart or an eviction emits it no second time. The
+wait's start is kept in the run's memory (`RunMemory.wait`), so a wait that outlasts a
+hand-over is still one span. A worker that does not trace has no such interceptor, and
+nothing here imports OpenTelemetry then (a worker needs no extra unless it traces).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from tarry.contracts import Phase
+    from workflows.memory import RunMemory, WaitMark
+
+__all__ = ["SPAN_EXTERN", "STARTED_NS", "entered"]
+
+SPAN_EXTERN = "__temporal_opentelemetry_completed_span"
+"""The extern function the SDK's tracing interceptor gives a workflow: there, and only
+there, is tracing on."""
+STARTED_NS = "tarry.started_ns"
+"""An attribute `workers.tracing` takes as the span's start (the SDK's completed spans
+start when they end), and drops."""
+
+
+def entered(memory: RunMemory) -> None:
+    """A phase change: a wait that ended gets its span; a wait that began is marked."""
+    waiting = memory.waiting_for()
+    mark = memory.wait
+    if mark is not None and (waiting is None or waiting.value != mark.waiting_for):
+        _waited(memory, mark)
+        memory.wait = None
+    if waiting is not None and memory.wait is None:
+        memory.wait = WaitMark(
+            waiting_for=waiting.value, since=workflow.now(), turn=memory.conversation.turn
+        )
+
+
+def _waited(memory: RunMemory, mark: WaitMark) -> None:
+    if SPAN_EXTERN not in workflow.extern_functions():
+        return
+    # Only a tracing worker gets here, and it has the `otel` extra.
+    from temporalio.contrib.opentelemetry.workflow import completed_span
+
+    now = workflow.now()
+    last = memory.audit[-1] if memory.audit else None
+    answered = last.by if last is not None and last.at >= mark.since else None
+    attributes: dict[str, str | int | float] = {
+        "tarry.run_id": workflow.info().workflow_id,
+        "tarry.turn": mark.turn,
+        "tarry.phase": Phase.WAITING_USER.value,
+        "tarry.waiting_for": mark.waiting_for,
+        "tarry.wait_seconds": (now - mark.since).total_seconds(),
+        "tarry.next_phase": memory.phase.value,
+        STARTED_NS: _ns(mark.since),
+    }
+    if answered is not None:
+        attributes["tarry.answered_by"] = answered
+    completed_span(f"wait {mark.waiting_for}", attributes=attributes)
+
+
+def _ns(when: datetime) -> int:
+    return int(when.timestamp() * 1_000_000_000)
