@@ -225,9 +225,10 @@ class TarrySettings(BaseSettings):
     pinned to the build they started on and move at their hand-over (`workers.plugin`)."""
     tarry_build_id: str | None = Field(default=None, min_length=1)
     """This worker's build in `TARRY_DEPLOYMENT`: one per release of the worker's code."""
-    tarry_tracing: bool = False
+    tarry_tracing: bool | None = None
     """Trace runs with OpenTelemetry (needs the `otel` extra): where to and how, the
-    standard `OTEL_*` variables say (`workers.tracing`)."""
+    standard `OTEL_*` variables say (`workers.tracing`). Unset: on when they name an OTLP
+    endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT` or `..._TRACES_ENDPOINT`)."""
     tarry_trace_content: bool = False
     """Put prompts, answers and tool arguments and results into the spans, with the model
     profile's key redacted; off: spans carry names, counts and timings only."""

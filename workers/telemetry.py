@@ -6,7 +6,8 @@ serves the SDK's metrics (task latencies, pollers, slots) and Tarry's own
 tool calls by tool and outcome) at `http://TARRY_METRICS_HOST:PORT/metrics`. Only the
 worker's client: a CLI process reading the same environment must not take the port.
 
-Traces: with `TARRY_TRACING=1` and the `otel` extra, the SDK's OpenTelemetry
+Traces: with an OTLP endpoint in the standard `OTEL_*` variables (or `TARRY_TRACING=1`)
+and the `otel` extra, the SDK's OpenTelemetry
 interceptor spans every workflow and activity task, and `workers.tracing` adds one trace
 per run with the GenAI spans of its model calls, tool calls, waits for people and
 notifications, exported over OTLP/HTTP as the standard `OTEL_*` variables say.
@@ -14,12 +15,24 @@ notifications, exported over OTLP/HTTP as the standard `OTEL_*` variables say.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Interceptor
 
 from tarry.settings import TarrySettings
 
-__all__ = ["TracingExtraMissing", "metrics_runtime", "metrics_url", "tracing_interceptors"]
+__all__ = [
+    "TracingExtraMissing",
+    "metrics_runtime",
+    "metrics_url",
+    "tracing_interceptors",
+    "tracing_on",
+]
+
+OTLP_ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+"""The standard variables that say where spans go: naming one turns tracing on."""
 
 
 class TracingExtraMissing(Exception):
@@ -45,15 +58,28 @@ def metrics_runtime(settings: TarrySettings) -> Runtime | None:
     return Runtime(telemetry=TelemetryConfig(metrics=prometheus))
 
 
+def tracing_on(settings: TarrySettings, environ: Mapping[str, str] = os.environ) -> bool:
+    """`TARRY_TRACING` when it is set; else whether the standard variables name an OTLP
+    endpoint, as OpenTelemetry's own exporters read them. `OTEL_SDK_DISABLED=true` turns
+    it off either way, as it does OpenTelemetry's SDK."""
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    if settings.tarry_tracing is not None:
+        return settings.tarry_tracing
+    return any(environ.get(name, "").strip() for name in OTLP_ENDPOINTS)
+
+
 def tracing_interceptors(settings: TarrySettings) -> list[Interceptor]:
-    """The SDK's tracing interceptor, exporting over OTLP, when `TARRY_TRACING` is on."""
-    if not settings.tarry_tracing:
+    """The SDK's tracing interceptor, exporting over OTLP, when tracing is on
+    (`tracing_on`); none, and no OpenTelemetry imported, when it is off."""
+    if not tracing_on(settings):
         return []
     try:
         from workers.tracing import tracing_interceptor
     except ImportError as e:
         raise TracingExtraMissing(
-            f"TARRY_TRACING is on but the otel extra is missing ({e.name} cannot be "
-            "imported); install it with: pip install 'tarry[otel]'"
+            "tracing is on (TARRY_TRACING, or an OTLP endpoint in OTEL_*) but the otel extra"
+            f" is missing ({e.name} cannot be imported); install it with:"
+            " pip install 'tarry[otel]'"
         ) from e
     return [tracing_interceptor(settings)]
