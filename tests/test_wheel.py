@@ -6,6 +6,8 @@ build and one venv serve every test here."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import shutil
 import subprocess
 import venv
 import zipfile
@@ -45,14 +47,27 @@ def _run(*command: str | Path, cwd: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    """The wheel `scripts/build` writes, installed as the README says into a new venv."""
-    work = tmp_path_factory.mktemp("wheel")
-    wheel = Path(_run(ROOT / "scripts" / "build", work / "dist", cwd=ROOT).strip().splitlines()[-1])
-    venv.create(work / "venv", with_pip=True)
-    python = work / "venv" / "bin" / "python"
-    _run(python, "-m", "pip", "install", "--quiet", f"{wheel}[cli]", cwd=work)
-    return Installed(wheel, python.parent, work)
+def installed(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Installed:
+    """The wheel `scripts/build` writes, installed as the README says into a new venv.
+    Built once for the whole session: pytest-xdist's workers share the directory above
+    their own temporary ones, and the first to take the lock builds while the others
+    wait for it (a build and an install cost most of a minute each time)."""
+    shared = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        shared = shared.parent
+    work, done = shared / "wheel", shared / "wheel.built"
+    with (shared / "wheel.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(work, ignore_errors=True)  # a build that failed half-way
+            work.mkdir()
+            built = _run(ROOT / "scripts" / "build", work / "dist", cwd=ROOT)
+            venv.create(work / "venv", with_pip=True)
+            python = work / "venv" / "bin" / "python"
+            wheel = Path(built.strip().splitlines()[-1])
+            _run(python, "-m", "pip", "install", "--quiet", f"{wheel}[cli]", cwd=work)
+            done.write_text(str(wheel))
+    return Installed(Path(done.read_text()), work / "venv" / "bin", work)
 
 
 def test_the_wheel_ships_every_layer_and_its_types(installed: Installed) -> None:
