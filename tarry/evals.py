@@ -13,7 +13,6 @@ from pathlib import Path
 from pydantic import ValidationError
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.contracts import (
     EVAL_REPORT_QUERY,
@@ -30,7 +29,7 @@ from tarry.contracts import (
     Phase,
 )
 from tarry.datasets import NAME_RULE, DatasetStore
-from tarry.errors import TarryError
+from tarry.errors import TarryError, translated_errors
 
 __all__ = ["eval_report", "load_points", "start_eval", "wait_report"]
 
@@ -106,22 +105,17 @@ async def eval_report(client: Client, eval_id: str) -> EvalReport:
     worker answers: `RUN_NOT_SERVED` without one)."""
     handle = client.get_workflow_handle(eval_id, result_type=EvalReport)
     try:
-        description = await handle.describe()
-        if description.workflow_type != EVAL_WORKFLOW:
-            raise TarryError(ErrorCode.EVAL_NOT_FOUND, f"{eval_id!r} is a run, not an eval")
-        if description.status is WorkflowExecutionStatus.COMPLETED:
-            final: EvalReport = await handle.result()
-            return final
-        report: EvalReport = await handle.query(EVAL_REPORT_QUERY, result_type=EvalReport)
-        return report
-    except RPCError as e:
-        if e.status is RPCStatusCode.FAILED_PRECONDITION and "no poller" in e.message:
-            raise TarryError(
-                ErrorCode.RUN_NOT_SERVED,
-                f"no worker polls the task queue of eval {eval_id!r}, so it cannot answer;"
-                " start one with `tarry worker` or `tarry dev`",
-            ) from e
-        if e.status is not RPCStatusCode.NOT_FOUND:
+        async with translated_errors(eval_id):
+            description = await handle.describe()
+            if description.workflow_type != EVAL_WORKFLOW:
+                raise TarryError(ErrorCode.EVAL_NOT_FOUND, f"{eval_id!r} is a run, not an eval")
+            if description.status is WorkflowExecutionStatus.COMPLETED:
+                final: EvalReport = await handle.result()
+                return final
+            report: EvalReport = await handle.query(EVAL_REPORT_QUERY, result_type=EvalReport)
+            return report
+    except TarryError as e:
+        if e.code is not ErrorCode.RUN_NOT_FOUND:
             raise
         raise TarryError(ErrorCode.EVAL_NOT_FOUND, f"no eval {eval_id!r}") from e
 
