@@ -49,12 +49,19 @@ EPOCH_YEAR = 1970
 """No run closed before it."""
 
 
-def audit_query(run: str | None, since: datetime | None, readable: str | None = None) -> str:
+def audit_query(
+    run: str | None,
+    since: datetime | None,
+    readable: str | None = None,
+    task_queue: str | None = None,
+) -> str:
     """The visibility query for the segments whose records may be wanted: of run `run`
-    (None: any), open at or after `since` (None: whenever), those `readable` only. A run
-    id is checked against the id rule, which has no quote, so nothing a person types can
-    change the query."""
+    (None: any), open at or after `since` (None: whenever), those `readable` only, on
+    `task_queue` (None: any). A run id is checked against the id rule, which has no
+    quote, so nothing a person types can change the query."""
     query = f"WorkflowType = '{WORKFLOW_TYPE}'"
+    if task_queue is not None:
+        query += f" AND TaskQueue = '{task_queue}'"
     if run is not None:
         if problem := run_id_problem(run):
             raise TarryError(ErrorCode.RUN_ID_INVALID, problem)
@@ -85,13 +92,15 @@ async def find_audit(
     since: datetime | None = None,
     limit: int = AUDIT_LIMIT,
     readable: str | None = None,
+    task_queue: str | None = None,
 ) -> list[AuditRecord]:
     """The first `limit` records, oldest first, of run `run` (None: every run), of acts
     by `user` (None: anyone's), at or after `since` (None: all), each naming its run;
-    `readable`: of the runs a caller may read only (`Policy.readable_clause`).
+    `readable`: of the runs a caller may read only (`Policy.readable_clause`); of the
+    runs on `task_queue` only (None: any).
     `RUN_NOT_FOUND` for a run id no run has; `RUN_NOT_SERVED` when a segment that only a
     worker can answer for has none."""
-    query = audit_query(run, since, readable)
+    query = audit_query(run, since, readable, task_queue)
     segments = [e async for e in client.list_workflows(query)]
     if run is not None and not segments:
         async with translated_errors(run):  # visibility lags a start: ask the run itself
