@@ -238,9 +238,10 @@ class Tarry:
         """The audit trail (`tarry.audit`): the first `limit` records, oldest first, of
         the acts that changed run `run` (None: any run), done by `user` (None: anyone),
         at or after `since`, among the runs on this client's task queue (the runs its
-        workers serve, as datasets select). Read from the runs' histories: an ended segment needs no worker, an open
-        one is asked (`RUN_NOT_SERVED` without a worker). `readable`: of the runs a
-        caller may read only (`Policy.readable_clause`)."""
+        workers serve, as datasets select). Read from the runs' histories: an ended
+        segment needs no worker, an open one is asked (`RUN_NOT_SERVED` without a
+        worker). `readable`: of the runs a caller may read only
+        (`Policy.readable_clause`)."""
         return await find_audit(
             self.client,
             run=run,
