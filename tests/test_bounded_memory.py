@@ -177,6 +177,7 @@ async def test_a_decision_on_a_call_whose_message_was_paged_out_is_already_decid
     )
 
 
+@pytest.mark.timeout(deadline(600))  # many hand-overs, each segment replayed at teardown
 async def test_a_run_hands_over_the_ids_of_its_latest_replies_only_and_knows_their_retries(
     agent: Agent,
 ) -> None:
@@ -240,6 +241,7 @@ async def test_a_2000_turn_run_shows_its_first_and_last_messages_in_the_cli_and_
     assert first.json()["total"] == 4000
 
 
+@pytest.mark.timeout(deadline(600))  # many hand-overs, each segment replayed at teardown
 async def test_a_run_of_many_pages_keeps_their_oldest_in_an_index_and_reads_whole(
     agent_factory: Any,
 ) -> None:
