@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
+import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -86,7 +88,7 @@ class TarryPlugin(SimplePlugin):
         self._sources = [_mcp_host(servers)] if servers else []
         self._profiles = dict(self.settings.model_profiles() if profiles is None else profiles)
         queues = {name: p.task_queue for name, p in self._profiles.items() if p.task_queue}
-        self._http = httpx.AsyncClient()
+        self._http = httpx.AsyncClient(verify=_system_tls())
         """One connection pool for the model calls and notifications of every worker the
         plugin configures."""
         self._notifier = Notifier(self.settings, self._http)
@@ -215,3 +217,11 @@ def _mcp_host(servers: Mapping[str, McpServer]) -> ToolSource:
             f"missing ({e.name} cannot be imported); install it with: pip install 'tarry[mcp]'"
         ) from e
     return McpHost(servers)
+
+
+@functools.cache
+def _system_tls() -> ssl.SSLContext:
+    """The TLS settings httpx builds for a client by default (the system's authorities, or
+    `SSL_CERT_FILE`'s), built once per process: loading the authorities costs 25 ms of CPU
+    each time, and a process that makes many plugins (a test suite, say) paid it for each."""
+    return httpx.create_ssl_context()
