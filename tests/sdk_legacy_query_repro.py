@@ -27,10 +27,12 @@ async def work() -> str:
 class Conversation:
     def __init__(self) -> None:
         self.replies: list[str] = []
+        self.done = 0
 
     @workflow.run
     async def run(self) -> list[str]:
         await workflow.execute_activity(work, start_to_close_timeout=timedelta(seconds=3))
+        self.done += 1
         await workflow.execute_activity(work, start_to_close_timeout=timedelta(seconds=3))
         await workflow.wait_condition(lambda: bool(self.replies))
         return self.replies
@@ -40,8 +42,8 @@ class Conversation:
         self.replies.append(text)
 
     @workflow.query
-    def count(self) -> int:
-        return len(self.replies)
+    def activities_done(self) -> int:
+        return self.done
 
 
 async def worker_a(address: str, task_queue: str) -> None:
