@@ -392,8 +392,10 @@ def tool_result(message: ChatMessage) -> Any:
     return json.loads(message.content)
 
 
-# Short enough that a cancelled model call or a dead worker is noticed within seconds.
-FAST_TIMEOUTS = Timeouts(llm_heartbeat=HEARTBEAT, llm_attempt=30, tool=10)
+# Short enough that a cancelled model call or a dead worker is noticed within seconds. The
+# attempts scale as the heartbeat does: they bound real work (a tool's attempt lists an MCP
+# server's tools, whose process must start first: under load that passed the idle bound).
+FAST_TIMEOUTS = Timeouts(llm_heartbeat=HEARTBEAT, llm_attempt=deadline(30), tool=deadline(10))
 
 
 @pytest.fixture

@@ -12,8 +12,9 @@ scales with it too (`tests/conftest.py`).
 Only bounds scale. What a test asserts about a timeout of the product (a tool's
 one-second attempt timeout firing, an approval deadline passing) is behaviour, set in
 the run's `Timeouts`, and stays as it is; so do poll intervals, which bound nothing. The
-one timeout of the product that scales is the model call's heartbeat timeout of the
-suite's runs (`HEARTBEAT`): it bounds how long a live worker may go unheard.
+timeouts of the product that scale are those of the suite's runs (`FAST_TIMEOUTS`): the
+model call's heartbeat (`HEARTBEAT`), which bounds how long a live worker may go unheard, and
+the attempts, which bound real work.
 """
 
 from __future__ import annotations
