@@ -197,6 +197,14 @@ class Stack:
     model: ScriptedModel
     env: dict[str, str]
 
+    async def end_runs(self, reason: str) -> None:
+        """Terminates every run on the stack's queue that is still going."""
+        client, queue = self.tarry.client, self.tarry.task_queue
+        async for run in client.list_workflows(
+            f"TaskQueue = '{queue}' AND ExecutionStatus = 'Running'"
+        ):
+            await client.get_workflow_handle(run.id).terminate(reason)
+
 
 async def run_block(block: Block, stack: Stack) -> str | None:
     """What went wrong running `block` against `stack`, or None when it ran."""
@@ -213,7 +221,13 @@ async def run_block(block: Block, stack: Stack) -> str | None:
     if kind is Kind.JSON:
         return _parse_json(block.code)
     stack.model.add(*block.model)
-    failure = await _execute(block, kind, stack)
+    try:
+        failure = await _execute(block, kind, stack)
+    finally:
+        # The model answers every run of the stack from one script: a block's run still
+        # mid-turn (a block may start one and exit) took the next block's answers on a
+        # loaded machine.
+        await stack.end_runs("its docs example ran")
     if failure is None and stack.model.remaining:
         failure = f"{stack.model.remaining} of the block's model answers were never asked for"
     return failure
