@@ -186,13 +186,12 @@ async def test_with_a_configured_model_and_no_reply_the_human_types_it(tmp_path:
 
 async def test_with_keep_the_stack_stays_up_until_ctrl_c(tmp_path: Path) -> None:
     ports, data_dir = Ports(), tmp_path / "data"
+    stderr = tmp_path / "demo.stderr"
     process = await run_python(
-        RUN_DEMO, str(data_dir), "keep", "", "default",
-        env=stack_env(ports),
-        stderr=tmp_path / "demo.stderr",
+        RUN_DEMO, str(data_dir), "keep", "", "default", env=stack_env(ports), stderr=stderr
     )  # fmt: skip
     try:
-        lines = await read_until(process, "stays up")
+        lines = await read_until(process, "stays up", stderr)
         pids = children(process.pid)
         assert pids
         assert await interrupt(process) == 0

@@ -147,14 +147,19 @@ async def run_python(
         )  # fmt: skip
 
 
-async def read_until(process: asyncio.subprocess.Process, marker: str) -> list[str]:
-    """Standard output lines up to the one containing `marker`."""
+async def read_until(process: asyncio.subprocess.Process, marker: str, stderr: Path) -> list[str]:
+    """Standard output lines up to the one containing `marker`; a process that exits
+    first fails the test with what it wrote to `stderr`, which says why."""
     assert process.stdout is not None
     lines: list[str] = []
     async with asyncio.timeout(STARTUP_TIMEOUT):
         while not lines or marker not in lines[-1]:
             line = await process.stdout.readline()
-            assert line, f"exited before {marker!r}: {lines}"
+            if not line:
+                await process.wait()
+                why = await asyncio.to_thread(stderr.read_text, errors="replace")
+                code = process.returncode
+                raise AssertionError(f"exited {code} before {marker!r}: {lines}\n{why}")
             lines.append(line.decode().rstrip("\n"))
     return lines
 
@@ -168,7 +173,7 @@ async def serving(
     env = stack_env(ports, **extra)
     process = await run_python(SERVE_DEV, str(data_dir), env=env, stderr=stderr)
     try:
-        banner = await read_until(process, "Ctrl-C to stop")
+        banner = await read_until(process, "Ctrl-C to stop", stderr)
         yield Serving(process, banner, stderr)
     finally:
         if process.returncode is None:

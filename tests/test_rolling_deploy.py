@@ -241,7 +241,10 @@ async def test_a_schedule_starts_its_runs_on_the_current_build(
     try:
         schedule = await schedules.create(task("Check the inbox"), cron="0 0 1 1 *")
         await schedule.trigger()
-        await schedules.until_started(schedule, 1)
+        [first] = (await schedules.until_started(schedule, 1)).recent_runs
+        # A run is pinned when a worker completes its first workflow task, not when the
+        # schedule starts it: one not yet taken when v2 is made current would go to v2.
+        before = await build_of(agent, agent.tarry.get(first))
         await agent.add_worker(plugin=BuildV2, tarry_build_id="v2")
         await make_current(temporal, deployment, "v2")
         await schedule.trigger()
@@ -251,4 +254,5 @@ async def test_a_schedule_starts_its_runs_on_the_current_build(
     finally:
         await schedules.close()
 
+    assert before == "v1"
     assert builds == ["v1", "v2"]

@@ -154,7 +154,7 @@ async def tarry_dev(home: Path, bin_dir: Path, command: str) -> AsyncIterator[De
             stderr=stderr,
         )  # fmt: skip
     try:
-        banner = await read_until(dev, "Ctrl-C to stop")
+        banner = await read_until(dev, "Ctrl-C to stop", home / "dev.stderr")
         yield Dev(env, Tarry(await client_of(ports)), f"http://127.0.0.1:{ports.api}", banner)
         assert await interrupt(dev) == 0, (home / "dev.stderr").read_text()
     finally:
