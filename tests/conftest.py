@@ -34,7 +34,7 @@ from tarry.settings import DEFAULT_WORKFLOW_CACHE, McpServer, ModelProfile, Tarr
 from tarry.testing.scripted_model import ScriptedModel
 from tests.deadline import HEARTBEAT, deadline
 from tests.faults import replay
-from workers.plugin import TarryPlugin
+from workers.plugin import TarryPlugin, workflows_passed_through
 from workflows.agent_run import AgentRunWorkflow
 
 if TYPE_CHECKING:
@@ -558,9 +558,12 @@ async def provider_agent(agent_factory: Any, request: pytest.FixtureRequest) -> 
 
 async def _check_replay(agent: Agent, request: pytest.FixtureRequest) -> None:
     """Every run a test started must replay without non-determinism, reading its stored
-    payloads back as a worker does."""
+    payloads back and sandboxed as a worker does (tests/test_replay.py replays the
+    recorded histories in the SDK's own sandbox, which imports `workflows` afresh for each)."""
     replayer = Replayer(
-        workflows=[AgentRunWorkflow], data_converter=agent.tarry.client.data_converter
+        workflows=[AgentRunWorkflow],
+        data_converter=agent.tarry.client.data_converter,
+        workflow_runner=workflows_passed_through(None),
     )
     for i, run in enumerate(agent.runs):
         chain = await agent.histories(run)

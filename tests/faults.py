@@ -43,6 +43,7 @@ from tarry.contracts import (
 from tarry.identities import local_user
 from tarry.settings import DEFAULT_STICKY_TIMEOUT, DEFAULT_WORKFLOW_CACHE
 from tests.deadline import HEARTBEAT, TIMEOUT, deadline
+from workers.plugin import workflows_passed_through
 from workflows.agent_run import AgentRunWorkflow
 
 T = TypeVar("T")
@@ -407,8 +408,13 @@ async def workflow_task_failures(client: Client, run_id: str) -> list[str]:
 
 
 async def check_replay(client: Client, run_ids: Iterable[str]) -> None:
-    """Each run's history, faults and all, replays without non-determinism."""
-    replayer = Replayer(workflows=[AgentRunWorkflow], data_converter=pydantic_data_converter)
+    """Each run's history, faults and all, replays without non-determinism, sandboxed as
+    a worker does."""
+    replayer = Replayer(
+        workflows=[AgentRunWorkflow],
+        data_converter=pydantic_data_converter,
+        workflow_runner=workflows_passed_through(None),
+    )
     for run_id in run_ids:
         await replay(replayer, await client.get_workflow_handle(run_id).fetch_history())
 
