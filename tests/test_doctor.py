@@ -18,7 +18,7 @@ from temporalio.client import Client
 from tarry.contracts import WORKFLOW_TYPE
 from tests.cli import agent_env, cli_env
 from tests.conftest import Agent, temporal_cli
-from tests.deployments import make_current, moved_to, versioned_agent
+from tests.deployments import build_of, make_current, moved_to, versioned_agent
 from tests.faults import wait_until
 from tests.test_connection import tarry
 
@@ -99,6 +99,9 @@ async def test_a_version_no_longer_current_holding_runs_is_a_problem_whose_comma
     agent, deployment = await versioned_agent(agent_factory, temporal)
     assert agent.add_worker is not None
     parked = await agent.start()  # no prompt: it waits for its first message
+    # Pinned once v1 completes its first workflow task, not at its start: a run that v1
+    # had not taken yet when v2 is made current would start on v2.
+    assert await build_of(agent, parked) == "v1"
     await agent.add_worker(tarry_build_id="v2")
     await make_current(temporal, deployment, "v2")
 

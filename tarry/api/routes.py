@@ -14,6 +14,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from temporalio.service import RPCError
 
 from tarry.api.auth import caller_of
 from tarry.api.errors import ApiError, ErrorBody
@@ -537,7 +538,9 @@ async def _decidable(
                 if policy.sees_all(caller) or may_decide_in(state, caller):
                     return True
                 access = RunAccess.of((await run.describe()).typed_search_attributes)
-        except (TimeoutError, TarryError):  # unserved, slow, or ended meanwhile
+        except (TimeoutError, TarryError, RPCError):
+            # Unserved, slow, ended meanwhile, or its worker went away mid-query (the
+            # server's CANCELLED): this run is left out, the list still answers.
             return False
         return policy.may_write(caller, access)
 
