@@ -7,6 +7,7 @@ import asyncio
 import io
 import json
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from tarry.testing.scripted_model import ScriptedToolCall, ScriptStep, call, cal
 from tests.cli import TARRY, agent_env
 from tests.conftest import PROVIDERS, Agent, tool_result
 from tests.deadline import HEARTBEAT, TIMEOUT, deadline
-from tests.faults import activity_attempts
+from tests.faults import activity_attempts, wait_until
 
 WAITING = {Phase.WAITING_USER}
 TEXT = "The notes say three things: ship on Friday, call Priya, and buy more coffee."
@@ -440,8 +441,17 @@ async def test_an_observer_follows_the_run_across_continue_as_new(agent: Agent) 
         async for event in run.events():
             seen.append(event)
 
+    async def observed(turn: int) -> bool:
+        return any(
+            e.kind is EventKind.STOP and e.state is not None and e.state.turn >= turn for e in seen
+        )
+
     observer = asyncio.create_task(observe())
     for n in range(1, 6):
+        # Each reply once the observer has read the last turn's end, as a person reads
+        # an answer before replying: a hand-over keeps only the last two turns' events,
+        # so an observer the chain has run two turns ahead of misses words by design.
+        await wait_until(partial(observed, n), what=f"turn {n} observed")
         await run.send(f"reply {n}")
     await run.stop()
     await run.result()
