@@ -24,6 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
 from activities.tools import BUILTIN_TOOLS, Tool
+from tarry.cli import processes
 from tarry.client import RunHandle, Tarry
 from tarry.codec import data_converter
 from tarry.contracts import SEARCH_ATTRIBUTES, AgentSpec, ChatMessage, RunInput, Timeouts
@@ -61,7 +62,20 @@ def pytest_configure(config: pytest.Config) -> None:
     # reads it in its own `pytest_configure`; an explicit `--timeout` stands as given.
     if config.getoption("timeout", None) is None and config.getini("timeout"):
         config.option.timeout = deadline(float(config.getini("timeout")))
+    processes.PORTS = _ports_of_this_worker()
     _interruptible()
+
+
+def _ports_of_this_worker() -> range:
+    """The ports this xdist worker's servers take (`free_port`): a slice of 10000-19999
+    of its own. Nothing holds a picked port until its server binds it, so workers that
+    picked from one range started servers on the same port now and then ("address
+    already in use"); and the processes Tarry starts (`tarry dev` picks its dev server's
+    HTTP and metrics ports) pick in 20000-31999, `PORTS` as it ships."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    size = 10_000 // workers
+    return range(10_000 + worker * size, 10_000 + (worker + 1) * size)
 
 
 TIERS = ("unit", "workflow", "e2e", "replay")

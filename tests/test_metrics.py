@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 from typing import Any
 
 import httpx
 from temporalio.client import Client
 
+from tarry.cli.processes import free_port
 from tarry.contracts import Phase, Usage
 from tarry.settings import Prices, TarrySettings
 from tarry.testing.scripted_model import call, say
@@ -19,13 +19,6 @@ from workers.telemetry import metrics_runtime
 
 _SAMPLE = re.compile(r"^(\w+)\{(.*)\} (\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def samples(text: str, name: str, **labels: str) -> list[float]:

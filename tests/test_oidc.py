@@ -41,6 +41,7 @@ from starlette.routing import Route
 
 from tarry.api import ApiServer, create_app
 from tarry.api.oidc import DISCOVERY_PATH
+from tarry.cli.processes import free_port
 from tarry.contracts import ErrorCode, RunInput
 from tarry.identities import Caller
 from tarry.settings import load_settings
@@ -57,7 +58,6 @@ from tests.test_http_api_people import BOB, as_, transcript
 from tests.test_inbox import WAITING, first, open_run, texts, until
 from tests.test_inbox import browser as browser  # the fixture
 from tests.test_mcp_server import TARRY, use
-from tests.test_metrics import free_port
 
 AUDIENCE = "tarry"
 GATEWAY = "127.0.0.2"

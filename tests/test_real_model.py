@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tarry.cli.processes import free_port
 from tarry.contracts import EvalReport, Phase, Timeouts, WaitingFor
 from tarry.events import EventKind
 from tarry.settings import ModelProfile
@@ -22,7 +23,6 @@ from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.eval_dataset import write_dataset
 from tests.llama_server import gguf_path
-from tests.test_metrics import free_port
 
 pytest.importorskip("xllamacpp", reason="the real-model tests need xllamacpp")
 if gguf_path() is None:

@@ -27,7 +27,7 @@ from temporalio.client import Client
 
 from tarry.servers import dev_server_args, find_binary, search_attribute_specs
 
-__all__ = ["HOST", "DevServer", "DevServerError", "WorkerProcess", "free_port"]
+__all__ = ["HOST", "PORTS", "DevServer", "DevServerError", "WorkerProcess", "free_port"]
 
 HOST = "127.0.0.1"
 READY_TIMEOUT = 60.0
@@ -42,15 +42,20 @@ class DevServerError(Exception):
     """The dev server did not come up; the message is one line and names its log."""
 
 
-def free_port() -> int:
-    """A port nothing listens on right now, for a server started next.
+PORTS = range(20_000, 32_000)
+"""Where `free_port` picks: below the kernel's ephemeral range (Linux: 32768-60999),
+where the operating system hands out ports to outgoing connections. A port from that
+range (what binding to port 0 gives) can be taken by any client's connection before the
+server binds it, and the server then fails with "address already in use"."""
 
-    Picked below the kernel's ephemeral range (Linux: 32768-60999), where the operating
-    system hands out ports to outgoing connections: a port from that range (what binding
-    to port 0 gives) can be taken by any client's connection before the server binds it,
-    and the server then fails with "address already in use"."""
+
+def free_port() -> int:
+    """A port of `PORTS` nothing listens on right now, for a server started next.
+
+    Nothing holds it until that server binds it: processes that pick at the same time
+    need ranges of their own (the test suite gives each of its workers one)."""
     while True:
-        port = random.randrange(20_000, 32_000)
+        port = random.choice(PORTS)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind((HOST, port))
