@@ -83,6 +83,12 @@ def of_run(spans: list[Span], run: RunHandle) -> list[Span]:
     return [s for s in spans if workflow_of(s).startswith(run.id)]
 
 
+def kinds(spans: list[Span]) -> Counter[str]:
+    """How many spans of each kind: `chat test-model` and `RunWorkflow:AgentRun` count as
+    `chat` and `RunWorkflow`."""
+    return Counter(s["name"].split(" ")[0].split(":")[0] for s in spans)
+
+
 def ancestors(span: Span, spans: list[Span]) -> list[str]:
     """The names of `span`'s parents, nearest first, as far as the store has them."""
     by_id = {s["context"]["span_id"]: s for s in spans}
@@ -229,10 +235,20 @@ async def test_a_killed_worker_and_every_history_replayed_add_no_span(
 
         try:
             run, child = await research_with_an_approval(rig, model, kill_the_worker)
-            spans = await settled(phoenix, project, lambda s: len(named(s, "chat ")) == 5)
-            histories = await chain_histories(temporal, [run.id, child.id])
         finally:
-            await rig.close()
+            await rig.close()  # a worker that stops sends the spans it still holds
+        histories = await chain_histories(temporal, [run.id, child.id])
+        once_each = Counter(
+            invoke_agent=1,
+            chat=len(model.requests),  # each attempt, the failed one too
+            execute_tool=1,
+            wait=1,
+            RunWorkflow=len(histories),  # each run of each chain
+            StartActivity=activity_tasks(histories),
+            RunActivity=activity_tasks(histories) + 1,  # the model call retried
+        )
+        # Phoenix stores what it receives a little later: wait until nothing is missing.
+        spans = await settled(phoenix, project, lambda s: kinds(of_run(s, run)) >= once_each)
 
         for name, value in phoenix.worker_env(project).items():
             monkeypatch.setenv(name, value)
@@ -245,21 +261,17 @@ async def test_a_killed_worker_and_every_history_replayed_add_no_span(
         try:
             for history in histories:
                 await replay(replayer, history)
+            # Sent last, in the replays' batch: once it is stored, so is whatever they emitted.
+            tracing.tracer.start_span("replayed").end()
         finally:
-            tracing.shutdown()  # sends whatever the replays emitted
+            tracing.shutdown()
 
-    after = await phoenix.spans(project)
-    assert sorted(s["context"]["span_id"] for s in after) == sorted(
+    after = await settled(phoenix, project, lambda s: bool(named(s, "replayed")))
+    assert sorted(s["context"]["span_id"] for s in after if s["name"] != "replayed") == sorted(
         s["context"]["span_id"] for s in spans
     )
-    counts = Counter(s["name"].split(" ")[0].split(":")[0] for s in of_run(spans, run))
-    assert counts["invoke_agent"] == 1
-    assert counts["chat"] == len(model.requests)  # each attempt once, the failed one too
-    assert counts["execute_tool"] == 1
-    assert counts["wait"] == 1
-    assert counts["RunWorkflow"] == len(histories)  # each run of each chain once
-    assert counts["StartActivity"] == activity_tasks(histories)
-    assert counts["RunActivity"] == activity_tasks(histories) + 1  # the model call retried
+    found = kinds(of_run(spans, run))
+    assert {kind: found[kind] for kind in once_each} == once_each  # none twice
     ours = named(spans, "chat ") + named(spans, "execute_tool") + named(spans, "wait ")
     keys = [
         (s["name"], *(s["attributes"].get(f"tarry.{k}") for k in ("run_id", "turn", "attempt")))
