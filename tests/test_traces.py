@@ -149,6 +149,30 @@ async def research_with_an_approval(
     return run, child
 
 
+def spans_once_each(histories: list[WorkflowHistory], model: ScriptedModel) -> Counter[str]:
+    """The spans of each kind that `research_with_an_approval`'s run and its sub-agent
+    make, each step once: the model's calls and the worker's activities, the failed
+    attempt too, and a span for each run of each chain (`histories`)."""
+    return Counter(
+        invoke_agent=1,
+        chat=len(model.requests),
+        execute_tool=1,
+        wait=1,
+        RunWorkflow=len(histories),
+        StartActivity=activity_tasks(histories),
+        RunActivity=activity_tasks(histories) + 1,  # the failed model call, retried
+    )
+
+
+async def whole_trace(
+    phoenix: Phoenix, project: str, run: RunHandle, expected: Counter[str]
+) -> list[Span]:
+    """The project's spans once none of `run`'s `expected` is missing. Call it once the
+    workers stopped (a worker sends the spans it holds as it stops): Phoenix stores what
+    it receives a little later, a span's parents after the span (they end after it)."""
+    return await settled(phoenix, project, lambda s: kinds(of_run(s, run)) >= expected)
+
+
 @needs_chromium
 async def test_a_runs_trace_in_phoenix_holds_its_calls_its_wait_its_sub_agent_and_hand_overs(
     temporal: Client, tmp_path: Path, phoenix: Phoenix
@@ -162,9 +186,10 @@ async def test_a_runs_trace_in_phoenix_holds_its_calls_its_wait_its_sub_agent_an
 
         try:
             run, child = await research_with_an_approval(rig, model, nothing)
-            spans = await settled(phoenix, project, lambda s: len(named(s, "chat ")) == 5)
         finally:
             await rig.close()
+        histories = await chain_histories(temporal, [run.id, child.id])
+        spans = await whole_trace(phoenix, project, run, spans_once_each(histories, model))
 
     [root] = named(spans, "invoke_agent")
     assert root["parent_id"] is None
@@ -236,19 +261,10 @@ async def test_a_killed_worker_and_every_history_replayed_add_no_span(
         try:
             run, child = await research_with_an_approval(rig, model, kill_the_worker)
         finally:
-            await rig.close()  # a worker that stops sends the spans it still holds
+            await rig.close()
         histories = await chain_histories(temporal, [run.id, child.id])
-        once_each = Counter(
-            invoke_agent=1,
-            chat=len(model.requests),  # each attempt, the failed one too
-            execute_tool=1,
-            wait=1,
-            RunWorkflow=len(histories),  # each run of each chain
-            StartActivity=activity_tasks(histories),
-            RunActivity=activity_tasks(histories) + 1,  # the model call retried
-        )
-        # Phoenix stores what it receives a little later: wait until nothing is missing.
-        spans = await settled(phoenix, project, lambda s: kinds(of_run(s, run)) >= once_each)
+        once_each = spans_once_each(histories, model)
+        spans = await whole_trace(phoenix, project, run, once_each)
 
         for name, value in phoenix.worker_env(project).items():
             monkeypatch.setenv(name, value)
@@ -299,7 +315,11 @@ async def test_prompts_and_answers_are_in_spans_only_when_asked_for_and_never_th
             await rig.worker()
             run = await rig.start(SECRET_PROMPT, mode=Mode.TASK)
             assert (await finished(run)).output == "Written down."
-            spans = await settled(phoenix, project, lambda s: len(named(s, "chat ")) == 2)
+            spans = await settled(
+                phoenix,
+                project,
+                lambda s: len(named(s, "chat ")) == 2 and bool(named(s, "execute_tool")),
+            )
         finally:
             await rig.close()
 
