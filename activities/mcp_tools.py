@@ -152,20 +152,31 @@ class McpHost:
 
     async def _list(self, name: str) -> list[ToolDefinition]:
         connection = self._connections[name]
-        async with asyncio.timeout(_budget().total_seconds() / 2):
-            client = await connection.client()
-            tools: list[Tool] = []
-            cursor: str | None = None
-            while True:
-                try:
-                    page = await client.list_tools(cursor=cursor, cache_mode="bypass")
-                except Exception as e:
-                    if _broken(e):
-                        await connection.retire()
-                    raise
-                tools.extend(page.tools)
-                if (cursor := page.next_cursor) is None:
-                    break
+        seconds = _budget().total_seconds() / 2
+        tools: list[Tool] = []
+        timeout = asyncio.timeout(seconds)
+        try:
+            async with timeout:
+                client = await connection.client()
+                cursor: str | None = None
+                while True:
+                    try:
+                        page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+                    except Exception as e:
+                        if _broken(e):
+                            await connection.retire()
+                        raise
+                    tools.extend(page.tools)
+                    if (cursor := page.next_cursor) is None:
+                        break
+        except TimeoutError:
+            if not timeout.expired():
+                raise
+            # asyncio's own says nothing: the warning would end in a bare colon.
+            raise TimeoutError(
+                f"no answer within {seconds:g} s (half the step's `timeouts.tool`; "
+                "a stdio server's start counts)"
+            ) from None
         return [tool_definition(name, self._configs[name], t) for t in tools]
 
     def activities(self) -> list[Callable[..., Any]]:

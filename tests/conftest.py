@@ -326,6 +326,15 @@ async def time_skipping(converter: DataConverter) -> AsyncIterator[Client]:
     await env.shutdown()
 
 
+# Short enough that a cancelled model call or a dead worker is noticed within seconds. The
+# attempts scale as the heartbeat does: they bound real work.
+FAST_TIMEOUTS = Timeouts(llm_heartbeat=HEARTBEAT, llm_attempt=deadline(30), tool=deadline(10))
+MCP_TIMEOUTS = FAST_TIMEOUTS.model_copy(update={"tool": deadline(60)})
+"""An agent with MCP servers: a run's first tool step lists their tools within half its
+`tool` timeout, and a stdio server's process starts first. Under load (stress-ng, four
+test workers) that passed 10 s."""
+
+
 @dataclass
 class Agent:
     """A worker on its own task queue, its scripted model, and the runs it started."""
@@ -334,6 +343,8 @@ class Agent:
     model: ScriptedModel
     workspace_root: Path
     runs: list[RunHandle] = field(default_factory=list)
+    timeouts: Timeouts = field(default_factory=lambda: FAST_TIMEOUTS)
+    """The runs' unless a start names its own."""
     restart: Callable[..., Awaitable[None]] | None = None
     """Stops the agent's worker and starts another on its task queue: `restart()`, or
     `restart(mcp_servers={...})` for one with other MCP servers."""
@@ -347,7 +358,7 @@ class Agent:
     async def start(
         self, prompt: str = "", *, run_id: str | None = None, **input: Any
     ) -> RunHandle:
-        input.setdefault("timeouts", FAST_TIMEOUTS)
+        input.setdefault("timeouts", self.timeouts)
         run = await self.tarry.start(RunInput(prompt=prompt, **input), run_id=run_id)
         self.runs.append(run)
         return run
@@ -404,12 +415,6 @@ def tool_result(message: ChatMessage) -> Any:
     assert message.role == "tool"
     assert message.content is not None
     return json.loads(message.content)
-
-
-# Short enough that a cancelled model call or a dead worker is noticed within seconds. The
-# attempts scale as the heartbeat does: they bound real work (a tool's attempt lists an MCP
-# server's tools, whose process must start first: under load that passed the idle bound).
-FAST_TIMEOUTS = Timeouts(llm_heartbeat=HEARTBEAT, llm_attempt=deadline(30), tool=deadline(10))
 
 
 @pytest.fixture
@@ -498,7 +503,10 @@ async def agent_factory(
         first = await start_worker(mcp_servers)
         datasets = DatasetStore(tmp_path / "datasets")
         agent = Agent(
-            Tarry(worker_client, task_queue, datasets=datasets), model, tmp_path / "workspaces"
+            Tarry(worker_client, task_queue, datasets=datasets),
+            model,
+            tmp_path / "workspaces",
+            timeouts=MCP_TIMEOUTS if mcp_servers else FAST_TIMEOUTS,
         )
         agent.restart, agent.add_worker, agent.stop_worker = restart, add_worker, first
         started.append((agent, stop_all))

@@ -6,6 +6,7 @@ real dev server."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -13,13 +14,15 @@ import socket
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from temporalio.testing import ActivityEnvironment
 
-from activities.mcp_tools import tool_name
+from activities.mcp_tools import McpHost, tool_name
 from tarry.contracts import ErrorCode, Phase, WaitingFor
 from tarry.settings import McpServer, TarrySettings
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
@@ -237,6 +240,26 @@ async def test_a_run_naming_an_mcp_tool_the_server_does_not_list_is_refused_at_s
         await agent.start("Hello", tools=["time__get_the_weather"])
 
     assert getattr(refused.value, "code", None) == ErrorCode.TOOL_NOT_FOUND
+
+
+SILENT = McpServer(command=sys.executable, args=["-c", "import time; time.sleep(600)"])
+"""A stdio server that starts and never answers."""
+
+
+async def test_a_server_that_does_not_answer_in_time_is_named_with_the_time_it_had() -> None:
+    host = McpHost({"silent": SILENT})
+    step = ActivityEnvironment()
+    step.info = dataclasses.replace(step.info, start_to_close_timeout=timedelta(seconds=2))
+    try:
+        listing = await step.run(host.listing)
+    finally:
+        await host.aclose()
+
+    assert listing.tools == []
+    assert listing.unavailable == [
+        "MCP server 'silent' listed no tools: no answer within 1 s "
+        "(half the step's `timeouts.tool`; a stdio server's start counts)"
+    ]
 
 
 async def test_a_run_in_flight_keeps_its_catalogue_when_its_restarted_worker_lists_other_tools(
