@@ -151,24 +151,11 @@ class McpHost:
         return listing
 
     async def _list(self, name: str) -> list[ToolDefinition]:
-        connection = self._connections[name]
         seconds = _budget().total_seconds() / 2
-        tools: list[Tool] = []
         timeout = asyncio.timeout(seconds)
         try:
             async with timeout:
-                client = await connection.client()
-                cursor: str | None = None
-                while True:
-                    try:
-                        page = await client.list_tools(cursor=cursor, cache_mode="bypass")
-                    except Exception as e:
-                        if _broken(e):
-                            await connection.retire()
-                        raise
-                    tools.extend(page.tools)
-                    if (cursor := page.next_cursor) is None:
-                        break
+                tools = await _every_page(self._connections[name])
         except TimeoutError:
             if not timeout.expired():
                 raise
@@ -230,6 +217,23 @@ class McpHost:
     async def aclose(self) -> None:
         """Closes every session (and stops every stdio server); once workers stopped."""
         await asyncio.gather(*(c.retire() for c in self._connections.values()))
+
+
+async def _every_page(connection: Connection) -> list[Tool]:
+    """The server's tools, every page of them; a session found broken is retired."""
+    client = await connection.client()
+    tools: list[Tool] = []
+    cursor: str | None = None
+    while True:
+        try:
+            page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+        except Exception as e:
+            if _broken(e):
+                await connection.retire()
+            raise
+        tools.extend(page.tools)
+        if (cursor := page.next_cursor) is None:
+            return tools
 
 
 def _broken(e: Exception) -> bool:
