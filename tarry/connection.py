@@ -261,8 +261,8 @@ async def connect_temporal(
     """A Temporal client with the data converter every Tarry process uses: pydantic,
     encrypting payloads when `TARRY_ENCRYPTION_KEY` is set, and large payloads kept
     outside history (see `tarry.codec`), connected as `temporal_connection` says.
-    `runtime`: the SDK runtime for a worker's client that serves metrics
-    (`workers.telemetry`); the default one otherwise. Raises `ConfigError` for a setting
+    `runtime`: the SDK runtime for the client, such as a worker's that forwards core's
+    logs and serves metrics; the default one otherwise. Raises `ConfigError` for a setting
     that cannot be used, `ConnectError` for a server that refuses or is not there."""
     settings = settings or TarrySettings()
     return await temporal_connection(settings).connect(settings, runtime)

@@ -89,6 +89,7 @@ async def test_the_demo_runs_a_human_in_the_loop_run_end_to_end_offline(
         f"http://127.0.0.1:{ports.ui}/namespaces/default/workflows/{run_id}",
     ), out
     assert out.strip().splitlines()[-1] == "Demo finished."
+    assert "sdk_core" not in out, "core's logs go to Python logging (workers.telemetry)"
     # The human's reply is printed once: as it is sent, not again from the transcript.
     assert out.count(SCRIPTED_REPLY) == 1
     assert "thinking" not in out, "no spinner when the output is not a terminal"

@@ -15,7 +15,7 @@ from tarry.contracts import Phase, Usage
 from tarry.settings import Prices, TarrySettings
 from tarry.testing.scripted_model import call, say
 from tests.deadline import TIMEOUT, deadline
-from workers.telemetry import metrics_runtime
+from workers.telemetry import worker_runtime
 
 _SAMPLE = re.compile(r"^(\w+)\{(.*)\} (\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -44,7 +44,7 @@ async def test_the_metrics_endpoint_shows_a_runs_model_calls_tokens_and_tool_cal
     temporal: Client, agent_factory: Any
 ) -> None:
     port = free_port()
-    runtime = metrics_runtime(TarrySettings.model_construct(tarry_metrics_port=port))
+    runtime = worker_runtime(TarrySettings.model_construct(tarry_metrics_port=port))
     client = await Client.connect(
         temporal.service_client.config.target_host,
         data_converter=temporal.data_converter,

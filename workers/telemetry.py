@@ -1,4 +1,10 @@
-"""What a worker tells operators besides history: Prometheus metrics and traces.
+"""What a worker tells operators besides history: its SDK's logs, Prometheus metrics and
+traces.
+
+Logs: a worker's client gets a `Runtime` (`worker_runtime`) that forwards sdk-core's
+warnings and errors into Python logging, as records of the `temporalio.core` logger, so
+they go where the process's own logs go. Left to itself core prints them on standard
+output, where they land past a command's last line (the demo's `Demo finished.`).
 
 Metrics: with `TARRY_METRICS_PORT` set, the worker's client gets a `Runtime` that
 serves the SDK's metrics (task latencies, pollers, slots) and Tarry's own
@@ -15,21 +21,33 @@ notifications, exported over OTLP/HTTP as the standard `OTEL_*` variables say.
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 from collections.abc import Mapping
 
-from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.runtime import (
+    LogForwardingConfig,
+    LoggingConfig,
+    PrometheusConfig,
+    Runtime,
+    TelemetryConfig,
+)
 from temporalio.worker import Interceptor
 
 from tarry.settings import TarrySettings
 
 __all__ = [
+    "CORE_LOGGER",
     "TracingExtraMissing",
-    "metrics_runtime",
     "metrics_url",
     "tracing_interceptors",
     "tracing_on",
+    "worker_runtime",
 ]
+
+CORE_LOGGER = logging.getLogger("temporalio.core")
+"""Where sdk-core's warnings and errors go, each message led by its Rust target."""
 
 OTLP_ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 """The standard variables that say where spans go: naming one turns tracing on."""
@@ -46,16 +64,32 @@ def metrics_url(settings: TarrySettings) -> str | None:
     return f"http://{settings.tarry_metrics_host}:{settings.tarry_metrics_port}/metrics"
 
 
-def metrics_runtime(settings: TarrySettings) -> Runtime | None:
-    """A runtime serving Prometheus metrics on the configured port; None when off."""
+def worker_runtime(settings: TarrySettings) -> Runtime:
+    """The runtime of a worker's client: sdk-core's logs forwarded to `CORE_LOGGER`, and
+    Prometheus metrics served on the configured port when there is one.
+
+    Raises the SDK's `ValueError` ("Failed starting Prometheus exporter: ...") for a port
+    it cannot bind."""
     if settings.tarry_metrics_port is None:
-        return None
+        return _logging_runtime()
     address = f"{settings.tarry_metrics_host}:{settings.tarry_metrics_port}"
     # Counters as `_total` and durations in seconds: what Prometheus users expect.
     prometheus = PrometheusConfig(
         bind_address=address, counters_total_suffix=True, durations_as_seconds=True
     )
-    return Runtime(telemetry=TelemetryConfig(metrics=prometheus))
+    return Runtime(telemetry=TelemetryConfig(logging=_forwarded_logs(), metrics=prometheus))
+
+
+@functools.cache
+def _logging_runtime() -> Runtime:
+    # One per process, as the SDK's default is: each runtime has threads of its own.
+    return Runtime(telemetry=TelemetryConfig(logging=_forwarded_logs()))
+
+
+def _forwarded_logs() -> LoggingConfig:
+    """The SDK's default levels (core's warnings, other crates' errors), forwarded."""
+    forwarding = LogForwardingConfig(logger=CORE_LOGGER, append_target_to_name=False)
+    return LoggingConfig(filter=LoggingConfig.default.filter, forwarding=forwarding)
 
 
 def tracing_on(settings: TarrySettings, environ: Mapping[str, str] = os.environ) -> bool:

@@ -18,7 +18,7 @@ from tarry.servers import missing_search_attributes, search_attribute_command
 from tarry.settings import TarrySettings
 from workers.flat_memory import keep_memory_flat
 from workers.plugin import TarryPlugin
-from workers.telemetry import metrics_runtime, metrics_url
+from workers.telemetry import metrics_url, worker_runtime
 
 __all__ = ["WorkerSetupError", "check_search_attributes", "run_worker"]
 
@@ -50,7 +50,7 @@ async def run_worker(settings: TarrySettings, tools: Sequence[Tool] = BUILTIN_TO
     Raises `tarry.connection.ConnectError` when Temporal refuses or is not there."""
     plugin = TarryPlugin(settings, tools=tools)
     try:
-        runtime = metrics_runtime(settings)
+        runtime = worker_runtime(settings)
     except ValueError as e:  # the SDK's: "Failed starting Prometheus exporter: ..."
         raise WorkerSetupError(f"{e}; set TARRY_METRICS_PORT to a free port") from None
     # A server that refuses or is not there: `ConnectError`, one line and its exit code.

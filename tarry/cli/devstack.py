@@ -42,7 +42,7 @@ from tarry.settings import ModelProfile, TarrySettings
 from tarry.storage import storage_driver
 from tarry.testing.scripted_model import ScriptedModel, ScriptStep
 from workers.plugin import TarryPlugin
-from workers.telemetry import metrics_runtime, metrics_url
+from workers.telemetry import metrics_url, worker_runtime
 
 T = TypeVar("T")
 
@@ -164,10 +164,9 @@ async def dev_stack(
         if isolate_on_reuse and server is None:
             queue = f"{queue}-{uuid.uuid4().hex[:8]}"
         workspace_root = _workspace_root(settings, data_dir)
-        # The worker's own client when it serves metrics: the runtime belongs to a client.
-        worker_client = client
-        if (runtime := metrics_runtime(settings)) is not None:
-            worker_client = await connect_temporal(settings, runtime=runtime)
+        # The worker's own client: its runtime (a client's) forwards core's logs, and
+        # serves metrics when they are on.
+        worker_client = await connect_temporal(settings, runtime=worker_runtime(settings))
         worker = _start_worker(stack, worker_client, settings, queue, workspace_root, scripted)
         yield DevStack(
             client=client,
