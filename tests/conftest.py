@@ -342,9 +342,9 @@ class Agent:
     tarry: Tarry
     model: ScriptedModel
     workspace_root: Path
-    runs: list[RunHandle] = field(default_factory=list)
-    timeouts: Timeouts = field(default_factory=lambda: FAST_TIMEOUTS)
+    timeouts: Timeouts
     """The runs' unless a start names its own."""
+    runs: list[RunHandle] = field(default_factory=list)
     restart: Callable[..., Awaitable[None]] | None = None
     """Stops the agent's worker and starts another on its task queue: `restart()`, or
     `restart(mcp_servers={...})` for one with other MCP servers."""
@@ -506,7 +506,7 @@ async def agent_factory(
             Tarry(worker_client, task_queue, datasets=datasets),
             model,
             tmp_path / "workspaces",
-            timeouts=MCP_TIMEOUTS if mcp_servers else FAST_TIMEOUTS,
+            MCP_TIMEOUTS if mcp_servers else FAST_TIMEOUTS,
         )
         agent.restart, agent.add_worker, agent.stop_worker = restart, add_worker, first
         started.append((agent, stop_all))

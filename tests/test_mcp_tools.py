@@ -13,7 +13,6 @@ import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ def our_server(*args: str) -> McpServer:
     return McpServer(command=sys.executable, args=[str(TEST_SERVER), "stdio", *args])
 
 
-@dataclass
+@dataclasses.dataclass
 class HttpServer:
     url: str
     process: asyncio.subprocess.Process
