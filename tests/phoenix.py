@@ -103,7 +103,8 @@ def new_project() -> str:
 async def phoenix_server(directory: Path) -> AsyncIterator[Phoenix]:
     """`phoenix serve` on free ports, its working directory in `directory`, once it
     answers its health check; stopped on the way out."""
-    port, grpc = free_port(), free_port()
+    port = free_port()
+    grpc = free_port(avoid=[port])
     env = {
         **os.environ,
         "PHOENIX_WORKING_DIR": str(directory),

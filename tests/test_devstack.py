@@ -46,13 +46,18 @@ SERVE_DEV = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass
 class Ports:
-    """A free gRPC port, a free Web UI port and a free API port for one stack."""
+    """A free gRPC port, a free Web UI port and a free API port for one stack, three
+    different ones: the stack binds them one after another, its API last."""
 
     grpc: int = field(default_factory=free_port)
-    ui: int = field(default_factory=free_port)
-    api: int = field(default_factory=free_port)
+    ui: int = field(init=False)
+    api: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ui = free_port(avoid=[self.grpc])
+        self.api = free_port(avoid=[self.grpc, self.ui])
 
     @property
     def address(self) -> str:
@@ -230,7 +235,8 @@ async def test_dev_serves_the_http_api_at_the_address_it_prints(tmp_path: Path) 
 
 
 async def test_dev_serves_its_workers_metrics_where_it_prints(tmp_path: Path) -> None:
-    ports, data_dir, metrics = Ports(), tmp_path / "data", free_port()
+    ports, data_dir = Ports(), tmp_path / "data"
+    metrics = free_port(avoid=[ports.grpc, ports.ui, ports.api])
     async with serving(ports, data_dir, tmp_path, TARRY_METRICS_PORT=str(metrics)) as dev:
         [line] = [line for line in dev.banner if line.startswith("Metrics")]
         url = line.split()[1]

@@ -20,7 +20,7 @@ import shlex
 import signal
 import socket
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from temporalio.client import Client
@@ -49,13 +49,16 @@ range (what binding to port 0 gives) can be taken by any client's connection bef
 server binds it, and the server then fails with "address already in use"."""
 
 
-def free_port() -> int:
-    """A port of `PORTS` nothing listens on right now, for a server started next.
+def free_port(avoid: Collection[int | None] = ()) -> int:
+    """A port of `PORTS` nothing listens on right now, for a server started next, and
+    none of `avoid`: the ports picked for servers that have not bound theirs yet.
 
     Nothing holds it until that server binds it: processes that pick at the same time
     need ranges of their own (the test suite gives each of its workers one)."""
     while True:
         port = random.choice(PORTS)
+        if port in avoid:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind((HOST, port))
@@ -131,12 +134,13 @@ class DevServer:
         self.data_dir = data_dir
         self.db = data_dir / "temporal.db"
         self.log = data_dir / "temporal.log"
-        self.port = port or free_port()
+        # Each picked apart from the others: none is bound until the server starts.
+        self.port = port or free_port(avoid=[ui_port])
         self.ui_port = ui_port
         self.namespace = namespace
         self.extra_args = dev_server_args() if extra_args is None else list(extra_args)
-        self._http_port = free_port()
-        self._metrics_port = free_port()
+        self._http_port = free_port(avoid=[self.port, ui_port])
+        self._metrics_port = free_port(avoid=[self.port, ui_port, self._http_port])
         self.process: asyncio.subprocess.Process | None = None
 
     @property
