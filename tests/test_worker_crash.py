@@ -222,9 +222,12 @@ async def test_a_reply_after_a_query_while_the_worker_was_dead_leaves_a_replayab
     first = await rig.worker()
     run = await rig.tarry.start(RunInput(prompt="block once", timeouts=CRASH_TIMEOUTS))
     await wait_for_file_lines(rig.workspace(run) / "b.starts", 1)
+    # The next worker is up before the first dies: the server stops offering a dead
+    # worker's sticky queue 10 s after its last poll, and a worker's start under load
+    # could take that long, leaving the scenario below no sticky queue to wait for.
+    await rig.worker()
 
     await first.kill()
-    await rig.worker()
     # A client asks for the state (as `wait_for` does): the query waits for the dead
     # worker, then goes to the new one once the server gives up on the old (10 s),
     # carrying the run's whole history (a "legacy query") ...
