@@ -19,6 +19,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.client import Client
 
+from tarry.cli.processes import WorkerProcess
 from tarry.contracts import ErrorCode, Mode, Phase, RunInput
 from tarry.settings import DEFAULT_WORKFLOW_CACHE
 from tarry.testing.scripted_model import ScriptedModel, call, say
@@ -212,6 +213,17 @@ async def test_a_run_waiting_for_a_reply_outlives_its_worker(
     assert (rig.workspace(run) / "plan.md").read_text() == "ship it"
 
 
+async def holding_the_sticky_queue(
+    client: Client, run_id: str, workers: list[WorkerProcess]
+) -> WorkerProcess:
+    """The worker that completed the run's last workflow task, which holds the run in its
+    cache and its sticky queue: a worker's identity is the SDK's `pid@host`."""
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    last = [e for e in history.events if e.HasField("workflow_task_completed_event_attributes")][-1]
+    pid = int(last.workflow_task_completed_event_attributes.identity.partition("@")[0])
+    return next(w for w in workers if w.process is not None and w.process.pid == pid)
+
+
 async def test_a_reply_after_a_query_while_the_worker_was_dead_leaves_a_replayable_history(
     rig: CrashRig, model: ScriptedModel
 ) -> None:
@@ -219,21 +231,21 @@ async def test_a_reply_after_a_query_while_the_worker_was_dead_leaves_a_replayab
     # The dead worker's sticky queue must outlast the tool's retry (3 s) for the
     # scenario to occur; the shipped 2 s mostly avoid it, which is no guarantee.
     rig.sticky_timeout = 10
-    first = await rig.worker()
+    # Both workers are up before the run starts: the server offers a dead worker's
+    # sticky queue for 10 s after it last saw the worker poll, and a worker started
+    # after the kill could take that long under load, leaving the scenario below no
+    # sticky queue to wait for.
+    workers = [await rig.worker(), await rig.worker()]
     run = await rig.tarry.start(RunInput(prompt="block once", timeouts=CRASH_TIMEOUTS))
     await wait_for_file_lines(rig.workspace(run) / "b.starts", 1)
-    # The next worker is up before the first dies: the server stops offering a dead
-    # worker's sticky queue 10 s after its last poll, and a worker's start under load
-    # could take that long, leaving the scenario below no sticky queue to wait for.
-    await rig.worker()
 
-    await first.kill()
+    await (await holding_the_sticky_queue(rig.client, run.id, workers)).kill()
     # A client asks for the state (as `wait_for` does): the query waits for the dead
-    # worker, then goes to the new one once the server gives up on the old (10 s),
+    # worker, then goes to the other once the server gives up on the dead one (10 s),
     # carrying the run's whole history (a "legacy query") ...
     query = asyncio.create_task(run.state())
-    # ... by when the retried tool call has completed, its workflow task still queued
-    # for the dead worker.
+    # ... by when the tool call (retried, if it ran on the dead worker) has completed,
+    # its workflow task still queued for the dead worker.
     (rig.workspace(run) / "b.release").touch()
     await query
     state = await run.send("hello", id="m1")
