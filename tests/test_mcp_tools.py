@@ -173,6 +173,18 @@ async def test_a_non_idempotent_mcp_tool_whose_server_is_killed_mid_call_is_outc
     assert state.last_assistant_text == "I will check."  # the run went on
 
 
+async def summaries_once(agent: Agent, run: Any, prefix: str) -> list[str]:
+    """The summaries of the run's activities once one starts with `prefix`. A read-only
+    tool runs as a local activity, which history records only once it has finished: the
+    run may read as waiting for a decision before that."""
+    async with asyncio.timeout(TIMEOUT):
+        while True:
+            found = [summary for _, summary in await activity_summaries(agent, run)]
+            if any(summary.startswith(prefix) for summary in found):
+                return found
+            await asyncio.sleep(0.1)
+
+
 async def test_a_destructive_mcp_tool_waits_for_approval_while_a_read_only_one_runs_at_once(
     agent_factory: Any, tmp_path: Path
 ) -> None:
@@ -199,9 +211,9 @@ async def test_a_destructive_mcp_tool_waits_for_approval_while_a_read_only_one_r
 
     assert waiting.waiting_for is WaitingFor.APPROVAL
     assert [p.tool for p in waiting.pending_approvals] == ["git__git_reset"]
-    summaries = [s for _, s in await activity_summaries(agent, run)]
-    assert any(s.startswith("git: git_status") for s in summaries)
+    summaries = await summaries_once(agent, run, "git: git_status")
     assert not any(s.startswith("git: git_reset") for s in summaries)
+    assert (await run.state()).waiting_for is WaitingFor.APPROVAL
 
     await run.decide(waiting.pending_approvals[0].call_id, approved=True)
     await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
