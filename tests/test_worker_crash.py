@@ -213,15 +213,13 @@ async def test_a_run_waiting_for_a_reply_outlives_its_worker(
     assert (rig.workspace(run) / "plan.md").read_text() == "ship it"
 
 
-async def holding_the_sticky_queue(
-    client: Client, run_id: str, workers: list[WorkerProcess]
-) -> WorkerProcess:
-    """The worker that completed the run's last workflow task, which holds the run in its
-    cache and its sticky queue: a worker's identity is the SDK's `pid@host`."""
-    history = await client.get_workflow_handle(run_id).fetch_history()
+async def holding_the_sticky_queue(rig: CrashRig, run_id: str) -> WorkerProcess:
+    """The rig's worker that completed the run's last workflow task, which holds the run
+    in its cache and its sticky queue: a worker's identity is the SDK's `pid@host`."""
+    history = await rig.client.get_workflow_handle(run_id).fetch_history()
     last = [e for e in history.events if e.HasField("workflow_task_completed_event_attributes")][-1]
     pid = int(last.workflow_task_completed_event_attributes.identity.partition("@")[0])
-    return next(w for w in workers if w.process is not None and w.process.pid == pid)
+    return next(w for w in rig.workers if w.process is not None and w.process.pid == pid)
 
 
 async def test_a_reply_after_a_query_while_the_worker_was_dead_leaves_a_replayable_history(
@@ -235,11 +233,12 @@ async def test_a_reply_after_a_query_while_the_worker_was_dead_leaves_a_replayab
     # sticky queue for 10 s after it last saw the worker poll, and a worker started
     # after the kill could take that long under load, leaving the scenario below no
     # sticky queue to wait for.
-    workers = [await rig.worker(), await rig.worker()]
+    await rig.worker()
+    await rig.worker()
     run = await rig.tarry.start(RunInput(prompt="block once", timeouts=CRASH_TIMEOUTS))
     await wait_for_file_lines(rig.workspace(run) / "b.starts", 1)
 
-    await (await holding_the_sticky_queue(rig.client, run.id, workers)).kill()
+    await (await holding_the_sticky_queue(rig, run.id)).kill()
     # A client asks for the state (as `wait_for` does): the query waits for the dead
     # worker, then goes to the other once the server gives up on the dead one (10 s),
     # carrying the run's whole history (a "legacy query") ...
