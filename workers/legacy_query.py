@@ -9,10 +9,11 @@ cached ahead of the server, its commands unsent. The next workflow task sends th
 together with whatever that task brought (an update's acceptance), in an order replay
 does not reproduce: `[TMPRL1100] Nondeterminism error`, and the run is stuck.
 
-After such a query the worker asks core to evict the run, so its next workflow task
-replays from history as a fresh worker would. Only then: core labels every directly
-dispatched query `legacy_query`, also one to a run in sync with the server, and evicting
-on each would make every `state` poll cost the run's next task a full replay.
+When such a query arrives, the worker asks core to evict the run before it answers, so
+the run's next workflow task replays from history as on a fresh worker. Only then: core
+labels every directly dispatched query `legacy_query`, also one to a run in sync with
+the server, and evicting on each would make every `state` poll cost the run's next task
+a full replay.
 
 A run is in sync with the server when the history it last applied ends with a workflow
 task the server started. An activation's `timestamp` is the time of the workflow task
@@ -75,7 +76,6 @@ class LegacyQueryEviction:
             self._runs.pop(act.run_id, None)
         else:
             self._note(act, variants)
-        await self._handle(act)
         legacy = any(
             job.HasField("query_workflow") and job.query_workflow.query_id == LEGACY_QUERY_ID
             for job in act.jobs
@@ -84,7 +84,13 @@ class LegacyQueryEviction:
         if legacy and (applied is None or not applied.in_sync):
             self._runs.pop(act.run_id, None)
             log.info("evicting run %s: a legacy query brought it new history", act.run_id)
+            # Requested before the query is answered, not after: once core has the answer,
+            # it hands a workflow task that reached the worker meanwhile (buffered behind
+            # the query) straight to the run as it stands, ahead of the server; an eviction
+            # requested then comes after that task's commands. Requested now, core answers
+            # the query, evicts, and gives the buffered task to a run rebuilt from history.
             self._request_eviction(act.run_id)
+        await self._handle(act)
 
     def _note(self, act: WorkflowActivation, variants: Sequence[str | None]) -> None:
         if "initialize_workflow" in variants:
