@@ -83,20 +83,24 @@ async def _reply_while_a_legacy_query_is_answered(
         patience = timedelta(seconds=deadline(120))
         done = handle.query(Conversation.activities_done, rpc_timeout=patience)
         query = asyncio.create_task(done)
+        reply: asyncio.Task[None] | None = None
         try:
             async with asyncio.timeout(deadline(60)):
                 await held.holding.wait()
             # The task that follows the activity's retry is still queued for A's dead
             # sticky queue: the reply rides on it when it comes to B.
-            if await _workflow_task(handle) != SCHEDULED:
-                return False
-            reply = asyncio.create_task(handle.execute_update(Conversation.reply, "hello"))
-            await wait_until(lambda: _started(handle), timeout=deadline(60), what="the task at B")
+            if await _workflow_task(handle) == SCHEDULED:
+                reply = asyncio.create_task(handle.execute_update(Conversation.reply, "hello"))
+                await wait_until(
+                    lambda: _started(handle), timeout=deadline(60), what="the task at B"
+                )
         finally:
             held.release.set()
         # 1: the query came with the retry's result, past the last completed task.
-        if await query != 1:
-            reply.cancel()
+        answer = await query
+        if reply is None or answer != 1:
+            if reply is not None:
+                reply.cancel()
             return False
         await reply
         return True
