@@ -126,6 +126,22 @@ async def wait_until(
         raise TimeoutError(f"{what} not reached within {timeout:g}s") from None
 
 
+SCENE_TRIES = 3
+"""How often `until_the_scene_happens` sets a scene up before it gives up."""
+
+
+async def until_the_scene_happens(try_once: Callable[[], Awaitable[T | None]], scene: str) -> T:
+    """What `try_once()` returns once it is not None: the scene it set up happened. A
+    fault test's scene can hang on a window of the server's (it offers a dead worker's
+    sticky queue until 10 s after its last poll), which a busy machine can miss, and a
+    try that missed it tests nothing. Each try cleans up after itself when it returns
+    None; AssertionError after `SCENE_TRIES` tries."""
+    for _ in range(SCENE_TRIES):
+        if (result := await try_once()) is not None:
+            return result
+    raise AssertionError(f"{scene} did not happen in {SCENE_TRIES} tries")
+
+
 def line_count(path: Path) -> int:
     """Lines in a file; 0 while it does not exist."""
     return len(path.read_text().splitlines()) if path.exists() else 0

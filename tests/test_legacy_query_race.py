@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from temporalio.api.enums.v1 import PendingWorkflowTaskState
@@ -21,15 +22,12 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer, Worker
 
 from tests.deadline import deadline
-from tests.faults import wait_until
+from tests.faults import until_the_scene_happens, wait_until
 from tests.sdk_legacy_query_repro import Conversation, run_on_a_killed_worker, work
 from workers.legacy_query import LEGACY_QUERY_ID, Handler, install
 
 SCHEDULED = PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED
 STARTED = PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_STARTED
-
-ATTEMPTS = 3
-"""How often the test sets the scene up before it gives up."""
 
 
 class HeldLegacyQueries:
@@ -53,24 +51,23 @@ async def test_a_reply_that_comes_while_a_legacy_query_is_answered_leaves_a_hist
     temporal: Client,
 ) -> None:
     client = await Client.connect(temporal.service_client.config.target_host)  # its own converter
-    for _ in range(ATTEMPTS):
-        handle = await run_on_a_killed_worker(client)
-        if await _reply_while_a_legacy_query_is_answered(client, handle):
-            break
-        await handle.terminate("the scene did not happen: try again")
-    else:
-        raise AssertionError(f"the scene did not happen in {ATTEMPTS} tries")
+    handle = await until_the_scene_happens(
+        partial(_reply_while_a_legacy_query_is_answered, client),
+        "a reply's task reaching B while it answers a legacy query",
+    )
 
     history = await handle.fetch_history()
     await Replayer(workflows=[Conversation]).replay_workflow(history)
 
 
 async def _reply_while_a_legacy_query_is_answered(
-    client: Client, handle: WorkflowHandle[Conversation, list[str]]
-) -> bool:
-    """Worker B, cached, with Tarry's eviction, answers a query that finds the run ahead
-    of the server, and the reply's task reaches B while it does. False if the scene did
-    not happen; True once the reply is in the history."""
+    client: Client,
+) -> WorkflowHandle[Conversation, list[str]] | None:
+    """A run on a killed worker A whose worker B, cached, with Tarry's eviction, answers a
+    query that finds the run ahead of the server, and the reply's task reaches B while it
+    does: the run, once the reply is in its history; None (the run ended) if the scene
+    did not happen."""
+    handle = await run_on_a_killed_worker(client)
     worker_b = Worker(client, task_queue=handle.id, workflows=[Conversation], activities=[work])
     install(worker_b)
     workflows = worker_b._workflow_worker
@@ -101,9 +98,10 @@ async def _reply_while_a_legacy_query_is_answered(
         if reply is None or answer != 1:
             if reply is not None:
                 reply.cancel()
-            return False
+            await handle.terminate("the scene did not happen: try again")
+            return None
         await reply
-        return True
+        return handle
 
 
 async def _workflow_task(handle: WorkflowHandle[Any, Any]) -> PendingWorkflowTaskState.ValueType:

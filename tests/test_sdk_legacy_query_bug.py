@@ -5,15 +5,15 @@ workaround can go."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer, Worker
 from temporalio.workflow import NondeterminismError
 
+from tests.faults import until_the_scene_happens
 from tests.sdk_legacy_query_repro import Conversation, run_on_a_killed_worker, work
-
-ATTEMPTS = 3
-"""How often the test sets the scene up before it gives up."""
 
 
 @pytest.mark.xfail(
@@ -26,21 +26,27 @@ async def test_a_query_while_the_sticky_worker_is_dead_then_an_update_leaves_a_h
     temporal: Client,
 ) -> None:
     client = await Client.connect(temporal.service_client.config.target_host)  # its own converter
-    for _ in range(ATTEMPTS):
-        handle = await run_on_a_killed_worker(client)
-        # Worker B, cached (the SDK's default), without the workaround.
-        async with Worker(
-            client, task_queue=handle.id, workflows=[Conversation], activities=[work]
-        ):
-            # The query waits for A's sticky queue while B retries the activity, then reaches
-            # B with the whole history. On a busy machine it can reach B before the retry:
-            # nothing is past the last completed task then, and the bug cannot show.
-            if await handle.query(Conversation.activities_done) == 1:
-                await handle.execute_update(Conversation.reply, "hello")
-                break
-        await handle.terminate("the query reached B before the retry: try again")
-    else:
-        pytest.fail(f"the query reached B before the activity's retry in {ATTEMPTS} tries")
-
+    handle = await until_the_scene_happens(
+        partial(_reply_after_a_query_past_the_last_task, client),
+        "the query reaching B after the activity's retry",
+    )
     history = await handle.fetch_history()
     await Replayer(workflows=[Conversation]).replay_workflow(history)
+
+
+async def _reply_after_a_query_past_the_last_task(
+    client: Client,
+) -> WorkflowHandle[Conversation, list[str]] | None:
+    """A run on a killed worker A whose worker B, cached (the SDK's default), without the
+    workaround, answers a query past the run's last completed task, then a reply: the run;
+    None (the run ended) if the query reached B before the activity's retry."""
+    handle = await run_on_a_killed_worker(client)
+    async with Worker(client, task_queue=handle.id, workflows=[Conversation], activities=[work]):
+        # The query waits for A's sticky queue while B retries the activity, then reaches
+        # B with the whole history. On a busy machine it can reach B before the retry:
+        # nothing is past the last completed task then, and the bug cannot show.
+        if await handle.query(Conversation.activities_done) == 1:
+            await handle.execute_update(Conversation.reply, "hello")
+            return handle
+    await handle.terminate("the query reached B before the retry: try again")
+    return None
