@@ -134,8 +134,8 @@ async def until_the_scene_happens(try_once: Callable[[], Awaitable[T | None]], s
     """What `try_once()` returns once it is not None: the scene it set up happened. A
     fault test's scene can hang on a window of the server's (it offers a dead worker's
     sticky queue until 10 s after its last poll), which a busy machine can miss, and a
-    try that missed it tests nothing. Each try cleans up after itself when it returns
-    None; AssertionError after `SCENE_TRIES` tries."""
+    try that missed it tests nothing. A try that returns None must leave nothing in the
+    next one's way; AssertionError after `SCENE_TRIES` tries."""
     for _ in range(SCENE_TRIES):
         if (result := await try_once()) is not None:
             return result
