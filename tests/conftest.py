@@ -103,6 +103,7 @@ END_TO_END = {
     "test_guide_tours.py",
     "test_inbox.py",
     "test_inbox_timeline.py",
+    "test_legacy_query_lost_task.py",
     "test_legacy_query_race.py",
     "test_mcp_server.py",
     "test_mcp_tools.py",

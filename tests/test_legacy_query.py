@@ -2,8 +2,8 @@
 clients poll them, and a worker whose SDK lacks the hook refuses to start.
 
 That it evicts when it must: `test_worker_crash.py::
-test_a_reply_after_a_query_while_the_worker_was_dead_leaves_a_replayable_history`, and
-early enough: `test_legacy_query_race.py`.
+test_a_reply_after_a_query_while_the_worker_was_dead_leaves_a_replayable_history` and
+`test_legacy_query_lost_task.py`, and early enough: `test_legacy_query_race.py`.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from temporalio.worker import Replayer, Worker
 from tests.deadline import deadline
 from tests.faults import until_the_scene_happens, wait_until
 from tests.sdk_legacy_query_repro import Conversation, run_on_a_killed_worker, work
-from workers.legacy_query import LEGACY_QUERY_ID, Handler, install
+from workers.legacy_query import Handler, brings_a_legacy_query, install
 
 SCHEDULED = PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED
 STARTED = PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_STARTED
@@ -41,7 +41,7 @@ class HeldLegacyQueries:
         self.release = asyncio.Event()
 
     async def __call__(self, act: WorkflowActivation) -> None:
-        if any(job.query_workflow.query_id == LEGACY_QUERY_ID for job in act.jobs):
+        if brings_a_legacy_query(act):
             self.holding.set()
             await self.release.wait()
         await self._handle(act)

@@ -1,10 +1,11 @@
 """The SDK bug `workers.legacy_query` works around, in plain temporalio without the
-workaround (docs/sdk-legacy-query-eviction.md). Expected to fail; once it passes
-(strict xfail turns that into a failure), an SDK upgrade fixed the bug and the
-workaround can go."""
+workaround (docs/sdk-legacy-query-eviction.md), in both scenes that bring a query past a
+run's last completed task. Expected to fail; once it passes (strict xfail turns that into
+a failure), an SDK upgrade fixed the bug and the workaround can go."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from functools import partial
 
 import pytest
@@ -13,28 +14,17 @@ from temporalio.worker import Replayer, Worker
 from temporalio.workflow import NondeterminismError
 
 from tests.faults import until_the_scene_happens
-from tests.sdk_legacy_query_repro import Conversation, run_on_a_killed_worker, work
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=NondeterminismError,
-    reason="sdk-core runs a run past a legacy query's history and keeps it cached: "
-    "TMPRL1100 on replay (docs/sdk-legacy-query-eviction.md)",
+from tests.sdk_legacy_query_repro import (
+    Conversation,
+    reply_after_a_query_past_a_lost_task,
+    run_on_a_killed_worker,
+    work,
 )
-async def test_a_query_while_the_sticky_worker_is_dead_then_an_update_leaves_a_history_that_replays(
-    temporal: Client,
-) -> None:
-    client = await Client.connect(temporal.service_client.config.target_host)  # its own converter
-    handle = await until_the_scene_happens(
-        partial(_reply_after_a_query_past_the_last_task, client),
-        "the query reaching B after the activity's retry",
-    )
-    history = await handle.fetch_history()
-    await Replayer(workflows=[Conversation]).replay_workflow(history)
+
+Scene = Callable[[Client], Awaitable[WorkflowHandle[Conversation, list[str]] | None]]
 
 
-async def _reply_after_a_query_past_the_last_task(
+async def _reply_after_a_query_while_the_sticky_worker_is_dead(
     client: Client,
 ) -> WorkflowHandle[Conversation, list[str]] | None:
     """A run on a killed worker A whose worker B, cached (the SDK's default), without the
@@ -50,3 +40,33 @@ async def _reply_after_a_query_past_the_last_task(
             return handle
     await handle.terminate("the query reached B before the retry: try again")
     return None
+
+
+SCENES = [
+    pytest.param(
+        _reply_after_a_query_while_the_sticky_worker_is_dead,
+        "the query reaching B after the activity's retry",
+        id="sticky-worker-dead",
+    ),
+    pytest.param(
+        reply_after_a_query_past_a_lost_task,
+        "the query reaching B past the lost task",
+        id="task-no-worker-got",
+    ),
+]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=NondeterminismError,
+    reason="sdk-core runs a run past a legacy query's history and keeps it cached: "
+    "TMPRL1100 on replay (docs/sdk-legacy-query-eviction.md)",
+)
+@pytest.mark.parametrize(("scene", "what"), SCENES)
+async def test_a_query_past_the_last_completed_task_then_an_update_leaves_a_history_that_replays(
+    temporal: Client, scene: Scene, what: str
+) -> None:
+    client = await Client.connect(temporal.service_client.config.target_host)  # its own converter
+    handle = await until_the_scene_happens(partial(scene, client), what)
+    history = await handle.fetch_history()
+    await Replayer(workflows=[Conversation]).replay_workflow(history)
