@@ -27,6 +27,7 @@ from temporalio.api.workflowservice.v1 import (
 )
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from tests.deadline import deadline
@@ -102,6 +103,19 @@ async def run_on_a_killed_worker(client: Client) -> WorkflowHandle[Conversation,
 async def _activity_running(handle: WorkflowHandle[Conversation, list[str]]) -> bool:
     pending = (await handle.describe()).raw_description.pending_activities
     return bool(pending) and pending[0].attempt == 1 and pending[0].HasField("last_started_time")
+
+
+async def answer_in_time(query: Awaitable[int]) -> int | None:
+    """The query's answer; None if the server gave up on it (DEADLINE_EXCEEDED, "query
+    timed out before a worker could process it": 30 s on the dev server, whatever the
+    caller's timeout). A scene that holds a query can take that long on a busy machine;
+    it then did not happen, rather than failed."""
+    try:
+        return await query
+    except RPCError as e:
+        if e.status == RPCStatusCode.DEADLINE_EXCEEDED:
+            return None
+        raise
 
 
 @workflow.defn(sandboxed=False)
@@ -214,7 +228,7 @@ async def reply_after_a_query_past_a_lost_task(
         if query is not None and not scene:
             query.cancel()
         if query is not None and scene:
-            answer = await query
+            answer = await answer_in_time(query)
             pending = (await handle.describe()).raw_description.pending_workflow_task
             # 1: the query saw the activity's result, while the task it came in is lost.
             scene = (

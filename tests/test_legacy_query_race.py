@@ -23,7 +23,12 @@ from temporalio.worker import Replayer, Worker
 
 from tests.deadline import deadline
 from tests.faults import until_the_scene_happens, wait_until
-from tests.sdk_legacy_query_repro import Conversation, run_on_a_killed_worker, work
+from tests.sdk_legacy_query_repro import (
+    Conversation,
+    answer_in_time,
+    run_on_a_killed_worker,
+    work,
+)
 from workers.legacy_query import Handler, brings_a_legacy_query, install
 
 SCHEDULED = PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED
@@ -94,7 +99,7 @@ async def _reply_while_a_legacy_query_is_answered(
         finally:
             held.release.set()
         # 1: the query came with the retry's result, past the last completed task.
-        answer = await query
+        answer = await answer_in_time(query)
         if reply is None or answer != 1:
             if reply is not None:
                 reply.cancel()
