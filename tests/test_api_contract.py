@@ -62,11 +62,11 @@ checks.positive_data_acceptance.expected-statuses = [
 
 
 @pytest.fixture
-async def own_temporal(tmp_path: Path, converter: DataConverter) -> AsyncIterator[Client]:
+async def own_temporal(converter: DataConverter) -> AsyncIterator[Client]:
     """A server of the test's own: the fuzzer lists the runs there are and asks each one,
     and the session's server holds other tests' runs, whose workers are gone (503). The
     test asks for it before `agent_factory`, so that it stops after the agent's worker."""
-    env = await local_temporal(tmp_path, converter)
+    env = await local_temporal(converter)
     yield env.client
     await env.shutdown()
 

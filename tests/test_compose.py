@@ -5,6 +5,7 @@ server, the worker's health check against a real worker)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import re
 import shlex
@@ -45,11 +46,15 @@ def shell_script(service: str) -> str:
 
 
 def install_args(command: str) -> list[str]:
-    """What `pip install` installs in a shell command line: its arguments up to a pipe,
-    without `--quiet` (how much pip says is not what it installs)."""
+    """What `pip install` (or `uv pip install`) installs in a shell command line: its
+    arguments up to a pipe or a redirection, without `--quiet` and `--python PATH` (how
+    much the installer says and which venv it fills are not what it installs)."""
     words = shlex.split(command)
     words = words[words.index("install") + 1 :]
-    words = words[: words.index("|")] if "|" in words else words
+    words = list(itertools.takewhile(lambda word: word != "|" and ">" not in word, words))
+    if "--python" in words:
+        at = words.index("--python")
+        del words[at : at + 2]
     return [word for word in words if word not in ("--quiet", "-q")]
 
 
@@ -150,7 +155,7 @@ def test_the_dockerfile_installs_what_scripts_venv_installs() -> None:
     venv_lines = [
         line
         for line in (ROOT / "scripts/_venv.sh").read_text().splitlines()
-        if "pip install" in line and "--upgrade pip" not in line
+        if "pip install" in line and " -e " in line
     ]
     (venv,) = venv_lines
     # `scripts/bench` adds its extra through TARRY_EXTRAS; the test command uses the default.

@@ -1,7 +1,7 @@
 """Tarry as a user gets it without a clone: the wheel `scripts/build` makes, installed with
-its `cli` extra into a fresh venv of its own, runs the demo and the README's tour. Slow (a
-build and an install; pip's cache makes the downloads local after the first run), so one
-build and one venv serve every test here."""
+its `cli` extra into a fresh venv of its own, runs the demo and the README's tour. A build
+and an install into a new venv take a while (seconds with uv, which installs here as pip
+would, from PyPI), so one build and one venv serve every test here."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from uv import find_uv_bin
 
 from tarry.cli import tour
 from tarry.contracts import Phase
@@ -51,7 +52,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Insta
     """The wheel `scripts/build` writes, installed as the README says into a new venv.
     Built once for the whole session: pytest-xdist's workers share the directory above
     their own temporary ones, and the first to take the lock builds while the others
-    wait for it (a build and an install cost most of a minute each time)."""
+    wait for it."""
     shared = tmp_path_factory.getbasetemp()
     if worker_id != "master":
         shared = shared.parent
@@ -62,10 +63,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Insta
             shutil.rmtree(work, ignore_errors=True)  # a build that failed half-way
             work.mkdir()
             built = _run(ROOT / "scripts" / "build", work / "dist", cwd=ROOT)
-            venv.create(work / "venv", with_pip=True)
+            venv.create(work / "venv")
             python = work / "venv" / "bin" / "python"
             wheel = Path(built.strip().splitlines()[-1])
-            _run(python, "-m", "pip", "install", "--quiet", f"{wheel}[cli]", cwd=work)
+            install = ("pip", "install", "--quiet", "--python", python, f"{wheel}[cli]")
+            _run(find_uv_bin(), *install, cwd=work)
             done.write_text(str(wheel))
     return Installed(Path(done.read_text()), work / "venv" / "bin", work)
 
