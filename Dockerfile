@@ -9,7 +9,7 @@ ENV PYTHONUNBUFFERED=1 \
 WORKDIR /app
 COPY . .
 # The same install as scripts/_venv.sh's (uv there, to make a venv in seconds; pip here,
-# which needs no bootstrap and resolves the same), which the README's commands run, so the
+# which needs no bootstrap, from the same index), which the README's commands run, so the
 # image runs what the tests ran. tests/test_compose.py keeps the two equal.
 RUN python -m pip install --quiet -e '.[dev]'
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import TypeVar
 
@@ -35,7 +36,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from tarry.contracts import ErrorCode, RunResult, RunState
 from tarry.errors import TarryError, translated_errors, unadmitted
 
-__all__ = ["QUERY_PATIENCE", "Delivery", "await_poller", "task_failing"]
+__all__ = ["QUERY_PATIENCE", "Delivery", "await_poller", "polling_pauses", "task_failing"]
 
 Q = TypeVar("Q")
 """What a query answers."""
@@ -185,6 +186,17 @@ async def await_poller(client: Client, queue: str, run_id: str) -> None:
                 f" start one with `tarry worker` (TARRY_TASK_QUEUE={queue}) or `tarry dev`",
             )
         await asyncio.sleep(0.25)
+
+
+def polling_pauses(first: float = 0.05, longest: float = 0.5) -> Iterator[float]:
+    """The pauses between the polls of a wait, in seconds: `first` while most waits end
+    (a run's step takes tens of milliseconds), then half as long again each time, up to
+    `longest`. A poll is a query that the worker and the server each spend several
+    milliseconds of CPU on: every 50 ms, a wait of minutes kept a fifth of a core busy."""
+    pause = first
+    while True:
+        yield pause
+        pause = min(pause * 1.5, longest)
 
 
 async def task_failing(

@@ -61,7 +61,7 @@ from tarry.contracts import (
     reply_problem,
     run_id_problem,
 )
-from tarry.delivery import NOT_READY_PATIENCE, Delivery, await_poller
+from tarry.delivery import NOT_READY_PATIENCE, Delivery, await_poller, polling_pauses
 from tarry.errors import TarryError, translated_errors
 from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
 from tarry.identities import Caller
@@ -446,17 +446,18 @@ class RunHandle:
         phases: Collection[Phase],
         timeout: float | timedelta = 60.0,  # noqa: ASYNC109 - the public contract names it
     ) -> RunState:
-        """Polls `state` until the run is in one of `phases`; raises TimeoutError. A
-        run no worker serves for a while (`RUN_NOT_SERVED`) is waited for as well: a
-        worker being restarted is back within the timeout."""
+        """Polls `state` until the run is in one of `phases`, every 50 ms at first and less
+        often as the wait goes on (`tarry.delivery.polling_pauses`); raises TimeoutError. A
+        run no worker serves for a while (`RUN_NOT_SERVED`) is waited for as well: a worker
+        being restarted is back within the timeout."""
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        pauses = polling_pauses()  # a query is the only view of a phase, and costs no history
         async with asyncio.timeout(seconds):
-            # A query is the only view of a phase; polling it costs no history.
             while True:
                 state = await self.served_state(retrying=False)
                 if state is not None and state.phase in phases:
                     return state
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(next(pauses))
 
     async def served_state(self, *, retrying: bool = True) -> RunState | None:
         """The run's state (without `retrying` unless asked); None while no worker
