@@ -49,7 +49,7 @@ def _run(*command: str | Path, cwd: Path) -> str:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Installed:
-    """The wheel `scripts/build` writes, installed as the README says into a new venv.
+    """The wheel `scripts/build` writes, installed with its `cli` extra into a new venv.
     Built once for the whole session: pytest-xdist's workers share the directory above
     their own temporary ones, and the first to take the lock builds while the others
     wait for it."""
