@@ -33,6 +33,11 @@ from tarry.schedules import SCHEDULED_BY_ATTRIBUTE, schedule_name_problem
 
 __all__ = ["RunPage", "RunRow", "find_children", "find_runs", "runs_query"]
 
+LATEST_SEGMENT = "ExecutionStatus != 'ContinuedAsNew'"
+"""Visibility's condition for a run's latest execution only: a run that continued as new
+keeps a closed execution per segment under its id, each with the search attributes it
+had when it handed over."""
+
 CHILDREN_PAGE = 200
 """How many of a run's children visibility answers at a time (`find_children`)."""
 
@@ -156,11 +161,12 @@ async def find_runs(
     page_token: bytes | None = None,
     readable: str | None = None,
 ) -> RunPage:
-    """One page of up to `limit` runs, open runs first, newest first (visibility's own
-    order), from `page_token` (a `RunPage.next_page_token`) or the start; `INPUT_INVALID`
-    for a token visibility did not give. `schedule`: only the runs that schedule started;
-    `readable`: only those a caller may read (`Policy.readable_clause`)."""
-    query = runs_query(phase, waiting_for, task_queue, schedule, readable)
+    """One page of up to `limit` runs, each once (`LATEST_SEGMENT`), open runs first,
+    newest first (visibility's own order), from `page_token` (a `RunPage.next_page_token`)
+    or the start; `INPUT_INVALID` for a token visibility did not give. `schedule`: only
+    the runs that schedule started; `readable`: only those a caller may read
+    (`Policy.readable_clause`)."""
+    query = f"{runs_query(phase, waiting_for, task_queue, schedule, readable)} AND {LATEST_SEGMENT}"
     if page_token is not None:
         await _check_page_token(client, query, page_token)
     executions = client.list_workflows(query, page_size=limit, next_page_token=page_token)

@@ -582,6 +582,20 @@ async def test_list_by_phase_finds_waiting_runs_and_not_completed_ones(cli: Cli)
     assert {row["phase"] for row in rows.values()} == {"WaitingUser"}
 
 
+async def test_list_shows_a_run_that_handed_over_once_with_its_latest_turns(cli: Cli) -> None:
+    cli.agent.model.add(say("One."), say("Two."), say("Three."))
+    run = await cli.agent.start("count", continue_as_new_after_turns=1)
+    await run.wait_for(WAITING, TIMEOUT)
+    await run.send("again")
+    await run.send("and again")
+    await until_listed(cli.agent.tarry.client, "TarryTurns = 3", run.id)
+
+    out = await cli.ok("list", "--limit", "1000", "--json")
+
+    rows = [row for row in json.loads(out) if row["run_id"] == run.id]
+    assert [(row["phase"], row["turns"]) for row in rows] == [("WaitingUser", 3)]
+
+
 @pytest.mark.parametrize("command", [["approve"], ["status"], ["demo"], []])
 async def test_help_shows_no_value_beside_an_on_off_flag(cli: Cli, command: list[str]) -> None:
     cli.env["COLUMNS"] = "120"
