@@ -35,6 +35,7 @@ from tarry.settings import DEFAULT_WORKFLOW_CACHE, McpServer, ModelProfile, Tarr
 from tarry.testing.scripted_model import ScriptedModel
 from tests.deadline import HEARTBEAT, deadline
 from tests.faults import replay
+from tests.scheduling import HELD, pytest_xdist_make_scheduler  # noqa: F401 (a hook)
 from workers.plugin import TarryPlugin, workflows_passed_through
 from workflows.agent_run import AgentRunWorkflow
 
@@ -110,6 +111,7 @@ END_TO_END = {
     "test_outside_callers.py",
     "test_real_model.py",
     "test_rolling_deploy.py",
+    "test_scheduling.py",
     "test_sdk_legacy_query_bug.py",
     "test_server_restart.py",
     "test_soak.py",
@@ -175,35 +177,6 @@ def declared_timeout(item: pytest.Item, default: float) -> float:
     mark = item.get_closest_marker("timeout")
     declared = float(mark.args[0]) if mark and mark.args else 0.0
     return declared if declared > deadline(default) else 0.0
-
-
-HELD = {
-    path.name
-    for path in Path(__file__).parent.glob("test_*.py")
-    if re.search(r"""fixture\(scope=["']module["']""", path.read_text())
-}
-"""The files with a fixture of their module's (a built wheel, a docs site, a browser, a
-model server): scripts/test runs each on one worker, so that the fixture is made once,
-not once per worker. The scheduler decides from test ids alone, before any worker has
-collected, so the files are found by their text."""
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadgroup` (scripts/test): tests handed out one at a time as workers free
-    up, in collection order, but each file of `HELD` whole. pytest-xdist's own
-    `loadgroup` reads `xdist_group` marks into test ids, which pytest 9 no longer lets
-    it rewrite, so its groups fall apart."""
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
-
-    class HeldTogether(LoadScopeScheduling):  # type: ignore[misc]
-        def _split_scope(self, nodeid: str) -> str:
-            file = nodeid.split("::", 1)[0]
-            return file if Path(file).name in HELD else nodeid
-
-    return HeldTogether(config, log)
 
 
 def _interruptible() -> None:
