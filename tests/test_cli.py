@@ -19,6 +19,7 @@ from temporalio.client import Client
 
 from tarry.client import RunHandle, Tarry
 from tarry.contracts import SUMMARY_MEMO, ErrorCode, Phase, RunInput, RunState, Usage
+from tarry.run_list import LATEST_SEGMENT
 from tarry.testing.scripted_model import ScriptedModel, call, fail, say
 from tests.cli import (
     CLOSED_PORT,
@@ -588,7 +589,8 @@ async def test_list_shows_a_run_that_handed_over_once_with_its_latest_turns(cli:
     await run.wait_for(WAITING, TIMEOUT)
     await run.send("again")
     await run.send("and again")
-    await until_listed(cli.agent.tarry.client, "TarryTurns = 3", run.id)
+    # Not the segment that handed over at turn 3: the one it handed over to.
+    await until_listed(cli.agent.tarry.client, f"TarryTurns = 3 AND {LATEST_SEGMENT}", run.id)
 
     out = await cli.ok("list", "--limit", "1000", "--json")
 
