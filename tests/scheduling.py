@@ -54,18 +54,16 @@ class HeldTogether(LoadScopeScheduling):  # type: ignore[misc]
         return crashed
 
     def _reschedule(self, node: Any) -> None:
-        """Gives `node` work while it holds fewer than two tests. A worker starts a test
-        only once it holds the one after it, or its shutdown: a crashed worker's
-        replacement, given a single test, waited for a second forever (pytest-xdist
-        #1327)."""
-        super()._reschedule(node)
-        while (
-            not node.shutting_down
-            and self.workqueue
-            and self._pending_of(self.assigned_work[node]) < 2
-        ):
+        """Tops `node` up to three tests while there are any, as pytest-xdist does after
+        each test, and shuts it down once the queue is empty. pytest-xdist gives one unit
+        at a time, and a worker starts a test only once it holds the one after it, or its
+        shutdown: a crashed worker's replacement, given a single test, waited for a
+        second forever (pytest-xdist #1327)."""
+        if node.shutting_down:
+            return
+        while self.workqueue and self._pending_of(self.assigned_work[node]) < 3:
             self._assign_work_unit(node)
-        if not node.shutting_down and not self.workqueue:
+        if not self.workqueue:
             node.shutdown()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from tests.deadline import deadline
@@ -32,9 +33,9 @@ def test_a_crashed_worker_fails_its_test_and_the_run_ends_having_run_every_other
     (tmp_path / "test_then.py").write_text(CRASHING)
     (tmp_path / "test_last.py").write_text(PASSING)
     # The project's own addopts, without its conftest: only the scheduler is under test.
-    (tmp_path / "pytest.ini").write_text(
-        "[pytest]\naddopts = -p no:phoenix -p no:schemathesis -p no:hypothesispytest\n"
-    )
+    pytest_options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]
+    addopts = pytest_options["ini_options"]["addopts"]
+    (tmp_path / "pytest.ini").write_text(f"[pytest]\naddopts = {addopts}\n")
 
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup",
