@@ -50,6 +50,12 @@ _UNANSWERED = {
     RPCStatusCode.DEADLINE_EXCEEDED,  # ours, `QUERY_PATIENCE`
     RPCStatusCode.FAILED_PRECONDITION,  # "no poller seen for task queue recently"
 }
+_SAYS_NOTHING = {
+    RPCStatusCode.CANCELLED,  # "operation was canceled": a busy dev server, now and then
+    RPCStatusCode.UNAVAILABLE,
+    RPCStatusCode.DEADLINE_EXCEEDED,
+}
+"""Answers to a task queue's description that say nothing of its pollers: asked again."""
 
 
 WORKER_GRACE = 5.0
@@ -162,7 +168,8 @@ class Delivery:
 async def await_poller(client: Client, queue: str, run_id: str) -> None:
     """Raises `RUN_NOT_SERVED` when no worker polls task queue `queue`. A worker that has
     just started (or a busy one) may not have polled yet: it is looked for again for
-    `WORKER_GRACE` before saying there is none."""
+    `WORKER_GRACE` before saying there is none. An answer that says nothing of the pollers
+    (`_SAYS_NOTHING`, from a busy server) is asked again within the same time."""
     loop = asyncio.get_running_loop()
     request = DescribeTaskQueueRequest(
         namespace=client.namespace,
@@ -174,17 +181,19 @@ async def await_poller(client: Client, queue: str, run_id: str) -> None:
         try:
             pollers = await client.workflow_service.describe_task_queue(request)
         except RPCError as e:
-            if e.status is not RPCStatusCode.UNIMPLEMENTED:
+            if e.status is RPCStatusCode.UNIMPLEMENTED:
+                return  # a server that cannot tell (the time-skipping test server): ask the run
+            if e.status not in _SAYS_NOTHING or loop.time() > give_up:
                 raise
-            return  # a server that cannot tell (the time-skipping test server): ask the run
-        if pollers.pollers:
-            return
-        if loop.time() > give_up:
-            raise TarryError(
-                ErrorCode.RUN_NOT_SERVED,
-                f"no worker polls task queue {queue!r}, so run {run_id!r} cannot answer;"
-                f" start one with `tarry worker` (TARRY_TASK_QUEUE={queue}) or `tarry dev`",
-            )
+        else:
+            if pollers.pollers:
+                return
+            if loop.time() > give_up:
+                raise TarryError(
+                    ErrorCode.RUN_NOT_SERVED,
+                    f"no worker polls task queue {queue!r}, so run {run_id!r} cannot answer;"
+                    f" start one with `tarry worker` (TARRY_TASK_QUEUE={queue}) or `tarry dev`",
+                )
         await asyncio.sleep(0.25)
 
 
