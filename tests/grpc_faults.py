@@ -1,24 +1,42 @@
-"""A gRPC proxy on loopback in front of the test's dev server that fails the first calls
-of one method with the status a busy server answers now and then, and forwards every
-other call to the server whole.
+"""gRPC proxies on loopback in front of the test's dev server, which forward every call
+to the server whole but for one method's first calls: failed with the status a busy
+server answers now and then (`failing_proxy`), or held until the test lets them go on
+(`holding_proxy`).
 
 A dev server on a loaded machine has answered `DescribeTaskQueue` with `CANCELLED`
-("operation was canceled"), an answer that says nothing of the task queue. Nothing in a
-test can make the real server do that on cue; the proxy does it on the wire, where the
-client cannot tell the difference."""
+("operation was canceled"), an answer that says nothing of the task queue; and a call
+can reach the server a moment after another person's, whatever order their requests
+came in. Nothing in a test can make the real server do either on cue; the proxy does it
+on the wire, where the client cannot tell the difference."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import grpc
 from grpc import aio
 
-__all__ = ["DESCRIBE_TASK_QUEUE", "FailingProxy", "failing_proxy"]
+__all__ = [
+    "DESCRIBE_TASK_QUEUE",
+    "EXECUTE_MULTI_OPERATION",
+    "START_WORKFLOW_EXECUTION",
+    "FailingProxy",
+    "HoldingProxy",
+    "failing_proxy",
+    "holding_proxy",
+]
 
-DESCRIBE_TASK_QUEUE = "/temporal.api.workflowservice.v1.WorkflowService/DescribeTaskQueue"
+_SERVICE = "/temporal.api.workflowservice.v1.WorkflowService"
+DESCRIBE_TASK_QUEUE = f"{_SERVICE}/DescribeTaskQueue"
+START_WORKFLOW_EXECUTION = f"{_SERVICE}/StartWorkflowExecution"
+EXECUTE_MULTI_OPERATION = f"{_SERVICE}/ExecuteMultiOperation"
+"""An update with start, in one call."""
+
+Gate = Callable[[aio.ServicerContext[bytes, bytes]], Awaitable[None]]
+"""What a proxy does with a call of its method before forwarding it (abort it, wait)."""
 
 
 @dataclass
@@ -29,11 +47,22 @@ class FailingProxy:
     failed: int = 0
 
 
-class _Forwarding(grpc.GenericRpcHandler):
-    """Every method, unary to unary (all of Temporal's services are), as raw bytes."""
+@dataclass
+class HoldingProxy:
+    """Where the proxy listens; `held` is set when it holds a call, which goes on to the
+    server once the test sets `released`."""
 
-    def __init__(self, upstream: aio.Channel, proxy: FailingProxy, method: str, times: int) -> None:
-        self._upstream, self._proxy, self._method, self._times = upstream, proxy, method, times
+    address: str
+    held: asyncio.Event = field(default_factory=asyncio.Event)
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class _Forwarding(grpc.GenericRpcHandler):
+    """Every method, unary to unary (all of Temporal's services are), as raw bytes;
+    calls of `method` through `gate` first."""
+
+    def __init__(self, upstream: aio.Channel, method: str, gate: Gate) -> None:
+        self._upstream, self._method, self._gate = upstream, method, gate
 
     def service(
         self, handler_call_details: grpc.HandlerCallDetails
@@ -46,9 +75,8 @@ class _Forwarding(grpc.GenericRpcHandler):
         call: aio.UnaryUnaryMultiCallable[bytes, bytes] = self._upstream.unary_unary(method)
 
         async def forward(request: bytes, context: aio.ServicerContext[bytes, bytes]) -> bytes:
-            if method == self._method and self._proxy.failed < self._times:
-                self._proxy.failed += 1
-                await context.abort(grpc.StatusCode.CANCELLED, "operation was canceled")
+            if method == self._method:
+                await self._gate(context)
             metadata = [
                 (key, value)
                 for key, value in context.invocation_metadata() or ()
@@ -57,9 +85,25 @@ class _Forwarding(grpc.GenericRpcHandler):
             try:
                 return await call(request, metadata=metadata)
             except aio.AioRpcError as e:
-                await context.abort(e.code(), e.details() or "")
+                # The trailers carry the error's details (which workflow, which
+                # operation failed): the client reads them to raise the right error.
+                await context.abort(e.code(), e.details() or "", tuple(e.trailing_metadata() or ()))
 
         return forward
+
+
+@asynccontextmanager
+async def _proxy(target: str, method: str, gate: Gate) -> AsyncIterator[str]:
+    """A proxy to the server at `target`, calls of `method` through `gate`; its address."""
+    async with aio.insecure_channel(target) as upstream:
+        server = aio.server()
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.add_generic_rpc_handlers([_Forwarding(upstream, method, gate)])
+        await server.start()
+        try:
+            yield f"127.0.0.1:{port}"
+        finally:
+            await server.stop(grace=None)
 
 
 @asynccontextmanager
@@ -67,13 +111,27 @@ async def failing_proxy(
     target: str, method: str = DESCRIBE_TASK_QUEUE, times: int = 2
 ) -> AsyncIterator[FailingProxy]:
     """A proxy to the server at `target` failing the first `times` calls of `method`."""
-    async with aio.insecure_channel(target) as upstream:
-        server = aio.server()
-        port = server.add_insecure_port("127.0.0.1:0")
-        proxy = FailingProxy(f"127.0.0.1:{port}")
-        server.add_generic_rpc_handlers([_Forwarding(upstream, proxy, method, times)])
-        await server.start()
-        try:
-            yield proxy
-        finally:
-            await server.stop(grace=None)
+    proxy = FailingProxy("")
+
+    async def fail(context: aio.ServicerContext[bytes, bytes]) -> None:
+        if proxy.failed < times:
+            proxy.failed += 1
+            await context.abort(grpc.StatusCode.CANCELLED, "operation was canceled")
+
+    async with _proxy(target, method, fail) as proxy.address:
+        yield proxy
+
+
+@asynccontextmanager
+async def holding_proxy(target: str, method: str) -> AsyncIterator[HoldingProxy]:
+    """A proxy to the server at `target` holding the first call of `method` until the
+    test sets `released`; later calls go on at once."""
+    proxy = HoldingProxy("")
+
+    async def hold(context: aio.ServicerContext[bytes, bytes]) -> None:
+        if not proxy.held.is_set():
+            proxy.held.set()
+            await proxy.released.wait()
+
+    async with _proxy(target, method, hold) as proxy.address:
+        yield proxy
