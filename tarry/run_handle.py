@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import uuid
 from collections.abc import AsyncGenerator, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -59,6 +58,7 @@ from tarry.contracts import (
     TranscriptQuery,
     UserInput,
     reply_problem,
+    reserved_id_problem,
     run_id_problem,
 )
 from tarry.delivery import NOT_READY_PATIENCE, Delivery, await_poller, polling_pauses
@@ -89,12 +89,6 @@ _DEFAULT_LIMIT: int = TranscriptQuery.model_fields["limit"].default
 _CODES = frozenset(ErrorCode)
 
 
-SCHEDULED_ID = re.compile(r".+-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
-"""The ids Temporal gives a schedule's runs, `NAME-<time>`: Temporal drops a firing whose
-id a run has taken without a trace (no count, no error), so no run started by hand
-takes one."""
-
-
 async def start_run(
     client: Client,
     task_queue: str,
@@ -112,12 +106,8 @@ async def start_run(
     names with the run itself (see `Tarry.start`); its handle acts as `caller`.
     `start_key` is kept as `TarryStartKey`: the digest of the request's idempotency key."""
     run_id = checked_id(f"run-{uuid.uuid4().hex[:8]}" if run_id is None else run_id)
-    if SCHEDULED_ID.fullmatch(run_id):
-        raise TarryError(
-            ErrorCode.RUN_ID_INVALID,
-            f"{run_id!r} is an id a schedule gives its run (NAME-<time>): a run started by"
-            " hand under it would keep that run from starting; choose another id",
-        )
+    if problem := reserved_id_problem(run_id):
+        raise TarryError(ErrorCode.RUN_ID_INVALID, problem)
     named_profile = input.model != RunInput.model_fields["model"].default
     if input.tools is not None or input.require_approval or input.agents or named_profile:
         await refuse_unknown_names(client, task_queue, input, run_id)

@@ -39,9 +39,12 @@ from tarry.contracts.audit import (
 from tarry.contracts.checks import (
     MAX_RUN_ID_LENGTH,
     RUN_ID_PATTERN,
+    SCHEDULED_ID,
+    SUB_AGENT_ID,
     approvers_of,
     may_decide,
     reply_problem,
+    reserved_id_problem,
     run_id_problem,
 )
 from tarry.contracts.datasets import DatasetManifest, DecisionPoint, Label, Verdict
@@ -158,8 +161,10 @@ __all__ = [
     "PHASE_ATTRIBUTE",
     "READERS_ATTRIBUTE",
     "RUN_ID_PATTERN",
+    "SCHEDULED_ID",
     "SEARCH_ATTRIBUTES",
     "START_KEY_ATTRIBUTE",
+    "SUB_AGENT_ID",
     "SUMMARY_MEMO",
     "TEMPORAL_UI",
     "TOOL_CATALOGUE_ACTIVITY",
@@ -244,6 +249,7 @@ __all__ = [
     "input_problem",
     "may_decide",
     "reply_problem",
+    "reserved_id_problem",
     "run_id_problem",
     "unknown_field_problem",
 ]

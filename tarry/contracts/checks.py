@@ -32,6 +32,32 @@ def run_id_problem(run_id: str) -> str | None:
     return f"a run id has only letters, digits and - _ . : @, not {bad!r}: {run_id!r}"
 
 
+SCHEDULED_ID = re.compile(r".+-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+"""The ids Temporal gives a schedule's runs, `NAME-<time>`: Temporal drops a firing whose
+id a run has taken without a trace (no count, no error)."""
+SUB_AGENT_ID = re.compile(r".+:[^:]+-\d+")
+"""The ids a lead gives its sub-agents, `LEAD:NAME-N` (`workflows.agents.child_id`)."""
+
+
+def reserved_id_problem(run_id: str) -> str | None:
+    """Why a run started by hand (`start`, a first message's `?start=true`, an AG-UI
+    thread) may not take `run_id`, or None when it may. A schedule's and a sub-agent's
+    ids can be told in advance, so a person who took one first would squat them: the
+    schedule's firing would be dropped, the lead's sub-agent would fail to start, and
+    replies meant for either would reach the squatter's run instead."""
+    if SCHEDULED_ID.fullmatch(run_id):
+        return (
+            f"{run_id!r} is an id a schedule gives its run (NAME-<time>): only that"
+            " schedule starts a run under it; choose another id"
+        )
+    if SUB_AGENT_ID.fullmatch(run_id):
+        return (
+            f"{run_id!r} is an id a lead gives its sub-agent (LEAD:NAME-N): only that lead"
+            " starts a run under it; choose another id"
+        )
+    return None
+
+
 def reply_problem(text: str) -> tuple[ErrorCode, str] | None:
     """Why `text` cannot be a reply (`INPUT_EMPTY`, `INPUT_TOO_LARGE`), or None when it
     can: the one check the client, the `send` validator and the `user_input` signal make."""
