@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -38,7 +38,7 @@ from tarry.contracts import (
     RunInput,
     RunResult,
     RunState,
-    UserInput,
+    reserved_id_problem,
 )
 from tarry.datasets import Datasets, DatasetStore
 from tarry.delivery import QUERY_PATIENCE, await_poller
@@ -48,7 +48,6 @@ from tarry.ownership import access_attributes
 from tarry.pages import PageStore
 from tarry.run_handle import (
     ID_REUSE,
-    SCHEDULED_ID,
     RunHandle,
     checked_id,
     start_run,
@@ -71,12 +70,17 @@ from tarry.text import summary_of
 __all__ = [
     "QUERY_PATIENCE",
     "SUMMARY_MEMO",
+    "Admission",
     "RunHandle",
     "ScheduleHandle",
     "Tarry",
     "TarryError",
     "connect_temporal",
 ]
+
+Admission = Callable[[], Awaitable[object]]
+"""A check a delivery to a run that already has its id passes first (`Tarry.reply`'s
+`admit`): it raises to refuse the delivery."""
 
 
 class Tarry:
@@ -265,38 +269,66 @@ class Tarry:
         return Datasets(self.client, self.task_queue, self.caller, self._pages, self._datasets)
 
     async def send(
-        self, run_id: str, text: str, *, id: str | None = None, start: RunInput | None = None
+        self,
+        run_id: str,
+        text: str,
+        *,
+        id: str | None = None,
+        start: RunInput | None = None,
+        admit: Admission | None = None,
     ) -> RunState:
         """`RunHandle.send` to run `run_id`; with `start`, the run is first started with
         that input if no run has the id (see `reply`)."""
-        if start is None or SCHEDULED_ID.fullmatch(run_id):
-            return await self.get(run_id).send(text, id=id)
-        return await self._deliver_starting(
-            "send", run_id, user_input(text, id, self.caller), start
-        )
+        if start is not None and (state := await self._start_with("send", run_id, text, id, start)):
+            return state
+        if start is not None and admit is not None:
+            await admit()
+        return await self.get(run_id).send(text, id=id)
 
     async def reply(
-        self, run_id: str, text: str, *, id: str | None = None, start: RunInput | None = None
+        self,
+        run_id: str,
+        text: str,
+        *,
+        id: str | None = None,
+        start: RunInput | None = None,
+        admit: Admission | None = None,
     ) -> None:
         """`RunHandle.reply` to run `run_id`; with `start`, the run is first started with
-        that input if no run has the id. One atomic call (Temporal's update-with-start,
-        the open run's id winning), so a chat integration can map its thread id to a run:
-        two first messages at once start one run and both enter it, once each. An ended
-        run under the id is `RUN_ENDED`; a worker must serve this client's task queue
-        (`RUN_NOT_SERVED`), since the run itself takes or refuses the reply. A schedule's
-        run (`SCHEDULED_ID`) is only ever started by its schedule: under such an id the
-        reply goes to the run there is, `RUN_NOT_FOUND` if none yet."""
-        if start is None or SCHEDULED_ID.fullmatch(run_id):
-            await self.get(run_id).reply(text, id=id)
-        else:
-            await self._deliver_starting("reply", run_id, user_input(text, id, self.caller), start)
+        that input if no run has the id, so a chat integration can map its thread id to a
+        run: two first messages at once start one run and both enter it, once each. An
+        ended run under the id is `RUN_ENDED`; a worker must serve this client's task
+        queue (`RUN_NOT_SERVED`), since the run itself takes or refuses the reply.
 
-    async def _deliver_starting(
-        self, update: str, run_id: str, message: UserInput, input: RunInput
-    ) -> RunState:
-        """The reply update `update` with `message`, to run `run_id`, started with
-        `input` if it is not open."""
-        run_id = checked_id(run_id)
+        With `start`, `admit` is called when a run already has the id, before the reply
+        goes to it, and refuses it by raising: a server checks there that its caller may
+        change the run there is. A right checked before the start could be raced, as
+        another person's run may take the id between that check and the delivery.
+
+        A schedule's run (`SCHEDULED_ID`) is only ever started by its schedule, and a
+        sub-agent (`SUB_AGENT_ID`) by its lead: under such an id the reply goes to the run
+        there is, `RUN_NOT_FOUND` if none yet."""
+        if start is not None and await self._start_with("reply", run_id, text, id, start):
+            return
+        if start is not None and admit is not None:
+            await admit()
+        await self.get(run_id).reply(text, id=id)
+
+    async def _start_with(
+        self, update: str, run_id: str, text: str, id: str | None, input: RunInput
+    ) -> RunState | None:
+        """Starts run `run_id` of `input` with the update `update` of `text` in one call,
+        and answers the update's state; None, having delivered nothing, when a run has the
+        id (open or ended) or only its schedule or lead may start it.
+
+        The start is conditional (`WorkflowIDConflictPolicy.FAIL`): a reply enters a run
+        in the same call only when that call starts the run, as this client's caller's.
+        Any other delivery goes to the run there is, once its right is checked: an id
+        names one run for good (never reused, `ID_REUSE`), so the right to it that the
+        check found cannot change before the delivery."""
+        if reserved_id_problem(checked_id(run_id)):
+            return None
+        message = user_input(text, id, self.caller)
         input = input.model_copy(update=started_by(self.caller))
         await await_poller(self.client, self.task_queue, run_id)
         summary = summary_of(input.prompt)
@@ -306,35 +338,30 @@ class Tarry:
             id=run_id,
             task_queue=self.task_queue,
             result_type=RunResult,
-            # The one way a first message may race another: both enter the open run.
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             id_reuse_policy=ID_REUSE,
             static_summary=summary,
             memo={SUMMARY_MEMO: summary},
             search_attributes=access_attributes(self.caller.user, input),
         )
-        update_id = f"{update}-{message.id}" if message.id else None
         async with translated_errors(run_id):
             try:
                 state: RunState = await self.client.execute_update_with_start_workflow(
                     update,
                     message,
                     start_workflow_operation=start,
-                    id=update_id,
+                    id=f"{update}-{message.id}" if message.id else None,
                     result_type=RunState,
                 )
+                return state
             except Exception as e:
                 # A failed start leaves its error in the operation as well: read there,
                 # or asyncio reports it as never retrieved.
                 with contextlib.suppress(Exception):
                     await start.workflow_handle()
-                if isinstance(e, WorkflowAlreadyStartedError):  # closed, and ids are not reused
-                    raise TarryError(
-                        ErrorCode.RUN_ENDED,
-                        f"run {run_id!r} has ended; `tarry resume` goes on with it",
-                    ) from None
+                if isinstance(e, WorkflowAlreadyStartedError):
+                    return None
                 raise
-        return state
 
     def get(self, run_id: str, caller: Caller | None = None) -> RunHandle:
         """A handle to an existing run, acting as `caller` (None: this client's); it is

@@ -50,7 +50,7 @@ from tarry.api.models import RunId
 from tarry.api.parts import FeedsOf, PolicyOf, TarryOf
 from tarry.api.rights import Need, check_run
 from tarry.api.routes import INTERNAL, INTERNAL_MESSAGE, JSON_ONLY, CallerOf, existing
-from tarry.client import Tarry, TarryError
+from tarry.client import Admission, Tarry, TarryError
 from tarry.contracts import ChatMessage, ErrorCode, Phase, RunInput, RunState, WaitingFor
 from tarry.events import EventKind, RunEvent
 
@@ -258,9 +258,14 @@ def agui_router() -> APIRouter:
         may not read is 404 `RUN_NOT_FOUND`, one they may not reply to 403 `NOT_ALLOWED`,
         before the stream begins."""
         await check_run(tarry, policy, caller, body.thread_id, Need.WRITE, absent=True)
+
+        async def admit() -> None:
+            await check_run(tarry, policy, caller, body.thread_id, Need.WRITE)
+
         encoder = EventEncoder()
+        exchange = _exchange(tarry.acting_as(caller), feeds, body, admit)
         return StreamingResponse(
-            (encoder.encode(e) async for e in _exchange(tarry.acting_as(caller), feeds, body)),
+            (encoder.encode(e) async for e in exchange),
             media_type=encoder.get_content_type(),
             headers={"Cache-Control": "no-cache"},
         )
@@ -268,11 +273,13 @@ def agui_router() -> APIRouter:
     return router
 
 
-async def _exchange(tarry: Tarry, feeds: Feeds, body: AguiInput) -> AsyncIterator[BaseEvent]:
+async def _exchange(
+    tarry: Tarry, feeds: Feeds, body: AguiInput, admit: Admission
+) -> AsyncIterator[BaseEvent]:
     thread, run_id = body.thread_id, body.run_id
     yield RunStartedEvent(thread_id=thread, run_id=run_id)
     try:
-        start = await _deliver(tarry, thread, last_user_message(body.messages))
+        start = await _deliver(tarry, thread, last_user_message(body.messages), admit)
         translation = AguiTranslation(thread)
         events = feeds.events(thread, start)
         async with contextlib.aclosing(events):
@@ -293,8 +300,11 @@ async def _exchange(tarry: Tarry, feeds: Feeds, body: AguiInput) -> AsyncIterato
         yield RunErrorEvent(message=INTERNAL_MESSAGE, code=INTERNAL)
 
 
-async def _deliver(tarry: Tarry, thread: str, message: UserMessage | None) -> int:
-    """Starts the thread's run, or replies to it; the offset its answer's events begin at."""
+async def _deliver(tarry: Tarry, thread: str, message: UserMessage | None, admit: Admission) -> int:
+    """Starts the thread's run, or replies to it once `admit` lets the caller change the
+    run there is; the offset its answer's events begin at. The door checked the caller's
+    right before the stream began, but a thread with no run then may have one now (a
+    retry's, or another person's that took the id meanwhile): checked again on it."""
     text = user_text(message) if message else ""
     run = await existing(tarry, thread)
     if message is None:  # a new thread would start a run that waits for it, and stream on
@@ -306,7 +316,8 @@ async def _deliver(tarry: Tarry, thread: str, message: UserMessage | None) -> in
         except TarryError as e:
             if e.code is not ErrorCode.RUN_EXISTS:
                 raise
-            run = tarry.get(thread)  # a retry of this request started it meanwhile
+            run = tarry.get(thread)
+    await admit()
     state = await run.state()
     await run.reply(text, id=message.id)
     return state.events

@@ -193,7 +193,9 @@ def runs_router() -> APIRouter:
         a retry returns the run the first request started (its id comes from the key,
         unless `id` is given); the key sent with another body is 422
         `IDEMPOTENCY_KEY_REUSED`."""
-        run_id = body.id or (idempotent_run_id(idempotency_key) if idempotency_key else None)
+        run_id = body.id or (
+            idempotent_run_id(caller, idempotency_key) if idempotency_key else None
+        )
         input = RunInput.model_validate(body.model_dump(exclude={"id"}))
         request = start_request(idempotency_key, body) if idempotency_key else None
         if request is not None and run_id is not None:
@@ -297,6 +299,7 @@ def runs_router() -> APIRouter:
         response: Response,
         caller: CallerOf,
         tarry: TarryOf,
+        policy: PolicyOf,
         wait: bool = False,
         start: bool = False,
         idempotency_key: IdempotencyKey = None,
@@ -307,17 +310,24 @@ def runs_router() -> APIRouter:
         for a run that refuses replies meanwhile (`on_reply_while_running: reject`).
 
         With `?start=true`, a run is started under the id first (with `input`, or one
-        waiting for this reply) unless one is open: one atomic call, so two first
-        messages at once start one run and both enter it; 409 `RUN_ENDED` for an ended
-        run under the id."""
+        waiting for this reply) unless a run has it: two first messages at once start one
+        run and both enter it; 409 `RUN_ENDED` for an ended run under the id. A run that
+        has the id by then takes the reply only from someone who may change it (404 or
+        403 as without `?start=true`), checked on the run that takes it."""
         if body.input is not None and not start:
             raise TarryError(ErrorCode.INPUT_INVALID, "input: only with ?start=true")
         starting = (body.input or RunInput()) if start else None
         acting = tarry.acting_as(caller)
+
+        async def admit() -> None:
+            await check_run(tarry, policy, caller, run_id, Need.WRITE)
+
         if not wait:
-            await acting.reply(run_id, body.text, id=idempotency_key, start=starting)
+            await acting.reply(run_id, body.text, id=idempotency_key, start=starting, admit=admit)
             return Accepted()
-        state = await acting.send(run_id, body.text, id=idempotency_key, start=starting)
+        state = await acting.send(
+            run_id, body.text, id=idempotency_key, start=starting, admit=admit
+        )
         response.status_code = HTTPStatus.OK
         return await _view(tarry, run_id, state, caller)
 
