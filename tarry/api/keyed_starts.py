@@ -22,10 +22,12 @@ KEYED_STARTS_KEPT = 10_000
 not ten thousand starts later."""
 
 
-def idempotent_run_id(key: str) -> str:
-    """The run id a start with Idempotency-Key `key` and no id gets: the same for every
-    retry, so Temporal itself knows the run (no table here that a restart would lose)."""
-    return f"run-{_digest(key)[:16]}"
+def idempotent_run_id(caller: Caller, key: str) -> str:
+    """The run id a start by `caller` with Idempotency-Key `key` and no id gets: the same
+    for every retry, so Temporal itself knows the run (no table here that a restart would
+    lose). It is the caller's own: another user's same key (a counter, a date) names
+    another id, so no one can take, or find, a run by the key of someone else."""
+    return "run-" + _digest(f"{caller.user}\n{key}")[:16]
 
 
 def _digest(text: str) -> str:
