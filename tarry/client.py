@@ -279,10 +279,8 @@ class Tarry:
     ) -> RunState:
         """`RunHandle.send` to run `run_id`; with `start`, the run is first started with
         that input if no run has the id (see `reply`)."""
-        if start is not None and (state := await self._start_with("send", run_id, text, id, start)):
+        if state := await self._started("send", run_id, text, id, start, admit):
             return state
-        if start is not None and admit is not None:
-            await admit()
         return await self.get(run_id).send(text, id=id)
 
     async def reply(
@@ -308,11 +306,27 @@ class Tarry:
         A schedule's run (`SCHEDULED_ID`) is only ever started by its schedule, and a
         sub-agent (`SUB_AGENT_ID`) by its lead: under such an id the reply goes to the run
         there is, `RUN_NOT_FOUND` if none yet."""
-        if start is not None and await self._start_with("reply", run_id, text, id, start):
-            return
-        if start is not None and admit is not None:
+        if not await self._started("reply", run_id, text, id, start, admit):
+            await self.get(run_id).reply(text, id=id)
+
+    async def _started(
+        self,
+        update: str,
+        run_id: str,
+        text: str,
+        id: str | None,
+        start: RunInput | None,
+        admit: Admission | None,
+    ) -> RunState | None:
+        """The update's state when `start` started run `run_id` with it (`_start_with`);
+        None when the delivery is to go to the run there is, `admit` having let it."""
+        if start is None:
+            return None
+        if state := await self._start_with(update, run_id, text, id, start):
+            return state
+        if admit is not None:
             await admit()
-        await self.get(run_id).reply(text, id=id)
+        return None
 
     async def _start_with(
         self, update: str, run_id: str, text: str, id: str | None, input: RunInput
