@@ -166,6 +166,9 @@ class TarrySettings(BaseSettings):
     """Concurrent workflow-task polls (the SDK needs at least 2: sticky and normal)."""
     tarry_sticky_timeout: float = Field(default=DEFAULT_STICKY_TIMEOUT, gt=0)
     """Seconds before a task queued for a worker that stopped polling goes to any other."""
+    tarry_connect_timeout: float = Field(default=5.0, gt=0)
+    """Seconds a command waits for Temporal to answer its first call. A refused
+    connection fails at once; this bounds one that hangs (a firewall, a busy host)."""
     tarry_ui_port: int | None = Field(default=None, ge=1, le=65535)
     """The Web UI port of the dev server `tarry dev` starts; None: the gRPC port + 1000."""
     tarry_encryption_key: SecretStr | None = None

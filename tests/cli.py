@@ -45,13 +45,15 @@ def cli_env(address: str, task_queue: str) -> dict[str, str]:
 
 def connected_env(connection: dict[str, str], task_queue: str) -> dict[str, str]:
     """This environment without Tarry's or Temporal's settings, connecting with the
-    `TEMPORAL_*` variables of `connection`."""
+    `TEMPORAL_*` variables of `connection`. Its connect timeout scales with the suite's
+    deadlines: on a busy machine a TLS handshake alone can take longer than 5 s."""
     env = {
         name: value
         for name, value in os.environ.items()
         if not name.startswith(("OPENAI_", "TARRY_", "TEMPORAL_"))
     }
-    return env | connection | {"TARRY_TASK_QUEUE": task_queue, "NO_COLOR": "1"}
+    ours = {"TARRY_TASK_QUEUE": task_queue, "TARRY_CONNECT_TIMEOUT": str(deadline(5))}
+    return env | connection | ours | {"NO_COLOR": "1"}
 
 
 def agent_env(agent: Agent) -> dict[str, str]:

@@ -39,9 +39,6 @@ from tarry.text import shorten
 T = TypeVar("T")
 E = TypeVar("E", bound=StrEnum)
 
-CONNECT_TIMEOUT_SECONDS = 5.0
-"""A refused connection fails at once; this bounds one that hangs (a firewall)."""
-
 console = Console(highlight=False)
 
 
@@ -120,12 +117,13 @@ async def connect(settings: TarrySettings) -> Tarry:
     """A client of the settings' server. One that refuses or is not there is a
     `ConnectError` that says what to do (`tarry.connection`); one that hangs, too."""
     try:
-        async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+        async with asyncio.timeout(settings.tarry_connect_timeout):
             return await Tarry.connect(settings)
     except TimeoutError:
         raise ConnectError(
             f"cannot reach Temporal at {settings.temporal_address} (no answer in "
-            f"{CONNECT_TIMEOUT_SECONDS:g} s); start it with `tarry dev` or set TEMPORAL_ADDRESS"
+            f"{settings.tarry_connect_timeout:g} s); start it with `tarry dev` or set "
+            "TEMPORAL_ADDRESS (or a longer TARRY_CONNECT_TIMEOUT)"
         ) from None
 
 
