@@ -26,7 +26,7 @@ from fastapi.responses import HTMLResponse
 from tarry.actions import Action, verify
 from tarry.api.errors import status_of
 from tarry.api.parts import PolicyOf, SettingsOf, TarryOf
-from tarry.api.rights import Need, check_run, require_approver
+from tarry.api.rights import Need, check_decision, check_run
 from tarry.client import Tarry, TarryError
 from tarry.contracts import Door, ErrorCode, RunState
 from tarry.ownership import Policy
@@ -124,9 +124,8 @@ async def _may_decide(
     """Refuses a link whose user may not decide the run's calls now (`tarry.api.rights`):
     a share taken back, a run never theirs. The run checks the call's approvers itself."""
     caller = settings.caller(action.user)
-    if not await check_run(tarry, policy, caller, action.run_id, Need.DECIDE):
-        state = await tarry.get(action.run_id).state()
-        require_approver(state, caller, action.run_id, action.call_id)
+    writes = await check_run(tarry, policy, caller, action.run_id, Need.DECIDE)
+    await check_decision(tarry, caller, action.run_id, action.call_id, writes=writes)
 
 
 async def _decide(tarry: Tarry, settings: TarrySettings, action: Action) -> RunState:

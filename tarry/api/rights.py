@@ -24,6 +24,7 @@ from tarry.ownership import Policy, RunAccess
 
 __all__ = [
     "Need",
+    "check_decision",
     "check_run",
     "may_decide_in",
     "may_write",
@@ -78,6 +79,18 @@ def require_approver(state: RunState, caller: Caller, run_id: str, call_id: str 
             f" of run {run_id!r}: that needs `write` on the run, or being named among the"
             " call's approvers",
         )
+
+
+async def check_decision(
+    tarry: Tarry, caller: Caller, run_id: str, call_id: str | None, *, writes: bool
+) -> None:
+    """The one rule for deciding calls, at every door (HTTP, MCP, action links): a caller
+    who may change the run (`writes`, from `check_run` with `Need.DECIDE`) decides any of
+    its calls; anyone else only the calls that name them among their approvers. The run
+    itself checks a call's named approvers, but not a call that names none: without this
+    check, the approver of one call could decide another that is open to its writers."""
+    if not writes:
+        require_approver(await tarry.get(run_id).state(), caller, run_id, call_id)
 
 
 async def check_run(

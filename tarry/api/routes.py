@@ -47,10 +47,10 @@ from tarry.api.models import (
 from tarry.api.parts import FeedsOf, PartsOf, PolicyOf, TarryOf
 from tarry.api.rights import (
     Need,
+    check_decision,
     check_run,
     may_decide_in,
     may_write,
-    require_approver,
     run_guard,
 )
 from tarry.client import RunHandle, Tarry, TarryError
@@ -357,10 +357,8 @@ def runs_router() -> APIRouter:
         the decision cannot apply (nothing pending, an unknown or decided call), 403
         `APPROVAL_NOT_ALLOWED` when the caller is not one of the call's approvers. With
         `remember: "run"`, the like calls after it are decided the same way, unasked."""
-        run = tarry.get(run_id, caller)
-        if not may_write(request):
-            require_approver(await run.state(), caller, run_id, body.call_id)
-        state = await run.decide(
+        await check_decision(tarry, caller, run_id, body.call_id, writes=may_write(request))
+        state = await tarry.get(run_id, caller).decide(
             body.call_id,
             approved=body.approved,
             reason=body.reason,

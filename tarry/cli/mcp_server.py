@@ -25,7 +25,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from tarry.api.rights import Need, check_run
+from tarry.api.rights import Need, check_decision, check_run
 from tarry.client import Tarry, TarryError
 from tarry.contracts import (
     ApprovalDefault,
@@ -93,6 +93,16 @@ def build_server(
         caller = _caller_of(ctx)
         if caller is not None and policy is not None:
             await check_run(client, policy, caller, run_id, need)
+        return client
+
+    async def decider(ctx: Context, run_id: str, call_id: str | None) -> Tarry:
+        """The client, once the signed-in caller may decide call `call_id` (None: every
+        pending call) of run `run_id`, by the rule every door shares (`check_decision`)."""
+        client = await tarry(ctx)
+        caller = _caller_of(ctx)
+        if caller is not None and policy is not None:
+            writes = await check_run(client, policy, caller, run_id, Need.DECIDE)
+            await check_decision(client, caller, run_id, call_id, writes=writes)
         return client
 
     def readable(ctx: Context) -> str | None:
@@ -206,7 +216,7 @@ def build_server(
         The run records the decision as taken through MCP."""
 
         async def work() -> Any:
-            run = (await allowed(ctx, run_id, Need.DECIDE)).get(run_id)
+            run = (await decider(ctx, run_id, call_id)).get(run_id)
             state = await run.decide(
                 call_id,
                 approved=approved,
