@@ -13,11 +13,22 @@ history holds what the timeline needs, so no trace store and no worker are asked
 
 The segments are found backwards from the newest: each one's start names the one it
 continues. `GET /v1/runs/{id}/timeline`, `tarry show RUN --timeline` and the inbox read it.
+
+A long run's history is long, and the inbox reads its timeline every 2 s while a person
+has it open, so a read costs what changed, not what there is: a segment that handed over
+never changes, so what the chain read up to its end is kept (`_HANDED_OVER`) and a later
+read fetches and walks only the segments after it; the walk is linear (a wait finds who
+answered it by bisection) and runs in a thread, off the event loop that serves requests.
 """
 
 from __future__ import annotations
 
+import asyncio
+import bisect
+import copy
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -110,7 +121,8 @@ class _Chain:
     """The histories of a run's segments, read event by event into spans, oldest
     segment first (`segment` before each)."""
 
-    converter: DataConverter
+    started_at: datetime | None = None
+    """When the chain's first segment started."""
     spans: list[_Span] = field(default_factory=list)
     calls: dict[int, _Span] = field(default_factory=dict)
     """The segment's activities and child workflows by the id of the event that
@@ -123,11 +135,18 @@ class _Chain:
     closed: datetime | None = None
     """When the run ended; None while it goes on (or handed over)."""
 
+    handed_over: bool = False
+    """Whether the segment read last ended by handing over to the next."""
+    converter: DataConverter = field(default_factory=lambda: DataConverter.default)
+    """How payloads are decoded: the reading client's."""
+
     def segment(self) -> None:
-        self.calls, self.closed = {}, None
+        self.calls, self.closed, self.handed_over = {}, None, False
 
     async def read(self, event: HistoryEvent) -> None:
         at = event.event_time.ToDatetime(UTC)
+        if self.started_at is None:
+            self.started_at = at
         kind = event.WhichOneof("attributes")
         if kind == "activity_task_scheduled_event_attributes":
             activity = event.activity_task_scheduled_event_attributes.activity_type.name
@@ -240,6 +259,7 @@ class _Chain:
         for span in self.calls.values():
             span.close(at, SpanStatus.CANCELLED)
         if kind == "workflow_execution_continued_as_new_event_attributes":
+            self.handed_over = True
             return
         self.closed = at
         if self.wait is not None:
@@ -247,14 +267,14 @@ class _Chain:
             self.wait = None
 
     def finish(self) -> list[_Span]:
-        """The spans, oldest first, each wait with who answered it."""
+        """The spans, oldest first, each wait with who answered it: the last act within
+        it, found by bisection in the acts, which history holds in time order."""
+        times = [at for at, _ in self.acts]
         for span in self.spans:
             if span.kind is SpanKind.WAIT:
-                end = span.end
-                answered = [
-                    by for at, by in self.acts if at >= span.start and (end is None or at <= end)
-                ]
-                span.by = answered[-1] if answered else None
+                after = bisect.bisect_left(times, span.start)
+                until = len(times) if span.end is None else bisect.bisect_right(times, span.end)
+                span.by = self.acts[until - 1][1] if until > after else None
         return sorted(self.spans, key=lambda span: span.start)
 
 
@@ -265,32 +285,72 @@ def _moment(value: object) -> datetime | None:
     return datetime.fromtimestamp(value["seconds"] + value.get("nanos", 0) / 1e9, UTC)
 
 
-async def _chain(client: Client, run_id: str) -> list[list[HistoryEvent]]:
-    """The events of each segment of the run's chain, oldest segment first."""
+_HANDED_OVER: OrderedDict[tuple[str, str], _Chain] = OrderedDict()
+"""What a chain read up to the end of a segment that handed over, by (namespace, the
+segment's run id), for the most recently read `_KEPT_CHAINS` of them."""
+_KEPT_CHAINS = 256
+_HANDED_OVER_LOCK = threading.Lock()  # reads keep chains from their threads (`_walk`)
+
+
+def _copy(chain: _Chain) -> _Chain:
+    """A copy of `chain` to read on, sharing its converter, which holds no state of it."""
+    return copy.deepcopy(chain, {id(chain.converter): chain.converter})
+
+
+async def _histories(
+    client: Client, run_id: str
+) -> tuple[_Chain, list[tuple[str, list[HistoryEvent]]]]:
+    """The chain as read up to the newest segment that handed over and was kept (a new
+    chain when none was), and the events of each segment after it, oldest first."""
+    chain = _Chain(converter=client.data_converter)
+    unread: list[tuple[str, list[HistoryEvent]]] = []
     async with translated_errors(run_id):
         segment: str | None = (await client.get_workflow_handle(run_id).describe()).run_id
-        chain: list[list[HistoryEvent]] = []
         while segment:
+            with _HANDED_OVER_LOCK:
+                kept = _HANDED_OVER.get((client.namespace, segment))
+                if kept is not None:
+                    _HANDED_OVER.move_to_end((client.namespace, segment))
+            if kept is not None:
+                chain = _copy(kept)
+                chain.converter = client.data_converter
+                break
             handle = client.get_workflow_handle(run_id, run_id=segment)
             events = list((await handle.fetch_history()).events)
-            chain.insert(0, events)
+            unread.insert(0, (segment, events))
             started = events[0].workflow_execution_started_event_attributes
             segment = started.continued_execution_run_id or None
-    return chain
+    return chain, unread
+
+
+def _walk(chain: _Chain, unread: list[tuple[str, list[HistoryEvent]]], namespace: str) -> None:
+    """Reads the `unread` segments' events into `chain`, keeping it at the end of each
+    that handed over. It runs in a thread of its own: a long history is seconds of work
+    that would hold up every request on the event loop."""
+
+    async def walk() -> None:
+        for segment, events in unread:
+            chain.segment()
+            for event in events:
+                await chain.read(event)
+            if chain.handed_over:
+                kept = _copy(chain)
+                with _HANDED_OVER_LOCK:
+                    _HANDED_OVER[(namespace, segment)] = kept
+                    while len(_HANDED_OVER) > _KEPT_CHAINS:
+                        _HANDED_OVER.popitem(last=False)
+
+    asyncio.run(walk())
 
 
 async def read_timeline(client: Client, run_id: str) -> RunTimeline:
     """The timeline of run `run_id` across its whole chain, as of now; `RUN_NOT_FOUND`
     when there is no such run."""
-    chain = await _chain(client, run_id)
-    reader = _Chain(client.data_converter)
-    for events in chain:
-        reader.segment()
-        for event in events:
-            await reader.read(event)
-    spans, closed = reader.finish(), reader.closed
+    chain, unread = await _histories(client, run_id)
+    await asyncio.to_thread(_walk, chain, unread, client.namespace)
+    spans, closed = chain.finish(), chain.closed
     now = datetime.now(UTC)
-    started_at = chain[0][0].event_time.ToDatetime(UTC)
+    started_at = chain.started_at or now  # set by the first segment's first event
     return RunTimeline(
         run_id=run_id,
         started_at=started_at,

@@ -1,7 +1,8 @@
 """gRPC proxies on loopback in front of the test's dev server, which forward every call
 to the server whole but for one method's first calls: failed with the status a busy
 server answers now and then (`failing_proxy`), or held until the test lets them go on
-(`holding_proxy`).
+(`holding_proxy`); or that count one method's calls, to tell what a client asked the
+server for (`counting_proxy`).
 
 A dev server on a loaded machine has answered `DescribeTaskQueue` with `CANCELLED`
 ("operation was canceled"), an answer that says nothing of the task queue; and a call
@@ -22,9 +23,12 @@ from grpc import aio
 __all__ = [
     "DESCRIBE_TASK_QUEUE",
     "EXECUTE_MULTI_OPERATION",
+    "GET_WORKFLOW_EXECUTION_HISTORY",
     "START_WORKFLOW_EXECUTION",
+    "CountingProxy",
     "FailingProxy",
     "HoldingProxy",
+    "counting_proxy",
     "failing_proxy",
     "holding_proxy",
 ]
@@ -34,6 +38,7 @@ DESCRIBE_TASK_QUEUE = f"{_SERVICE}/DescribeTaskQueue"
 START_WORKFLOW_EXECUTION = f"{_SERVICE}/StartWorkflowExecution"
 EXECUTE_MULTI_OPERATION = f"{_SERVICE}/ExecuteMultiOperation"
 """An update with start, in one call."""
+GET_WORKFLOW_EXECUTION_HISTORY = f"{_SERVICE}/GetWorkflowExecutionHistory"
 
 Gate = Callable[[aio.ServicerContext[bytes, bytes]], Awaitable[None]]
 """What a proxy does with a call of its method before forwarding it (abort it, wait)."""
@@ -45,6 +50,14 @@ class FailingProxy:
 
     address: str
     failed: int = 0
+
+
+@dataclass
+class CountingProxy:
+    """Where the proxy listens, and how many calls of its method it has forwarded."""
+
+    address: str
+    calls: int = 0
 
 
 @dataclass
@@ -134,4 +147,16 @@ async def holding_proxy(target: str, method: str) -> AsyncIterator[HoldingProxy]
             await proxy.released.wait()
 
     async with _proxy(target, method, hold) as proxy.address:
+        yield proxy
+
+
+@asynccontextmanager
+async def counting_proxy(target: str, method: str) -> AsyncIterator[CountingProxy]:
+    """A proxy to the server at `target` counting the calls of `method`."""
+    proxy = CountingProxy("")
+
+    async def count(_: aio.ServicerContext[bytes, bytes]) -> None:
+        proxy.calls += 1
+
+    async with _proxy(target, method, count) as proxy.address:
         yield proxy

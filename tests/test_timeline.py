@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from temporalio.client import Client
+
 from tarry.client import RunHandle
 from tarry.config_tables import Prices
 from tarry.contracts import (
@@ -19,9 +21,11 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.testing.scripted_model import call, say
+from tarry.timeline import read_timeline
 from tests.cli import Cli
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT
+from tests.grpc_faults import GET_WORKFLOW_EXECUTION_HISTORY, counting_proxy
 from tests.http_api import serving
 
 RESEARCHER = AgentSpec(description="Finds facts.", tools=["list_files"])
@@ -185,3 +189,33 @@ async def test_the_timeline_runs_across_hand_overs_with_a_wait_handed_over_once(
     first_wait, last_wait = timeline.spans[1], timeline.spans[3]
     assert (first_wait.status, first_wait.by) == (SpanStatus.OK, sender)
     assert (last_wait.status, last_wait.end) == (SpanStatus.OPEN, None)
+
+
+async def test_a_timeline_read_again_fetches_only_the_history_after_the_last_hand_over(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("One."), say("Two."), say("Three."))
+    run = await agent.start("count", continue_as_new_after_turns=1)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    await run.send("again")
+    await run.send("and again")
+    segments = len(await agent.histories(run))
+    server = agent.tarry.client
+
+    async with counting_proxy(
+        server.service_client.config.target_host, GET_WORKFLOW_EXECUTION_HISTORY
+    ) as proxy:
+        client = await Client.connect(
+            proxy.address, namespace=server.namespace, data_converter=server.data_converter
+        )
+        first = await read_timeline(client, run.id)
+        fetched_first = proxy.calls
+        again = await read_timeline(client, run.id)
+        fetched_again = proxy.calls - fetched_first
+
+    assert segments > 2  # hand-overs, and a segment after them still open
+    assert (fetched_first, fetched_again) == (segments, 1)
+    assert [(s.kind, s.start, s.end, s.by) for s in again.spans] == [
+        (s.kind, s.start, s.end, s.by) for s in first.spans
+    ]
+    assert [s.kind for s in again.spans].count(SpanKind.WAIT) == 3
