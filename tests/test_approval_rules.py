@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from tarry.client import RunHandle, TarryError
 from tarry.contracts import LLM_ACTIVITY, ErrorCode, Phase, RunInput, RunState, WaitingFor
-from tarry.rules import REGEX_TEXT_LIMIT, ApprovalRule, RuleDecision
+from tarry.rules import REGEX_TEXT_LIMIT, ApprovalRule, Regex, RuleDecision
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.cli import Cli
 from tests.conftest import Agent, tool_result
@@ -367,6 +367,20 @@ async def test_over_http_a_bad_rule_is_refused_at_start_and_remember_decides_lat
     assert decided.status_code == 200, decided.text
     assert decided.json()["last_assistant_text"] == "Drafted."
     assert (await decision_on(api.run(run_id), "w2"))["user"] == "remembered"
+
+
+async def test_a_run_started_before_the_size_limit_keeps_its_larger_pattern(agent: Agent) -> None:
+    # Admitted before patterns had a size limit: not validated again here.
+    larger = Regex.model_construct(regex="^[ab]{300}$")
+    rule = ApprovalRule.model_construct(
+        tool="write_file", when={"/path": larger}, decision=RuleDecision.ASK, reason=None
+    )
+    agent.model.add(write("ab" * 150, "w1"))
+
+    run = await agent.start("write it", approval_rules=[rule])
+    state = await stopped(run)
+
+    assert [(p.call_id, p.rule) for p in state.pending_approvals] == [("w1", 1)]
 
 
 async def test_a_rule_too_costly_to_search_is_refused_at_start_over_http_and_the_cli(
