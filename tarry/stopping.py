@@ -9,20 +9,22 @@ core for as long as it lasts. A stop that only asked would change nothing.
 
 So a stop sent while the run's workflow task is failing gives the run `STOP_GRACE` to
 end on its own (a worker that has just been mended does), and terminates it if it is
-still open then. The termination's reason and identity name who stopped it, through
-which door, and why: Temporal records both in the run's history (its
-`WorkflowExecutionTerminated` event), which needs no worker to read, beside the stop
-signal itself. A run that is only slow, or that no worker serves now (its last attempt
-timed out, none failed), is never terminated: it reads the stop when a worker gets to it.
+still open then. The termination's reason and identity name who stopped it and through
+which door, and its details hold the stop (its reason too, a payload, encrypted as the
+signal is): Temporal records them in the run's history (its `WorkflowExecutionTerminated`
+event), which needs no worker to read. A run that is only slow, or that no worker serves
+now (its last attempt timed out, none failed), is never terminated: it reads the stop
+when a worker gets to it.
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.common.v1 import Payloads, WorkflowExecution
 from temporalio.api.workflowservice.v1 import TerminateWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.contracts import RunResult, StopRequest
 from tarry.delivery import polling_pauses, task_failing
@@ -48,14 +50,20 @@ async def stop_run(
         await handle.signal("stop", request)
         if not failing or await _ended_within(handle, STOP_GRACE):
             return
-        await client.workflow_service.terminate_workflow_execution(
-            TerminateWorkflowExecutionRequest(
-                namespace=client.namespace,
-                workflow_execution=WorkflowExecution(workflow_id=handle.id),
-                reason=termination_reason(request),
-                identity=stopper(request),
-            )
-        )
+    request_to_end = TerminateWorkflowExecutionRequest(
+        namespace=client.namespace,
+        workflow_execution=WorkflowExecution(workflow_id=handle.id),
+        reason=termination_reason(request),
+        identity=stopper(request),
+        # The stop itself, its reason with it, as a payload: encrypted like the signal.
+        details=Payloads(payloads=await client.data_converter.encode([request])),
+    )
+    try:
+        await client.workflow_service.terminate_workflow_execution(request_to_end)
+    except RPCError as e:
+        if e.status is not RPCStatusCode.NOT_FOUND:
+            raise
+        # It ended by itself after the grace, as the stop asked.
 
 
 def stopper(request: StopRequest) -> str:
@@ -65,11 +73,12 @@ def stopper(request: StopRequest) -> str:
 
 
 def termination_reason(request: StopRequest) -> str:
-    """The reason a stop that terminates the run records in its history."""
-    why = f": {request.reason}" if request.reason else ""
+    """The reason a stop that terminates the run records in its history: plain text,
+    which payload encryption does not cover, so who and why, not the stop's own reason
+    (in the termination's details)."""
     return (
-        f"stopped by {stopper(request)}{why}. The run's workflow task kept failing, so it"
-        " could not read the stop: see its last WorkflowTaskFailed event and the workers' log"
+        f"stopped by {stopper(request)}. The run's workflow task kept failing, so it could"
+        " not read the stop: see its last WorkflowTaskFailed event and the workers' log"
     )
 
 

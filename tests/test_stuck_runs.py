@@ -15,7 +15,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.codec import new_key
-from tarry.contracts import ErrorCode, RunInput
+from tarry.contracts import ErrorCode, RunInput, StopRequest
 from tarry.delivery import task_failing
 from tests.cli import Cli, until_listed
 from tests.conftest import Agent
@@ -150,7 +150,9 @@ async def test_stop_ends_a_run_whose_task_keeps_failing_and_names_who_stopped_it
     terminated = await terminated_event(temporal, run)
     stopper = f"{run.caller.user} (cli)"
     assert terminated.identity == stopper
-    assert terminated.reason.startswith(f"stopped by {stopper}: it keeps failing. ")
+    assert terminated.reason.startswith(f"stopped by {stopper}. ")
+    [stop] = await temporal.data_converter.decode(terminated.details.payloads, [StopRequest])
+    assert (stop.by, stop.door, stop.reason) == (run.caller.user, "cli", "it keeps failing")
 
 
 async def test_over_http_a_stop_ends_a_run_whose_task_keeps_failing(
@@ -166,5 +168,5 @@ async def test_over_http_a_stop_ends_a_run_whose_task_keeps_failing(
     assert answer.status_code == 202, answer.text
     terminated = await terminated_event(temporal, run)
     assert terminated.identity.endswith(" (api)")
-    assert terminated.reason.startswith(f"stopped by {terminated.identity}: stuck. ")
+    assert terminated.reason.startswith(f"stopped by {terminated.identity}. ")
     assert {r["id"]: r["phase"] for r in listed.json()["runs"]}[run.id] == "Failed"
