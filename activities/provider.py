@@ -171,6 +171,7 @@ def raise_for_status(name: str, response: httpx.Response, profile: ModelProfile)
     status = response.status_code
     if status < 300:
         return
+    traces.http_status(status)
     key = profile.api_key.get_secret_value() if profile.api_key is not None else None
     # Some providers echo the key they were sent; the message goes into history.
     body = redact(response.text, key)[:300]  # redacted whole: a cut could split the key

@@ -27,6 +27,7 @@ __all__ = [
     "answered",
     "chat",
     "first_token",
+    "http_status",
     "notification",
     "notified",
     "tool_call",
@@ -55,6 +56,10 @@ class Recorder(Protocol):
 
     def mark_first_token(self) -> None:
         """The model's first token arrived: the current `chat` span's time to it."""
+
+    def mark_http_status(self, status: int) -> None:
+        """The model answered HTTP `status`: the current `chat` span's
+        `http.response.status_code`."""
 
 
 _recorder: Recorder | None = None
@@ -128,6 +133,13 @@ def first_token() -> None:
     """The model's answer began: its first streamed event, or its whole body."""
     if _recorder is not None:
         _recorder.mark_first_token()
+
+
+def http_status(status: int) -> None:
+    """The model answered an error with HTTP `status`: what a span says of it beside its
+    `error.type` even when content is not traced (its body is content)."""
+    if _recorder is not None:
+        _recorder.mark_http_status(status)
 
 
 @contextmanager

@@ -35,6 +35,10 @@ class TarryError(Exception):
         self.message = message
 
 
+_NEVER_STARTED = "closed before WorkflowTaskStarted"
+"""Temporal's refusal of a query to a run closed before any workflow task of it started."""
+
+
 @asynccontextmanager
 async def translated_errors(run_id: str) -> AsyncIterator[None]:
     """Turns the RPC and update errors a caller can act on into `TarryError`s."""
@@ -47,6 +51,14 @@ async def translated_errors(run_id: str) -> AsyncIterator[None]:
                 ErrorCode.RUN_NOT_SERVED,
                 f"no worker polls the task queue of run {run_id!r}, so it cannot answer;"
                 " start one with `tarry worker` or `tarry dev`",
+            ) from e
+        if e.status is RPCStatusCode.FAILED_PRECONDITION and _NEVER_STARTED in e.message:
+            # A query to a run that ended before a worker completed its first task.
+            raise TarryError(
+                ErrorCode.RUN_ENDED,
+                f"run {run_id!r} ended before a worker completed its first workflow task"
+                " (stopped while that task kept failing): it holds nothing to read or resume;"
+                " start a new run",
             ) from e
         if e.status is not RPCStatusCode.NOT_FOUND:
             raise

@@ -19,8 +19,11 @@ A regular expression is RE2's (the syntax of Python's `re` without backreference
 lookaround; `\\w`, `\\d`, `\\s` are ASCII), matched in time linear in the value: the
 arguments are the model's, and a pattern like `^(a+)+$` that Python's `re` backtracks
 through for hours on 40 characters would freeze the worker's every run, again on each
-replay. A value over `REGEX_TEXT_LIMIT` characters is not searched: it counts against
-the call (it fits an `ask` or `reject` rule, never an `approve` one).
+replay. Linear is not cheap: RE2's worst case is the value's length times the size of
+the pattern's compiled program (a counted repetition such as `[ab]{999}` is 999
+instructions), so both are bounded: a pattern over `REGEX_PROGRAM_LIMIT` instructions is
+refused with the rule, and a value over `REGEX_TEXT_LIMIT` characters is not searched: it
+counts against the call (it fits an `ask` or `reject` rule, never an `approve` one).
 
 Pure and deterministic (the workflow runs it on every tool call): no I/O, no clock.
 The client, the CLI and the API validate rules with the same model, so a bad pointer
@@ -45,18 +48,38 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from temporalio import workflow
 
-__all__ = ["REGEX_TEXT_LIMIT", "ApprovalRule", "Regex", "RuleDecision", "first_match"]
+__all__ = [
+    "REGEX_PROGRAM_LIMIT",
+    "REGEX_TEXT_LIMIT",
+    "ApprovalRule",
+    "Regex",
+    "RuleDecision",
+    "first_match",
+]
 
-REGEX_TEXT_LIMIT = 1 << 20
-"""The longest value (in characters) a rule's regular expression is searched in: far
-more than a model writes into one argument, and searched in milliseconds."""
+REGEX_TEXT_LIMIT = 16_384
+"""The longest value (in characters) a rule's regular expression is searched in: a page
+of text, more than a path, a command or a URL needs. With `REGEX_PROGRAM_LIMIT`, it
+bounds one search to about a tenth of a second at worst (RE2 falling back from its DFA to
+its NFA, which steps every instruction for every byte)."""
+LEGACY_REGEX_TEXT_LIMIT = 1 << 20
+"""The text limit of runs that judged calls before `REGEX_TEXT_LIMIT`: they keep it for
+those calls on replay (`workflows.rules`)."""
+REGEX_PROGRAM_LIMIT = 250
+"""The most instructions a rule's regular expression may compile to: ten times
+what a path or keyword pattern needs (`^(notes|docs)/[a-z0-9_-]+\\.md$` is 22)."""
 
 _POINTER = re.compile(r"(/([^~/]|~[01])*)*")
 """A JSON pointer: "" (the whole arguments) or `/`-separated tokens, `~` only in `~0`, `~1`."""
 _MISSING = object()
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # a pattern it refuses is the caller's error, not a log line
+_RE2_OPTIONS.max_mem = 1 << 20
+"""RE2's memory for one pattern, its program and its DFA's cache (8 MiB by default): room
+for a program 40 times `REGEX_PROGRAM_LIMIT`, so that compiling a huge pattern to refuse
+it stops early, and the cached patterns of a worker stay small."""
 
 
 def _re2(pattern: str) -> Any:
@@ -87,14 +110,37 @@ class Regex(BaseModel):
     @classmethod
     def _compiles(cls, pattern: str) -> str:
         try:
-            _re2(pattern)
+            size = _re2(pattern).programsize
         except re2.error as e:
             why = e.args[0].decode() if e.args and isinstance(e.args[0], bytes) else str(e)
-            raise ValueError(
-                f"{pattern!r} is not a regular expression: {why} (RE2 syntax: no"
-                " backreferences or lookaround)"
-            ) from None
+            if why != _TOO_LARGE:
+                raise ValueError(
+                    f"{pattern!r} is not a regular expression: {why} (RE2 syntax: no"
+                    " backreferences or lookaround)"
+                ) from None
+            size = None
+        # Refused at the doors; a run's own input, decoded by its workflow (always in the
+        # sandbox), was admitted when it started, perhaps before the limit: refusing it
+        # now would fail its every workflow task.
+        if (size is None or size > REGEX_PROGRAM_LIMIT) and not workflow.unsafe.in_sandbox():
+            raise ValueError(_too_costly(pattern, size))
         return pattern
+
+
+_TOO_LARGE = "pattern too large - compile failed"
+"""RE2's error for a pattern whose program outgrows `max_mem`."""
+
+
+def _too_costly(pattern: str, size: int | None) -> str:
+    """Why `pattern` is refused for its size, and how to make it smaller."""
+    shown = pattern if len(pattern) <= 60 else f"{pattern[:57]}..."
+    compiled = f"{size:,} instructions" if size is not None else "a program too big to build"
+    return (
+        f"{shown!r} is too costly to search: RE2 compiles it to {compiled}, over the limit"
+        f" of {REGEX_PROGRAM_LIMIT} (searching takes up to the value's length times that)."
+        " Write a smaller pattern: a counted repetition such as `{100}` repeats its part"
+        " that many times, and `.` or a negated class is several instructions"
+    )
 
 
 def _condition_kind(value: Any) -> str:
@@ -139,10 +185,13 @@ class ApprovalRule(BaseModel):
             raise ValueError("a rule that rejects needs a reason: the model reads it")
         return self
 
-    def matches(self, tool: str, arguments: str, *, linear: bool = True) -> bool:
+    def matches(
+        self, tool: str, arguments: str, *, linear: bool = True, text_limit: int = REGEX_TEXT_LIMIT
+    ) -> bool:
         """Whether a call of `tool` with the model's argument text fits this rule.
         `linear` False: regular expressions as runs started before RE2 matched them
-        (Python's `re`, any length), for the calls they judged before."""
+        (Python's `re`, any length), for the calls they judged before; `text_limit`: the
+        longest value searched (`LEGACY_REGEX_TEXT_LIMIT` for the calls judged before it)."""
         if not fnmatchcase(tool, self.tool):
             return False
         if not self.when:
@@ -153,7 +202,7 @@ class ApprovalRule(BaseModel):
             return False
         too_long = self.decision is not RuleDecision.APPROVE  # counts against the call
         return all(
-            _fits(_resolve(parsed, p), m, linear=linear, too_long=too_long)
+            _fits(_resolve(parsed, p), m, linear=linear, limit=text_limit, too_long=too_long)
             for p, m in self.when.items()
         )
 
@@ -164,12 +213,21 @@ class ApprovalRule(BaseModel):
 
 
 def first_match(
-    rules: list[ApprovalRule], tool: str, arguments: str, *, linear: bool = True
+    rules: list[ApprovalRule],
+    tool: str,
+    arguments: str,
+    *,
+    linear: bool = True,
+    text_limit: int = REGEX_TEXT_LIMIT,
 ) -> int | None:
     """The 1-based number of the first rule a call matches (as people count the rules of
     a run, and as decisions name them: `rule 2`); None: no rule matches."""
     return next(
-        (n for n, r in enumerate(rules, start=1) if r.matches(tool, arguments, linear=linear)),
+        (
+            n
+            for n, r in enumerate(rules, start=1)
+            if r.matches(tool, arguments, linear=linear, text_limit=text_limit)
+        ),
         None,
     )
 
@@ -190,9 +248,9 @@ def _resolve(document: Any, pointer: str) -> Any:
     return node
 
 
-def _fits(value: Any, condition: str | Regex, *, linear: bool, too_long: bool) -> bool:
-    """Whether `value` meets `condition`; `too_long`: what a value over
-    `REGEX_TEXT_LIMIT` gets from a regular expression."""
+def _fits(value: Any, condition: str | Regex, *, linear: bool, limit: int, too_long: bool) -> bool:
+    """Whether `value` meets `condition`; `too_long`: what a value over `limit`
+    characters gets from a regular expression."""
     if value is _MISSING:
         return False
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
@@ -200,12 +258,12 @@ def _fits(value: Any, condition: str | Regex, *, linear: bool, too_long: bool) -
         return fnmatchcase(text, condition)
     if not linear:
         return re.search(condition.regex, text) is not None
-    if len(text) > REGEX_TEXT_LIMIT:
+    if len(text) > limit:
         return too_long
     try:
         pattern = _re2(condition.regex)
     except re2.error:
-        # Admitted before rules were checked with RE2, by a run still in flight: it
-        # keeps the engine it was started with.
+        # Admitted before rules were checked with RE2 (or with `max_mem`), by a run
+        # still in flight: it keeps the engine it was started with.
         return re.search(condition.regex, text) is not None
     return pattern.search(text) is not None

@@ -67,6 +67,7 @@ from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
 from tarry.identities import Caller
 from tarry.ownership import access_attributes, carried
 from tarry.pages import PageMissing, PageStore
+from tarry.stopping import stop_run
 from tarry.text import summary_of
 from tarry.timeline import read_timeline
 
@@ -329,10 +330,11 @@ class RunHandle:
 
     async def stop(self, reason: str | None = None) -> None:
         """Ends the run (the `stop` signal): a waiting run completes, a working one is
-        aborted; `reason` is kept in its state and result. `resume` goes on with it."""
-        async with self._errors():
-            request = StopRequest(reason=reason, **self._acting().model_dump())
-            await self._handle.signal("stop", request)
+        aborted; `reason` is kept in its state and result. `resume` goes on with it. A
+        run whose workflow task keeps failing cannot read the signal: it is terminated
+        after `STOP_GRACE`, naming who stopped it (`tarry.stopping`)."""
+        request = StopRequest(reason=reason, **self._acting().model_dump())
+        await stop_run(self._client, self._handle, request)
 
     def _acting(self) -> Acting:
         """Who sends what carries nothing else: this handle's caller, and their door."""

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
-from temporalio.client import Client, WorkflowExecution
+from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.contracts import (
@@ -40,6 +40,16 @@ had when it handed over."""
 
 CHILDREN_PAGE = 200
 """How many of a run's children visibility answers at a time (`find_children`)."""
+
+
+_CUT_SHORT = {
+    WorkflowExecutionStatus.TERMINATED,
+    WorkflowExecutionStatus.CANCELED,
+    WorkflowExecutionStatus.TIMED_OUT,
+}
+"""Ends the run did not write its phase for (a stop that terminated a run whose task kept
+failing, an operator's terminate): its `TarryPhase` is the last it wrote, so it shows
+as `Failed`."""
 
 
 class RunRow(BaseModel):
@@ -73,7 +83,9 @@ class RunRow(BaseModel):
         attributes = execution.typed_search_attributes
         return cls(
             run_id=execution.id,
-            phase=attributes.get(PHASE_ATTRIBUTE),
+            phase=Phase.FAILED
+            if execution.status in _CUT_SHORT
+            else attributes.get(PHASE_ATTRIBUTE),
             turns=attributes.get(TURNS_ATTRIBUTE),
             model=attributes.get(MODEL_ATTRIBUTE),
             waiting_for=attributes.get(WAITING_FOR_ATTRIBUTE),

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from tarry.client import RunHandle, TarryError
 from tarry.contracts import LLM_ACTIVITY, ErrorCode, Phase, RunInput, RunState, WaitingFor
-from tarry.rules import REGEX_TEXT_LIMIT, ApprovalRule, RuleDecision
+from tarry.rules import REGEX_TEXT_LIMIT, ApprovalRule, Regex, RuleDecision
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.cli import Cli
 from tests.conftest import Agent, tool_result
@@ -286,6 +286,22 @@ async def test_a_rule_that_backtracks_on_a_long_argument_leaves_the_worker_respo
         assert "WORKFLOW_TASK_FAILED" not in await agent.event_types(each)
 
 
+def test_a_value_longer_than_a_page_is_not_searched_and_counts_against_the_call() -> None:
+    when = {"/content": {"regex": "^x+$"}}
+    asks = ApprovalRule.model_validate({"tool": "write_file", "when": when, "decision": "ask"})
+    approves = asks.model_copy(update={"decision": RuleDecision.APPROVE})
+    twenty_thousand = json.dumps({"content": "x" * 20_000})
+
+    assert asks.matches("write_file", twenty_thousand)
+    assert not approves.matches("write_file", twenty_thousand)
+
+
+COSTLY = "|".join(f"[ab{c}]{{999}}Z" for c in "cdefgh")
+"""Branches of 999 instructions each: searched in a 20 KB argument, RE2's NFA stepped
+them for every byte, and the run's workflow task failed its 2 s deadlock check again
+and again."""
+
+
 def test_a_value_too_long_to_search_counts_against_the_call() -> None:
     when = {"/content": {"regex": "^x+$"}}
     asks = ApprovalRule.model_validate({"tool": "write_file", "when": when, "decision": "ask"})
@@ -309,6 +325,14 @@ def test_a_value_too_long_to_search_counts_against_the_call() -> None:
         (
             {"tool": "write_file", "when": {"/path": {"regex": r"(a)\1"}}, "decision": "ask"},
             "no backreferences or lookaround",
+        ),
+        (
+            {"tool": "write_file", "when": {"/path": {"regex": "[ab]{999}"}}, "decision": "ask"},
+            "compiles it to 1,003 instructions, over the limit of 250",
+        ),
+        (
+            {"tool": "write_file", "when": {"/path": {"regex": COSTLY}}, "decision": "ask"},
+            "too costly to search",
         ),
         ({"tool": "write_file", "decision": "reject"}, "needs a reason"),
         ({"tool": "write_file", "decision": "allow"}, "'approve', 'reject' or 'ask'"),
@@ -343,6 +367,35 @@ async def test_over_http_a_bad_rule_is_refused_at_start_and_remember_decides_lat
     assert decided.status_code == 200, decided.text
     assert decided.json()["last_assistant_text"] == "Drafted."
     assert (await decision_on(api.run(run_id), "w2"))["user"] == "remembered"
+
+
+async def test_a_run_started_before_the_size_limit_keeps_its_larger_pattern(agent: Agent) -> None:
+    # Admitted before patterns had a size limit: not validated again here.
+    larger = Regex.model_construct(regex="^[ab]{300}$")
+    rule = ApprovalRule.model_construct(
+        tool="write_file", when={"/path": larger}, decision=RuleDecision.ASK, reason=None
+    )
+    agent.model.add(write("ab" * 150, "w1"))
+
+    run = await agent.start("write it", approval_rules=[rule])
+    state = await stopped(run)
+
+    assert [(p.call_id, p.rule) for p in state.pending_approvals] == [("w1", 1)]
+
+
+async def test_a_rule_too_costly_to_search_is_refused_at_start_over_http_and_the_cli(
+    agent: Agent,
+) -> None:
+    costly = {"tool": "write_file", "when": {"/content": {"regex": COSTLY}}, "decision": "ask"}
+    async with serving(agent) as api:
+        over_http = await api.http.post("/v1/runs", json={"approval_rules": [costly]})
+    from_the_cli = await Cli.of(agent)("start", "--rule", f"write_file:/content~={COSTLY}:ask", "x")
+
+    assert error_of(over_http) == (422, ErrorCode.INPUT_INVALID)
+    assert "too costly to search" in over_http.json()["error"]["message"]
+    from_the_cli.assert_one_error_line("error: approval rule 1: ")
+    assert "too costly to search" in from_the_cli.err
+    assert from_the_cli.code == 2
 
 
 async def test_from_the_cli_rules_at_start_and_approve_remember(agent: Agent) -> None:

@@ -49,7 +49,7 @@ MAY_IMPORT["bench"] = MAY_IMPORT["tarry.cli"] | {"bench"}
 MAY_IMPORT["tests"] = set(MAY_IMPORT) | {"tests"}
 LIBRARY = ("tarry", "workflows", "activities", "workers")
 """The layers `pip install tarry` installs without extras: a client and a worker."""
-OPTIONAL = re.compile(r"activities\.mcp_\w+|workers\.tracing")
+OPTIONAL = re.compile(r"activities\.mcp_\w+|workers\.tracing|workers\.trace_content")
 """Library modules that need an extra, loaded only by a worker configured to need it."""
 CLI_MODULE_LINES = 350
 """The most lines a module of the command line may have: one module per command group,

@@ -284,3 +284,18 @@ async def test_a_list_limit_outside_the_api_s_bounds_is_a_tool_error(
         result = await client.call_tool("list_runs", {"limit": limit})
 
     assert result.is_error
+
+
+async def test_a_rule_too_costly_to_search_is_a_tool_error_and_starts_nothing(
+    agent: Agent, tarry_mcp: Client
+) -> None:
+    costly = {"tool": "write_file", "when": {"/path": {"regex": "[ab]{999}"}}, "decision": "ask"}
+
+    async with tarry_mcp as client:
+        result = await client.call_tool(
+            "start_run", {"prompt": "Draft.", "approval_rules": [costly]}
+        )
+
+    assert result.is_error
+    assert "too costly to search" in text_of(result)
+    assert not agent.model.requests

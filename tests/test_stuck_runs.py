@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 from pydantic import SecretStr
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.codec import new_key
-from tarry.contracts import ErrorCode, RunInput
+from tarry.contracts import ErrorCode, RunInput, StopRequest
 from tarry.delivery import task_failing
 from tests.cli import Cli, until_listed
 from tests.conftest import Agent
@@ -46,7 +46,8 @@ async def stuck(
             await asyncio.sleep(0.1)
     await until_listed(temporal, "ExecutionStatus = 'Running'", started.id)
     yield agent, agent.tarry.get(started.id)
-    await temporal.get_workflow_handle(started.id).terminate("the test is over")
+    if (await handle.describe()).status is WorkflowExecutionStatus.RUNNING:  # not stopped
+        await handle.terminate("the test is over")
 
 
 async def test_the_client_says_the_run_is_stuck_and_why(stuck: tuple[Agent, RunHandle]) -> None:
@@ -124,3 +125,48 @@ async def test_no_route_of_a_stuck_run_answers_try_again(stuck: tuple[Agent, Run
     assert len(answers) >= 12
     for route, answer in answers.items():
         assert answer.status_code != 503, (route, answer.text)
+
+
+async def terminated_event(temporal: Client, run: RunHandle) -> Any:
+    """The `WorkflowExecutionTerminated` event of the run's history."""
+    history = await temporal.get_workflow_handle(run.id).fetch_history()
+    (event,) = [
+        e.workflow_execution_terminated_event_attributes
+        for e in history.events
+        if e.HasField("workflow_execution_terminated_event_attributes")
+    ]
+    return event
+
+
+async def test_stop_ends_a_run_whose_task_keeps_failing_and_names_who_stopped_it(
+    stuck: tuple[Agent, RunHandle], temporal: Client
+) -> None:
+    _, run = stuck
+
+    await run.stop("it keeps failing")
+
+    described = await temporal.get_workflow_handle(run.id).describe()
+    assert described.status is WorkflowExecutionStatus.TERMINATED
+    terminated = await terminated_event(temporal, run)
+    stopper = f"{run.caller.user} (cli)"
+    assert terminated.identity == stopper
+    assert terminated.reason.startswith(f"stopped by {stopper}. ")
+    [stop] = await temporal.data_converter.decode(terminated.details.payloads, [StopRequest])
+    assert (stop.by, stop.door, stop.reason) == (run.caller.user, "cli", "it keeps failing")
+
+
+async def test_over_http_a_stop_ends_a_run_whose_task_keeps_failing(
+    stuck: tuple[Agent, RunHandle], temporal: Client
+) -> None:
+    agent, run = stuck
+
+    async with serving(agent) as api:
+        answer = await api.http.post(f"/v1/runs/{run.id}/stop", json={"reason": "stuck"})
+        await until_listed(temporal, "ExecutionStatus = 'Terminated'", run.id)
+        listed = await api.http.get("/v1/runs")
+
+    assert answer.status_code == 202, answer.text
+    terminated = await terminated_event(temporal, run)
+    assert terminated.identity.endswith(" (api)")
+    assert terminated.reason.startswith(f"stopped by {terminated.identity}. ")
+    assert {r["id"]: r["phase"] for r in listed.json()["runs"]}[run.id] == "Failed"

@@ -22,7 +22,7 @@ from temporalio.worker import Replayer
 from tarry.client import RunHandle
 from tarry.contracts import Mode, Phase
 from tarry.settings import TarrySettings
-from tarry.testing.script import call, fail, say
+from tarry.testing.script import ScriptStep, call, fail, say
 from tarry.testing.scripted_model import ScriptedModel
 from tests.browser import needs_chromium
 from tests.deadline import deadline
@@ -337,3 +337,38 @@ async def test_prompts_and_answers_are_in_spans_only_when_asked_for_and_never_th
     said = json.loads(second["attributes"]["gen_ai.output.messages"])
     assert said[0]["content"] == "Written down."
     assert json.loads(tool["attributes"]["gen_ai.tool.call.arguments"])["content"] == "logged in"
+
+
+CANARY = "canary-4c1f9b"
+"""Stands for what a provider's error body or a model's broken answer may hold: a
+prompt's words echoed back, an account's name, a key."""
+
+
+async def test_without_content_a_failed_model_calls_spans_hold_its_type_and_status_not_its_words(
+    temporal: Client, tmp_path: Path, phoenix: Phoenix
+) -> None:
+    project = new_project()
+    env = phoenix.worker_env(project, TARRY_TRACE_CONTENT="0")
+    async with ScriptedModel() as model:
+        rig = await traced_rig(temporal, model, tmp_path, env)
+        model.add(
+            fail(500, content=f"upstream echoed {CANARY}"),
+            ScriptStep(body=f'{{"choices": "{CANARY}"}}'),
+            say("Done."),
+        )
+        try:
+            await rig.worker()
+            run = await rig.start("Say done.", mode=Mode.TASK)
+            assert (await finished(run)).output == "Done."
+        finally:
+            await rig.close()
+        spans = await settled(
+            phoenix, project, lambda s: len(named(s, "RunActivity:call_llm")) == 3
+        )
+
+    assert CANARY not in json.dumps(spans)
+    failed = [s for s in named(spans, "chat ") if s["status_code"] == "ERROR"]
+    assert [
+        (s["attributes"]["error.type"], s["attributes"].get("http.response.status_code"))
+        for s in failed
+    ] == [("LLM_HTTP_ERROR", 500), ("LLM_BAD_RESPONSE", None)]

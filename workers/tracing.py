@@ -54,6 +54,7 @@ from temporalio.worker import ExecuteWorkflowInput, HandleQueryInput, WorkflowIn
 from activities import traces
 from tarry.contracts import WORKFLOW_TYPE
 from tarry.settings import TarrySettings
+from workers.trace_content import WithoutContent
 from workflows.traces import STARTED_NS
 
 __all__ = ["RunTracing", "tracing_interceptor"]
@@ -69,9 +70,13 @@ def tracing_interceptor(settings: TarrySettings) -> RunTracing:
     """The interceptor to give the worker, with this process's activities traced too."""
     service = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "tarry-worker"}
     provider = TracerProvider(resource=Resource.create(service), id_generator=_RunIds())
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    content = settings.tarry_trace_content
+    exporter = OTLPSpanExporter()
+    provider.add_span_processor(
+        BatchSpanProcessor(exporter if content else WithoutContent(exporter))
+    )
     tracer = provider.get_tracer("tarry")
-    traces.use(_Recorder(tracer, content=settings.tarry_trace_content))
+    traces.use(_Recorder(tracer, content=content))
     # Workflows are started by clients that do not trace: span them all the same.
     return RunTracing(tracer, provider)
 
@@ -208,16 +213,19 @@ class _RunInterceptor(TracingWorkflowInboundInterceptor):
 @dataclasses.dataclass
 class _Span:
     span: opentelemetry.trace.Span
+    content: bool
+    """Whether a failure's message may go into the span (`workers.trace_content`)."""
 
     def set_attributes(self, attributes: traces.Attributes) -> None:
         self.span.set_attributes(attributes)
 
     def failed(self, error: BaseException) -> None:
         if isinstance(error, ApplicationError) and error.type:
-            self.span.set_attribute("error.type", error.type)
+            kind = error.type
         else:
-            self.span.set_attribute("error.type", type(error).__name__)
-        self.span.set_status(Status(StatusCode.ERROR, str(error)[:300]))
+            kind = type(error).__name__
+        self.span.set_attribute("error.type", kind)
+        self.span.set_status(Status(StatusCode.ERROR, str(error)[:300] if self.content else kind))
 
 
 class _Recorder:
@@ -233,8 +241,14 @@ class _Recorder:
     @contextmanager
     def _span(self, name: str, attributes: traces.Attributes) -> Iterator[_Span]:
         kind = SpanKind.CLIENT if name.startswith("chat ") else SpanKind.INTERNAL
-        with self._tracer.start_as_current_span(name, kind=kind, attributes=attributes) as span:
-            yield _Span(span)
+        # `_Span.failed` sets the status: OpenTelemetry's own would say the message.
+        with self._tracer.start_as_current_span(
+            name, kind=kind, attributes=attributes, set_status_on_exception=False
+        ) as span:
+            yield _Span(span, self.content)
+
+    def mark_http_status(self, status: int) -> None:
+        opentelemetry.trace.get_current_span().set_attribute("http.response.status_code", status)
 
     def mark_first_token(self) -> None:
         span = opentelemetry.trace.get_current_span()

@@ -32,12 +32,22 @@ from tarry.contracts import (
     ToolCall,
     ToolDefinition,
 )
-from tarry.rules import ApprovalRule, RuleDecision, first_match
+from tarry.rules import (
+    LEGACY_REGEX_TEXT_LIMIT,
+    REGEX_TEXT_LIMIT,
+    ApprovalRule,
+    RuleDecision,
+    first_match,
+)
 from workflows import audit
 from workflows.memory import RunMemory, fingerprint
 
 RE2_RULES_PATCH = "approval-rules-re2"
 """`workflow.patched` id: approval rules' regular expressions are matched with RE2."""
+
+REGEX_TEXT_LIMIT_PATCH = "approval-rules-text-limit"
+"""`workflow.patched` id: a rule's regular expression searches values of up to
+`REGEX_TEXT_LIMIT` characters, not `LEGACY_REGEX_TEXT_LIMIT`."""
 
 REMEMBERED = "remembered"
 """The `user` of a decision the run made as a person asked it to remember."""
@@ -59,7 +69,8 @@ def judge(
     name, arguments = call.function.name, call.function.arguments
     if name == FINISH_TOOL:  # the workflow's own way to end a run, never gated
         return None
-    number = first_match(rules, name, arguments, linear=_linear(rules))
+    linear = _linear(rules)
+    number = first_match(rules, name, arguments, linear=linear, text_limit=_text_limit(linear))
     rule = rules[number - 1] if number is not None else None
     if rule is not None and rule.decision is RuleDecision.REJECT:
         return _made(False, rule.reason, f"rule {number}")
@@ -79,6 +90,16 @@ def _linear(rules: list[ApprovalRule]) -> bool:
     every run from now on; a run that judged calls with Python's `re` before keeps it
     for those calls on replay, as RE2's `\\w` and `\\d` are ASCII and Python's are not."""
     return any(r.has_regex for r in rules) and workflow.patched(RE2_RULES_PATCH)
+
+
+def _text_limit(linear: bool) -> int:
+    """The longest value the run's regular expressions search: `REGEX_TEXT_LIMIT` from
+    now on; a run that judged calls under the old limit keeps it for those calls on
+    replay, since a value between the two was searched then and counts against the call
+    now."""
+    if linear and workflow.patched(REGEX_TEXT_LIMIT_PATCH):
+        return REGEX_TEXT_LIMIT
+    return LEGACY_REGEX_TEXT_LIMIT
 
 
 def remember(memory: RunMemory, pending: PendingApproval, decision: DecisionRecord) -> None:
