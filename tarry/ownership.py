@@ -37,7 +37,7 @@ from tarry.contracts import (
 )
 from tarry.contracts.run import principal_problem
 from tarry.errors import TarryError
-from tarry.identities import Caller
+from tarry.identities import GROUP_PREFIX, Caller
 
 __all__ = [
     "ACCESS_ATTRIBUTES",
@@ -49,9 +49,6 @@ __all__ = [
     "carried",
     "principals",
 ]
-
-GROUP_PREFIX = "group:"
-"""How a share, the admins and `TarryReaders` name a group's members: `group:ops`."""
 
 
 class Visibility(StrEnum):
