@@ -300,7 +300,7 @@ async def test_the_gateway_s_user_is_held_to_the_rule(case: str, gateway: Api) -
 
 async def test_the_gateway_s_user_with_an_invisible_character_is_refused(gateway: Api) -> None:
     # What oauth2-proxy forwards for `alice\u200b`: its UTF-8 bytes.
-    headers = {"X-Auth-Request-User": "alice\u200b".encode()}
+    headers = {b"X-Auth-Request-User": "alice\u200b".encode()}
 
     response = await gateway.http.get("/v1/runs", headers=headers)
 
