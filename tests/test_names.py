@@ -260,6 +260,23 @@ async def test_a_mapped_user_of_the_identity_provider_has_the_name_and_groups_it
     assert [p["may_decide"] for p in state["pending_approvals"]] == [True]  # carol is in ops
 
 
+async def test_a_mapped_claim_outside_the_rule_signs_in_as_its_name(
+    agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: IdentityProvider
+) -> None:
+    # A CI job's `sub` (GitHub Actions'), longer than a name may be.
+    job = "repo:acme/a-repository-with-a-long-name:environment:production-europe-west"
+    agent.model.add(say("Hello."))
+    config = oidc_config(provider) + f'[api.oidc.users]\nci-deploy = "{job}"\n'
+    async with api_with(agent, tmp_path, monkeypatch, config) as url, client(url) as http:
+        api = Api(http, agent, url)
+        http.headers.update(as_(provider.token(sub=job)))
+        run_id = await api.start("deploy")
+        messages = await transcript(api, run_id)
+
+    assert len(job) > NAME_LIMIT
+    assert [m.get("by") for m in messages][:1] == ["ci-deploy"]
+
+
 def test_one_claim_mapped_to_two_names_is_refused(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

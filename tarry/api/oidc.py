@@ -26,7 +26,6 @@ from jwt import PyJWK, PyJWKClient
 from tarry.config_tables import OidcTable
 from tarry.contracts import ErrorCode
 from tarry.errors import TarryError
-from tarry.identities import OIDC_PREFIX
 
 __all__ = ["DISCOVERY_PATH", "OidcVerifier", "TokenClaims"]
 
@@ -37,7 +36,7 @@ FETCH_TIMEOUT = 10.0
 """Seconds the provider's discovery document or keys may take to arrive."""
 
 TokenClaims = tuple[str, tuple[str, ...]]
-"""The user a token's `user_claim` names (as the provider names them: `name_of` gives
+"""The user a token's `user_claim` names (as the provider names them: `mapped_name` gives
 Tarry's name) and the groups it lists."""
 
 _FAILURES: tuple[tuple[type[jwt.InvalidTokenError], ErrorCode, str], ...] = (
@@ -104,12 +103,12 @@ class OidcVerifier:
             ) from None
         return self._identity(claims)
 
-    def name_of(self, claim: str) -> str:
-        """The name Tarry knows the user whose `user_claim` is `claim` by: the one
-        `[api.oidc.users]` maps it to, else `oidc:CLAIM`. Namespaced, the provider's
-        users never pass for a static token's user, the local `cli:NAME`, or a group."""
-        mapped = (name for name, mapped_claim in self.table.users.items() if mapped_claim == claim)
-        return next(mapped, f"{OIDC_PREFIX}{claim}")
+    def mapped_name(self, claim: str) -> str | None:
+        """The name `[api.oidc.users]` gives the user whose `user_claim` is `claim`; None
+        for one it does not map, who is `oidc:CLAIM` (`tarry.identities.OIDC_PREFIX`):
+        namespaced, the provider's users never pass for a static token's user, the
+        local `cli:NAME`, or a group."""
+        return next((name for name, mapped in self.table.users.items() if mapped == claim), None)
 
     def _key(self, kid: object) -> PyJWK:
         if not isinstance(kid, str) or not kid:

@@ -16,7 +16,7 @@ from starlette.datastructures import Headers
 from tarry.api.oidc import OidcVerifier
 from tarry.contracts import ErrorCode
 from tarry.errors import TarryError
-from tarry.identities import API_USER, SIGNED_IN_RESERVED, Caller, name_problem
+from tarry.identities import API_USER, OIDC_PREFIX, SIGNED_IN_RESERVED, Caller, name_problem
 from tarry.settings import TarrySettings
 
 __all__ = ["SignIn", "bearer_of"]
@@ -86,12 +86,15 @@ class SignIn:
             return self.tokens[matches.index(True)][0]
         if self.oidc is not None and token.count(".") == 2:  # a JWT: header.payload.signature
             claim, groups = await self.oidc.claims_of(token)
-            self._check_name(
-                claim,
-                f"the token's {self.oidc.table.user_claim!r} claim",
-                "map the user to a name in [api.oidc.users], or rename them at the provider",
-            )
-            return self._with_groups(self.oidc.name_of(claim), groups)
+            name = self.oidc.mapped_name(claim)
+            if name is None:  # the configuration's names were checked as it was loaded
+                self._check_name(
+                    claim,
+                    f"the token's {self.oidc.table.user_claim!r} claim",
+                    "map the user to a name in [api.oidc.users], or rename them at the provider",
+                )
+                name = f"{OIDC_PREFIX}{claim}"
+            return self._with_groups(name, groups)
         known = f"one of {self.settings.api_token_sources()}"
         if self.oidc is not None:
             jwt = f"a JWT of {self.oidc.table.issuer}"
