@@ -63,8 +63,9 @@ class Visibility(StrEnum):
 
 def principals(caller: Caller) -> list[str]:
     """The names a share or the admins may give `caller` rights by: their user, and
-    `group:NAME` for each of their groups. A user whose name starts `group:` (an identity
-    provider's claim) is not taken for the group's members."""
+    `group:NAME` for each of their groups. A user whose name starts `group:` is not
+    taken for the group's members: no sign-in gives one (`identities.name_problem`), but
+    `TARRY_USER` or a `Caller` of the Python client could."""
     groups = [f"{GROUP_PREFIX}{group}" for group in caller.groups]
     return groups if caller.user.startswith(GROUP_PREFIX) else [caller.user, *groups]
 
