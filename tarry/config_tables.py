@@ -16,13 +16,14 @@ from pydantic import (
     Field,
     IPvAnyNetwork,
     SecretStr,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from tarry.contracts import AgentSpec, NotifyEvent, Sampling, Usage
 from tarry.contracts.run import principal_problem
-from tarry.identities import API_USER
+from tarry.identities import API_USER, GROUP_PREFIX, member_problem
 from tarry.ownership import Visibility
 
 __all__ = [
@@ -242,7 +243,11 @@ class OidcTable(BaseModel):
     """Where the provider publishes its signing keys; none: the `jwks_uri` of the issuer's
     discovery document (`ISSUER/.well-known/openid-configuration`)."""
     user_claim: Annotated[str, Field(min_length=1)] = "sub"
-    """The claim that names the user (`sub`, `email`, `preferred_username`, ...)."""
+    """The claim that names the user (`sub`, `email`, `preferred_username`, ...): `sub`,
+    by default, is the one the provider never gives to another person."""
+    users: dict[str, str] = {}
+    """`[api.oidc.users]`: the name of each user the `user_claim` names (`alice =
+    "00u1a2b3"`); any other is `oidc:CLAIM` (`tarry.api.oidc`)."""
     groups_claim: str | None = "groups"
     """The claim that lists the user's groups, besides those of `[api.groups]`; none: only those."""
     algorithms: Annotated[list[str], Field(min_length=1)] = list(OIDC_ALGORITHMS)
@@ -252,6 +257,17 @@ class OidcTable(BaseModel):
     jwks_cooldown: float = Field(default=30.0, ge=0)
     """Seconds between two fetches of the keys for a token whose `kid` they lack (a key the
     provider rotated in), so that tokens naming made-up keys cannot flood the provider."""
+
+    @field_validator("users")
+    @classmethod
+    def _one_name_each(cls, users: dict[str, str]) -> dict[str, str]:
+        """One claim, one person: a claim mapped twice would sign in as either."""
+        names: dict[str, str] = {}
+        for name, claim in users.items():
+            other = names.setdefault(claim, name)
+            if other != name:
+                raise ValueError(f"{other!r} and {name!r} are both {claim!r}; map it once")
+        return users
 
     @field_validator("algorithms")
     @classmethod
@@ -285,11 +301,28 @@ class ApiTable(BaseModel):
     those they approve calls of; `team`: every user every run. Default: `private` when
     the API names its users (`[api.users]`, `NAME:TOKEN`), else `team`."""
 
+    @field_validator("groups")
+    @classmethod
+    def _member_names(cls, groups: dict[str, list[str]]) -> dict[str, list[str]]:
+        """Each group is named as a share names it, and holds people (`member_problem`)."""
+        for group, members in groups.items():
+            if problem := principal_problem(f"{GROUP_PREFIX}{group}"):
+                raise ValueError(problem)
+            for member in members:
+                if problem := member_problem(member, groups):
+                    raise ValueError(f"{group}: {problem}")
+        return groups
+
     @field_validator("admins")
     @classmethod
-    def _admin_names(cls, admins: list[str]) -> list[str]:
+    def _admin_names(cls, admins: list[str], info: ValidationInfo) -> list[str]:
+        """Groups as `group:NAME`, and people (`member_problem`)."""
+        groups = info.data.get("groups", {})
         for name in admins:
-            if problem := principal_problem(name):
+            problem = principal_problem(name)
+            if not name.startswith(GROUP_PREFIX):
+                problem = problem or member_problem(name, groups)
+            if problem:
                 raise ValueError(problem)
         return admins
 

@@ -37,7 +37,7 @@ from tarry.contracts import (
 )
 from tarry.contracts.run import principal_problem
 from tarry.errors import TarryError
-from tarry.identities import Caller
+from tarry.identities import GROUP_PREFIX, Caller
 
 __all__ = [
     "ACCESS_ATTRIBUTES",
@@ -49,9 +49,6 @@ __all__ = [
     "carried",
     "principals",
 ]
-
-GROUP_PREFIX = "group:"
-"""How a share, the admins and `TarryReaders` name a group's members: `group:ops`."""
 
 
 class Visibility(StrEnum):
@@ -66,8 +63,9 @@ class Visibility(StrEnum):
 
 def principals(caller: Caller) -> list[str]:
     """The names a share or the admins may give `caller` rights by: their user, and
-    `group:NAME` for each of their groups. A user whose name starts `group:` (an identity
-    provider's claim) is not taken for the group's members."""
+    `group:NAME` for each of their groups. A user whose name starts `group:` is not
+    taken for the group's members: no sign-in gives one (`identities.name_problem`), but
+    `TARRY_USER` or a `Caller` of the Python client could."""
     groups = [f"{GROUP_PREFIX}{group}" for group in caller.groups]
     return groups if caller.user.startswith(GROUP_PREFIX) else [caller.user, *groups]
 

@@ -52,7 +52,7 @@ from tarry.config_tables import (
     user_tokens,
 )
 from tarry.contracts import DEFAULT_TASK_QUEUE, AgentSpec
-from tarry.identities import API_USER, RESERVED_USERS, Caller, local_user, reserved_user
+from tarry.identities import API_USER, Caller, local_user, name_problem
 from tarry.ownership import Policy, Visibility
 from tarry.tools import MAX_READ_BYTES
 
@@ -324,8 +324,10 @@ class TarrySettings(BaseSettings):
 
     def _users_problem(self) -> str | None:
         """What makes the API's users ambiguous: two users with one token (the first
-        would act for both), a user named like a group (approvers name both), or a
-        name the runs record for no person (`identities.RESERVED_USERS`)."""
+        would act for both), or a name no person may have (`identities.name_problem`:
+        a group's, as approvers name both; one the runs record for no person; one with
+        invisible characters), as `TARRY_API_TOKENS`, `[api.users]` or `[api.oidc.users]`
+        names them."""
         owners: dict[str, str] = {}
         for caller, token in self.api_users():
             other = owners.setdefault(token.get_secret_value(), caller.user)
@@ -333,17 +335,14 @@ class TarrySettings(BaseSettings):
                 return (
                     f"the users {other!r} and {caller.user!r} have one token; give each their own"
                 )
-            if reserved_user(caller.user):
-                reserved = ", ".join(sorted(RESERVED_USERS))
-                return (
-                    f"{caller.user!r} is a name Tarry records for no person ({reserved},"
-                    " cli:NAME); name the user otherwise"
-                )
-            if caller.user in self._file.api.groups:
-                return (
-                    f"{caller.user!r} names a user and a group of [api.groups]; approvers"
-                    " could not tell them apart"
-                )
+        api = self._file.api
+        named = [("TARRY_API_TOKENS", named_token(entry)[0]) for entry in self.tarry_api_tokens]
+        named += [(f"{self.tarry_config}: [api.users]", user) for user in api.users]
+        mapped = api.oidc.users if api.oidc else {}
+        named += [(f"{self.tarry_config}: [api.oidc.users]", user) for user in mapped]
+        for where, user in named:
+            if problem := name_problem(user, api.groups):
+                return f"{where}: {problem}"
         return None
 
     def _links_problem(self) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MIN_SECRET_LENGTH", "NO_SUMMARY", "redact", "shorten", "summary_of"]
+__all__ = ["MIN_SECRET_LENGTH", "NO_SUMMARY", "escaped", "redact", "shorten", "summary_of"]
 
 MIN_SECRET_LENGTH = 8
 """Shorter values (a placeholder key such as `x` for a local server) are no secrets:
@@ -18,6 +18,14 @@ def shorten(text: str, limit: int = 80) -> str:
     line cut short ends in `…`."""
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def escaped(text: str) -> str:
+    """`text` with each character a terminal would not print as itself (a control
+    character such as ESC or a newline, a zero-width one) written as its escape
+    (`\\x1b`, `\\n`, `\\u200b`): what anyone could put in a record then neither moves the
+    cursor, recolours the screen, nor passes for another line or another name."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 NO_SUMMARY = "(waiting for a first message)"

@@ -244,7 +244,8 @@ async def test_a_jwt_of_the_identity_provider_signs_in_its_user_with_their_group
 
     run_id = await gated(api, approvers={"write_file": ["ops"]})
 
-    assert [m.get("by") for m in await transcript(api, run_id)][:1] == ["alice"]
+    # Unmapped by `[api.oidc.users]`: the provider's `alice`, never the config's.
+    assert [m.get("by") for m in await transcript(api, run_id)][:1] == ["oidc:alice"]
     state = (await oidc_api.get(f"/v1/runs/{run_id}")).json()
     assert [p["may_decide"] for p in state["pending_approvals"]] == [True]  # alice is in ops
 
@@ -493,7 +494,7 @@ async def test_tarry_mcp_over_http_takes_the_api_s_tokens_and_jwts_and_refuses_o
         "expired": (401, ErrorCode.TOKEN_EXPIRED),
     }
     assert answers["bob"].status_code == 200
-    assert [m.get("by") for m in messages][:1] == ["alice"]  # the JWT's user started it
+    assert [m.get("by") for m in messages][:1] == ["oidc:alice"]  # the JWT's user started it
 
 
 # --- The inbox behind a sign-in gateway, in a real browser ------------------------
@@ -608,7 +609,7 @@ async def test_tarry_mcp_over_http_lists_a_user_s_private_schedule_to_them_alone
     agent: Agent, payload_store: Path, tmp_path: Path, provider: IdentityProvider
 ) -> None:
     name = f"alices-digest-{uuid.uuid4().hex[:6]}"
-    alice = agent.tarry.acting_as(Caller("alice"))
+    alice = agent.tarry.acting_as(Caller("oidc:alice"))  # the JWT's user
     await alice.create_schedule(name, RunInput(prompt="Check the inbox"), every="1h")
     config = oidc_config(provider) + f'\n[api.users]\nbob = "{BOB}"\n'
     try:

@@ -36,7 +36,8 @@ FETCH_TIMEOUT = 10.0
 """Seconds the provider's discovery document or keys may take to arrive."""
 
 TokenClaims = tuple[str, tuple[str, ...]]
-"""The user a token names and the groups it lists."""
+"""The user a token's `user_claim` names (as the provider names them: `mapped_name` gives
+Tarry's name) and the groups it lists."""
 
 _FAILURES: tuple[tuple[type[jwt.InvalidTokenError], ErrorCode, str], ...] = (
     # Subclasses before the classes they extend.
@@ -101,6 +102,13 @@ class OidcVerifier:
                 ErrorCode.TOKEN_INVALID, f"the token's algorithm {algorithm} does not fit its key"
             ) from None
         return self._identity(claims)
+
+    def mapped_name(self, claim: str) -> str | None:
+        """The name `[api.oidc.users]` gives the user whose `user_claim` is `claim`; None
+        for one it does not map, who is `oidc:CLAIM` (`tarry.identities.OIDC_PREFIX`):
+        namespaced, the provider's users never pass for a static token's user, the
+        local `cli:NAME`, or a group."""
+        return next((name for name, mapped in self.table.users.items() if mapped == claim), None)
 
     def _key(self, kid: object) -> PyJWK:
         if not isinstance(kid, str) or not kid:

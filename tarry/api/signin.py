@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from starlette.datastructures import Headers
 
 from tarry.api.oidc import OidcVerifier
 from tarry.contracts import ErrorCode
 from tarry.errors import TarryError
-from tarry.identities import API_USER, Caller
+from tarry.identities import API_USER, OIDC_PREFIX, SIGNED_IN_RESERVED, Caller, name_problem
 from tarry.settings import TarrySettings
 
 __all__ = ["SignIn", "bearer_of"]
@@ -44,20 +46,24 @@ class SignIn:
         oidc = None if api.oidc is None else OidcVerifier(api.oidc)
         return cls(settings, settings.api_authenticates(), tokens, oidc, tuple(api.trusted_proxy))
 
-    async def caller(
-        self, token: str | None, client: str | None, headers: Mapping[str, str]
-    ) -> Caller:
+    async def caller(self, token: str | None, client: str | None, headers: Headers) -> Caller:
         """Who sends a request with bearer `token` (None: none) from the address `client`
         with `headers`; the user `api` when the API asks no one. A request of the gateway
         that names its user is that user, whatever token it carries too (oauth2-proxy
         passes the ID token on); any other is its token's. `TarryError` (401
-        `UNAUTHORIZED` or a `TOKEN_*` code) when it cannot tell."""
+        `UNAUTHORIZED`, `USER_HEADER_REPEATED` or a `TOKEN_*` code) when it cannot tell;
+        403 `USER_NAME_REFUSED` for a name no person may have (`name_problem`)."""
         if not self.required:
             return self.settings.caller(API_USER)
         api = self.settings.api_table()
         gateway = self._is_gateway(client)
-        user = headers.get(api.forwarded_user_header, "").strip() if gateway else ""
+        user = self._forwarded_user(headers) if gateway else ""
         if user:
+            self._check_name(
+                user,
+                f"the sign-in gateway's {api.forwarded_user_header}",
+                "rename the user at the gateway",
+            )
             listed = headers.get(api.forwarded_groups_header, "").split(",")
             return self._with_groups(user, [group.strip() for group in listed])
         if token is not None:
@@ -79,13 +85,45 @@ class SignIn:
         if any(matches):
             return self.tokens[matches.index(True)][0]
         if self.oidc is not None and token.count(".") == 2:  # a JWT: header.payload.signature
-            user, groups = await self.oidc.claims_of(token)
-            return self._with_groups(user, groups)
+            claim, groups = await self.oidc.claims_of(token)
+            name = self.oidc.mapped_name(claim)
+            if name is None:  # the configuration's names were checked as it was loaded
+                self._check_name(
+                    claim,
+                    f"the token's {self.oidc.table.user_claim!r} claim",
+                    "map the user to a name in [api.oidc.users], or rename them at the provider",
+                )
+                name = f"{OIDC_PREFIX}{claim}"
+            return self._with_groups(name, groups)
         known = f"one of {self.settings.api_token_sources()}"
         if self.oidc is not None:
             jwt = f"a JWT of {self.oidc.table.issuer}"
             known = f"{known} nor {jwt}" if self.tokens else jwt
         raise TarryError(ErrorCode.UNAUTHORIZED, f"the token is not {known}")
+
+    def _forwarded_user(self, headers: Headers) -> str:
+        """The user the gateway's `forwarded_user_header` names ("" for none); refused
+        (401 `USER_HEADER_REPEATED`) when it is sent twice, as a gateway that adds its
+        own beside the client's would: neither could be believed."""
+        header = self.settings.api_table().forwarded_user_header
+        given = headers.getlist(header)
+        if len(given) > 1:
+            raise TarryError(
+                ErrorCode.USER_HEADER_REPEATED,
+                f"the sign-in gateway sent {header} {len(given)} times; have it replace the"
+                " header its clients send with its own",
+            )
+        return given[0].strip() if given else ""
+
+    def _check_name(self, user: str, source: str, remedy: str) -> None:
+        """Refuses (403 `USER_NAME_REFUSED`) a user the identity provider or the gateway
+        names by a name no person may have, as the configuration's users are refused."""
+        groups = self.settings.api_table().groups
+        if problem := name_problem(user, groups, SIGNED_IN_RESERVED):
+            raise TarryError(
+                ErrorCode.USER_NAME_REFUSED,
+                f"{source}: {problem}; {remedy}",
+            )
 
     def _with_groups(self, user: str, groups: Sequence[str]) -> Caller:
         """`user` in the groups their sign-in names and those `[api.groups]` puts them in."""

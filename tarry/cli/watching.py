@@ -36,6 +36,7 @@ from tarry.cli.timeline import timeline_view
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import AuditRecord, ChatMessage, ErrorCode, Phase, RunState, WaitingFor
 from tarry.run_list import RunRow, find_children, find_runs
+from tarry.text import escaped
 
 commands = typer.Typer()
 
@@ -234,7 +235,9 @@ def audit(
         return
     table = Table("at", "run", "act", "by", "door", "what", box=None, pad_edge=False)
     for r in records:
-        table.add_row(r.at.isoformat(), r.run or "-", r.act, r.by, r.door, r.what)
+        # Text, not markup, escaped: a name or a reason is shown as written, on its line.
+        cells = (r.at.isoformat(), r.run or "-", r.act, r.by, r.door, r.what)
+        table.add_row(*(Text(escaped(cell)) for cell in cells))
     Console(highlight=False, width=None if console.is_terminal else 100_000).print(table)
 
 

@@ -289,6 +289,14 @@ class ErrorCode(StrEnum):
     TOKEN_INVALID = "TOKEN_INVALID"
     """A bearer token that is no well-formed JWT, whose signature does not verify (an
     altered payload), or that lacks a claim (`exp`, the user)."""
+    USER_NAME_REFUSED = "USER_NAME_REFUSED"
+    """The identity provider's token or the sign-in gateway names a user by a name no
+    person may have (`tarry.identities.name_problem`): a name Tarry gives to no person
+    (`temporal-ui`, `cli:NAME`, `group:NAME`), a group's, one with invisible characters,
+    or a long one. Map the user to a name (`[api.oidc.users]`), or rename them there."""
+    USER_HEADER_REPEATED = "USER_HEADER_REPEATED"
+    """The sign-in gateway's request names its user (`forwarded_user_header`) more than
+    once: it is no one's. Have the gateway replace the header its clients send."""
     IDENTITY_PROVIDER_UNAVAILABLE = "IDENTITY_PROVIDER_UNAVAILABLE"
     """The identity provider's discovery document or keys could not be fetched, so no
     JWT can be checked; try again, or check `[api.oidc]`."""
