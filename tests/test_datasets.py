@@ -178,7 +178,8 @@ def test_a_query_becomes_a_visibility_query_of_checked_names_and_formatted_times
     selection = parse_selection("user=alice since=2026-11-01 model=cheap")
 
     assert selection.visibility_query("q", None).endswith(
-        " AND TaskQueue = 'q' AND TarryOwner = 'alice' AND TarryModel = 'cheap'"
+        " AND TaskQueue = 'q' AND WorkflowType = 'AgentRun' AND TarryOwner = 'alice'"
+        " AND TarryModel = 'cheap'"
         " AND StartTime >= '2026-11-01T00:00:00+00:00'"
     )
 
