@@ -5,25 +5,33 @@ JSON lines for an eval to replay."""
 from __future__ import annotations
 
 import json
+import stat
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tarry.client import RunHandle
-from tarry.contracts import ErrorCode, Phase, WaitingFor
-from tarry.contracts.datasets import DecisionPoint, Verdict
+from tarry.contracts import ErrorCode, EvalInput, Phase, WaitingFor
+from tarry.contracts.datasets import DatasetManifest, DecisionPoint, Verdict
 from tarry.contracts.messages import ChatMessage, DecisionRecord, FunctionCall, ToolCall
-from tarry.datasets import decision_points, parse_selection
+from tarry.dataset_store import DatasetLimits
+from tarry.datasets import DatasetStore, decision_points, parse_selection
 from tarry.errors import TarryError
+from tarry.evals import start_eval, wait_report
 from tarry.identities import Caller
 from tarry.run_list import runs_query
 from tarry.testing.scripted_model import call, say
 from tests.cli import Cli, until_listed
 from tests.conftest import CANARY_KEY, Agent
 from tests.deadline import TIMEOUT
+from tests.eval_dataset import agree_on_three
+from tests.eval_dataset import points as eval_points
 from tests.http_api import Api
 from tests.test_http_api import error_of
+from tests.test_stuck_runs import REASON
+from tests.test_stuck_runs import stuck as stuck  # the fixture
 from tests.test_sub_agents import WRITER, child_of, team, until, write_the_plan
 
 PLAN = {"path": "a.md", "content": "ship it"}
@@ -265,3 +273,129 @@ async def test_a_query_selects_the_runs_of_a_sub_agent(agent_factory: Any) -> No
         (writer.id, Verdict.APPROVED, "ann"),
         (writer.id, Verdict.ANSWERED, None),
     ]
+
+
+def long_conversation(turns: int, words: int) -> list[ChatMessage]:
+    """A chat of `turns` questions of `words` bytes each, each answered: `turns` points."""
+    transcript: list[ChatMessage] = []
+    for n in range(turns):
+        transcript += [
+            ChatMessage(role="user", content=f"question {n} " + "x" * words, by="ann"),
+            ChatMessage(role="assistant", content=f"answer {n}"),
+        ]
+    return transcript
+
+
+def stored_bytes(store: DatasetStore, name: str) -> int:
+    return sum(path.stat().st_size for path in (store.root / name).iterdir())
+
+
+def manifest_of(name: str) -> DatasetManifest:
+    return DatasetManifest(
+        name=name, version=1, query="", created_at=datetime.now(UTC), runs=1, points=0
+    )
+
+
+def test_a_long_conversation_is_stored_once_not_once_per_point(tmp_path: Path) -> None:
+    transcript = long_conversation(turns=40, words=10_000)
+    transcript_bytes = sum(len(m.model_dump_json()) for m in transcript)
+    points = decision_points("r", transcript)
+    store = DatasetStore(tmp_path)
+
+    store.write(manifest_of("long"), points)
+
+    assert len(points) == 40
+    assert stored_bytes(store, "long") < 2 * transcript_bytes  # a copy a point: 20 times
+    assert store.points("long") == points
+
+
+@pytest.mark.parametrize(
+    ("limits", "setting"),
+    [
+        (DatasetLimits(max_points=39), "TARRY_DATASET_MAX_POINTS"),
+        (DatasetLimits(max_bytes=300_000), "TARRY_DATASET_MAX_BYTES"),
+    ],
+)
+def test_a_version_over_a_cap_is_dataset_too_large_and_leaves_nothing(
+    tmp_path: Path, limits: DatasetLimits, setting: str
+) -> None:
+    points = decision_points("r", long_conversation(turns=40, words=10_000))
+    store = DatasetStore(tmp_path, limits)
+
+    with pytest.raises(TarryError) as raised:
+        store.write(manifest_of("long"), points)
+
+    assert raised.value.code is ErrorCode.DATASET_TOO_LARGE
+    assert setting in raised.value.message
+    assert "narrow the query" in raised.value.message
+    assert store.versions("long") == []
+    assert list((tmp_path / "long").iterdir()) == []
+
+
+def test_a_dataset_with_all_its_versions_is_dataset_too_many_versions(tmp_path: Path) -> None:
+    points = decision_points("r", long_conversation(turns=2, words=10))
+    store = DatasetStore(tmp_path, DatasetLimits(max_versions=2))
+    for _ in range(2):
+        store.write(manifest_of("kept"), points)
+
+    with pytest.raises(TarryError) as raised:
+        store.write(manifest_of("kept"), points)
+
+    assert raised.value.code is ErrorCode.DATASET_TOO_MANY_VERSIONS
+    assert "TARRY_DATASET_MAX_VERSIONS" in raised.value.message
+    assert store.versions("kept") == [1, 2]
+
+
+def test_a_dataset_s_files_and_directories_are_its_owner_s_alone(tmp_path: Path) -> None:
+    store = DatasetStore(tmp_path / "datasets")
+
+    store.write(manifest_of("mine"), decision_points("r", long_conversation(turns=2, words=10)))
+
+    folders = [store.root, store.root / "mine"]
+    files = list((store.root / "mine").iterdir())
+    assert files
+    assert [stat.S_IMODE(f.stat().st_mode) for f in folders] == [0o700, 0o700]
+    assert {stat.S_IMODE(f.stat().st_mode) for f in files} == {0o400}
+
+
+async def test_the_http_api_refuses_a_version_over_its_caps_with_dataset_too_large(
+    api: Api,
+) -> None:
+    await decided_run(api.agent)
+    api.agent.tarry.datasets.store.limits = DatasetLimits(max_points=5)
+
+    created = await api.http.post("/v1/datasets", json={"name": "plans"})
+
+    assert error_of(created) == (422, ErrorCode.DATASET_TOO_LARGE)
+    assert api.agent.tarry.datasets.store.versions("plans") == []
+
+
+async def test_a_run_that_cannot_be_read_is_left_out_and_named_and_the_others_kept(
+    stuck: tuple[Agent, RunHandle],
+) -> None:
+    agent, unreadable = stuck
+    run = await decided_run(agent)
+
+    manifest = await agent.tarry.datasets.create("plans")
+
+    assert {p.run_id for p in agent.tarry.datasets.points("plans")} == {run.id}
+    assert manifest.runs == 1
+    assert [(s.run_id, s.code) for s in manifest.skipped] == [
+        (unreadable.id, ErrorCode.RUN_TASK_FAILING)
+    ]
+    assert REASON in manifest.skipped[0].message
+
+
+async def test_a_dataset_selects_runs_and_never_an_eval(api: Api) -> None:
+    agree_on_three(api.agent.model)
+    input = EvalInput(dataset="decisions", points=eval_points(), model="default")
+    tarry = api.agent.tarry
+    handle = await start_eval(tarry.client, tarry.task_queue, "alice", input)
+    await wait_report(handle)
+    await until_listed(tarry.client, runs_query(task_queue=tarry.task_queue), handle.id)
+
+    created = await api.http.post("/v1/datasets", json={"name": "everything"})
+
+    assert created.status_code == 201, created.text
+    assert created.json()["skipped"] == []
+    assert handle.id not in {p.run_id for p in tarry.datasets.points("everything")}
