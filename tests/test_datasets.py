@@ -370,7 +370,7 @@ async def test_the_http_api_refuses_a_version_over_its_caps_with_dataset_too_lar
     assert api.agent.tarry.datasets.store.versions("plans") == []
 
 
-async def test_a_run_that_cannot_be_read_is_left_out_and_named_and_the_others_kept(
+async def test_a_stuck_run_is_left_out_and_named_with_why_and_the_others_kept(
     stuck: tuple[Agent, RunHandle],
 ) -> None:
     agent, unreadable = stuck
@@ -384,6 +384,19 @@ async def test_a_run_that_cannot_be_read_is_left_out_and_named_and_the_others_ke
         (unreadable.id, ErrorCode.RUN_TASK_FAILING)
     ]
     assert REASON in manifest.skipped[0].message
+
+
+async def test_a_terminated_run_its_worker_cannot_replay_is_left_out_and_named(
+    stuck: tuple[Agent, RunHandle],
+) -> None:
+    agent, unreadable = stuck
+    await agent.tarry.client.get_workflow_handle(unreadable.id).terminate("by an operator")
+    run = await decided_run(agent)
+
+    manifest = await agent.tarry.datasets.create("plans")
+
+    assert {p.run_id for p in agent.tarry.datasets.points("plans")} == {run.id}
+    assert [s.run_id for s in manifest.skipped] == [unreadable.id]
 
 
 async def test_a_dataset_selects_runs_and_never_an_eval(api: Api) -> None:
