@@ -5,6 +5,7 @@ JSON lines for an eval to replay."""
 from __future__ import annotations
 
 import json
+import re
 import stat
 from datetime import UTC, datetime
 from pathlib import Path
@@ -309,6 +310,21 @@ def test_a_long_conversation_is_stored_once_not_once_per_point(tmp_path: Path) -
     assert store.points("long") == points
 
 
+def test_a_version_stored_a_whole_point_a_line_before_is_read_as_it_was(
+    tmp_path: Path,
+) -> None:
+    points = decision_points("r", long_conversation(turns=3, words=10))
+    folder = tmp_path / "older"
+    folder.mkdir()
+    (folder / "1.jsonl").write_text("".join(p.model_dump_json() + "\n" for p in points))
+    (folder / "1.json").write_text(manifest_of("older").model_dump_json())
+    store = DatasetStore(tmp_path)
+
+    assert store.points("older") == points
+    assert store.write(manifest_of("older"), points).version == 2
+    assert store.points("older", 2) == points
+
+
 @pytest.mark.parametrize(
     ("limits", "setting"),
     [
@@ -384,6 +400,19 @@ async def test_a_stuck_run_is_left_out_and_named_with_why_and_the_others_kept(
         (unreadable.id, ErrorCode.RUN_TASK_FAILING)
     ]
     assert REASON in manifest.skipped[0].message
+
+
+async def test_the_command_line_names_the_runs_a_dataset_left_out(
+    stuck: tuple[Agent, RunHandle],
+) -> None:
+    agent, unreadable = stuck
+    cli = Cli.of(agent, TARRY_DATASETS_DIR=str(agent.tarry.datasets.store.root))
+
+    created = await cli.ok("dataset", "create", "plans")
+    shown = await cli.ok("dataset", "show", "plans")
+
+    for out in (created, shown):
+        assert re.search(rf"\nskipped +{unreadable.id} \({ErrorCode.RUN_TASK_FAILING}: ", out)
 
 
 async def test_a_terminated_run_its_worker_cannot_replay_is_left_out_and_named(

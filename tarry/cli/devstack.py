@@ -82,13 +82,8 @@ class DevStack:
         as the local user, reading a long run's pages from the workers' store even with
         large-payload storage off, keeping datasets in `TARRY_DATASETS_DIR`."""
         pages = PageStore.of(self.client.data_converter, storage_driver(self.settings))
-        return Tarry(
-            self.client,
-            self.task_queue,
-            self.settings.local_caller(),
-            pages=pages,
-            datasets=DatasetStore.of(self.settings),
-        )
+        caller, datasets = self.settings.local_caller(), DatasetStore.of(self.settings)
+        return Tarry(self.client, self.task_queue, caller, pages=pages, datasets=datasets)
 
     async def while_up(self, work: Coroutine[Any, Any, T]) -> T:
         """Runs `work` while the stack is up. Should the dev server or the worker stop
