@@ -242,23 +242,24 @@ class DatasetStore:
     def lines(self, name: str, version: int | None = None) -> Iterator[str]:
         """The version's points (None: the latest) as JSON lines, one `DecisionPoint` a
         line: its export, put together one run at a time."""
-        manifest = self.manifest(name, version)
-        older = self.root / name / f"{manifest.version}.jsonl"
-        if older.exists():
-            with older.open() as f:
-                yield from f
-            return
-        for point in self._points(name, manifest.version):
+        for point in self._decision_points(name, version):
             yield point.model_dump_json() + "\n"
 
     def points(self, name: str, version: int | None = None) -> list[DecisionPoint]:
-        """The points of a version (None: the latest)."""
-        return [DecisionPoint.model_validate_json(line) for line in self.lines(name, version)]
+        """The points of a version (None: the latest); those of a run share its messages."""
+        return list(self._decision_points(name, version))
 
-    def _points(self, name: str, version: int) -> Iterator[DecisionPoint]:
-        with (self.root / name / f"{version}.runs.jsonl").open() as f:
+    def _decision_points(self, name: str, version: int | None) -> Iterator[DecisionPoint]:
+        folder = self.root / name
+        manifest = self.manifest(name, version)
+        older = folder / f"{manifest.version}.jsonl"
+        path = older if older.exists() else folder / f"{manifest.version}.runs.jsonl"
+        with path.open() as f:
             for line in f:
-                yield from RunLine.model_validate_json(line).decision_points()
+                if path == older:
+                    yield DecisionPoint.model_validate_json(line)
+                else:
+                    yield from RunLine.model_validate_json(line).decision_points()
 
     def check_room(self, name: str) -> None:
         """`DATASET_TOO_MANY_VERSIONS` when dataset `name` has all the versions it may."""

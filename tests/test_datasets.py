@@ -310,6 +310,18 @@ def test_a_long_conversation_is_stored_once_not_once_per_point(tmp_path: Path) -
     assert store.points("long") == points
 
 
+def test_the_points_of_a_run_are_read_back_sharing_its_messages_not_a_copy_each(
+    tmp_path: Path,
+) -> None:
+    store = DatasetStore(tmp_path)
+    store.write(manifest_of("long"), decision_points("r", long_conversation(turns=3, words=10)))
+
+    first, *_, last = store.points("long")
+
+    assert last.messages[: len(first.messages)] == first.messages
+    assert all(a is b for a, b in zip(first.messages, last.messages, strict=False))
+
+
 def test_a_version_stored_a_whole_point_a_line_before_is_read_as_it_was(
     tmp_path: Path,
 ) -> None:
