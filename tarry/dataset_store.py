@@ -128,6 +128,15 @@ def run_lines(points: Iterable[DecisionPoint]) -> Iterator[RunLine]:
         yield line
 
 
+def _read(
+    path: Path, points_of: Callable[[str], Iterable[DecisionPoint]]
+) -> Iterator[DecisionPoint]:
+    """The points of the file `path`, line by line."""
+    with path.open() as f:
+        for line in f:
+            yield from points_of(line)
+
+
 class DatasetDraft:
     """A version being written, one run at a time, to a hidden file of its dataset's
     directory: refused with `DATASET_TOO_LARGE` as soon as it passes a cap, and made the
@@ -241,25 +250,22 @@ class DatasetStore:
 
     def lines(self, name: str, version: int | None = None) -> Iterator[str]:
         """The version's points (None: the latest) as JSON lines, one `DecisionPoint` a
-        line: its export, put together one run at a time."""
-        for point in self._decision_points(name, version):
-            yield point.model_dump_json() + "\n"
+        line: its export, put together one run at a time as it is read."""
+        return (p.model_dump_json() + "\n" for p in self._decision_points(name, version))
 
     def points(self, name: str, version: int | None = None) -> list[DecisionPoint]:
         """The points of a version (None: the latest); those of a run share its messages."""
         return list(self._decision_points(name, version))
 
     def _decision_points(self, name: str, version: int | None) -> Iterator[DecisionPoint]:
-        folder = self.root / name
+        """The version's points as they are read; `DATASET_NOT_FOUND` at once, not at the
+        first point, so a command or a route can still answer with it."""
         manifest = self.manifest(name, version)
-        older = folder / f"{manifest.version}.jsonl"
-        path = older if older.exists() else folder / f"{manifest.version}.runs.jsonl"
-        with path.open() as f:
-            for line in f:
-                if path == older:
-                    yield DecisionPoint.model_validate_json(line)
-                else:
-                    yield from RunLine.model_validate_json(line).decision_points()
+        older = self.root / name / f"{manifest.version}.jsonl"
+        if older.exists():
+            return _read(older, lambda line: [DecisionPoint.model_validate_json(line)])
+        runs = self.root / name / f"{manifest.version}.runs.jsonl"
+        return _read(runs, lambda line: RunLine.model_validate_json(line).decision_points())
 
     def check_room(self, name: str) -> None:
         """`DATASET_TOO_MANY_VERSIONS` when dataset `name` has all the versions it may."""

@@ -180,10 +180,11 @@ class TarrySettings(BaseSettings):
     by SHA-256; every process of a deployment must see the same directory (`tarry dev
     --data-dir D` uses `D/payloads`)."""
     tarry_datasets_dir: Path = Path(".tarry/datasets")
-    """Where `tarry dataset create` keeps evaluation datasets, `NAME/N.jsonl` beside
-    `NAME/N.json`; the API and the command line of a deployment must see the same
-    directory. They hold conversations as plain text, so the directories are made
-    owner-only (0700) and the files owner-readable (0400)."""
+    """Where `tarry dataset create` keeps evaluation datasets, `NAME/N.runs.jsonl` beside
+    `NAME/N.json`; every process of a deployment that creates or reads datasets (`tarry
+    serve`, `tarry dev`, the command line) keeps them here. They hold conversations as
+    plain text, so the directories are made owner-only (0700) and the files
+    owner-readable (0400)."""
     tarry_dataset_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
     """The most bytes one dataset version may take on disk (each run's conversation is
     stored once, so about the sum of its runs' transcripts): a larger one is refused,

@@ -230,6 +230,8 @@ async def test_the_command_line_creates_shows_and_exports_a_dataset(
     assert round_tripped == agent.tarry.datasets.points("plans")
     missing = await cli("dataset", "show", "plans", "--version", "2")
     missing.assert_one_error_line(f"error: {ErrorCode.DATASET_NOT_FOUND}")
+    not_exported = await cli("dataset", "export", "plans", "--version", "2")
+    not_exported.assert_one_error_line(f"error: {ErrorCode.DATASET_NOT_FOUND}")
     bad = await cli("dataset", "create", "plans", "--from", "colour=blue")
     bad.assert_one_error_line(f"error: {ErrorCode.DATASET_INVALID}")
 
