@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import re
 import stat
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tarry import datasets
 from tarry.client import RunHandle
 from tarry.contracts import ErrorCode, EvalInput, Phase, WaitingFor
 from tarry.contracts.datasets import DatasetManifest, DecisionPoint, Verdict
@@ -427,6 +428,21 @@ async def test_the_command_line_names_the_runs_a_dataset_left_out(
 
     for out in (created, shown):
         assert re.search(rf"\nskipped +{unreadable.id} \({ErrorCode.RUN_TASK_FAILING}: ", out)
+
+
+async def test_a_run_that_does_not_answer_in_time_is_left_out_and_named(
+    agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = await decided_run(agent)
+    monkeypatch.setattr(datasets, "RUN_READ_TIMEOUT", timedelta(0))
+
+    manifest = await agent.tarry.datasets.create("plans")
+
+    assert (manifest.runs, manifest.points) == (0, 0)
+    assert [(s.run_id, s.code) for s in manifest.skipped] == [
+        (run.id, ErrorCode.TEMPORAL_UNAVAILABLE)
+    ]
+    assert manifest.skipped[0].message == "no answer within 0 s"
 
 
 async def test_a_terminated_run_its_worker_cannot_replay_is_left_out_and_named(
