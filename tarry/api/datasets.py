@@ -53,7 +53,7 @@ class DatasetRequest(Closed):
 
 class DatasetList(Closed):
     datasets: list[DatasetManifest]
-    """The latest version of each dataset the caller may read, by name."""
+    """Of each dataset, the latest version the caller may read, by name."""
 
 
 def _readable(policy: Policy, caller: Caller) -> Callable[[DatasetManifest], bool]:
