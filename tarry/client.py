@@ -127,7 +127,7 @@ class Tarry:
         settings = settings or TarrySettings()
         client = await connect_temporal(settings)
         pages = PageStore.of(client.data_converter, storage_driver(settings))
-        datasets = DatasetStore(settings.tarry_datasets_dir)
+        datasets = DatasetStore.of(settings)
         return cls(
             client,
             settings.tarry_task_queue,

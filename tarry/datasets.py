@@ -7,43 +7,45 @@ visibility, and only those its caller may read: `Policy.readable_clause`), reads
 one's whole transcript and its history, and writes their points as the next version of
 the dataset. A version is never changed: creating a dataset again makes version N+1.
 
-Datasets are files, `<TARRY_DATASETS_DIR>/NAME/N.jsonl` beside `N.json` (the manifest),
-rather than payloads in the payload store: a dataset has a name, versions and a list of
-them, which a content-addressed store has no way to keep, and its file form is what
-`tarry dataset export` writes and an eval reads. The points hold what the transcripts
-hold, so no API key is in them: keys never reach history (see the security guide).
+Datasets are files (`tarry.dataset_store`: each run's conversation stored once, its
+points referring to it) rather than payloads in the payload store: a dataset has a name,
+versions and a list of them, which a content-addressed store has no way to keep. Its
+export, one `DecisionPoint` a line, is what an eval reads. The points hold what the
+transcripts hold, so no API key is in them: keys never reach history (see the security
+guide).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import os
 import re
-import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
+from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel, ValidationError
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.common import TypedSearchAttributes
+from temporalio.service import RPCError
 
 from tarry.contracts import (
     LLM_ACTIVITY,
     MODEL_ATTRIBUTE,
     OWNER_ATTRIBUTE,
     TOOL_CATALOGUE_ACTIVITY,
+    WORKFLOW_TYPE,
     ErrorCode,
     Phase,
 )
 from tarry.contracts.activities import Catalogue, LlmRequest, LlmResponse, ToolDefinition
-from tarry.contracts.datasets import DatasetManifest, DecisionPoint, Label, Verdict
+from tarry.contracts.datasets import DatasetManifest, DecisionPoint, Label, SkippedRun, Verdict
 from tarry.contracts.messages import ChatMessage, DecisionRecord, Usage
 from tarry.contracts.run import principal_problem
-from tarry.errors import TarryError
+from tarry.dataset_store import NAME_RULE, DatasetStore, checked_name
+from tarry.errors import TarryError, translated_errors
 from tarry.identities import Caller
 from tarry.pages import PageStore
 from tarry.run_handle import RunHandle, checked_id
@@ -52,7 +54,9 @@ from tarry.schedules import schedule_name_problem
 
 __all__ = [
     "MAX_RUNS",
+    "NAME_RULE",
     "QUERY_KEYS",
+    "RUN_READ_TIMEOUT",
     "DatasetStore",
     "Datasets",
     "RunRecord",
@@ -62,10 +66,12 @@ __all__ = [
     "run_record",
 ]
 
-NAME_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
-"""A dataset's name: it names a directory, so letters, digits, `_`, `.` and `-` only."""
 MAX_RUNS = 1000
 """The most runs one dataset is built from unless the query's `limit` says otherwise."""
+RUN_READ_TIMEOUT = timedelta(seconds=30)
+"""How long one run's transcript and history may take to read before the run is left
+out of the dataset (`SkippedRun`): a worker that polls but never answers holds a query
+for as long as it lives."""
 QUERY_KEYS = ("phase", "tool", "since", "until", "schedule", "agent", "user", "model", "limit")
 """What `tarry dataset create --from` takes: `KEY=VALUE` terms, each key at most once."""
 PERSON = frozenset({"signal", "update"})
@@ -75,16 +81,6 @@ rejection and an approval rule's decision are no human label, and are left out."
 
 def _invalid(message: str) -> TarryError:
     return TarryError(ErrorCode.DATASET_INVALID, message)
-
-
-def checked_name(name: str) -> str:
-    """`name`, or `DATASET_INVALID` for one outside `NAME_RULE`."""
-    if not NAME_RULE.fullmatch(name):
-        raise _invalid(
-            f"{name!r} is no dataset name: 1 to 100 letters, digits, `_`, `.` or `-`,"
-            " starting with a letter or digit"
-        )
-    return name
 
 
 class RunSelection(BaseModel):
@@ -109,6 +105,7 @@ class RunSelection(BaseModel):
         does not record and `Datasets.create` checks on each run). Every value in it is
         an enum member, a checked name or a formatted time: nothing typed reaches it."""
         query = runs_query(self.phase, None, task_queue, self.schedule, readable)
+        query += f" AND WorkflowType = '{WORKFLOW_TYPE}'"  # runs only: an eval has no points
         if self.user is not None:
             query += f" AND {OWNER_ATTRIBUTE.name} = '{self.user}'"
         if self.model is not None:
@@ -243,6 +240,9 @@ def decision_points(
     with the next user message as its reply. `messages` is the conversation before the
     proposal as a model is sent it (`ChatMessage.for_model`: no Tarry metadata)."""
     record = record or RunRecord()
+    # One conversation, whose beginnings the points share: a copy each grew a run's
+    # points with the square of its length.
+    conversation = [ChatMessage.model_validate(m.for_model()) for m in transcript]
     points: list[DecisionPoint] = []
     for index, message in enumerate(transcript):
         if message.role != "assistant" or message.interrupted:
@@ -254,7 +254,7 @@ def decision_points(
             "owner": owner,
             "model": (request.profile if request else model) or "default",
             "system": request.system if request else None,
-            "messages": [ChatMessage.model_validate(m.for_model()) for m in transcript[:index]],
+            "messages": conversation[:index],
             "tools": (request.tool_definitions if request else None) or record.catalogue,
             "usage": call.response.usage if call and call.response.usage != Usage() else None,
             "latency_ms": call.latency_ms if call else None,
@@ -345,91 +345,6 @@ async def run_record(client: Client, run_id: str) -> RunRecord:
     return record
 
 
-class DatasetStore:
-    """Datasets as files under `root`: `NAME/N.jsonl`, one `DecisionPoint` a line, and
-    `NAME/N.json`, its manifest. A version is listed once its manifest is there, and
-    both are written whole then linked under their names, which fails if the name is
-    taken: two creates at once take two versions, and none is ever overwritten."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def versions(self, name: str) -> list[int]:
-        """The versions of dataset `name`, oldest first; none for a name there is not."""
-        folder = self.root / checked_name(name)
-        if not folder.is_dir():
-            return []
-        return sorted(int(p.stem) for p in folder.glob("*.json") if p.stem.isdigit())
-
-    def names(self) -> list[str]:
-        """The datasets' names."""
-        if not self.root.is_dir():
-            return []
-        return sorted(p.name for p in self.root.iterdir() if NAME_RULE.fullmatch(p.name))
-
-    def latest(self) -> list[DatasetManifest]:
-        """The latest version of every dataset, by name."""
-        return [self.manifest(name) for name in self.names() if self.versions(name)]
-
-    def manifest(self, name: str, version: int | None = None) -> DatasetManifest:
-        """Version `version` of `name` (None: the latest); `DATASET_NOT_FOUND` if none."""
-        versions = self.versions(name)
-        if version is None and versions:
-            version = versions[-1]
-        if version not in versions:
-            which = f"version {version} of dataset" if versions else "dataset"
-            raise TarryError(
-                ErrorCode.DATASET_NOT_FOUND,
-                f"no {which} {name!r}"
-                + (f"; its versions: {', '.join(map(str, versions))}" if versions else ""),
-            )
-        path = self.root / name / f"{version}.json"
-        return DatasetManifest.model_validate_json(path.read_text())
-
-    def lines(self, name: str, version: int | None = None) -> str:
-        """The JSON lines of a version (None: the latest): its export."""
-        manifest = self.manifest(name, version)
-        return (self.root / name / f"{manifest.version}.jsonl").read_text()
-
-    def points(self, name: str, version: int | None = None) -> list[DecisionPoint]:
-        """The points of a version (None: the latest)."""
-        return [
-            DecisionPoint.model_validate_json(line)
-            for line in self.lines(name, version).splitlines()
-        ]
-
-    def write(self, manifest: DatasetManifest, points: Iterable[DecisionPoint]) -> DatasetManifest:
-        """Writes `points` as the next version of `manifest.name`; returns its manifest."""
-        folder = self.root / checked_name(manifest.name)
-        folder.mkdir(parents=True, exist_ok=True)
-        text = "".join(p.model_dump_json() + "\n" for p in points)
-        lines = self._whole(folder, text)
-        try:
-            while True:
-                version = (self.versions(manifest.name) or [0])[-1] + 1
-                with contextlib.suppress(FileExistsError):
-                    os.link(lines, folder / f"{version}.jsonl")
-                    break
-            manifest = manifest.model_copy(update={"version": version})
-            head = self._whole(folder, manifest.model_dump_json(indent=2) + "\n")
-            try:
-                os.link(head, folder / f"{version}.json")
-            finally:
-                head.unlink()
-        finally:
-            lines.unlink()
-        return manifest
-
-    @staticmethod
-    def _whole(folder: Path, text: str) -> Path:
-        """A hidden, read-only file in `folder` holding `text`, to be linked into place."""
-        fd, name = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(name, 0o444)
-        return Path(name)
-
-
 class Datasets:
     """Datasets of the runs a client reaches (`Tarry.datasets`)."""
 
@@ -453,38 +368,70 @@ class Datasets:
         """Builds the next version of dataset `name` from the runs `query` selects
         (`parse_selection`) among those on this client's task queue, and only those
         `readable` (`Policy.readable_clause`) when given. Each run's transcript is read
-        from it, so an open run needs its worker (`RUN_NOT_SERVED`)."""
+        from it, through its worker: a run that cannot be read (`_read`) is left out and
+        named in the manifest's `skipped`, so one stuck run does not keep the others
+        out. Over a cap of the store: `DATASET_TOO_LARGE`, `DATASET_TOO_MANY_VERSIONS`."""
         checked_name(name)
         selection = parse_selection(query)
         visibility = selection.visibility_query(self._task_queue, readable)
+        self.store.check_room(name)
         seen: set[str] = set()
-        points: list[DecisionPoint] = []
+        skipped: list[SkippedRun] = []
         runs = 0
-        async for execution in self._client.list_workflows(visibility):
-            if runs >= selection.limit:
-                break
-            if execution.id in seen:  # a run's earlier segments: its transcript has them
-                continue
-            seen.add(execution.id)
-            if not selection.takes(execution.id):
-                continue
-            found = await self._points(execution.id, execution.typed_search_attributes)
-            if selection.tool is not None and not any(
-                p.proposal is not None and p.proposal.function.name == selection.tool for p in found
-            ):
-                continue
-            runs += 1
-            points += found
-        manifest = DatasetManifest(
-            name=name,
-            version=1,
-            query=query,
-            created_by=self._caller.user,
-            created_at=datetime.now(UTC),
-            runs=runs,
-            points=len(points),
-        )
-        return self.store.write(manifest, points)
+        with self.store.draft(name) as draft:
+            async for execution in self._client.list_workflows(visibility):
+                if runs >= selection.limit:
+                    break
+                if execution.id in seen:  # a run's earlier segments: its transcript has them
+                    continue
+                seen.add(execution.id)
+                if not selection.takes(execution.id):
+                    continue
+                found = await self._read(execution.id, execution.typed_search_attributes)
+                if isinstance(found, SkippedRun):
+                    skipped.append(found)
+                    continue
+                if selection.tool is not None and not any(
+                    p.proposal is not None and p.proposal.function.name == selection.tool
+                    for p in found
+                ):
+                    continue
+                runs += 1
+                draft.add(found)
+            manifest = DatasetManifest(
+                name=name,
+                version=1,
+                query=query,
+                created_by=self._caller.user,
+                created_at=datetime.now(UTC),
+                runs=runs,
+                points=draft.points,
+                skipped=skipped,
+            )
+            return draft.commit(manifest)
+
+    async def _read(
+        self, run_id: str, attributes: TypedSearchAttributes
+    ) -> list[DecisionPoint] | SkippedRun:
+        """Run `run_id`'s points, or why they cannot be had within `RUN_READ_TIMEOUT`: no
+        worker answers for it, its workflow task fails, its pages are missing, Temporal
+        refuses. A retry would meet the same run, so it is named rather than raised."""
+        try:
+            async with asyncio.timeout(RUN_READ_TIMEOUT.total_seconds()):
+                async with translated_errors(run_id):
+                    return await self._points(run_id, attributes)
+        except TarryError as e:
+            return SkippedRun(run_id=run_id, code=e.code, message=e.message)
+        except WorkflowQueryFailedError as e:  # its worker could not replay it
+            return SkippedRun(run_id=run_id, code=ErrorCode.RUN_TASK_FAILING, message=str(e))
+        except RPCError as e:
+            return SkippedRun(run_id=run_id, code=ErrorCode.TEMPORAL_UNAVAILABLE, message=str(e))
+        except TimeoutError:
+            return SkippedRun(
+                run_id=run_id,
+                code=ErrorCode.TEMPORAL_UNAVAILABLE,
+                message=f"no answer within {RUN_READ_TIMEOUT.total_seconds():g} s",
+            )
 
     async def _points(self, run_id: str, attributes: TypedSearchAttributes) -> list[DecisionPoint]:
         """Run `run_id`'s points: its whole transcript, across pages and hand-overs."""
@@ -513,5 +460,5 @@ class Datasets:
         return self.store.points(name, version)
 
     def export(self, name: str, version: int | None = None) -> str:
-        """The version's JSON lines, one `DecisionPoint` a line, exactly as stored."""
-        return self.store.lines(name, version)
+        """The version's JSON lines, one `DecisionPoint` a line."""
+        return "".join(self.store.lines(name, version))

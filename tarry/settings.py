@@ -180,9 +180,19 @@ class TarrySettings(BaseSettings):
     by SHA-256; every process of a deployment must see the same directory (`tarry dev
     --data-dir D` uses `D/payloads`)."""
     tarry_datasets_dir: Path = Path(".tarry/datasets")
-    """Where `tarry dataset create` keeps evaluation datasets, `NAME/N.jsonl` beside
-    `NAME/N.json`; the API and the command line of a deployment must see the same
-    directory. They hold conversations as plain text: keep it as private as the runs."""
+    """Where `tarry dataset create` keeps evaluation datasets, `NAME/N.runs.jsonl` beside
+    `NAME/N.json`; every process of a deployment that creates or reads datasets (`tarry
+    serve`, `tarry dev`, the command line) keeps them here. They hold conversations as
+    plain text, so the directories are made owner-only (0700) and the files
+    owner-readable (0400)."""
+    tarry_dataset_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
+    """The most bytes one dataset version may take on disk (each run's conversation is
+    stored once, so about the sum of its runs' transcripts): a larger one is refused,
+    `DATASET_TOO_LARGE`, before anything is written."""
+    tarry_dataset_max_points: int = Field(default=10_000, ge=1)
+    """The most decision points one dataset version may hold (`DATASET_TOO_LARGE`)."""
+    tarry_dataset_max_versions: int = Field(default=100, ge=1)
+    """The most versions one dataset may have (`DATASET_TOO_MANY_VERSIONS`)."""
     tarry_storage_threshold: int = Field(default=256 * 1024, ge=0)
     """Payloads of this many bytes or more leave history for the store, which keeps a
     reference in their place."""

@@ -5,25 +5,35 @@ JSON lines for an eval to replay."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+import re
+import stat
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tarry import datasets
 from tarry.client import RunHandle
-from tarry.contracts import ErrorCode, Phase, WaitingFor
-from tarry.contracts.datasets import DecisionPoint, Verdict
+from tarry.contracts import ErrorCode, EvalInput, Phase, WaitingFor
+from tarry.contracts.datasets import DatasetManifest, DecisionPoint, Verdict
 from tarry.contracts.messages import ChatMessage, DecisionRecord, FunctionCall, ToolCall
-from tarry.datasets import decision_points, parse_selection
+from tarry.dataset_store import DatasetLimits
+from tarry.datasets import DatasetStore, decision_points, parse_selection
 from tarry.errors import TarryError
+from tarry.evals import start_eval, wait_report
 from tarry.identities import Caller
 from tarry.run_list import runs_query
 from tarry.testing.scripted_model import call, say
 from tests.cli import Cli, until_listed
 from tests.conftest import CANARY_KEY, Agent
 from tests.deadline import TIMEOUT
+from tests.eval_dataset import agree_on_three
+from tests.eval_dataset import points as eval_points
 from tests.http_api import Api
 from tests.test_http_api import error_of
+from tests.test_stuck_runs import REASON
+from tests.test_stuck_runs import stuck as stuck  # the fixture
 from tests.test_sub_agents import WRITER, child_of, team, until, write_the_plan
 
 PLAN = {"path": "a.md", "content": "ship it"}
@@ -178,7 +188,8 @@ def test_a_query_becomes_a_visibility_query_of_checked_names_and_formatted_times
     selection = parse_selection("user=alice since=2026-11-01 model=cheap")
 
     assert selection.visibility_query("q", None).endswith(
-        " AND TaskQueue = 'q' AND TarryOwner = 'alice' AND TarryModel = 'cheap'"
+        " AND TaskQueue = 'q' AND WorkflowType = 'AgentRun' AND TarryOwner = 'alice'"
+        " AND TarryModel = 'cheap'"
         " AND StartTime >= '2026-11-01T00:00:00+00:00'"
     )
 
@@ -220,6 +231,8 @@ async def test_the_command_line_creates_shows_and_exports_a_dataset(
     assert round_tripped == agent.tarry.datasets.points("plans")
     missing = await cli("dataset", "show", "plans", "--version", "2")
     missing.assert_one_error_line(f"error: {ErrorCode.DATASET_NOT_FOUND}")
+    not_exported = await cli("dataset", "export", "plans", "--version", "2")
+    not_exported.assert_one_error_line(f"error: {ErrorCode.DATASET_NOT_FOUND}")
     bad = await cli("dataset", "create", "plans", "--from", "colour=blue")
     bad.assert_one_error_line(f"error: {ErrorCode.DATASET_INVALID}")
 
@@ -264,3 +277,197 @@ async def test_a_query_selects_the_runs_of_a_sub_agent(agent_factory: Any) -> No
         (writer.id, Verdict.APPROVED, "ann"),
         (writer.id, Verdict.ANSWERED, None),
     ]
+
+
+def long_conversation(turns: int, words: int) -> list[ChatMessage]:
+    """A chat of `turns` questions of `words` bytes each, each answered: `turns` points."""
+    transcript: list[ChatMessage] = []
+    for n in range(turns):
+        transcript += [
+            ChatMessage(role="user", content=f"question {n} " + "x" * words, by="ann"),
+            ChatMessage(role="assistant", content=f"answer {n}"),
+        ]
+    return transcript
+
+
+def stored_bytes(store: DatasetStore, name: str) -> int:
+    return sum(path.stat().st_size for path in (store.root / name).iterdir())
+
+
+def manifest_of(name: str) -> DatasetManifest:
+    return DatasetManifest(
+        name=name, version=1, query="", created_at=datetime.now(UTC), runs=1, points=0
+    )
+
+
+def test_a_long_conversation_is_stored_once_not_once_per_point(tmp_path: Path) -> None:
+    transcript = long_conversation(turns=40, words=10_000)
+    transcript_bytes = sum(len(m.model_dump_json()) for m in transcript)
+    points = decision_points("r", transcript)
+    store = DatasetStore(tmp_path)
+
+    store.write(manifest_of("long"), points)
+
+    assert len(points) == 40
+    assert stored_bytes(store, "long") < 2 * transcript_bytes  # a copy a point: 20 times
+    assert store.points("long") == points
+
+
+def test_the_points_of_a_run_are_read_back_sharing_its_messages_not_a_copy_each(
+    tmp_path: Path,
+) -> None:
+    store = DatasetStore(tmp_path)
+    store.write(manifest_of("long"), decision_points("r", long_conversation(turns=3, words=10)))
+
+    first, *_, last = store.points("long")
+
+    assert last.messages[: len(first.messages)] == first.messages
+    assert all(a is b for a, b in zip(first.messages, last.messages, strict=False))
+
+
+def test_a_version_stored_a_whole_point_a_line_before_is_read_as_it_was(
+    tmp_path: Path,
+) -> None:
+    points = decision_points("r", long_conversation(turns=3, words=10))
+    folder = tmp_path / "older"
+    folder.mkdir()
+    (folder / "1.jsonl").write_text("".join(p.model_dump_json() + "\n" for p in points))
+    (folder / "1.json").write_text(manifest_of("older").model_dump_json())
+    store = DatasetStore(tmp_path)
+
+    assert store.points("older") == points
+    assert store.write(manifest_of("older"), points).version == 2
+    assert store.points("older", 2) == points
+
+
+@pytest.mark.parametrize(
+    ("limits", "setting"),
+    [
+        (DatasetLimits(max_points=39), "TARRY_DATASET_MAX_POINTS"),
+        (DatasetLimits(max_bytes=300_000), "TARRY_DATASET_MAX_BYTES"),
+    ],
+)
+def test_a_version_over_a_cap_is_dataset_too_large_and_leaves_nothing(
+    tmp_path: Path, limits: DatasetLimits, setting: str
+) -> None:
+    points = decision_points("r", long_conversation(turns=40, words=10_000))
+    store = DatasetStore(tmp_path, limits)
+
+    with pytest.raises(TarryError) as raised:
+        store.write(manifest_of("long"), points)
+
+    assert raised.value.code is ErrorCode.DATASET_TOO_LARGE
+    assert setting in raised.value.message
+    assert "narrow the query" in raised.value.message
+    assert store.versions("long") == []
+    assert list((tmp_path / "long").iterdir()) == []
+
+
+def test_a_dataset_with_all_its_versions_is_dataset_too_many_versions(tmp_path: Path) -> None:
+    points = decision_points("r", long_conversation(turns=2, words=10))
+    store = DatasetStore(tmp_path, DatasetLimits(max_versions=2))
+    for _ in range(2):
+        store.write(manifest_of("kept"), points)
+
+    with pytest.raises(TarryError) as raised:
+        store.write(manifest_of("kept"), points)
+
+    assert raised.value.code is ErrorCode.DATASET_TOO_MANY_VERSIONS
+    assert "TARRY_DATASET_MAX_VERSIONS" in raised.value.message
+    assert store.versions("kept") == [1, 2]
+
+
+def test_a_dataset_s_files_and_directories_are_its_owner_s_alone(tmp_path: Path) -> None:
+    store = DatasetStore(tmp_path / "datasets")
+
+    store.write(manifest_of("mine"), decision_points("r", long_conversation(turns=2, words=10)))
+
+    folders = [store.root, store.root / "mine"]
+    files = list((store.root / "mine").iterdir())
+    assert files
+    assert [stat.S_IMODE(f.stat().st_mode) for f in folders] == [0o700, 0o700]
+    assert {stat.S_IMODE(f.stat().st_mode) for f in files} == {0o400}
+
+
+async def test_the_http_api_refuses_a_version_over_its_caps_with_dataset_too_large(
+    api: Api,
+) -> None:
+    await decided_run(api.agent)
+    api.agent.tarry.datasets.store.limits = DatasetLimits(max_points=5)
+
+    created = await api.http.post("/v1/datasets", json={"name": "plans"})
+
+    assert error_of(created) == (422, ErrorCode.DATASET_TOO_LARGE)
+    assert api.agent.tarry.datasets.store.versions("plans") == []
+
+
+async def test_a_stuck_run_is_left_out_and_named_with_why_and_the_others_kept(
+    stuck: tuple[Agent, RunHandle],
+) -> None:
+    agent, unreadable = stuck
+    run = await decided_run(agent)
+
+    manifest = await agent.tarry.datasets.create("plans")
+
+    assert {p.run_id for p in agent.tarry.datasets.points("plans")} == {run.id}
+    assert manifest.runs == 1
+    assert [(s.run_id, s.code) for s in manifest.skipped] == [
+        (unreadable.id, ErrorCode.RUN_TASK_FAILING)
+    ]
+    assert REASON in manifest.skipped[0].message
+
+
+async def test_the_command_line_names_the_runs_a_dataset_left_out(
+    stuck: tuple[Agent, RunHandle],
+) -> None:
+    agent, unreadable = stuck
+    cli = Cli.of(agent, TARRY_DATASETS_DIR=str(agent.tarry.datasets.store.root))
+
+    created = await cli.ok("dataset", "create", "plans")
+    shown = await cli.ok("dataset", "show", "plans")
+
+    for out in (created, shown):
+        assert re.search(rf"\nskipped +{unreadable.id} \({ErrorCode.RUN_TASK_FAILING}: ", out)
+
+
+async def test_a_run_that_does_not_answer_in_time_is_left_out_and_named(
+    agent: Agent, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = await decided_run(agent)
+    monkeypatch.setattr(datasets, "RUN_READ_TIMEOUT", timedelta(0))
+
+    manifest = await agent.tarry.datasets.create("plans")
+
+    assert (manifest.runs, manifest.points) == (0, 0)
+    assert [(s.run_id, s.code) for s in manifest.skipped] == [
+        (run.id, ErrorCode.TEMPORAL_UNAVAILABLE)
+    ]
+    assert manifest.skipped[0].message == "no answer within 0 s"
+
+
+async def test_a_terminated_run_its_worker_cannot_replay_is_left_out_and_named(
+    stuck: tuple[Agent, RunHandle],
+) -> None:
+    agent, unreadable = stuck
+    await agent.tarry.client.get_workflow_handle(unreadable.id).terminate("by an operator")
+    run = await decided_run(agent)
+
+    manifest = await agent.tarry.datasets.create("plans")
+
+    assert {p.run_id for p in agent.tarry.datasets.points("plans")} == {run.id}
+    assert [s.run_id for s in manifest.skipped] == [unreadable.id]
+
+
+async def test_a_dataset_selects_runs_and_never_an_eval(api: Api) -> None:
+    agree_on_three(api.agent.model)
+    input = EvalInput(dataset="decisions", points=eval_points(), model="default")
+    tarry = api.agent.tarry
+    handle = await start_eval(tarry.client, tarry.task_queue, "alice", input)
+    await wait_report(handle)
+    await until_listed(tarry.client, runs_query(task_queue=tarry.task_queue), handle.id)
+
+    created = await api.http.post("/v1/datasets", json={"name": "everything"})
+
+    assert created.status_code == 201, created.text
+    assert created.json()["skipped"] == []
+    assert handle.id not in {p.run_id for p in tarry.datasets.points("everything")}

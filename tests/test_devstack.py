@@ -30,6 +30,7 @@ from tarry.contracts import (
     RunInput,
     RunResult,
 )
+from tarry.dataset_store import DatasetStore
 from tarry.servers import dev_server_args, find_binary
 from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import ECHO_PREFIX
@@ -400,3 +401,14 @@ async def test_an_unwritable_data_dir_gives_one_line_and_a_nonzero_exit(tmp_path
     line = await fails_with_one_line(Ports(), tmp_path / "file" / "data", tmp_path)
     assert "cannot write to the data directory" in line
     assert "--data-dir" in line
+
+
+async def test_dev_keeps_the_api_s_datasets_where_tarry_datasets_dir_says(tmp_path: Path) -> None:
+    ports, data_dir, datasets = Ports(), tmp_path / "data", tmp_path / "datasets"
+    async with serving(ports, data_dir, tmp_path, TARRY_DATASETS_DIR=str(datasets)) as dev:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ports.api}") as http:
+            created = await http.post("/v1/datasets", json={"name": "kept"})
+        assert await interrupt(dev.process) == 0
+
+    assert created.status_code == 201, created.text
+    assert DatasetStore(datasets).versions("kept") == [1]

@@ -46,7 +46,7 @@ async def stuck(
             await asyncio.sleep(0.1)
     await until_listed(temporal, "ExecutionStatus = 'Running'", started.id)
     yield agent, agent.tarry.get(started.id)
-    if (await handle.describe()).status is WorkflowExecutionStatus.RUNNING:  # not stopped
+    if (await handle.describe()).status is WorkflowExecutionStatus.RUNNING:  # not ended by the test
         await handle.terminate("the test is over")
 
 

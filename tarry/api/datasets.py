@@ -1,18 +1,23 @@
 """`/v1/datasets`: evaluation datasets of recorded runs' decisions (`tarry.datasets`),
 with the runs routes' guards and errors.
 
-A dataset is built from the runs its creator may read (`Policy.readable_clause`), so it
-is theirs: it is read by them and by those who may read every run (the admins, or anyone
-under `team` visibility), and is 404 `DATASET_NOT_FOUND` to everyone else, as a run
-they may not read is. Its next version is theirs to make too (403 `NOT_ALLOWED`).
+A version is built from the runs its maker may read (`Policy.readable_clause`), so it is
+read by its maker and by those who may read every run (the admins, or anyone under
+`team` visibility): each version on its own, as an admin's version of someone's dataset
+may hold runs they may not read. To everyone else it is 404 `DATASET_NOT_FOUND`, as a run
+they may not read is, and a dataset with no version they may read is not there for them.
+A dataset's next version is its first version's maker's to make, or an admin's (403
+`NOT_ALLOWED`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
+from fastapi.responses import StreamingResponse
 from pydantic import Field
 
 from tarry.api.parts import PolicyOf, TarryOf
@@ -20,7 +25,7 @@ from tarry.api.routes import _AUTH, _READ, _WRITE, JSON_ONLY, CallerOf, _errors
 from tarry.contracts import ErrorCode
 from tarry.contracts._closed import Closed
 from tarry.contracts.datasets import DatasetManifest
-from tarry.datasets import NAME_RULE, Datasets
+from tarry.datasets import NAME_RULE
 from tarry.errors import TarryError
 from tarry.identities import Caller
 from tarry.ownership import Policy
@@ -48,21 +53,12 @@ class DatasetRequest(Closed):
 
 class DatasetList(Closed):
     datasets: list[DatasetManifest]
-    """The latest version of each dataset the caller may read, by name."""
+    """Of each dataset, the latest version the caller may read, by name."""
 
 
-def _readable(policy: Policy, caller: Caller, manifest: DatasetManifest) -> bool:
-    return manifest.created_by == caller.user or policy.sees_all(caller)
-
-
-def _checked(
-    datasets: Datasets, policy: Policy, caller: Caller, name: str, version: int | None = None
-) -> DatasetManifest:
-    """The version's manifest, or `DATASET_NOT_FOUND` as for one there is not when the
-    caller may not read it."""
-    if not datasets.store.versions(name) or not _readable(policy, caller, datasets.show(name, 1)):
-        raise TarryError(ErrorCode.DATASET_NOT_FOUND, f"no dataset {name!r}")
-    return datasets.show(name, version)
+def _readable(policy: Policy, caller: Caller) -> Callable[[DatasetManifest], bool]:
+    """Whether `caller` may read a version: theirs, or they may read every run."""
+    return lambda manifest: manifest.created_by == caller.user or policy.sees_all(caller)
 
 
 def datasets_router() -> APIRouter:
@@ -70,9 +66,8 @@ def datasets_router() -> APIRouter:
 
     @router.get("", responses=_errors(*_AUTH))
     async def list_datasets(caller: CallerOf, tarry: TarryOf, policy: PolicyOf) -> DatasetList:
-        """The datasets the caller may read: the latest version of each."""
-        latest = tarry.datasets.latest()
-        return DatasetList(datasets=[m for m in latest if _readable(policy, caller, m)])
+        """The datasets the caller may read: the latest version of each they may read."""
+        return DatasetList(datasets=tarry.datasets.store.latest(_readable(policy, caller)))
 
     @router.post(
         "", status_code=HTTPStatus.CREATED, dependencies=JSON_ONLY, responses=_errors(*_WRITE)
@@ -83,13 +78,16 @@ def datasets_router() -> APIRouter:
         """Create dataset `name`, or its next version, from the runs `query` selects
         among those the caller may read: each call a person approved, rejected or
         edited, and each final answer with the reply that followed it. Each run's
-        transcript is read from it: 503 `RUN_NOT_SERVED` while no worker serves one;
-        422 `DATASET_INVALID` for a query it cannot read; 403 `NOT_ALLOWED` for
-        a name another user's dataset has."""
+        transcript is read from it: a run that cannot be read (no worker answers for
+        it, its workflow task fails) is left out and named in `skipped`. 422
+        `DATASET_INVALID` for a query it cannot read, `DATASET_TOO_LARGE` over the
+        caps on a version's bytes and points; 409 `DATASET_TOO_MANY_VERSIONS` for a
+        dataset with all the versions it may have; 403 `NOT_ALLOWED` for a name
+        another user's dataset has."""
         datasets = tarry.acting_as(caller).datasets
-        if datasets.store.versions(body.name):
-            first = datasets.show(body.name, 1)
-            if not _readable(policy, caller, first):
+        if versions := datasets.store.versions(body.name):
+            first = datasets.show(body.name, versions[0])
+            if not _readable(policy, caller)(first):
                 raise TarryError(
                     ErrorCode.NOT_ALLOWED,
                     f"dataset {body.name!r} is another user's; choose another name",
@@ -104,9 +102,10 @@ def datasets_router() -> APIRouter:
         policy: PolicyOf,
         version: VersionOf = None,
     ) -> DatasetManifest:
-        """A version of the dataset (the latest if `version` is not given): what selected
-        it, who made it when, how many runs and points it holds."""
-        return _checked(tarry.datasets, policy, caller, dataset, version)
+        """A version of the dataset (the latest the caller may read if `version` is not
+        given): what selected it, who made it when, how many runs and points it holds,
+        and the runs it left out because they could not be read."""
+        return tarry.datasets.store.manifest(dataset, version, _readable(policy, caller))
 
     # The default response class, so the errors are documented as the JSON they are.
     @router.get(
@@ -124,9 +123,10 @@ def datasets_router() -> APIRouter:
         version: VersionOf = None,
     ) -> Response:
         """The version's decision points as JSON lines (`application/jsonl`), one
-        `DecisionPoint` a line, exactly as `tarry dataset export` prints them."""
-        manifest = _checked(tarry.datasets, policy, caller, dataset, version)
-        lines = tarry.datasets.export(dataset, manifest.version)
-        return Response(lines, media_type=JSON_LINES)
+        `DecisionPoint` a line, exactly as `tarry dataset export` prints them: put
+        together from the stored runs as they are sent."""
+        store = tarry.datasets.store
+        manifest = store.manifest(dataset, version, _readable(policy, caller))
+        return StreamingResponse(store.lines(dataset, manifest.version), media_type=JSON_LINES)
 
     return router

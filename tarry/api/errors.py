@@ -47,6 +47,9 @@ _STATUS = {
     ErrorCode.SCHEDULE_INVALID: HTTPStatus.UNPROCESSABLE_ENTITY,
     ErrorCode.DATASET_NOT_FOUND: HTTPStatus.NOT_FOUND,
     ErrorCode.DATASET_INVALID: HTTPStatus.UNPROCESSABLE_ENTITY,
+    ErrorCode.DATASET_TOO_LARGE: HTTPStatus.UNPROCESSABLE_ENTITY,
+    # How many versions a dataset has is the store's state, not the request's: a conflict.
+    ErrorCode.DATASET_TOO_MANY_VERSIONS: HTTPStatus.CONFLICT,
     ErrorCode.RUN_BUSY: HTTPStatus.CONFLICT,
     ErrorCode.RETRY_NOT_WAITING: HTTPStatus.CONFLICT,
     ErrorCode.APPROVAL_NOTHING_PENDING: HTTPStatus.CONFLICT,

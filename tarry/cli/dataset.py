@@ -52,7 +52,7 @@ Version = Annotated[
 
 def _read(action: Callable[[DatasetStore], T]) -> T:
     """`action` on the environment's datasets directory, its errors one line each."""
-    store = DatasetStore(settings_or_exit().tarry_datasets_dir)
+    store = DatasetStore.of(settings_or_exit())
 
     async def read() -> T:
         return action(store)
@@ -61,6 +61,7 @@ def _read(action: Callable[[DatasetStore], T]) -> T:
 
 
 def _facts(manifest: DatasetManifest) -> dict[str, str]:
+    skipped = ", ".join(f"{s.run_id} ({s.code}: {s.message})" for s in manifest.skipped)
     return {
         "dataset": manifest.name,
         "version": str(manifest.version),
@@ -69,7 +70,7 @@ def _facts(manifest: DatasetManifest) -> dict[str, str]:
         "points": str(manifest.points),
         "created": f"{manifest.created_at:%Y-%m-%d %H:%M:%S} UTC"
         + (f" by {manifest.created_by}" if manifest.created_by else ""),
-    }
+    } | ({"skipped": skipped} if skipped else {})
 
 
 def _text(rows: dict[str, str]) -> Text:
@@ -95,7 +96,8 @@ def create(
     """Create a dataset, or its next version, from the runs --from selects: each call a
     person approved, rejected or edited, and each final answer with its reply.
 
-    Each run's transcript is read from its worker, which must be running.
+    Each run's transcript is read from its worker; a run that cannot be read (no worker
+    answers for it, its workflow task fails) is left out and named under `skipped`.
     """
     manifest = with_tarry(lambda tarry: tarry.datasets.create(name, query))
     output(manifest, as_json, _text(_facts(manifest)))
@@ -139,4 +141,4 @@ def show(name: Name, version: Version = None, as_json: AsJson = False) -> None:
 def export(name: Name, version: Version = None) -> None:
     """Print a dataset's version as JSON lines, one decision point a line, as stored:
     what `tarry eval` reads."""
-    sys.stdout.write(_read(lambda store: store.lines(name, version)))
+    sys.stdout.writelines(_read(lambda store: store.lines(name, version)))

@@ -36,6 +36,7 @@ from tarry.cli.processes import HOST, DevServer
 from tarry.cli.stopping import race, stop_signals, unless_stopped
 from tarry.client import Tarry
 from tarry.connection import connect_temporal, temporal_connection
+from tarry.dataset_store import DatasetStore
 from tarry.logs import configure_logging
 from tarry.pages import PageStore
 from tarry.settings import ModelProfile, TarrySettings
@@ -79,9 +80,10 @@ class DevStack:
     def tarry(self) -> Tarry:
         """A client of the stack, as `Tarry.connect` builds one from its settings: acting
         as the local user, reading a long run's pages from the workers' store even with
-        large-payload storage off."""
+        large-payload storage off, keeping datasets in `TARRY_DATASETS_DIR`."""
         pages = PageStore.of(self.client.data_converter, storage_driver(self.settings))
-        return Tarry(self.client, self.task_queue, self.settings.local_caller(), pages=pages)
+        caller, datasets = self.settings.local_caller(), DatasetStore.of(self.settings)
+        return Tarry(self.client, self.task_queue, caller, pages=pages, datasets=datasets)
 
     async def while_up(self, work: Coroutine[Any, Any, T]) -> T:
         """Runs `work` while the stack is up. Should the dev server or the worker stop

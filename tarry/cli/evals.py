@@ -105,7 +105,7 @@ def run(
     """Replay DATASET against a candidate and print its report, once every point is scored."""
     try:
         tolerances = _tolerances(tolerance or [])
-        store = DatasetStore(settings_or_exit().tarry_datasets_dir)
+        store = DatasetStore.of(settings_or_exit())
         points = load_points(dataset, store, version)
         prompt = system.read_text(encoding="utf-8") if system else None
     except TarryError as e:

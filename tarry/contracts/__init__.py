@@ -47,7 +47,13 @@ from tarry.contracts.checks import (
     reserved_id_problem,
     run_id_problem,
 )
-from tarry.contracts.datasets import DatasetManifest, DecisionPoint, Label, Verdict
+from tarry.contracts.datasets import (
+    DatasetManifest,
+    DecisionPoint,
+    Label,
+    SkippedRun,
+    Verdict,
+)
 from tarry.contracts.evals import (
     ANSWER_TOOL,
     EVAL_REPORT_QUERY,
@@ -224,6 +230,7 @@ __all__ = [
     "RunTimeline",
     "Sampling",
     "Share",
+    "SkippedRun",
     "SpanKind",
     "SpanStatus",
     "Spend",

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from tarry.contracts._omit import when_none
 from tarry.contracts.activities import ToolDefinition
 from tarry.contracts.messages import ChatMessage, ToolCall, Usage
+from tarry.contracts.names import ErrorCode
 
 
 class Verdict(StrEnum):
@@ -75,6 +76,16 @@ class DecisionPoint(BaseModel):
     """How long the original call took, when the run recorded it."""
 
 
+class SkippedRun(BaseModel):
+    """A run a query selected whose points could not be read (no worker answers for it,
+    its workflow task fails, its pages are missing, it did not answer in time): the
+    version is made without it, and says so."""
+
+    run_id: str
+    code: ErrorCode
+    message: str
+
+
 class DatasetManifest(BaseModel):
     """The header of a dataset version: what was selected, by whom, when."""
 
@@ -86,3 +97,5 @@ class DatasetManifest(BaseModel):
     created_at: datetime
     runs: int
     points: int
+    skipped: list[SkippedRun] = []
+    """The selected runs left out because they could not be read, and why."""

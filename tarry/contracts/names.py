@@ -266,6 +266,13 @@ class ErrorCode(StrEnum):
     DATASET_INVALID = "DATASET_INVALID"
     """A dataset name outside its rule (1 to 100 letters, digits, `_`, `.`, `-`), or a
     `--from` query it cannot read: an unknown key, a key twice, a value of the wrong kind."""
+    DATASET_TOO_LARGE = "DATASET_TOO_LARGE"
+    """A dataset version over its caps (`TARRY_DATASET_MAX_BYTES` stored bytes,
+    `TARRY_DATASET_MAX_POINTS` points): nothing is written; narrow the query (`since=`,
+    `tool=`, `limit=`) or raise the cap."""
+    DATASET_TOO_MANY_VERSIONS = "DATASET_TOO_MANY_VERSIONS"
+    """A dataset has `TARRY_DATASET_MAX_VERSIONS` versions already: nothing is written;
+    create the next under a new name, or raise the cap."""
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     """An `Idempotency-Key` sent again with a different body: nothing is started."""
     TEMPORAL_UNAVAILABLE = "TEMPORAL_UNAVAILABLE"
