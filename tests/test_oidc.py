@@ -25,7 +25,7 @@ import httpx2
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from jwt.algorithms import RSAAlgorithm
 from mcp import Client
@@ -221,6 +221,13 @@ def of_an_unpublished_key(provider: IdentityProvider) -> str:
     return provider.token("k-unpublished")
 
 
+def ec_signed_for_an_rsa_key(provider: IdentityProvider) -> str:
+    """ES256 naming the provider's RSA key: an algorithm of the allow-list that does not
+    fit the key it names."""
+    forgers_key = ec.generate_private_key(ec.SECP256R1())
+    return jwt.encode(provider.claims(), forgers_key, algorithm="ES256", headers={"kid": "k1"})
+
+
 FORGERIES: dict[str, tuple[Callable[[IdentityProvider], str], ErrorCode]] = {
     "expired": (lambda p: p.token(exp=int(time.time()) - 3600), ErrorCode.TOKEN_EXPIRED),
     "not yet valid": (lambda p: p.token(nbf=int(time.time()) + 3600),
@@ -231,6 +238,7 @@ FORGERIES: dict[str, tuple[Callable[[IdentityProvider], str], ErrorCode]] = {
     "unknown kid": (of_an_unpublished_key, ErrorCode.TOKEN_UNKNOWN_KEY),
     "alg none": (unsigned, ErrorCode.TOKEN_ALGORITHM_REFUSED),
     "HS256 with the public key": (hmac_with_the_public_key, ErrorCode.TOKEN_ALGORITHM_REFUSED),
+    "ES256 on an RSA key": (ec_signed_for_an_rsa_key, ErrorCode.TOKEN_INVALID),
     "tampered payload": (tampered, ErrorCode.TOKEN_INVALID),
     "not a JWT": (lambda p: "a.b.c", ErrorCode.TOKEN_INVALID),
 }  # fmt: skip

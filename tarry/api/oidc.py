@@ -38,6 +38,9 @@ FETCH_TIMEOUT = 10.0
 TokenClaims = tuple[str, tuple[str, ...]]
 """The user a token names and the groups it lists."""
 
+_KEY_TYPES = {"RS": "RSA", "PS": "RSA", "ES": "EC"}
+"""The kind of key (its JWK `kty`) each family of `OIDC_ALGORITHMS` verifies with."""
+
 _FAILURES: tuple[tuple[type[jwt.InvalidTokenError], ErrorCode, str], ...] = (
     # Subclasses before the classes they extend.
     (jwt.ExpiredSignatureError, ErrorCode.TOKEN_EXPIRED, "the token has expired; sign in again"),
@@ -82,6 +85,13 @@ class OidcVerifier:
                 f" {', '.join(self.table.algorithms)} ([api.oidc] algorithms)",
             )
         key = self._key(header.get("kid"))
+        if key.key_type != _KEY_TYPES[algorithm[:2]]:
+            # PyJWT would take the key for a PEM text and fail with a TypeError (a 500).
+            raise TarryError(
+                ErrorCode.TOKEN_INVALID,
+                f"the token's algorithm {algorithm} does not fit its key {header['kid']!r}"
+                f" (an {key.key_type} key)",
+            )
         try:
             # The key itself, not its JWK: the token's algorithm (of the allow-list) checks
             # it, where a JWK without `alg` would be taken for RS256 whatever the token says.
