@@ -212,6 +212,28 @@ async def test_the_api_serves_an_eval_s_report_and_404_for_an_unknown_one(
     assert error_of(missing) == (404, "EVAL_NOT_FOUND")
 
 
+@pytest.mark.parametrize(
+    ("method", "route", "body"),
+    [
+        ("GET", "", None),
+        ("GET", "/transcript", None),
+        ("GET", "/timeline", None),
+        ("POST", "/messages", {"text": "hello"}),
+        ("POST", "/resume", {}),
+    ],
+)
+async def test_an_eval_s_id_on_a_runs_route_is_run_not_found(
+    api: Api, cli: Cli, agent: Agent, dataset: Path, method: str, route: str, body: object
+) -> None:
+    """An eval answers none of a run's queries: its id names no run."""
+    agree_on_three(agent.model)
+    eval_id = (await evaluate(cli, dataset)).eval_id
+
+    response = await api.http.request(method, f"/v1/runs/{eval_id}{route}", json=body)
+
+    assert error_of(response) == (404, "RUN_NOT_FOUND")
+
+
 def test_closeness_is_the_share_of_equal_keys_and_1_only_for_json_equal_arguments() -> None:
     assert closeness({"a": 1, "b": [1, 2]}, {"b": [1, 2], "a": 1}) == 1.0
     assert closeness({"a": 1, "b": 2}, {"a": 1, "b": 3}) == 0.5
