@@ -252,6 +252,12 @@ class OidcTable(BaseModel):
     jwks_cooldown: float = Field(default=30.0, ge=0)
     """Seconds between two fetches of the keys for a token whose `kid` they lack (a key the
     provider rotated in), so that tokens naming made-up keys cannot flood the provider."""
+    fetch_timeout: float = Field(default=5.0, gt=0, le=60)
+    """Seconds the discovery document or the keys may take to arrive; past them, a JWT
+    waiting for them is 503 `IDENTITY_PROVIDER_UNAVAILABLE`."""
+    discovery_cooldown: float = Field(default=30.0, ge=0)
+    """Seconds a failed fetch of the discovery document answers for: JWTs meanwhile are
+    503 `IDENTITY_PROVIDER_UNAVAILABLE` at once, and the provider is not asked again."""
 
     @field_validator("algorithms")
     @classmethod

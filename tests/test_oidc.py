@@ -53,7 +53,7 @@ from tests.deadline import TIMEOUT, deadline
 from tests.faults import wait_until
 from tests.http_api import Api
 from tests.test_config_errors import refused, start
-from tests.test_http_api import gated
+from tests.test_http_api import error_of, gated
 from tests.test_http_api_people import BOB, as_, transcript
 from tests.test_inbox import WAITING, first, open_run, texts, until
 from tests.test_inbox import browser as browser  # the fixture
@@ -334,6 +334,103 @@ async def test_an_identity_provider_without_keys_to_check_with_is_503_not_a_refu
 
     assert response.status_code == 503
     assert response.json()["error"]["code"] == ErrorCode.IDENTITY_PROVIDER_UNAVAILABLE
+
+
+class DownIssuer:
+    """An issuer that is down: it takes each request, counts it, and holds it until
+    `answer()` (at most a deadline), then answers 503, so a discovery can be caught
+    while it waits."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.asked = threading.Event()
+        self._answer = threading.Event()
+        issuer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                issuer.requests += 1
+                issuer.asked.set()
+                issuer._answer.wait(deadline(60))
+                self.send_error(503)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def answer(self) -> None:
+        """Answers every request held, and any later one at once."""
+        self._answer.set()
+
+    def __enter__(self) -> DownIssuer:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.answer()
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def down_issuer() -> Iterator[DownIssuer]:
+    with DownIssuer() as issuer:
+        yield issuer
+
+
+def down_issuer_config(issuer: DownIssuer, provider: IdentityProvider) -> str:
+    """`[api.oidc]` of `issuer`, which would take `provider`'s tokens if it were up."""
+    return oidc_config(provider, discovery_cooldown=3600, fetch_timeout=deadline(60)).replace(
+        json.dumps(provider.url), json.dumps(issuer.url)
+    )
+
+
+async def test_a_static_token_answers_while_the_identity_provider_s_discovery_hangs(
+    agent: Agent,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    provider: IdentityProvider,
+    down_issuer: DownIssuer,
+) -> None:
+    config = down_issuer_config(down_issuer, provider)
+    async with api_with(agent, tmp_path, monkeypatch, config) as url, client(url) as http:
+        jwt_requests = [
+            asyncio.create_task(
+                http.get("/v1/runs", headers=as_(provider.token(iss=down_issuer.url)))
+            )
+            for _ in range(8)
+        ]
+        await asyncio.to_thread(down_issuer.asked.wait, deadline(30))
+
+        static = await http.get("/v1/runs", headers=as_(BOB))
+        still_waiting = not any(request.done() for request in jwt_requests)
+        down_issuer.answer()
+        jwts = await asyncio.gather(*jwt_requests)
+
+    assert static.status_code == 200
+    assert still_waiting  # the static token answered while the discovery was held open
+    assert {error_of(r) for r in jwts} == {(503, ErrorCode.IDENTITY_PROVIDER_UNAVAILABLE)}
+
+
+async def test_a_failed_discovery_is_not_asked_again_within_the_cooldown(
+    agent: Agent,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    provider: IdentityProvider,
+    down_issuer: DownIssuer,
+) -> None:
+    down_issuer.answer()  # down, and saying so at once
+    config = down_issuer_config(down_issuer, provider)
+    async with api_with(agent, tmp_path, monkeypatch, config) as url, client(url) as http:
+        answers = [
+            error_of(await http.get("/v1/runs", headers=as_(provider.token(iss=down_issuer.url))))
+            for _ in range(3)
+        ]
+
+    assert answers == [(503, ErrorCode.IDENTITY_PROVIDER_UNAVAILABLE)] * 3
+    assert down_issuer.requests == 1
 
 
 # --- The sign-in gateway ----------------------------------------------------------
