@@ -38,6 +38,7 @@ __all__ = [
     "OidcTable",
     "Prices",
     "Provider",
+    "ServerLimits",
     "long_token",
     "named_token",
     "user_tokens",
@@ -271,6 +272,24 @@ class OidcTable(BaseModel):
         return algorithms
 
 
+class ServerLimits(BaseModel):
+    """`[api.limits]`: how long a connection to the HTTP API (or `tarry mcp --http`) may
+    take to say what it wants, and how many requests it serves at once, so that
+    connections left open or sent a byte at a time cannot pile up (`tarry.api.limits`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    header_timeout: float = Field(default=10.0, gt=0, le=300)
+    """Seconds a request's line and headers may take to arrive whole, from the
+    connection's opening (or the request's first byte, on a kept-alive connection);
+    past them the server closes the connection."""
+    idle_timeout: int = Field(default=5, ge=1, le=3600)
+    """Seconds a connection may stay open, idle, after a response."""
+    max_concurrent_requests: int = Field(default=500, ge=1)
+    """Requests served at once, event streams included; beyond them, 503
+    `SERVICE_UNAVAILABLE` with `Retry-After`."""
+
+
 class ApiTable(BaseModel):
     """The config file's `[api]` table."""
 
@@ -313,3 +332,5 @@ class ApiTable(BaseModel):
         "X-Forwarded-Groups"
     )
     """The header in which `trusted_proxy` lists the user's groups, comma-separated."""
+    limits: ServerLimits = ServerLimits()
+    """`[api.limits]`: the server's timeouts and how many requests it serves at once."""
