@@ -275,7 +275,8 @@ class OidcTable(BaseModel):
 class ServerLimits(BaseModel):
     """`[api.limits]`: how long a connection to the HTTP API (or `tarry mcp --http`) may
     take to say what it wants, and how many requests it serves at once, so that
-    connections left open or sent a byte at a time cannot pile up (`tarry.api.limits`)."""
+    connections left open or sent a byte at a time cannot pile up (`tarry.api.limits`);
+    and, if set, each user's share (`tarry.api.quotas`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -288,6 +289,13 @@ class ServerLimits(BaseModel):
     max_concurrent_requests: int = Field(default=500, ge=1)
     """Requests served at once, event streams included; beyond them, 503
     `SERVICE_UNAVAILABLE` with `Retry-After`."""
+    starts_per_minute: int | None = Field(default=None, ge=1)
+    """Requests that may start a run (`POST /v1/runs`, a fork, a message with
+    `?start=true`, an AG-UI exchange) each user may send in a minute; beyond them, 429
+    `QUOTA_EXCEEDED` with `Retry-After`. None: no cap."""
+    streams_per_user: int | None = Field(default=None, ge=1)
+    """Event streams (`/v1/runs/{id}/events`) each user may hold open at once; beyond
+    them, 429 `QUOTA_EXCEEDED`. None: no cap."""
 
 
 class ApiTable(BaseModel):

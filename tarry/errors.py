@@ -17,7 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.contracts import ErrorCode
 
-__all__ = ["TarryError", "translated_errors", "unadmitted"]
+__all__ = ["RetryLater", "TarryError", "translated_errors", "unadmitted"]
 
 _UNPROCESSED_UPDATE = "UnprocessedUpdate"
 """The server's failure type for an update a worker completed a task without taking in
@@ -33,6 +33,15 @@ class TarryError(Exception):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+
+
+class RetryLater(TarryError):
+    """A refusal that the same request may not meet after `retry_after` seconds: the
+    HTTP API says when, in `Retry-After`."""
+
+    def __init__(self, code: ErrorCode, message: str, retry_after: int) -> None:
+        super().__init__(code, message)
+        self.retry_after = retry_after
 
 
 @asynccontextmanager

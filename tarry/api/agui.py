@@ -49,7 +49,7 @@ from tarry.api.feeds import Feeds
 from tarry.api.models import RunId
 from tarry.api.parts import FeedsOf, PolicyOf, TarryOf
 from tarry.api.rights import Need, check_run
-from tarry.api.routes import INTERNAL, INTERNAL_MESSAGE, JSON_ONLY, CallerOf, existing
+from tarry.api.routes import INTERNAL, INTERNAL_MESSAGE, STARTING, CallerOf, existing
 from tarry.client import Admission, Tarry, TarryError
 from tarry.contracts import ChatMessage, ErrorCode, Phase, RunInput, RunState, WaitingFor
 from tarry.events import EventKind, RunEvent
@@ -242,10 +242,10 @@ def agui_router() -> APIRouter:
     @router.post(
         "/v1/agui",
         response_class=StreamingResponse,
-        dependencies=JSON_ONLY,
+        dependencies=STARTING,
         responses={
             200: {"content": {"text/event-stream": {}}},
-            **{status: {"model": ErrorBody} for status in (401, 403, 404, 413, 415, 422, 503)},
+            **{status: {"model": ErrorBody} for status in (401, 403, 404, 413, 415, 422, 429, 503)},
         },
     )
     async def agui(

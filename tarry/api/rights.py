@@ -24,6 +24,7 @@ from tarry.ownership import Policy, RunAccess
 
 __all__ = [
     "Need",
+    "asks_to_start",
     "check_decision",
     "check_run",
     "may_decide_in",
@@ -31,6 +32,7 @@ __all__ = [
     "require_approver",
     "run_guard",
     "schedule_guard",
+    "start_quota",
     "unknown_run",
 ]
 
@@ -151,7 +153,7 @@ async def run_guard(request: Request) -> None:
     else:
         need = Need.DECIDE if request.url.path.endswith(_DECISIONS) else Need.WRITE
     # `?start=true` on an id no run has starts the caller's own run under it.
-    starting = request.query_params.get("start", "").lower() in _TRUE
+    starting = asks_to_start(request)
     request.state.may_write = await check_run(
         parts.tarry,
         parts.policy,
@@ -161,6 +163,20 @@ async def run_guard(request: Request) -> None:
         absent=starting,
         workflow=WORKFLOW_TYPE,
     )
+
+
+def asks_to_start(request: Request) -> bool:
+    """Whether a message's request asks for a run under its id (`?start=true`)."""
+    return request.query_params.get("start", "").lower() in _TRUE
+
+
+async def start_quota(request: Request) -> None:
+    """The dependency of the routes that may start a run: counts the request against its
+    user's `[api.limits] starts_per_minute` (`tarry.api.quotas`); a message only when it
+    `asks_to_start`."""
+    if request.url.path.endswith("/messages") and not asks_to_start(request):
+        return
+    parts_of(request).quotas.admit_start(caller_of(request).user)
 
 
 async def schedule_guard(request: Request) -> None:
