@@ -27,7 +27,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
-from jwt.algorithms import RSAAlgorithm
+from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from selenium.webdriver.common.by import By
@@ -71,6 +71,8 @@ class IdentityProvider:
 
     def __init__(self) -> None:
         self.keys: dict[str, RSAPrivateKey] = {}
+        self.ec_keys: dict[str, ec.EllipticCurvePrivateKey] = {}
+        """Published P-256 keys, beside the RSA ones, the provider signs nothing with."""
         self.published: list[str] = []
         self.key_fetches = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -80,6 +82,9 @@ class IdentityProvider:
         self.keys[kid] = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         if publish:
             self.published.append(kid)
+
+    def new_ec_key(self, kid: str) -> None:
+        self.ec_keys[kid] = ec.generate_private_key(ec.SECP256R1())
 
     def rotate(self, kid: str) -> None:
         """Publishes a new key `kid` in place of every older one."""
@@ -110,6 +115,9 @@ class IdentityProvider:
         for kid in self.published:
             jwk = json.loads(RSAAlgorithm.to_jwk(self.keys[kid].public_key()))
             keys.append(jwk | {"kid": kid, "use": "sig", "alg": "RS256"})
+        for kid, key in self.ec_keys.items():
+            jwk = json.loads(ECAlgorithm.to_jwk(key.public_key()))
+            keys.append(jwk | {"kid": kid, "use": "sig", "alg": "ES256"})
         return {"keys": keys}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -228,6 +236,13 @@ def ec_signed_for_an_rsa_key(provider: IdentityProvider) -> str:
     return jwt.encode(provider.claims(), forgers_key, algorithm="ES256", headers={"kid": "k1"})
 
 
+def rsa_signed_for_an_ec_key(provider: IdentityProvider) -> str:
+    """RS256 naming an EC key the provider publishes."""
+    provider.new_ec_key("e1")
+    forgers_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return jwt.encode(provider.claims(), forgers_key, algorithm="RS256", headers={"kid": "e1"})
+
+
 FORGERIES: dict[str, tuple[Callable[[IdentityProvider], str], ErrorCode]] = {
     "expired": (lambda p: p.token(exp=int(time.time()) - 3600), ErrorCode.TOKEN_EXPIRED),
     "not yet valid": (lambda p: p.token(nbf=int(time.time()) + 3600),
@@ -239,6 +254,7 @@ FORGERIES: dict[str, tuple[Callable[[IdentityProvider], str], ErrorCode]] = {
     "alg none": (unsigned, ErrorCode.TOKEN_ALGORITHM_REFUSED),
     "HS256 with the public key": (hmac_with_the_public_key, ErrorCode.TOKEN_ALGORITHM_REFUSED),
     "ES256 on an RSA key": (ec_signed_for_an_rsa_key, ErrorCode.TOKEN_INVALID),
+    "RS256 on an EC key": (rsa_signed_for_an_ec_key, ErrorCode.TOKEN_INVALID),
     "tampered payload": (tampered, ErrorCode.TOKEN_INVALID),
     "not a JWT": (lambda p: "a.b.c", ErrorCode.TOKEN_INVALID),
 }  # fmt: skip
