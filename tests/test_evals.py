@@ -32,6 +32,7 @@ from tests.eval_dataset import DISAGREED, agree_on_all, agree_on_three, write_da
 from tests.http_api import Api
 from tests.test_datasets import EDITED, PLAN, decided_run
 from tests.test_http_api import error_of
+from tests.test_owners_doors import agui_body
 
 
 @pytest.fixture
@@ -230,6 +231,17 @@ async def test_an_eval_s_id_on_a_runs_route_is_run_not_found(
     eval_id = (await evaluate(cli, dataset)).eval_id
 
     response = await api.http.request(method, f"/v1/runs/{eval_id}{route}", json=body)
+
+    assert error_of(response) == (404, "RUN_NOT_FOUND")
+
+
+async def test_an_eval_s_id_as_an_ag_ui_thread_is_run_not_found(
+    api: Api, cli: Cli, agent: Agent, dataset: Path
+) -> None:
+    agree_on_three(agent.model)
+    eval_id = (await evaluate(cli, dataset)).eval_id
+
+    response = await api.http.post("/v1/agui", json=agui_body(eval_id))
 
     assert error_of(response) == (404, "RUN_NOT_FOUND")
 

@@ -51,7 +51,15 @@ from tarry.api.parts import FeedsOf, PolicyOf, TarryOf
 from tarry.api.rights import Need, check_run
 from tarry.api.routes import INTERNAL, INTERNAL_MESSAGE, STARTING, CallerOf, existing
 from tarry.client import Admission, Tarry, TarryError
-from tarry.contracts import ChatMessage, ErrorCode, Phase, RunInput, RunState, WaitingFor
+from tarry.contracts import (
+    WORKFLOW_TYPE,
+    ChatMessage,
+    ErrorCode,
+    Phase,
+    RunInput,
+    RunState,
+    WaitingFor,
+)
 from tarry.events import EventKind, RunEvent
 
 __all__ = ["AguiInput", "AguiTranslation", "agui_router"]
@@ -255,9 +263,11 @@ def agui_router() -> APIRouter:
         with the last user message as its prompt; a known one gets that message as a
         reply (its id is the reply's id, so a retried request enters it once). Answers
         with AG-UI events until the run's next stop point. A thread whose run the caller
-        may not read is 404 `RUN_NOT_FOUND`, one they may not reply to 403 `NOT_ALLOWED`,
-        before the stream begins."""
-        await check_run(tarry, policy, caller, body.thread_id, Need.WRITE, absent=True)
+        may not read is 404 `RUN_NOT_FOUND` (as is an eval's id), one they may not reply
+        to 403 `NOT_ALLOWED`, before the stream begins."""
+        await check_run(
+            tarry, policy, caller, body.thread_id, Need.WRITE, absent=True, workflow=WORKFLOW_TYPE
+        )
 
         async def admit() -> None:
             await check_run(tarry, policy, caller, body.thread_id, Need.WRITE)
