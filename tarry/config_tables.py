@@ -39,6 +39,7 @@ __all__ = [
     "OidcTable",
     "Prices",
     "Provider",
+    "ServerLimits",
     "long_token",
     "named_token",
     "user_tokens",
@@ -257,6 +258,12 @@ class OidcTable(BaseModel):
     jwks_cooldown: float = Field(default=30.0, ge=0)
     """Seconds between two fetches of the keys for a token whose `kid` they lack (a key the
     provider rotated in), so that tokens naming made-up keys cannot flood the provider."""
+    fetch_timeout: float = Field(default=5.0, gt=0, le=60)
+    """Seconds the discovery document or the keys may take to arrive; past them, a JWT
+    waiting for them is 503 `IDENTITY_PROVIDER_UNAVAILABLE`."""
+    discovery_cooldown: float = Field(default=30.0, ge=0)
+    """Seconds a failed fetch of the discovery document answers for: JWTs meanwhile are
+    503 `IDENTITY_PROVIDER_UNAVAILABLE` at once, and the provider is not asked again."""
 
     @field_validator("users")
     @classmethod
@@ -279,6 +286,32 @@ class OidcTable(BaseModel):
                 f" tokens are checked against its published keys with {', '.join(OIDC_ALGORITHMS)}"
             )
         return algorithms
+
+
+class ServerLimits(BaseModel):
+    """`[api.limits]`: how long a connection to the HTTP API (or `tarry mcp --http`) may
+    take to say what it wants, and how many requests it serves at once, so that
+    connections left open or sent a byte at a time cannot pile up (`tarry.api.limits`);
+    and, if set, each user's share (`tarry.api.quotas`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    header_timeout: float = Field(default=10.0, gt=0, le=300)
+    """Seconds a request's line and headers may take to arrive whole, from the
+    connection's opening (or the request's first byte, on a kept-alive connection);
+    past them the server closes the connection."""
+    idle_timeout: int = Field(default=5, ge=1, le=3600)
+    """Seconds a connection may stay open, idle, after a response."""
+    max_concurrent_requests: int = Field(default=500, ge=1)
+    """Requests served at once, event streams included; beyond them, 503
+    `SERVICE_UNAVAILABLE` with `Retry-After`."""
+    starts_per_minute: int | None = Field(default=None, ge=1)
+    """Requests that may start a run (`POST /v1/runs`, a fork, a message with
+    `?start=true`, an AG-UI exchange) each user may send in a minute; beyond them, 429
+    `QUOTA_EXCEEDED` with `Retry-After`. None: no cap."""
+    streams_per_user: int | None = Field(default=None, ge=1)
+    """Event streams (`/v1/runs/{id}/events`) each user may hold open at once; beyond
+    them, 429 `QUOTA_EXCEEDED`. None: no cap."""
 
 
 class ApiTable(BaseModel):
@@ -340,3 +373,5 @@ class ApiTable(BaseModel):
         "X-Forwarded-Groups"
     )
     """The header in which `trusted_proxy` lists the user's groups, comma-separated."""
+    limits: ServerLimits = ServerLimits()
+    """`[api.limits]`: the server's timeouts and how many requests it serves at once."""

@@ -17,7 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.contracts import ErrorCode
 
-__all__ = ["TarryError", "translated_errors", "unadmitted"]
+__all__ = ["RetryLater", "TarryError", "translated_errors", "unadmitted"]
 
 _UNPROCESSED_UPDATE = "UnprocessedUpdate"
 """The server's failure type for an update a worker completed a task without taking in
@@ -37,6 +37,15 @@ class TarryError(Exception):
 
 _NEVER_STARTED = "closed before WorkflowTaskStarted"
 """Temporal's refusal of a query to a run closed before any workflow task of it started."""
+
+
+class RetryLater(TarryError):
+    """A refusal that the same request may not meet after `retry_after` seconds: the
+    HTTP API says when, in `Retry-After`."""
+
+    def __init__(self, code: ErrorCode, message: str, retry_after: int) -> None:
+        super().__init__(code, message)
+        self.retry_after = retry_after
 
 
 @asynccontextmanager

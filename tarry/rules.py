@@ -241,7 +241,9 @@ def _resolve(document: Any, pointer: str) -> Any:
         key = token.replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict) and key in node:
             node = node[key]
-        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+        # ASCII digits: `isdigit` alone takes `²`, which `int` refuses (the run's workflow
+        # task failed on every try); no other call matches otherwise than before.
+        elif isinstance(node, list) and key.isascii() and key.isdigit() and int(key) < len(node):
             node = node[int(key)]
         else:
             return _MISSING

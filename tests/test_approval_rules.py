@@ -286,6 +286,14 @@ async def test_a_rule_that_backtracks_on_a_long_argument_leaves_the_worker_respo
         assert "WORKFLOW_TASK_FAILED" not in await agent.event_types(each)
 
 
+def test_a_pointer_through_a_list_by_a_unicode_digit_matches_nothing() -> None:
+    """`²` is a digit to `str.isdigit` but no number to `int`, nor an index of RFC 6901."""
+    when = {"/paths/²": "x"}
+    rule = ApprovalRule.model_validate({"tool": "write_file", "when": when, "decision": "ask"})
+
+    assert not rule.matches("write_file", json.dumps({"paths": ["a", "b", "x"]}))
+
+
 def test_a_value_longer_than_a_page_is_not_searched_and_counts_against_the_call() -> None:
     when = {"/content": {"regex": "^x+$"}}
     asks = ApprovalRule.model_validate({"tool": "write_file", "when": when, "decision": "ask"})

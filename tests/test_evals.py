@@ -32,6 +32,7 @@ from tests.eval_dataset import DISAGREED, agree_on_all, agree_on_three, write_da
 from tests.http_api import Api
 from tests.test_datasets import EDITED, PLAN, decided_run
 from tests.test_http_api import error_of
+from tests.test_owners_doors import agui_body
 
 
 @pytest.fixture
@@ -210,6 +211,39 @@ async def test_the_api_serves_an_eval_s_report_and_404_for_an_unknown_one(
     assert found.status_code == 200, found.text
     assert EvalReport.model_validate(found.json()).overall.agreement == 0.75
     assert error_of(missing) == (404, "EVAL_NOT_FOUND")
+
+
+@pytest.mark.parametrize(
+    ("method", "route", "body"),
+    [
+        ("GET", "", None),
+        ("GET", "/transcript", None),
+        ("GET", "/timeline", None),
+        ("POST", "/messages", {"text": "hello"}),
+        ("POST", "/resume", {}),
+    ],
+)
+async def test_an_eval_s_id_on_a_runs_route_is_run_not_found(
+    api: Api, cli: Cli, agent: Agent, dataset: Path, method: str, route: str, body: object
+) -> None:
+    """An eval answers none of a run's queries: its id names no run."""
+    agree_on_three(agent.model)
+    eval_id = (await evaluate(cli, dataset)).eval_id
+
+    response = await api.http.request(method, f"/v1/runs/{eval_id}{route}", json=body)
+
+    assert error_of(response) == (404, "RUN_NOT_FOUND")
+
+
+async def test_an_eval_s_id_as_an_ag_ui_thread_is_run_not_found(
+    api: Api, cli: Cli, agent: Agent, dataset: Path
+) -> None:
+    agree_on_three(agent.model)
+    eval_id = (await evaluate(cli, dataset)).eval_id
+
+    response = await api.http.post("/v1/agui", json=agui_body(eval_id))
+
+    assert error_of(response) == (404, "RUN_NOT_FOUND")
 
 
 def test_closeness_is_the_share_of_equal_keys_and_1_only_for_json_equal_arguments() -> None:

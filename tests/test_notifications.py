@@ -526,6 +526,24 @@ async def test_an_expired_or_altered_action_link_changes_nothing(linked: Linked)
     assert (await linked.run.state()).waiting_for is WaitingFor.APPROVAL
 
 
+async def test_an_action_link_of_a_user_no_longer_in_the_api_s_users_decides_nothing(
+    linked: Linked, temporal: Client
+) -> None:
+    token = linked.approve.rsplit("/", 1)[1]
+    alice_removed = TarrySettings(
+        tarry_action_key=SecretStr(ACTION_KEY), tarry_api_tokens=[SecretStr(f"bob:{ALICE}")]
+    )
+    async with ApiServer(create_app(Tarry(temporal), alice_removed), "127.0.0.1", 0) as api:
+        opened = await linked.http.get(f"{api.url}/v1/actions/{token}")
+        followed = await linked.http.post(f"{api.url}/v1/actions/{token}")
+
+    for refused in (opened, followed):
+        assert refused.status_code == 403
+        assert ErrorCode.ACTION_LINK_INVALID in refused.text
+        assert "alice" in refused.text
+    assert (await linked.run.state()).waiting_for is WaitingFor.APPROVAL
+
+
 async def test_a_page_of_another_site_cannot_use_an_action_link(linked: Linked) -> None:
     cross_site = await linked.http.post(linked.approve, headers={"Origin": "https://evil.example"})
     rebound = await linked.http.post(linked.approve, headers={"Host": "evil.example"})

@@ -25,9 +25,9 @@ import httpx2
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
-from jwt.algorithms import RSAAlgorithm
+from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from selenium.webdriver.common.by import By
@@ -53,7 +53,7 @@ from tests.deadline import TIMEOUT, deadline
 from tests.faults import wait_until
 from tests.http_api import Api
 from tests.test_config_errors import refused, start
-from tests.test_http_api import gated
+from tests.test_http_api import error_of, gated
 from tests.test_http_api_people import BOB, as_, transcript
 from tests.test_inbox import WAITING, first, open_run, texts, until
 from tests.test_inbox import browser as browser  # the fixture
@@ -71,6 +71,8 @@ class IdentityProvider:
 
     def __init__(self) -> None:
         self.keys: dict[str, RSAPrivateKey] = {}
+        self.ec_keys: dict[str, ec.EllipticCurvePrivateKey] = {}
+        """Published P-256 keys, beside the RSA ones, the provider signs nothing with."""
         self.published: list[str] = []
         self.key_fetches = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -80,6 +82,9 @@ class IdentityProvider:
         self.keys[kid] = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         if publish:
             self.published.append(kid)
+
+    def new_ec_key(self, kid: str) -> None:
+        self.ec_keys[kid] = ec.generate_private_key(ec.SECP256R1())
 
     def rotate(self, kid: str) -> None:
         """Publishes a new key `kid` in place of every older one."""
@@ -110,6 +115,9 @@ class IdentityProvider:
         for kid in self.published:
             jwk = json.loads(RSAAlgorithm.to_jwk(self.keys[kid].public_key()))
             keys.append(jwk | {"kid": kid, "use": "sig", "alg": "RS256"})
+        for kid, key in self.ec_keys.items():
+            jwk = json.loads(ECAlgorithm.to_jwk(key.public_key()))
+            keys.append(jwk | {"kid": kid, "use": "sig", "alg": "ES256"})
         return {"keys": keys}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -221,6 +229,20 @@ def of_an_unpublished_key(provider: IdentityProvider) -> str:
     return provider.token("k-unpublished")
 
 
+def ec_signed_for_an_rsa_key(provider: IdentityProvider) -> str:
+    """ES256 naming the provider's RSA key: an algorithm of the allow-list that does not
+    fit the key it names."""
+    forgers_key = ec.generate_private_key(ec.SECP256R1())
+    return jwt.encode(provider.claims(), forgers_key, algorithm="ES256", headers={"kid": "k1"})
+
+
+def rsa_signed_for_an_ec_key(provider: IdentityProvider) -> str:
+    """RS256 naming an EC key the provider publishes."""
+    provider.new_ec_key("e1")
+    forgers_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return jwt.encode(provider.claims(), forgers_key, algorithm="RS256", headers={"kid": "e1"})
+
+
 FORGERIES: dict[str, tuple[Callable[[IdentityProvider], str], ErrorCode]] = {
     "expired": (lambda p: p.token(exp=int(time.time()) - 3600), ErrorCode.TOKEN_EXPIRED),
     "not yet valid": (lambda p: p.token(nbf=int(time.time()) + 3600),
@@ -231,6 +253,8 @@ FORGERIES: dict[str, tuple[Callable[[IdentityProvider], str], ErrorCode]] = {
     "unknown kid": (of_an_unpublished_key, ErrorCode.TOKEN_UNKNOWN_KEY),
     "alg none": (unsigned, ErrorCode.TOKEN_ALGORITHM_REFUSED),
     "HS256 with the public key": (hmac_with_the_public_key, ErrorCode.TOKEN_ALGORITHM_REFUSED),
+    "ES256 on an RSA key": (ec_signed_for_an_rsa_key, ErrorCode.TOKEN_INVALID),
+    "RS256 on an EC key": (rsa_signed_for_an_ec_key, ErrorCode.TOKEN_INVALID),
     "tampered payload": (tampered, ErrorCode.TOKEN_INVALID),
     "not a JWT": (lambda p: "a.b.c", ErrorCode.TOKEN_INVALID),
 }  # fmt: skip
@@ -327,6 +351,103 @@ async def test_an_identity_provider_without_keys_to_check_with_is_503_not_a_refu
 
     assert response.status_code == 503
     assert response.json()["error"]["code"] == ErrorCode.IDENTITY_PROVIDER_UNAVAILABLE
+
+
+class DownIssuer:
+    """An issuer that is down: it takes each request, counts it, and holds it until
+    `answer()` (at most a deadline), then answers 503, so a discovery can be caught
+    while it waits."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.asked = threading.Event()
+        self._answer = threading.Event()
+        issuer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                issuer.requests += 1
+                issuer.asked.set()
+                issuer._answer.wait(deadline(60))
+                self.send_error(503)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def answer(self) -> None:
+        """Answers every request held, and any later one at once."""
+        self._answer.set()
+
+    def __enter__(self) -> DownIssuer:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.answer()
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def down_issuer() -> Iterator[DownIssuer]:
+    with DownIssuer() as issuer:
+        yield issuer
+
+
+def down_issuer_config(issuer: DownIssuer, provider: IdentityProvider) -> str:
+    """`[api.oidc]` of `issuer`, which would take `provider`'s tokens if it were up."""
+    return oidc_config(provider, discovery_cooldown=3600, fetch_timeout=deadline(60)).replace(
+        json.dumps(provider.url), json.dumps(issuer.url)
+    )
+
+
+async def test_a_static_token_answers_while_the_identity_provider_s_discovery_hangs(
+    agent: Agent,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    provider: IdentityProvider,
+    down_issuer: DownIssuer,
+) -> None:
+    config = down_issuer_config(down_issuer, provider)
+    async with api_with(agent, tmp_path, monkeypatch, config) as url, client(url) as http:
+        jwt_requests = [
+            asyncio.create_task(
+                http.get("/v1/runs", headers=as_(provider.token(iss=down_issuer.url)))
+            )
+            for _ in range(8)
+        ]
+        await asyncio.to_thread(down_issuer.asked.wait, deadline(30))
+
+        static = await http.get("/v1/runs", headers=as_(BOB))
+        still_waiting = not any(request.done() for request in jwt_requests)
+        down_issuer.answer()
+        jwts = await asyncio.gather(*jwt_requests)
+
+    assert static.status_code == 200
+    assert still_waiting  # the static token answered while the discovery was held open
+    assert {error_of(r) for r in jwts} == {(503, ErrorCode.IDENTITY_PROVIDER_UNAVAILABLE)}
+
+
+async def test_a_failed_discovery_is_not_asked_again_within_the_cooldown(
+    agent: Agent,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    provider: IdentityProvider,
+    down_issuer: DownIssuer,
+) -> None:
+    down_issuer.answer()  # down, and saying so at once
+    config = down_issuer_config(down_issuer, provider)
+    async with api_with(agent, tmp_path, monkeypatch, config) as url, client(url) as http:
+        answers = [
+            error_of(await http.get("/v1/runs", headers=as_(provider.token(iss=down_issuer.url))))
+            for _ in range(3)
+        ]
+
+    assert answers == [(503, ErrorCode.IDENTITY_PROVIDER_UNAVAILABLE)] * 3
+    assert down_issuer.requests == 1
 
 
 # --- The sign-in gateway ----------------------------------------------------------

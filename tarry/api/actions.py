@@ -122,7 +122,16 @@ async def _may_decide(
     tarry: Tarry, settings: TarrySettings, policy: Policy, action: Action
 ) -> None:
     """Refuses a link whose user may not decide the run's calls now (`tarry.api.rights`):
-    a share taken back, a run never theirs. The run checks the call's approvers itself."""
+    one no longer among the API's users, a share taken back, a run never theirs. The run
+    checks the call's approvers itself."""
+    if action.user not in {caller.user for caller, _ in settings.api_users()}:
+        # Links are made only for the users tokens name (`TarrySettings._links_problem`):
+        # one whose token was taken away may no longer act through a link either.
+        raise TarryError(
+            ErrorCode.ACTION_LINK_INVALID,
+            f"this link acts for {action.user!r}, who is no longer a user of this API (no"
+            f" token of {settings.api_token_sources()} names them); decide in the inbox",
+        )
     caller = settings.caller(action.user)
     writes = await check_run(tarry, policy, caller, action.run_id, Need.DECIDE)
     await check_decision(tarry, caller, action.run_id, action.call_id, writes=writes)

@@ -49,9 +49,17 @@ from tarry.api.feeds import Feeds
 from tarry.api.models import RunId
 from tarry.api.parts import FeedsOf, PolicyOf, TarryOf
 from tarry.api.rights import Need, check_run
-from tarry.api.routes import INTERNAL, INTERNAL_MESSAGE, JSON_ONLY, CallerOf, existing
+from tarry.api.routes import INTERNAL, INTERNAL_MESSAGE, STARTING, CallerOf, existing
 from tarry.client import Admission, Tarry, TarryError
-from tarry.contracts import ChatMessage, ErrorCode, Phase, RunInput, RunState, WaitingFor
+from tarry.contracts import (
+    WORKFLOW_TYPE,
+    ChatMessage,
+    ErrorCode,
+    Phase,
+    RunInput,
+    RunState,
+    WaitingFor,
+)
 from tarry.events import EventKind, RunEvent
 
 __all__ = ["AguiInput", "AguiTranslation", "agui_router"]
@@ -242,10 +250,10 @@ def agui_router() -> APIRouter:
     @router.post(
         "/v1/agui",
         response_class=StreamingResponse,
-        dependencies=JSON_ONLY,
+        dependencies=STARTING,
         responses={
             200: {"content": {"text/event-stream": {}}},
-            **{status: {"model": ErrorBody} for status in (401, 403, 404, 413, 415, 422, 503)},
+            **{status: {"model": ErrorBody} for status in (401, 403, 404, 413, 415, 422, 429, 503)},
         },
     )
     async def agui(
@@ -255,9 +263,11 @@ def agui_router() -> APIRouter:
         with the last user message as its prompt; a known one gets that message as a
         reply (its id is the reply's id, so a retried request enters it once). Answers
         with AG-UI events until the run's next stop point. A thread whose run the caller
-        may not read is 404 `RUN_NOT_FOUND`, one they may not reply to 403 `NOT_ALLOWED`,
-        before the stream begins."""
-        await check_run(tarry, policy, caller, body.thread_id, Need.WRITE, absent=True)
+        may not read is 404 `RUN_NOT_FOUND` (as is an eval's id), one they may not reply
+        to 403 `NOT_ALLOWED`, before the stream begins."""
+        await check_run(
+            tarry, policy, caller, body.thread_id, Need.WRITE, absent=True, workflow=WORKFLOW_TYPE
+        )
 
         async def admit() -> None:
             await check_run(tarry, policy, caller, body.thread_id, Need.WRITE)

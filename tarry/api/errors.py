@@ -17,7 +17,7 @@ from temporalio.service import RPCError
 
 from tarry.api.auth import refusal_before_the_body
 from tarry.contracts import MAX_INPUT_BYTES, ErrorCode
-from tarry.errors import TarryError
+from tarry.errors import RetryLater, TarryError
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -86,6 +86,7 @@ _STATUS = {
     # The workers fail the run's task: an upstream failing, which a retry does not mend.
     ErrorCode.RUN_TASK_FAILING: HTTPStatus.BAD_GATEWAY,
     ErrorCode.TEMPORAL_UNAVAILABLE: HTTPStatus.SERVICE_UNAVAILABLE,
+    ErrorCode.QUOTA_EXCEEDED: HTTPStatus.TOO_MANY_REQUESTS,
 }
 
 
@@ -117,7 +118,8 @@ def error_response(
 
 def _tarry_error(_: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, TarryError)
-    return error_response(status_of(error.code), error.code, error.message)
+    later = {"Retry-After": str(error.retry_after)} if isinstance(error, RetryLater) else None
+    return error_response(status_of(error.code), error.code, error.message, later)
 
 
 async def _schema_error(request: Request, error: Exception) -> JSONResponse:

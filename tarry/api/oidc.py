@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -32,12 +34,16 @@ __all__ = ["DISCOVERY_PATH", "OidcVerifier", "TokenClaims"]
 DISCOVERY_PATH = "/.well-known/openid-configuration"
 """Where an issuer publishes its discovery document, whose `jwks_uri` names its keys."""
 
-FETCH_TIMEOUT = 10.0
-"""Seconds the provider's discovery document or keys may take to arrive."""
+VERIFY_THREADS = 4
+"""Threads that check JWTs, the API's own: a provider that hangs holds these alone, never
+the threads the rest of the process shares (`asyncio.to_thread`'s: the payload store's)."""
 
 TokenClaims = tuple[str, tuple[str, ...]]
 """The user a token's `user_claim` names (as the provider names them: `mapped_name` gives
 Tarry's name) and the groups it lists."""
+
+_KEY_TYPES = {"RS": "RSA", "PS": "RSA", "ES": "EC"}
+"""The kind of key (its JWK `kty`) each family of `OIDC_ALGORITHMS` verifies with."""
 
 _FAILURES: tuple[tuple[type[jwt.InvalidTokenError], ErrorCode, str], ...] = (
     # Subclasses before the classes they extend.
@@ -63,10 +69,14 @@ class OidcVerifier:
         self.table = table
         self._keys: PyJWKClient | None = None
         self._lock = threading.Lock()
+        self._discovery_failed: tuple[float, TarryError] | None = None
+        """When discovery last failed (`time.monotonic()`), and how."""
+        self._threads = ThreadPoolExecutor(VERIFY_THREADS, thread_name_prefix="tarry-oidc")
 
     async def claims_of(self, token: str) -> TokenClaims:
-        """`verify` in a thread, so a fetch of the keys never stalls the event loop."""
-        return await asyncio.to_thread(self.verify, token)
+        """`verify` on the verifier's own threads, so a fetch of the keys never stalls
+        the event loop, nor, when the provider hangs, anything but other JWTs' checks."""
+        return await asyncio.get_running_loop().run_in_executor(self._threads, self.verify, token)
 
     def verify(self, token: str) -> TokenClaims:
         """The user and groups of a valid `token`; `TarryError` with a `TOKEN_*` code
@@ -83,6 +93,13 @@ class OidcVerifier:
                 f" {', '.join(self.table.algorithms)} ([api.oidc] algorithms)",
             )
         key = self._key(header.get("kid"))
+        if key.key_type != _KEY_TYPES[algorithm[:2]]:
+            # PyJWT would take the key for a PEM text and fail with a TypeError (a 500).
+            raise TarryError(
+                ErrorCode.TOKEN_INVALID,
+                f"the token's algorithm {algorithm} does not fit its key {header['kid']!r}"
+                f" (an {key.key_type} key)",
+            )
         try:
             # The key itself, not its JWK: the token's algorithm (of the allow-list) checks
             # it, where a JWK without `alg` would be taken for RS256 whatever the token says.
@@ -127,19 +144,40 @@ class OidcVerifier:
 
     def _client(self) -> PyJWKClient:
         """The provider's keys, cached; made at the first token, so that a provider down
-        while the API starts delays nothing but sign-ins."""
+        while the API starts delays nothing but sign-ins. The lock makes one discovery
+        at a time: the JWTs that arrive meanwhile wait for its answer (at most
+        `fetch_timeout`), on the verifier's threads, where static tokens never wait."""
         with self._lock:
             if self._keys is None:
-                url = self.table.jwks_url or self._discovered_jwks_url()
+                url = self.table.jwks_url or self._jwks_url_unless_failing()
                 self._keys = PyJWKClient(
-                    url, timeout=FETCH_TIMEOUT, cooldown_duration=self.table.jwks_cooldown
+                    url,
+                    timeout=self.table.fetch_timeout,
+                    cooldown_duration=self.table.jwks_cooldown,
                 )
             return self._keys
+
+    def _jwks_url_unless_failing(self) -> str:
+        """`_discovered_jwks_url`, but for `discovery_cooldown` seconds after it failed the
+        same failure again, without asking: a provider that is down or hangs is not asked
+        again by every JWT, each waiting `fetch_timeout` behind the one before."""
+        now = time.monotonic()
+        if self._discovery_failed is not None:
+            failed_at, failure = self._discovery_failed
+            if now < failed_at + self.table.discovery_cooldown:
+                raise TarryError(failure.code, failure.message)
+        try:
+            url = self._discovered_jwks_url()
+        except TarryError as e:
+            self._discovery_failed = (time.monotonic(), e)
+            raise
+        self._discovery_failed = None
+        return url
 
     def _discovered_jwks_url(self) -> str:
         where = self.table.issuer.rstrip("/") + DISCOVERY_PATH
         try:
-            response = httpx.get(where, timeout=FETCH_TIMEOUT)
+            response = httpx.get(where, timeout=self.table.fetch_timeout)
             response.raise_for_status()
             document = response.json()
         except (httpx.HTTPError, ValueError) as e:

@@ -17,6 +17,7 @@ from fastapi import Depends, FastAPI, Request
 
 from tarry.api.feeds import Feeds
 from tarry.api.keyed_starts import KeyedStarts
+from tarry.api.quotas import UserQuotas
 from tarry.api.signin import SignIn
 from tarry.client import Tarry
 from tarry.ownership import Policy
@@ -36,12 +37,15 @@ class AppParts:
     """Who a request is: the guard (`tarry.api.auth`) asks it."""
     policy: Policy
     """Who may use which runs (`tarry.ownership`)."""
+    quotas: UserQuotas
+    """Each user's starts and open streams against `[api.limits]`."""
     keyed_starts: KeyedStarts = field(default_factory=KeyedStarts)
     """The run each Idempotency-Key started."""
 
     @classmethod
     def of(cls, tarry: Tarry, settings: TarrySettings) -> AppParts:
-        return cls(tarry, Feeds(tarry), settings, SignIn.of(settings), settings.policy())
+        quotas = UserQuotas(settings.api_table().limits)
+        return cls(tarry, Feeds(tarry), settings, SignIn.of(settings), settings.policy(), quotas)
 
     def install(self, app: FastAPI) -> None:
         """Puts these parts where `parts_of` finds them for `app`'s requests."""

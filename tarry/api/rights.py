@@ -17,13 +17,14 @@ from fastapi import Request
 from tarry.api.auth import caller_of
 from tarry.api.parts import parts_of
 from tarry.client import Tarry
-from tarry.contracts import ErrorCode, RunState, may_decide
+from tarry.contracts import WORKFLOW_TYPE, ErrorCode, RunState, may_decide
 from tarry.errors import TarryError
 from tarry.identities import Caller
 from tarry.ownership import Policy, RunAccess
 
 __all__ = [
     "Need",
+    "asks_to_start",
     "check_decision",
     "check_run",
     "may_decide_in",
@@ -31,6 +32,7 @@ __all__ = [
     "require_approver",
     "run_guard",
     "schedule_guard",
+    "start_quota",
     "unknown_run",
 ]
 
@@ -94,12 +96,21 @@ async def check_decision(
 
 
 async def check_run(
-    tarry: Tarry, policy: Policy, caller: Caller, run_id: str, need: Need, *, absent: bool = False
+    tarry: Tarry,
+    policy: Policy,
+    caller: Caller,
+    run_id: str,
+    need: Need,
+    *,
+    absent: bool = False,
+    workflow: str | None = None,
 ) -> bool:
     """Whether `caller` may also change run `run_id`, once they may do what `need` says;
     raises `RUN_NOT_FOUND` when they may not read it (or there is none, unless `absent`
-    allows that: True then), `NOT_ALLOWED` when they may read it but not do that."""
-    if policy.sees_all(caller):
+    allows that: True then), `NOT_ALLOWED` when they may read it but not do that.
+    `workflow`: the workflow type the id must name (else `RUN_NOT_FOUND`), checked for
+    every caller, so that a route made for runs never asks an eval a run's queries."""
+    if policy.sees_all(caller) and workflow is None:
         return True
     run = tarry.get(run_id)
     try:
@@ -108,6 +119,10 @@ async def check_run(
         if absent and e.code is ErrorCode.RUN_NOT_FOUND:
             return True
         raise
+    if workflow is not None and description.workflow_type != workflow:
+        raise unknown_run(run_id)
+    if policy.sees_all(caller):
+        return True
     access = RunAccess.of(description.typed_search_attributes)
     if not policy.may_read(caller, access):
         raise unknown_run(run_id)
@@ -127,7 +142,8 @@ async def check_run(
 
 async def run_guard(request: Request) -> None:
     """The runs router's dependency: checks the caller's right to the run its path names
-    (none: the route names no run), and keeps whether they may change it (`may_write`)."""
+    (none: the route names no run; an eval's id names none either), and keeps whether
+    they may change it (`may_write`)."""
     run_id = request.path_params.get("run_id")
     if run_id is None:
         return
@@ -137,10 +153,30 @@ async def run_guard(request: Request) -> None:
     else:
         need = Need.DECIDE if request.url.path.endswith(_DECISIONS) else Need.WRITE
     # `?start=true` on an id no run has starts the caller's own run under it.
-    starting = request.query_params.get("start", "").lower() in _TRUE
+    starting = asks_to_start(request)
     request.state.may_write = await check_run(
-        parts.tarry, parts.policy, caller_of(request), run_id, need, absent=starting
+        parts.tarry,
+        parts.policy,
+        caller_of(request),
+        run_id,
+        need,
+        absent=starting,
+        workflow=WORKFLOW_TYPE,
     )
+
+
+def asks_to_start(request: Request) -> bool:
+    """Whether a message's request asks for a run under its id (`?start=true`)."""
+    return request.query_params.get("start", "").lower() in _TRUE
+
+
+async def start_quota(request: Request) -> None:
+    """The dependency of the routes that may start a run: counts the request against its
+    user's `[api.limits] starts_per_minute` (`tarry.api.quotas`); a message only when it
+    `asks_to_start`."""
+    if request.url.path.endswith("/messages") and not asks_to_start(request):
+        return
+    parts_of(request).quotas.admit_start(caller_of(request).user)
 
 
 async def schedule_guard(request: Request) -> None:

@@ -45,6 +45,7 @@ from tarry.api.models import (
     StopBody,
 )
 from tarry.api.parts import FeedsOf, PartsOf, PolicyOf, TarryOf
+from tarry.api.quotas import CountedStream
 from tarry.api.rights import (
     Need,
     check_decision,
@@ -52,6 +53,7 @@ from tarry.api.rights import (
     may_decide_in,
     may_write,
     run_guard,
+    start_quota,
 )
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import (
@@ -111,6 +113,7 @@ _WRITE = (
     HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
     HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
 )
+_STARTS = (*_WRITE, HTTPStatus.TOO_MANY_REQUESTS)
 
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, object]]:
@@ -134,6 +137,8 @@ async def _json_body(request: Request) -> None:
 
 
 JSON_ONLY = [Depends(_json_body)]
+STARTING = [*JSON_ONLY, Depends(start_quota)]
+"""Of a route that may start a run: counted against `[api.limits] starts_per_minute`."""
 _BODY_REQUIRED: dict[str, object] = {"requestBody": {"required": True}}
 """For a route whose body has no required field: the document still asks for one, since
 without a JSON body (`{}` will do) the route answers 415."""
@@ -177,8 +182,8 @@ def runs_router() -> APIRouter:
     @router.post(
         "",
         status_code=HTTPStatus.CREATED,
-        dependencies=JSON_ONLY,
-        responses=_errors(*_WRITE),
+        dependencies=STARTING,
+        responses=_errors(*_STARTS),
     )
     async def start_run(
         body: StartRequest,
@@ -287,10 +292,10 @@ def runs_router() -> APIRouter:
     @router.post(
         "/{run_id}/messages",
         status_code=HTTPStatus.ACCEPTED,
-        dependencies=JSON_ONLY,
+        dependencies=STARTING,
         responses={
             HTTPStatus.OK: {"model": RunView, "description": "with ?wait=true"},
-            **_errors(*_WRITE),
+            **_errors(*_STARTS),
         },
     )
     async def post_message(
@@ -457,8 +462,8 @@ def runs_router() -> APIRouter:
     @router.post(
         "/{run_id}/fork",
         status_code=HTTPStatus.CREATED,
-        dependencies=JSON_ONLY,
-        responses=_errors(*_WRITE),
+        dependencies=STARTING,
+        responses=_errors(*_STARTS),
     )
     async def fork(run_id: RunId, body: ForkRequest, caller: CallerOf, tarry: TarryOf) -> Started:
         """Start a new run that branches off this one at user message `at`, with `text`
@@ -473,13 +478,15 @@ def runs_router() -> APIRouter:
         response_class=EventSourceResponse,
         responses={
             HTTPStatus.OK: {"content": {"text/event-stream": {}}},
-            **_errors(*_READ),
+            **_errors(*_READ, HTTPStatus.TOO_MANY_REQUESTS),
         },
     )
     async def events(
         run_id: RunId,
         tarry: TarryOf,
         feeds: FeedsOf,
+        parts: PartsOf,
+        caller: CallerOf,
         after: Annotated[int | None, Query(ge=-1, le=MAX_OFFSET)] = None,
         last_event_id: LastEventId = None,
     ) -> EventSourceResponse:
@@ -488,7 +495,8 @@ def runs_router() -> APIRouter:
         `Last-Event-ID` or `?after=`; follows continue-as-new; ends after the run ends."""
         start = resume_offset(after, last_event_id)
         await tarry.get(run_id).describe()  # a 404 is an answer, not an empty stream
-        return EventSourceResponse(_sse(feeds, run_id, start))
+        give_back = parts.quotas.open_stream(caller.user)  # `[api.limits] streams_per_user`
+        return CountedStream(_sse(feeds, run_id, start), give_back)
 
     return router
 

@@ -14,6 +14,8 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from tarry.api.access import AllowedHosts
+from tarry.api.limits import ConcurrencyLimit, HeadTimeoutH11
+from tarry.config_tables import ServerLimits
 from tarry.servers import is_loopback
 from tarry.settings import TarrySettings
 
@@ -57,12 +59,17 @@ class _Embedded(uvicorn.Server):
 
 class ApiServer:
     """`app` (the API, or `tarry mcp --http`'s) served on `host:port` (0: any free port)
-    from `start()` until `stop()`."""
+    from `start()` until `stop()`, within `limits` (`[api.limits]`; None: the defaults)."""
 
-    def __init__(self, app: ASGIApp, host: str, port: int) -> None:
+    def __init__(
+        self, app: ASGIApp, host: str, port: int, limits: ServerLimits | None = None
+    ) -> None:
         self.host, self.port = host, port
+        limits = limits or ServerLimits()
         config = uvicorn.Config(
-            app,
+            ConcurrencyLimit(app, limits.max_concurrent_requests),
+            http=HeadTimeoutH11.with_header_timeout(limits.header_timeout),
+            timeout_keep_alive=limits.idle_timeout,
             log_level="warning",
             lifespan="on",
             timeout_graceful_shutdown=GRACE,

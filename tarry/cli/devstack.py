@@ -240,9 +240,9 @@ async def serving_api(stack: DevStack) -> AsyncIterator[str]:
     try:
         # As `tarry serve` does: TARRY_API_ALLOWED_HOSTS is checked, and `*` needs tokens.
         check_exposure(HOST, stack.settings)
-        server = ApiServer(
-            create_app(stack.tarry, stack.settings), HOST, stack.settings.tarry_api_port
-        )
+        settings = stack.settings
+        app = create_app(stack.tarry, settings)
+        server = ApiServer(app, HOST, settings.tarry_api_port, settings.api_table().limits)
         await server.start()
     except ApiSetupError as e:
         raise DevStackError(str(e).replace("--port or ", "")) from None

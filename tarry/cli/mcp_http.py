@@ -54,7 +54,7 @@ async def serve_http(server: MCPServer, settings: TarrySettings, port: int) -> N
     app: ASGIApp = server.streamable_http_app(host=HOST)
     if settings.api_authenticates():
         app = SignedIn(app, SignIn.of(settings))
-    http = ApiServer(app, HOST, port)
+    http = ApiServer(app, HOST, port, settings.api_table().limits)
     async with stop_signals() as stop:
         try:
             await http.start()

@@ -49,6 +49,7 @@ def serve(
                 create_app(await connect(settings), settings),
                 host,
                 settings.tarry_api_port if port is None else port,
+                settings.api_table().limits,
             )
             async with stop_signals() as stop:
                 await server.start()

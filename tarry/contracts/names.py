@@ -307,6 +307,10 @@ class ErrorCode(StrEnum):
     IDENTITY_PROVIDER_UNAVAILABLE = "IDENTITY_PROVIDER_UNAVAILABLE"
     """The identity provider's discovery document or keys could not be fetched, so no
     JWT can be checked; try again, or check `[api.oidc]`."""
+    QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
+    """HTTP API: a user's request beyond their share of `[api.limits]`, more run starts
+    in a minute than `starts_per_minute` or more event streams open than
+    `streams_per_user`: 429 with `Retry-After`; try again then, or close a stream."""
     PAYLOAD_NOT_STORED = "PAYLOAD_NOT_STORED"
     """The payload store refused a payload (over its limit, or unusable)."""
     PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
