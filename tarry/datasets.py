@@ -170,7 +170,7 @@ def parse_selection(query: str) -> RunSelection:
                 raise _invalid(problem)
             selection.user = value
         elif key == "limit":
-            if not value.isdigit() or int(value) < 1:
+            if not (value.isascii() and value.isdigit()) or int(value) < 1:
                 raise _invalid(f"limit={value!r}: a number of runs, 1 or more")
             selection.limit = int(value)
         else:  # tool, agent, model: names

@@ -175,7 +175,15 @@ async def test_a_query_selects_runs_by_tool_and_phase(agent: Agent) -> None:
 
 @pytest.mark.parametrize(
     "query",
-    ["phase=Sleeping", "tool", "colour=blue", "since=yesterday", "user=o'brien", "limit=0"],
+    [
+        "phase=Sleeping",
+        "tool",
+        "colour=blue",
+        "since=yesterday",
+        "user=o'brien",
+        "limit=0",
+        "limit=²",
+    ],
 )
 def test_a_query_it_cannot_read_is_dataset_invalid(query: str) -> None:
     with pytest.raises(TarryError) as raised:

@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field, ValidationError
 from tarry.api.rights import Need, check_decision, check_run
 from tarry.client import Tarry, TarryError
 from tarry.contracts import (
+    WORKFLOW_TYPE,
     ApprovalDefault,
     ApprovalRule,
     Closed,
@@ -92,7 +93,7 @@ def build_server(
         client = await tarry(ctx)
         caller = _caller_of(ctx)
         if caller is not None and policy is not None:
-            await check_run(client, policy, caller, run_id, need)
+            await check_run(client, policy, caller, run_id, need, workflow=WORKFLOW_TYPE)
         return client
 
     async def decider(ctx: Context, run_id: str, call_id: str | None) -> Tarry:
@@ -101,7 +102,9 @@ def build_server(
         client = await tarry(ctx)
         caller = _caller_of(ctx)
         if caller is not None and policy is not None:
-            writes = await check_run(client, policy, caller, run_id, Need.DECIDE)
+            writes = await check_run(
+                client, policy, caller, run_id, Need.DECIDE, workflow=WORKFLOW_TYPE
+            )
             await check_decision(client, caller, run_id, call_id, writes=writes)
         return client
 
