@@ -21,6 +21,7 @@ import psutil
 
 from bench import (
     cold_replies,
+    command_startup,
     long_run,
     parked_runs,
     prompt_cache,
@@ -40,7 +41,7 @@ SECTIONS = (
     "stream-stall",
 )  # fmt: skip
 """The five results in their order (`parked` with its cold line, which `cold` runs
-alone), then the stream's history, start-up, the
+alone), then the stream's history, start-up (`tarry dev`'s, then a command's), the
 input a long run pays for with prompt caching, and how long one streamed answer holds the
 worker's loop."""
 
@@ -79,6 +80,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.busy_runs = args.busy_runs or (10 if quick else 100)
     args.busy_turns = args.busy_turns or (3 if quick else 20)
     args.stream_turns = 3 if quick else 10
+    args.startup_rounds = 3 if quick else 15
     args.cache_turns = 12 if quick else 100
     args.stall_text_bytes = 400_000 if quick else 4_000_000
     args.stall_file_bytes = 300_000 if quick else 3_000_000
@@ -132,6 +134,7 @@ async def main(args: argparse.Namespace) -> int:
             await stream_history.run(args.stream_turns, root / "workspaces")
         if "startup" in args.only:
             await startup.run(root)
+            await command_startup.run(args.startup_rounds, root)
         if "cache" in args.only:
             await prompt_cache.run(args.cache_turns, root / "workspaces")
         if "stream-stall" in args.only:

@@ -12,33 +12,43 @@ checks a user's script against it. Workers live in `workers/` (`workers.plugin.T
 the command line in `tarry.cli`.
 """
 
-from tarry.client import RunHandle, ScheduleHandle, Tarry, TarryError, connect_temporal
-from tarry.codec import EncryptionKeyError
-from tarry.contracts import (
-    Act,
-    AuditRecord,
-    Door,
-    ErrorCode,
-    ForkOrigin,
-    Mode,
-    Phase,
-    ReplyPolicy,
-    RunInput,
-    RunResult,
-    RunState,
-    RunTimeline,
-    Sampling,
-    SpanKind,
-    SpanStatus,
-    TimelineSpan,
-    WaitingFor,
-)
-from tarry.events import EventKind, RunEvent
-from tarry.identities import Caller
-from tarry.rules import ApprovalRule
-from tarry.schedules import Overlap, ScheduleSummary, ScheduleView
-from tarry.settings import ModelProfile, TarrySettings
-from tarry.tools import Tool, ToolContext, ToolError, tool
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tarry.client import Tarry
+    from tarry.codec import EncryptionKeyError
+    from tarry.connection import connect_temporal
+    from tarry.contracts import (
+        Act,
+        AuditRecord,
+        Door,
+        ErrorCode,
+        ForkOrigin,
+        Mode,
+        Phase,
+        ReplyPolicy,
+        RunInput,
+        RunResult,
+        RunState,
+        RunTimeline,
+        Sampling,
+        SpanKind,
+        SpanStatus,
+        TimelineSpan,
+        WaitingFor,
+    )
+    from tarry.errors import TarryError
+    from tarry.events import EventKind, RunEvent
+    from tarry.identities import Caller
+    from tarry.rules import ApprovalRule
+    from tarry.run_handle import RunHandle
+    from tarry.schedule_handle import ScheduleHandle
+    from tarry.schedules import Overlap, ScheduleSummary, ScheduleView
+    from tarry.settings import ModelProfile, TarrySettings
+    from tarry.tools import Tool, ToolContext, ToolError, tool
 
 __all__ = [
     "Act",
@@ -78,3 +88,50 @@ __all__ = [
     "connect_temporal",
     "tool",
 ]
+
+_HOMES = {
+    "tarry.client": ("Tarry",),
+    "tarry.codec": ("EncryptionKeyError",),
+    "tarry.connection": ("connect_temporal",),
+    "tarry.contracts": (
+        "Act",
+        "AuditRecord",
+        "Door",
+        "ErrorCode",
+        "ForkOrigin",
+        "Mode",
+        "Phase",
+        "ReplyPolicy",
+        "RunInput",
+        "RunResult",
+        "RunState",
+        "RunTimeline",
+        "Sampling",
+        "SpanKind",
+        "SpanStatus",
+        "TimelineSpan",
+        "WaitingFor",
+    ),
+    "tarry.errors": ("TarryError",),
+    "tarry.events": ("EventKind", "RunEvent"),
+    "tarry.identities": ("Caller",),
+    "tarry.rules": ("ApprovalRule",),
+    "tarry.run_handle": ("RunHandle",),
+    "tarry.schedule_handle": ("ScheduleHandle",),
+    "tarry.schedules": ("Overlap", "ScheduleSummary", "ScheduleView"),
+    "tarry.settings": ("ModelProfile", "TarrySettings"),
+    "tarry.tools": ("Tool", "ToolContext", "ToolError", "tool"),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+"""The module each name of the face lives in, imported on the name's first use (PEP 562):
+`import tarry` loads nothing, so a worker never loads the client, and the command line
+pays only for what its command uses."""
+
+if not TYPE_CHECKING:  # mypy reads the imports above, so a misspelt name stays an error
+
+    def __getattr__(name: str) -> object:
+        if (module := _HOME_OF.get(name)) is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # the next use is a plain lookup
+        return value

@@ -35,13 +35,12 @@ from tarry.contracts import (
     RunResult,
     run_id_problem,
 )
+from tarry.contracts.audit import AUDIT_LIMIT
 from tarry.delivery import Delivery
 from tarry.errors import TarryError, translated_errors
 
 __all__ = ["AUDIT_LIMIT", "find_audit"]
 
-AUDIT_LIMIT = 1000
-"""How many records an audit read answers by default."""
 _READERS = 8
 """Segments read at once."""
 _RECORDS = TypeAdapter(list[AuditRecord])

@@ -30,17 +30,20 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from pydantic import SecretStr
-from temporalio.client import Client
 from temporalio.envconfig import ClientConfig, ClientConfigProfile, ClientConfigTLS, DataSource
 from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
 from tarry.codec import data_converter
 from tarry.settings import ConfigError, TarrySettings
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
 __all__ = [
     "DEFAULT_ADDRESS",
@@ -126,7 +129,11 @@ class TemporalConnection:
 
     async def connect(self, settings: TarrySettings, runtime: Runtime | None = None) -> Client:
         """A client of this server with the data converter of `settings`; a server that
-        refuses or cannot be reached is a `ConnectError`."""
+        refuses or cannot be reached is a `ConnectError`. The SDK's client is imported
+        here, on the way to connecting, so that resolving and checking a connection (every
+        command's settings) does not load it."""
+        from temporalio.client import Client
+
         converter = data_converter(settings)  # its own errors: EncryptionKeyError
         try:
             return await Client.connect(

@@ -41,7 +41,14 @@ from tarry.contracts import (
     Phase,
 )
 from tarry.contracts.activities import Catalogue, LlmRequest, LlmResponse, ToolDefinition
-from tarry.contracts.datasets import DatasetManifest, DecisionPoint, Label, SkippedRun, Verdict
+from tarry.contracts.datasets import (
+    QUERY_KEYS,
+    DatasetManifest,
+    DecisionPoint,
+    Label,
+    SkippedRun,
+    Verdict,
+)
 from tarry.contracts.messages import ChatMessage, DecisionRecord, Usage
 from tarry.contracts.run import principal_problem
 from tarry.dataset_store import NAME_RULE, DatasetStore, checked_name
@@ -72,8 +79,6 @@ RUN_READ_TIMEOUT = timedelta(seconds=30)
 """How long one run's transcript and history may take to read before the run is left
 out of the dataset (`SkippedRun`): a worker that polls but never answers holds a query
 for as long as it lives."""
-QUERY_KEYS = ("phase", "tool", "since", "until", "schedule", "agent", "user", "model", "limit")
-"""What `tarry dataset create --from` takes: `KEY=VALUE` terms, each key at most once."""
 PERSON = frozenset({"signal", "update"})
 """`DecisionRecord.by` of a decision a person made; a deadline's default, a stop's
 rejection and an approval rule's decision are no human label, and are left out."""

@@ -2,20 +2,25 @@
 
 Every error a caller can act on is a `TarryError` with an `ErrorCode`, never a raw RPC
 or update error: this module is the ground floor the client, the HTTP API, the CLI and
-the action links stand on.
+the action links stand on. So it loads no client: `temporalio.client`, whose update error
+it translates, is imported where that error is met, and the settings and the command line's
+help, which raise or catch `TarryError`, start without it.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from temporalio.api.errordetails.v1 import WorkflowNotReadyFailure
-from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.contracts import ErrorCode
+
+if TYPE_CHECKING:
+    from temporalio.client import WorkflowUpdateFailedError
 
 __all__ = ["RetryLater", "TarryError", "translated_errors", "unadmitted"]
 
@@ -51,6 +56,8 @@ class RetryLater(TarryError):
 @asynccontextmanager
 async def translated_errors(run_id: str) -> AsyncIterator[None]:
     """Turns the RPC and update errors a caller can act on into `TarryError`s."""
+    from temporalio.client import WorkflowUpdateFailedError
+
     try:
         yield
     except RPCError as e:
@@ -98,6 +105,8 @@ async def translated_errors(run_id: str) -> AsyncIterator[None]:
 def unadmitted(e: RPCError | WorkflowUpdateFailedError) -> bool:
     """The server's refusal of an update it did not admit: while the run's workflow task
     is failing (an RPC error), or one a worker left unprocessed (the update's outcome)."""
+    from temporalio.client import WorkflowUpdateFailedError
+
     if isinstance(e, WorkflowUpdateFailedError):
         cause = e.cause
         return isinstance(cause, ApplicationError) and cause.type == _UNPROCESSED_UPDATE

@@ -11,7 +11,9 @@ the default, `skip`, is Temporal's `SKIP`, which starts nothing while the workfl
 started last is open, and a run waiting for a reply or a decision is open.
 
 This module holds what a schedule is (its name rule, when it fires, the views of it);
-`tarry.client` talks to Temporal about it.
+`tarry.client` talks to Temporal about it. The Temporal client's schedule types are
+imported by the few functions that build or read a Temporal schedule, so what a schedule
+is loads without the client: `tarry --help` shows the overlap policies.
 """
 
 from __future__ import annotations
@@ -20,25 +22,23 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, field_serializer, model_validator
 from pydantic_core import PydanticCustomError, to_jsonable_python
-from temporalio.client import (
-    Schedule,
-    ScheduleActionExecutionStartWorkflow,
-    ScheduleActionResult,
-    ScheduleActionStartWorkflow,
-    ScheduleDescription,
-    ScheduleIntervalSpec,
-    ScheduleListDescription,
-    ScheduleOverlapPolicy,
-    SchedulePolicy,
-    ScheduleSpec,
-)
 from temporalio.common import SearchAttributeKey, TypedSearchAttributes
 
 from tarry.contracts import MAX_RUN_ID_LENGTH, RUN_ID_PATTERN, WORKFLOW_TYPE, RunInput
+
+if TYPE_CHECKING:
+    from temporalio.client import (
+        Schedule,
+        ScheduleActionResult,
+        ScheduleDescription,
+        ScheduleListDescription,
+        ScheduleOverlapPolicy,
+        ScheduleSpec,
+    )
 
 __all__ = [
     "EVERY_PATTERN",
@@ -131,6 +131,8 @@ class Overlap(StrEnum):
     @property
     def policy(self) -> ScheduleOverlapPolicy:
         """Temporal's policy of the same name."""
+        from temporalio.client import ScheduleOverlapPolicy
+
         return ScheduleOverlapPolicy[self.name]
 
 
@@ -158,6 +160,8 @@ class Timing(BaseModel):
         return self
 
     def spec(self) -> ScheduleSpec:
+        from temporalio.client import ScheduleIntervalSpec, ScheduleSpec
+
         if self.every is not None:
             interval = _interval(self.every)
             assert interval is not None  # checked by the validator
@@ -182,6 +186,8 @@ def temporal_schedule(
     """The Temporal schedule whose action starts `input` as `name-<time>` on `task_queue`;
     `memo` goes onto each run, `summary` is what the UI's run list shows of each, and
     `search_attributes` (its owner and share, `tarry.ownership`) start each run."""
+    from temporalio.client import Schedule, ScheduleActionStartWorkflow, SchedulePolicy
+
     return Schedule(
         action=ScheduleActionStartWorkflow(
             WORKFLOW_TYPE,
@@ -265,6 +271,8 @@ class ScheduleView(ScheduleSummary):
     ) -> ScheduleView:
         """A schedule as Temporal describes it, with its runs' `input` (decoded by the
         caller, whose data converter it needs); `summary_memo`: its memo's summary key."""
+        from temporalio.client import ScheduleActionExecutionStartWorkflow
+
         schedule, info = description.schedule, description.info
         memo = await description.memo()
         return cls(
@@ -289,6 +297,8 @@ class ScheduleView(ScheduleSummary):
 
 
 def _run_ids(actions: Sequence[ScheduleActionResult]) -> list[str]:
+    from temporalio.client import ScheduleActionExecutionStartWorkflow
+
     return [
         a.action.workflow_id
         for a in actions

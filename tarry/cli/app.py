@@ -17,7 +17,6 @@ import typer
 from tarry.cli import (
     approvals,
     dataset,
-    doctor,
     evals,
     local,
     model,
@@ -38,7 +37,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 # In the order `tarry --help` shows their panels.
-for group in (runs, watching, approvals, model, local, doctor, serve):
+for group in (runs, watching, approvals, model, local, serve):
     app.add_typer(group.commands)
 app.add_typer(schedule.commands, rich_help_panel=Panel.SCHEDULES)  # `tarry schedule ...`
 app.add_typer(dataset.commands, rich_help_panel=Panel.EVALUATION)  # `tarry dataset ...`

@@ -4,7 +4,7 @@ on its gated tool calls or more budget, and what it does once it has them."""
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
@@ -24,8 +24,10 @@ from tarry.cli.common import (
 )
 from tarry.cli.follow import judge
 from tarry.cli.render import budget_text, print_stop_line
-from tarry.client import RunHandle
 from tarry.contracts import ErrorCode, Phase, RunState, WaitingFor
+
+if TYPE_CHECKING:
+    from tarry.client import RunHandle
 
 commands = typer.Typer()
 

@@ -10,15 +10,18 @@ tool calls is asked about each call in turn.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
 
 from tarry.cli.follow import exchange, judge, on_screen
 from tarry.cli.render import pending_line, print_stop_line, state_text
-from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import ErrorCode, PendingApproval, Phase, RunState, WaitingFor
+from tarry.errors import TarryError
+
+if TYPE_CHECKING:
+    from tarry.client import RunHandle, Tarry
 
 PROMPT = "[bold cyan]you>[/] "
 APPROVE_PROMPT = Text("approve? [y]es / [n]o / [e]dit> ", style="bold magenta")

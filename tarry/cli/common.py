@@ -18,7 +18,7 @@ import json
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from enum import StrEnum
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from pydantic import ValidationError
@@ -27,14 +27,17 @@ from rich.console import Console, RenderableType
 from temporalio.service import RPCError
 
 from tarry.cli.render import print_stop_line
-from tarry.client import RunHandle, Tarry, TarryError
 from tarry.codec import EncryptionKeyError
 from tarry.connection import ConnectError
 from tarry.contracts import ErrorCode, Phase, RunState, run_id_problem
 from tarry.entrypoint import CONFIG_ERROR_EXIT, settings_or_exit
+from tarry.errors import TarryError
 from tarry.logs import configure_command_logging
 from tarry.settings import ConfigError, TarrySettings
 from tarry.text import shorten
+
+if TYPE_CHECKING:
+    from tarry.client import RunHandle, Tarry
 
 T = TypeVar("T")
 E = TypeVar("E", bound=StrEnum)
@@ -115,7 +118,11 @@ def run_command(main: Coroutine[Any, Any, T]) -> T:
 
 async def connect(settings: TarrySettings) -> Tarry:
     """A client of the settings' server. One that refuses or is not there is a
-    `ConnectError` that says what to do (`tarry.connection`); one that hangs, too."""
+    `ConnectError` that says what to do (`tarry.connection`); one that hangs, too.
+    The client is imported here, by the commands that connect: `tarry --help`, an
+    argument's error and the commands that need no server start without it."""
+    from tarry.client import Tarry
+
     try:
         async with asyncio.timeout(settings.tarry_connect_timeout):
             return await Tarry.connect(settings)

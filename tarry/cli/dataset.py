@@ -18,8 +18,8 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from tarry.cli.common import AsJson, console, emit, output, run_command, with_tarry
-from tarry.contracts.datasets import DatasetManifest
-from tarry.datasets import QUERY_KEYS, DatasetStore
+from tarry.contracts.datasets import QUERY_KEYS, DatasetManifest
+from tarry.dataset_store import DatasetStore
 from tarry.entrypoint import settings_or_exit
 
 __all__ = ["commands"]

@@ -1,4 +1,5 @@
-"""`tarry doctor`: connects as every Tarry process does and says what it finds there.
+"""What `tarry doctor` does (its command is in `local`, which imports this module only when
+it runs): connect as every Tarry process does and say what it finds there.
 
 The server and its version, the namespace, TLS and who this process is to the server,
 Tarry's search attributes, the task queues' pollers, the worker deployments the server
@@ -13,7 +14,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-import typer
 from temporalio.api.enums.v1 import TaskQueueType, WorkerDeploymentVersionStatus
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import (
@@ -27,19 +27,14 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from tarry.cli.common import Panel, run_command
 from tarry.connection import TemporalConnection, connect_temporal, temporal_connection
 from tarry.contracts import WORKFLOW_TYPE
 from tarry.delivery import task_failing
-from tarry.entrypoint import settings_or_exit
 from tarry.errors import TarryError
-from tarry.logs import configure_command_logging
 from tarry.servers import missing_search_attributes, search_attribute_command
 from tarry.settings import TarrySettings
 
-__all__ = ["Report", "commands", "report"]
-
-commands = typer.Typer()
+__all__ = ["Report", "examine", "report"]
 
 _KINDS = {
     "workflow": TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
@@ -266,23 +261,3 @@ async def examine(settings: TarrySettings) -> Report:
     """Connects as the process would and reports."""
     client = await connect_temporal(settings)
     return await report(client, temporal_connection(settings), settings)
-
-
-@commands.command(rich_help_panel=Panel.LOCAL)
-def doctor() -> None:
-    """Check the Temporal this process connects to: server, namespace, TLS, search
-    attributes, workers polling, deployments, stuck runs.
-
-    Connects as every Tarry process does (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
-    TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE, TEMPORAL_API_KEY, TEMPORAL_TLS_*) and prints
-    what it finds; each problem is one line with its fix, and the exit code is 1 if
-    there is any.
-    """
-    configure_command_logging()
-    settings = settings_or_exit()
-    found = run_command(examine(settings))
-    for line in found.lines:
-        print(line)
-    for problem in found.problems:
-        print(f"problem: {problem}")
-    raise typer.Exit(1 if found.problems else 0)

@@ -4,14 +4,15 @@ by what people approved (`workflows/eval_run.py`, `tarry.eval_scoring`).
 `tarry eval DATASET --model PROFILE` starts an eval and waits for its report;
 `--min-agreement` makes it a CI gate (exit 1 below the bar). `tarry eval status ID`
 shows an eval's report so far, `tarry eval compare A B` two evals of one dataset side
-by side.
+by side. Each command imports the evals' machinery (`tarry.evals`, over the Temporal
+client) when it runs, so `tarry --help` does not load it.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Group
@@ -22,12 +23,13 @@ from typer.core import TyperGroup
 
 from tarry.cli.common import AsJson, console, emit, fail, output, with_tarry
 from tarry.cli.dataset import Version
-from tarry.client import Tarry
 from tarry.contracts import AnswerScorer, Budget, ErrorCode, EvalInput, EvalReport, Rate
-from tarry.datasets import DatasetStore
+from tarry.dataset_store import DatasetStore
 from tarry.entrypoint import settings_or_exit
 from tarry.errors import TarryError
-from tarry.evals import eval_report, load_points, start_eval, wait_report
+
+if TYPE_CHECKING:
+    from tarry.client import Tarry
 
 __all__ = ["commands"]
 
@@ -103,6 +105,8 @@ def run(
     as_json: AsJson = False,
 ) -> None:
     """Replay DATASET against a candidate and print its report, once every point is scored."""
+    from tarry.evals import load_points, start_eval, wait_report
+
     try:
         tolerances = _tolerances(tolerance or [])
         store = DatasetStore.of(settings_or_exit())
@@ -160,6 +164,8 @@ def _tolerances(given: list[str]) -> dict[str, float]:
 @commands.command()
 def status(eval_id: EvalId, as_json: AsJson = False) -> None:
     """An eval's report: its progress so far, or the final one."""
+    from tarry.evals import eval_report
+
     report = with_tarry(lambda tarry: eval_report(tarry.client, eval_id))
     output(report, as_json, view(report))
 
@@ -167,6 +173,7 @@ def status(eval_id: EvalId, as_json: AsJson = False) -> None:
 @commands.command()
 def compare(a: EvalId, b: EvalId, as_json: AsJson = False) -> None:
     """Two evals of one dataset side by side: overall and per tool."""
+    from tarry.evals import eval_report
 
     async def both(tarry: Tarry) -> tuple[EvalReport, EvalReport]:
         first, second = await eval_report(tarry.client, a), await eval_report(tarry.client, b)

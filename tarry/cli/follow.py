@@ -11,16 +11,19 @@ import signal
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from contextlib import aclosing, asynccontextmanager
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich.console import Console
 from rich.text import Text
 from temporalio.service import RPCError
 
 from tarry.cli.live import LiveView
-from tarry.client import RunHandle, TarryError
 from tarry.contracts import Phase, RunState
+from tarry.errors import TarryError
 from tarry.events import EventKind, RunEvent
+
+if TYPE_CHECKING:
+    from tarry.client import RunHandle
 
 _ANSWER_EVENTS = frozenset(EventKind) - {EventKind.MESSAGE, EventKind.STOP, EventKind.RETRYING}
 RETRY_POLL_SECONDS = 1.0

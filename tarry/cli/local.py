@@ -1,8 +1,10 @@
 """The "Local stack" commands: what runs the runs on this machine — all of it (`dev`), a
-worker alone, the offline scripted model alone — and the demo on top of it.
+worker alone, the offline scripted model alone — the demo on top of it, and `doctor`,
+which checks the Temporal any of it connects to.
 
 The stack itself is `devstack`; each command imports what it serves only when it runs,
-so the commands that talk to runs start without loading a worker or a model server.
+so the commands that talk to runs start without loading a worker or a model server, and
+`tarry --help` without the Temporal client.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import typer
 from tarry.cli import tour
 from tarry.cli.common import FLAG, CliError, Panel, connect, fail, run_command
 from tarry.entrypoint import settings_or_exit
-from tarry.logs import configure_logging
+from tarry.logs import configure_command_logging, configure_logging
 
 DEFAULT_DATA_DIR = Path(".tarry")
 DataDir = Annotated[Path, typer.Option(help="Where the local server keeps its data.")]
@@ -141,3 +143,24 @@ def demo(
 
     demo = run_demo(settings_or_exit(), data_dir, keep=keep, reply=reply, model=model)
     raise typer.Exit(run_command(demo))
+
+
+@commands.command(rich_help_panel=Panel.LOCAL)
+def doctor() -> None:
+    """Check the Temporal this process connects to: server, namespace, TLS, search
+    attributes, workers polling, deployments, stuck runs.
+
+    Connects as every Tarry process does (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+    TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE, TEMPORAL_API_KEY, TEMPORAL_TLS_*) and prints
+    what it finds; each problem is one line with its fix, and the exit code is 1 if
+    there is any.
+    """
+    from tarry.cli.doctor import examine
+
+    configure_command_logging()
+    found = run_command(examine(settings_or_exit()))
+    for line in found.lines:
+        print(line)
+    for problem in found.problems:
+        print(f"problem: {problem}")
+    raise typer.Exit(1 if found.problems else 0)

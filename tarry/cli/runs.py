@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
@@ -44,8 +44,10 @@ from tarry.cli.run_options import (
     ToolsOption,
     run_input,
 )
-from tarry.client import RunHandle, Tarry
 from tarry.contracts import ApprovalDefault, Mode, Phase, ReplyPolicy, RunState
+
+if TYPE_CHECKING:
+    from tarry.client import RunHandle, Tarry
 
 commands = typer.Typer()
 

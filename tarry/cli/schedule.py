@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 from zoneinfo import ZoneInfo
 
 import typer
@@ -39,9 +39,11 @@ from tarry.cli.run_options import (
     ToolsOption,
     run_input,
 )
-from tarry.client import ScheduleHandle, Tarry
 from tarry.contracts import ApprovalDefault, ErrorCode, Mode, ReplyPolicy
 from tarry.schedules import Overlap, ScheduleSummary, ScheduleView, schedule_name_problem
+
+if TYPE_CHECKING:
+    from tarry.client import ScheduleHandle, Tarry
 
 __all__ = ["commands"]
 

@@ -4,7 +4,7 @@ the list of runs and the audit trail. None of them changes a run."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic_core import to_jsonable_python
@@ -12,7 +12,6 @@ from rich.console import Console, Group
 from rich.table import Column, Table
 from rich.text import Text
 
-from tarry.audit import AUDIT_LIMIT
 from tarry.cli.common import (
     FLAG,
     AsJson,
@@ -33,10 +32,14 @@ from tarry.cli.follow import follow
 from tarry.cli.live import LiveView
 from tarry.cli.render import label_rows, message_text, state_text, when
 from tarry.cli.timeline import timeline_view
-from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import AuditRecord, ChatMessage, ErrorCode, Phase, RunState, WaitingFor
-from tarry.run_list import RunRow, find_children, find_runs
+from tarry.contracts.audit import AUDIT_LIMIT
+from tarry.errors import TarryError
 from tarry.text import escaped
+
+if TYPE_CHECKING:
+    from tarry.client import RunHandle, Tarry
+    from tarry.run_list import RunRow
 
 commands = typer.Typer()
 
@@ -48,6 +51,8 @@ def status(run_id: RunId, as_json: AsJson = False) -> None:
 
     With no worker to answer, shows what Temporal itself last recorded of the run (its
     phase, turns, profile) and says which task queue needs one, exiting 1."""
+    from tarry.run_list import RunRow, find_children
+
     check_id(run_id)
 
     async def where(tarry: Tarry) -> tuple[RunState, list[str]]:
@@ -181,6 +186,8 @@ def list_runs(
 ) -> None:
     """List runs with their phase, turns, model profile, what they wait for and the first
     line of their prompt; open runs first, newest first."""
+    from tarry.run_list import find_runs
+
     wanted = None if phase is None else one_of("--phase", phase, Phase)
     awaited = None if waiting_for is None else one_of("--waiting-for", waiting_for, WaitingFor)
 

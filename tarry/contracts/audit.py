@@ -18,6 +18,9 @@ from pydantic import BaseModel, Field
 from tarry.contracts._omit import when_none
 from tarry.contracts.names import TEMPORAL_UI, ReplyPolicy
 
+AUDIT_LIMIT = 1000
+"""How many records an audit read answers by default."""
+
 
 class Door(StrEnum):
     """How an act reached the run. Every door of Tarry names itself in what it sends

@@ -20,6 +20,9 @@ from tarry.contracts.activities import ToolDefinition
 from tarry.contracts.messages import ChatMessage, ToolCall, Usage
 from tarry.contracts.names import ErrorCode
 
+QUERY_KEYS = ("phase", "tool", "since", "until", "schedule", "agent", "user", "model", "limit")
+"""What `tarry dataset create --from` takes: `KEY=VALUE` terms, each key at most once."""
+
 
 class Verdict(StrEnum):
     """What happened to a proposal."""

@@ -1,0 +1,82 @@
+"""What a process loads before it does anything: `import tarry` and a worker load no
+client, and the command line's help and argument errors load neither Tarry's client nor
+Temporal's, the heaviest of its imports (issue 55). Each process is the real one, its
+imports read from `python -X importtime`, which lists every module as it is imported."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import tarry
+from tests.cli import CLOSED_PORT, TARRY, cli_env
+from tests.deadline import deadline
+
+CLIENTS = {"tarry.client", "temporalio.client"}
+
+
+def imported_by(*argv: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """The finished Python process of `argv` (its arguments after `python`), and every
+    module it imported on its way."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv],
+        env=cli_env(CLOSED_PORT, "startup"),
+        capture_output=True,
+        text=True,
+        timeout=deadline(60),
+    )
+    modules = {
+        line.rpartition("|")[2].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    return done, modules
+
+
+def test_import_tarry_loads_no_client() -> None:
+    done, modules = imported_by("-c", "import tarry")
+
+    assert done.returncode == 0, done.stderr
+    assert modules & CLIENTS == set()
+
+
+def test_a_name_of_tarry_loads_its_module_on_first_use() -> None:
+    done, modules = imported_by("-c", "import tarry; tarry.Tarry")
+
+    assert done.returncode == 0, done.stderr
+    assert modules >= CLIENTS
+
+
+def test_every_name_tarry_exports_is_there() -> None:
+    for name in tarry.__all__:
+        assert getattr(tarry, name).__name__ == name
+
+
+def test_tarry_help_loads_no_client() -> None:
+    done, modules = imported_by(str(TARRY), "--help")
+
+    assert done.returncode == 0, done.stderr
+    assert "Usage: tarry [OPTIONS] COMMAND [ARGS]..." in done.stdout
+    assert modules & CLIENTS == set()
+
+
+def test_an_argument_error_loads_no_client() -> None:
+    done, modules = imported_by(str(TARRY), "status")
+
+    assert done.returncode == 2
+    assert "Missing argument 'RUN'" in done.stderr
+    assert modules & CLIENTS == set()
+
+
+def test_a_command_that_connects_loads_the_client() -> None:
+    done, modules = imported_by(str(TARRY), "status", "some-run")
+
+    assert f"cannot reach Temporal at {CLOSED_PORT}" in done.stderr
+    assert modules >= CLIENTS
+
+
+def test_a_worker_process_loads_no_client_of_tarry() -> None:
+    done, modules = imported_by("-m", "workers")
+
+    assert f"cannot reach Temporal at {CLOSED_PORT}" in done.stderr
+    assert "tarry.client" not in modules
