@@ -115,6 +115,7 @@ END_TO_END = {
     "test_sdk_legacy_query_bug.py",
     "test_server_restart.py",
     "test_soak.py",
+    "test_startup.py",
     "test_tour.py",
     "test_traces.py",
     "test_typed_face.py",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bench import (
     cold_replies,
+    command_startup,
     long_run,
     parked_runs,
     prompt_cache,
@@ -129,3 +130,16 @@ async def test_quick_stream_stall_times_the_loop_through_each_long_answer(tmp_pa
         assert stall.label in captured.get()
     written = tmp_path / "workspaces"
     assert [len(f.read_text()) for f in written.rglob("big.txt")] == [30_000]
+
+
+async def test_quick_command_startup_times_each_command_beside_its_references(
+    tmp_path: Path,
+) -> None:
+    with console.capture() as captured:
+        timed = await command_startup.run(2, tmp_path)
+
+    assert [c.label for c in timed] == [c.label for c in command_startup.commands()]
+    assert [c.exit_code for c in timed] == [0, 0, 0, 1]  # `tarry status`: no such run
+    for command in timed:
+        assert len(command.seconds) == 2, command.label
+        assert command.label in captured.get()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import tarry
 from tests.cli import CLOSED_PORT, TARRY, cli_env
@@ -15,12 +16,13 @@ from tests.deadline import deadline
 CLIENTS = {"tarry.client", "temporalio.client"}
 
 
-def imported_by(*argv: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    """The finished Python process of `argv` (its arguments after `python`), and every
-    module it imported on its way."""
+def imported_by(*argv: str, **settings: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """The finished Python process of `argv` (its arguments after `python`), with no
+    Temporal server to reach and `settings` in its environment, and every module it
+    imported on its way."""
     done = subprocess.run(
         [sys.executable, "-X", "importtime", *argv],
-        env=cli_env(CLOSED_PORT, "startup"),
+        env=cli_env(CLOSED_PORT, "startup") | settings,
         capture_output=True,
         text=True,
         timeout=deadline(60),
@@ -65,6 +67,13 @@ def test_an_argument_error_loads_no_client() -> None:
 
     assert done.returncode == 2
     assert "Missing argument 'RUN'" in done.stderr
+    assert modules & CLIENTS == set()
+
+
+def test_a_command_that_needs_no_server_loads_no_client(tmp_path: Path) -> None:
+    done, modules = imported_by(str(TARRY), "dataset", "list", TARRY_DATASETS_DIR=str(tmp_path))
+
+    assert done.returncode == 0, done.stderr
     assert modules & CLIENTS == set()
 
 
