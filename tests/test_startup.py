@@ -1,10 +1,12 @@
 """What a process loads before it does anything: `import tarry` and a worker load no
 client, and the command line's help and argument errors load neither Tarry's client nor
 Temporal's, the heaviest of its imports (issue 55). Each process is the real one, its
-imports read from `python -X importtime`, which lists every module as it is imported."""
+imports read from `python -v`, which names every module as it is loaded, also one that
+`importlib` loads (`tarry`'s names load so), which `-X importtime` leaves out."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,24 +16,25 @@ from tests.cli import CLOSED_PORT, TARRY, cli_env
 from tests.deadline import deadline
 
 CLIENTS = {"tarry.client", "temporalio.client"}
+LOADED = re.compile(r"^import '([^']+)' # ", re.MULTILINE)
+"""`python -v`'s line for a module it loaded."""
+VERBOSE = re.compile(r"^(#|import |Processing |Adding |Python 3|Type \"help\").*\n", re.MULTILINE)
+"""Every line of `python -v`'s own: its imports, its notes, its banner."""
 
 
 def imported_by(*argv: str, **settings: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     """The finished Python process of `argv` (its arguments after `python`), with no
-    Temporal server to reach and `settings` in its environment, and every module it
-    imported on its way."""
+    Temporal server to reach and `settings` in its environment, its standard error
+    without `python -v`'s lines, and every module it imported on its way."""
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", *argv],
+        [sys.executable, "-v", *argv],
         env=cli_env(CLOSED_PORT, "startup") | settings,
         capture_output=True,
         text=True,
         timeout=deadline(60),
     )
-    modules = {
-        line.rpartition("|")[2].strip()
-        for line in done.stderr.splitlines()
-        if line.startswith("import time:")
-    }
+    modules = set(LOADED.findall(done.stderr))
+    done.stderr = VERBOSE.sub("", done.stderr)
     return done, modules
 
 
