@@ -5,11 +5,11 @@ The ground floor: what a library user imports to start and talk to runs (`Tarry`
 (`RunInput`, `Phase`, `RunState`, `ReplyPolicy`, ...), who acts on them (`Caller`), what
 `RunHandle.events` yields (`RunEvent`), the errors a caller can meet (`TarryError` with
 its `ErrorCode`, `EncryptionKeyError` from `Tarry.connect`) and how a tool is declared
-(`tool`, `ToolContext`, `ToolError`), what `Tarry.audit` answers (`AuditRecord`,
-its `Act` and `Door`), and what `RunHandle.timeline` answers (`RunTimeline`, its
-`TimelineSpan`s, `SpanKind`, `SpanStatus`). The package is typed (`py.typed`): `mypy --strict`
-checks a user's script against it. Workers live in `workers/` (`workers.plugin.TarryPlugin`);
-the command line in `tarry.cli`.
+(`tool`, `ToolContext`, `ToolError`), what `Tarry.audit` answers (`AuditTrail`
+of `AuditRecord`s, their `Act` and `Door`), and what `RunHandle.timeline` answers
+(`RunTimeline`, its `TimelineSpan`s, `SpanKind`, `SpanStatus`). The package is typed
+(`py.typed`): `mypy --strict` checks a user's script against it. Workers live in
+`workers/` (`workers.plugin.TarryPlugin`); the command line in `tarry.cli`.
 """
 
 from tarry.client import RunHandle, ScheduleHandle, Tarry, TarryError, connect_temporal
@@ -17,6 +17,7 @@ from tarry.codec import EncryptionKeyError
 from tarry.contracts import (
     Act,
     AuditRecord,
+    AuditTrail,
     Door,
     ErrorCode,
     ForkOrigin,
@@ -44,6 +45,7 @@ __all__ = [
     "Act",
     "ApprovalRule",
     "AuditRecord",
+    "AuditTrail",
     "Caller",
     "Door",
     "EncryptionKeyError",

@@ -8,6 +8,10 @@ worker, and only a segment still open (or one ended some other way, such as term
 is asked with the `audit` query. Visibility finds the segments: of one run, or of every
 run that was open at or after `since`.
 
+A segment that cannot answer (no worker serves it, its workflow task fails, it does not
+answer within `SEGMENT_PATIENCE`) is left out and its run named (`AuditTrail.unread`):
+one stuck run never keeps the trail of every other from being read.
+
 The HTTP API (`GET /v1/audit`), `tarry audit` and `Tarry.audit` answer the same records.
 """
 
@@ -26,13 +30,16 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowHistoryEventFilterType,
 )
+from temporalio.service import RPCError
 
 from tarry.contracts import (
     AUDIT_QUERY,
     WORKFLOW_TYPE,
     AuditRecord,
+    AuditTrail,
     ErrorCode,
     RunResult,
+    UnreadRun,
     run_id_problem,
 )
 from tarry.delivery import Delivery
@@ -44,6 +51,9 @@ AUDIT_LIMIT = 1000
 """How many records an audit read answers by default."""
 _READERS = 8
 """Segments read at once."""
+SEGMENT_PATIENCE = 20.0
+"""Seconds one segment may take to answer before the read goes on without it: longer than
+the client takes to tell that no worker serves a run (`tarry.delivery`)."""
 _RECORDS = TypeAdapter(list[AuditRecord])
 EPOCH_YEAR = 1970
 """No run closed before it."""
@@ -93,13 +103,12 @@ async def find_audit(
     limit: int = AUDIT_LIMIT,
     readable: str | None = None,
     task_queue: str | None = None,
-) -> list[AuditRecord]:
+) -> AuditTrail:
     """The first `limit` records, oldest first, of run `run` (None: every run), of acts
     by `user` (None: anyone's), at or after `since` (None: all), each naming its run;
     `readable`: of the runs a caller may read only (`Policy.readable_clause`); of the
-    runs on `task_queue` only (None: any).
-    `RUN_NOT_FOUND` for a run id no run has; `RUN_NOT_SERVED` when a segment that only a
-    worker can answer for has none."""
+    runs on `task_queue` only (None: any); and the runs a segment of which could not
+    be read (`unread`). `RUN_NOT_FOUND` for a run id no run has."""
     query = audit_query(run, since, readable, task_queue)
     segments = [e async for e in client.list_workflows(query)]
     if run is not None and not segments:
@@ -107,18 +116,35 @@ async def find_audit(
             segments = [await client.get_workflow_handle(run).describe()]
     gate = asyncio.Semaphore(_READERS)
 
-    async def read(segment: WorkflowExecution) -> list[AuditRecord]:
+    async def read(segment: WorkflowExecution) -> list[AuditRecord] | UnreadRun:
         async with gate:
-            return await _segment_records(client, segment)
+            return await _readable_records(client, segment)
 
     found = await asyncio.gather(*(read(s) for s in segments))
-    records = [r for records in found for r in records if _wanted(r, user, since)]
+    records = [r for f in found if isinstance(f, list) for r in f if _wanted(r, user, since)]
     records.sort(key=lambda r: r.at)
-    return records[:limit]
+    unread = {f.run: f for f in found if isinstance(f, UnreadRun)}
+    return AuditTrail(records=records[:limit], unread=list(unread.values()))
 
 
 def _wanted(record: AuditRecord, user: str | None, since: datetime | None) -> bool:
     return (user is None or record.by == user) and (since is None or record.at >= since)
+
+
+async def _readable_records(
+    client: Client, segment: WorkflowExecution
+) -> list[AuditRecord] | UnreadRun:
+    """The records of one segment, or why they cannot be read now."""
+    try:
+        async with asyncio.timeout(SEGMENT_PATIENCE):
+            return await _segment_records(client, segment)
+    except TarryError as e:
+        reason = e.message
+    except RPCError as e:
+        reason = f"Temporal refused to answer for it ({e.status.name}): {e.message}"
+    except TimeoutError:
+        reason = f"it did not answer within {SEGMENT_PATIENCE:g} s: its worker may be busy"
+    return UnreadRun(run=segment.id, reason=f"{reason}; read its trail again later")
 
 
 async def _segment_records(client: Client, segment: WorkflowExecution) -> list[AuditRecord]:

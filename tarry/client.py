@@ -32,7 +32,7 @@ from tarry.contracts import (
     DEFAULT_TASK_QUEUE,
     SUMMARY_MEMO,
     WORKFLOW_TYPE,
-    AuditRecord,
+    AuditTrail,
     Door,
     ErrorCode,
     RunInput,
@@ -238,14 +238,14 @@ class Tarry:
         since: datetime | None = None,
         limit: int = AUDIT_LIMIT,
         readable: str | None = None,
-    ) -> list[AuditRecord]:
+    ) -> AuditTrail:
         """The audit trail (`tarry.audit`): the first `limit` records, oldest first, of
         the acts that changed run `run` (None: any run), done by `user` (None: anyone),
         at or after `since`, among the runs on this client's task queue (the runs its
         workers serve, as datasets select). Read from the runs' histories: an ended
-        segment needs no worker, an open one is asked (`RUN_NOT_SERVED` without a
-        worker). `readable`: of the runs a caller may read only
-        (`Policy.readable_clause`)."""
+        segment needs no worker, an open one is asked; one that cannot answer (no
+        worker, stuck) is left out and its run named in `unread`. `readable`: of the
+        runs a caller may read only (`Policy.readable_clause`)."""
         return await find_audit(
             self.client,
             run=run,

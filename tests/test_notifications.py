@@ -531,7 +531,7 @@ async def test_an_action_link_s_decision_is_audited_at_the_link_door_as_its_user
     decided = await linked.http.post(linked.approve)
     assert decided.status_code == 200, decided.text
 
-    *_, last = await Tarry(temporal).audit(run=linked.run.id)
+    *_, last = (await Tarry(temporal).audit(run=linked.run.id)).records
 
     assert (last.act, last.by, last.door) == ("decision", "alice", "link")
     assert last.what == "approved write_file call w1"

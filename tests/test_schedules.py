@@ -254,7 +254,7 @@ async def test_a_scheduled_run_s_start_is_audited_at_the_schedule_door_as_its_cr
 
     await schedule.trigger()
     view = await schedules.until_started(schedule, 1)
-    start, *_ = await schedules.tarry.audit(run=view.recent_runs[0])
+    start, *_ = (await schedules.tarry.audit(run=view.recent_runs[0])).records
 
     assert (start.act, start.by, start.door) == ("start", schedules.tarry.caller.user, "schedule")
 

@@ -32,9 +32,11 @@ from tarry.contracts.audit import (
     Act,
     Acting,
     AuditRecord,
+    AuditTrail,
     Door,
     ModelSwitch,
     ReplyPolicyChange,
+    UnreadRun,
 )
 from tarry.contracts.checks import (
     MAX_RUN_ID_LENGTH,
@@ -188,6 +190,7 @@ __all__ = [
     "ApprovalDefault",
     "ApprovalRule",
     "AuditRecord",
+    "AuditTrail",
     "Budget",
     "BudgetRaise",
     "Catalogue",
@@ -248,6 +251,7 @@ __all__ = [
     "TranscriptPageIndexRef",
     "TranscriptPageRef",
     "TranscriptQuery",
+    "UnreadRun",
     "Usage",
     "UserInput",
     "Verdict",

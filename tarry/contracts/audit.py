@@ -97,5 +97,25 @@ class AuditRecord(BaseModel):
     """The run's id, filled in by whoever reads records across runs."""
 
 
+class UnreadRun(BaseModel):
+    """A run whose records an audit read could not get: a segment still open that no
+    worker serves, one stuck (its workflow task fails) or one that did not answer in
+    time. Its records are left out, not guessed; read again once it is served."""
+
+    run: str
+    reason: str
+    """Why, in a line, with what to do."""
+
+
+class AuditTrail(BaseModel):
+    """What an audit read answers: the records it found, and the runs it could not read."""
+
+    records: list[AuditRecord]
+    """Oldest first, each naming its run."""
+    unread: list[UnreadRun] = []
+    """The runs whose records (some or all) are missing: one run the read could not
+    reach never keeps it from answering for the others."""
+
+
 AUDIT_QUERY = "audit"
 """The query that answers the records of a run's current segment."""
