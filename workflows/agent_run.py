@@ -96,8 +96,8 @@ class AgentRunWorkflow:
         self._callers = 0
         self._reports: list[asyncio.Task[None]] = []
         """A sub-agent's reports to its parent in flight (`agents.report`)."""
-        if input.memory is not None:  # handed over by the previous run of the chain
-            self._m = input.memory
+        if input.memory is not None:  # handed over by the previous run of the chain, or resumed
+            self._m = audit.carried_on(input.memory)
         else:
             self._m = RunMemory.of(input)
             self._m.agents.parent = input.parent

@@ -20,6 +20,7 @@ from typing import Protocol
 from temporalio import workflow
 
 from tarry.contracts import (
+    RESUMED_SIGNAL,
     TEMPORAL_UI,
     Act,
     Acting,
@@ -106,6 +107,19 @@ def started(memory: RunMemory, input: WorkflowInput) -> None:
     if (fork := input.fork) is None:
         return record(memory, Act.START, starter, f"started with model profile {input.model!r}")
     record(memory, Act.FORK, starter, f"forked from run {fork.run_id!r} at message {fork.at}")
+
+
+def carried_on(memory: RunMemory) -> RunMemory:
+    """The memory a run goes on with (handed over, or resumed), listening for who resumed
+    it: a resumption's start carries `RESUMED_SIGNAL`, taken in the run's first task, so
+    its record is the new run's first. Registered here, not as a handler of the run's
+    class: a hand-over never receives it, and no recorded history holds it."""
+
+    def on_resumed(request: Acting) -> None:
+        record(memory, Act.RESUME, request, "resumed the ended run: it waits for a reply")
+
+    workflow.set_signal_handler(RESUMED_SIGNAL, on_resumed)
+    return memory
 
 
 def receive(memory: RunMemory, input: UserInput) -> int:

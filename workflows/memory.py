@@ -240,6 +240,8 @@ class RunMemory(BaseModel):
         self.guards.turns_since_input = 0
         self.warning = None
         self.error = None  # a resumed run's: the reply goes on past it
+        if not self.requests.stop:  # a resumed run's stop, as its error
+            self.requests.stop_reason, self.requests.stopped_by = None, None
         self.guards.failures = {}
 
     def undecided(self) -> list[PendingApproval]:
@@ -353,8 +355,9 @@ class RunMemory(BaseModel):
 
     def resumed(self) -> RunMemory:
         """This ended run's memory for a run that goes on from it (`tarry resume`):
-        waiting for the user, with the error that ended it shown until the next reply.
-        A model error or a stop need not end a conversation for good."""
+        waiting for the user, with the error that ended it, or who stopped it and why,
+        shown until the next reply. A model error or a stop need not end a conversation
+        for good."""
         if not self.phase.ended:
             raise ApplicationError(
                 f"the run is {self.phase}: reply to it instead", type=ErrorCode.RUN_NOT_ENDED
@@ -366,8 +369,6 @@ class RunMemory(BaseModel):
                 "requests": self.requests.model_copy(
                     update={
                         "stop": False,
-                        "stop_reason": None,
-                        "stopped_by": None,
                         "pause": False,
                         "paused_by": None,
                     }

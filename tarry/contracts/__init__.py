@@ -29,6 +29,7 @@ from tarry.contracts.activities import (
 )
 from tarry.contracts.audit import (
     AUDIT_QUERY,
+    RESUMED_SIGNAL,
     Act,
     Acting,
     AuditRecord,
@@ -168,6 +169,7 @@ __all__ = [
     "PAGE_INDEX_ACTIVITY",
     "PHASE_ATTRIBUTE",
     "READERS_ATTRIBUTE",
+    "RESUMED_SIGNAL",
     "RUN_ID_PATTERN",
     "SCHEDULED_ID",
     "SEARCH_ATTRIBUTES",

@@ -55,6 +55,8 @@ class Act(StrEnum):
     REPLY_POLICY = "reply_policy"
     PAUSE = "pause"
     STOP = "stop"
+    RESUME = "resume"
+    """An ended run goes on (`RunHandle.resume`): the first record of the run it starts."""
 
 
 class Acting(BaseModel):
@@ -119,3 +121,6 @@ class AuditTrail(BaseModel):
 
 AUDIT_QUERY = "audit"
 """The query that answers the records of a run's current segment."""
+RESUMED_SIGNAL = "resumed"
+"""Sent with the start of a resumed run (an `Acting`): who resumed it, for its trail. A
+worker from before it leaves the signal aside: the run goes on unrecorded."""
