@@ -18,6 +18,7 @@ The HTTP API (`GET /v1/audit`), `tarry audit` and `Tarry.audit` answer the same 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -30,14 +31,17 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowHistoryEventFilterType,
 )
+from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCError
 
 from tarry.contracts import (
+    AUDIT_ACT_WORKFLOW,
     AUDIT_QUERY,
     WORKFLOW_TYPE,
     AuditRecord,
     AuditTrail,
     ErrorCode,
+    OtherAct,
     RunResult,
     UnreadRun,
     run_id_problem,
@@ -45,7 +49,7 @@ from tarry.contracts import (
 from tarry.delivery import Delivery
 from tarry.errors import TarryError, translated_errors
 
-__all__ = ["AUDIT_LIMIT", "find_audit"]
+__all__ = ["AUDIT_LIMIT", "find_audit", "record_act"]
 
 AUDIT_LIMIT = 1000
 """How many records an audit read answers by default."""
@@ -69,7 +73,10 @@ def audit_query(
     (None: any), open at or after `since` (None: whenever), those `readable` only, on
     `task_queue` (None: any). A run id is checked against the id rule, which has no
     quote, so nothing a person types can change the query."""
-    query = f"WorkflowType = '{WORKFLOW_TYPE}'"
+    # A run's own records, or else every run's and those of the acts on schedules and evals.
+    query = f"WorkflowType IN ('{WORKFLOW_TYPE}', '{AUDIT_ACT_WORKFLOW}')"
+    if run is not None:
+        query = f"WorkflowType = '{WORKFLOW_TYPE}'"
     if task_queue is not None:
         query += f" AND TaskQueue = '{task_queue}'"
     if run is not None:
@@ -127,6 +134,22 @@ async def find_audit(
     return AuditTrail(records=records[:limit], unread=list(unread.values()))
 
 
+async def record_act(
+    client: Client, act: OtherAct, task_queue: str, access: TypedSearchAttributes
+) -> None:
+    """Records `act`, on a schedule or an eval, in the trail (`AUDIT_ACT_WORKFLOW`): with
+    `access`, the owner and share of what it changed, so the people who may read that
+    may read its record. Taken once Temporal has it; a worker on `task_queue` writes it."""
+    await client.start_workflow(
+        AUDIT_ACT_WORKFLOW,
+        act,
+        id=f"audit-{act.act.replace('_', '-')}-{uuid.uuid4().hex[:12]}",
+        task_queue=task_queue,
+        search_attributes=access,
+        static_summary=act.what,
+    )
+
+
 def _wanted(record: AuditRecord, user: str | None, since: datetime | None) -> bool:
     return (user is None or record.by == user) and (since is None or record.at >= since)
 
@@ -161,6 +184,8 @@ async def _segment_records(client: Client, segment: WorkflowExecution) -> list[A
             records = await _closed_with(client, [event async for event in events])
     if records is None:
         records = await Delivery(client, handle).query(AUDIT_QUERY, list[AuditRecord])
+    if segment.workflow_type != WORKFLOW_TYPE:  # an act on a schedule or an eval names it
+        return records
     return [r.model_copy(update={"run": segment.id}) for r in records]
 
 

@@ -32,6 +32,7 @@ from tarry.contracts import (
     DEFAULT_TASK_QUEUE,
     SUMMARY_MEMO,
     WORKFLOW_TYPE,
+    Act,
     AuditTrail,
     Door,
     ErrorCode,
@@ -186,10 +187,10 @@ class Tarry:
         `LLM_UNKNOWN_PROFILE` end it), since no worker is asked now."""
         if isinstance(input, str):
             input = RunInput(prompt=input)
-        # Its runs' prompt is the words of whoever created the schedule; its door, the
-        # schedule's.
-        input = input.model_copy(update={**started_by(self.caller), "door": Door.SCHEDULE})
-        schedule = ScheduleHandle(self.client, checked_name(name))
+        # Its runs are started by the schedule, through its door: the person who created
+        # it owns them, and its creation is their act in the trail.
+        input = input.model_copy(update={"started_by": f"schedule {name}", "door": Door.SCHEDULE})
+        schedule = ScheduleHandle(self.client, checked_name(name), self.caller)
         try:
             timing = Timing(cron=cron, every=every, time_zone=time_zone)
         except ValidationError as e:
@@ -216,6 +217,8 @@ class Tarry:
                     ErrorCode.SCHEDULE_EXISTS,
                     f"a schedule named {name!r} exists already; delete it or choose another name",
                 ) from None
+        when = ", ".join(f"{k} {v!r}" for k, v in timing.model_dump(exclude_none=True).items())
+        await schedule.recorded(Act.SCHEDULE_CREATE, f"created ({when})", self.task_queue, access)
         return schedule
 
     async def list_schedules(self, readable: str | None = None) -> list[ScheduleSummary]:
@@ -228,7 +231,7 @@ class Tarry:
     def schedule(self, name: str) -> ScheduleHandle:
         """A handle to the schedule `name`, checked on first use (`SCHEDULE_INVALID` at
         once for what can never name one)."""
-        return ScheduleHandle(self.client, checked_name(name))
+        return ScheduleHandle(self.client, checked_name(name), self.caller)
 
     async def audit(
         self,

@@ -28,6 +28,7 @@ from tarry.contracts.activities import (
     ToolResult,
 )
 from tarry.contracts.audit import (
+    AUDIT_ACT_WORKFLOW,
     AUDIT_QUERY,
     RESUMED_SIGNAL,
     Act,
@@ -36,6 +37,7 @@ from tarry.contracts.audit import (
     AuditTrail,
     Door,
     ModelSwitch,
+    OtherAct,
     ReplyPolicyChange,
     UnreadRun,
 )
@@ -148,6 +150,7 @@ from tarry.rules import (
 __all__ = [
     "AGENT_TOOL_PREFIX",
     "ANSWER_TOOL",
+    "AUDIT_ACT_WORKFLOW",
     "AUDIT_QUERY",
     "CATALOGUE_CHECK_ACTIVITY",
     "CATALOGUE_CHECK_WORKFLOW",
@@ -221,6 +224,7 @@ __all__ = [
     "ModelSwitch",
     "Notification",
     "NotifyEvent",
+    "OtherAct",
     "PauseRequest",
     "PendingApproval",
     "Phase",

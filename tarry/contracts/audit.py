@@ -57,6 +57,14 @@ class Act(StrEnum):
     STOP = "stop"
     RESUME = "resume"
     """An ended run goes on (`RunHandle.resume`): the first record of the run it starts."""
+    SCHEDULE_CREATE = "schedule_create"
+    """The acts on a schedule (its record names it in `schedule`, not `run`)."""
+    SCHEDULE_PAUSE = "schedule_pause"
+    SCHEDULE_UNPAUSE = "schedule_unpause"
+    SCHEDULE_TRIGGER = "schedule_trigger"
+    SCHEDULE_DELETE = "schedule_delete"
+    EVAL = "eval"
+    """An eval's start (its record names it in `eval`)."""
 
 
 class Acting(BaseModel):
@@ -97,6 +105,20 @@ class AuditRecord(BaseModel):
     """The act in a line: the call decided and how, the limits set, the stop's reason."""
     run: str | None = Field(default=None, exclude_if=when_none)
     """The run's id, filled in by whoever reads records across runs."""
+    schedule: str | None = Field(default=None, exclude_if=when_none)
+    """The schedule an act on a schedule changed."""
+    eval: str | None = Field(default=None, exclude_if=when_none)
+    """The eval an `eval` record started."""
+
+
+class OtherAct(Acting):
+    """An act on something that is not a run (a schedule, an eval), as the client sends
+    it to be recorded (`AUDIT_ACT_WORKFLOW`)."""
+
+    act: Act
+    what: str
+    schedule: str | None = None
+    eval: str | None = None
 
 
 class UnreadRun(BaseModel):
@@ -121,6 +143,10 @@ class AuditTrail(BaseModel):
 
 AUDIT_QUERY = "audit"
 """The query that answers the records of a run's current segment."""
+AUDIT_ACT_WORKFLOW = "AuditAct"
+"""A workflow that records one act on a schedule or an eval and ends: a schedule and an
+eval have no history of their own that could hold their trail, so each act is one of
+these, its record in its result, read back as a run's ended segment is. Not a run."""
 RESUMED_SIGNAL = "resumed"
 """Sent with the start of a resumed run (an `Acting`): who resumed it, for its trail. A
 worker from before it leaves the signal aside: the run goes on unrecorded."""
