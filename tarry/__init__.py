@@ -5,10 +5,10 @@ The ground floor: what a library user imports to start and talk to runs (`Tarry`
 (`RunInput`, `Phase`, `RunState`, `ReplyPolicy`, ...), who acts on them (`Caller`), what
 `RunHandle.events` yields (`RunEvent`), the errors a caller can meet (`TarryError` with
 its `ErrorCode`, `EncryptionKeyError` from `Tarry.connect`) and how a tool is declared
-(`tool`, `ToolContext`, `ToolError`), what `Tarry.audit` answers (`AuditTrail`
-of `AuditRecord`s, their `Act` and `Door`), and what `RunHandle.timeline` answers
-(`RunTimeline`, its `TimelineSpan`s, `SpanKind`, `SpanStatus`). The package is typed
-(`py.typed`): `mypy --strict` checks a user's script against it. Workers live in
+(`tool`, `ToolContext`, `ToolError`), what `Tarry.audit` answers (`AuditTrail` of
+`AuditRecord`s, their `Act` and `Door`, and `UnreadRun`s), and what `RunHandle.timeline`
+answers (`RunTimeline`, its `TimelineSpan`s, `SpanKind`, `SpanStatus`). The package is
+typed (`py.typed`): `mypy --strict` checks a user's script against it. Workers live in
 `workers/` (`workers.plugin.TarryPlugin`); the command line in `tarry.cli`.
 """
 
@@ -32,6 +32,7 @@ from tarry.contracts import (
     SpanKind,
     SpanStatus,
     TimelineSpan,
+    UnreadRun,
     WaitingFor,
 )
 from tarry.events import EventKind, RunEvent
@@ -76,6 +77,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolError",
+    "UnreadRun",
     "WaitingFor",
     "connect_temporal",
     "tool",
