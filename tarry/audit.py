@@ -73,10 +73,9 @@ def audit_query(
     (None: any), open at or after `since` (None: whenever), those `readable` only, on
     `task_queue` (None: any). A run id is checked against the id rule, which has no
     quote, so nothing a person types can change the query."""
-    # A run's own records, or else every run's and those of the acts on schedules and evals.
-    query = f"WorkflowType IN ('{WORKFLOW_TYPE}', '{AUDIT_ACT_WORKFLOW}')"
-    if run is not None:
-        query = f"WorkflowType = '{WORKFLOW_TYPE}'"
+    # A run's own records; across runs, those of the acts on schedules and evals too.
+    kinds = [WORKFLOW_TYPE] if run is not None else [WORKFLOW_TYPE, AUDIT_ACT_WORKFLOW]
+    query = f"WorkflowType IN ({', '.join(repr(kind) for kind in kinds)})"
     if task_queue is not None:
         query += f" AND TaskQueue = '{task_queue}'"
     if run is not None:

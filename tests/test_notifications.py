@@ -455,7 +455,7 @@ async def test_a_user_s_entry_is_told_only_of_the_runs_they_may_read(
     not_hers = await agent.start("write the plan", require_approval=["write_file"])
     handle = agent.tarry.client.get_workflow_handle(not_hers.id)
     async with asyncio.timeout(TIMEOUT):  # its notification is done with: sent to nobody
-        while "completed" not in notify_activities((await handle.fetch_history()).events):
+        while "completed" not in notify_activities(list((await handle.fetch_history()).events)):
             await asyncio.sleep(0.1)
     shared = await agent.start(
         "write the plan", require_approval=["write_file"], share={"alice": "read"}
