@@ -14,6 +14,7 @@ import pytest
 
 from tarry.contracts import EvalInput
 from tarry.evals import load_points, start_eval, wait_report
+from tests.cli import Cli
 from tests.conftest import Agent
 from tests.eval_dataset import agree_on_three, write_dataset
 from tests.faults import wait_until
@@ -159,3 +160,23 @@ async def test_an_eval_s_start_is_recorded_as_its_person_s(
     await wait_report(handle)
 
     assert await trail(api, 1, eval=handle.id) == [("eval", "alice", "cli")]
+
+
+async def test_tarry_audit_names_the_schedule_an_act_changed(cli: Cli, agent: Agent) -> None:
+    schedules = Schedules(agent)
+    schedule = await schedules.create(task("Check the inbox"), cron="0 0 1 1 *")
+    table = ""
+
+    async def shown() -> bool:
+        nonlocal table
+        table = await cli.ok("audit")
+        return "schedule_create" in table
+
+    try:
+        await wait_until(shown, timeout=PATIENCE, what="the schedule's creation in the table")
+    finally:
+        await schedules.close()
+
+    [row] = [line for line in table.splitlines() if "schedule_create" in line]
+    assert f"schedule {schedule.name}" in row
+    assert agent.tarry.caller.user in row

@@ -35,7 +35,15 @@ from tarry.cli.live import LiveView
 from tarry.cli.render import label_rows, message_text, state_text, when
 from tarry.cli.timeline import timeline_view
 from tarry.client import RunHandle, Tarry, TarryError
-from tarry.contracts import AuditTrail, ChatMessage, ErrorCode, Phase, RunState, WaitingFor
+from tarry.contracts import (
+    AuditRecord,
+    AuditTrail,
+    ChatMessage,
+    ErrorCode,
+    Phase,
+    RunState,
+    WaitingFor,
+)
 from tarry.run_list import RunRow, find_children, find_runs
 from tarry.text import escaped
 
@@ -238,12 +246,21 @@ def audit(
         for record in trail.records:
             emit(record.model_dump(mode="json", exclude_none=True))
         return
-    table = Table("at", "run", "act", "by", "door", "what", box=None, pad_edge=False)
+    table = Table("at", "of", "act", "by", "door", "what", box=None, pad_edge=False)
     for r in trail.records:
         # Text, not markup, escaped: a name or a reason is shown as written, on its line.
-        cells = (r.at.isoformat(), r.run or "-", r.act, r.by, r.door, r.what)
+        cells = (r.at.isoformat(), _subject(r), r.act, r.by, r.door, r.what)
         table.add_row(*(Text(escaped(cell)) for cell in cells))
     Console(highlight=False, width=None if console.is_terminal else 100_000).print(table)
+
+
+def _subject(record: AuditRecord) -> str:
+    """What a record's act changed: its run, or a schedule or an eval."""
+    if record.schedule is not None:
+        return f"schedule {record.schedule}"
+    if record.eval is not None:
+        return f"eval {record.eval}"
+    return record.run or "-"
 
 
 def _moment(option: str, text: str) -> datetime:
