@@ -259,3 +259,19 @@ async def test_runs_whose_worker_is_gone_are_named_unread_and_ended_ones_still_a
 
     assert {(r.run, r.act) for r in trail.records} == {(ended.id, "start"), (ended.id, "stop")}
     assert {u.run for u in trail.unread} == {waiting.id, terminated.id}
+
+
+async def test_tarry_audit_warns_of_a_stuck_run_and_prints_the_others(
+    stuck: tuple[Agent, RunHandle],  # noqa: F811 - the fixture, imported
+) -> None:
+    agent, stuck_run = stuck
+    agent.model.add(say("hello"))
+    run = await agent.start("hi")
+    await run.wait_for(WAITING, TIMEOUT)
+
+    result = await Cli.of(agent)("audit", "--json")
+
+    assert result.code == 0, result
+    assert [json.loads(line)["run"] for line in result.out.splitlines()] == [run.id]
+    assert result.err.startswith(f"warning: run {stuck_run.id} left out: "), result.err
+    assert REASON in result.err
