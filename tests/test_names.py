@@ -364,7 +364,7 @@ async def test_tarry_audit_prints_control_characters_escaped(agent: Agent) -> No
     table = await cli.ok("audit", "--run", run.id)
 
     lines = table.splitlines()
-    assert len(lines) == 1 + len(await agent.tarry.audit(run=run.id))
+    assert len(lines) == 1 + len((await agent.tarry.audit(run=run.id)).records)
     assert "\x1b" not in table
     assert "\u200b" not in table
     assert "mallory\\u200b" in lines[-1]
