@@ -40,9 +40,11 @@ class Door(StrEnum):
 
 
 class Act(StrEnum):
-    """What changed a run. A new act (a change of who a run is shared with, once a run's
-    sharing can change) is a member here and one `workflows.audit.record` in the handler
-    that takes it, its payload an `Acting` (`by` and `door`). Names never change."""
+    """What changed a run, a schedule or an eval. A new act on a run (a change of who a
+    run is shared with, once a run's sharing can change) is a member here and one
+    `workflows.audit.record` in the handler that takes it, its payload an `Acting` (`by`
+    and `door`); one on a schedule or an eval, a member and one `tarry.audit.record_act`
+    where the client does it. Names never change."""
 
     START = "start"
     FORK = "fork"
