@@ -45,6 +45,7 @@ REFUSED_NAMES = {
     "a local user's, in fullwidth letters": "\uff43\uff4c\uff49:root",
     "a group's principal": "group:ops",
     "an approval rule's": "rule 1",
+    "a schedule's": "schedule nightly",
     "a zero-width space's": "alice\u200b",
     "a newline's": "alice\nbob",
     "an escape sequence's": "alice\x1b[2J",
