@@ -37,6 +37,7 @@ from tarry.contracts import (
     StopRequest,
     UserInput,
 )
+from tarry.contracts.compatibility import AUDIT_HAND_OVER
 from workflows.memory import RunMemory, WorkflowInput
 
 ModelArg = ModelSwitch | str
@@ -46,8 +47,6 @@ PolicyArg = ReplyPolicyChange | ReplyPolicy
 
 RECORDS_PER_SEGMENT = 200
 """A segment with this many records hands over at its next safe point."""
-HAND_OVER_PATCH = "audit-hand-over"
-"""Runs recorded before the trail hand over by turns and history size alone."""
 
 
 class Actor(Protocol):
@@ -171,4 +170,4 @@ def policy_changed(memory: RunMemory, change: PolicyArg) -> ReplyPolicy:
 def hand_over_due(memory: RunMemory) -> bool:
     """Whether the segment holds enough records to hand over (runs from before the
     trail: never for this reason)."""
-    return len(memory.audit) >= RECORDS_PER_SEGMENT and workflow.patched(HAND_OVER_PATCH)
+    return len(memory.audit) >= RECORDS_PER_SEGMENT and workflow.patched(AUDIT_HAND_OVER.id)

@@ -47,6 +47,7 @@ from tarry.contracts import (
     reply_problem,
 )
 from tarry.contracts._omit import when_none
+from tarry.contracts.compatibility import UNIQUE_CALL_IDS
 from workflows.memory_groups import (
     Approvals,
     Budgets,
@@ -58,10 +59,6 @@ from workflows.memory_groups import (
     Requests,
     RunCatalogue,
 )
-
-_UNIQUE_CALL_IDS_PATCH = "unique-call-ids"
-"""A run recorded before keeps a tool call id its model repeated."""
-
 
 _GROUPS: dict[str, type[BaseModel]] = {
     "requests": Requests,
@@ -203,7 +200,7 @@ class RunMemory(BaseModel):
         if answer.context is not None:
             c.window_start = c.context_from + answer.context.count - answer.sent_messages
         c.usage += answer.usage
-        if answer.message.tool_calls and workflow.patched(_UNIQUE_CALL_IDS_PATCH):
+        if answer.message.tool_calls and workflow.patched(UNIQUE_CALL_IDS.id):
             self._unique_call_ids(answer.message.tool_calls)
         c.transcript.append(answer.message)
         if answer.message.content:
