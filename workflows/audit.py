@@ -40,6 +40,7 @@ from tarry.contracts import (
 from tarry.contracts.compatibility import AUDIT_HAND_OVER
 from workflows.memory import RunMemory, WorkflowInput
 
+# The older clients' shapes are the compatibility ledger's `old-client-arguments`.
 ModelArg = ModelSwitch | str
 """What `set_model` takes: the profile and who asks, or (from older clients) its name."""
 PolicyArg = ReplyPolicyChange | ReplyPolicy

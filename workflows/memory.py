@@ -147,7 +147,8 @@ class RunMemory(BaseModel):
     @classmethod
     def _lift_flat_fields(cls, data: Any) -> Any:
         """Memories handed over by runs on earlier code have the groups' fields flat (some
-        groups, or all), and their queue of replies as `inbox`."""
+        groups, or all), and their queue of replies as `inbox` (the compatibility ledger's
+        `flat-memory-read`)."""
         if not isinstance(data, dict):
             return data
         lifted = dict(data)
@@ -166,7 +167,8 @@ class RunMemory(BaseModel):
         """Written flat, as the build before the groups wrote it (`_WRITTEN_FLAT`): a
         hand-over, or a `tarry resume`, may be read by a worker of that build (a rolling
         deploy, a rollback), which fails a run whose memory it cannot read. The grouped
-        shape goes on the wire once no such build is left (docs/guides/upgrading.md).
+        shape goes on the wire once no such build is left (the compatibility ledger's
+        `flat-memory-write`, `tarry.contracts.compatibility`, says when).
         `model_queue` is written as that build kept it: the queue of the profile
         `set_model` switched to."""
         grouped: dict[str, Any] = handler(self)
