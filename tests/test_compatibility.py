@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import runpy
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -30,14 +30,13 @@ def _entry_name(patch: Patch) -> str:
     return next(name for name, value in vars(compatibility).items() if value is patch)
 
 
-def _today() -> str:
-    return datetime.now(UTC).date().isoformat()
-
-
-def _overdue_patch(patch: Patch) -> str:
+def _overdue_patch(patch: Patch, today: date) -> str:
     name = _entry_name(patch)
     if patch.deprecated:
-        step = f"delete its `workflow.deprecate_patch({name}.id)` call and its entry in {LEDGER}"
+        step = (
+            f"delete its `workflow.deprecate_patch({name}.id)` call and its entry in {LEDGER}, "
+            "and the recorded histories that test_replay.py then fails (they left the window)"
+        )
     else:
         step = (
             f"make its `workflow.patched({name}.id)` a `workflow.deprecate_patch({name}.id)`, "
@@ -45,20 +44,24 @@ def _overdue_patch(patch: Patch) -> str:
             f"and set `deprecated=True, retire={patch.deleted}` in {LEDGER}"
         )
     return (
-        f"patch {patch.id!r} was due on {patch.retire} (today is {_today()}): {step}; or move "
+        f"patch {patch.id!r} was due on {patch.retire} (today is {today}): {step}; or move "
         f"`retire` and say why in `why`; {THEN}"
     )
 
 
 @pytest.mark.parametrize("patch", PATCHES, ids=lambda p: p.id)
 def test_no_patch_is_kept_past_its_retire_date(patch: Patch) -> None:
-    assert datetime.now(UTC).date() <= patch.retire, _overdue_patch(patch)
+    today = datetime.now(UTC).date()
+
+    assert today <= patch.retire, _overdue_patch(patch, today)
 
 
 @pytest.mark.parametrize("shim", SHIMS, ids=lambda s: s.name)
 def test_no_shim_is_kept_past_its_retire_date(shim: Shim) -> None:
-    assert datetime.now(UTC).date() <= shim.retire, (
-        f"shim {shim.name!r} was due on {shim.retire} (today is {_today()}): remove its code "
+    today = datetime.now(UTC).date()
+
+    assert today <= shim.retire, (
+        f"shim {shim.name!r} was due on {shim.retire} (today is {today}): remove its code "
         f"({'; '.join(shim.where)}), the tests of the shape it kept, and its entry in {LEDGER}; "
         f"or move `retire` and say why in `why`; {THEN}"
     )
@@ -95,22 +98,25 @@ def asked_patches() -> dict[str, set[str]]:
     """What the workflows ask `workflow.patched` and `workflow.deprecate_patch` for: ledger
     ids, and the source of any argument that is not an entry's `.id`."""
     asked: dict[str, set[str]] = {"patched": set(), "deprecate_patch": set()}
-    for path in sorted((ROOT / "workflows").glob("*.py")):
+    for path in sorted((ROOT / "workflows").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in asked
-            ):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if called in asked:
                 where = f"{path.relative_to(ROOT)}:{node.lineno}"
-                asked[node.func.attr].update(_asked_id(a, where) for a in node.args)
+                arguments = [*node.args, *(k.value for k in node.keywords)]
+                asked[called].update(_asked_id(a, where) for a in arguments)
     return asked
 
 
 def test_every_patch_the_workflows_ask_for_is_a_ledger_entry() -> None:
     asked = asked_patches()
 
-    assert asked["patched"] | asked["deprecate_patch"] <= {p.id for p in PATCHES}
+    assert asked["patched"] | asked["deprecate_patch"] <= {p.id for p in PATCHES}, (
+        f"ask for a patch by its entry in {LEDGER}: `workflow.patched(ENTRY.id)`; {THEN}"
+    )
 
 
 def test_every_patch_of_the_ledger_is_asked_for_as_it_says() -> None:
