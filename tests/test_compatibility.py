@@ -134,7 +134,9 @@ def test_a_shims_code_is_where_the_ledger_says(shim: Shim) -> None:
         if not (ROOT / path).is_file() or text not in (ROOT / path).read_text():
             missing.append(place)
 
-    assert missing == [], f"gone from the code: remove the entry {shim.name!r} from {LEDGER}"
+    assert missing == [], (
+        f"not where {LEDGER} says: say where {shim.name!r} is now, or remove its entry"
+    )
 
 
 def test_the_upgrading_guides_tables_are_the_ledgers() -> None:
