@@ -35,7 +35,8 @@ class Patch:
     retire: date
     """The day its next step is due: `patched` becomes `deprecate_patch` (its old branch
     deleted, with the recorded histories that took it); once `deprecated`, the call is
-    deleted, with this entry. By the rule, `since` plus `WINDOW`."""
+    deleted, with this entry. By the rule, `since` plus `WINDOW`, and as much again once
+    `deprecated`."""
     deprecated: bool = False
     """Asked for with `workflow.deprecate_patch`: the old branch is gone already."""
     why: str = ""
@@ -49,7 +50,7 @@ class Patch:
     @property
     def on_schedule(self) -> bool:
         """Whether `retire` is the rule's date."""
-        return not self.deprecated and self.retire == self.since + WINDOW
+        return self.retire == self.since + (2 * WINDOW if self.deprecated else WINDOW)
 
 
 @dataclass(frozen=True)
