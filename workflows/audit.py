@@ -37,8 +37,10 @@ from tarry.contracts import (
     StopRequest,
     UserInput,
 )
+from tarry.contracts.compatibility import AUDIT_HAND_OVER
 from workflows.memory import RunMemory, WorkflowInput
 
+# The older clients' shapes are the compatibility ledger's `old-client-arguments`.
 ModelArg = ModelSwitch | str
 """What `set_model` takes: the profile and who asks, or (from older clients) its name."""
 PolicyArg = ReplyPolicyChange | ReplyPolicy
@@ -46,8 +48,6 @@ PolicyArg = ReplyPolicyChange | ReplyPolicy
 
 RECORDS_PER_SEGMENT = 200
 """A segment with this many records hands over at its next safe point."""
-HAND_OVER_PATCH = "audit-hand-over"
-"""Runs recorded before the trail hand over by turns and history size alone."""
 
 
 class Actor(Protocol):
@@ -171,4 +171,4 @@ def policy_changed(memory: RunMemory, change: PolicyArg) -> ReplyPolicy:
 def hand_over_due(memory: RunMemory) -> bool:
     """Whether the segment holds enough records to hand over (runs from before the
     trail: never for this reason)."""
-    return len(memory.audit) >= RECORDS_PER_SEGMENT and workflow.patched(HAND_OVER_PATCH)
+    return len(memory.audit) >= RECORDS_PER_SEGMENT and workflow.patched(AUDIT_HAND_OVER.id)

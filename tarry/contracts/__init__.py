@@ -8,7 +8,8 @@ upgrade, so every field added later needs a default, and names never change.
 The modules split them by what they describe: `names` (types, attributes, enums, error
 codes), `checks` (ids, replies, approvers), `messages`, `run` (input, state, result),
 `activities` (their inputs and outputs) and `datasets` (an eval's decision points).
-Import them from `tarry.contracts`.
+Import them from `tarry.contracts`. One more, `compatibility`, is imported from its own
+module: the ledger of the patch ids and shims kept for earlier code, and when each goes.
 """
 
 from __future__ import annotations
