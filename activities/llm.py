@@ -81,7 +81,9 @@ class ModelClient:
             request.context, request.messages, request.tool_definitions
         )
         tools = conversation.tools
-        if tools is None:  # a run from before the catalogue: see `LlmResponse.offered_tools`
+        # A run from before the catalogue (`LlmResponse.offered_tools`): a shim that goes on
+        # the date the compatibility ledger gives `pre-catalogue-model-call`.
+        if tools is None:
             tools = self._tools.catalogue(
                 CatalogueRequest(tools=request.tools, require_approval=request.require_approval)
             )

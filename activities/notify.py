@@ -90,7 +90,11 @@ class Notifier:
         """Posts `notification` to every entry that wants its event and has not taken it."""
         details = activity.info().heartbeat_details
         taken: set[str] = set(details[0]) if details else set()
-        wanted = [(i, t) for i, t in enumerate(self._targets) if notification.event in t.events]
+        wanted = [
+            (i, t)
+            for i, t in enumerate(self._targets)
+            if notification.event in t.events and self._may_read(notification, t)
+        ]
         waiting = [(i, t) for i, t in wanted if _key(t) not in taken]
 
         async def deliver(index: int, target: NotifyTarget) -> None:
@@ -142,7 +146,8 @@ class Notifier:
         raise _Refused(f"{where} refused it with {status}")
 
     def payload(self, notification: Notification, target: NotifyTarget) -> dict[str, Any]:
-        """The JSON a receiver of `target` gets: the stop point, and its links."""
+        """The JSON a receiver of `target` gets (one who may read the run): the stop
+        point, and its links."""
         base = self._settings.public_url()
         # Who may use the run decides the links; it is not news to the receiver.
         data = notification.model_dump(mode="json", exclude={"id", "owner", "readers", "writers"})
@@ -153,12 +158,18 @@ class Notifier:
             }
             for call in notification.pending_approvals
         ]
-        run = f"{base}/#/runs/{quote(notification.run_id, safe='')}"
-        readable = target.to is None or self._policy.may_read(
-            self._settings.caller(target.to), _access(notification)
-        )
-        data["links"] = {"run": run} if readable else {}
+        data["links"] = {"run": f"{base}/#/runs/{quote(notification.run_id, safe='')}"}
         return data
+
+    def _may_read(self, notification: Notification, target: NotifyTarget) -> bool:
+        """Whether `target` may be told of the run: an entry without `to` is the
+        operator's, one with `to` is that user's, who is told only of the runs they may
+        read. A notification carries the run's words (its last answer, the arguments of
+        the calls it waits on), so it is not sent at all to a user who may not read them:
+        even its id and that it stopped are the run's, as the API's 404 keeps them."""
+        if target.to is None:
+            return True
+        return self._policy.may_read(self._settings.caller(target.to), _access(notification))
 
     def _action_links(
         self, notification: Notification, call: PendingApproval, target: NotifyTarget

@@ -265,7 +265,9 @@ class ToolHost:
         listed = [t for listing in listings for t in listing.tools]
         agents = {name: self._agents[name] for name in request.agents}
         tools = self.catalogue(request, [*listed, *map(_agent_tool, agents.items())])
-        if request.profile is None:  # a workflow from before `Catalogue` reads a bare list
+        # A workflow from before `Catalogue` reads a bare list: the compatibility ledger's
+        # `catalogue-as-a-list`, which goes on its date.
+        if request.profile is None:
             return tools
         profiles = {name: self._model_queues.get(name) for name in self._profiles or ()}
         return Catalogue(

@@ -5,11 +5,11 @@ The ground floor: what a library user imports to start and talk to runs (`Tarry`
 (`RunInput`, `Phase`, `RunState`, `ReplyPolicy`, ...), who acts on them (`Caller`), what
 `RunHandle.events` yields (`RunEvent`), the errors a caller can meet (`TarryError` with
 its `ErrorCode`, `EncryptionKeyError` from `Tarry.connect`) and how a tool is declared
-(`tool`, `ToolContext`, `ToolError`), what `Tarry.audit` answers (`AuditRecord`,
-its `Act` and `Door`), and what `RunHandle.timeline` answers (`RunTimeline`, its
-`TimelineSpan`s, `SpanKind`, `SpanStatus`). The package is typed (`py.typed`): `mypy --strict`
-checks a user's script against it. Workers live in `workers/` (`workers.plugin.TarryPlugin`);
-the command line in `tarry.cli`.
+(`tool`, `ToolContext`, `ToolError`), what `Tarry.audit` answers (`AuditTrail` of
+`AuditRecord`s, their `Act` and `Door`, and `UnreadRun`s), and what `RunHandle.timeline`
+answers (`RunTimeline`, its `TimelineSpan`s, `SpanKind`, `SpanStatus`). The package is
+typed (`py.typed`): `mypy --strict` checks a user's script against it. Workers live in
+`workers/` (`workers.plugin.TarryPlugin`); the command line in `tarry.cli`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from tarry.contracts import (
         Act,
         AuditRecord,
+        AuditTrail,
         Door,
         ErrorCode,
         ForkOrigin,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         SpanKind,
         SpanStatus,
         TimelineSpan,
+        UnreadRun,
         WaitingFor,
     )
     from tarry.errors import TarryError
@@ -54,6 +56,7 @@ __all__ = [
     "Act",
     "ApprovalRule",
     "AuditRecord",
+    "AuditTrail",
     "Caller",
     "Door",
     "EncryptionKeyError",
@@ -84,6 +87,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolError",
+    "UnreadRun",
     "WaitingFor",
     "connect_temporal",
     "tool",
@@ -96,6 +100,7 @@ _HOMES = {
     "tarry.contracts": (
         "Act",
         "AuditRecord",
+        "AuditTrail",
         "Door",
         "ErrorCode",
         "ForkOrigin",
@@ -110,6 +115,7 @@ _HOMES = {
         "SpanKind",
         "SpanStatus",
         "TimelineSpan",
+        "UnreadRun",
         "WaitingFor",
     ),
     "tarry.errors": ("TarryError",),

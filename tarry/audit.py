@@ -8,12 +8,17 @@ worker, and only a segment still open (or one ended some other way, such as term
 is asked with the `audit` query. Visibility finds the segments: of one run, or of every
 run that was open at or after `since`.
 
+A segment that cannot answer (no worker serves it, its workflow task fails, it does not
+answer within `SEGMENT_PATIENCE`) is left out and its run named (`AuditTrail.unread`):
+one stuck run never keeps the trail of every other from being read.
+
 The HTTP API (`GET /v1/audit`), `tarry audit` and `Tarry.audit` answer the same records.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -26,23 +31,32 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowHistoryEventFilterType,
 )
+from temporalio.common import TypedSearchAttributes
+from temporalio.service import RPCError
 
 from tarry.contracts import (
+    AUDIT_ACT_WORKFLOW,
     AUDIT_QUERY,
     WORKFLOW_TYPE,
     AuditRecord,
+    AuditTrail,
     ErrorCode,
+    OtherAct,
     RunResult,
+    UnreadRun,
     run_id_problem,
 )
 from tarry.contracts.audit import AUDIT_LIMIT
 from tarry.delivery import Delivery
 from tarry.errors import TarryError, translated_errors
 
-__all__ = ["AUDIT_LIMIT", "find_audit"]
+__all__ = ["AUDIT_LIMIT", "find_audit", "record_act"]
 
 _READERS = 8
 """Segments read at once."""
+SEGMENT_PATIENCE = 20.0
+"""Seconds one segment may take to answer before the read goes on without it: longer than
+the client takes to tell that no worker serves a run (`tarry.delivery`)."""
 _RECORDS = TypeAdapter(list[AuditRecord])
 EPOCH_YEAR = 1970
 """No run closed before it."""
@@ -58,7 +72,9 @@ def audit_query(
     (None: any), open at or after `since` (None: whenever), those `readable` only, on
     `task_queue` (None: any). A run id is checked against the id rule, which has no
     quote, so nothing a person types can change the query."""
-    query = f"WorkflowType = '{WORKFLOW_TYPE}'"
+    # A run's own records; across runs, those of the acts on schedules and evals too.
+    kinds = [WORKFLOW_TYPE] if run is not None else [WORKFLOW_TYPE, AUDIT_ACT_WORKFLOW]
+    query = f"WorkflowType IN ({', '.join(repr(kind) for kind in kinds)})"
     if task_queue is not None:
         query += f" AND TaskQueue = '{task_queue}'"
     if run is not None:
@@ -92,13 +108,12 @@ async def find_audit(
     limit: int = AUDIT_LIMIT,
     readable: str | None = None,
     task_queue: str | None = None,
-) -> list[AuditRecord]:
+) -> AuditTrail:
     """The first `limit` records, oldest first, of run `run` (None: every run), of acts
     by `user` (None: anyone's), at or after `since` (None: all), each naming its run;
     `readable`: of the runs a caller may read only (`Policy.readable_clause`); of the
-    runs on `task_queue` only (None: any).
-    `RUN_NOT_FOUND` for a run id no run has; `RUN_NOT_SERVED` when a segment that only a
-    worker can answer for has none."""
+    runs on `task_queue` only (None: any); and the runs a segment of which could not
+    be read (`unread`). `RUN_NOT_FOUND` for a run id no run has."""
     query = audit_query(run, since, readable, task_queue)
     segments = [e async for e in client.list_workflows(query)]
     if run is not None and not segments:
@@ -106,18 +121,51 @@ async def find_audit(
             segments = [await client.get_workflow_handle(run).describe()]
     gate = asyncio.Semaphore(_READERS)
 
-    async def read(segment: WorkflowExecution) -> list[AuditRecord]:
+    async def read(segment: WorkflowExecution) -> list[AuditRecord] | UnreadRun:
         async with gate:
-            return await _segment_records(client, segment)
+            return await _readable_records(client, segment)
 
     found = await asyncio.gather(*(read(s) for s in segments))
-    records = [r for records in found for r in records if _wanted(r, user, since)]
+    records = [r for f in found if isinstance(f, list) for r in f if _wanted(r, user, since)]
     records.sort(key=lambda r: r.at)
-    return records[:limit]
+    unread = {f.run: f for f in found if isinstance(f, UnreadRun)}
+    return AuditTrail(records=records[:limit], unread=list(unread.values()))
+
+
+async def record_act(
+    client: Client, act: OtherAct, task_queue: str, access: TypedSearchAttributes
+) -> None:
+    """Records `act`, on a schedule or an eval, in the trail (`AUDIT_ACT_WORKFLOW`): with
+    `access`, the owner and share of what it changed, so the people who may read that
+    may read its record. Taken once Temporal has it; a worker on `task_queue` writes it."""
+    await client.start_workflow(
+        AUDIT_ACT_WORKFLOW,
+        act,
+        id=f"audit-{act.act.replace('_', '-')}-{uuid.uuid4().hex[:12]}",
+        task_queue=task_queue,
+        search_attributes=access,
+        static_summary=act.what,
+    )
 
 
 def _wanted(record: AuditRecord, user: str | None, since: datetime | None) -> bool:
     return (user is None or record.by == user) and (since is None or record.at >= since)
+
+
+async def _readable_records(
+    client: Client, segment: WorkflowExecution
+) -> list[AuditRecord] | UnreadRun:
+    """The records of one segment, or why they cannot be read now."""
+    try:
+        async with asyncio.timeout(SEGMENT_PATIENCE):
+            return await _segment_records(client, segment)
+    except TarryError as e:
+        reason = e.message
+    except RPCError as e:
+        reason = f"Temporal refused to answer for it ({e.status.name}): {e.message}"
+    except TimeoutError:
+        reason = f"it did not answer within {SEGMENT_PATIENCE:g} s: its worker may be busy"
+    return UnreadRun(run=segment.id, reason=f"{reason}; read its trail again later")
 
 
 async def _segment_records(client: Client, segment: WorkflowExecution) -> list[AuditRecord]:
@@ -134,6 +182,8 @@ async def _segment_records(client: Client, segment: WorkflowExecution) -> list[A
             records = await _closed_with(client, [event async for event in events])
     if records is None:
         records = await Delivery(client, handle).query(AUDIT_QUERY, list[AuditRecord])
+    if segment.workflow_type != WORKFLOW_TYPE:  # an act on a schedule or an eval names it
+        return records
     return [r.model_copy(update={"run": segment.id}) for r in records]
 
 

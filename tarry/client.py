@@ -32,7 +32,8 @@ from tarry.contracts import (
     DEFAULT_TASK_QUEUE,
     SUMMARY_MEMO,
     WORKFLOW_TYPE,
-    AuditRecord,
+    Act,
+    AuditTrail,
     Door,
     ErrorCode,
     RunInput,
@@ -186,10 +187,10 @@ class Tarry:
         `LLM_UNKNOWN_PROFILE` end it), since no worker is asked now."""
         if isinstance(input, str):
             input = RunInput(prompt=input)
-        # Its runs' prompt is the words of whoever created the schedule; its door, the
-        # schedule's.
-        input = input.model_copy(update={**started_by(self.caller), "door": Door.SCHEDULE})
-        schedule = ScheduleHandle(self.client, checked_name(name))
+        # Its runs are started by the schedule, through its door: the person who created
+        # it owns them, and its creation is their act in the trail.
+        input = input.model_copy(update={"started_by": f"schedule {name}", "door": Door.SCHEDULE})
+        schedule = ScheduleHandle(self.client, checked_name(name), self.caller)
         try:
             timing = Timing(cron=cron, every=every, time_zone=time_zone)
         except ValidationError as e:
@@ -216,6 +217,8 @@ class Tarry:
                     ErrorCode.SCHEDULE_EXISTS,
                     f"a schedule named {name!r} exists already; delete it or choose another name",
                 ) from None
+        when = ", ".join(f"{k} {v!r}" for k, v in timing.model_dump(exclude_none=True).items())
+        await schedule.recorded(Act.SCHEDULE_CREATE, f"created ({when})", self.task_queue, access)
         return schedule
 
     async def list_schedules(self, readable: str | None = None) -> list[ScheduleSummary]:
@@ -228,7 +231,7 @@ class Tarry:
     def schedule(self, name: str) -> ScheduleHandle:
         """A handle to the schedule `name`, checked on first use (`SCHEDULE_INVALID` at
         once for what can never name one)."""
-        return ScheduleHandle(self.client, checked_name(name))
+        return ScheduleHandle(self.client, checked_name(name), self.caller)
 
     async def audit(
         self,
@@ -238,14 +241,14 @@ class Tarry:
         since: datetime | None = None,
         limit: int = AUDIT_LIMIT,
         readable: str | None = None,
-    ) -> list[AuditRecord]:
+    ) -> AuditTrail:
         """The audit trail (`tarry.audit`): the first `limit` records, oldest first, of
         the acts that changed run `run` (None: any run), done by `user` (None: anyone),
         at or after `since`, among the runs on this client's task queue (the runs its
         workers serve, as datasets select). Read from the runs' histories: an ended
-        segment needs no worker, an open one is asked (`RUN_NOT_SERVED` without a
-        worker). `readable`: of the runs a caller may read only
-        (`Policy.readable_clause`)."""
+        segment needs no worker, an open one is asked; one that cannot answer (no
+        worker, stuck) is left out and its run named in `unread`. `readable`: of the
+        runs a caller may read only (`Policy.readable_clause`)."""
         return await find_audit(
             self.client,
             run=run,

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
+from tarry.audit import record_act
 from tarry.contracts import (
     EVAL_REPORT_QUERY,
     EVAL_WORKFLOW,
@@ -21,11 +22,14 @@ from tarry.contracts import (
     OWNER_ATTRIBUTE,
     PHASE_ATTRIBUTE,
     SUMMARY_MEMO,
+    Act,
     AnswerScorer,
     DecisionPoint,
+    Door,
     ErrorCode,
     EvalInput,
     EvalReport,
+    OtherAct,
     Phase,
 )
 from tarry.datasets import NAME_RULE, DatasetStore
@@ -74,12 +78,19 @@ def load_points(
 
 
 async def start_eval(
-    client: Client, task_queue: str, owner: str, input: EvalInput, eval_id: str | None = None
+    client: Client,
+    task_queue: str,
+    owner: str,
+    input: EvalInput,
+    eval_id: str | None = None,
+    *,
+    door: Door = Door.CLI,
 ) -> WorkflowHandle[object, EvalReport]:
     """Starts the eval of `input` (id `eval-<random>` unless given): visible in `tarry
     list` as Running on its candidate profile. It is `owner`'s, as a run is its starter's:
     its report holds the dataset's conversations, which the API shows only to those who
-    may read it (`tarry.ownership`)."""
+    may read it (`tarry.ownership`). Its start is recorded in the audit trail as
+    `owner`'s, through `door`, readable by whoever may read the eval."""
     if input.scorer is AnswerScorer.JUDGE and input.judge is None:
         raise TarryError(ErrorCode.EVAL_INVALID, "the judge scorer needs a judge model profile")
     attributes = TypedSearchAttributes(
@@ -89,7 +100,7 @@ async def start_eval(
             SearchAttributePair(OWNER_ATTRIBUTE, owner),
         ]
     )
-    return await client.start_workflow(
+    handle = await client.start_workflow(
         EVAL_WORKFLOW,
         input,
         id=eval_id or f"eval-{uuid.uuid4().hex[:12]}",
@@ -98,6 +109,13 @@ async def start_eval(
         memo={SUMMARY_MEMO: f"eval of {input.dataset} on {input.model}"},
         search_attributes=attributes,
     )
+    what = f"started eval {handle.id!r} of {input.dataset!r} ({len(input.points)} points)"
+    act = OtherAct(
+        act=Act.EVAL, by=owner, door=door, what=f"{what} on {input.model!r}", eval=handle.id
+    )
+    access = TypedSearchAttributes([SearchAttributePair(OWNER_ATTRIBUTE, owner)])
+    await record_act(client, act, task_queue, access)
+    return handle
 
 
 async def eval_report(client: Client, eval_id: str) -> EvalReport:

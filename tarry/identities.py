@@ -55,9 +55,10 @@ GROUP_PREFIX = "group:"
 """How a share, the admins and `TarryReaders` name a group's members: `group:ops`."""
 OIDC_PREFIX = "oidc:"
 """The identity provider's users that `[api.oidc.users]` does not map: `oidc:SUB`."""
-RESERVED_PREFIXES = (LOCAL_PREFIX, GROUP_PREFIX, OIDC_PREFIX, "rule ")
+RESERVED_PREFIXES = (LOCAL_PREFIX, GROUP_PREFIX, OIDC_PREFIX, "rule ", "schedule ")
 """Beginnings of the names Tarry gives: the local users, groups, the identity
-provider's users, approval rules (`rule 2`)."""
+provider's users, approval rules (`rule 2`), schedules (`schedule nightly`, who starts a
+scheduled run)."""
 NAME_LIMIT = 64
 """The most characters a name has: it is shown in every record and list, and goes into
 the runs' search attributes (`tarry.ownership`)."""
@@ -81,7 +82,7 @@ def name_problem(
         names = ", ".join(sorted(reserved))
         return (
             f"{shown(name)} is a name Tarry records for no person ({names}, cli:NAME,"
-            " group:NAME, oidc:NAME, rule N); name the user otherwise"
+            " group:NAME, oidc:NAME, rule N, schedule NAME); name the user otherwise"
         )
     if folded in {_folded(group) for group in groups}:
         return (

@@ -31,6 +31,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from tarry.contracts import (
     CATALOGUE_CHECK_WORKFLOW,
     LLM_ACTIVITY,
+    RESUMED_SIGNAL,
     START_KEY_ATTRIBUTE,
     SUMMARY_MEMO,
     WORKFLOW_TYPE,
@@ -561,6 +562,9 @@ class RunHandle:
                 memo={**memo, SUMMARY_MEMO: summary},
                 # Its owner and share stay; a resumption by an admin does not take it.
                 search_attributes=carried(description.typed_search_attributes),
+                # Who resumes it, for its trail, in the same request as the start.
+                start_signal=RESUMED_SIGNAL,
+                start_signal_args=[self._acting()],
             )
         return RunHandle(self._client, handle, self.caller, self._pages)
 

@@ -43,13 +43,13 @@ CHILDREN_PAGE = 200
 
 
 _CUT_SHORT = {
-    WorkflowExecutionStatus.TERMINATED,
-    WorkflowExecutionStatus.CANCELED,
-    WorkflowExecutionStatus.TIMED_OUT,
+    WorkflowExecutionStatus.TERMINATED: "Terminated",
+    WorkflowExecutionStatus.CANCELED: "Canceled",
+    WorkflowExecutionStatus.TIMED_OUT: "TimedOut",
 }
 """Ends the run did not write its phase for (a stop that terminated a run whose task kept
-failing, an operator's terminate): its `TarryPhase` is the last it wrote, so it shows
-as `Failed`."""
+failing, an operator's terminate), with visibility's names for them: its `TarryPhase` is
+the last it wrote, so it shows, and is found, as `Failed`."""
 
 
 class RunRow(BaseModel):
@@ -131,9 +131,10 @@ def runs_query(
     if task_queue is not None:
         query += f" AND TaskQueue = '{task_queue}'"
     if phase is not None:
-        query += f" AND {PHASE_ATTRIBUTE.name} = '{phase.value}'"
+        query += f" AND {_phase_clause(phase)}"
     if waiting_for is not None:
         query += f" AND {WAITING_FOR_ATTRIBUTE.name} = '{waiting_for.value}'"
+        query += " AND ExecutionStatus = 'Running'"  # a run cut short waits for no one
     if schedule is not None:
         if problem := schedule_name_problem(schedule):
             raise TarryError(ErrorCode.SCHEDULE_INVALID, problem)
@@ -141,6 +142,16 @@ def runs_query(
     if readable is not None:
         query += f" AND {readable}"
     return query
+
+
+def _phase_clause(phase: Phase) -> str:
+    """The condition for runs in `phase` as lists show it: a run cut short (`_CUT_SHORT`)
+    is `Failed`, whatever phase it last wrote."""
+    written = f"{PHASE_ATTRIBUTE.name} = '{phase.value}'"
+    if phase is Phase.FAILED:
+        cut_short = " OR ".join(f"ExecutionStatus = '{s}'" for s in _CUT_SHORT.values())
+        return f"({written} OR {cut_short})"
+    return " AND ".join([written, *(f"ExecutionStatus != '{s}'" for s in _CUT_SHORT.values())])
 
 
 async def _check_page_token(client: Client, query: str, page_token: bytes) -> None:

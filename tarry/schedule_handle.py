@@ -1,4 +1,7 @@
-"""One schedule of Tarry's runs, by name: what it starts and when, pausing and deleting it."""
+"""One schedule of Tarry's runs, by name: what it starts and when, pausing and deleting it.
+
+Each act that changes it (created, paused, unpaused, triggered, deleted) is recorded in
+the audit trail as its caller's (`tarry.audit.record_act`), once Temporal has taken it."""
 
 from __future__ import annotations
 
@@ -6,10 +9,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from temporalio.client import Client, ScheduleActionStartWorkflow, ScheduleDescription
+from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from tarry.contracts import SUMMARY_MEMO, WORKFLOW_TYPE, ErrorCode, RunInput
+from tarry.audit import record_act
+from tarry.contracts import SUMMARY_MEMO, WORKFLOW_TYPE, Act, ErrorCode, OtherAct, RunInput
 from tarry.errors import TarryError
+from tarry.identities import Caller
 from tarry.ownership import RunAccess
 from tarry.schedules import ScheduleView, schedule_name_problem
 
@@ -17,11 +23,13 @@ __all__ = ["ScheduleHandle", "checked_name"]
 
 
 class ScheduleHandle:
-    """One schedule of Tarry's runs, by name (`Tarry.create_schedule`)."""
+    """One schedule of Tarry's runs, by name (`Tarry.create_schedule`), acted on as
+    `caller`."""
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: Client, name: str, caller: Caller) -> None:
         self._client = client
         self._handle = client.get_schedule_handle(name)
+        self.caller = caller
 
     @property
     def name(self) -> str:
@@ -46,29 +54,53 @@ class ScheduleHandle:
     async def pause(self, note: str | None = None) -> None:
         """Stops it starting runs until `unpause`; `note` says why (shown by `describe`).
         The runs it started go on."""
-        await self._described()
+        _, action = await self._described()
         async with self._errors():
             await self._handle.pause(note=note or "paused with tarry")
+        await self._record(action, Act.SCHEDULE_PAUSE, "paused" + _saying(note))
 
     async def unpause(self, note: str | None = None) -> None:
         """Lets it start runs again, from its next time on (the times missed while it was
         paused are not caught up)."""
-        await self._described()
+        _, action = await self._described()
         async with self._errors():
             await self._handle.unpause(note=note or "unpaused with tarry")
+        await self._record(action, Act.SCHEDULE_UNPAUSE, "unpaused" + _saying(note))
 
     async def trigger(self) -> None:
         """Starts a run now, as its time had come: under its overlap policy, so by default
-        nothing starts while its last run is open."""
-        await self._described()
+        nothing starts while its last run is open. The run's own start is the
+        schedule's; the trigger is recorded as the caller's."""
+        _, action = await self._described()
         async with self._errors():
             await self._handle.trigger()
+        await self._record(action, Act.SCHEDULE_TRIGGER, "triggered a run now")
 
     async def delete(self) -> None:
         """Deletes it: it starts no more runs; the runs it started go on."""
-        await self._described()
+        _, action = await self._described()
         async with self._errors():
             await self._handle.delete()
+        await self._record(action, Act.SCHEDULE_DELETE, "deleted")
+
+    async def _record(self, action: ScheduleActionStartWorkflow, act: Act, what: str) -> None:
+        """Records `act` on this schedule, with what its `action` starts runs with."""
+        await self.recorded(act, what, action.task_queue, action.typed_search_attributes)
+
+    async def recorded(
+        self, act: Act, what: str, task_queue: str, access: TypedSearchAttributes
+    ) -> None:
+        """Records `act` on this schedule as its caller's, for a worker on `task_queue`
+        (its runs'), readable by whoever may read the schedule (`access`: its owner and
+        share, as it starts its runs)."""
+        acting = OtherAct(
+            act=act,
+            by=self.caller.user,
+            door=self.caller.door,
+            what=f"schedule {self.name!r} {what}",
+            schedule=self.name,
+        )
+        await record_act(self._client, acting, task_queue, access)
 
     async def _described(self) -> tuple[ScheduleDescription, ScheduleActionStartWorkflow]:
         """Temporal's description of the schedule and its action; `SCHEDULE_NOT_FOUND` for
@@ -97,6 +129,10 @@ class ScheduleHandle:
             if e.status is RPCStatusCode.INVALID_ARGUMENT:  # "Invalid schedule spec: ..."
                 raise TarryError(ErrorCode.SCHEDULE_INVALID, e.message) from e
             raise
+
+
+def _saying(note: str | None) -> str:
+    return f": {note}" if note else ""
 
 
 def checked_name(name: str) -> str:

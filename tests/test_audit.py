@@ -4,9 +4,11 @@ which door and what, kept in the run's own history and read back through the HTT
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,6 +17,7 @@ from pydantic import SecretStr
 
 from tarry.api import ApiServer, create_app
 from tarry.api.auth import DOOR_HEADER
+from tarry.client import RunHandle
 from tarry.contracts import TEMPORAL_UI, AuditRecord, ErrorCode, Phase, ReplyPolicy, WaitingFor
 from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import ScriptedToolCall, calls, say
@@ -25,6 +28,9 @@ from tests.http_api import Api
 from tests.test_approval_rules import NOTES_FREE
 from tests.test_approvals import WRITE, gated_run
 from tests.test_http_api import error_of, until_stopped
+from tests.test_http_api_people import as_
+from tests.test_owners import ERIN, people_api, with_people
+from tests.test_stuck_runs import REASON, stuck  # noqa: F401 - a fixture
 from workflows.audit import RECORDS_PER_SEGMENT
 
 ALICE = "alice-token-0123456789"
@@ -165,7 +171,7 @@ async def test_a_signal_from_outside_tarry_is_recorded_at_the_temporal_ui_door(
     await handle.signal("stop", {"reason": "from the UI"})
     await run.wait_for({Phase.COMPLETED}, TIMEOUT)
 
-    records = await agent.tarry.audit(run=run.id)
+    records = (await agent.tarry.audit(run=run.id)).records
 
     assert [(r.act, r.by, r.door) for r in records][1:] == [
         ("model", TEMPORAL_UI, TEMPORAL_UI),
@@ -185,7 +191,7 @@ async def test_a_segment_full_of_acts_hands_over_and_its_trail_stays_whole(
         await run.set_reply_policy(ReplyPolicy.INTERRUPT if n % 2 else ReplyPolicy.QUEUE)
     handle = agent.tarry.client.get_workflow_handle(run.id)
     current: list[AuditRecord] = await handle.query("audit", result_type=list[AuditRecord])
-    records = await agent.tarry.audit(run=run.id)
+    records = (await agent.tarry.audit(run=run.id)).records
     segments = await agent.histories(run)
 
     assert len(segments) == 2
@@ -204,7 +210,68 @@ async def test_a_decision_on_a_gated_call_records_the_decider(agent: Agent) -> N
     run = await gated_run(agent, say("Written."))
 
     await run.decide("w1", approved=False, reason="not now")
-    records = await agent.tarry.audit(run=run.id)
+    records = (await agent.tarry.audit(run=run.id)).records
 
     assert records[-1].what == "rejected write_file call w1: not now"
     assert (records[-1].by, records[-1].door) == (agent.tarry.caller.user, "cli")
+
+
+# --- Runs the audit cannot read ------------------------------------------------------
+
+
+async def test_a_stuck_run_is_named_unread_and_the_audit_answers_for_the_others(
+    stuck: tuple[Agent, RunHandle],  # noqa: F811 - the fixture, imported
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    agent, stuck_run = stuck
+    agent.model.add(say("hello"))
+    run = await agent.start("hi")
+    await run.wait_for(WAITING, TIMEOUT)
+    with_people(tmp_path, monkeypatch)
+
+    async with people_api(agent) as api:  # an admin's read: every run
+        response = await api.http.get("/v1/audit", headers=as_(ERIN))
+
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert [(r["run"], r["act"]) for r in answer["records"]] == [(run.id, "start")]
+    [unread] = answer["unread"]
+    assert unread["run"] == stuck_run.id
+    assert REASON in unread["reason"]
+
+
+async def test_runs_whose_worker_is_gone_are_named_unread_and_ended_ones_still_answer(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("hello"), say("hello"), say("hello"))
+    ended, waiting, terminated = [await agent.start("hi") for _ in range(3)]
+    for run in (ended, waiting, terminated):
+        await run.wait_for(WAITING, TIMEOUT)
+    await ended.stop()
+    async with asyncio.timeout(TIMEOUT):
+        await ended.result()
+    await agent.tarry.client.get_workflow_handle(terminated.id).terminate("by an operator")
+    assert agent.stop_worker is not None
+    await agent.stop_worker()
+
+    trail = await agent.tarry.audit()
+
+    assert {(r.run, r.act) for r in trail.records} == {(ended.id, "start"), (ended.id, "stop")}
+    assert {u.run for u in trail.unread} == {waiting.id, terminated.id}
+
+
+async def test_tarry_audit_warns_of_a_stuck_run_and_prints_the_others(
+    stuck: tuple[Agent, RunHandle],  # noqa: F811 - the fixture, imported
+) -> None:
+    agent, stuck_run = stuck
+    agent.model.add(say("hello"))
+    run = await agent.start("hi")
+    await run.wait_for(WAITING, TIMEOUT)
+
+    result = await Cli.of(agent)("audit", "--json")
+
+    assert result.code == 0, result
+    assert [json.loads(line)["run"] for line in result.out.splitlines()] == [run.id]
+    assert result.err.startswith(f"warning: run {stuck_run.id} left out: "), result.err
+    assert REASON in result.err

@@ -583,6 +583,30 @@ async def test_list_by_phase_finds_waiting_runs_and_not_completed_ones(cli: Cli)
     assert {row["phase"] for row in rows.values()} == {"WaitingUser"}
 
 
+async def test_a_run_terminated_while_waiting_is_listed_as_failed_and_waits_for_no_one(
+    cli: Cli,
+) -> None:
+    cli.agent.model.add(say("Hello!"))
+    run = await cli.start("hi")
+    await run.wait_for(WAITING, TIMEOUT)
+    client = cli.agent.tarry.client
+    await client.get_workflow_handle(run.id).terminate("an operator's terminate")
+    await until_listed(client, "ExecutionStatus = 'Terminated'", run.id)
+
+    listed = {
+        what: {row["run_id"]: row["phase"] for row in json.loads(await cli.ok("list", *how))}
+        for what, how in {
+            "waiting": ("--phase", "WaitingUser", "--limit", "1000", "--json"),
+            "failed": ("--phase", "Failed", "--limit", "1000", "--json"),
+            "for input": ("--waiting-for", "input", "--limit", "1000", "--json"),
+        }.items()
+    }
+
+    assert run.id not in listed["waiting"]
+    assert run.id not in listed["for input"]
+    assert listed["failed"][run.id] == "Failed"
+
+
 async def test_list_shows_a_run_that_handed_over_once_with_its_latest_turns(cli: Cli) -> None:
     cli.agent.model.add(say("One."), say("Two."), say("Three."))
     run = await cli.agent.start("count", continue_as_new_after_turns=1)

@@ -142,7 +142,7 @@ async def test_a_decision_through_mcp_is_recorded_as_taken_through_mcp(
     shown = await tarry_show(agent, started["run_id"])
     assert "\n    ✓ approved via mcp " in shown, shown
     # The start and the decision both came through the MCP door.
-    records = await agent.tarry.audit(run=started["run_id"])
+    records = (await agent.tarry.audit(run=started["run_id"])).records
     assert [(r.act, r.door) for r in records] == [("start", "mcp"), ("decision", "mcp")]
 
 

@@ -45,6 +45,7 @@ REFUSED_NAMES = {
     "a local user's, in fullwidth letters": "\uff43\uff4c\uff49:root",
     "a group's principal": "group:ops",
     "an approval rule's": "rule 1",
+    "a schedule's": "schedule nightly",
     "a zero-width space's": "alice\u200b",
     "a newline's": "alice\nbob",
     "an escape sequence's": "alice\x1b[2J",
@@ -364,7 +365,7 @@ async def test_tarry_audit_prints_control_characters_escaped(agent: Agent) -> No
     table = await cli.ok("audit", "--run", run.id)
 
     lines = table.splitlines()
-    assert len(lines) == 1 + len(await agent.tarry.audit(run=run.id))
+    assert len(lines) == 1 + len((await agent.tarry.audit(run=run.id)).records)
     assert "\x1b" not in table
     assert "\u200b" not in table
     assert "mallory\\u200b" in lines[-1]

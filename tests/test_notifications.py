@@ -438,7 +438,35 @@ async def linked(
         yield Linked(run, pending["links"]["approve"], pending["links"]["reject"], http)
 
 
-async def test_a_notification_links_a_run_only_for_a_user_who_may_use_it(
+async def test_a_user_s_entry_is_told_only_of_the_runs_they_may_read(
+    agent_factory: Any, tmp_path: Path, receiver: Receiver
+) -> None:
+    agent = await notifying(
+        agent_factory,
+        tmp_path,
+        receiver,
+        ["waiting_for_approval"],
+        entry={"to": "alice"},
+        tarry_action_key=ACTION_KEY,
+    )
+    bobs_words = {"path": "bob-private.md", "content": "bob's secret plan"}
+    agent.model.add(call("write_file", bobs_words, id="w1"), call("write_file", WRITE, id="w2"))
+    agent.tarry = agent.tarry.acting_as(Caller("bob"))
+    not_hers = await agent.start("write the plan", require_approval=["write_file"])
+    handle = agent.tarry.client.get_workflow_handle(not_hers.id)
+    async with asyncio.timeout(TIMEOUT):  # its notification is done with: sent to nobody
+        while "completed" not in notify_activities(list((await handle.fetch_history()).events)):
+            await asyncio.sleep(0.1)
+    shared = await agent.start(
+        "write the plan", require_approval=["write_file"], share={"alice": "read"}
+    )
+    await receiver.until_taken(1)
+
+    assert [t.json["run_id"] for t in receiver.tries] == [shared.id]
+    assert not any(b"secret plan" in t.body for t in receiver.tries)
+
+
+async def test_a_notification_links_a_run_and_its_calls_as_far_as_its_user_may_use_them(
     agent_factory: Any, tmp_path: Path, receiver: Receiver
 ) -> None:
     agent = await notifying(
@@ -451,7 +479,9 @@ async def test_a_notification_links_a_run_only_for_a_user_who_may_use_it(
     )
     agent.model.add(call("write_file", WRITE, id="w1"), call("write_file", WRITE, id="w2"))
     agent.tarry = agent.tarry.acting_as(Caller("bob"))
-    not_hers = await agent.start("write the plan", require_approval=["write_file"])
+    read_only = await agent.start(
+        "write the plan", require_approval=["write_file"], share={"alice": "read"}
+    )
     await receiver.until_taken(1)
     shared = await agent.start(
         "write the plan", require_approval=["write_file"], share={"alice": "write"}
@@ -459,8 +489,8 @@ async def test_a_notification_links_a_run_only_for_a_user_who_may_use_it(
     await receiver.until_taken(2)
 
     told = {d.json["run_id"]: d.json for d in receiver.delivered}
-    assert told[not_hers.id]["links"] == {}
-    assert told[not_hers.id]["pending_approvals"][0]["links"] == {}
+    assert set(told[read_only.id]["links"]) == {"run"}
+    assert told[read_only.id]["pending_approvals"][0]["links"] == {}
     assert set(told[shared.id]["links"]) == {"run"}
     assert set(told[shared.id]["pending_approvals"][0]["links"]) == {"approve", "reject"}
 
@@ -501,7 +531,7 @@ async def test_an_action_link_s_decision_is_audited_at_the_link_door_as_its_user
     decided = await linked.http.post(linked.approve)
     assert decided.status_code == 200, decided.text
 
-    *_, last = await Tarry(temporal).audit(run=linked.run.id)
+    *_, last = (await Tarry(temporal).audit(run=linked.run.id)).records
 
     assert (last.act, last.by, last.door) == ("decision", "alice", "link")
     assert last.what == "approved write_file call w1"

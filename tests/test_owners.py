@@ -361,7 +361,9 @@ async def test_the_calls_to_decide_list_holds_no_run_the_caller_may_only_read(ap
     assert run_id not in {row["id"] for row in decidable}
 
 
-async def test_an_approver_of_one_call_may_not_decide_another_open_to_anyone(api: Api) -> None:
+async def two_gated_calls(api: Api) -> str:
+    """Alice's run waiting on two calls: `write_file` `w1`, which dave approves, and
+    `list_files` `l2`, which names no approver (its run's writers decide it)."""
     api.agent.model.add(
         calls(
             ScriptedToolCall(name="write_file", arguments=WRITE, id="w1"),
@@ -375,6 +377,11 @@ async def test_an_approver_of_one_call_may_not_decide_another_open_to_anyone(api
         approvers={"write_file": ["dave"]},
     )
     assert (await until_stopped(api, run_id))["waiting_for"] == WaitingFor.APPROVAL
+    return run_id
+
+
+async def test_an_approver_of_one_call_may_not_decide_another_open_to_anyone(api: Api) -> None:
+    run_id = await two_gated_calls(api)
 
     for call_id in ("l2", None):
         refused = await api.http.post(

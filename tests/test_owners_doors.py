@@ -22,14 +22,23 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, Tool
 
 from tarry.contracts import ErrorCode, WaitingFor
-from tarry.testing.scripted_model import ScriptedToolCall, calls, say
+from tarry.testing.scripted_model import say
 from tests.conftest import Agent
 from tests.deadline import deadline
 from tests.http_api import Api
-from tests.test_http_api import WRITE, error_of, until_stopped
+from tests.test_http_api import error_of, until_stopped
 from tests.test_http_api_people import as_
 from tests.test_oidc import IdentityProvider, oidc_config, tarry_mcp_http
-from tests.test_owners import BOB, CAROL, CONFIG, DAVE, ERIN, alices_run, people_api
+from tests.test_owners import (
+    BOB,
+    CAROL,
+    CONFIG,
+    DAVE,
+    ERIN,
+    alices_run,
+    people_api,
+    two_gated_calls,
+)
 
 OUTSIDER: dict[str, Any] = {"sub": "mallory", "groups": ["strangers"]}
 """The claims of a user the identity provider signs in who is nobody to any run here."""
@@ -212,17 +221,7 @@ async def test_an_admin_is_refused_by_no_mcp_tool(
 async def test_an_approver_of_one_call_may_not_decide_another_over_mcp(
     api: Api, payload_store: Path, tmp_path: Path, identity_provider: IdentityProvider
 ) -> None:
-    api.agent.model.add(
-        calls(
-            ScriptedToolCall(name="write_file", arguments=WRITE, id="w1"),
-            ScriptedToolCall(name="list_files", arguments={}, id="l2"),
-        ),
-        say("Both done."),
-    )
-    run_id = await api.start(
-        "write and look", require_approval=["*"], approvers={"write_file": ["dave"]}
-    )
-    assert (await until_stopped(api, run_id))["waiting_for"] == WaitingFor.APPROVAL
+    run_id = await two_gated_calls(api)
 
     async with (
         mcp_server(api, payload_store, tmp_path, identity_provider) as url,

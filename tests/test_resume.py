@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tarry.client import TarryError
-from tarry.contracts import ErrorCode, Phase
+from tarry.contracts import Door, ErrorCode, Phase
+from tarry.identities import Caller
 from tarry.testing.scripted_model import fail, say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT
@@ -86,3 +87,44 @@ async def test_resuming_a_run_that_has_not_ended_is_refused(agent: Agent) -> Non
         await run.resume()
 
     assert refused.value.code is ErrorCode.RUN_NOT_ENDED
+
+
+async def test_a_resume_is_recorded_as_its_person_s_after_the_stop_as_the_stopper_s(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("Hello!"))
+    run = await agent.start("hi")
+    await run.wait_for(WAITING, TIMEOUT)
+    await run.stop("done for today")
+    await run.result()
+    bea = agent.tarry.acting_as(Caller("bea", door=Door.API))
+
+    resumed = await bea.get(run.id).resume()
+    await resumed.wait_for(WAITING, TIMEOUT)
+    records = (await agent.tarry.audit(run=run.id)).records
+
+    assert [(r.act, r.by, r.door) for r in records] == [
+        ("start", agent.tarry.caller.user, "cli"),
+        ("stop", agent.tarry.caller.user, "cli"),
+        ("resume", "bea", "api"),
+    ]
+
+
+async def test_a_resumed_run_says_who_stopped_it_and_why_until_the_next_reply(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("Hello!"), say("Good morning."))
+    run = await agent.start("hi")
+    await run.wait_for(WAITING, TIMEOUT)
+    await run.stop("done for today")
+    await run.result()
+
+    resumed = await run.resume()
+    waiting = await resumed.wait_for(WAITING, TIMEOUT)
+    answered = await resumed.send("morning!")
+
+    assert (waiting.stopped_by, waiting.stop_reason) == (
+        agent.tarry.caller.user,
+        "done for today",
+    )
+    assert (answered.stopped_by, answered.stop_reason) == (None, None)

@@ -1,5 +1,5 @@
 """Runs started on the previous code go on on this code, and new runs record only the
-patch ids the upgrading guide's table lists.
+patch ids the compatibility ledger lists (`tarry.contracts.compatibility`).
 
 `tests/fixtures/handed_over_before_the_catalogue.json` is the input a run of the code
 before the workflow owned its tool catalogue handed to the next run of its chain (read
@@ -45,6 +45,7 @@ from tarry.contracts import (
     TranscriptPageIndexRef,
     UserInput,
 )
+from tarry.contracts.compatibility import PATCHES
 from tarry.testing.scripted_model import call, say
 from tests.conftest import HISTORIES, Agent
 from tests.faults import patch_ids
@@ -54,12 +55,7 @@ from workflows.memory_groups import Budgets, Delegations, QueuedInput
 HANDED_OVER = Path(__file__).parent / "fixtures" / "handed_over_before_the_catalogue.json"
 BEFORE_THE_GROUPS = Path(__file__).parent / "fixtures" / "handed_over_before_the_groups.json"
 ROOT = Path(__file__).parents[1]
-GUIDE = ROOT / "docs" / "guides" / "upgrading.md"
-
-
-def listed_patch_ids() -> set[str]:
-    """The ids in the first column of the upgrading guide's table of patch ids."""
-    return set(re.findall(r"^\| `([a-z0-9-]+)` \|", GUIDE.read_text(), re.MULTILINE))
+LEDGER_IDS = {patch.id for patch in PATCHES}
 
 
 def handed_over() -> dict[str, Any]:
@@ -284,17 +280,7 @@ async def test_a_run_handed_over_by_the_previous_code_goes_on(agent: Agent) -> N
     assert activities.count(LLM_ACTIVITY) == 3
 
 
-def test_every_patch_id_the_workflows_ask_for_has_a_row_in_the_upgrading_guide() -> None:
-    source = "\n".join(path.read_text() for path in sorted((ROOT / "workflows").glob("*.py")))
-    defined = re.findall(r'^_?[A-Z0-9_]*PATCH = "([a-z0-9-]+)"$', source, re.MULTILINE)
-    asked = re.findall(r"(?:patched|deprecate_patch)\(([^)]*)\)", source)
-
-    assert set(defined) == listed_patch_ids()
-    # Every id is one of those constants: none is made up as the run goes (per turn, say).
-    assert {name for name in asked if not re.fullmatch(r"_?[A-Z0-9_]*PATCH", name)} == set()
-
-
-async def test_a_new_run_records_no_per_turn_patch_and_only_ids_the_upgrading_guide_lists(
+async def test_a_new_run_records_no_per_turn_patch_and_only_ids_the_ledger_lists(
     agent: Agent,
 ) -> None:
     agent.model.add(call("list_files", {}), say("Nothing here."), say("Still nothing."))
@@ -312,4 +298,4 @@ async def test_a_new_run_records_no_per_turn_patch_and_only_ids_the_upgrading_gu
     ids = [patch_id for history in histories for patch_id in patch_ids(history)]
     assert "continue-as-new" in ids
     assert not [i for i in ids if re.fullmatch(r"tool-catalogue-\d+", i)]
-    assert set(ids) <= listed_patch_ids()
+    assert set(ids) <= LEDGER_IDS

@@ -19,8 +19,10 @@ from tarry.api import ApiServer
 from tarry.config_tables import ServerLimits
 from tests.deadline import deadline
 
-HEADER_TIMEOUT = 0.5
-"""Short, so that the tests see connections closed soon; what they assert is that they are."""
+HEADER_SECONDS = 0.5
+"""The servers' `header_timeout` here: short, so that the tests see connections closed
+soon. Its firing is the behaviour they assert, a timeout of the product's, not a bound of
+a test's wait (`tests/test_deadlines.py`)."""
 
 
 class HeldApp:
@@ -64,7 +66,7 @@ async def served(limits: ServerLimits) -> AsyncIterator[tuple[HeldApp, httpx.Asy
 
 
 def limits(**overrides: float) -> ServerLimits:
-    return ServerLimits.model_validate({"header_timeout": HEADER_TIMEOUT} | overrides)
+    return ServerLimits.model_validate({"header_timeout": HEADER_SECONDS} | overrides)
 
 
 async def closed_by_the_server(reader: asyncio.StreamReader) -> bool:
@@ -112,7 +114,7 @@ async def test_headers_sent_a_byte_at_a_time_do_not_extend_the_header_timeout() 
             while True:
                 writer.write(b"X")  # one header's name that never ends
                 await writer.drain()
-                await asyncio.sleep(HEADER_TIMEOUT / 10)
+                await asyncio.sleep(HEADER_SECONDS / 10)
 
         trickling = asyncio.create_task(trickle())
         closed = await closed_by_the_server(reader)
@@ -142,7 +144,7 @@ async def test_a_request_slower_than_the_header_timeout_to_answer_is_answered() 
     async with served(limits()) as (held, http, _):
         answer = asyncio.create_task(http.get("/held"))
         await held.until_held(1)
-        await asyncio.sleep(HEADER_TIMEOUT * 2)  # past the header timeout, as a slow run's
+        await asyncio.sleep(HEADER_SECONDS * 2)  # past the header timeout, as a slow run's
         held.release()
         response = await answer
 

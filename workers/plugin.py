@@ -2,7 +2,8 @@
 
 The SDK's own integrations (`temporalio.contrib.openai_agents.OpenAIAgentsPlugin`,
 pydantic-ai's `PydanticAIPlugin`) wire a worker this way, and so does Tarry: the
-`AgentRun` workflow (and `CatalogueCheck`, which a client asks before it starts one),
+`AgentRun` workflow (and `CatalogueCheck`, which a client asks before it starts one, and
+`AuditAct`, the trail of schedules and evals),
 the model activity with its stored conversations, the tools (and the MCP servers' in
 the worker's config), the notifications of its `[[notify]]`
 entries, the worker settings Tarry ships with (cache, pollers, sticky timeout), the
@@ -49,6 +50,7 @@ from tarry.storage import payload_limit, storage_driver
 from workers import legacy_query
 from workers.telemetry import tracing_interceptors
 from workflows.agent_run import AgentRunWorkflow
+from workflows.audit_acts import AuditActWorkflow
 from workflows.catalogue_check import CatalogueCheckWorkflow
 from workflows.eval_run import EvalRunWorkflow
 
@@ -107,7 +109,7 @@ class TarryPlugin(SimplePlugin):
         super().__init__(
             "tarry.TarryPlugin",
             data_converter=data_converter(self.settings),
-            workflows=[AgentRunWorkflow, CatalogueCheckWorkflow, EvalRunWorkflow],
+            workflows=[AgentRunWorkflow, CatalogueCheckWorkflow, EvalRunWorkflow, AuditActWorkflow],
             workflow_runner=workflows_passed_through,
         )
 

@@ -56,6 +56,12 @@ with workflow.unsafe.imports_passed_through():
         WaitingFor,
         reply_problem,
     )
+    from tarry.contracts.compatibility import (  # patch ids, and when each goes
+        CATALOGUE_AT_START,
+        COST_ATTRIBUTE,
+        HAND_OVER,
+        TITLE_FROM_FIRST_MESSAGE,
+    )
     from tarry.text import NO_SUMMARY, summary_of
     from workflows import (
         agents,
@@ -74,16 +80,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.memory import RunMemory, WorkflowInput
     from workflows.stream import RunStream
 
-# Patch ids: their table, and when each goes, is in docs/guides/upgrading.md.
-# Deprecated: every supported history that reaches the hand-over has its marker.
-_HAND_OVER_PATCH = "continue-as-new"
-# Deprecated: every supported history resolved its tools at its start.
-_CATALOGUE_AT_START_PATCH = "tool-catalogue-at-start"
-# Runs recorded before `TarryCostUsd` upsert their search attributes without it.
-_COST_ATTRIBUTE_PATCH = "cost-attribute"
-# Runs recorded before a run without a prompt took its summary from its first message.
-_TITLE_PATCH = "summary-from-first-message"
-
 
 @workflow.defn(name=WORKFLOW_TYPE)
 class AgentRunWorkflow:
@@ -96,8 +92,8 @@ class AgentRunWorkflow:
         self._callers = 0
         self._reports: list[asyncio.Task[None]] = []
         """A sub-agent's reports to its parent in flight (`agents.report`)."""
-        if input.memory is not None:  # handed over by the previous run of the chain
-            self._m = input.memory
+        if input.memory is not None:  # handed over by the previous run of the chain, or resumed
+            self._m = audit.carried_on(input.memory)
         else:
             self._m = RunMemory.of(input)
             self._m.agents.parent = input.parent
@@ -120,7 +116,7 @@ class AgentRunWorkflow:
         # Before anything else: a run naming a tool no worker has is refused at once. A
         # run handed over or resumed has its tools already.
         if m.catalogue.tools is None:
-            workflow.deprecate_patch(_CATALOGUE_AT_START_PATCH)
+            workflow.deprecate_patch(CATALOGUE_AT_START.id)
             if refused := await tool_calls.resolve(m, self._input):
                 self._fail(refused)
         while not m.phase.ended:
@@ -454,7 +450,7 @@ class AgentRunWorkflow:
         report to its parent."""
         m = self._m
         m.phase = phase
-        cost = workflow.patched(_COST_ATTRIBUTE_PATCH)
+        cost = workflow.patched(COST_ATTRIBUTE.id)
         workflow.upsert_search_attributes(search_attributes(m, self._input, cost=cost))
         workflow.set_current_details(current_details(m, self._input))
         count_phase(m)
@@ -492,7 +488,7 @@ class AgentRunWorkflow:
         delivered to it: else it stays `NO_SUMMARY` for good."""
         if workflow.memo_value(SUMMARY_MEMO, None, type_hint=str) != NO_SUMMARY:
             return
-        if workflow.patched(_TITLE_PATCH):
+        if workflow.patched(TITLE_FROM_FIRST_MESSAGE.id):
             workflow.upsert_memo({SUMMARY_MEMO: summary_of(text)})
 
     def _note(self, text: str) -> None:
@@ -546,7 +542,7 @@ class AgentRunWorkflow:
         run keeps its history: a caller come while pages were written, or a memory too
         large to hand over."""
         m = self._m
-        workflow.deprecate_patch(_HAND_OVER_PATCH)
+        workflow.deprecate_patch(HAND_OVER.id)
         next_input = self._next_input()
         size = pages.payload_size(next_input)
         # Only a large memory waits for pages first: a reply that comes while they are

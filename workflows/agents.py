@@ -48,15 +48,13 @@ from tarry.contracts import (
     ToolResult,
     WaitingFor,
 )
+from tarry.contracts.compatibility import SUB_AGENT_OWNER
 from tarry.ownership import carried
 from tarry.text import shorten
 from workflows.memory import RunMemory, WorkflowInput
 
 STATUS_SIGNAL = "agent_status"
 """The signal a child reports its waiting to its parent with (`AgentReport`)."""
-OWNER_PATCH = "sub-agent-owner"
-"""`workflow.patched` id: a sub-agent starts with its lead's owner and share
-(`tarry.ownership`); children of runs in flight before it started without them."""
 BUDGET_SIGNAL = "parent_budget"
 """The signal a parent gives a running child its new limits with (`BudgetRaise`)."""
 
@@ -108,7 +106,7 @@ async def delegate(
     # Running before it starts: its first report may come in the activation that
     # resolves its start, and must not be dropped as a stranger's.
     m.agents.running.append(run_id)
-    owned = workflow.patched(OWNER_PATCH)
+    owned = workflow.patched(SUB_AGENT_OWNER.id)
     access = carried(workflow.info().typed_search_attributes) if owned else None
     try:
         handle = await workflow.start_child_workflow(

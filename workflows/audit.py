@@ -20,6 +20,7 @@ from typing import Protocol
 from temporalio import workflow
 
 from tarry.contracts import (
+    RESUMED_SIGNAL,
     TEMPORAL_UI,
     Act,
     Acting,
@@ -36,8 +37,10 @@ from tarry.contracts import (
     StopRequest,
     UserInput,
 )
+from tarry.contracts.compatibility import AUDIT_HAND_OVER
 from workflows.memory import RunMemory, WorkflowInput
 
+# The older clients' shapes are the compatibility ledger's `old-client-arguments`.
 ModelArg = ModelSwitch | str
 """What `set_model` takes: the profile and who asks, or (from older clients) its name."""
 PolicyArg = ReplyPolicyChange | ReplyPolicy
@@ -45,8 +48,6 @@ PolicyArg = ReplyPolicyChange | ReplyPolicy
 
 RECORDS_PER_SEGMENT = 200
 """A segment with this many records hands over at its next safe point."""
-HAND_OVER_PATCH = "audit-hand-over"
-"""Runs recorded before the trail hand over by turns and history size alone."""
 
 
 class Actor(Protocol):
@@ -108,6 +109,19 @@ def started(memory: RunMemory, input: WorkflowInput) -> None:
     record(memory, Act.FORK, starter, f"forked from run {fork.run_id!r} at message {fork.at}")
 
 
+def carried_on(memory: RunMemory) -> RunMemory:
+    """The memory a run goes on with (handed over, or resumed), listening for who resumed
+    it: a resumption's start carries `RESUMED_SIGNAL`, taken in the run's first task, so
+    its record is the new run's first. Registered here, not as a handler of the run's
+    class: a hand-over never receives it, and no recorded history holds it."""
+
+    def on_resumed(request: Acting) -> None:
+        record(memory, Act.RESUME, request, "resumed the ended run: it waits for a reply")
+
+    workflow.set_signal_handler(RESUMED_SIGNAL, on_resumed)
+    return memory
+
+
 def receive(memory: RunMemory, input: UserInput) -> int:
     """Queues a reply (`Inbox.receive`) with its author (`temporal-ui` for one that
     came without), and records it unless it is a retry of one the run has; its `seq`."""
@@ -157,4 +171,4 @@ def policy_changed(memory: RunMemory, change: PolicyArg) -> ReplyPolicy:
 def hand_over_due(memory: RunMemory) -> bool:
     """Whether the segment holds enough records to hand over (runs from before the
     trail: never for this reason)."""
-    return len(memory.audit) >= RECORDS_PER_SEGMENT and workflow.patched(HAND_OVER_PATCH)
+    return len(memory.audit) >= RECORDS_PER_SEGMENT and workflow.patched(AUDIT_HAND_OVER.id)

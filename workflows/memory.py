@@ -47,6 +47,7 @@ from tarry.contracts import (
     reply_problem,
 )
 from tarry.contracts._omit import when_none
+from tarry.contracts.compatibility import UNIQUE_CALL_IDS
 from workflows.memory_groups import (
     Approvals,
     Budgets,
@@ -58,10 +59,6 @@ from workflows.memory_groups import (
     Requests,
     RunCatalogue,
 )
-
-_UNIQUE_CALL_IDS_PATCH = "unique-call-ids"
-"""A run recorded before keeps a tool call id its model repeated."""
-
 
 _GROUPS: dict[str, type[BaseModel]] = {
     "requests": Requests,
@@ -150,7 +147,8 @@ class RunMemory(BaseModel):
     @classmethod
     def _lift_flat_fields(cls, data: Any) -> Any:
         """Memories handed over by runs on earlier code have the groups' fields flat (some
-        groups, or all), and their queue of replies as `inbox`."""
+        groups, or all), and their queue of replies as `inbox` (the compatibility ledger's
+        `flat-memory-read`)."""
         if not isinstance(data, dict):
             return data
         lifted = dict(data)
@@ -169,7 +167,8 @@ class RunMemory(BaseModel):
         """Written flat, as the build before the groups wrote it (`_WRITTEN_FLAT`): a
         hand-over, or a `tarry resume`, may be read by a worker of that build (a rolling
         deploy, a rollback), which fails a run whose memory it cannot read. The grouped
-        shape goes on the wire once no such build is left (docs/guides/upgrading.md).
+        shape goes on the wire once no such build is left (the compatibility ledger's
+        `flat-memory-write`, `tarry.contracts.compatibility`, says when).
         `model_queue` is written as that build kept it: the queue of the profile
         `set_model` switched to."""
         grouped: dict[str, Any] = handler(self)
@@ -203,7 +202,7 @@ class RunMemory(BaseModel):
         if answer.context is not None:
             c.window_start = c.context_from + answer.context.count - answer.sent_messages
         c.usage += answer.usage
-        if answer.message.tool_calls and workflow.patched(_UNIQUE_CALL_IDS_PATCH):
+        if answer.message.tool_calls and workflow.patched(UNIQUE_CALL_IDS.id):
             self._unique_call_ids(answer.message.tool_calls)
         c.transcript.append(answer.message)
         if answer.message.content:
@@ -240,6 +239,8 @@ class RunMemory(BaseModel):
         self.guards.turns_since_input = 0
         self.warning = None
         self.error = None  # a resumed run's: the reply goes on past it
+        if not self.requests.stop:  # a resumed run's stop, as its error
+            self.requests.stop_reason, self.requests.stopped_by = None, None
         self.guards.failures = {}
 
     def undecided(self) -> list[PendingApproval]:
@@ -353,8 +354,9 @@ class RunMemory(BaseModel):
 
     def resumed(self) -> RunMemory:
         """This ended run's memory for a run that goes on from it (`tarry resume`):
-        waiting for the user, with the error that ended it shown until the next reply.
-        A model error or a stop need not end a conversation for good."""
+        waiting for the user, with the error that ended it, or who stopped it and why,
+        shown until the next reply. A model error or a stop need not end a conversation
+        for good."""
         if not self.phase.ended:
             raise ApplicationError(
                 f"the run is {self.phase}: reply to it instead", type=ErrorCode.RUN_NOT_ENDED
@@ -366,8 +368,6 @@ class RunMemory(BaseModel):
                 "requests": self.requests.model_copy(
                     update={
                         "stop": False,
-                        "stop_reason": None,
-                        "stopped_by": None,
                         "pause": False,
                         "paused_by": None,
                     }

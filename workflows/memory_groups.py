@@ -31,14 +31,12 @@ from tarry.contracts import (
     UserInput,
     WaitingFor,
 )
+from tarry.contracts.compatibility import REPLY_IDS_WINDOW
 
 REPLY_IDS_KEPT = 100
 """How many of the latest replies' ids a run keeps to know a retry (`Inbox.seen_ids`):
 a client retries within minutes, not a hundred replies later, and the memory handed over
 at each continue-as-new stays the same size however many replies came before."""
-_REPLY_IDS_PATCH = "reply-ids-window"
-"""A run recorded before the window keeps every id; the next run of its chain drops the
-oldest with its first reply."""
 DECIDED_CALLS_KEPT = 100
 """How many of the latest decided calls' ids a run keeps (`Approvals.decided`): a late
 decision on one whose tool message has moved into a page is still told it was decided."""
@@ -194,7 +192,7 @@ class Inbox(BaseModel):
     def _forget_old_ids(self) -> None:
         """Keeps the ids of the latest `REPLY_IDS_KEPT` replies (a memory handed over by a
         run before the window may hold more: it shrinks with its next reply)."""
-        if len(self.seen_ids) <= REPLY_IDS_KEPT or not workflow.patched(_REPLY_IDS_PATCH):
+        if len(self.seen_ids) <= REPLY_IDS_KEPT or not workflow.patched(REPLY_IDS_WINDOW.id):
             return
         self.seen_ids = dict(list(self.seen_ids.items())[-REPLY_IDS_KEPT:])
 

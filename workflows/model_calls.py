@@ -25,6 +25,7 @@ from tarry.contracts import (
     LlmResponse,
     Mode,
 )
+from tarry.contracts.compatibility import ASK_ON_MODEL_FAILURE
 from workflows.details import llm_summary
 from workflows.memory import RunMemory, WorkflowInput
 from workflows.stream import RunStream
@@ -40,9 +41,6 @@ LLM_RETRY = RetryPolicy(
     ],
 )
 _CODES = frozenset(ErrorCode)
-# Runs recorded before a failing model was handed to a person retry it for the whole
-# `llm_retry_window` and then fail.
-ASK_ON_MODEL_FAILURE_PATCH = "ask-on-model-failure"
 
 
 async def ask(
@@ -88,7 +86,7 @@ async def ask(
             timeouts = input.timeouts
             asks = timeouts.llm_ask_after < timeouts.llm_retry_window
             gave_up = e.retry_state is RetryState.TIMEOUT
-            if asks and gave_up and workflow.patched(ASK_ON_MODEL_FAILURE_PATCH):
+            if asks and gave_up and workflow.patched(ASK_ON_MODEL_FAILURE.id):
                 # Retried past `llm_ask_after` without an answer: a person decides (retry,
                 # another profile, a reply) rather than the run failing.
                 m.model_failure = error
@@ -127,7 +125,7 @@ async def _call_model(
     activity to confirm, so its HTTP request is really aborted."""
     timeouts = input.timeouts
     window = timeouts.llm_retry_window
-    if workflow.patched(ASK_ON_MODEL_FAILURE_PATCH):
+    if workflow.patched(ASK_ON_MODEL_FAILURE.id):
         window = min(window, timeouts.llm_ask_after)
     call = workflow.start_activity(
         LLM_ACTIVITY,

@@ -27,12 +27,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from tarry.contracts import NOTIFY_ACTIVITY, Catalogue, Notification, NotifyEvent, WaitingFor
+from tarry.contracts.compatibility import NOTIFICATIONS
 from tarry.ownership import RunAccess
 from workflows.memory import RunMemory
-
-# Runs whose catalogue a new worker answered while older workflow code ran them (a
-# rolling deploy) recorded no notifications: they replay, and go on, without them.
-_PATCH = "notifications"
 
 ATTEMPT = timedelta(seconds=30)
 """One attempt: a POST to each receiver that has not taken the notification yet."""
@@ -56,7 +53,7 @@ _WAITING = {
 
 def learn(memory: RunMemory, catalogue: Catalogue) -> None:
     """Keeps the events the worker's `[[notify]]` entries want, from the run's catalogue."""
-    if catalogue.notify_events and workflow.patched(_PATCH):
+    if catalogue.notify_events and workflow.patched(NOTIFICATIONS.id):
         memory.catalogue.notify_events = list(catalogue.notify_events)
 
 

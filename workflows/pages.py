@@ -51,19 +51,11 @@ from tarry.contracts import (
     TranscriptPageRef,
     TranscriptQuery,
 )
+from tarry.contracts.compatibility import PAGE_BEFORE_HAND_OVER, PAGE_INDEX, PAGES, SIZED_PAGES
 from workflows.memory import RunMemory
 
 Ref = TypeVar("Ref", TranscriptPageRef, TranscriptPageIndexRef)
 
-PAGES_PATCH = "transcript-pages"
-"""Runs recorded before pages replay with their whole memory; live, they page out on
-the last turn of their segment."""
-SIZED_PAGES_PATCH = "transcript-pages-by-size"
-"""Runs recorded before it page only on the turn that foresees their hand-over."""
-PAGE_BEFORE_HAND_OVER_PATCH = "page-before-hand-over"
-"""Runs recorded before it hand over what they did not page. Its own id, asked only at
-a hand-over: a run frozen by a hand-over too large to store asks it live, when a worker
-on this code retries its task, and pages out instead."""
 PAGE_BYTES = 512 * 1024
 """The most JSON of messages a page holds (a bigger message comes alone), and how much
 waiting before the window makes a turn write pages: with the window and the event
@@ -73,8 +65,6 @@ HAND_OVER_BYTES = 1024 * 1024
 PAGE_REFS_KEPT = 64
 """Page references a run keeps in memory past this many go into an index of the oldest
 `PAGE_REFS_KEPT`, so it keeps between 64 and 127 and an index reference."""
-PAGE_INDEX_PATCH = "transcript-page-index"
-"""Runs recorded before it keep every page reference."""
 ENVELOPE_BYTES = 4096
 """What a payload adds to its JSON: metadata, and the codec's nonce and tag."""
 _PAGE_ATTEMPT = timedelta(seconds=30)
@@ -96,10 +86,10 @@ def due(memory: RunMemory, input: RunInput) -> list[StoredPage]:
         return []
     suggested = workflow.info().is_continue_as_new_suggested()
     last_turn = suggested or c.segment_turns + 1 == input.continue_as_new_after_turns
-    if workflow.patched(SIZED_PAGES_PATCH):
+    if workflow.patched(SIZED_PAGES.id):
         pages, size = _pageable(m)
         return pages if last_turn or size >= PAGE_BYTES else []
-    if not last_turn or not workflow.patched(PAGES_PATCH):
+    if not last_turn or not workflow.patched(PAGES.id):
         return []
     return [StoredPage(start=c.paged, messages=c.transcript[: _cut(m) - c.paged])]
 
@@ -109,7 +99,9 @@ async def page_out(memory: RunMemory) -> bool:
     event stream no longer need, in order; what cannot be stored stays in memory. False
     when there was nothing to write."""
     pages, _ = _pageable(memory)
-    if not pages or not workflow.patched(PAGE_BEFORE_HAND_OVER_PATCH):
+    # An id of its own, asked only at a hand-over: a run frozen by a hand-over too large
+    # to store asks it live, when a worker on this code retries its task, and pages out.
+    if not pages or not workflow.patched(PAGE_BEFORE_HAND_OVER.id):
         return False
     await write(memory, pages)
     return True
@@ -129,7 +121,7 @@ async def write(memory: RunMemory, pages: list[StoredPage]) -> None:
         c = memory.conversation
         del c.transcript[: len(page.messages)]
         c.pages.append(ref)
-        if len(c.pages) >= 2 * PAGE_REFS_KEPT and workflow.patched(PAGE_INDEX_PATCH):
+        if len(c.pages) >= 2 * PAGE_REFS_KEPT and workflow.patched(PAGE_INDEX.id):
             await _index_oldest(memory)
 
 

@@ -32,6 +32,7 @@ from tarry.contracts import (
     ToolCall,
     ToolDefinition,
 )
+from tarry.contracts.compatibility import RE2_RULES, RULES_TEXT_LIMIT
 from tarry.rules import (
     LEGACY_REGEX_TEXT_LIMIT,
     REGEX_TEXT_LIMIT,
@@ -41,13 +42,6 @@ from tarry.rules import (
 )
 from workflows import audit
 from workflows.memory import RunMemory, fingerprint
-
-RE2_RULES_PATCH = "approval-rules-re2"
-"""`workflow.patched` id: approval rules' regular expressions are matched with RE2."""
-
-REGEX_TEXT_LIMIT_PATCH = "approval-rules-text-limit"
-"""`workflow.patched` id: a rule's regular expression searches values of up to
-`REGEX_TEXT_LIMIT` characters, not `LEGACY_REGEX_TEXT_LIMIT`."""
 
 REMEMBERED = "remembered"
 """The `user` of a decision the run made as a person asked it to remember."""
@@ -89,7 +83,7 @@ def _linear(rules: list[ApprovalRule]) -> bool:
     """Whether the run matches its rules' regular expressions with RE2 (`tarry.rules`):
     every run from now on; a run that judged calls with Python's `re` before keeps it
     for those calls on replay, as RE2's `\\w` and `\\d` are ASCII and Python's are not."""
-    return any(r.has_regex for r in rules) and workflow.patched(RE2_RULES_PATCH)
+    return any(r.has_regex for r in rules) and workflow.patched(RE2_RULES.id)
 
 
 def _text_limit(linear: bool) -> int:
@@ -97,7 +91,7 @@ def _text_limit(linear: bool) -> int:
     now on; a run that judged calls under the old limit keeps it for those calls on
     replay, since a value between the two was searched then and counts against the call
     now."""
-    if linear and workflow.patched(REGEX_TEXT_LIMIT_PATCH):
+    if linear and workflow.patched(RULES_TEXT_LIMIT.id):
         return REGEX_TEXT_LIMIT
     return LEGACY_REGEX_TEXT_LIMIT
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, BeforeValidator, WithJsonSchema
+from pydantic import BeforeValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from tarry.api.auth import caller_of
@@ -18,9 +18,9 @@ from tarry.api.parts import PolicyOf, TarryOf
 from tarry.api.rights import Need, check_run
 from tarry.api.routes import _READ, _errors
 from tarry.audit import AUDIT_LIMIT
-from tarry.contracts import AuditRecord
+from tarry.contracts import AuditTrail
 
-__all__ = ["AuditList", "audit_router"]
+__all__ = ["audit_router"]
 
 MAX_AUDIT_LIMIT = 10_000
 _RFC_3339 = re.compile(
@@ -50,11 +50,6 @@ Moment = Annotated[
 ]
 
 
-class AuditList(BaseModel):
-    records: list[AuditRecord]
-    """Oldest first, each naming its run."""
-
-
 def audit_router() -> APIRouter:
     router = APIRouter(prefix="/v1/audit", tags=["audit"])
 
@@ -67,19 +62,20 @@ def audit_router() -> APIRouter:
         user: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
         since: Moment | None = None,
         limit: Annotated[int, Query(ge=1, le=MAX_AUDIT_LIMIT)] = AUDIT_LIMIT,
-    ) -> AuditList:
+    ) -> AuditTrail:
         """The acts that changed runs (start, reply, decision, budget, model, pause, stop,
         fork...), each with who, when (the run's own clock), the door it came through and
         what, oldest first: of run `run` (else every run open at or after `since`), by
         `user`, at or after `since` (ISO 8601 with a zone), the first `limit`. Read from
-        the runs' histories, so a run's open segment needs its worker: 503
-        `RUN_NOT_SERVED` without one; 404 `RUN_NOT_FOUND` for a run there is not, or
-        one the caller may not read: only the runs they may read are looked at."""
+        the runs' histories, so a run's open segment needs its worker: a run whose
+        records cannot be read (no worker, stuck, too slow) is left out and named in
+        `unread`, with why, and the others answer; 404 `RUN_NOT_FOUND` for a run there
+        is not, or one the caller may not read: only the runs they may read are looked
+        at."""
         caller = caller_of(request)
         if run is not None:
             await check_run(tarry, policy, caller, run, Need.READ)
         readable = policy.readable_clause(caller)
-        records = await tarry.audit(run=run, user=user, since=since, limit=limit, readable=readable)
-        return AuditList(records=records)
+        return await tarry.audit(run=run, user=user, since=since, limit=limit, readable=readable)
 
     return router

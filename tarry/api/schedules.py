@@ -83,10 +83,10 @@ def schedules_router() -> APIRouter:
         responses=_errors(*_WRITE),
     )
     async def pause(
-        name: ScheduleName, tarry: TarryOf, body: ScheduleNote | None = None
+        name: ScheduleName, tarry: TarryOf, caller: CallerOf, body: ScheduleNote | None = None
     ) -> ScheduleView:
         """Stop it starting runs until it is unpaused; `note` says why. Its runs go on."""
-        schedule = tarry.schedule(name)
+        schedule = tarry.acting_as(caller).schedule(name)
         await schedule.pause(body.note if body else None)
         return await schedule.describe()
 
@@ -97,10 +97,10 @@ def schedules_router() -> APIRouter:
         responses=_errors(*_WRITE),
     )
     async def unpause(
-        name: ScheduleName, tarry: TarryOf, body: ScheduleNote | None = None
+        name: ScheduleName, tarry: TarryOf, caller: CallerOf, body: ScheduleNote | None = None
     ) -> ScheduleView:
         """Let it start runs again, from its next time on."""
-        schedule = tarry.schedule(name)
+        schedule = tarry.acting_as(caller).schedule(name)
         await schedule.unpause(body.note if body else None)
         return await schedule.describe()
 
@@ -112,11 +112,11 @@ def schedules_router() -> APIRouter:
         responses=_errors(*_WRITE),
     )
     async def trigger(
-        name: ScheduleName, tarry: TarryOf, _: EmptyRequest | None = None
+        name: ScheduleName, tarry: TarryOf, caller: CallerOf, _: EmptyRequest | None = None
     ) -> Accepted:
         """Start a run now, as if its time had come, by its overlap policy (with `skip`,
         none while its last run is open). The run shows in its `running` once started."""
-        await tarry.schedule(name).trigger()
+        await tarry.acting_as(caller).schedule(name).trigger()
         return Accepted()
 
     @router.delete(
@@ -124,9 +124,9 @@ def schedules_router() -> APIRouter:
         status_code=HTTPStatus.NO_CONTENT,
         responses=_errors(*_READ, HTTPStatus.FORBIDDEN),
     )
-    async def delete(name: ScheduleName, tarry: TarryOf) -> Response:
+    async def delete(name: ScheduleName, tarry: TarryOf, caller: CallerOf) -> Response:
         """Delete it: it starts no more runs; the runs it started go on."""
-        await tarry.schedule(name).delete()
+        await tarry.acting_as(caller).schedule(name).delete()
         return Response(status_code=HTTPStatus.NO_CONTENT)
 
     return router

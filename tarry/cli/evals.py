@@ -133,7 +133,9 @@ def run(
     )
 
     async def evaluate(tarry: Tarry) -> EvalReport:
-        handle = await start_eval(tarry.client, tarry.task_queue, tarry.caller.user, input)
+        handle = await start_eval(
+            tarry.client, tarry.task_queue, tarry.caller.user, input, door=tarry.caller.door
+        )
         if not as_json:
             console.print(f"eval {handle.id}: {len(points)} points on {model}")
         return await wait_report(handle)

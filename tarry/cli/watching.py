@@ -3,6 +3,7 @@ the list of runs and the audit trail. None of them changes a run."""
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
@@ -32,7 +33,15 @@ from tarry.cli.follow import follow
 from tarry.cli.live import LiveView
 from tarry.cli.render import label_rows, message_text, state_text, when
 from tarry.cli.timeline import timeline_view
-from tarry.contracts import AuditRecord, ChatMessage, ErrorCode, Phase, RunState, WaitingFor
+from tarry.contracts import (
+    AuditRecord,
+    AuditTrail,
+    ChatMessage,
+    ErrorCode,
+    Phase,
+    RunState,
+    WaitingFor,
+)
 from tarry.contracts.audit import AUDIT_LIMIT
 from tarry.errors import TarryError
 from tarry.text import escaped
@@ -227,25 +236,38 @@ def audit(
 ) -> None:
     """The audit trail: every act that changed a run (start, reply, decision, budget, model,
     pause, stop, fork...) with who, when, the door it came through and what, oldest
-    first. `--json` prints one record per line (JSON lines), for a SIEM."""
+    first. `--json` prints one record per line (JSON lines), for a SIEM. A run whose
+    records cannot be read now (no worker serves it, it is stuck) is left out with a
+    warning on stderr naming it."""
     if run is not None:
         check_id(run)
     after = _moment("--since", since) if since is not None else None
 
-    async def read(tarry: Tarry) -> list[AuditRecord]:
+    async def read(tarry: Tarry) -> AuditTrail:
         return await tarry.audit(run=run, user=user, since=after, limit=limit)
 
-    records = with_tarry(read)
+    trail = with_tarry(read)
+    for unread in trail.unread:
+        sys.stderr.write(escaped(f"warning: run {unread.run} left out: {unread.reason}") + "\n")
     if as_json:
-        for record in records:
+        for record in trail.records:
             emit(record.model_dump(mode="json", exclude_none=True))
         return
-    table = Table("at", "run", "act", "by", "door", "what", box=None, pad_edge=False)
-    for r in records:
+    table = Table("at", "of", "act", "by", "door", "what", box=None, pad_edge=False)
+    for r in trail.records:
         # Text, not markup, escaped: a name or a reason is shown as written, on its line.
-        cells = (r.at.isoformat(), r.run or "-", r.act, r.by, r.door, r.what)
+        cells = (r.at.isoformat(), _subject(r), r.act, r.by, r.door, r.what)
         table.add_row(*(Text(escaped(cell)) for cell in cells))
     Console(highlight=False, width=None if console.is_terminal else 100_000).print(table)
+
+
+def _subject(record: AuditRecord) -> str:
+    """What a record's act changed: its run, or a schedule or an eval."""
+    if record.schedule is not None:
+        return f"schedule {record.schedule}"
+    if record.eval is not None:
+        return f"eval {record.eval}"
+    return record.run or "-"
 
 
 def _moment(option: str, text: str) -> datetime:

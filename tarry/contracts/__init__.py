@@ -8,7 +8,8 @@ upgrade, so every field added later needs a default, and names never change.
 The modules split them by what they describe: `names` (types, attributes, enums, error
 codes), `checks` (ids, replies, approvers), `messages`, `run` (input, state, result),
 `activities` (their inputs and outputs) and `datasets` (an eval's decision points).
-Import them from `tarry.contracts`.
+Import them from `tarry.contracts`. One more, `compatibility`, is imported from its own
+module: the ledger of the patch ids and shims kept for earlier code, and when each goes.
 """
 
 from __future__ import annotations
@@ -28,13 +29,18 @@ from tarry.contracts.activities import (
     ToolResult,
 )
 from tarry.contracts.audit import (
+    AUDIT_ACT_WORKFLOW,
     AUDIT_QUERY,
+    RESUMED_SIGNAL,
     Act,
     Acting,
     AuditRecord,
+    AuditTrail,
     Door,
     ModelSwitch,
+    OtherAct,
     ReplyPolicyChange,
+    UnreadRun,
 )
 from tarry.contracts.checks import (
     MAX_RUN_ID_LENGTH,
@@ -145,6 +151,7 @@ from tarry.rules import (
 __all__ = [
     "AGENT_TOOL_PREFIX",
     "ANSWER_TOOL",
+    "AUDIT_ACT_WORKFLOW",
     "AUDIT_QUERY",
     "CATALOGUE_CHECK_ACTIVITY",
     "CATALOGUE_CHECK_WORKFLOW",
@@ -166,6 +173,7 @@ __all__ = [
     "PAGE_INDEX_ACTIVITY",
     "PHASE_ATTRIBUTE",
     "READERS_ATTRIBUTE",
+    "RESUMED_SIGNAL",
     "RUN_ID_PATTERN",
     "SCHEDULED_ID",
     "SEARCH_ATTRIBUTES",
@@ -188,6 +196,7 @@ __all__ = [
     "ApprovalDefault",
     "ApprovalRule",
     "AuditRecord",
+    "AuditTrail",
     "Budget",
     "BudgetRaise",
     "Catalogue",
@@ -216,6 +225,7 @@ __all__ = [
     "ModelSwitch",
     "Notification",
     "NotifyEvent",
+    "OtherAct",
     "PauseRequest",
     "PendingApproval",
     "Phase",
@@ -248,6 +258,7 @@ __all__ = [
     "TranscriptPageIndexRef",
     "TranscriptPageRef",
     "TranscriptQuery",
+    "UnreadRun",
     "Usage",
     "UserInput",
     "Verdict",

@@ -43,9 +43,11 @@ class Door(StrEnum):
 
 
 class Act(StrEnum):
-    """What changed a run. A new act (a change of who a run is shared with, once a run's
-    sharing can change) is a member here and one `workflows.audit.record` in the handler
-    that takes it, its payload an `Acting` (`by` and `door`). Names never change."""
+    """What changed a run, a schedule or an eval. A new act on a run (a change of who a
+    run is shared with, once a run's sharing can change) is a member here and one
+    `workflows.audit.record` in the handler that takes it, its payload an `Acting` (`by`
+    and `door`); one on a schedule or an eval, a member and one `tarry.audit.record_act`
+    where the client does it. Names never change."""
 
     START = "start"
     FORK = "fork"
@@ -58,6 +60,16 @@ class Act(StrEnum):
     REPLY_POLICY = "reply_policy"
     PAUSE = "pause"
     STOP = "stop"
+    RESUME = "resume"
+    """An ended run goes on (`RunHandle.resume`): the first record of the run it starts."""
+    SCHEDULE_CREATE = "schedule_create"
+    """The acts on a schedule (its record names it in `schedule`, not `run`)."""
+    SCHEDULE_PAUSE = "schedule_pause"
+    SCHEDULE_UNPAUSE = "schedule_unpause"
+    SCHEDULE_TRIGGER = "schedule_trigger"
+    SCHEDULE_DELETE = "schedule_delete"
+    EVAL = "eval"
+    """An eval's start (its record names it in `eval`)."""
 
 
 class Acting(BaseModel):
@@ -98,7 +110,48 @@ class AuditRecord(BaseModel):
     """The act in a line: the call decided and how, the limits set, the stop's reason."""
     run: str | None = Field(default=None, exclude_if=when_none)
     """The run's id, filled in by whoever reads records across runs."""
+    schedule: str | None = Field(default=None, exclude_if=when_none)
+    """The schedule an act on a schedule changed."""
+    eval: str | None = Field(default=None, exclude_if=when_none)
+    """The eval an `eval` record started."""
+
+
+class OtherAct(Acting):
+    """An act on something that is not a run (a schedule, an eval), as the client sends
+    it to be recorded (`AUDIT_ACT_WORKFLOW`)."""
+
+    act: Act
+    what: str
+    schedule: str | None = None
+    eval: str | None = None
+
+
+class UnreadRun(BaseModel):
+    """A run whose records an audit read could not get: a segment still open that no
+    worker serves, one stuck (its workflow task fails) or one that did not answer in
+    time. Its records are left out, not guessed; read again once it is served."""
+
+    run: str
+    reason: str
+    """Why, in a line, with what to do."""
+
+
+class AuditTrail(BaseModel):
+    """What an audit read answers: the records it found, and the runs it could not read."""
+
+    records: list[AuditRecord]
+    """Oldest first, each naming its run."""
+    unread: list[UnreadRun] = []
+    """The runs whose records (some or all) are missing: one run the read could not
+    reach never keeps it from answering for the others."""
 
 
 AUDIT_QUERY = "audit"
 """The query that answers the records of a run's current segment."""
+AUDIT_ACT_WORKFLOW = "AuditAct"
+"""A workflow that records one act on a schedule or an eval and ends: a schedule and an
+eval have no history of their own that could hold their trail, so each act is one of
+these, its record in its result, read back as a run's ended segment is. Not a run."""
+RESUMED_SIGNAL = "resumed"
+"""Sent with the start of a resumed run (an `Acting`): who resumed it, for its trail. A
+worker from before it leaves the signal aside: the run goes on unrecorded."""
