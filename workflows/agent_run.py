@@ -12,8 +12,8 @@ bounded memory: the messages before the model's window go to pages of the payloa
 store first (`pages`), so the memory holds a window and references, not the whole
 conversation.
 
-This module is the handlers, the loop, phase changes and the hand-over; a turn's model
-call is `model_calls`, its tool calls `tool_calls`, the rules of approvals, budgets and
+This module is the handlers, the loop and phase changes; the hand-over is `hand_over`, a
+turn's model call `model_calls`, its tool calls `tool_calls`, the rules of approvals, budgets and
 structured output are `approvals`, `budgets` and `output`.
 """
 
@@ -59,7 +59,6 @@ with workflow.unsafe.imports_passed_through():
     from tarry.contracts.compatibility import (  # patch ids, and when each goes
         CATALOGUE_AT_START,
         COST_ATTRIBUTE,
-        HAND_OVER,
         TITLE_FROM_FIRST_MESSAGE,
     )
     from tarry.text import NO_SUMMARY, summary_of
@@ -68,7 +67,7 @@ with workflow.unsafe.imports_passed_through():
         approvals,
         audit,
         budgets,
-        builds,
+        hand_over,
         model_calls,
         notifications,
         output,
@@ -502,22 +501,13 @@ class AgentRunWorkflow:
         return budgets.goes_on(self._m) or self._m.requests.retry
 
     def _hand_over_due(self) -> bool:
-        """Due, and no `send` or `decide` caller still waits for an answer from this run,
-        nor a notification its receiver has not taken: the server drops a closed run's
-        activities (`workflows.notifications`)."""
-        due = (
-            self._m.conversation.segment_turns >= self._input.continue_as_new_after_turns
-            or workflow.info().is_continue_as_new_suggested()
-            or builds.moves_to_new_build()
-            or audit.hand_over_due(self._m)
-        )
-        # Not `all_handlers_finished()`: an observer's poll of the event stream is a handler
-        # too, and one is nearly always waiting while someone watches.
-        return (
-            due
-            and not self._callers
-            and not self._outbox.sending
-            and self._refused_hand_over != self._m.conversation.turn
+        """Whether the run hands over now (`hand_over.due`)."""
+        return hand_over.due(
+            self._m,
+            self._input,
+            callers=self._callers,
+            sending=self._outbox.sending,
+            refused_at=self._refused_hand_over,
         )
 
     async def _next_stop(self, stops: int) -> None:
@@ -527,7 +517,8 @@ class AgentRunWorkflow:
 
     @contextlib.contextmanager
     def _caller(self) -> Iterator[None]:
-        """Counts a caller (`send`, `decide`, `raise_budget`) owed the next stop point."""
+        """Counts a caller (`send`, `decide`, `raise_budget`) owed the next stop point: the
+        run does not hand over while one waits (`hand_over`)."""
         self._callers += 1
         try:
             yield
@@ -535,61 +526,12 @@ class AgentRunWorkflow:
             self._callers -= 1
 
     async def _hand_over(self) -> None:
-        """Continues as new with the memory: the window of the conversation and the
-        references of the pages before it. Signals and updates that arrive meanwhile
-        reach the next run: the server refuses to close this one while it has unseen
-        events, and the new run starts with everything this one knew. Returns where the
-        run keeps its history: a caller come while pages were written, or a memory too
-        large to hand over."""
+        """Continues as new (`hand_over`), or returns where the run keeps its history: a
+        caller come while pages were written, or a memory too large to hand over, which
+        waits for a person and is not tried again before the next turn."""
         m = self._m
-        workflow.deprecate_patch(HAND_OVER.id)
-        next_input = self._next_input()
-        size = pages.payload_size(next_input)
-        # Only a large memory waits for pages first: a reply that comes while they are
-        # written holds the hand-over off until its answer, and a quick client's next
-        # reply would come every time.
-        if size > pages.HAND_OVER_BYTES and await pages.page_out(m):
-            if not self._hand_over_due():
-                return  # a `send` or `decide` caller came while pages were written
-            next_input = self._next_input()
-            size = pages.payload_size(next_input)
-        # A payload over the limit would fail this task at every attempt: the run would
-        # freeze, unreadable and unstoppable. It waits for a person instead.
-        if m.catalogue.payload_limit is not None and size > m.catalogue.payload_limit:
-            return self._refuse_hand_over(size, m.catalogue.payload_limit)
-        self._stream.detach_pollers()  # observers follow the chain to the next run
-        # The memo as it is now: the next run would start with this one's first memo,
-        # without a summary taken from the first message since (`_title`).
-        workflow.continue_as_new(
-            next_input, memo=workflow.memo(), initial_versioning_behavior=builds.next_build()
-        )
-
-    def _next_input(self) -> WorkflowInput:
-        """The next run's input: this one's, with the memory handed over."""
-        m = self._m
-        # The next run's stream goes on from the same offsets with only the last two
-        # turns' events: the rest would ride along through every hand-over. Two, so an
-        # observer a turn behind (its polls slowed by the hand-over) still finds its place.
-        self._stream.truncate(m.events.previous_turn_events)
-        memory = m.handed_over(self._stream.get_state())
-        # A fork's first messages are in the memory now: sent again, they'd grow history.
-        fork = self._input.fork and self._input.fork.model_copy(update={"transcript": []})
-        return self._input.model_copy(update={"memory": memory, "fork": fork, "audit": m.audit})
-
-    def _refuse_hand_over(self, size: int, limit: int) -> None:
-        """The run keeps its history and waits with `PAYLOAD_TOO_LARGE`: a reply goes on
-        (the hand-over is tried again after its turn), a stop ends the run."""
-        m = self._m
-        self._refused_hand_over = m.conversation.turn
-        m.error = ErrorInfo(
-            code=ErrorCode.PAYLOAD_TOO_LARGE,
-            message=(
-                f"the run cannot hand over to the next run of its chain: its memory is "
-                f"{size:,} bytes as a payload, over the {limit:,} the workers' "
-                f"payload store takes, even with its older messages in pages (the messages "
-                f"the model's window holds stay in memory). It keeps its history meanwhile; "
-                f"reply to go on, or stop it"
-            ),
-        )
-        workflow.logger.warning("hand-over refused: %s", m.error.message)
-        self._settle(Phase.WAITING_USER)
+        refused = await hand_over.continue_as_new(m, self._input, self._stream, self._hand_over_due)
+        if refused is not None:
+            self._refused_hand_over = m.conversation.turn
+            m.error = refused
+            self._settle(Phase.WAITING_USER)
