@@ -13,8 +13,8 @@ store first (`pages`), so the memory holds a window and references, not the whol
 conversation.
 
 This module is the handlers, the loop and phase changes; the hand-over is `hand_over`, a
-turn's model call `model_calls`, its tool calls `tool_calls`, the rules of approvals, budgets and
-structured output are `approvals`, `budgets` and `output`.
+turn's model call `model_calls`, its tool calls `tool_calls`, the rules of approvals,
+budgets and structured output are `approvals`, `budgets` and `output`.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ async def continue_as_new(
     # reply would come every time.
     if size > pages.HAND_OVER_BYTES and await pages.page_out(memory):
         if not still_due():
-            return None
+            return None  # a `send` or `decide` caller came while pages were written
         next_input = _next_input(memory, input, stream)
         size = pages.payload_size(next_input)
     if (limit := memory.catalogue.payload_limit) is not None and size > limit:
