@@ -32,7 +32,7 @@ from tests.eval_dataset import DISAGREED, agree_on_all, agree_on_three, write_da
 from tests.http_api import Api
 from tests.test_datasets import EDITED, PLAN, decided_run
 from tests.test_http_api import error_of
-from tests.test_owners_doors import agui_body
+from tests.test_owners import agui_body
 
 
 @pytest.fixture

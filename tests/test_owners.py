@@ -93,6 +93,21 @@ async def api(agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         yield api
 
 
+def agui_body(thread_id: str) -> dict[str, Any]:
+    """An AG-UI request's body: a user's message to thread (run) `thread_id`."""
+    request = RunAgentInput(
+        thread_id=thread_id,
+        run_id=f"agui-{uuid.uuid4().hex[:6]}",
+        state=None,
+        messages=[UserMessage(id="u1", content="let me in")],
+        tools=[],
+        context=[],
+        forwarded_props=None,
+    )
+    body: dict[str, Any] = json.loads(request.model_dump_json(by_alias=True))
+    return body
+
+
 async def alices_run(api: Api) -> str:
     """Alice's run, shared with carol to read, whose gated `write_file` call `w1` dave
     approves, waiting for that decision."""
@@ -235,16 +250,7 @@ async def test_the_run_list_of_each_user_holds_only_the_runs_they_may_read(api: 
 
 async def test_the_event_stream_and_ag_ui_of_another_user_s_run_refuse_them(api: Api) -> None:
     run_id = await alices_run(api)
-    request = RunAgentInput(
-        thread_id=run_id,
-        run_id=f"agui-{uuid.uuid4().hex[:6]}",
-        state=None,
-        messages=[UserMessage(id="u1", content="let me in")],
-        tools=[],
-        context=[],
-        forwarded_props=None,
-    )
-    body = json.loads(request.model_dump_json(by_alias=True))
+    body = agui_body(run_id)
 
     for token, refused in (
         (BOB, (404, ErrorCode.RUN_NOT_FOUND)),

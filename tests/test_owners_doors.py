@@ -8,7 +8,6 @@ tool list, so a tool added tomorrow is swept without a new test."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,7 +15,6 @@ from typing import Any
 
 import httpx2
 import pytest
-from ag_ui.core import RunAgentInput, UserMessage
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, Tool
@@ -35,6 +33,7 @@ from tests.test_owners import (
     CONFIG,
     DAVE,
     ERIN,
+    agui_body,
     alices_run,
     people_api,
     two_gated_calls,
@@ -243,20 +242,6 @@ async def test_an_approver_of_one_call_may_not_decide_another_over_mcp(
     assert code_of(decided) is None
     state = await api.state(run_id)
     assert [p.call_id for p in state.pending_approvals] == ["l2"]
-
-
-def agui_body(thread_id: str) -> dict[str, Any]:
-    request = RunAgentInput(
-        thread_id=thread_id,
-        run_id=f"agui-{uuid.uuid4().hex[:6]}",
-        state=None,
-        messages=[UserMessage(id="u1", content="let me in")],
-        tools=[],
-        context=[],
-        forwarded_props=None,
-    )
-    body: dict[str, Any] = json.loads(request.model_dump_json(by_alias=True))
-    return body
 
 
 async def test_ag_ui_and_the_event_stream_refuse_an_identity_provider_s_user_another_s_run(
