@@ -40,6 +40,7 @@ from pathlib import Path
 from types import CodeType
 
 from pydantic import TypeAdapter
+from temporalio.service import RPCError, RPCStatusCode
 
 import tarry as exports
 from tarry.cli import tour
@@ -203,7 +204,13 @@ class Stack:
         async for run in client.list_workflows(
             f"TaskQueue = '{queue}' AND ExecutionStatus = 'Running'"
         ):
-            await client.get_workflow_handle(run.id).terminate(reason)
+            try:
+                await client.get_workflow_handle(run.id).terminate(reason)
+            except RPCError as e:
+                # Visibility lags: a workflow listed as running may have ended since
+                # (an audit record's `AuditAct` ends at once).
+                if e.status is not RPCStatusCode.NOT_FOUND:
+                    raise
 
 
 async def run_block(block: Block, stack: Stack) -> str | None:
