@@ -84,6 +84,13 @@ async def pending_call_card(browser: WebDriver) -> WebElement:
     return card
 
 
+async def script(browser: WebDriver, js: str, *args: Any) -> Any:
+    """What `js` returns on the page, run in a thread. The API serves the page from this
+    test's event loop: a selenium call that blocks the loop while Chromium waits on the
+    API (a page still loading when the script is sent) never returns."""
+    return await asyncio.to_thread(browser.execute_script, js, *args)
+
+
 def texts(browser: WebDriver, selector: str) -> list[str]:
     return [e.text for e in browser.find_elements(By.CSS_SELECTOR, selector)]
 
@@ -714,13 +721,13 @@ async def test_a_late_answer_for_a_run_left_behind_is_not_shown_on_the_next_run_
     opened = await api.start("talk about bananas")
     await api.run(opened).wait_for(WAITING, TIMEOUT)
     await asyncio.to_thread(browser.get, api.url + "/")
-    browser.execute_script(HOLD_RUN, left)
-    browser.execute_script("location.hash = arguments[0]", f"#/runs/{left}")
+    await script(browser, HOLD_RUN, left)
+    await script(browser, "location.hash = arguments[0]", f"#/runs/{left}")
     await until(lambda: browser.execute_script("return window.held.pending") == 1, "the held ask")
-    browser.execute_script("location.hash = arguments[0]", f"#/runs/{opened}")
+    await script(browser, "location.hash = arguments[0]", f"#/runs/{opened}")
     await until(lambda: badge(browser) == "waiting for input", f"{opened}'s page")
 
-    browser.execute_script("window.held.release()")
+    await script(browser, "window.held.release()")
 
     await until(lambda: browser.execute_script("return window.held.pending") == 0, "the answers")
     assert browser.find_element(By.ID, "run-title").text == opened
@@ -971,7 +978,7 @@ async def test_the_inbox_forgets_its_token_when_asked(agent: Agent, browser: Web
 async def as_person(browser: WebDriver, api: Api, token: str) -> None:
     """Opens the inbox as `token`'s user, as the token prompt would leave it."""
     await asyncio.to_thread(browser.get, api.url + "/")
-    browser.execute_script("localStorage.setItem('tarry-token', arguments[0])", token)
+    await script(browser, "localStorage.setItem('tarry-token', arguments[0])", token)
     await asyncio.to_thread(browser.get, api.url + "/")
 
 
