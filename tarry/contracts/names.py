@@ -98,6 +98,8 @@ class WaitingFor(StrEnum):
     AGENT = "agent"
     """A sub-agent this run delegated to waits for a person (`waiting_on` names it):
     answering that run lets this one go on."""
+    PAUSED = "paused"
+    """A person paused the run (`paused_by` names them): a reply lets it go on."""
 
 
 class NotifyEvent(StrEnum):
