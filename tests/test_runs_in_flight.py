@@ -49,6 +49,7 @@ from tarry.contracts.compatibility import PATCHES
 from tarry.testing.scripted_model import call, say
 from tests.conftest import HISTORIES, Agent
 from tests.faults import patch_ids
+from workflows import waits
 from workflows.memory import RunMemory, WorkflowInput
 from workflows.memory_groups import Budgets, Delegations, QueuedInput
 
@@ -156,7 +157,7 @@ def test_a_flat_hand_over_decodes_into_its_groups_and_is_written_back_key_for_ke
     flattened = {"requests", "inbox", "conversation", "catalogue"}
     assert fields_at_their_defaults(memory, flattened) == []
     assert memory.approvals.remembered != {}
-    state = memory.state()
+    state = memory.state(waits.waiting_for(memory))
     assert (state.phase, state.turn, state.message_count) == (Phase.WAITING_USER, 18, 36)
     assert (state.stopped_by, state.paused_by, state.model) == ("bob", "ann", "big")
     assert (state.pending_inputs, state.on_reply_while_running) == (1, ReplyPolicy.INTERRUPT)

@@ -12,9 +12,10 @@ bounded memory: the messages before the model's window go to pages of the payloa
 store first (`pages`), so the memory holds a window and references, not the whole
 conversation.
 
-This module is the handlers, the loop and phase changes; the hand-over is `hand_over`, a
-turn's model call `model_calls`, its tool calls `tool_calls`, the rules of approvals,
-budgets and structured output are `approvals`, `budgets` and `output`.
+This module is the handlers and the loop. A turn's model and tool calls go through the
+stages around them (`stages`: budgets, pages, approval rules and gate, ...), what the run
+waits for is `waits`, its phase changes `phases`, the hand-over `hand_over`, and the rules
+of decisions and structured output `approvals` and `output`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from tarry.contracts import (
         AUDIT_QUERY,
-        SUMMARY_MEMO,
         TEMPORAL_UI,
         WORKFLOW_TYPE,
         Acting,
@@ -40,7 +40,6 @@ with workflow.unsafe.imports_passed_through():
         Decision,
         ErrorCode,
         ErrorInfo,
-        ForkOrigin,
         Mode,
         PauseRequest,
         Phase,
@@ -53,31 +52,29 @@ with workflow.unsafe.imports_passed_through():
         TranscriptAnswer,
         TranscriptQuery,
         UserInput,
-        WaitingFor,
         reply_problem,
     )
     from tarry.contracts.compatibility import (  # patch ids, and when each goes
         CATALOGUE_AT_START,
-        COST_ATTRIBUTE,
-        TITLE_FROM_FIRST_MESSAGE,
     )
-    from tarry.text import NO_SUMMARY, summary_of
     from workflows import (
         agents,
         approvals,
         audit,
         budgets,
         hand_over,
-        model_calls,
-        notifications,
         output,
         pages,
+        stages,
         tool_calls,
-        traces,
+        waits,
     )
-    from workflows.details import count_phase, current_details, search_attributes
+    from workflows.details import current_details, title_from
     from workflows.memory import RunMemory, WorkflowInput
+    from workflows.phases import Phases
+    from workflows.stage import RunScope
     from workflows.stream import RunStream
+    from workflows.waits import model
 
 
 @workflow.defn(name=WORKFLOW_TYPE)
@@ -89,54 +86,45 @@ class AgentRunWorkflow:
         """The turn at which a hand-over too large to store was refused: not tried again
         before the next turn."""
         self._callers = 0
-        self._reports: list[asyncio.Task[None]] = []
-        """A sub-agent's reports to its parent in flight (`agents.report`)."""
         if input.memory is not None:  # handed over by the previous run of the chain, or resumed
             self._m = audit.carried_on(input.memory)
         else:
             self._m = RunMemory.of(input)
-            self._m.agents.parent = input.parent
-            if fork := input.fork:  # the conversation before the message it branches at
-                self._m.conversation.transcript = list(fork.transcript)
-                self._m.forked_from = ForkOrigin(run_id=fork.run_id, at=fork.at)
             audit.started(self._m, input)
-            if input.prompt:
-                self._m.inbox.receive(UserInput(text=input.prompt, by=input.started_by))
-            else:
-                self._m.phase = Phase.WAITING_USER
         self._stream = RunStream(self._m.events.state)
         self._m.events.state = None  # the stream holds it; the next hand-over takes it again
-        self._outbox = notifications.Outbox()
+        self._phases = Phases(self._m, input, self._stream)
+        self._scope = RunScope(self._m, input, self._stream, self._phases)
 
     @workflow.run
     async def run(self, input: WorkflowInput) -> RunResult:
         m = self._m
-        self._enter(m.phase)
+        self._phases.enter(m.phase)
         # Before anything else: a run naming a tool no worker has is refused at once. A
         # run handed over or resumed has its tools already.
         if m.catalogue.tools is None:
             workflow.deprecate_patch(CATALOGUE_AT_START.id)
             if refused := await tool_calls.resolve(m, self._input):
-                self._fail(refused)
+                self._phases.fail(refused)
         while not m.phase.ended:
             if m.phase is Phase.WAITING_USER:
                 await workflow.wait_condition(
-                    lambda: self._goes_on() or m.requests.stop or self._hand_over_due()
+                    lambda: waits.goes_on(m) or m.requests.stop or self._hand_over_due()
                 )
                 if m.requests.stop:
-                    self._settle(Phase.COMPLETED)
+                    self._phases.settle(Phase.COMPLETED)
                     break
-                if not self._goes_on():
+                if not waits.goes_on(m):
                     await self._hand_over()  # returns where the run keeps its history
                     continue
-                self._enter(Phase.RUNNING)
+                self._phases.enter(Phase.RUNNING)
             await self._step()
         # A `send` caller is owed its answer before the run closes; an observer's poll
         # is answered now and a new one waits for the run to close.
         self._stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        await asyncio.gather(*self._reports)  # a sub-agent's last word to its parent
-        await self._outbox.delivered()  # the server drops a closed run's activities
+        await asyncio.gather(*self._phases.reports)  # a sub-agent's last word to its parent
+        await self._phases.outbox.delivered()  # the server drops a closed run's activities
         return m.result()
 
     # --- Handlers: they record intent; the main loop acts on it -----------------
@@ -244,7 +232,7 @@ class AgentRunWorkflow:
 
     @retry.validator
     def _validate_retry(self, request: Acting | None = None) -> None:
-        if problem := self._m.ended_problem() or self._m.model_problem():
+        if problem := self._m.ended_problem() or model.retry_problem(waits.waiting_for(self._m)):
             raise problem
 
     @workflow.update
@@ -264,17 +252,8 @@ class AgentRunWorkflow:
 
     @set_model.validator
     def _validate_set_model(self, switch: audit.ModelArg) -> None:
-        name = audit.profile_of(switch)
-        if problem := self._m.ended_problem():
+        if problem := self._m.ended_problem() or model.switch_problem(self._m, switch):
             raise problem
-        if not name.strip():
-            raise ApplicationError("name a model profile", type=ErrorCode.INPUT_INVALID)
-        # A typo would otherwise fail the run's next model call instead of this request.
-        if (profiles := self._m.catalogue.profiles) and name not in profiles:
-            raise ApplicationError(
-                f"no model profile {name!r} on this worker; configured: {', '.join(profiles)}",
-                type=ErrorCode.LLM_UNKNOWN_PROFILE,
-            )
 
     @workflow.update
     async def started(self) -> RunState:
@@ -292,13 +271,10 @@ class AgentRunWorkflow:
         """Deliver a reply and answer with the state at the run's next stop point."""
         seq = audit.receive(self._m, input)
         with self._caller():
-            # A run paused on its budget, or waiting for a sub-agent's person, keeps the
-            # reply queued: this is its stop point.
+            # A run whose wait a reply does not end (its budget, a sub-agent's person)
+            # keeps the reply queued: this is its stop point.
             await workflow.wait_condition(
-                lambda: (
-                    self._m.inbox.answered >= seq
-                    or self._m.waiting_for() in (WaitingFor.BUDGET, WaitingFor.AGENT)
-                )
+                lambda: self._m.inbox.answered >= seq or waits.keeps_replies(self._m)
             )
         return self.state()
 
@@ -357,38 +333,32 @@ class AgentRunWorkflow:
     async def _step(self) -> None:
         """One turn boundary and, unless something stops the run there, one turn."""
         m = self._m
-        if not m.requests.stop and budgets.holds(m):
-            return self._settle(Phase.WAITING_USER)
+        if not m.requests.stop and stages.holds(self._scope):
+            return self._phases.wait()
         first = m.inbox.queued[0].input.text if m.inbox.queued else None
         m.deliver_inbox()
         if first is not None:
             self._title(first)
         if m.requests.stop:
-            return self._abort()
+            return self._phases.abort()
         if m.requests.pause:
             m.requests.pause = False
-            return self._settle(Phase.WAITING_USER)
+            return self._phases.wait()
         if m.guards.turns_since_input >= self._input.max_turns:
             m.warning = ErrorCode.ENGINE_MAX_TURNS
-            return self._settle(Phase.WAITING_USER)
+            return self._phases.wait()
         if self._hand_over_due():
             await self._hand_over()
             if m.phase is not Phase.RUNNING:  # refused: too large to hand over
                 return None
-        tool_calls.hint_if_repeating(m)
         if m.requests.stop:
-            return self._abort()
+            return self._phases.abort()
 
         if m.model_failure is not None:  # asked again: by `retry`, or with a reply
             m.model_failure, m.requests.retry, m.error = None, False, None
-        due = pages.due(m, self._input)
-        ask = model_calls.ask(m, self._input, self._stream)
-        if not due:
-            answer = await ask
-        else:  # written while the model answers: the hand-over after it carries the window
-            answer, _ = await asyncio.gather(ask, pages.write(m, due))
+        answer = await stages.ask_model(self._scope)
         if answer is None:
-            return self._abort()
+            return self._phases.abort()
         if isinstance(answer, ErrorInfo):
             if m.model_failure is not None:  # a person decides how to go on
                 m.error = answer
@@ -396,8 +366,8 @@ class AgentRunWorkflow:
                     f"The model kept failing ({answer.code}: {answer.message}); "
                     "waiting for a person to retry, switch the model or reply."
                 )
-                return self._settle(Phase.WAITING_USER)
-            return self._fail(answer)
+                return self._phases.wait()
+            return self._phases.fail(answer)
         m.take(answer)
         self._stream.publish_messages(m)
         workflow.set_current_details(current_details(m, self._input))
@@ -407,21 +377,16 @@ class AgentRunWorkflow:
             await self._run_tools(answer.message.tool_calls, tools)
         elif self._input.mode is Mode.TASK:
             if isinstance(done := output.finish(m, self._input.output_schema), ErrorInfo):
-                return self._fail(done)
+                return self._phases.fail(done)
             if done:  # else the model is asked again, shown what its answer missed
-                self._settle(Phase.COMPLETED)
+                self._phases.settle(Phase.COMPLETED)
         else:
-            self._settle(Phase.WAITING_USER)
+            self._phases.wait()
 
     async def _run_tools(self, calls: list[ToolCall], tools: list[ToolDefinition]) -> None:
-        """Runs every call concurrently, gated ones once decided; records the results
-        in the order of the calls."""
+        """Runs the calls (`stages.run_tools`) and records their results in their order."""
         m, input = self._m, self._input
-        if tool_calls.gate(m, input, calls, tools):
-            self._settle(Phase.WAITING_USER)
-        results = await asyncio.gather(
-            *(tool_calls.run_call(m, input, call, tools, self._follow) for call in calls)
-        )
+        results = await stages.run_tools(self._scope, calls, tools)
         finished = tool_calls.record(m, input, calls, results)
         stopped_while_pending = bool(m.approvals.pending) and m.requests.stop
         m.approvals.pending = []
@@ -429,66 +394,16 @@ class AgentRunWorkflow:
             # A stop while calls waited for a decision rejected them: the run ends as a
             # stop while waiting does.
             m.conversation.output = finished
-            self._settle(Phase.COMPLETED)
+            self._phases.settle(Phase.COMPLETED)
         elif m.warning is ErrorCode.ENGINE_LOOP_DETECTED:
-            self._settle(Phase.WAITING_USER)
+            self._phases.wait()
 
-    # --- State changes ------------------------------------------------------------
-
-    def _abort(self) -> None:
-        reason = f": {self._m.requests.stop_reason}" if self._m.requests.stop_reason else ""
-        self._fail(ErrorInfo(code=ErrorCode.ENGINE_ABORTED, message=f"stopped by the user{reason}"))
-
-    def _fail(self, error: ErrorInfo) -> None:
-        self._m.error = error
-        self._settle(Phase.FAILED)
-
-    def _enter(self, phase: Phase) -> None:
-        """Every phase change is visible: search attributes to list runs by, details to
-        read, a metric to count by, a span for a wait that ended, and for a sub-agent, a
-        report to its parent."""
-        m = self._m
-        m.phase = phase
-        cost = workflow.patched(COST_ATTRIBUTE.id)
-        workflow.upsert_search_attributes(search_attributes(m, self._input, cost=cost))
-        workflow.set_current_details(current_details(m, self._input))
-        count_phase(m)
-        traces.entered(m)
-        agents.report(m, self._reports)
-
-    def _follow(self) -> None:
-        """While tool calls run: waits for a person as long as a gated call is undecided
-        or a sub-agent waits for one, and goes back to `Running` once neither does."""
-        m = self._m
-        if m.phase is Phase.RUNNING and m.agents.waiting:
-            self._settle(Phase.WAITING_USER)
-        elif (
-            m.phase is Phase.WAITING_USER
-            and not m.undecided()
-            and not m.agents.waiting
-            and not m.requests.stop
-        ):
-            self._enter(Phase.RUNNING)
-
-    def _settle(self, phase: Phase) -> None:
-        """Moves to a stop point: every reply delivered so far now has its answer."""
-        m = self._m
-        delivered = m.inbox.queued[0].seq - 1 if m.inbox.queued else m.inbox.received
-        m.inbox.answered = m.inbox.received if phase.ended else delivered
-        m.stops += 1
-        m.requests.pause = False  # any stop point is the pause a caller asked for
-        self._enter(phase)
-        self._stream.publish_stop(self._m)
-        self._outbox.stop_point(m)
+    # --- Helpers ------------------------------------------------------------------
 
     def _title(self, text: str) -> None:
-        """A run started without a prompt (by get-or-create, or `tarry start` with none)
-        takes its summary, which the run lists read from its memo, from the first message
-        delivered to it: else it stays `NO_SUMMARY` for good."""
-        if workflow.memo_value(SUMMARY_MEMO, None, type_hint=str) != NO_SUMMARY:
-            return
-        if workflow.patched(TITLE_FROM_FIRST_MESSAGE.id):
-            workflow.upsert_memo({SUMMARY_MEMO: summary_of(text)})
+        """A run started without a prompt takes its summary from `text`, its first
+        message (`details.title_from`)."""
+        title_from(text)
 
     def _note(self, text: str) -> None:
         """A line of the run's own in its transcript, for people reading it and for the
@@ -496,17 +411,13 @@ class AgentRunWorkflow:
         self._m.conversation.transcript.append(ChatMessage(role="system", content=text))
         self._stream.publish_messages(self._m)
 
-    def _goes_on(self) -> bool:
-        """Whether a waiting run has a reason to go on: a reply, raised limits, a retry."""
-        return budgets.goes_on(self._m) or self._m.requests.retry
-
     def _hand_over_due(self) -> bool:
         """Whether the run hands over now (`hand_over.due`)."""
         return hand_over.due(
             self._m,
             self._input,
             callers=self._callers,
-            sending=self._outbox.sending,
+            sending=self._phases.outbox.sending,
             refused_at=self._refused_hand_over,
         )
 
@@ -534,4 +445,4 @@ class AgentRunWorkflow:
         if refused is not None:
             self._refused_hand_over = m.conversation.turn
             m.error = refused
-            self._settle(Phase.WAITING_USER)
+            self._phases.wait()

@@ -51,6 +51,7 @@ from tarry.contracts import (
 from tarry.contracts.compatibility import SUB_AGENT_OWNER
 from tarry.ownership import carried
 from tarry.text import shorten
+from workflows import waits
 from workflows.memory import RunMemory, WorkflowInput
 
 STATUS_SIGNAL = "agent_status"
@@ -237,7 +238,7 @@ def report(memory: RunMemory, reports: list[asyncio.Task[None]]) -> None:
     reads the latest whatever order signals arrive in."""
     m = memory
     parent = m.agents.parent
-    waiting = None if m.phase.ended else m.waiting_for()
+    waiting = None if m.phase.ended else waits.recorded(m)
     if parent is None or waiting == m.agents.reported_waiting:
         return
     m.agents.reported += 1

@@ -15,6 +15,7 @@ from temporalio.exceptions import ApplicationError
 from tarry.contracts import TEMPORAL_UI, Budget, BudgetRaise, ErrorCode, Phase, Usage
 from workflows import audit
 from workflows.memory import RunMemory
+from workflows.stage import RunScope, Stage
 
 
 def exceeded(limits: Budget | None, spent: Usage) -> bool:
@@ -40,13 +41,14 @@ def holds(memory: RunMemory) -> bool:
     return over
 
 
-def goes_on(memory: RunMemory) -> bool:
-    """Whether a waiting run has a reason to go on: raised limits for one paused on its
-    budget (a reply alone does not do), a reply for any other."""
-    m = memory
-    if m.budget.paused:
-        return not exceeded(m.budget.limits, m.conversation.usage)
-    return bool(m.inbox.queued)
+class BudgetHold(Stage):
+    """The budgets' stage: a run over its budget stops at the turn boundary (`holds`)."""
+
+    def holds(self, run: RunScope) -> bool:
+        return holds(run.memory)
+
+
+HOLD = BudgetHold()
 
 
 def raise_problem(memory: RunMemory, raised: BudgetRaise) -> ApplicationError | None:
@@ -78,7 +80,11 @@ def record(memory: RunMemory, raised: BudgetRaise) -> bool:
     m.budget.limits = current.model_copy(update=raised.limits())
     m.budget.raised_by = raised.by or TEMPORAL_UI
     audit.budget(m, raised)
-    return m.phase is Phase.WAITING_USER and m.budget.paused and goes_on(m)
+    return (
+        m.phase is Phase.WAITING_USER
+        and m.budget.paused
+        and not exceeded(m.budget.limits, m.conversation.usage)
+    )
 
 
 def _invalid(message: str) -> ApplicationError:

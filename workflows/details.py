@@ -18,11 +18,14 @@ from tarry.contracts import (
     COST_ATTRIBUTE,
     MODEL_ATTRIBUTE,
     PHASE_ATTRIBUTE,
+    SUMMARY_MEMO,
     TURNS_ATTRIBUTE,
     WAITING_FOR_ATTRIBUTE,
     RunInput,
 )
-from tarry.text import shorten
+from tarry.contracts.compatibility import TITLE_FROM_FIRST_MESSAGE
+from tarry.text import NO_SUMMARY, shorten, summary_of
+from workflows import waits
 from workflows.memory import RunMemory
 
 _SUMMARY_LIMIT = 80
@@ -35,7 +38,7 @@ def search_attributes(
     """What operators list runs by, as of now; `TarryCostUsd` only with `cost` (runs
     recorded before it upsert without it)."""
     m = memory
-    waiting_for = m.waiting_for()
+    waiting_for = waits.recorded(m)
     attributes: list[SearchAttributeUpdate[Any]] = [
         PHASE_ATTRIBUTE.value_set(m.phase.value),
         TURNS_ATTRIBUTE.value_set(m.conversation.turn),
@@ -52,7 +55,7 @@ def search_attributes(
 def count_phase(memory: RunMemory) -> None:
     """`tarry_run_phases_total{phase, waiting_for}`: phases entered, on the worker's
     metrics endpoint. The SDK records nothing while a run replays: each counts once."""
-    waiting_for = memory.waiting_for()
+    waiting_for = waits.recorded(memory)
     workflow.metric_meter().create_counter("tarry_run_phases", "Phases runs entered").add(
         1, {"phase": memory.phase.value, "waiting_for": waiting_for.value if waiting_for else ""}
     )
@@ -117,3 +120,13 @@ def current_details(memory: RunMemory, input: RunInput) -> str:
     if m.error:
         lines.append(f"**Error:** `{m.error.code}`: {shorten(m.error.message, 300)}")
     return "\n\n".join(lines)
+
+
+def title_from(text: str) -> None:
+    """A run started without a prompt (by get-or-create, or `tarry start` with none)
+    takes its summary, which the run lists read from its memo, from the first message
+    delivered to it: else it stays `NO_SUMMARY` for good."""
+    if workflow.memo_value(SUMMARY_MEMO, None, type_hint=str) != NO_SUMMARY:
+        return
+    if workflow.patched(TITLE_FROM_FIRST_MESSAGE.id):
+        workflow.upsert_memo({SUMMARY_MEMO: summary_of(text)})

@@ -185,12 +185,23 @@ class RunMemory(BaseModel):
         return flat
 
     @classmethod
-    def of(cls, input: RunInput) -> RunMemory:
-        """A new run's memory: its budget and reply policy as its input sets them."""
-        return cls(
+    def of(cls, input: WorkflowInput) -> RunMemory:
+        """A new run's memory: its budget and reply policy as its input sets them, its
+        parent, a fork's conversation before the message it branches at, and its prompt
+        queued (without one, the run begins waiting for a reply)."""
+        memory = cls(
             budget=Budgets(limits=input.budget),
             requests=Requests(reply_policy=input.on_reply_while_running),
         )
+        memory.agents.parent = input.parent
+        if fork := input.fork:
+            memory.conversation.transcript = list(fork.transcript)
+            memory.forked_from = ForkOrigin(run_id=fork.run_id, at=fork.at)
+        if input.prompt:
+            memory.inbox.receive(UserInput(text=input.prompt, by=input.started_by))
+        else:
+            memory.phase = Phase.WAITING_USER
+        return memory
 
     def take(self, answer: LlmResponse) -> None:
         """Records the model's answer: a turn taken, its message, tokens and text."""
@@ -255,15 +266,6 @@ class RunMemory(BaseModel):
             type=ErrorCode.RUN_ENDED,
         )
 
-    def model_problem(self) -> ApplicationError | None:
-        """Why `retry` has nothing to do (`RETRY_NOT_WAITING`), or None."""
-        if self.waiting_for() is WaitingFor.MODEL:
-            return None
-        return ApplicationError(
-            "the run is not waiting for its model: reply to it instead",
-            type=ErrorCode.RETRY_NOT_WAITING,
-        )
-
     def reply_refusal(self, input: UserInput) -> ApplicationError | None:
         """Why `send` and `reply` refuse `input` (`RUN_ENDED`, `INPUT_EMPTY`,
         `INPUT_TOO_LARGE`, `RUN_BUSY`), or None."""
@@ -290,18 +292,8 @@ class RunMemory(BaseModel):
         """A reply waits that cuts the model call in flight short (`ReplyPolicy.INTERRUPT`)."""
         return self.requests.reply_policy is ReplyPolicy.INTERRUPT and bool(self.inbox.queued)
 
-    def waiting_for(self) -> WaitingFor | None:
-        if self.phase is not Phase.WAITING_USER:
-            return None
-        if self.undecided():
-            return WaitingFor.APPROVAL
-        if self.agents.waiting:
-            return WaitingFor.AGENT
-        if self.model_failure is not None:
-            return WaitingFor.MODEL
-        return WaitingFor.BUDGET if self.budget.paused else WaitingFor.INPUT
-
-    def state(self) -> RunState:
+    def state(self, waiting_for: WaitingFor | None) -> RunState:
+        """The run's state, waiting for `waiting_for` (`workflows.waits`)."""
         return RunState(
             phase=self.phase,
             turn=self.conversation.turn,
@@ -312,7 +304,7 @@ class RunMemory(BaseModel):
             warning=self.warning,
             pending_inputs=len(self.inbox.queued),
             message_count=self.conversation.message_count,
-            waiting_for=self.waiting_for(),
+            waiting_for=waiting_for,
             pending_approvals=self.undecided(),
             stop_reason=self.requests.stop_reason,
             stopped_by=self.requests.stopped_by,

@@ -29,6 +29,7 @@ from temporalio.exceptions import ActivityError
 from tarry.contracts import NOTIFY_ACTIVITY, Catalogue, Notification, NotifyEvent, WaitingFor
 from tarry.contracts.compatibility import NOTIFICATIONS
 from tarry.ownership import RunAccess
+from workflows import waits
 from workflows.memory import RunMemory
 
 ATTEMPT = timedelta(seconds=30)
@@ -61,7 +62,7 @@ def event_of(memory: RunMemory) -> NotifyEvent | None:
     """The event a stop point is; None for one no receiver hears of (waiting for the model)."""
     if memory.phase.ended:
         return NotifyEvent.ENDED
-    waiting = memory.waiting_for()
+    waiting = waits.recorded(memory)
     return None if waiting is None else _WAITING.get(waiting)
 
 
@@ -111,7 +112,7 @@ class Outbox:
             event=event,
             run_id=run_id,
             phase=memory.phase,
-            waiting_for=memory.waiting_for(),
+            waiting_for=waits.recorded(memory),
             pending_approvals=memory.undecided(),
             summary=summary_of(memory, event),
             owner=access.owner,

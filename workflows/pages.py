@@ -31,6 +31,7 @@ the references of the pages from there on; the client reads those from the store
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import TypeVar
 
@@ -53,6 +54,7 @@ from tarry.contracts import (
 )
 from tarry.contracts.compatibility import PAGE_BEFORE_HAND_OVER, PAGE_INDEX, PAGES, SIZED_PAGES
 from workflows.memory import RunMemory
+from workflows.stage import AskModel, ModelOutcome, RunScope, Stage
 
 Ref = TypeVar("Ref", TranscriptPageRef, TranscriptPageIndexRef)
 
@@ -71,6 +73,20 @@ _PAGE_ATTEMPT = timedelta(seconds=30)
 _PAGE_WINDOW = timedelta(minutes=5)
 """A store that fails this long costs the run nothing but memory: it keeps the messages,
 and the next turn or hand-over tries again."""
+
+
+class Paging(Stage):
+    """The pages' stage: the pages `due` are written while the model answers, so the
+    hand-over after the answer carries the window."""
+
+    async def around_model(self, run: RunScope, ask: AskModel) -> ModelOutcome:
+        if not (pages := due(run.memory, run.input)):
+            return await ask()
+        answer, _ = await asyncio.gather(ask(), write(run.memory, pages))
+        return answer
+
+
+PAGING = Paging()
 
 
 def due(memory: RunMemory, input: RunInput) -> list[StoredPage]:

@@ -14,6 +14,7 @@ from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamSt
 
 from tarry.contracts import ChatMessage, RunState
 from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
+from workflows import waits
 from workflows.memory import RunMemory
 
 
@@ -39,7 +40,7 @@ class RunStream(WorkflowStream):
     def state_of(self, memory: RunMemory) -> RunState:
         """The run's state, with the stream offsets an observer follows on from."""
         update = {"events": self.offset(), "turn_events": memory.events.turn_events}
-        return memory.state().model_copy(update=update)
+        return memory.state(waits.waiting_for(memory)).model_copy(update=update)
 
     def publish_stop(self, memory: RunMemory) -> None:
         self.publish_messages(memory)

@@ -1,15 +1,14 @@
-"""Tool calls: gating them behind a person's decision, the durable wait for it, running
-them, and what the model reads of a call that did not run.
+"""Tool calls: the run's tools, resolved once; the calls the run answers itself; a
+call's activity, at the end of the stages around it (`workflows.stages`); and what the
+run counts of their results.
 
-The run's catalogue (`RunCatalogue.tools`) says which tools exist, which calls wait for a
-decision and which must not run twice; nothing here asks a worker.
+The run's catalogue (`RunCatalogue.tools`) says which tools exist, which are quick and
+which must not run twice; nothing here asks a worker.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 
 from pydantic import ValidationError
@@ -21,27 +20,23 @@ from tarry.contracts import (
     FINISH_TOOL,
     MCP_TOOL_ACTIVITY,
     TOOL_CATALOGUE_ACTIVITY,
-    ApprovalDefault,
     Catalogue,
     CatalogueRequest,
     ChatMessage,
-    DecisionRecord,
     ErrorCode,
     ErrorInfo,
     FinishArguments,
     McpInvocation,
-    PendingApproval,
-    Phase,
     ToolCall,
     ToolDefinition,
     ToolInvocation,
     ToolResult,
-    approvers_of,
 )
-from workflows import agents, audit, notifications, rules
+from workflows import agents, notifications, rules
 from workflows.details import tool_summary
 from workflows.memory import RunMemory, WorkflowInput, call_fingerprint
 from workflows.model_calls import error_of
+from workflows.stage import AskModel, ModelOutcome, RunScope, Stage, ToolStep
 
 REPEAT_HINT = "You are repeating the same tool call; try a different approach."
 REPEAT_HINT_AFTER = 5
@@ -78,77 +73,32 @@ async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
     return None
 
 
-def gate(
-    memory: RunMemory, input: WorkflowInput, calls: Sequence[ToolCall], tools: list[ToolDefinition]
-) -> bool:
-    """Judges the calls by the run's approval rules and what it remembers (`rules.judge`):
-    records the decisions made without asking, makes the calls that need a person's
-    pending; True when there are any."""
-    catalogue = {t.name: t for t in tools}
-    asking: list[tuple[ToolCall, int | None]] = []
-    for c in calls:
-        if (tool := catalogue.get(c.function.name)) is None:
-            continue  # not the run's: refused when it would run
-        verdict = rules.judge(memory, input.approval_rules, c, tool)
-        if isinstance(verdict, rules.Asking):
-            asking.append((c, verdict.rule))
-        elif verdict is not None:
-            memory.approvals.decisions[c.id] = verdict
-            audit.made(memory, c.function.name, c.id, verdict)
-    if not asking:
-        return False
-    deadline = workflow.now() + input.approval_timeout if input.approval_timeout else None
-    asked = [catalogue[c.function.name] for c, _ in asking]
-    memory.approvals.schemas = {t.name: t.parameters for t in asked}
-    memory.approvals.pending = [
-        PendingApproval(
-            call_id=c.id,
-            tool=c.function.name,
-            arguments=c.function.arguments,
-            deadline=deadline,
-            approvers=approvers_of(input.approvers, c.function.name),
-            rule=rule,
-        )
-        for c, rule in asking
-    ]
-    return True
-
-
-async def run_call(
-    memory: RunMemory,
-    input: WorkflowInput,
-    call: ToolCall,
-    tools: list[ToolDefinition],
-    resume: Callable[[], None],
-) -> ToolResult:
-    """One call's result: run by its activity (once decided, when it is pending), or
-    handled by the workflow itself (`finish`), or refused. `resume` moves the run back to
-    `Running` once the last pending call has its decision and no sub-agent waits."""
+def answered(call: ToolCall, tools: dict[str, ToolDefinition]) -> ToolResult | None:
+    """The result of a call the run answers itself, before any stage sees it: one naming
+    a tool the run does not have, and `finish`; None for a call that runs."""
     name = call.function.name
-    tool = next((t for t in tools if t.name == name), None)
-    if tool is None:
-        offered = ", ".join(t.name for t in tools)
+    if name not in tools:
+        offered = ", ".join(tools)
         return ToolResult.failure(
             ErrorCode.TOOL_NOT_FOUND, f"no tool {name!r} in this run; available: {offered}"
         )
-    if name == FINISH_TOOL:
-        try:
-            args = FinishArguments.model_validate_json(call.function.arguments)
-        except ValidationError as e:
-            return ToolResult.failure(ErrorCode.TOOL_INVALID_ARGUMENTS, str(e))
-        return ToolResult.success(args.result)
-    arguments = call.function.arguments
-    gated = any(p.call_id == call.id for p in memory.approvals.pending)
-    decision = memory.approvals.decisions.get(call.id)  # one made without asking (`gate`)
-    if gated:
-        decision = await _decision_on(memory, input, call, resume)
-    if decision is not None:
-        if not decision.approved:
-            return _rejection(decision)
-        if decision.arguments is not None:
-            arguments = json.dumps(decision.arguments)
+    if name != FINISH_TOOL:
+        return None
+    try:
+        args = FinishArguments.model_validate_json(call.function.arguments)
+    except ValidationError as e:
+        return ToolResult.failure(ErrorCode.TOOL_INVALID_ARGUMENTS, str(e))
+    return ToolResult.success(args.result)
+
+
+async def execute(step: ToolStep) -> ToolResult:
+    """The call's result from its activity (or, for a sub-agent's tool, its run), with the
+    arguments and decision the stages left it."""
+    memory, input = step.run.memory, step.run.input
+    call, tool, arguments, decision = step.call, step.tool, step.arguments, step.decision
+    name = call.function.name
     if (agent := agents.agent_of(memory, name)) is not None:
-        return await agents.delegate(memory, input, agent, arguments, resume)
+        return await agents.delegate(memory, input, agent, arguments, step.run.phases.follow)
     # A sub-agent works in its lead's workspace: what it writes, the lead can read.
     workspace = memory.agents.parent or workflow.info().workflow_id
     invocation = ToolInvocation(
@@ -167,9 +117,9 @@ async def run_call(
     # marker, so the next one runs the call again, which a quick tool (read-only,
     # idempotent) allows.
     local = tool.local and decision is None
-    execute = workflow.execute_local_activity if local else workflow.execute_activity
+    run_activity = workflow.execute_local_activity if local else workflow.execute_activity
     try:
-        result: ToolResult = await execute(
+        result: ToolResult = await run_activity(
             activity,
             invocation,
             result_type=ToolResult,
@@ -202,39 +152,20 @@ def _known_failure(e: ActivityError) -> ErrorInfo | None:
     return ErrorInfo(code=ErrorCode(cause.type), message=cause.message)
 
 
-async def _decision_on(
-    memory: RunMemory, input: WorkflowInput, call: ToolCall, resume: Callable[[], None]
-) -> DecisionRecord:
-    """Waits for a person's decision on a gated call: a durable wait that may last
-    weeks, ended by a decision, a stop, or the deadline's default."""
-    m, decisions = memory, memory.approvals.decisions
-    with contextlib.suppress(TimeoutError):  # the deadline passed: its default applies
-        await workflow.wait_condition(
-            lambda: call.id in decisions or m.requests.stop,
-            timeout=input.approval_timeout,
-            timeout_summary=f"approval deadline for {call.function.name}",
-        )
-    if call.id not in decisions:
-        by = "stop" if m.requests.stop else "deadline"
-        approve = by == "deadline" and input.approval_default is ApprovalDefault.APPROVE
-        user = m.requests.stopped_by if by == "stop" else None
-        decisions[call.id] = DecisionRecord(approved=approve, by=by, at=workflow.now(), user=user)
-        if by == "deadline":  # a stop's rejection is the stop's record
-            audit.made(m, call.function.name, call.id, decisions[call.id])
-    # Resumed here, between the last decision and its call's activity, as recorded
-    # histories have it: moved, the phase's search attribute update would change places
-    # with the activity in the commands of runs in flight.
-    if m.phase is Phase.WAITING_USER and not m.undecided() and not m.requests.stop:
-        resume()
-    return decisions[call.id]
-
-
-def hint_if_repeating(memory: RunMemory) -> None:
+class RepeatHint(Stage):
     """The same tool called `REPEAT_HINT_AFTER` times in a row earns the model one hint
     before its next call."""
-    if memory.guards.streak >= REPEAT_HINT_AFTER:
-        memory.guards.streak = 0
-        memory.conversation.transcript.append(ChatMessage(role="user", content=REPEAT_HINT))
+
+    async def around_model(self, run: RunScope, ask: AskModel) -> ModelOutcome:
+        guards = run.memory.guards
+        if guards.streak >= REPEAT_HINT_AFTER:
+            guards.streak = 0
+            hint = ChatMessage(role="user", content=REPEAT_HINT)
+            run.memory.conversation.transcript.append(hint)
+        return await ask()
+
+
+REPEAT = RepeatHint()
 
 
 def record(
@@ -265,15 +196,3 @@ def record(
             if guards.failures[key] >= input.max_repeated_failures:
                 m.warning = ErrorCode.ENGINE_LOOP_DETECTED
     return finished
-
-
-def _rejection(decision: DecisionRecord) -> ToolResult:
-    """The tool result the model sees for a call that did not run."""
-    if decision.by == "deadline":
-        return ToolResult.failure(
-            ErrorCode.TOOL_APPROVAL_EXPIRED, "nobody decided on this call before its deadline"
-        )
-    if decision.by == "stop":
-        return ToolResult.failure(ErrorCode.TOOL_REJECTED, "the run was stopped before a decision")
-    # A rule's reason, or the reason of the person whose decision was remembered.
-    return ToolResult.failure(ErrorCode.TOOL_REJECTED, decision.reason or "rejected by the user")

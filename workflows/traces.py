@@ -17,6 +17,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from tarry.contracts import Phase
+    from workflows import waits
     from workflows.memory import RunMemory, WaitMark
 
 __all__ = ["SPAN_EXTERN", "STARTED_NS", "entered"]
@@ -31,7 +32,7 @@ start when they end), and drops."""
 
 def entered(memory: RunMemory) -> None:
     """A phase change: a wait that ended gets its span; a wait that began is marked."""
-    waiting = memory.waiting_for()
+    waiting = waits.recorded(memory)
     mark = memory.wait
     if mark is not None and (waiting is None or waiting.value != mark.waiting_for):
         _waited(memory, mark)
