@@ -18,6 +18,7 @@ from workflows import (
     budgets,
     model_calls,
     pages,
+    result_limit,
     tool_calls,
 )
 from workflows.stage import AskModel, ModelOutcome, RunScope, RunTool, Stage, ToolStep
@@ -28,6 +29,7 @@ STAGES: tuple[Stage, ...] = (
     pages.PAGING,
     approval_rules.RULES,
     approval_gate.GATE,
+    result_limit.LIMIT,
 )
 
 

@@ -128,6 +128,12 @@ class RunInput(Closed):
     """How often the same failing tool call may repeat before the run asks the user."""
     bad_response_attempts: Annotated[int, NOT_A_BOOLEAN] = Field(default=3, ge=1)
     """Calls in a row answered with garbage (`LLM_BAD_RESPONSE`) before the run fails."""
+    max_tool_result_chars: Annotated[int | None, NOT_A_BOOLEAN] = Field(
+        default=None, ge=1, exclude_if=when_none
+    )
+    """The most characters of a tool's result the model reads: a longer one reaches it
+    cut, with a note of how much was left out (history keeps the whole result). Null:
+    no limit."""
     timeouts: Timeouts = Timeouts()
     require_approval: list[str] = Field(default=[])
     """Tools whose calls wait for a person's decision; `["*"]` is every tool but `finish`."""
