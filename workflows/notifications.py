@@ -49,6 +49,7 @@ _WAITING = {
     WaitingFor.INPUT: NotifyEvent.WAITING_FOR_INPUT,
     WaitingFor.APPROVAL: NotifyEvent.WAITING_FOR_APPROVAL,
     WaitingFor.BUDGET: NotifyEvent.WAITING_FOR_BUDGET,
+    WaitingFor.PAUSED: NotifyEvent.WAITING_FOR_INPUT,  # a reply is what it waits for
 }
 
 

@@ -182,6 +182,13 @@ AUDIT_HAND_OVER = Patch(
     since=date(2026, 11, 27),
     retire=date(2026, 12, 27),
 )
+PAUSED_WAIT = Patch(
+    "paused-wait",
+    "A run a person paused records that it waits for `paused` (its search attribute, its "
+    "report to a parent run), not `input`.",
+    since=date(2026, 12, 6),
+    retire=date(2027, 1, 5),
+)
 RULES_TEXT_LIMIT = Patch(
     "approval-rules-text-limit",
     "Approval rules' regular expressions search values of up to 16,384 characters (1,048,576 "
@@ -207,6 +214,7 @@ PATCHES = (
     UNIQUE_CALL_IDS,
     AUDIT_HAND_OVER,
     RULES_TEXT_LIMIT,
+    PAUSED_WAIT,
 )
 """Every id the workflows ask for, in the order they landed."""
 

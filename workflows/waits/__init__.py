@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from temporalio import workflow
 
 from tarry.contracts import Phase, WaitingFor
-from workflows.waits import agent, approval, budget, model, reply
+from workflows.waits import agent, approval, budget, model, paused, reply
 from workflows.waits.wait import Wait
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ WAITS: tuple[Wait, ...] = (
     agent.WAIT,
     model.WAIT,
     budget.WAIT,
+    paused.WAIT,
     reply.WAIT,
 )
 """Every kind, in the order they are tried; `reply` holds for any run that waits."""
