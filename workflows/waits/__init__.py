@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from temporalio import workflow
 
 from tarry.contracts import Phase, WaitingFor
-from workflows.waits import agent, approval, budget, model, paused, reply
+from workflows.waits import agent, approval, budget, input, model, paused
 from workflows.waits.wait import Wait
 
 if TYPE_CHECKING:
@@ -33,9 +33,9 @@ WAITS: tuple[Wait, ...] = (
     model.WAIT,
     budget.WAIT,
     paused.WAIT,
-    reply.WAIT,
+    input.WAIT,
 )
-"""Every kind, in the order they are tried; `reply` holds for any run that waits."""
+"""Every kind, in the order they are tried; `input` (a reply) holds for any run that waits."""
 
 
 def waiting_for(memory: RunMemory) -> WaitingFor | None:

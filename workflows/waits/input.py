@@ -12,11 +12,11 @@ if TYPE_CHECKING:
     from workflows.memory import RunMemory
 
 
-class Reply(Wait):
+class Input(Wait):
     kind = WaitingFor.INPUT
 
     def holds(self, memory: RunMemory) -> bool:
         return True
 
 
-WAIT = Reply()
+WAIT = Input()
