@@ -14,24 +14,20 @@ A run is a `RunHandle` (`tarry.run_handle`), a schedule a `ScheduleHandle`
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
-from temporalio.client import Client, ScheduleAlreadyRunningError, WithStartWorkflowOperation
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.client import Client, ScheduleAlreadyRunningError
 from temporalio.contrib.pydantic import PydanticPayloadConverter
-from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from tarry.audit import AUDIT_LIMIT, find_audit
 from tarry.connection import connect_temporal
 from tarry.contracts import (
     DEFAULT_TASK_QUEUE,
     SUMMARY_MEMO,
-    WORKFLOW_TYPE,
     Act,
     AuditTrail,
     Door,
@@ -39,22 +35,14 @@ from tarry.contracts import (
     RunInput,
     RunResult,
     RunState,
-    reserved_id_problem,
 )
 from tarry.datasets import Datasets, DatasetStore
-from tarry.delivery import QUERY_PATIENCE, await_poller
-from tarry.errors import TarryError, translated_errors
+from tarry.delivery import QUERY_PATIENCE
+from tarry.errors import TarryError
 from tarry.identities import Caller, local_user
 from tarry.ownership import access_attributes
 from tarry.pages import PageStore
-from tarry.run_handle import (
-    ID_REUSE,
-    RunHandle,
-    checked_id,
-    start_run,
-    started_by,
-    user_input,
-)
+from tarry.run_handle import RunHandle, user_input
 from tarry.schedule_handle import ScheduleHandle, checked_name
 from tarry.schedules import (
     SCHEDULE_MEMO,
@@ -65,6 +53,7 @@ from tarry.schedules import (
     temporal_schedule,
 )
 from tarry.settings import TarrySettings
+from tarry.starting import checked_id, start_run, start_with_message, started_by
 from tarry.storage import storage_driver
 from tarry.text import summary_of
 
@@ -156,16 +145,16 @@ class Tarry:
         if isinstance(input, str):
             input = RunInput(prompt=input)
         input = input.model_copy(update=started_by(self.caller))
-        return await start_run(
+        handle = await start_run(
             self.client,
             self.task_queue,
             self.caller,
-            self._pages,
             input,
             run_id=run_id,
             memo=memo,
             start_key=start_key,
         )
+        return RunHandle(self.client, handle, self.caller, self._pages)
 
     async def create_schedule(
         self,
@@ -321,64 +310,25 @@ class Tarry:
         start: RunInput | None,
         admit: Admission | None,
     ) -> RunState | None:
-        """The update's state when `start` started run `run_id` with it (`_start_with`);
-        None when the delivery is to go to the run there is, `admit` having let it."""
+        """The update's state when `start` started run `run_id` with it
+        (`tarry.starting.start_with_message`); None when the delivery is to go to the run
+        there is, `admit` having let it."""
         if start is None:
             return None
-        if state := await self._start_with(update, run_id, text, id, start):
+        message = user_input(text, id, self.caller)
+        if state := await start_with_message(
+            self.client,
+            self.task_queue,
+            self.caller,
+            start,
+            run_id=run_id,
+            update=update,
+            message=message,
+        ):
             return state
         if admit is not None:
             await admit()
         return None
-
-    async def _start_with(
-        self, update: str, run_id: str, text: str, id: str | None, input: RunInput
-    ) -> RunState | None:
-        """Starts run `run_id` of `input` with the update `update` of `text` in one call,
-        and answers the update's state; None, having delivered nothing, when a run has the
-        id (open or ended) or only its schedule or lead may start it.
-
-        The start is conditional (`WorkflowIDConflictPolicy.FAIL`): a reply enters a run
-        in the same call only when that call starts the run, as this client's caller's.
-        Any other delivery goes to the run there is, once its right is checked: an id
-        names one run for good (never reused, `ID_REUSE`), so the right to it that the
-        check found cannot change before the delivery."""
-        if reserved_id_problem(checked_id(run_id)):
-            return None
-        message = user_input(text, id, self.caller)
-        input = input.model_copy(update=started_by(self.caller))
-        await await_poller(self.client, self.task_queue, run_id)
-        summary = summary_of(input.prompt)
-        start: WithStartWorkflowOperation[Any, RunResult] = WithStartWorkflowOperation(
-            WORKFLOW_TYPE,
-            input,
-            id=run_id,
-            task_queue=self.task_queue,
-            result_type=RunResult,
-            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-            id_reuse_policy=ID_REUSE,
-            static_summary=summary,
-            memo={SUMMARY_MEMO: summary},
-            search_attributes=access_attributes(self.caller.user, input),
-        )
-        async with translated_errors(run_id):
-            try:
-                state: RunState = await self.client.execute_update_with_start_workflow(
-                    update,
-                    message,
-                    start_workflow_operation=start,
-                    id=f"{update}-{message.id}" if message.id else None,
-                    result_type=RunState,
-                )
-                return state
-            except Exception as e:
-                # A failed start leaves its error in the operation as well: read there,
-                # or asyncio reports it as never retrieved.
-                with contextlib.suppress(Exception):
-                    await start.workflow_handle()
-                if isinstance(e, WorkflowAlreadyStartedError):
-                    return None
-                raise
 
     def get(self, run_id: str, caller: Caller | None = None) -> RunHandle:
         """A handle to an existing run, acting as `caller` (None: this client's); it is

@@ -55,9 +55,10 @@ from tarry.dataset_store import NAME_RULE, DatasetStore, checked_name
 from tarry.errors import TarryError, translated_errors
 from tarry.identities import Caller
 from tarry.pages import PageStore
-from tarry.run_handle import RunHandle, checked_id
+from tarry.run_handle import RunHandle
 from tarry.run_list import runs_query
 from tarry.schedules import schedule_name_problem
+from tarry.starting import checked_id
 
 __all__ = [
     "MAX_RUNS",

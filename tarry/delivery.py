@@ -11,10 +11,11 @@ admitting it again under the same id, so it never enters twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import TaskQueueType
@@ -26,11 +27,13 @@ from temporalio.api.workflowservice.v1 import (
 )
 from temporalio.client import (
     Client,
+    WithStartWorkflowOperation,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.contracts import ErrorCode, RunResult, RunState
@@ -40,6 +43,10 @@ __all__ = ["QUERY_PATIENCE", "Delivery", "await_poller", "polling_pauses", "task
 
 Q = TypeVar("Q")
 """What a query answers."""
+A = TypeVar("A")
+"""What an update's attempt answers."""
+StartOperation = Callable[[], WithStartWorkflowOperation[Any, RunResult]]
+"""Builds the start an update goes with, afresh for each attempt."""
 
 QUERY_PATIENCE = timedelta(seconds=5)
 """How long a `state` query may go unanswered before the client asks whether any worker
@@ -85,16 +92,58 @@ class Delivery:
         way nothing entered the run, so it is asked again, with the same update id: an
         attempt that did enter is answered with its first outcome, never run twice."""
         await self.require_worker()
-        id = id or f"{name}-{uuid.uuid4()}"
+        update_id = id or f"{name}-{uuid.uuid4()}"
+
+        async def attempt() -> RunState:
+            state: RunState = await self._handle.execute_update(
+                name, args=args, id=update_id, result_type=RunState
+            )
+            return state
+
+        return await self._admitted(name, attempt)
+
+    async def update_with_start(
+        self, name: str, arg: object, start: StartOperation, *, id: str | None = None
+    ) -> RunState | None:
+        """The update `name` of `arg` in the same call as the start `start()` builds (a
+        conditional start: `WorkflowIDConflictPolicy.FAIL`), answered as `update` is;
+        None, having delivered nothing, when a run has the id already. A refusal without
+        admission is asked again as `update`'s are, the start with it: if the refused
+        call did start the run, the next finds it there and answers None, so the message
+        goes to it as to any run there is."""
+        update_id = id or f"{name}-{uuid.uuid4()}"
+
+        async def attempt() -> RunState | None:
+            operation = start()  # an operation is used once
+            try:
+                state: RunState = await self._client.execute_update_with_start_workflow(
+                    name,
+                    arg,
+                    start_workflow_operation=operation,
+                    id=update_id,
+                    result_type=RunState,
+                )
+                return state
+            except Exception as e:
+                # A failed start leaves its error in the operation as well: read there,
+                # or asyncio reports it as never retrieved.
+                with contextlib.suppress(Exception):
+                    await operation.workflow_handle()
+                if isinstance(e, WorkflowAlreadyStartedError):
+                    return None
+                raise
+
+        return await self._admitted(name, attempt)
+
+    async def _admitted(self, name: str, attempt: Callable[[], Awaitable[A]]) -> A:
+        """`attempt()`, asked again while the server refuses it without admitting the
+        update `name` (see `update`), for up to `NOT_READY_PATIENCE`."""
         loop = asyncio.get_running_loop()
         give_up, delay = loop.time() + NOT_READY_PATIENCE, 0.1
         async with translated_errors(self._handle.id):
             while True:
                 try:
-                    state: RunState = await self._handle.execute_update(
-                        name, args=args, id=id, result_type=RunState
-                    )
-                    return state
+                    return await attempt()
                 except (RPCError, WorkflowUpdateFailedError) as e:
                     if not unadmitted(e):
                         raise
@@ -140,7 +189,12 @@ class Delivery:
                 raise
 
     async def _task_failing(self, *, failed_only: bool = False) -> TarryError | None:
-        description = (await self.describe()).raw_description
+        try:
+            description = (await self.describe()).raw_description
+        except TarryError as e:
+            if e.code is not ErrorCode.RUN_NOT_FOUND:
+                raise
+            return None  # a start refused before the run began: no task of it fails
         return await task_failing(self._client, description, failed_only=failed_only)
 
     async def describe(self) -> WorkflowExecutionDescription:

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from temporalio.api.errordetails.v1 import WorkflowNotReadyFailure
+from temporalio.api.errordetails.v1 import MultiOperationExecutionFailure, WorkflowNotReadyFailure
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -104,11 +104,16 @@ async def translated_errors(run_id: str) -> AsyncIterator[None]:
 
 def unadmitted(e: RPCError | WorkflowUpdateFailedError) -> bool:
     """The server's refusal of an update it did not admit: while the run's workflow task
-    is failing (an RPC error), or one a worker left unprocessed (the update's outcome)."""
+    is failing (an RPC error; for an update with start, that of its operation in the
+    call's `MultiOperationExecutionFailure`), or one a worker left unprocessed (the
+    update's outcome)."""
     from temporalio.client import WorkflowUpdateFailedError
 
     if isinstance(e, WorkflowUpdateFailedError):
         cause = e.cause
         return isinstance(cause, ApplicationError) and cause.type == _UNPROCESSED_UPDATE
-    status = e.grpc_status
-    return any(d.Is(WorkflowNotReadyFailure.DESCRIPTOR) for d in status.details)
+    details = list(e.grpc_status.details)
+    operations = MultiOperationExecutionFailure()
+    if details and details[0].Unpack(operations):
+        details = [d for status in operations.statuses for d in status.details]
+    return any(d.Is(WorkflowNotReadyFailure.DESCRIPTOR) for d in details)

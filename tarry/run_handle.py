@@ -1,4 +1,4 @@
-"""One agent run: `RunHandle`, and `start_run`, which starts one.
+"""One agent run: `RunHandle` (`tarry.starting` starts one).
 
 run = await tarry.start("Summarise notes.md")
 state = await run.wait_for({Phase.WAITING_USER})
@@ -9,9 +9,8 @@ async for event in run.events(): ...   # the model's words as it writes them
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
-from collections.abc import AsyncGenerator, Collection, Mapping
+from collections.abc import AsyncGenerator, Collection
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, timedelta
 from typing import Any, Literal
@@ -21,23 +20,14 @@ from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
-    WorkflowFailureError,
     WorkflowHandle,
 )
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
-from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from tarry.contracts import (
-    CATALOGUE_CHECK_WORKFLOW,
     LLM_ACTIVITY,
-    RESUMED_SIGNAL,
-    START_KEY_ATTRIBUTE,
-    SUMMARY_MEMO,
-    WORKFLOW_TYPE,
     Acting,
     BudgetRaise,
-    CatalogueRequest,
     ChatMessage,
     Decision,
     ErrorCode,
@@ -59,133 +49,21 @@ from tarry.contracts import (
     TranscriptQuery,
     UserInput,
     reply_problem,
-    reserved_id_problem,
-    run_id_problem,
 )
-from tarry.delivery import NOT_READY_PATIENCE, Delivery, await_poller, polling_pauses
+from tarry.delivery import Delivery, polling_pauses
 from tarry.errors import TarryError, translated_errors
 from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
 from tarry.identities import Caller
-from tarry.ownership import access_attributes, carried
 from tarry.pages import PageMissing, PageStore
+from tarry.starting import start_resumption, start_run, started_by
 from tarry.stopping import stop_run
-from tarry.text import summary_of
 from tarry.timeline import read_timeline
 
-__all__ = [
-    "ID_REUSE",
-    "RunHandle",
-    "checked_id",
-    "refuse_unknown_names",
-    "start_run",
-    "started_by",
-    "user_input",
-]
+__all__ = ["RunHandle", "user_input"]
 
-_log = logging.getLogger(__name__)
 
-ID_REUSE = WorkflowIDReusePolicy.REJECT_DUPLICATE
-"""An ended run's id is taken too: a new conversation under it would hide the old one and
-inherit its workspace. `resume` goes on with that run."""
 _DEFAULT_LIMIT: int = TranscriptQuery.model_fields["limit"].default
 _CODES = frozenset(ErrorCode)
-
-
-async def start_run(
-    client: Client,
-    task_queue: str,
-    caller: Caller,
-    pages: PageStore | None,
-    input: RunInput,
-    *,
-    run_id: str | None,
-    memo: Mapping[str, Any] | None = None,
-    fork: Fork | None = None,
-    start_key: str | None = None,
-) -> RunHandle:
-    """Starts run `run_id` (`run-<short uuid>` by default) of `input` on `task_queue`,
-    a fork of another run with `fork`, and checks the tools and the model profile it
-    names with the run itself (see `Tarry.start`); its handle acts as `caller`.
-    `start_key` is kept as `TarryStartKey`: the digest of the request's idempotency key."""
-    run_id = checked_id(f"run-{uuid.uuid4().hex[:8]}" if run_id is None else run_id)
-    if problem := reserved_id_problem(run_id):
-        raise TarryError(ErrorCode.RUN_ID_INVALID, problem)
-    named_profile = input.model != RunInput.model_fields["model"].default
-    if input.tools is not None or input.require_approval or input.agents or named_profile:
-        await refuse_unknown_names(client, task_queue, input, run_id)
-    summary = summary_of(input.prompt)
-    # The workflow's own input: a fork's origin and first messages are not `RunInput`'s.
-    payload: RunInput | dict[str, Any] = input
-    if fork is not None:
-        payload = {**input.model_dump(mode="json"), "fork": fork.model_dump(mode="json")}
-    try:
-        handle = await client.start_workflow(
-            WORKFLOW_TYPE,
-            payload,
-            id=run_id,
-            task_queue=task_queue,
-            result_type=RunResult,
-            id_reuse_policy=ID_REUSE,
-            # The UI's run list shows this, so runs can be told apart at a glance.
-            static_summary=summary,
-            # `tarry list` reads it here: list results carry a memo, not the summary.
-            memo={**(memo or {}), SUMMARY_MEMO: summary},
-            search_attributes=with_start_key(access_attributes(caller.user, input), start_key),
-        )
-    except WorkflowAlreadyStartedError:
-        raise TarryError(
-            ErrorCode.RUN_EXISTS,
-            f"a run with id {run_id!r} exists already; choose another id, or go on with"
-            " that run (`tarry resume` when it has ended)",
-        ) from None
-    run = RunHandle(client, handle, caller, pages)
-    return run
-
-
-def with_start_key(
-    attributes: TypedSearchAttributes, start_key: str | None
-) -> TypedSearchAttributes:
-    if start_key is None:
-        return attributes
-    return attributes.updated(SearchAttributePair(START_KEY_ATTRIBUTE, start_key))
-
-
-async def refuse_unknown_names(
-    client: Client, task_queue: str, input: RunInput, run_id: str
-) -> None:
-    """Raises `TOOL_NOT_FOUND` or `LLM_UNKNOWN_PROFILE` when the workers have no tool,
-    agent or model profile of a name `input` gives, before anything starts: their own
-    answer, through a short `CatalogueCheck` workflow (not a run, so a refused start
-    leaves no failed run in `tarry list` or the inbox), waited for as long as a worker
-    polls. With none for `WORKER_GRACE`, or one that does not answer in
-    `NOT_READY_PATIENCE` (older than this client), says so in a warning: the run
-    refuses them itself once a worker takes it."""
-    request = CatalogueRequest.of(input)
-    try:
-        await await_poller(client, task_queue, run_id)
-        refusal: ErrorInfo | None = await client.execute_workflow(
-            CATALOGUE_CHECK_WORKFLOW,
-            request,
-            id=f"catalogue-check-{uuid.uuid4().hex}",
-            task_queue=task_queue,
-            result_type=ErrorInfo | None,  # type: ignore[arg-type]
-            execution_timeout=timedelta(seconds=NOT_READY_PATIENCE),
-            static_summary=f"may run {run_id!r} start?",
-        )
-    except TarryError as e:
-        _log.warning("%s; the run checks its tools when a worker takes it", e.message)
-        return
-    except WorkflowFailureError as e:
-        _log.warning(
-            "no worker of task queue %r checked the names of run %r (%s); the run checks"
-            " its tools when a worker takes it",
-            task_queue,
-            run_id,
-            e.cause,
-        )
-        return
-    if refusal is not None:
-        raise TarryError(refusal.code, refusal.message)
 
 
 class RunHandle:
@@ -529,9 +407,8 @@ class RunHandle:
         queue = (await self.describe()).task_queue
         fork_id = run_id or f"{self.id[:180]}-fork-{uuid.uuid4().hex[:6]}"
         input = input.model_copy(update={"prompt": prompt, **started_by(self.caller)})
-        return await start_run(
-            self._client, queue, self.caller, self._pages, input, run_id=fork_id, fork=fork
-        )
+        handle = await start_run(self._client, queue, self.caller, input, run_id=fork_id, fork=fork)
+        return RunHandle(self._client, handle, self.caller, self._pages)
 
     async def resume(self) -> RunHandle:
         """Goes on with an ended run (failed by a model error once its retries were
@@ -544,43 +421,11 @@ class RunHandle:
                 ErrorCode.RUN_NOT_ENDED, f"run {self.id!r} has not ended: reply to it instead"
             )
         await self._delivery.require_worker(even_ended=True)
-        async with self._errors():
-            # The workflow's own input, opaque here: the run builds it from its memory.
-            resumption: dict[str, Any] = await self._handle.query(
-                "resumption", result_type=dict[str, Any]
-            )
-            memo = await description.memo()
-            summary = memo.get(SUMMARY_MEMO, "")
-            handle = await self._client.start_workflow(
-                WORKFLOW_TYPE,
-                resumption,
-                id=self.id,
-                task_queue=description.task_queue,
-                result_type=RunResult,
-                static_summary=summary or None,
-                # All of it: what the request that started the run left there too.
-                memo={**memo, SUMMARY_MEMO: summary},
-                # Its owner and share stay; a resumption by an admin does not take it.
-                search_attributes=carried(description.typed_search_attributes),
-                # Who resumes it, for its trail, in the same request as the start.
-                start_signal=RESUMED_SIGNAL,
-                start_signal_args=[self._acting()],
-            )
+        handle = await start_resumption(self._client, self._handle, description, self._acting())
         return RunHandle(self._client, handle, self.caller, self._pages)
 
     def _errors(self) -> AbstractAsyncContextManager[None]:
         return translated_errors(self.id)
-
-
-def started_by(caller: Caller) -> dict[str, Any]:
-    """The fields of a run's input that say who started it, and through which door."""
-    return {"started_by": caller.user, "door": caller.door}
-
-
-def checked_id(run_id: str) -> str:
-    if problem := run_id_problem(run_id):
-        raise TarryError(ErrorCode.RUN_ID_INVALID, problem)
-    return run_id
 
 
 def user_input(text: str, id: str | None, caller: Caller) -> UserInput:

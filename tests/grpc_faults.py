@@ -1,8 +1,8 @@
 """gRPC proxies on loopback in front of the test's dev server, which forward every call
 to the server whole but for one method's first calls: failed with the status a busy
-server answers now and then (`failing_proxy`), or held until the test lets them go on
-(`holding_proxy`); or that count one method's calls, to tell what a client asked the
-server for (`counting_proxy`).
+server answers now and then, or with its refusal of an update it did not admit
+(`failing_proxy`), or held until the test lets them go on (`holding_proxy`); or that
+count one method's calls, to tell what a client asked the server for (`counting_proxy`).
 
 A dev server on a loaded machine has answered `DescribeTaskQueue` with `CANCELLED`
 ("operation was canceled"), an answer that says nothing of the task queue; and a call
@@ -18,16 +18,22 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import grpc
+from google.protobuf.any_pb2 import Any
 from grpc import aio
+from temporalio.api.common.v1 import GrpcStatus
+from temporalio.api.errordetails.v1 import MultiOperationExecutionFailure, WorkflowNotReadyFailure
+from temporalio.api.failure.v1 import MultiOperationExecutionAborted
 
 __all__ = [
     "DESCRIBE_TASK_QUEUE",
     "EXECUTE_MULTI_OPERATION",
     "GET_WORKFLOW_EXECUTION_HISTORY",
     "START_WORKFLOW_EXECUTION",
+    "UNADMITTED_WITH_START",
     "CountingProxy",
     "FailingProxy",
     "HoldingProxy",
+    "Refusal",
     "counting_proxy",
     "failing_proxy",
     "holding_proxy",
@@ -39,6 +45,52 @@ START_WORKFLOW_EXECUTION = f"{_SERVICE}/StartWorkflowExecution"
 EXECUTE_MULTI_OPERATION = f"{_SERVICE}/ExecuteMultiOperation"
 """An update with start, in one call."""
 GET_WORKFLOW_EXECUTION_HISTORY = f"{_SERVICE}/GetWorkflowExecutionHistory"
+_DETAILS = "grpc-status-details-bin"
+"""The trailer that carries an error's details."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A gRPC error a proxy answers in the server's place: its status, message, and
+    `details` (a serialized `google.rpc.Status`, which the client reads its details from)."""
+
+    code: grpc.StatusCode
+    message: str
+    details: bytes | None = None
+
+
+BUSY = Refusal(grpc.StatusCode.CANCELLED, "operation was canceled")
+"""A busy server's answer that says nothing."""
+
+
+def _unadmitted_with_start() -> Refusal:
+    """The server's refusal of an update with start whose update it did not admit (its
+    run's workflow task failing): the update's `WorkflowNotReadyFailure` inside the call's
+    `MultiOperationExecutionFailure`, the start aborted with it."""
+    aborted, not_ready = Any(), Any()
+    aborted.Pack(MultiOperationExecutionAborted())
+    not_ready.Pack(WorkflowNotReadyFailure())
+    failure = MultiOperationExecutionFailure(
+        statuses=[
+            MultiOperationExecutionFailure.OperationStatus(
+                code=grpc.StatusCode.ABORTED.value[0], message="aborted", details=[aborted]
+            ),
+            MultiOperationExecutionFailure.OperationStatus(
+                code=grpc.StatusCode.FAILED_PRECONDITION.value[0],
+                message="Workflow Update is rejected because workflow task is failing",
+                details=[not_ready],
+            ),
+        ]
+    )
+    packed = Any()
+    packed.Pack(failure)
+    message = "Update-with-Start could not be executed."
+    code = grpc.StatusCode.FAILED_PRECONDITION  # the server's: its first failed operation's
+    status = GrpcStatus(code=code.value[0], message=message, details=[packed])
+    return Refusal(code, message, status.SerializeToString())
+
+
+UNADMITTED_WITH_START = _unadmitted_with_start()
 
 Gate = Callable[[aio.ServicerContext[bytes, bytes]], Awaitable[None]]
 """What a proxy does with a call of its method before forwarding it (abort it, wait)."""
@@ -121,15 +173,17 @@ async def _proxy(target: str, method: str, gate: Gate) -> AsyncIterator[str]:
 
 @asynccontextmanager
 async def failing_proxy(
-    target: str, method: str = DESCRIBE_TASK_QUEUE, times: int = 2
+    target: str, method: str = DESCRIBE_TASK_QUEUE, times: int = 2, refusal: Refusal = BUSY
 ) -> AsyncIterator[FailingProxy]:
-    """A proxy to the server at `target` failing the first `times` calls of `method`."""
+    """A proxy to the server at `target` answering the first `times` calls of `method`
+    with `refusal`, which never reach the server."""
     proxy = FailingProxy("")
 
     async def fail(context: aio.ServicerContext[bytes, bytes]) -> None:
         if proxy.failed < times:
             proxy.failed += 1
-            await context.abort(grpc.StatusCode.CANCELLED, "operation was canceled")
+            trailers = () if refusal.details is None else ((_DETAILS, refusal.details),)
+            await context.abort(refusal.code, refusal.message, trailers)
 
     async with _proxy(target, method, fail) as proxy.address:
         yield proxy

@@ -216,6 +216,22 @@ async def test_a_decision_on_a_gated_call_records_the_decider(agent: Agent) -> N
     assert (records[-1].by, records[-1].door) == (agent.tarry.caller.user, "cli")
 
 
+async def test_a_reply_sent_again_with_its_id_is_queued_and_recorded_once(agent: Agent) -> None:
+    agent.model.add(say("Hello."), say("Noted."))
+    run = await agent.start("hi")
+    await run.wait_for(WAITING, TIMEOUT)
+
+    # Two updates (`reply`, then `send`), one message: the inbox knows it by its id.
+    await run.reply("remember the milk", id="milk-1")
+    await run.send("remember the milk", id="milk-1")
+    records = (await agent.tarry.audit(run=run.id)).records
+
+    assert [r.act for r in records] == ["start", "reply"]
+    assert records[1].what == "reply 2 (17 characters)"
+    users = [m.content for m in await run.transcript() if m.role == "user"]
+    assert users == ["hi", "remember the milk"]
+
+
 # --- Runs the audit cannot read ------------------------------------------------------
 
 

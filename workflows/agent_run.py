@@ -142,7 +142,7 @@ class AgentRunWorkflow:
             # Only a caller that bypasses the client gets here: the client refuses first.
             self._m.warning, _ = problem
         else:
-            audit.receive(self._m, input)
+            self._receive(input)
 
     @workflow.signal
     def pause(self, request: PauseRequest | None = None) -> None:
@@ -159,6 +159,16 @@ class AgentRunWorkflow:
         self._m.requests.stop_reason = request.reason if request else None
         self._m.requests.stopped_by = (request.by if request else None) or TEMPORAL_UI
         audit.stopped(self._m, request)
+
+    def _receive(self, input: UserInput) -> int:
+        """Queues a reply in the inbox with its author (`temporal-ui` for one that came
+        without), then audits it unless the inbox had it (a retry), as `pause` and `stop`
+        do; its `seq`."""
+        named = input if input.by else input.model_copy(update={"by": TEMPORAL_UI})
+        receipt = self._m.inbox.receive(named)
+        if receipt.new:
+            audit.replied(self._m, input, receipt.seq)
+        return receipt.seq
 
     @workflow.signal
     def approve(self, decision: Decision) -> None:
@@ -269,7 +279,7 @@ class AgentRunWorkflow:
     @workflow.update
     async def send(self, input: UserInput) -> RunState:
         """Deliver a reply and answer with the state at the run's next stop point."""
-        seq = audit.receive(self._m, input)
+        seq = self._receive(input)
         with self._caller():
             # A run whose wait a reply does not end (its budget, a sub-agent's person)
             # keeps the reply queued: this is its stop point.
@@ -288,7 +298,7 @@ class AgentRunWorkflow:
     def reply(self, input: UserInput) -> RunState:
         """Queue a reply and answer at once: the `user_input` signal, but one the run can
         refuse (`RUN_BUSY` under `reject`, `RUN_ENDED`, a bad text) before it enters."""
-        audit.receive(self._m, input)
+        self._receive(input)
         return self.state()
 
     @reply.validator

@@ -122,15 +122,9 @@ def carried_on(memory: RunMemory) -> RunMemory:
     return memory
 
 
-def receive(memory: RunMemory, input: UserInput) -> int:
-    """Queues a reply (`Inbox.receive`) with its author (`temporal-ui` for one that
-    came without), and records it unless it is a retry of one the run has; its `seq`."""
-    received = memory.inbox.received
-    named = input if input.by else input.model_copy(update={"by": TEMPORAL_UI})
-    seq = memory.inbox.receive(named)
-    if memory.inbox.received > received:
-        record(memory, Act.REPLY, input, f"reply {seq} ({len(input.text)} characters)")
-    return seq
+def replied(memory: RunMemory, input: UserInput, seq: int) -> None:
+    """A reply the inbox queued as `seq` (not a retry of one it has)."""
+    record(memory, Act.REPLY, input, f"reply {seq} ({len(input.text)} characters)")
 
 
 def paused(memory: RunMemory, request: PauseRequest | None) -> None:

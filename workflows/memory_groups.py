@@ -9,7 +9,7 @@ cursors (`EventLog`), and, once at the run's start, what it learnt of its worker
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 from temporalio import workflow
@@ -164,6 +164,15 @@ class Requests(BaseModel):
     which is what their runs did."""
 
 
+class Receipt(NamedTuple):
+    """What the inbox did with a reply it received."""
+
+    seq: int
+    """The `seq` it was (or had been) queued as."""
+    new: bool
+    """False for a retry of a reply it has (by its id): not queued again."""
+
+
 class Inbox(BaseModel):
     """The replies the handlers queue, and how far the main loop has answered them."""
 
@@ -178,16 +187,16 @@ class Inbox(BaseModel):
     """Every reply up to this `seq` has been delivered and followed by a stop point (the
     loop's count, kept here beside what it counts)."""
 
-    def receive(self, input: UserInput) -> int:
-        """Queues a reply once; returns the `seq` it was (or had been) queued as."""
+    def receive(self, input: UserInput) -> Receipt:
+        """Queues a reply once."""
         if input.id is not None and input.id in self.seen_ids:
-            return self.seen_ids[input.id]
+            return Receipt(self.seen_ids[input.id], new=False)
         self.received += 1
         if input.id is not None:
             self.seen_ids[input.id] = self.received
             self._forget_old_ids()
         self.queued.append(QueuedInput(seq=self.received, input=input))
-        return self.received
+        return Receipt(self.received, new=True)
 
     def _forget_old_ids(self) -> None:
         """Keeps the ids of the latest `REPLY_IDS_KEPT` replies (a memory handed over by a

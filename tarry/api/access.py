@@ -14,6 +14,8 @@ each closed here, with tokens or without:
   for every method that changes something. `Origin: null` (a sandboxed frame on any
   site, a file, a redirect across sites) is never the API's own; the API's own pages
   send their real origin, as their referrer policy (`same-origin`) lets the browser.
+  A route that changes something takes a JSON body only (`JSON_ONLY`, 415 otherwise),
+  which no such form can send.
 - Clickjacking: another site frames a run's page and has the user click Approve. Every
   response forbids framing (`frame-ancestors 'none'`, `X-Frame-Options: DENY`).
 """
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from urllib.parse import urlsplit
 
+from fastapi import Depends, HTTPException, Request
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -36,7 +39,9 @@ from tarry.servers import is_loopback
 
 __all__ = [
     "ANY_HOST",
+    "BODY_REQUIRED",
     "CONTENT_SECURITY_POLICY",
+    "JSON_ONLY",
     "AccessGuard",
     "AllowedHosts",
     "SecurityHeaders",
@@ -52,6 +57,28 @@ CONTENT_SECURITY_POLICY = (
 )
 """The inbox's and the API's policy: nothing but this server's own files, no inline
 script (a model's HTML that slipped through the sanitiser would not run), no framing."""
+
+
+async def _json_body(request: Request) -> None:
+    """Refuses a state-changing request whose body is not declared JSON (415), so that
+    a page's auto-submitted form (`text/plain`, urlencoded, multipart), which a browser
+    sends cross-site without asking, changes nothing."""
+    media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media != "application/json" and not (
+        media.startswith("application/") and media.endswith("+json")
+    ):
+        raise HTTPException(
+            HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+            "this route takes a JSON body: send Content-Type: application/json"
+            " (and `{}` when there is nothing to say)",
+        )
+
+
+JSON_ONLY = [Depends(_json_body)]
+"""The dependencies of a route that changes something."""
+BODY_REQUIRED: dict[str, object] = {"requestBody": {"required": True}}
+"""For a route whose body has no required field: the document still asks for one, since
+without a JSON body (`{}` will do) the route answers 415."""
 
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 """Methods that change nothing, so a foreign `Origin` may send them: CORS still keeps

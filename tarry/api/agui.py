@@ -44,12 +44,13 @@ from ag_ui.encoder import EventEncoder
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from tarry.api.errors import ErrorBody
+from tarry.api.auth import CallerOf
+from tarry.api.errors import INTERNAL, INTERNAL_MESSAGE, ErrorBody
 from tarry.api.feeds import Feeds
 from tarry.api.models import RunId
 from tarry.api.parts import FeedsOf, PolicyOf, TarryOf
-from tarry.api.rights import Need, check_run
-from tarry.api.routes import INTERNAL, INTERNAL_MESSAGE, STARTING, CallerOf, existing
+from tarry.api.rights import STARTING, Need, check_run
+from tarry.api.runs import existing
 from tarry.client import Admission, Tarry, TarryError
 from tarry.contracts import (
     WORKFLOW_TYPE,

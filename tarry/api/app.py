@@ -1,6 +1,6 @@
 """The HTTP API as an ASGI app: `create_app(tarry, settings)`.
 
-Routes: `/v1/runs...` (`tarry.api.routes`), `/v1/schedules...` (`tarry.api.schedules`),
+Routes: `/v1/runs...` (`tarry.api.runs`), `/v1/schedules...` (`tarry.api.schedules`),
 `/v1/agui` (`tarry.api.agui`), `/v1/actions/{token}` (`tarry.api.actions`), `/healthz`,
 `/openapi.json` and `/docs`; the web inbox (`tarry/api/inbox/`: static HTML, CSS and
 JavaScript, no build step) at `/`. Every route but `/healthz`, the docs and the inbox's
@@ -27,6 +27,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from temporalio.service import RPCError
 
+from tarry.api import runs
 from tarry.api.access import AccessGuard, AllowedHosts, SecurityHeaders, page_policy
 from tarry.api.actions import actions_router
 from tarry.api.agui import agui_router
@@ -37,7 +38,6 @@ from tarry.api.errors import BodyLimit, install_error_handlers
 from tarry.api.evals import evals_router
 from tarry.api.models import Health
 from tarry.api.parts import AppParts, TarryOf
-from tarry.api.routes import runs_router
 from tarry.api.schedules import schedules_router
 from tarry.api.timeline import timeline_router
 from tarry.client import Tarry
@@ -111,7 +111,7 @@ def _api() -> APIRouter:
     api = APIRouter()
     guarded = [Depends(bearer_guard)]
     for router in (
-        runs_router(),
+        runs.router,
         schedules_router(),
         agui_router(),
         audit_router(),

@@ -13,10 +13,10 @@ from pydantic import BeforeValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from tarry.api.auth import caller_of
+from tarry.api.errors import READ, error_answers
 from tarry.api.models import RunId
 from tarry.api.parts import PolicyOf, TarryOf
 from tarry.api.rights import Need, check_run
-from tarry.api.routes import _READ, _errors
 from tarry.audit import AUDIT_LIMIT
 from tarry.contracts import AuditTrail
 
@@ -53,7 +53,7 @@ Moment = Annotated[
 def audit_router() -> APIRouter:
     router = APIRouter(prefix="/v1/audit", tags=["audit"])
 
-    @router.get("", responses=_errors(*_READ))
+    @router.get("", responses=error_answers(*READ))
     async def read_audit(
         request: Request,
         tarry: TarryOf,

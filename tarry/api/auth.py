@@ -11,17 +11,26 @@ and answers only this machine's names, never another site's page (`tarry.api.acc
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.routing import compile_path
 
-from tarry.api.parts import parts_of
+from tarry.api.parts import TarryOf, parts_of
+from tarry.client import Tarry
 from tarry.contracts import Door
 from tarry.errors import TarryError
 from tarry.identities import Caller
 
-__all__ = ["DOOR_HEADER", "bearer_guard", "caller_of", "refusal_before_the_body"]
+__all__ = [
+    "DOOR_HEADER",
+    "ActingOf",
+    "CallerOf",
+    "bearer_guard",
+    "caller_of",
+    "refusal_before_the_body",
+]
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -52,6 +61,19 @@ def caller_of(request: Request) -> Caller:
     caller: Caller = request.state.caller
     inbox = request.headers.get(DOOR_HEADER, "").strip().lower() == Door.INBOX
     return replace(caller, door=Door.INBOX if inbox else Door.API)
+
+
+CallerOf = Annotated[Caller, Depends(caller_of)]
+"""Who sends the request (its token's user): what it does, the run records as theirs."""
+
+
+def _acting(tarry: TarryOf, caller: CallerOf) -> Tarry:
+    return tarry.acting_as(caller)
+
+
+ActingOf = Annotated[Tarry, Depends(_acting)]
+"""The app's client acting as the request's caller (`CallerOf`): the one way a route
+binds who asks. What its handles do, the runs record as the caller's; `.caller` is who."""
 
 
 async def refusal_before_the_body(request: Request) -> TarryError | None:

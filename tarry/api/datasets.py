@@ -20,8 +20,10 @@ from fastapi import APIRouter, Path, Query, Response
 from fastapi.responses import StreamingResponse
 from pydantic import Field
 
+from tarry.api.access import JSON_ONLY
+from tarry.api.auth import CallerOf
+from tarry.api.errors import AUTH, READ, WRITE, error_answers
 from tarry.api.parts import PolicyOf, TarryOf
-from tarry.api.routes import _AUTH, _READ, _WRITE, JSON_ONLY, CallerOf, _errors
 from tarry.contracts import ErrorCode
 from tarry.contracts._closed import Closed
 from tarry.contracts.datasets import DatasetManifest
@@ -64,13 +66,13 @@ def _readable(policy: Policy, caller: Caller) -> Callable[[DatasetManifest], boo
 def datasets_router() -> APIRouter:
     router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
-    @router.get("", responses=_errors(*_AUTH))
+    @router.get("", responses=error_answers(*AUTH))
     async def list_datasets(caller: CallerOf, tarry: TarryOf, policy: PolicyOf) -> DatasetList:
         """The datasets the caller may read: the latest version of each they may read."""
         return DatasetList(datasets=tarry.datasets.store.latest(_readable(policy, caller)))
 
     @router.post(
-        "", status_code=HTTPStatus.CREATED, dependencies=JSON_ONLY, responses=_errors(*_WRITE)
+        "", status_code=HTTPStatus.CREATED, dependencies=JSON_ONLY, responses=error_answers(*WRITE)
     )
     async def create_dataset(
         body: DatasetRequest, caller: CallerOf, tarry: TarryOf, policy: PolicyOf
@@ -94,7 +96,7 @@ def datasets_router() -> APIRouter:
                 )
         return await datasets.create(body.name, body.query, readable=policy.readable_clause(caller))
 
-    @router.get("/{dataset}", responses=_errors(*_READ))
+    @router.get("/{dataset}", responses=error_answers(*READ))
     async def get_dataset(
         dataset: DatasetName,
         caller: CallerOf,
@@ -112,7 +114,7 @@ def datasets_router() -> APIRouter:
         "/{dataset}/points",
         responses={
             200: {"content": {JSON_LINES: {"schema": {"type": "string"}}}},
-            **_errors(*_READ),
+            **error_answers(*READ),
         },
     )
     async def export_dataset(

@@ -20,14 +20,38 @@ from tarry.contracts import MAX_INPUT_BYTES, ErrorCode
 from tarry.errors import RetryLater, TarryError
 
 __all__ = [
+    "AUTH",
+    "INTERNAL",
+    "INTERNAL_MESSAGE",
     "MAX_BODY_BYTES",
+    "READ",
+    "STARTS",
+    "WRITE",
     "ApiError",
     "BodyLimit",
     "ErrorBody",
+    "error_answers",
     "error_response",
     "install_error_handlers",
     "status_of",
 ]
+
+INTERNAL = HTTPStatus.INTERNAL_SERVER_ERROR.name
+"""The code a stream's last event gives for a failure of the API itself."""
+INTERNAL_MESSAGE = "the stream failed inside the API; its log says why"
+
+# The error answers of a route, by what it does. Every route asks Temporal, which may not
+# answer in time: 503 `TEMPORAL_UNAVAILABLE`.
+AUTH = (HTTPStatus.UNAUTHORIZED, HTTPStatus.SERVICE_UNAVAILABLE)
+READ = (*AUTH, HTTPStatus.NOT_FOUND, HTTPStatus.UNPROCESSABLE_ENTITY)
+WRITE = (
+    *READ,
+    HTTPStatus.FORBIDDEN,
+    HTTPStatus.CONFLICT,
+    HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+    HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+)
+STARTS = (*WRITE, HTTPStatus.TOO_MANY_REQUESTS)
 
 MAX_BODY_BYTES = MAX_INPUT_BYTES + 64 * 1024
 """The largest request body read: the largest reply, plus room for its JSON escapes'
@@ -104,6 +128,11 @@ class ApiError(BaseModel):
 
 class ErrorBody(BaseModel):
     error: ApiError
+
+
+def error_answers(*statuses: int) -> dict[int | str, dict[str, object]]:
+    """The error answers a route can give, for the OpenAPI document."""
+    return {status: {"model": ErrorBody} for status in statuses}
 
 
 def error_response(

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from tarry.api.auth import CallerOf
+from tarry.api.errors import READ, error_answers
 from tarry.api.models import RunId
 from tarry.api.parts import PolicyOf, TarryOf
 from tarry.api.rights import Need, check_run
-from tarry.api.routes import _READ, CallerOf, _errors
 from tarry.contracts import ErrorCode, EvalReport
 from tarry.errors import TarryError
 from tarry.evals import eval_report
@@ -19,7 +20,7 @@ __all__ = ["evals_router"]
 def evals_router() -> APIRouter:
     router = APIRouter(prefix="/v1/evals", tags=["evals"])
 
-    @router.get("/{eval_id}", responses=_errors(*_READ))
+    @router.get("/{eval_id}", responses=error_answers(*READ))
     async def read_eval(
         tarry: TarryOf, policy: PolicyOf, caller: CallerOf, eval_id: RunId
     ) -> EvalReport:

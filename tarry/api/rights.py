@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from fastapi import Request
+from fastapi import Depends, Request
 
+from tarry.api.access import JSON_ONLY
 from tarry.api.auth import caller_of
 from tarry.api.parts import parts_of
 from tarry.client import Tarry
@@ -23,6 +24,7 @@ from tarry.identities import Caller
 from tarry.ownership import Policy, RunAccess
 
 __all__ = [
+    "STARTING",
     "Need",
     "asks_to_start",
     "check_decision",
@@ -177,6 +179,10 @@ async def start_quota(request: Request) -> None:
     if request.url.path.endswith("/messages") and not asks_to_start(request):
         return
     parts_of(request).quotas.admit_start(caller_of(request).user)
+
+
+STARTING = [*JSON_ONLY, Depends(start_quota)]
+"""Of a route that may start a run: counted against `[api.limits] starts_per_minute`."""
 
 
 async def schedule_guard(request: Request) -> None:

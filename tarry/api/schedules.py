@@ -7,6 +7,9 @@ from http import HTTPStatus
 
 from fastapi import APIRouter, Depends, Response
 
+from tarry.api.access import BODY_REQUIRED, JSON_ONLY
+from tarry.api.auth import CallerOf
+from tarry.api.errors import AUTH, READ, WRITE, error_answers
 from tarry.api.models import (
     Accepted,
     EmptyRequest,
@@ -17,15 +20,6 @@ from tarry.api.models import (
 )
 from tarry.api.parts import PolicyOf, TarryOf
 from tarry.api.rights import schedule_guard
-from tarry.api.routes import (
-    _AUTH,
-    _BODY_REQUIRED,
-    _READ,
-    _WRITE,
-    JSON_ONLY,
-    CallerOf,
-    _errors,
-)
 from tarry.schedules import ScheduleView
 
 __all__ = ["schedules_router"]
@@ -37,7 +31,7 @@ def schedules_router() -> APIRouter:
         prefix="/v1/schedules", tags=["schedules"], dependencies=[Depends(schedule_guard)]
     )
 
-    @router.get("", responses=_errors(*_AUTH))
+    @router.get("", responses=error_answers(*AUTH))
     async def list_schedules(caller: CallerOf, tarry: TarryOf, policy: PolicyOf) -> ScheduleList:
         """The schedules of Tarry's runs, as Temporal's visibility records them: one just
         created or deleted may take a moment to show. Only those the caller may read
@@ -49,7 +43,7 @@ def schedules_router() -> APIRouter:
         "",
         status_code=HTTPStatus.CREATED,
         dependencies=JSON_ONLY,
-        responses=_errors(*_WRITE),
+        responses=error_answers(*WRITE),
     )
     async def create_schedule(
         body: ScheduleRequest, caller: CallerOf, tarry: TarryOf
@@ -70,7 +64,7 @@ def schedules_router() -> APIRouter:
         )
         return await schedule.describe()
 
-    @router.get("/{name}", responses=_errors(*_READ))
+    @router.get("/{name}", responses=error_answers(*READ))
     async def get_schedule(name: ScheduleName, tarry: TarryOf) -> ScheduleView:
         """The schedule: when it starts runs, what with, whether it is paused and why,
         its next times and its runs (the recent ones, and those still open)."""
@@ -79,8 +73,8 @@ def schedules_router() -> APIRouter:
     @router.post(
         "/{name}/pause",
         dependencies=JSON_ONLY,
-        openapi_extra=_BODY_REQUIRED,
-        responses=_errors(*_WRITE),
+        openapi_extra=BODY_REQUIRED,
+        responses=error_answers(*WRITE),
     )
     async def pause(
         name: ScheduleName, tarry: TarryOf, caller: CallerOf, body: ScheduleNote | None = None
@@ -93,8 +87,8 @@ def schedules_router() -> APIRouter:
     @router.post(
         "/{name}/unpause",
         dependencies=JSON_ONLY,
-        openapi_extra=_BODY_REQUIRED,
-        responses=_errors(*_WRITE),
+        openapi_extra=BODY_REQUIRED,
+        responses=error_answers(*WRITE),
     )
     async def unpause(
         name: ScheduleName, tarry: TarryOf, caller: CallerOf, body: ScheduleNote | None = None
@@ -108,8 +102,8 @@ def schedules_router() -> APIRouter:
         "/{name}/trigger",
         status_code=HTTPStatus.ACCEPTED,
         dependencies=JSON_ONLY,
-        openapi_extra=_BODY_REQUIRED,
-        responses=_errors(*_WRITE),
+        openapi_extra=BODY_REQUIRED,
+        responses=error_answers(*WRITE),
     )
     async def trigger(
         name: ScheduleName, tarry: TarryOf, caller: CallerOf, _: EmptyRequest | None = None
@@ -122,7 +116,7 @@ def schedules_router() -> APIRouter:
     @router.delete(
         "/{name}",
         status_code=HTTPStatus.NO_CONTENT,
-        responses=_errors(*_READ, HTTPStatus.FORBIDDEN),
+        responses=error_answers(*READ, HTTPStatus.FORBIDDEN),
     )
     async def delete(name: ScheduleName, tarry: TarryOf, caller: CallerOf) -> Response:
         """Delete it: it starts no more runs; the runs it started go on."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
+from tarry.api.errors import READ, error_answers
 from tarry.api.models import RunId
 from tarry.api.parts import TarryOf
 from tarry.api.rights import run_guard
-from tarry.api.routes import _READ, _errors
 from tarry.contracts import RunTimeline
 
 __all__ = ["timeline_router"]
@@ -18,7 +18,7 @@ def timeline_router() -> APIRouter:
     # The runs routes' guard: a run the caller may not read is 404 `RUN_NOT_FOUND`.
     router = APIRouter(prefix="/v1/runs", tags=["runs"], dependencies=[Depends(run_guard)])
 
-    @router.get("/{run_id}/timeline", responses=_errors(*_READ))
+    @router.get("/{run_id}/timeline", responses=error_answers(*READ))
     async def get_timeline(run_id: RunId, tarry: TarryOf) -> RunTimeline:
         """The run's model calls, tool calls, waits for a person and sub-agents, each with
         its offset from the run's start, its duration, and the tokens and cost of a model

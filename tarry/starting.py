@@ -1,0 +1,256 @@
+"""Starting a run: its workflow started, and its bare `WorkflowHandle` answered.
+
+Three starts: a new run (`start_run`, which a fork is too), a run started by its first
+message in the same call (`start_with_message`, the start-on-first-message door), and an
+ended run going on under its id (`start_resumption`). Each answers Temporal's handle;
+the caller wraps it (`Tarry.start` and `RunHandle.fork`/`resume` in a `RunHandle`), so
+this room needs neither of theirs.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowExecutionDescription,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from tarry.contracts import (
+    CATALOGUE_CHECK_WORKFLOW,
+    RESUMED_SIGNAL,
+    START_KEY_ATTRIBUTE,
+    SUMMARY_MEMO,
+    WORKFLOW_TYPE,
+    Acting,
+    CatalogueRequest,
+    ErrorCode,
+    ErrorInfo,
+    Fork,
+    RunInput,
+    RunResult,
+    RunState,
+    UserInput,
+    reserved_id_problem,
+    run_id_problem,
+)
+from tarry.delivery import NOT_READY_PATIENCE, Delivery, await_poller
+from tarry.errors import TarryError, translated_errors
+from tarry.identities import Caller
+from tarry.ownership import access_attributes, carried
+from tarry.text import summary_of
+
+__all__ = [
+    "ID_REUSE",
+    "RunWorkflow",
+    "checked_id",
+    "refuse_unknown_names",
+    "start_resumption",
+    "start_run",
+    "start_with_message",
+    "started_by",
+]
+
+_log = logging.getLogger(__name__)
+
+RunWorkflow = WorkflowHandle[Any, RunResult]
+"""A run's workflow, as Temporal's handle gives it."""
+
+ID_REUSE = WorkflowIDReusePolicy.REJECT_DUPLICATE
+"""An ended run's id is taken too: a new conversation under it would hide the old one and
+inherit its workspace. `resume` goes on with that run."""
+
+
+async def start_run(
+    client: Client,
+    task_queue: str,
+    caller: Caller,
+    input: RunInput,
+    *,
+    run_id: str | None,
+    memo: Mapping[str, Any] | None = None,
+    fork: Fork | None = None,
+    start_key: str | None = None,
+) -> RunWorkflow:
+    """Starts run `run_id` (`run-<short uuid>` by default) of `input` on `task_queue`,
+    owned by `caller`, a fork of another run with `fork`, and checks the tools and the
+    model profile it names with the workers first (see `Tarry.start`). `start_key` is
+    kept as `TarryStartKey`: the digest of the request's idempotency key."""
+    run_id = checked_id(f"run-{uuid.uuid4().hex[:8]}" if run_id is None else run_id)
+    if problem := reserved_id_problem(run_id):
+        raise TarryError(ErrorCode.RUN_ID_INVALID, problem)
+    named_profile = input.model != RunInput.model_fields["model"].default
+    if input.tools is not None or input.require_approval or input.agents or named_profile:
+        await refuse_unknown_names(client, task_queue, input, run_id)
+    summary = summary_of(input.prompt)
+    # The workflow's own input: a fork's origin and first messages are not `RunInput`'s.
+    payload: RunInput | dict[str, Any] = input
+    if fork is not None:
+        payload = {**input.model_dump(mode="json"), "fork": fork.model_dump(mode="json")}
+    try:
+        return await client.start_workflow(
+            WORKFLOW_TYPE,
+            payload,
+            id=run_id,
+            task_queue=task_queue,
+            result_type=RunResult,
+            id_reuse_policy=ID_REUSE,
+            # The UI's run list shows this, so runs can be told apart at a glance.
+            static_summary=summary,
+            # `tarry list` reads it here: list results carry a memo, not the summary.
+            memo={**(memo or {}), SUMMARY_MEMO: summary},
+            search_attributes=with_start_key(access_attributes(caller.user, input), start_key),
+        )
+    except WorkflowAlreadyStartedError:
+        raise TarryError(
+            ErrorCode.RUN_EXISTS,
+            f"a run with id {run_id!r} exists already; choose another id, or go on with"
+            " that run (`tarry resume` when it has ended)",
+        ) from None
+
+
+async def start_with_message(
+    client: Client,
+    task_queue: str,
+    caller: Caller,
+    input: RunInput,
+    *,
+    run_id: str,
+    update: str,
+    message: UserInput,
+) -> RunState | None:
+    """Starts run `run_id` of `input`, owned by `caller`, with the update `update` of
+    `message` in one call, and answers the update's state; None, having delivered
+    nothing, when a run has the id (open or ended) or only its schedule or lead may
+    start it.
+
+    The start is conditional (`WorkflowIDConflictPolicy.FAIL`): a message enters a run in
+    the same call only when that call starts the run, as `caller`'s. Any other delivery
+    goes to the run there is, once its right is checked: an id names one run for good
+    (never reused, `ID_REUSE`), so the right to it that the check found cannot change
+    before the delivery. The call goes through `Delivery`, asked again while the server
+    refuses it without admitting the message, as every other reply is."""
+    if reserved_id_problem(checked_id(run_id)):
+        return None
+    input = input.model_copy(update=started_by(caller))
+    await await_poller(client, task_queue, run_id)
+    summary = summary_of(input.prompt)
+
+    def operation() -> WithStartWorkflowOperation[Any, RunResult]:
+        return WithStartWorkflowOperation(
+            WORKFLOW_TYPE,
+            input,
+            id=run_id,
+            task_queue=task_queue,
+            result_type=RunResult,
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            id_reuse_policy=ID_REUSE,
+            static_summary=summary,
+            memo={SUMMARY_MEMO: summary},
+            search_attributes=access_attributes(caller.user, input),
+        )
+
+    delivery = Delivery(client, client.get_workflow_handle(run_id, result_type=RunResult))
+    update_id = f"{update}-{message.id}" if message.id else None
+    return await delivery.update_with_start(update, message, operation, id=update_id)
+
+
+async def start_resumption(
+    client: Client,
+    ended: RunWorkflow,
+    description: WorkflowExecutionDescription,
+    acting: Acting,
+) -> RunWorkflow:
+    """Starts the run that goes on from the run `ended` (which `description` describes)
+    under its id, on its task queue, `acting` named as who resumed it."""
+    async with translated_errors(ended.id):
+        # The workflow's own input, opaque here: the run builds it from its memory.
+        resumption: dict[str, Any] = await ended.query("resumption", result_type=dict[str, Any])
+        memo = await description.memo()
+        summary = memo.get(SUMMARY_MEMO, "")
+        return await client.start_workflow(
+            WORKFLOW_TYPE,
+            resumption,
+            id=ended.id,
+            task_queue=description.task_queue,
+            result_type=RunResult,
+            static_summary=summary or None,
+            # All of it: what the request that started the run left there too.
+            memo={**memo, SUMMARY_MEMO: summary},
+            # Its owner and share stay; a resumption by an admin does not take it.
+            search_attributes=carried(description.typed_search_attributes),
+            # Who resumes it, for its trail, in the same request as the start.
+            start_signal=RESUMED_SIGNAL,
+            start_signal_args=[acting],
+        )
+
+
+def with_start_key(
+    attributes: TypedSearchAttributes, start_key: str | None
+) -> TypedSearchAttributes:
+    if start_key is None:
+        return attributes
+    return attributes.updated(SearchAttributePair(START_KEY_ATTRIBUTE, start_key))
+
+
+async def refuse_unknown_names(
+    client: Client, task_queue: str, input: RunInput, run_id: str
+) -> None:
+    """Raises `TOOL_NOT_FOUND` or `LLM_UNKNOWN_PROFILE` when the workers have no tool,
+    agent or model profile of a name `input` gives, before anything starts: their own
+    answer, through a short `CatalogueCheck` workflow (not a run, so a refused start
+    leaves no failed run in `tarry list` or the inbox), waited for as long as a worker
+    polls. With none for `WORKER_GRACE`, or one that does not answer in
+    `NOT_READY_PATIENCE` (older than this client), says so in a warning: the run
+    refuses them itself once a worker takes it."""
+    request = CatalogueRequest.of(input)
+    try:
+        await await_poller(client, task_queue, run_id)
+        refusal: ErrorInfo | None = await client.execute_workflow(
+            CATALOGUE_CHECK_WORKFLOW,
+            request,
+            id=f"catalogue-check-{uuid.uuid4().hex}",
+            task_queue=task_queue,
+            result_type=ErrorInfo | None,  # type: ignore[arg-type]
+            execution_timeout=timedelta(seconds=NOT_READY_PATIENCE),
+            static_summary=f"may run {run_id!r} start?",
+        )
+    except TarryError as e:
+        _log.warning("%s; the run checks its tools when a worker takes it", e.message)
+        return
+    except WorkflowFailureError as e:
+        _log.warning(
+            "no worker of task queue %r checked the names of run %r (%s); the run checks"
+            " its tools when a worker takes it",
+            task_queue,
+            run_id,
+            e.cause,
+        )
+        return
+    if refusal is not None:
+        raise TarryError(refusal.code, refusal.message)
+
+
+def started_by(caller: Caller) -> dict[str, Any]:
+    """The fields of a run's input that say who started it, and through which door."""
+    return {"started_by": caller.user, "door": caller.door}
+
+
+def checked_id(run_id: str) -> str:
+    if problem := run_id_problem(run_id):
+        raise TarryError(ErrorCode.RUN_ID_INVALID, problem)
+    return run_id
