@@ -86,18 +86,27 @@ def test_status_shows_what_a_paused_run_waits_for_and_who_paused_it() -> None:
     assert "paused by    alice" in rows
 
 
-def test_the_stop_line_of_a_paused_run_says_who_paused_it_and_how_to_go_on() -> None:
-    assert stop_line(PAUSED, run_id="run-1") == (
-        "alice paused the run; a reply lets it go on: `tarry send run-1 TEXT`\n"
-    )
-
-
 def test_the_stop_line_leaves_a_wait_for_a_reply_unsaid_unless_asked() -> None:
     waiting = RunState(phase=Phase.WAITING_USER, waiting_for=WaitingFor.INPUT)
 
     assert stop_line(waiting) == ""
     assert stop_line(waiting, reply=True) == (
         "the run waits for your reply: `tarry send RUN TEXT`\n"
+    )
+
+
+def test_the_stop_line_leaves_a_pause_unsaid_unless_asked_then_says_who_paused() -> None:
+    assert stop_line(PAUSED) == ""
+    assert stop_line(PAUSED, run_id="run-1", reply=True) == (
+        "alice paused the run; a reply lets it go on: `tarry send run-1 TEXT`\n"
+    )
+
+
+def test_the_stop_line_says_what_ends_a_wait_for_a_raised_budget() -> None:
+    spent = RunState(phase=Phase.WAITING_USER, waiting_for=WaitingFor.BUDGET)
+
+    assert stop_line(spent, run_id="run-1") == (
+        "the run spent its budget; `tarry budget run-1 --tokens N --cost USD` raises it\n"
     )
 
 

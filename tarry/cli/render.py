@@ -28,7 +28,7 @@ from tarry.contracts import (
     ToolCall,
     WaitingFor,
 )
-from tarry.contracts.waits import wait_kind
+from tarry.contracts.waits import WaitKind, wait_kind
 from tarry.identities import local_user
 from tarry.text import shorten
 
@@ -244,7 +244,7 @@ def print_stop_line(
     failed, waits for a decision on tool calls (unless `approvals` is False, for a
     caller that asks about them itself), waits because of a warning (too many turns, a
     loop), or waits for something else, with the command that ends it (`stop_hint`; a
-    wait for a reply only if `reply`: a chat's prompt and a reply just sent say it)."""
+    `quiet` kind's, a reply's, only if `reply`: a chat's prompt and a reply sent say it)."""
     if state.phase is Phase.COMPLETED:
         console.print(Text("run completed", style="bold green"))
     elif state.phase is Phase.FAILED:
@@ -259,19 +259,17 @@ def print_stop_line(
                 console.print(Text(line, style="yellow"), soft_wrap=True)
         if state.warning:
             console.print(Text(f"warning: {state.warning}", style="yellow"))
+        kind = wait_kind(state.waiting_for) if state.waiting_for else None
         # A decision's calls are listed above, or asked about by the caller.
-        unsaid = {WaitingFor.APPROVAL} | (set() if reply else {WaitingFor.INPUT})
-        if state.waiting_for not in unsaid and (hint := stop_hint(state, run_id)):
-            console.print(Text(hint, style="yellow"), soft_wrap=True)
+        if kind and kind.kind is not WaitingFor.APPROVAL and (reply or not kind.quiet):
+            console.print(Text(stop_hint(kind, state, run_id), style="yellow"), soft_wrap=True)
 
 
-def stop_hint(state: RunState, run_id: str | None = None) -> str | None:
-    """What ends the wait `state` is in, as its kind says it (`WaitKind.hint`), filled
-    in from the state; `RUN` stands for an id not given. None: it waits for nothing."""
-    if state.waiting_for is None:
-        return None
+def stop_hint(kind: WaitKind, state: RunState, run_id: str | None = None) -> str:
+    """What ends `kind`'s wait (`WaitKind.hint`), filled in from the state `state` of
+    the run `run_id` (`RUN` when not given)."""
     error = state.error
-    return wait_kind(state.waiting_for).hint.format(
+    return kind.hint.format(
         run=run_id or "RUN",
         waiting_on=state.waiting_on or "-",
         paused_by=state.paused_by or "someone",

@@ -9,6 +9,7 @@ KIND = WaitKind(
     label="reply",
     waits_for="a reply",
     hint="the run waits for your reply: `tarry send {run} TEXT`",
+    quiet=True,
     ends=(Ending(message="send", who=Need.WRITE, act=Act.REPLY),),
     notify=NotifyEvent.WAITING_FOR_INPUT,
 )

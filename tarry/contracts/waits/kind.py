@@ -41,6 +41,9 @@ class WaitKind(BaseModel):
     """The sentence the CLI prints at the stop point: what to do next, with the command.
     It may name `{run}` (the run's id, or `RUN`), `{waiting_on}`, `{paused_by}` and
     `{error}` (`CODE: message`), which the CLI fills in from the run's state."""
+    quiet: bool = False
+    """The CLI leaves the hint unsaid at a stop point unless asked (`tarry budget` asks):
+    a wait that a reply ends and the person there expects, whose prompt says it."""
     ends: tuple[Ending, ...]
     """What, sent to this run, ends the wait; empty for a wait that is another run's."""
     delegated: bool = False

@@ -11,6 +11,9 @@ KIND = WaitKind(
     label="paused",
     waits_for="a reply after a pause",
     hint="{paused_by} paused the run; a reply lets it go on: `tarry send {run} TEXT`",
+    # Said by the pause itself (`tarry send`'s Ctrl-C, the chat's /pause), as a wait
+    # for a reply was before pausing had a kind of its own; `tarry status` shows who.
+    quiet=True,
     ends=(Ending(message="send", who=Need.WRITE, act=Act.REPLY),),
     notify=NotifyEvent.WAITING_FOR_INPUT,
 )
