@@ -243,7 +243,7 @@ def print_stop_line(
     """What a person should know at a stop point besides the messages: the run ended,
     failed, waits for a decision on tool calls (unless `approvals` is False, for a
     caller that asks about them itself), waits because of a warning (too many turns, a
-    loop), or waits for something else, with the command that ends it (`stop_hint`; a
+    loop), or waits for something else, with the command that ends it (`WaitKind.hint`; a
     `quiet` kind's, a reply's, only if `reply`: a chat's prompt and a reply sent say it)."""
     if state.phase is Phase.COMPLETED:
         console.print(Text("run completed", style="bold green"))
@@ -262,10 +262,10 @@ def print_stop_line(
         kind = wait_kind(state.waiting_for) if state.waiting_for else None
         # A decision's calls are listed above, or asked about by the caller.
         if kind and kind.kind is not WaitingFor.APPROVAL and (reply or not kind.quiet):
-            console.print(Text(stop_hint(kind, state, run_id), style="yellow"), soft_wrap=True)
+            console.print(Text(_stop_hint(kind, state, run_id), style="yellow"), soft_wrap=True)
 
 
-def stop_hint(kind: WaitKind, state: RunState, run_id: str | None = None) -> str:
+def _stop_hint(kind: WaitKind, state: RunState, run_id: str | None = None) -> str:
     """What ends `kind`'s wait (`WaitKind.hint`), filled in from the state `state` of
     the run `run_id` (`RUN` when not given)."""
     error = state.error
