@@ -1,7 +1,8 @@
 """The docs site's generated reference: the command line from the typer app, the
 settings from `TarrySettings`, the error codes from `ErrorCode`, the HTTP API from its
-OpenAPI document. Generated at every build (`mkdocs-gen-files` runs `main`), so the
-reference cannot fall behind the code; `tests/test_docs.py` checks it is complete."""
+OpenAPI document, the kinds of wait from `tarry.contracts.waits`. Generated at every
+build (`mkdocs-gen-files` runs `main`), so the reference cannot fall behind the code;
+`tests/test_docs.py` checks it is complete."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typer.testing import CliRunner
 
 from tarry.api.errors import status_of
 from tarry.contracts import ErrorCode
+from tarry.contracts.waits import MODULES, Ending, WaitKind
 from tarry.settings import TarrySettings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,6 +30,7 @@ PAGES = {
     "reference/settings.md": "settings_page",
     "reference/errors.md": "errors_page",
     "reference/http-api.md": "http_api_page",
+    "reference/waits.md": "waits_page",
 }
 
 
@@ -109,6 +112,53 @@ def errors_page() -> str:
         http = "" if status == HTTPStatus.INTERNAL_SERVER_ERROR else str(int(status))
         lines.append(f"| `{code}` | {http} | {_one_line(docs.get(code.name, ''))} |")
     return "\n".join(lines) + "\n"
+
+
+def waits_page() -> str:
+    """Every kind of wait for a person (`RunState.waiting_for`): what it is (its module's
+    docstring), its tag, what ends it and who may send that, its notification, and what
+    the CLI says at its stop point."""
+    lines = [
+        "# Waiting for a person",
+        "",
+        "A run in phase `WaitingUser` says what it waits for in `waiting_for`, one of these"
+        " kinds (`tarry list --waiting-for`, `GET /v1/runs?waiting_for=`, `GET"
+        " /v1/wait-kinds`, the inbox's filter). Who may send what ends a wait: `write`, the"
+        " run's writers (its owner, an admin, a `write` share); `decide`, also the approvers"
+        " a call names. Each ending is recorded in the audit trail as the act named. A wait"
+        " shows in the run's timeline as a `wait` span named after its kind, and in its"
+        " trace as the span `wait KIND`.",
+        "",
+        "| kind | tag | waits for | ended by | notification | the CLI says | what it is |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for module in MODULES:
+        kind: WaitKind = module.KIND
+        ended = (
+            ", ".join(map(_ending, kind.ends)) or "what ends the wait of the run `waiting_on` names"
+        )
+        notify = f"`{kind.notify}`" if kind.notify else "none"
+        said = _one_line(kind.hint.format_map(_HINT_FIELDS))
+        lines.append(
+            f"| `{kind.kind}` | {kind.label} | {kind.waits_for} | {ended} | {notify} |"
+            f" {said} | {_one_line(module.__doc__ or '')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+_HINT_FIELDS = {
+    "run": "RUN",
+    "waiting_on": "SUB_AGENT",
+    "paused_by": "WHO",
+    "error": "CODE: message",
+}
+"""What a hint's fields read as on the page: the CLI fills them in from the run."""
+
+
+def _ending(ending: Ending) -> str:
+    """`` `raise_budget` (write; audit: budget) ``."""
+    how = "signal " if ending.signal else ""
+    return f"{how}`{ending.message}` ({ending.who}; audit: {ending.act})"
 
 
 def http_api_page() -> str:

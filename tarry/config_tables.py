@@ -173,7 +173,8 @@ class NotifyTarget(BaseModel):
     """Where the notifications are POSTed (a Slack incoming webhook's URL, for `slack`)."""
     events: Annotated[list[NotifyEvent], Field(min_length=1)]
     """Which stop points: `waiting_for_input`, `waiting_for_approval`,
-    `waiting_for_budget`, `ended`."""
+    `waiting_for_budget`, `ended`. Each kind of wait says which it is told as
+    (`WaitKind.notify`): a paused run's is `waiting_for_input`."""
     secret: SecretStr | None = None
     """Signs each notification (`Tarry-Signature`); needed but for `format = "slack"`."""
     format: Literal["json", "slack"] = "json"

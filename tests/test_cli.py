@@ -428,7 +428,7 @@ async def test_budget_of_a_run_that_spends_it_again_says_so(cli: Cli) -> None:
     assert out.splitlines() == [
         "budget: 200 tokens",
         "warning: BUDGET_EXCEEDED",
-        "the run spent its budget; `tarry budget RUN --tokens N --cost USD` raises it",
+        f"the run spent its budget; `tarry budget {run.id} --tokens N --cost USD` raises it",
     ]
 
 

@@ -18,7 +18,7 @@ import yaml
 
 import tarry
 from tarry.cli.app import app
-from tarry.contracts import ErrorCode
+from tarry.contracts import ErrorCode, WaitingFor
 from tarry.settings import TarrySettings
 from tests.browser import chromium, needs_chromium, static_site
 from tests.deadline import deadline
@@ -149,6 +149,17 @@ def test_every_route_is_in_the_http_api_reference() -> None:
 
     for route in ("POST /v1/runs", "GET /v1/runs/{run_id}", "POST /v1/runs/{run_id}/stop"):
         assert f"## `{route}`" in page
+
+
+def test_every_kind_of_wait_is_in_the_waits_reference_with_what_ends_it() -> None:
+    rows = {
+        line.split("|")[1].strip(" `"): line.split("|")[4].strip()
+        for line in reference_pages.waits_page().splitlines()
+        if line.startswith("| `")
+    }
+
+    assert list(rows) == list(WaitingFor)
+    assert all(rows.values())
 
 
 def test_everything_tarry_exports_is_in_the_python_reference() -> None:

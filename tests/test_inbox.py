@@ -34,6 +34,7 @@ from tarry.contracts import (
     RunState,
     WaitingFor,
 )
+from tarry.contracts.waits import KINDS
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.browser import chromium, needs_chromium, static_site
 from tests.conftest import Agent
@@ -662,6 +663,45 @@ async def test_the_phase_filter_shows_ended_runs_too(
 
     await until(lambda: list_tag(browser, run_id) == "completed", f"{run_id} in the list")
     assert set(list_texts(browser, ".tag")) == {"completed"}
+
+
+def options(browser: WebDriver, select_id: str) -> list[tuple[str, str]]:
+    found: list[list[str]] = browser.execute_script(
+        "return [...document.querySelectorAll(`#${arguments[0]} option`)]"
+        ".map((o) => [o.value, o.text])",
+        select_id,
+    )
+    return [(value, text) for value, text in found]
+
+
+async def test_the_waiting_filter_offers_every_kind_of_wait_the_api_registers(
+    api: Api, browser: WebDriver
+) -> None:
+    await asyncio.to_thread(browser.get, api.url + "/")
+
+    offered = await until(lambda: options(browser, "filter-waiting")[1:], "the kinds")
+
+    assert offered == [(kind.kind, kind.waits_for) for kind in KINDS]
+
+
+async def test_the_waiting_filter_lists_only_runs_waiting_for_that(
+    agent: Agent, api: Api, browser: WebDriver
+) -> None:
+    agent.model.add(say("Your turn."), call("write_file", {"path": "a.md", "content": "hi"}))
+    reply = await api.start("hello")
+    await api.run(reply).wait_for(WAITING, TIMEOUT)
+    approval = await api.start("write a.md", require_approval=["*"])
+    await api.run(approval).wait_for(WAITING, TIMEOUT)
+    await asyncio.to_thread(browser.get, api.url + "/")
+    await until(lambda: list_tag(browser, reply) == "reply", "the run waiting for a reply")
+
+    await choose(browser, "filter-waiting", WaitingFor.APPROVAL)
+
+    await until(
+        lambda: list_tag(browser, reply) is None and list_tag(browser, approval) == "approval",
+        "the run waiting for approval listed, the other not",
+    )
+    assert set(list_texts(browser, ".tag")) == {"approval"}
 
 
 async def test_the_calls_i_may_decide_filter_lists_only_runs_i_may_approve(

@@ -29,6 +29,7 @@ from tarry.api.parts import PolicyOf, SettingsOf, TarryOf
 from tarry.api.rights import Need, check_decision, check_run
 from tarry.client import Tarry, TarryError
 from tarry.contracts import Door, ErrorCode, RunState
+from tarry.contracts.waits import wait_kind
 from tarry.ownership import Policy
 from tarry.settings import TarrySettings
 
@@ -107,7 +108,9 @@ def actions_router() -> APIRouter:
         except TarryError as e:
             return _refusal(e)
         done = "Approved" if action.approve else "Rejected"
-        waiting = f", waiting for {state.waiting_for}" if state.waiting_for else ""
+        waiting = (
+            f", waiting for {wait_kind(state.waiting_for).waits_for}" if state.waiting_for else ""
+        )
         body = (
             f"<p>{done} call <code>{_e(action.call_id)}</code> as"
             f" <strong>{_e(action.user)}</strong>. The run is {_e(state.phase)}{_e(waiting)}:"

@@ -1,13 +1,13 @@
 """The HTTP API as an ASGI app: `create_app(tarry, settings)`.
 
 Routes: `/v1/runs...` (`tarry.api.runs`), `/v1/schedules...` (`tarry.api.schedules`),
-`/v1/agui` (`tarry.api.agui`), `/v1/actions/{token}` (`tarry.api.actions`), `/healthz`,
-`/openapi.json` and `/docs`; the web inbox (`tarry/api/inbox/`: static HTML, CSS and
-JavaScript, no build step) at `/`. Every route but `/healthz`, the docs and the inbox's
-files needs a bearer token when there are any (`TARRY_API_TOKENS`, the config's `[api]
-tokens` and `[api.users]`; the inbox's page sends one with its own requests), but the
-action links of notifications, whose token is in their path. Every
-route answers only the hosts and pages `tarry.api.access` lets through.
+`/v1/agui` (`tarry.api.agui`), `/v1/wait-kinds` (`tarry.api.waits`), `/v1/actions/{token}`
+(`tarry.api.actions`), `/healthz`, `/openapi.json` and `/docs`; the web inbox
+(`tarry/api/inbox/`: static HTML, CSS and JavaScript, no build step) at `/`. Every route
+but `/healthz`, the docs and the inbox's files needs a bearer token when there are any
+(`TARRY_API_TOKENS`, the config's `[api] tokens` and `[api.users]`; the inbox's page
+sends one with its own requests), but the action links of notifications, whose token is
+in their path. Every route answers only the hosts and pages `tarry.api.access` lets through.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from tarry.api.models import Health
 from tarry.api.parts import AppParts, TarryOf
 from tarry.api.schedules import schedules_router
 from tarry.api.timeline import timeline_router
+from tarry.api.waits import waits_router
 from tarry.client import Tarry
 from tarry.settings import TarrySettings
 
@@ -118,6 +119,7 @@ def _api() -> APIRouter:
         datasets_router(),
         timeline_router(),
         evals_router(),
+        waits_router(),
     ):
         api.include_router(router, dependencies=guarded)
     api.include_router(_docs_router())  # the API's description: no data, the same everywhere

@@ -10,15 +10,13 @@ exist, so that its existence does not leak; one they may read but not change is 
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from fastapi import Depends, Request
 
 from tarry.api.access import JSON_ONLY
 from tarry.api.auth import caller_of
 from tarry.api.parts import parts_of
 from tarry.client import Tarry
-from tarry.contracts import WORKFLOW_TYPE, ErrorCode, RunState, may_decide
+from tarry.contracts import WORKFLOW_TYPE, ErrorCode, Need, RunState, may_decide
 from tarry.errors import TarryError
 from tarry.identities import Caller
 from tarry.ownership import Policy, RunAccess
@@ -37,15 +35,6 @@ __all__ = [
     "start_quota",
     "unknown_run",
 ]
-
-
-class Need(StrEnum):
-    """What a request does to a run."""
-
-    READ = "read"
-    WRITE = "write"
-    DECIDE = "decide"
-    """A decision: a writer's, or an approver's on a call they approve."""
 
 
 _TRUE = frozenset({"1", "true", "t", "yes", "y", "on"})

@@ -24,7 +24,7 @@ from tarry.cli.common import (
 )
 from tarry.cli.follow import judge
 from tarry.cli.render import budget_text, print_stop_line
-from tarry.contracts import ErrorCode, Phase, RunState, WaitingFor
+from tarry.contracts import ErrorCode, Phase, RunState
 
 if TYPE_CHECKING:
     from tarry.client import RunHandle
@@ -153,7 +153,5 @@ def _print_next_stop(run_id: str, state: RunState) -> None:
         return
     if state.last_assistant_text and state.phase is not Phase.FAILED:
         console.print(Text.assemble(("agent: ", "bold"), state.last_assistant_text))
-    if state.waiting_for is WaitingFor.INPUT:
-        console.print(f"the run waits for your reply: `tarry send {run_id} TEXT`")
-    elif state.phase is not Phase.FAILED:
-        print_stop_line(console, state)
+    if state.phase is not Phase.FAILED:
+        print_stop_line(console, state, run_id=run_id, reply=True)

@@ -235,23 +235,22 @@ def build_server(
     @server.tool(annotations=READS)
     async def waiting_runs(
         ctx: Context,
-        waiting_for: Literal["input", "approval"] | None = None,
+        waiting_for: WaitingFor | None = None,
         limit: Limit = 20,
     ) -> CallToolResult:
-        """The runs on this server's task queue waiting for a person (for a reply, or a
-        decision on tool calls), with their prompt's first line and, for a sub-agent, the
-        run it works for (`parent`): answer the sub-agent and its parent goes on; newest
-        first."""
+        """The runs on this server's task queue waiting for a person (for `waiting_for`
+        alone: a reply, a decision on tool calls...), with their prompt's first line and,
+        for a sub-agent, the run it works for (`parent`): answer the sub-agent and its
+        parent goes on; newest first."""
 
         async def work() -> Any:
-            awaited = None if waiting_for is None else WaitingFor(waiting_for)
             # Its own queue only: a namespace's other runs may be encrypted with keys
             # this server does not hold.
             client = await tarry(ctx)
             page = await find_runs(
                 client.client,
                 phase=Phase.WAITING_USER,
-                waiting_for=awaited,
+                waiting_for=waiting_for,
                 task_queue=client.task_queue,
                 limit=limit,
                 readable=readable(ctx),
@@ -264,7 +263,7 @@ def build_server(
     async def list_runs(
         ctx: Context,
         phase: Literal["Running", "WaitingUser", "Completed", "Failed"] | None = None,
-        waiting_for: Literal["input", "approval", "budget", "model", "agent"] | None = None,
+        waiting_for: WaitingFor | None = None,
         schedule: str | None = None,
         limit: Limit = 20,
     ) -> CallToolResult:
@@ -277,7 +276,7 @@ def build_server(
             page = await find_runs(
                 client.client,
                 phase=None if phase is None else Phase(phase),
-                waiting_for=None if waiting_for is None else WaitingFor(waiting_for),
+                waiting_for=waiting_for,
                 task_queue=client.task_queue,
                 schedule=schedule,
                 limit=limit,

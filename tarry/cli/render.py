@@ -28,6 +28,7 @@ from tarry.contracts import (
     ToolCall,
     WaitingFor,
 )
+from tarry.contracts.waits import WaitKind, wait_kind
 from tarry.identities import local_user
 from tarry.text import shorten
 
@@ -159,13 +160,10 @@ def state_text(run_id: str, state: RunState, children: list[str] | None = None) 
     usage = state.usage
     error = f"{state.error.code}: {state.error.message}" if state.error else "-"
     rows = {"run": run_id, "phase": str(state.phase)}
-    # Only a run held by gated calls or its budget gets these rows; one waiting for a
-    # reply reads as ever.
+    # A run waiting for a reply reads as ever; one waiting for anything else says so.
     approval = state.waiting_for is WaitingFor.APPROVAL
-    if approval or state.waiting_for in (WaitingFor.BUDGET, WaitingFor.MODEL):
-        rows["waiting for"] = str(state.waiting_for)
-    if state.waiting_for is WaitingFor.AGENT:
-        rows["waiting for"] = f"agent {state.waiting_on}"
+    if state.waiting_for not in (None, WaitingFor.INPUT):
+        rows["waiting for"] = " ".join(filter(None, [state.waiting_for, state.waiting_on]))
     if state.parent:
         rows["agent of"] = state.parent
     if children:
@@ -234,11 +232,19 @@ def budget_text(budget: Budget) -> str:
     return ", ".join(limits)
 
 
-def print_stop_line(console: Console, state: RunState, *, approvals: bool = True) -> None:
+def print_stop_line(
+    console: Console,
+    state: RunState,
+    *,
+    approvals: bool = True,
+    run_id: str | None = None,
+    reply: bool = False,
+) -> None:
     """What a person should know at a stop point besides the messages: the run ended,
     failed, waits for a decision on tool calls (unless `approvals` is False, for a
-    caller that asks about them itself), or waits because of a warning (too many
-    turns, a loop)."""
+    caller that asks about them itself), waits because of a warning (too many turns, a
+    loop), or waits for something else, with the command that ends it (`WaitKind.hint`; a
+    `quiet` kind's, a reply's, only if `reply`: a chat's prompt and a reply sent say it)."""
     if state.phase is Phase.COMPLETED:
         console.print(Text("run completed", style="bold green"))
     elif state.phase is Phase.FAILED:
@@ -253,19 +259,22 @@ def print_stop_line(console: Console, state: RunState, *, approvals: bool = True
                 console.print(Text(line, style="yellow"), soft_wrap=True)
         if state.warning:
             console.print(Text(f"warning: {state.warning}", style="yellow"))
-        if state.waiting_for is WaitingFor.AGENT:
-            hint = f"its sub-agent {state.waiting_on} waits for a person: answer that run"
-            console.print(Text(hint, style="yellow"), soft_wrap=True)
-        if state.waiting_for is WaitingFor.BUDGET:
-            hint = "the run spent its budget; `tarry budget RUN --tokens N --cost USD` raises it"
-            console.print(Text(hint, style="yellow"))
-        if state.waiting_for is WaitingFor.MODEL and state.error:
-            error = state.error
-            hint = (
-                f"the model keeps failing ({error.code}: {error.message}); `tarry retry RUN`,"
-                " `tarry model RUN PROFILE` then retry, or reply"
-            )
-            console.print(Text(hint, style="yellow"), soft_wrap=True)
+        kind = wait_kind(state.waiting_for) if state.waiting_for else None
+        # A decision's calls are listed above, or asked about by the caller.
+        if kind and kind.kind is not WaitingFor.APPROVAL and (reply or not kind.quiet):
+            console.print(Text(_stop_hint(kind, state, run_id), style="yellow"), soft_wrap=True)
+
+
+def _stop_hint(kind: WaitKind, state: RunState, run_id: str | None = None) -> str:
+    """What ends `kind`'s wait (`WaitKind.hint`), filled in from the state `state` of
+    the run `run_id` (`RUN` when not given)."""
+    error = state.error
+    return kind.hint.format(
+        run=run_id or "RUN",
+        waiting_on=state.waiting_on or "-",
+        paused_by=state.paused_by or "someone",
+        error=f"{error.code}: {error.message}" if error else "no error recorded",
+    )
 
 
 def thinking(console: Console) -> AbstractContextManager[object]:

@@ -43,6 +43,7 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.contracts.audit import AUDIT_LIMIT
+from tarry.contracts.waits import WAIT_KINDS
 from tarry.errors import TarryError
 from tarry.text import escaped
 
@@ -181,9 +182,9 @@ def list_runs(
         str | None,
         typer.Option(
             "--waiting-for",
-            help=f"Only runs waiting for this: {WaitingFor.INPUT} (a reply), "
-            f"{WaitingFor.APPROVAL} (a decision on tool calls) or {WaitingFor.BUDGET} "
-            "(a raised budget: `tarry budget`).",
+            help="Only runs waiting for this: "
+            + ", ".join(f"{kind.kind} ({kind.waits_for})" for kind in WAIT_KINDS.values())
+            + ".",
         ),
     ] = None,
     schedule: Annotated[

@@ -8,8 +8,9 @@ upgrade, so every field added later needs a default, and names never change.
 The modules split them by what they describe: `names` (types, attributes, enums, error
 codes), `checks` (ids, replies, approvers), `messages`, `run` (input, state, result),
 `activities` (their inputs and outputs) and `datasets` (an eval's decision points).
-Import them from `tarry.contracts`. One more, `compatibility`, is imported from its own
-module: the ledger of the patch ids and shims kept for earlier code, and when each goes.
+Import them from `tarry.contracts`. Two more are imported from their own modules:
+`compatibility`, the ledger of the patch ids and shims kept for earlier code, and when
+each goes; `waits`, the kinds of wait for a person, as every door shows them.
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ from tarry.contracts.names import (
     ErrorCode,
     ErrorInfo,
     Mode,
+    Need,
     NotifyEvent,
     Phase,
     ReplyPolicy,
@@ -223,6 +225,7 @@ __all__ = [
     "McpInvocation",
     "Mode",
     "ModelSwitch",
+    "Need",
     "Notification",
     "NotifyEvent",
     "OtherAct",

@@ -102,6 +102,17 @@ class WaitingFor(StrEnum):
     """A person paused the run (`paused_by` names them): a reply lets it go on."""
 
 
+class Need(StrEnum):
+    """What a request does to a run, and so who may send it (`tarry.api.rights` checks
+    it at every door; `tarry.contracts.waits` names it for what ends each wait)."""
+
+    READ = "read"
+    WRITE = "write"
+    """Its writers: its owner, an admin, or a `write` share."""
+    DECIDE = "decide"
+    """A decision: a writer's, or an approver's on a call they approve."""
+
+
 class NotifyEvent(StrEnum):
     """A stop point a `[[notify]]` entry of the worker's config may be told of."""
 

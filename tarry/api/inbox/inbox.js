@@ -165,7 +165,23 @@ async function pollList() {
   }
 }
 
+// What a run can wait for (`GET /v1/wait-kinds`), by kind: each one's tag and its option
+// in the filter, so that a kind this page does not know by name shows as the others do.
+let waitKinds = null;
+
+async function loadWaitKinds() {
+  if (waitKinds) return;
+  const kinds = await api("GET", "/v1/wait-kinds");
+  waitKinds = Object.fromEntries(kinds.map((kind) => [kind.kind, kind]));
+  for (const kind of kinds) {
+    const option = el("option", "", kind.waits_for);
+    option.value = kind.kind;
+    $("filter-waiting").append(option);
+  }
+}
+
 async function listedRuns() {
+  await loadWaitKinds();
   const query = new URLSearchParams({ limit: "100" });
   if (filters.mine) {
     query.set("decidable", "true"); // the runs with a call this page's person may decide
@@ -179,7 +195,8 @@ async function listedRuns() {
 // "approval", "reply", "running", "completed": what a run's tag and badge say.
 function tagOf(phase, waitingFor) {
   if (phase === "WaitingUser") {
-    return { approval: "approval", budget: "budget", model: "model", agent: "agent" }[waitingFor] || "reply";
+    const kind = waitKinds && waitKinds[waitingFor];
+    return kind ? kind.label : "reply";
   }
   return phase ? phase.toLowerCase() : "unknown";
 }
