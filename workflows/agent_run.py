@@ -21,8 +21,6 @@ of decisions and structured output `approvals` and `output`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Iterator
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -85,7 +83,6 @@ class AgentRunWorkflow:
         self._refused_hand_over: int | None = None
         """The turn at which a hand-over too large to store was refused: not tried again
         before the next turn."""
-        self._callers = 0
         if input.memory is not None:  # handed over by the previous run of the chain, or resumed
             self._m = audit.carried_on(input.memory)
         else:
@@ -206,7 +203,7 @@ class AgentRunWorkflow:
         stops = self._m.stops
         approvals.record(self._m, decision, "update", workflow.now())
         if not self._m.undecided():
-            await self._next_stop(stops)
+            await self._phases.next_stop(stops)
         else:
             self._stream.publish_stop(self._m)  # for observers of this `decide`, as for any answer
         return self.state()
@@ -222,7 +219,7 @@ class AgentRunWorkflow:
         stop point when that lets a run paused on its budget go on, else at once."""
         stops = self._m.stops
         if budgets.record(self._m, raised):
-            await self._next_stop(stops)
+            await self._phases.next_stop(stops)
         return self.state()
 
     @raise_budget.validator
@@ -237,7 +234,7 @@ class AgentRunWorkflow:
         stops = self._m.stops
         self._m.requests.retry = True
         audit.retried(self._m, request)
-        await self._next_stop(stops)
+        await self._phases.next_stop(stops)
         return self.state()
 
     @retry.validator
@@ -280,7 +277,7 @@ class AgentRunWorkflow:
     async def send(self, input: UserInput) -> RunState:
         """Deliver a reply and answer with the state at the run's next stop point."""
         seq = self._receive(input)
-        with self._caller():
+        with self._phases.owed():
             # A run whose wait a reply does not end (its budget, a sub-agent's person)
             # keeps the reply queued: this is its stop point.
             await workflow.wait_condition(
@@ -426,25 +423,10 @@ class AgentRunWorkflow:
         return hand_over.due(
             self._m,
             self._input,
-            callers=self._callers,
+            callers=self._phases.callers,
             sending=self._phases.outbox.sending,
             refused_at=self._refused_hand_over,
         )
-
-    async def _next_stop(self, stops: int) -> None:
-        """Waits, as a caller the run owes an answer, for the stop point after `stops`."""
-        with self._caller():
-            await workflow.wait_condition(lambda: self._m.stops > stops)
-
-    @contextlib.contextmanager
-    def _caller(self) -> Iterator[None]:
-        """Counts a caller (`send`, `decide`, `raise_budget`) owed the next stop point: the
-        run does not hand over while one waits (`hand_over`)."""
-        self._callers += 1
-        try:
-            yield
-        finally:
-            self._callers -= 1
 
     async def _hand_over(self) -> None:
         """Continues as new (`hand_over`), or returns where the run keeps its history: a

@@ -26,8 +26,9 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from tarry.contracts import NOTIFY_ACTIVITY, Catalogue, Notification, NotifyEvent, WaitingFor
+from tarry.contracts import NOTIFY_ACTIVITY, Catalogue, Notification, NotifyEvent
 from tarry.contracts.compatibility import NOTIFICATIONS
+from tarry.contracts.waits import wait_kind
 from tarry.ownership import RunAccess
 from workflows import waits
 from workflows.memory import RunMemory
@@ -45,13 +46,6 @@ _RETRY = RetryPolicy(
 )
 SUMMARY_CHARS = 500
 
-_WAITING = {
-    WaitingFor.INPUT: NotifyEvent.WAITING_FOR_INPUT,
-    WaitingFor.APPROVAL: NotifyEvent.WAITING_FOR_APPROVAL,
-    WaitingFor.BUDGET: NotifyEvent.WAITING_FOR_BUDGET,
-    WaitingFor.PAUSED: NotifyEvent.WAITING_FOR_INPUT,  # a reply is what it waits for
-}
-
 
 def learn(memory: RunMemory, catalogue: Catalogue) -> None:
     """Keeps the events the worker's `[[notify]]` entries want, from the run's catalogue."""
@@ -60,11 +54,12 @@ def learn(memory: RunMemory, catalogue: Catalogue) -> None:
 
 
 def event_of(memory: RunMemory) -> NotifyEvent | None:
-    """The event a stop point is; None for one no receiver hears of (waiting for the model)."""
+    """The event a stop point is; None for one no receiver hears of (its kind of wait
+    has none: `tarry.contracts.waits`)."""
     if memory.phase.ended:
         return NotifyEvent.ENDED
     waiting = waits.recorded(memory)
-    return None if waiting is None else _WAITING.get(waiting)
+    return None if waiting is None else wait_kind(waiting).notify
 
 
 def summary_of(memory: RunMemory, event: NotifyEvent) -> str:

@@ -3,7 +3,8 @@
 Entering a phase sets the search attributes runs are listed by, the details the
 Temporal UI shows, a metric, a span for a wait that ended, and for a sub-agent a report
 to its parent. Reaching a stop point (`settle`) also answers the replies delivered so
-far, publishes the stop to the event stream and sends the notifications wanted.
+far and the callers owed it (`next_stop`), publishes the stop to the event stream and
+sends the notifications wanted.
 
 The main loop moves the run; so do the stages whose call waits for a person
 (`workflows.stage`), which is why the moves live here rather than in the loop.
@@ -12,6 +13,8 @@ The main loop moves the run; so do the stages whose call waits for a person
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 
 from temporalio import workflow
 
@@ -31,6 +34,8 @@ class Phases:
         self.outbox = notifications.Outbox()
         self.reports: list[asyncio.Task[None]] = []
         """A sub-agent's reports to its parent in flight (`agents.report`)."""
+        self.callers = 0
+        """Callers owed the next stop point (`owed`)."""
 
     def enter(self, phase: Phase) -> None:
         """Moves to `phase`, visibly (see the module's docstring)."""
@@ -80,3 +85,18 @@ class Phases:
             and not m.requests.stop
         ):
             self.enter(Phase.RUNNING)
+
+    async def next_stop(self, stops: int) -> None:
+        """Waits, as a caller the run owes an answer, for the stop point after `stops`."""
+        with self.owed():
+            await workflow.wait_condition(lambda: self._m.stops > stops)
+
+    @contextlib.contextmanager
+    def owed(self) -> Iterator[None]:
+        """Counts a caller (`send`, `decide`, `raise_budget`, `retry`) owed the next stop
+        point: the run does not hand over while one waits (`hand_over`)."""
+        self.callers += 1
+        try:
+            yield
+        finally:
+            self.callers -= 1

@@ -16,7 +16,8 @@ from datetime import datetime
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from tarry.contracts import Phase
+    from tarry.contracts import Phase, WaitingFor
+    from tarry.contracts.waits import wait_kind
     from workflows import waits
     from workflows.memory import RunMemory, WaitMark
 
@@ -63,7 +64,7 @@ def _waited(memory: RunMemory, mark: WaitMark) -> None:
     }
     if answered is not None:
         attributes["tarry.answered_by"] = answered
-    completed_span(f"wait {mark.waiting_for}", attributes=attributes)
+    completed_span(wait_kind(WaitingFor(mark.waiting_for)).span, attributes=attributes)
 
 
 def _ns(when: datetime) -> int:
