@@ -14,6 +14,7 @@ configuration. docs/guides/testing.md shows a test of an agent.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -45,9 +46,19 @@ async def tarry_temporal(tmp_path_factory: pytest.TempPathFactory) -> AsyncItera
 async def start_agent(tarry_temporal: Client, tmp_path: Path) -> AsyncIterator[StartAgent]:
     """Starts `ScriptedAgent`s on the session's dev server, keeping what they write in
     the test's `tmp_path`, and stops them when the test ends."""
+    loop = asyncio.get_running_loop()
     async with AsyncExitStack() as agents:
 
         async def start(**options: Any) -> ScriptedAgent:
+            if asyncio.get_running_loop() is not loop:
+                # Its worker would poll on one loop and the test wait on another: the
+                # second test of a module hung.
+                raise RuntimeError(
+                    "start_agent runs on pytest-asyncio's session event loop and this test"
+                    " on another: add `pytestmark = pytest.mark.asyncio(loop_scope="
+                    '"session")` to the test module, or set `asyncio_default_test_loop_scope'
+                    ' = "session"` in pytest\'s configuration'
+                )
             options.setdefault("directory", tmp_path)
             return await agents.enter_async_context(ScriptedAgent(tarry_temporal, **options))
 
