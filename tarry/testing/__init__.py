@@ -5,9 +5,9 @@ with every model call answered by the scripted model (`ScriptedModel`, scripted 
 Anthropic's Messages API from the same scripts (`script`). `tarry.testing.fixtures` is
 the pytest plugin of it (docs/guides/testing.md).
 
-Needs the `testing` extra (`pip install 'tarry[testing]'`). It starts a worker, as
-`tarry dev` does, so it sits on the roof beside `tarry.cli`; nothing a worker or a
-client imports imports it.
+Needs the `testing` extra (`pip install 'tarry[testing]'`). It starts workers, so it
+sits on the floor above `workers`, below `tarry.cli` (whose `tarry dev` plays the
+scripted model); nothing a worker or a client imports imports it.
 """
 
 from __future__ import annotations
