@@ -14,8 +14,9 @@ typed (`py.typed`): `mypy --strict` checks a user's script against it. Workers l
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from tarry._lazy import lazy_face
 
 if TYPE_CHECKING:
     from tarry.client import Tarry
@@ -128,16 +129,9 @@ _HOMES = {
     "tarry.settings": ("ModelProfile", "TarrySettings"),
     "tarry.tools": ("Tool", "ToolContext", "ToolError", "tool"),
 }
-_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
-"""The module each name of the face lives in, imported on the name's first use (PEP 562):
-`import tarry` loads nothing, so a worker never loads the client, and the command line
-pays only for what its command uses."""
 
 if not TYPE_CHECKING:  # mypy reads the imports above, so a misspelt name stays an error
-
-    def __getattr__(name: str) -> object:
-        if (module := _HOME_OF.get(name)) is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value  # the next use is a plain lookup
-        return value
+    # Each name's module is imported on the name's first use: `import tarry` loads
+    # nothing, so a worker never loads the client, and the command line pays only for
+    # what its command uses.
+    __getattr__ = lazy_face(__name__, _HOMES)

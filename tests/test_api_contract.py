@@ -18,7 +18,8 @@ import pytest
 from temporalio.client import Client
 from temporalio.converter import DataConverter
 
-from tests.conftest import Agent, local_temporal
+from tarry.testing import start_dev_server
+from tests.conftest import Agent
 from tests.deadline import deadline
 from tests.http_api import serving
 
@@ -66,7 +67,7 @@ async def own_temporal(converter: DataConverter) -> AsyncIterator[Client]:
     """A server of the test's own: the fuzzer lists the runs there are and asks each one,
     and the session's server holds other tests' runs, whose workers are gone (503). The
     test asks for it before `agent_factory`, so that it stops after the agent's worker."""
-    env = await local_temporal(converter)
+    env = await start_dev_server(converter)
     yield env.client
     await env.shutdown()
 

@@ -97,7 +97,6 @@ async def test_a_version_no_longer_current_holding_runs_is_a_problem_whose_comma
     agent_factory: Any, temporal: Client
 ) -> None:
     agent, deployment = await versioned_agent(agent_factory, temporal)
-    assert agent.add_worker is not None
     parked = await agent.start()  # no prompt: it waits for its first message
     # Pinned once v1 completes its first workflow task, not at its start: a run that v1
     # had not taken yet when v2 is made current would start on v2.

@@ -280,10 +280,9 @@ async def test_a_run_in_flight_keeps_its_catalogue_when_its_restarted_worker_lis
     agent.model.add(call("work__lookup", {"key": "x"}), say("x is 42."))
     run = await agent.start("Look x up.")
     await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
-    assert agent.restart is not None
 
     # The server is upgraded: `lookup` is gone, `lookup_v2` is new.
-    await agent.restart(mcp_servers={"work": our_server("--variant", "b")})
+    await agent.restart_worker(mcp_servers={"work": our_server("--variant", "b")})
     agent.model.add(
         calls(
             ScriptedToolCall(name="work__lookup", arguments={"key": "y"}),

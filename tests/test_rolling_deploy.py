@@ -119,8 +119,6 @@ async def test_parked_runs_answer_their_next_reply_on_v1_and_go_on_on_v2(
     agent_factory: Any, temporal: Client
 ) -> None:
     agent, deployment = await versioned_agent(agent_factory, temporal, agents={"planner": PLANNER})
-    assert agent.add_worker is not None
-    assert agent.stop_worker is not None
     script(agent)
 
     # Build v1 holds parked runs.
@@ -236,7 +234,6 @@ async def test_a_schedule_starts_its_runs_on_the_current_build(
     agent_factory: Any, temporal: Client
 ) -> None:
     agent, deployment = await versioned_agent(agent_factory, temporal)
-    assert agent.add_worker is not None
     schedules = Schedules(agent)
     try:
         schedule = await schedules.create(task("Check the inbox"), cron="0 0 1 1 *")
