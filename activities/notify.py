@@ -40,7 +40,7 @@ from tarry.contracts import (
     PendingApproval,
     may_decide,
 )
-from tarry.ownership import RunAccess
+from tarry.core.ownership import RunAccess
 from tarry.settings import NotifyTarget, TarrySettings
 
 __all__ = ["EVENT_ID_HEADER", "SIGNATURE_HEADER", "Notifier", "signature"]

@@ -18,8 +18,8 @@ from typing import Any, Protocol
 from temporalio import activity
 
 from tarry.contracts import ChatMessage, LlmResponse, Notification, ToolInvocation, ToolResult
+from tarry.core.text import redact
 from tarry.settings import ModelProfile
-from tarry.text import redact
 
 __all__ = [
     "Recorder",

@@ -42,10 +42,10 @@ if TYPE_CHECKING:
         UnreadRun,
         WaitingFor,
     )
-    from tarry.errors import TarryError
-    from tarry.events import EventKind, RunEvent
-    from tarry.identities import Caller
-    from tarry.rules import ApprovalRule
+    from tarry.contracts.approval_rules import ApprovalRule
+    from tarry.contracts.events import EventKind, RunEvent
+    from tarry.core.errors import TarryError
+    from tarry.core.identities import Caller
     from tarry.run_handle import RunHandle
     from tarry.schedule_handle import ScheduleHandle
     from tarry.schedules import Overlap, ScheduleSummary, ScheduleView
@@ -118,10 +118,10 @@ _HOMES = {
         "UnreadRun",
         "WaitingFor",
     ),
-    "tarry.errors": ("TarryError",),
-    "tarry.events": ("EventKind", "RunEvent"),
-    "tarry.identities": ("Caller",),
-    "tarry.rules": ("ApprovalRule",),
+    "tarry.core.errors": ("TarryError",),
+    "tarry.contracts.events": ("EventKind", "RunEvent"),
+    "tarry.core.identities": ("Caller",),
+    "tarry.contracts.approval_rules": ("ApprovalRule",),
     "tarry.run_handle": ("RunHandle",),
     "tarry.schedule_handle": ("ScheduleHandle",),
     "tarry.schedules": ("Overlap", "ScheduleSummary", "ScheduleView"),

@@ -9,7 +9,7 @@
 Errors a caller can act on raise `TarryError` with an `ErrorCode`, never a raw RPC error.
 A run is a `RunHandle` (`tarry.run_handle`), a schedule a `ScheduleHandle`
 (`tarry.schedule_handle`); how they reach Temporal is `tarry.connection` and
-`tarry.delivery`, their errors `tarry.errors`.
+`tarry.delivery`, their errors `tarry.core.errors`.
 """
 
 from __future__ import annotations
@@ -41,11 +41,12 @@ from tarry.contracts import (
     RunState,
     reserved_id_problem,
 )
+from tarry.core.errors import TarryError
+from tarry.core.identities import Caller, local_user
+from tarry.core.ownership import access_attributes
+from tarry.core.text import summary_of
 from tarry.datasets import Datasets, DatasetStore
 from tarry.delivery import QUERY_PATIENCE, await_poller
-from tarry.errors import TarryError, translated_errors
-from tarry.identities import Caller, local_user
-from tarry.ownership import access_attributes
 from tarry.pages import PageStore
 from tarry.run_handle import (
     ID_REUSE,
@@ -66,7 +67,7 @@ from tarry.schedules import (
 )
 from tarry.settings import TarrySettings
 from tarry.storage import storage_driver
-from tarry.text import summary_of
+from tarry.temporal_errors import translated_errors
 
 __all__ = [
     "QUERY_PATIENCE",

@@ -23,8 +23,8 @@ from pydantic import (
 
 from tarry.contracts import AgentSpec, NotifyEvent, Sampling, Usage
 from tarry.contracts.run import principal_problem
-from tarry.identities import API_USER, GROUP_PREFIX, member_problem
-from tarry.ownership import Visibility
+from tarry.core.identities import API_USER, GROUP_PREFIX, member_problem
+from tarry.core.ownership import Visibility
 
 __all__ = [
     "ANTHROPIC_MAX_TOKENS",

@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 from tarry.contracts import ErrorCode
 from tarry.contracts.datasets import DatasetManifest, DecisionPoint
 from tarry.contracts.messages import ChatMessage
-from tarry.errors import TarryError
+from tarry.core.errors import TarryError
 from tarry.settings import TarrySettings
 
 __all__ = [

@@ -52,8 +52,8 @@ from tarry.config_tables import (
     user_tokens,
 )
 from tarry.contracts import DEFAULT_TASK_QUEUE, AgentSpec
-from tarry.identities import API_USER, Caller, local_user, name_problem
-from tarry.ownership import Policy, Visibility
+from tarry.core.identities import API_USER, Caller, local_user, name_problem
+from tarry.core.ownership import Policy, Visibility
 from tarry.tools import MAX_READ_BYTES
 
 __all__ = [
@@ -439,7 +439,7 @@ class TarrySettings(BaseSettings):
         return Caller(user, tuple(group for group, users in groups if user in users))
 
     def policy(self) -> Policy:
-        """Who may use which runs through the API (`tarry.ownership`): `[api] visibility`
+        """Who may use which runs through the API (`tarry.core.ownership`): `[api] visibility`
         (by default private once users are named: a token naming its user, an identity
         provider or a sign-in gateway), and `[api] admins`; with no sign-in at all, the one
         person at this machine has every right."""

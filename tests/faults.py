@@ -40,7 +40,7 @@ from tarry.contracts import (
     ToolCall,
     ToolResult,
 )
-from tarry.identities import local_user
+from tarry.core.identities import local_user
 from tarry.settings import DEFAULT_STICKY_TIMEOUT, DEFAULT_WORKFLOW_CACHE
 from tests.deadline import HEARTBEAT, TIMEOUT, deadline
 from workers.plugin import workflows_passed_through

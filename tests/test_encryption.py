@@ -28,7 +28,7 @@ from tarry.cli.codec_server import DEFAULT_ORIGIN, codec_app
 from tarry.client import RunHandle, Tarry, connect_temporal
 from tarry.codec import EncryptionCodec, new_key
 from tarry.contracts import ChatMessage, Door, Phase, RunInput, RunState, UserInput
-from tarry.identities import local_user
+from tarry.core.identities import local_user
 from tarry.run_list import find_runs
 from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel, call, say

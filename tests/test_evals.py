@@ -20,7 +20,7 @@ from tarry.contracts import (
     Label,
     Verdict,
 )
-from tarry.eval_scoring import closeness, judge_prompt, wilson
+from tarry.core.eval_scoring import closeness, judge_prompt, wilson
 from tarry.evals import load_points, start_eval, wait_report
 from tarry.run_list import runs_query
 from tarry.settings import ModelProfile

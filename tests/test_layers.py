@@ -1,11 +1,21 @@
 """The house has floors, and imports run one way, down (docs/design/layout.md):
 
-    tarry (ground)  <-  tarry.testing, tarry.api
-    tarry           <-  workflows, activities (which never import each other)
-                    <-  workers
-                    <-  tarry.cli, bench, tests (bench never imports tests)
+    tarry.contracts             what crosses Temporal: a run's input, state, events
+                <-  tarry.core  the pure core: text, identities, ownership, errors, scoring
+                <-  tarry (the rest: config, the connection and storage, the client)
+                <-  tarry.testing, tarry.api
+    tarry       <-  activities
+    contracts, core <- workflows (which never import activities, nor they workflows)
+                <-  workers
+                <-  tarry.cli, bench, tests (bench never imports tests)
 
-and what a client and a worker import needs no extra: `pip install tarry` serves runs.
+A workflow imports only the contracts and the pure core: the worker passes `workflows`
+through its sandbox (`workers.plugin.workflows_passed_through`), so what a workflow
+imports runs unchecked by it, and is safe because it does no I/O, reads no clock and
+loads no client. `import tarry` loads nothing (its names load on first use), so a worker
+never loads the client.
+
+What a client and a worker import needs no extra: `pip install tarry` serves runs.
 The one exception is what only a worker configured for it loads: its MCP servers' tools
 (`activities/mcp_*.py`, the `mcp` extra), which `workers.plugin` imports only then.
 """
@@ -26,28 +36,26 @@ from tests.deadline import deadline
 
 ROOT = Path(__file__).resolve().parent.parent
 
+GROUND = {"tarry.contracts", "tarry.core", "tarry"}
+"""The ground floor: the contracts, the pure core, and the rest of `tarry`."""
 MAY_IMPORT: dict[str, set[str]] = {
-    "tarry": {"tarry"},
-    "tarry.testing": {"tarry", "tarry.testing"},
-    "tarry.api": {"tarry", "tarry.api"},
-    "workflows": {"tarry", "workflows"},
-    "activities": {"tarry", "activities"},
-    "workers": {"tarry", "workflows", "activities", "workers"},
-    "tarry.cli": {
-        "tarry",
-        "tarry.testing",
-        "tarry.api",
-        "workflows",
-        "activities",
-        "workers",
-        "tarry.cli",
-    },
+    "tarry.contracts": {"tarry.contracts"},
+    "tarry.core": {"tarry.contracts", "tarry.core"},
+    "tarry": GROUND,
+    "tarry.testing": GROUND | {"tarry.testing"},
+    "tarry.api": GROUND | {"tarry.api"},
+    # Not the rest of `tarry`: the sandbox passes `workflows` through (see above).
+    "workflows": {"tarry.contracts", "tarry.core", "workflows"},
+    "activities": GROUND | {"activities"},
+    "workers": GROUND | {"workflows", "activities", "workers"},
+    "tarry.cli": GROUND
+    | {"tarry.testing", "tarry.api", "workflows", "activities", "workers", "tarry.cli"},
     "bench": set(),  # filled in below: what the roof may, and itself
     "tests": set(),  # filled in below: everything
 }
 MAY_IMPORT["bench"] = MAY_IMPORT["tarry.cli"] | {"bench"}
 MAY_IMPORT["tests"] = set(MAY_IMPORT) | {"tests"}
-LIBRARY = ("tarry", "workflows", "activities", "workers")
+LIBRARY = ("tarry.contracts", "tarry.core", "tarry", "workflows", "activities", "workers")
 """The layers `pip install tarry` installs without extras: a client and a worker."""
 OPTIONAL = re.compile(r"activities\.mcp_\w+|workers\.tracing|workers\.trace_content")
 """Library modules that need an extra, loaded only by a worker configured to need it."""
@@ -61,7 +69,7 @@ one idea (a client of six concerns, every contract in one file)."""
 
 def layer_of(module: str) -> str | None:
     """The layer a dotted module name belongs to; None: not the project's."""
-    for sub in ("tarry.cli", "tarry.testing", "tarry.api"):
+    for sub in ("tarry.cli", "tarry.testing", "tarry.api", "tarry.contracts", "tarry.core"):
         if module == sub or module.startswith(sub + "."):
             return sub
     top = module.split(".")[0]
@@ -171,31 +179,101 @@ def test_no_module_imports_from_a_layer_above_it() -> None:
     assert upward_imports(ROOT) == []
 
 
-def test_an_upward_import_is_found(tmp_path: Path) -> None:
-    files = {
-        "tarry/__init__.py": "",
-        "tarry/client.py": "from tarry.cli.render import shorten\n",
-        "tarry/events.py": "from tarry import contracts\n",
-        "tarry/contracts.py": "from . import cli\n",
-        "tarry/testing/model.py": "import workers.plugin\n",
-        "tarry/api/routes.py": "from tarry.cli.app import app\nfrom tarry.client import Tarry\n",
-        "workflows/run.py": "from tarry.contracts import RunInput\nimport activities.tools\n",
-        "workers/worker.py": "from workflows.run import X\n",
-        "bench/rig.py": "def rig():\n    from tests.faults import DevServer\n",
-        "tests/test_x.py": "import bench.rig\nfrom tarry.cli import app\n",
-    }
+def write(root: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def test_an_upward_import_is_found(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "tarry/__init__.py": "",
+            "tarry/client.py": "from tarry.cli.render import shorten\n",
+            "tarry/contracts/run.py": "from tarry.core.text import shorten\n",
+            "tarry/core/text.py": "from tarry import client\n",
+            "tarry/settings.py": "from . import cli\n",
+            "tarry/testing/model.py": "import workers.plugin\n",
+            "tarry/api/app.py": "from tarry.cli.app import app\nfrom tarry.client import Tarry\n",
+            "activities/tools.py": "from tarry.settings import TarrySettings\n",
+            "workers/worker.py": "from workflows.run import X\n",
+            "bench/rig.py": "def rig():\n    from tests.faults import DevServer\n",
+            "tests/test_x.py": "import bench.rig\nfrom tarry.cli import app\n",
+        },
+    )
 
     assert upward_imports(tmp_path) == [
         "bench/rig.py:2: bench imports tests.faults.DevServer",
-        "tarry/api/routes.py:1: tarry.api imports tarry.cli.app.app",
+        "tarry/api/app.py:1: tarry.api imports tarry.cli.app.app",
         "tarry/client.py:1: tarry imports tarry.cli.render.shorten",
-        "tarry/contracts.py:1: tarry imports tarry.cli",
+        "tarry/contracts/run.py:1: tarry.contracts imports tarry.core.text.shorten",
+        "tarry/core/text.py:1: tarry.core imports tarry.client",
+        "tarry/settings.py:1: tarry imports tarry.cli",
         "tarry/testing/model.py:1: tarry.testing imports workers.plugin",
-        "workflows/run.py:2: workflows imports activities.tools",
     ]
+
+
+def test_a_workflow_that_imports_beyond_the_contracts_and_the_pure_core_is_found(
+    tmp_path: Path,
+) -> None:
+    write(
+        tmp_path,
+        {
+            "workflows/run.py": "from tarry.contracts import RunInput\n"
+            "from tarry.core.text import shorten\n"
+            "from workflows import audit\n"
+            "from tarry.settings import TarrySettings\n"
+            "import tarry\n"
+            "from tarry import Phase\n"
+            "import activities.tools\n",
+            "workflows/eval.py": "def score():\n    from tarry.client import Tarry\n",
+        },
+    )
+
+    assert upward_imports(tmp_path) == [
+        "workflows/eval.py:2: workflows imports tarry.client.Tarry",
+        "workflows/run.py:4: workflows imports tarry.settings.TarrySettings",
+        "workflows/run.py:5: workflows imports tarry",
+        "workflows/run.py:6: workflows imports tarry.Phase",
+        "workflows/run.py:7: workflows imports activities.tools",
+    ]
+
+
+def loaded_by(code: str, cwd: Path) -> list[str]:
+    """The modules of Tarry, and Temporal's client, that a fresh Python has loaded after
+    running `code`, sorted."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import sys\n{code}\nprint(*sorted(m for m in sys.modules if m.split('.')[0] =="
+            " 'tarry' or m == 'temporalio.client'))",
+        ],
+        cwd=cwd,  # the installed package, not this checkout's directory on sys.path
+        capture_output=True,
+        text=True,
+        timeout=deadline(60),
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_import_tarry_loads_nothing_but_the_package(tmp_path: Path) -> None:
+    assert loaded_by("import tarry", tmp_path) == ["tarry"]
+
+
+def test_the_contracts_and_the_pure_core_load_no_client(tmp_path: Path) -> None:
+    loaded = loaded_by(
+        "import importlib, pkgutil, tarry.contracts, tarry.core\n"
+        "for package in (tarry.contracts, tarry.core):\n"
+        "    for module in pkgutil.iter_modules(package.__path__):\n"
+        "        importlib.import_module(f'{package.__name__}.{module.name}')",
+        tmp_path,
+    )
+
+    assert "tarry.core.ownership" in loaded  # every module of both was loaded
+    assert [m for m in loaded if layer_of(m) not in {"tarry.contracts", "tarry.core"}] == ["tarry"]
 
 
 def test_no_module_of_the_command_line_is_over_350_lines() -> None:
@@ -215,9 +293,8 @@ def test_no_module_outside_the_tests_is_over_600_lines() -> None:
 
 
 def test_a_long_module_is_found(tmp_path: Path) -> None:
-    for name, lines in {"tarry/client.py": 601, "workflows/run.py": 600, "tests/t.py": 900}.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text("x = 1\n" * lines)
+    lines = {"tarry/client.py": 601, "workflows/run.py": 600, "tests/t.py": 900}
+    write(tmp_path, {name: "x = 1\n" * n for name, n in lines.items()})
 
     assert long_modules(tmp_path) == ["tarry/client.py: 601 lines"]
 

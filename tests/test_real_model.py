@@ -15,7 +15,7 @@ import pytest
 
 from tarry.cli.processes import free_port
 from tarry.contracts import EvalReport, Phase, Timeouts, WaitingFor
-from tarry.events import EventKind
+from tarry.contracts.events import EventKind
 from tarry.settings import ModelProfile
 from tarry.testing.scripted_model import call, say
 from tests.cli import Cli

@@ -21,7 +21,7 @@ from tarry.contracts import (
     RunInput,
     UserInput,
 )
-from tarry.events import EventKind
+from tarry.contracts.events import EventKind
 from tarry.testing.scripted_model import call, say
 from tarry.tools import tool
 from tests.cli import Cli

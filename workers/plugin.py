@@ -199,7 +199,8 @@ def workflows_passed_through(runner: WorkflowRunner | None) -> WorkflowRunner:
     and its clock and randomness checks on the names `agent_run` itself imports (the
     modules it calls, `workflows.*` and `tarry.contracts`, were passed through already).
     Its checks of builtins (`open`, `input`) still hold; determinism rests, as for the rest
-    of `workflows`, on the layer rule and the replay tests. History and replay are the
+    of `workflows`, on the layer rule (a workflow imports only `tarry.contracts` and the
+    pure `tarry.core`: `tests/test_layers.py`) and the replay tests. History and replay are the
     same. Another runner (the SDK's unsandboxed one, for debugging) is kept as it is."""
     runner = runner or SandboxedWorkflowRunner()
     if not isinstance(runner, SandboxedWorkflowRunner):

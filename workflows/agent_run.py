@@ -61,7 +61,7 @@ with workflow.unsafe.imports_passed_through():
         COST_ATTRIBUTE,
         TITLE_FROM_FIRST_MESSAGE,
     )
-    from tarry.text import NO_SUMMARY, summary_of
+    from tarry.core.text import NO_SUMMARY, summary_of
     from workflows import (
         agents,
         approvals,

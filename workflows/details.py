@@ -22,7 +22,7 @@ from tarry.contracts import (
     WAITING_FOR_ATTRIBUTE,
     RunInput,
 )
-from tarry.text import shorten
+from tarry.core.text import shorten
 from workflows.memory import RunMemory
 
 _SUMMARY_LIMIT = 80

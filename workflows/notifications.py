@@ -28,7 +28,7 @@ from temporalio.exceptions import ActivityError
 
 from tarry.contracts import NOTIFY_ACTIVITY, Catalogue, Notification, NotifyEvent, WaitingFor
 from tarry.contracts.compatibility import NOTIFICATIONS
-from tarry.ownership import RunAccess
+from tarry.core.ownership import RunAccess
 from workflows.memory import RunMemory
 
 ATTEMPT = timedelta(seconds=30)

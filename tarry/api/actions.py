@@ -29,7 +29,7 @@ from tarry.api.parts import PolicyOf, SettingsOf, TarryOf
 from tarry.api.rights import Need, check_decision, check_run
 from tarry.client import Tarry, TarryError
 from tarry.contracts import Door, ErrorCode, RunState
-from tarry.ownership import Policy
+from tarry.core.ownership import Policy
 from tarry.settings import TarrySettings
 
 __all__ = ["actions_router"]

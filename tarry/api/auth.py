@@ -18,8 +18,8 @@ from starlette.routing import compile_path
 
 from tarry.api.parts import parts_of
 from tarry.contracts import Door
-from tarry.errors import TarryError
-from tarry.identities import Caller
+from tarry.core.errors import TarryError
+from tarry.core.identities import Caller
 
 __all__ = ["DOOR_HEADER", "bearer_guard", "caller_of", "refusal_before_the_body"]
 

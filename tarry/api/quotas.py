@@ -18,7 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from tarry.config_tables import ServerLimits
 from tarry.contracts import ErrorCode
-from tarry.errors import RetryLater
+from tarry.core.errors import RetryLater
 
 __all__ = ["CountedStream", "UserQuotas"]
 

@@ -15,8 +15,8 @@ from starlette.datastructures import Headers
 
 from tarry.api.oidc import OidcVerifier
 from tarry.contracts import ErrorCode
-from tarry.errors import TarryError
-from tarry.identities import API_USER, OIDC_PREFIX, SIGNED_IN_RESERVED, Caller, name_problem
+from tarry.core.errors import TarryError
+from tarry.core.identities import API_USER, OIDC_PREFIX, SIGNED_IN_RESERVED, Caller, name_problem
 from tarry.settings import TarrySettings
 
 __all__ = ["SignIn", "bearer_of"]

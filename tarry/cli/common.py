@@ -30,11 +30,11 @@ from tarry.cli.render import print_stop_line
 from tarry.codec import EncryptionKeyError
 from tarry.connection import ConnectError
 from tarry.contracts import ErrorCode, Phase, RunState, run_id_problem
+from tarry.core.errors import TarryError
+from tarry.core.text import shorten
 from tarry.entrypoint import CONFIG_ERROR_EXIT, settings_or_exit
-from tarry.errors import TarryError
 from tarry.logs import configure_command_logging
 from tarry.settings import ConfigError, TarrySettings
-from tarry.text import shorten
 
 if TYPE_CHECKING:
     from tarry.client import RunHandle, Tarry

@@ -29,8 +29,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.connection import TemporalConnection, connect_temporal, temporal_connection
 from tarry.contracts import WORKFLOW_TYPE
+from tarry.core.errors import TarryError
 from tarry.delivery import task_failing
-from tarry.errors import TarryError
 from tarry.servers import missing_search_attributes, search_attribute_command
 from tarry.settings import TarrySettings
 

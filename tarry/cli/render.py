@@ -28,8 +28,8 @@ from tarry.contracts import (
     ToolCall,
     WaitingFor,
 )
-from tarry.identities import local_user
-from tarry.text import shorten
+from tarry.core.identities import local_user
+from tarry.core.text import shorten
 
 INTERRUPTED = " [interrupted]"
 """After the words of an answer a `stop` cut short."""

@@ -218,7 +218,7 @@ class Notification(BaseModel):
     """One short paragraph for a person: what the run said last, what it wants to run,
     how it ended."""
     owner: str | None = Field(default=None, exclude_if=when_none)
-    """The run's owner, readers and writers (`tarry.ownership`): a link goes only to a
+    """The run's owner, readers and writers (`tarry.core.ownership`): a link goes only to a
     receiver who may use it."""
     readers: list[str] = Field(default=[], exclude_if=when_empty)
     writers: list[str] = Field(default=[], exclude_if=when_empty)
