@@ -41,7 +41,7 @@ from temporalio.exceptions import ApplicationError
 from activities import metrics, traces
 from activities.mcp_connections import Connection, ServerDown
 from activities.sendable import provider_name
-from activities.tools import ToolListing
+from activities.tool_calls import ToolListing
 from tarry.contracts import (
     MCP_TOOL_ACTIVITY,
     ErrorCode,
@@ -129,7 +129,7 @@ def _decoded_size(base64_text: str) -> int:
 
 
 class McpHost:
-    """The worker's MCP servers: a `ToolSource` for `activities.tools.ToolHost`."""
+    """The worker's MCP servers: a `ToolSource` for `activities.tool_calls.ToolHost`."""
 
     def __init__(self, servers: Mapping[str, McpServer]) -> None:
         self._configs = dict(servers)

@@ -18,8 +18,8 @@ from rich.table import Table
 from temporalio.client import Client
 from temporalio.worker import Interceptor, Worker
 
-from activities.llm import ModelClient
-from activities.tools import ToolHost
+from activities.model_calls import ModelClient
+from activities.tool_calls import ToolHost
 from tarry.cli.processes import DevServer, WorkerProcess
 from tarry.client import Tarry, connect_temporal
 from tarry.config_tables import Provider

@@ -165,7 +165,7 @@ class AgentTable(AgentSpec):
 
 class NotifyTarget(BaseModel):
     """A `[[notify]]` entry: a receiver the worker tells of runs' stop points, with a
-    signed POST (see `activities.notify`). Its URL and secret stay on the worker."""
+    signed POST (see `activities.notifications`). Its URL and secret stay on the worker."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -23,7 +23,7 @@ from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from activities.tools import BUILTIN_TOOLS, Tool
+from activities.tool_calls import BUILTIN_TOOLS, Tool
 from tarry.cli import processes
 from tarry.client import RunHandle, Tarry
 from tarry.codec import data_converter

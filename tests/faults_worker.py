@@ -15,7 +15,7 @@ import logging
 import os
 from typing import NoReturn
 
-from activities.tools import BUILTIN_TOOLS, Tool, ToolContext, tool
+from activities.tool_calls import BUILTIN_TOOLS, Tool, ToolContext, tool
 from tarry.entrypoint import run_main
 from tarry.settings import TarrySettings
 from workers.worker import run_worker

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.tools import tool
+from activities.tool_calls import tool
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import WAITING_FOR_ATTRIBUTE, ErrorCode, Phase, RunInput, WaitingFor
 from tarry.core.identities import Caller

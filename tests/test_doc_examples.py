@@ -14,7 +14,7 @@ from pydantic import SecretStr
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.tools import BUILTIN_TOOLS
+from activities.tool_calls import BUILTIN_TOOLS
 from tarry.client import Tarry
 from tarry.contracts import AgentSpec
 from tarry.settings import ModelProfile, TarrySettings

@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 
-from activities.tools import ToolContext, tool
+from activities.tool_calls import ToolContext, tool
 from tarry.client import RunHandle
 from tarry.codec import data_converter, new_key
 from tarry.contracts import ErrorCode, Phase

@@ -196,7 +196,7 @@ def test_an_upward_import_is_found(tmp_path: Path) -> None:
             "tarry/settings.py": "from . import cli\n",
             "tarry/testing/model.py": "import workers.plugin\n",
             "tarry/api/app.py": "from tarry.cli.app import app\nfrom tarry.client import Tarry\n",
-            "activities/tools.py": "from tarry.settings import TarrySettings\n",
+            "activities/tool_calls.py": "from tarry.settings import TarrySettings\n",
             "workers/worker.py": "from workflows.run import X\n",
             "bench/rig.py": "def rig():\n    from tests.faults import DevServer\n",
             "tests/test_x.py": "import bench.rig\nfrom tarry.cli import app\n",
@@ -226,7 +226,7 @@ def test_a_workflow_that_imports_beyond_the_contracts_and_the_pure_core_is_found
             "from tarry.settings import TarrySettings\n"
             "import tarry\n"
             "from tarry import Phase\n"
-            "import activities.tools\n",
+            "import activities.tool_calls\n",
             "workflows/eval.py": "def score():\n    from tarry.client import Tarry\n",
         },
     )
@@ -236,7 +236,7 @@ def test_a_workflow_that_imports_beyond_the_contracts_and_the_pure_core_is_found
         "workflows/run.py:4: workflows imports tarry.settings.TarrySettings",
         "workflows/run.py:5: workflows imports tarry",
         "workflows/run.py:6: workflows imports tarry.Phase",
-        "workflows/run.py:7: workflows imports activities.tools",
+        "workflows/run.py:7: workflows imports activities.tool_calls",
     ]
 
 

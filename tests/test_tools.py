@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.testing import ActivityEnvironment
 
-from activities.tools import (
+from activities.tool_calls import (
     BUILTIN_TOOLS,
     Tool,
     ToolContext,

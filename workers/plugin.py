@@ -38,10 +38,10 @@ from temporalio.worker import Worker, WorkerConfig, WorkerDeploymentConfig, Work
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.context import ContextStore
-from activities.llm import ModelClient
-from activities.notify import Notifier
+from activities.model_calls import ModelClient
+from activities.notifications import Notifier
 from activities.pages import PageWriter
-from activities.tools import BUILTIN_TOOLS, Tool, ToolHost, ToolSource
+from activities.tool_calls import BUILTIN_TOOLS, Tool, ToolHost, ToolSource
 from tarry.codec import data_converter
 from tarry.contracts import AgentSpec
 from tarry.pages import PageStore
@@ -54,7 +54,7 @@ from workflows.audit_acts import AuditActWorkflow
 from workflows.catalogue_check import CatalogueCheckWorkflow
 from workflows.eval_run import EvalRunWorkflow
 
-__all__ = ["McpExtraMissing", "TarryPlugin"]
+__all__ = ["BUILTIN_TOOLS", "McpExtraMissing", "TarryPlugin"]
 
 
 class McpExtraMissing(Exception):

@@ -12,7 +12,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from activities.tools import BUILTIN_TOOLS, Tool
+from activities.tool_calls import BUILTIN_TOOLS, Tool
 from tarry.connection import connect_temporal
 from tarry.servers import missing_search_attributes, search_attribute_command
 from tarry.settings import TarrySettings

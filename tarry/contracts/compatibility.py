@@ -219,7 +219,7 @@ SHIMS = (
         "`non_idempotent_tools`): the requests of workflows from before the workflow owned its "
         "tool catalogue.",
         where=(
-            "activities/llm.py: if tools is None:",
+            "activities/model_calls.py: if tools is None:",
             "tarry/contracts/activities.py: Before the catalogue only: the tools to offer",
             "tarry/contracts/activities.py: Before the catalogue only: the run's gated tools",
             "tarry/contracts/activities.py: offered_tools: list[str]",
@@ -236,7 +236,7 @@ SHIMS = (
         "A catalogue request without a model profile (from a workflow before `Catalogue`) is "
         "answered with the bare list of tools.",
         where=(
-            "activities/tools.py: if request.profile is None:",
+            "activities/tool_calls.py: if request.profile is None:",
             "tarry/contracts/activities.py: from before `Catalogue`): the answer is the bare list",
         ),
         since=date(2026, 11, 25),

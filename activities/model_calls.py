@@ -19,7 +19,7 @@ from activities import anthropic_messages, metrics, openai_chat, traces
 from activities.context import ContextStore, estimate_tokens, fit_to_budget
 from activities.provider import ModelCall, error
 from activities.sendable import sendable
-from activities.tools import ToolHost
+from activities.tool_calls import ToolHost
 from tarry.config_tables import Provider
 from tarry.contracts import (
     LLM_ACTIVITY,
