@@ -42,6 +42,7 @@ from activities import metrics, traces
 from activities.mcp_connections import Connection, ServerDown
 from activities.sendable import provider_name
 from activities.tool_calls import ToolListing
+from tarry.config.settings import McpServer
 from tarry.contracts import (
     MCP_TOOL_ACTIVITY,
     ErrorCode,
@@ -50,7 +51,6 @@ from tarry.contracts import (
     ToolDefinition,
     ToolResult,
 )
-from tarry.settings import McpServer
 
 __all__ = ["CONNECTION_LOST", "McpHost", "tool_definition", "tool_name", "tool_result"]
 

@@ -32,6 +32,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities import traces
 from tarry.actions import Action, sign
+from tarry.config.settings import NotifyTarget, TarrySettings
 from tarry.contracts import (
     NOTIFY_ACTIVITY,
     ErrorCode,
@@ -41,7 +42,6 @@ from tarry.contracts import (
     may_decide,
 )
 from tarry.core.ownership import RunAccess
-from tarry.settings import NotifyTarget, TarrySettings
 
 __all__ = ["EVENT_ID_HEADER", "SIGNATURE_HEADER", "Notifier", "signature"]
 

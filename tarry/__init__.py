@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tarry.client import Tarry
-    from tarry.codec import EncryptionKeyError
-    from tarry.connection import connect_temporal
+    from tarry.config.settings import ModelProfile, TarrySettings
     from tarry.contracts import (
         Act,
         AuditRecord,
@@ -46,11 +45,12 @@ if TYPE_CHECKING:
     from tarry.contracts.events import EventKind, RunEvent
     from tarry.core.errors import TarryError
     from tarry.core.identities import Caller
+    from tarry.core.tools import Tool, ToolContext, ToolError, tool
     from tarry.run_handle import RunHandle
     from tarry.schedule_handle import ScheduleHandle
     from tarry.schedules import Overlap, ScheduleSummary, ScheduleView
-    from tarry.settings import ModelProfile, TarrySettings
-    from tarry.tools import Tool, ToolContext, ToolError, tool
+    from tarry.temporal.codec import EncryptionKeyError
+    from tarry.temporal.connection import connect_temporal
 
 __all__ = [
     "Act",
@@ -95,8 +95,8 @@ __all__ = [
 
 _HOMES = {
     "tarry.client": ("Tarry",),
-    "tarry.codec": ("EncryptionKeyError",),
-    "tarry.connection": ("connect_temporal",),
+    "tarry.temporal.codec": ("EncryptionKeyError",),
+    "tarry.temporal.connection": ("connect_temporal",),
     "tarry.contracts": (
         "Act",
         "AuditRecord",
@@ -125,8 +125,8 @@ _HOMES = {
     "tarry.run_handle": ("RunHandle",),
     "tarry.schedule_handle": ("ScheduleHandle",),
     "tarry.schedules": ("Overlap", "ScheduleSummary", "ScheduleView"),
-    "tarry.settings": ("ModelProfile", "TarrySettings"),
-    "tarry.tools": ("Tool", "ToolContext", "ToolError", "tool"),
+    "tarry.config.settings": ("ModelProfile", "TarrySettings"),
+    "tarry.core.tools": ("Tool", "ToolContext", "ToolError", "tool"),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 """The module each name of the face lives in, imported on the name's first use (PEP 562):

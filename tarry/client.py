@@ -8,7 +8,7 @@
 
 Errors a caller can act on raise `TarryError` with an `ErrorCode`, never a raw RPC error.
 A run is a `RunHandle` (`tarry.run_handle`), a schedule a `ScheduleHandle`
-(`tarry.schedule_handle`); how they reach Temporal is `tarry.connection` and
+(`tarry.schedule_handle`); how they reach Temporal is `tarry.temporal.connection` and
 `tarry.delivery`, their errors `tarry.core.errors`.
 """
 
@@ -27,7 +27,7 @@ from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from tarry.audit import AUDIT_LIMIT, find_audit
-from tarry.connection import connect_temporal
+from tarry.config.settings import TarrySettings
 from tarry.contracts import (
     DEFAULT_TASK_QUEUE,
     SUMMARY_MEMO,
@@ -47,7 +47,6 @@ from tarry.core.ownership import access_attributes
 from tarry.core.text import summary_of
 from tarry.datasets import Datasets, DatasetStore
 from tarry.delivery import QUERY_PATIENCE, await_poller
-from tarry.pages import PageStore
 from tarry.run_handle import (
     ID_REUSE,
     RunHandle,
@@ -65,8 +64,9 @@ from tarry.schedules import (
     is_tarrys,
     temporal_schedule,
 )
-from tarry.settings import TarrySettings
-from tarry.storage import storage_driver
+from tarry.temporal.connection import connect_temporal
+from tarry.temporal.pages import PageStore
+from tarry.temporal.storage import storage_driver
 from tarry.temporal_errors import translated_errors
 
 __all__ = [
@@ -111,7 +111,8 @@ class Tarry:
                 "Tarry needs a Temporal client with Tarry's data converter, and this one has"
                 " the SDK's default: connect with `await Tarry.connect()` (or"
                 " `tarry.connect_temporal()`), or pass"
-                " `data_converter=tarry.codec.data_converter(settings)` to `Client.connect`"
+                " `data_converter=tarry.temporal.codec.data_converter(settings)` to"
+                " `Client.connect`"
             )
         self.client = client
         self.task_queue = task_queue

@@ -54,10 +54,10 @@ from tarry.contracts.run import principal_problem
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
 from tarry.dataset_store import NAME_RULE, DatasetStore, checked_name
-from tarry.pages import PageStore
 from tarry.run_handle import RunHandle, checked_id
 from tarry.run_list import runs_query
 from tarry.schedules import schedule_name_problem
+from tarry.temporal.pages import PageStore
 from tarry.temporal_errors import translated_errors
 
 __all__ = [

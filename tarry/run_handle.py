@@ -68,8 +68,8 @@ from tarry.core.identities import Caller
 from tarry.core.ownership import access_attributes, carried
 from tarry.core.text import summary_of
 from tarry.delivery import NOT_READY_PATIENCE, Delivery, await_poller, polling_pauses
-from tarry.pages import PageMissing, PageStore
 from tarry.stopping import stop_run
+from tarry.temporal.pages import PageMissing, PageStore
 from tarry.temporal_errors import translated_errors
 from tarry.timeline import read_timeline
 

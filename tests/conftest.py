@@ -26,12 +26,12 @@ from temporalio.worker import Replayer, Worker
 from activities.tool_calls import BUILTIN_TOOLS, Tool
 from tarry.cli import processes
 from tarry.client import RunHandle, Tarry
-from tarry.codec import data_converter
+from tarry.config.settings import DEFAULT_WORKFLOW_CACHE, McpServer, ModelProfile, TarrySettings
 from tarry.contracts import SEARCH_ATTRIBUTES, AgentSpec, ChatMessage, RunInput, Timeouts
 from tarry.datasets import DatasetStore
 from tarry.entrypoint import exit_now
-from tarry.servers import add_search_attributes, dev_server_args, find_binary
-from tarry.settings import DEFAULT_WORKFLOW_CACHE, McpServer, ModelProfile, TarrySettings
+from tarry.temporal.codec import data_converter
+from tarry.temporal.servers import add_search_attributes, dev_server_args, find_binary
 from tarry.testing.scripted_model import ScriptedModel
 from tests.deadline import HEARTBEAT, deadline
 from tests.faults import replay

@@ -16,8 +16,8 @@ import os
 from typing import NoReturn
 
 from activities.tool_calls import BUILTIN_TOOLS, Tool, ToolContext, tool
+from tarry.config.settings import TarrySettings
 from tarry.entrypoint import run_main
-from tarry.settings import TarrySettings
 from workers.worker import run_worker
 
 

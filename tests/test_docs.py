@@ -18,8 +18,8 @@ import yaml
 
 import tarry
 from tarry.cli.app import app
+from tarry.config.settings import TarrySettings
 from tarry.contracts import ErrorCode
-from tarry.settings import TarrySettings
 from tests.browser import chromium, needs_chromium, static_site
 from tests.deadline import deadline
 

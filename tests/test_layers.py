@@ -1,13 +1,16 @@
 """The house has floors, and imports run one way, down (docs/design/layout.md):
 
-    tarry.contracts             what crosses Temporal: a run's input, state, events
-                <-  tarry.core  the pure core: text, identities, ownership, errors, scoring
-                <-  tarry (the rest: config, the connection and storage, the client)
-                <-  tarry.testing, tarry.api
-    tarry       <-  activities
-    contracts, core <- workflows (which never import activities, nor they workflows)
-                <-  workers
-                <-  tarry.cli, bench, tests (bench never imports tests)
+    tarry.contracts                 what crosses Temporal: a run's input, state, events
+        <-  tarry.core              the pure core: text, identities, ownership, errors, tools
+        <-  tarry.config            the settings and the config file's tables
+        <-  tarry.temporal          the connection to Temporal, the payload codec and store
+        <-  tarry                   the client (its face, `tarry.*`, loads each name lazily)
+        <-  tarry.testing, tarry.api
+    tarry                           <-  activities
+    tarry.contracts, tarry.core     <-  workflows (workflows and activities never import
+                                        each other)
+        <-  workers
+        <-  tarry.cli, bench, tests (bench never imports tests)
 
 A workflow imports only the contracts and the pure core: the worker passes `workflows`
 through its sandbox (`workers.plugin.workflows_passed_through`), so what a workflow
@@ -36,16 +39,22 @@ from tests.deadline import deadline
 
 ROOT = Path(__file__).resolve().parent.parent
 
-GROUND = {"tarry.contracts", "tarry.core", "tarry"}
-"""The ground floor: the contracts, the pure core, and the rest of `tarry`."""
+CONTRACTS_AND_CORE = {"tarry.contracts", "tarry.core"}
+"""What a workflow may import of `tarry`: pure, loading no client."""
+CONFIG = CONTRACTS_AND_CORE | {"tarry.config"}
+TEMPORAL = CONFIG | {"tarry.temporal"}
+GROUND = TEMPORAL | {"tarry"}
+"""The ground floor: every floor of `tarry` but its API, testing and command line."""
 MAY_IMPORT: dict[str, set[str]] = {
     "tarry.contracts": {"tarry.contracts"},
-    "tarry.core": {"tarry.contracts", "tarry.core"},
+    "tarry.core": CONTRACTS_AND_CORE,
+    "tarry.config": CONFIG,
+    "tarry.temporal": TEMPORAL,
     "tarry": GROUND,
     "tarry.testing": GROUND | {"tarry.testing"},
     "tarry.api": GROUND | {"tarry.api"},
     # Not the rest of `tarry`: the sandbox passes `workflows` through (see above).
-    "workflows": {"tarry.contracts", "tarry.core", "workflows"},
+    "workflows": CONTRACTS_AND_CORE | {"workflows"},
     "activities": GROUND | {"activities"},
     "workers": GROUND | {"workflows", "activities", "workers"},
     "tarry.cli": GROUND
@@ -55,7 +64,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 }
 MAY_IMPORT["bench"] = MAY_IMPORT["tarry.cli"] | {"bench"}
 MAY_IMPORT["tests"] = set(MAY_IMPORT) | {"tests"}
-LIBRARY = ("tarry.contracts", "tarry.core", "tarry", "workflows", "activities", "workers")
+LIBRARY = (*GROUND, "workflows", "activities", "workers")
 """The layers `pip install tarry` installs without extras: a client and a worker."""
 OPTIONAL = re.compile(r"activities\.mcp_\w+|workers\.tracing|workers\.trace_content")
 """Library modules that need an extra, loaded only by a worker configured to need it."""
@@ -67,9 +76,21 @@ MODULE_LINES = 600
 one idea (a client of six concerns, every contract in one file)."""
 
 
+SUB_PACKAGES = (
+    "tarry.contracts",
+    "tarry.core",
+    "tarry.config",
+    "tarry.temporal",
+    "tarry.testing",
+    "tarry.api",
+    "tarry.cli",
+)
+"""The floors inside `tarry`; the rest of it is the client's."""
+
+
 def layer_of(module: str) -> str | None:
     """The layer a dotted module name belongs to; None: not the project's."""
-    for sub in ("tarry.cli", "tarry.testing", "tarry.api", "tarry.contracts", "tarry.core"):
+    for sub in SUB_PACKAGES:
         if module == sub or module.startswith(sub + "."):
             return sub
     top = module.split(".")[0]
@@ -193,10 +214,12 @@ def test_an_upward_import_is_found(tmp_path: Path) -> None:
             "tarry/client.py": "from tarry.cli.render import shorten\n",
             "tarry/contracts/run.py": "from tarry.core.text import shorten\n",
             "tarry/core/text.py": "from tarry import client\n",
-            "tarry/settings.py": "from . import cli\n",
+            "tarry/actions.py": "from . import cli\n",
+            "tarry/config/settings.py": "from tarry.temporal import storage\n",
+            "tarry/temporal/connection.py": "from tarry.client import Tarry\n",
             "tarry/testing/model.py": "import workers.plugin\n",
             "tarry/api/app.py": "from tarry.cli.app import app\nfrom tarry.client import Tarry\n",
-            "activities/tool_calls.py": "from tarry.settings import TarrySettings\n",
+            "activities/tool_calls.py": "from tarry.config.settings import TarrySettings\n",
             "workers/worker.py": "from workflows.run import X\n",
             "bench/rig.py": "def rig():\n    from tests.faults import DevServer\n",
             "tests/test_x.py": "import bench.rig\nfrom tarry.cli import app\n",
@@ -205,11 +228,13 @@ def test_an_upward_import_is_found(tmp_path: Path) -> None:
 
     assert upward_imports(tmp_path) == [
         "bench/rig.py:2: bench imports tests.faults.DevServer",
+        "tarry/actions.py:1: tarry imports tarry.cli",
         "tarry/api/app.py:1: tarry.api imports tarry.cli.app.app",
         "tarry/client.py:1: tarry imports tarry.cli.render.shorten",
+        "tarry/config/settings.py:1: tarry.config imports tarry.temporal.storage",
         "tarry/contracts/run.py:1: tarry.contracts imports tarry.core.text.shorten",
         "tarry/core/text.py:1: tarry.core imports tarry.client",
-        "tarry/settings.py:1: tarry imports tarry.cli",
+        "tarry/temporal/connection.py:1: tarry.temporal imports tarry.client.Tarry",
         "tarry/testing/model.py:1: tarry.testing imports workers.plugin",
     ]
 
@@ -223,7 +248,7 @@ def test_a_workflow_that_imports_beyond_the_contracts_and_the_pure_core_is_found
             "workflows/run.py": "from tarry.contracts import RunInput\n"
             "from tarry.core.text import shorten\n"
             "from workflows import audit\n"
-            "from tarry.settings import TarrySettings\n"
+            "from tarry.config.settings import TarrySettings\n"
             "import tarry\n"
             "from tarry import Phase\n"
             "import activities.tool_calls\n",
@@ -233,7 +258,7 @@ def test_a_workflow_that_imports_beyond_the_contracts_and_the_pure_core_is_found
 
     assert upward_imports(tmp_path) == [
         "workflows/eval.py:2: workflows imports tarry.client.Tarry",
-        "workflows/run.py:4: workflows imports tarry.settings.TarrySettings",
+        "workflows/run.py:4: workflows imports tarry.config.settings.TarrySettings",
         "workflows/run.py:5: workflows imports tarry",
         "workflows/run.py:6: workflows imports tarry.Phase",
         "workflows/run.py:7: workflows imports activities.tool_calls",
@@ -336,7 +361,7 @@ def without_extras(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_a_client_and_a_worker_load_without_any_extra(tmp_path: Path) -> None:
     done = without_extras(
         "from tarry import Phase, RunInput, Tarry, TarryError, tool\n"
-        "from tarry.settings import TarrySettings\n"
+        "from tarry.config.settings import TarrySettings\n"
         "from workers.plugin import TarryPlugin\n"
         "import workers.__main__\n"
         "plugin = TarryPlugin(TarrySettings.model_construct(), tools=[])\n"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tarry.config.settings import ConfigError, load_settings
 from tarry.contracts import ErrorCode, Phase, RunInput
 from tarry.core.identities import NAME_LIMIT, Caller
-from tarry.settings import ConfigError, load_settings
 from tarry.testing.scripted_model import say
 from tests.cli import Cli, agent_env
 from tests.conftest import Agent

@@ -42,11 +42,11 @@ from activities.model_calls import ModelClient
 from activities.notifications import Notifier
 from activities.pages import PageWriter
 from activities.tool_calls import BUILTIN_TOOLS, Tool, ToolHost, ToolSource
-from tarry.codec import data_converter
+from tarry.config.settings import McpServer, ModelProfile, TarrySettings
 from tarry.contracts import AgentSpec
-from tarry.pages import PageStore
-from tarry.settings import McpServer, ModelProfile, TarrySettings
-from tarry.storage import payload_limit, storage_driver
+from tarry.temporal.codec import data_converter
+from tarry.temporal.pages import PageStore
+from tarry.temporal.storage import payload_limit, storage_driver
 from workers import legacy_query
 from workers.telemetry import tracing_interceptors
 from workflows.agent_run import AgentRunWorkflow

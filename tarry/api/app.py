@@ -41,7 +41,7 @@ from tarry.api.routes import runs_router
 from tarry.api.schedules import schedules_router
 from tarry.api.timeline import timeline_router
 from tarry.client import Tarry
-from tarry.settings import TarrySettings
+from tarry.config.settings import TarrySettings
 
 __all__ = ["HEALTH_TIMEOUT", "INBOX_DIR", "create_app"]
 

@@ -25,7 +25,7 @@ import httpx
 import jwt
 from jwt import PyJWK, PyJWKClient
 
-from tarry.config_tables import OidcTable
+from tarry.config.tables import OidcTable
 from tarry.contracts import ErrorCode
 from tarry.core.errors import TarryError
 

@@ -20,8 +20,8 @@ from tarry.api.keyed_starts import KeyedStarts
 from tarry.api.quotas import UserQuotas
 from tarry.api.signin import SignIn
 from tarry.client import Tarry
+from tarry.config.settings import TarrySettings
 from tarry.core.ownership import Policy
-from tarry.settings import TarrySettings
 
 __all__ = ["AppParts", "FeedsOf", "PartsOf", "PolicyOf", "SettingsOf", "TarryOf", "parts_of"]
 

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterable, Callable
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.types import Receive, Scope, Send
 
-from tarry.config_tables import ServerLimits
+from tarry.config.tables import ServerLimits
 from tarry.contracts import ErrorCode
 from tarry.core.errors import RetryLater
 

@@ -87,7 +87,7 @@ class Catalogue(BaseModel):
     the run keeps them, so a later change of the config never changes a recorded run."""
     payload_limit: int | None = Field(default=None, exclude_if=when_none)
     """The largest payload the worker's data converter can put in history
-    (`tarry.storage.payload_limit`): the run keeps what it hands on under it. Null in
+    (`tarry.temporal.storage.payload_limit`): the run keeps what it hands on under it. Null in
     answers recorded before it."""
 
     @model_validator(mode="before")

@@ -1,7 +1,7 @@
 """The tables of Tarry's config file (`TARRY_CONFIG`): model profiles, MCP servers,
 sub-agents, the HTTP API's users and `[[notify]]` receivers. Each refuses keys it does not
 know (`extra="forbid"`), so a misspelled key is an error at start, never a setting quietly
-off; `tarry.settings.ConfigFile` holds them whole.
+off; `tarry.config.settings.ConfigFile` holds them whole.
 """
 
 from __future__ import annotations
