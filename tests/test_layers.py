@@ -301,6 +301,44 @@ def test_the_contracts_and_the_pure_core_load_no_client(tmp_path: Path) -> None:
     assert [m for m in loaded if layer_of(m) not in {"tarry.contracts", "tarry.core"}] == ["tarry"]
 
 
+def modules_without_all(root: Path) -> list[str]:
+    """Every module of `tarry`'s ground floors that neither is private (`_name.py`) nor
+    names what it exports in `__all__`: what a caller may import of it is the face's
+    (`tarry.*`, `tarry.contracts`) and its `__all__`, nothing else, so a later split
+    breaks no name anyone was offered."""
+    return [
+        str(path.relative_to(root))
+        for path in python_files(root)
+        if layer_of(_module_name(root, path)) in GROUND
+        and not path.name.startswith("_")
+        and not any(
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            for node in ast.parse(path.read_text()).body
+        )
+    ]
+
+
+def test_every_module_of_the_ground_floors_is_private_or_names_its_exports() -> None:
+    assert modules_without_all(ROOT) == []
+
+
+def test_a_module_that_names_no_exports_is_found(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "tarry/__init__.py": "",
+            "tarry/client.py": "class Tarry: ...\n",
+            "tarry/delivery.py": '__all__ = ["deliver"]\n',
+            "tarry/core/_omit.py": "x = 1\n",
+            "tarry/cli/app.py": "app = 1\n",
+            "workflows/run.py": "x = 1\n",
+        },
+    )
+
+    assert modules_without_all(tmp_path) == ["tarry/client.py"]
+
+
 def test_no_module_of_the_command_line_is_over_350_lines() -> None:
     assert long_cli_modules(ROOT) == []
 

@@ -12,6 +12,20 @@ from tarry.contracts.messages import ChatMessage, DecisionRecord, PendingApprova
 from tarry.contracts.names import ErrorCode, ErrorInfo, NotifyEvent, Phase, WaitingFor
 from tarry.contracts.run import AgentSpec, RunInput, Sampling
 
+__all__ = [
+    "Catalogue",
+    "CatalogueRequest",
+    "ContextRef",
+    "FinishArguments",
+    "LlmRequest",
+    "LlmResponse",
+    "McpInvocation",
+    "Notification",
+    "ToolDefinition",
+    "ToolInvocation",
+    "ToolResult",
+]
+
 
 class FinishArguments(BaseModel):
     """Ends the run. Call it once the task is done."""

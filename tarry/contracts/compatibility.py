@@ -17,6 +17,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, timedelta
 
+__all__ = [
+    "ASK_ON_MODEL_FAILURE",
+    "AUDIT_HAND_OVER",
+    "CATALOGUE_AT_START",
+    "COST_ATTRIBUTE",
+    "HAND_OVER",
+    "NOTIFICATIONS",
+    "PAGES",
+    "PAGE_BEFORE_HAND_OVER",
+    "PAGE_INDEX",
+    "PATCHES",
+    "RE2_RULES",
+    "REPLY_IDS_WINDOW",
+    "RULES_TEXT_LIMIT",
+    "SHIMS",
+    "SIZED_PAGES",
+    "SUB_AGENT_OWNER",
+    "TITLE_FROM_FIRST_MESSAGE",
+    "UNIQUE_CALL_IDS",
+    "WINDOW",
+    "Patch",
+    "Shim",
+]
+
 WINDOW = timedelta(days=30)
 """How long an unversioned deployment's run replays on new code after the change that
 replaced its code landed (docs/guides/upgrading.md): a patch's old branch is kept this

@@ -9,6 +9,44 @@ from typing import Any
 from pydantic import BaseModel
 from temporalio.common import SearchAttributeKey
 
+__all__ = [
+    "AGENT_TOOL_PREFIX",
+    "CATALOGUE_CHECK_ACTIVITY",
+    "CATALOGUE_CHECK_WORKFLOW",
+    "COST_ATTRIBUTE",
+    "DEFAULT_TASK_QUEUE",
+    "FINISH_TOOL",
+    "INTERRUPTED_NOTE",
+    "LLM_ACTIVITY",
+    "MAX_INPUT_BYTES",
+    "MCP_TOOL_ACTIVITY",
+    "MODEL_ATTRIBUTE",
+    "NOTIFY_ACTIVITY",
+    "OWNER_ATTRIBUTE",
+    "PAGE_ACTIVITY",
+    "PAGE_INDEX_ACTIVITY",
+    "PHASE_ATTRIBUTE",
+    "READERS_ATTRIBUTE",
+    "SEARCH_ATTRIBUTES",
+    "START_KEY_ATTRIBUTE",
+    "SUMMARY_MEMO",
+    "TEMPORAL_UI",
+    "TOOL_CATALOGUE_ACTIVITY",
+    "TURNS_ATTRIBUTE",
+    "WAITING_FOR_ATTRIBUTE",
+    "WORKFLOW_TYPE",
+    "WRITERS_ATTRIBUTE",
+    "ApprovalDefault",
+    "ErrorCode",
+    "ErrorInfo",
+    "Mode",
+    "NotifyEvent",
+    "Phase",
+    "ReplyPolicy",
+    "Share",
+    "WaitingFor",
+]
+
 WORKFLOW_TYPE = "AgentRun"
 DEFAULT_TASK_QUEUE = "tarry"
 LLM_ACTIVITY = "call_llm"

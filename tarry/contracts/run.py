@@ -24,6 +24,23 @@ from tarry.contracts.names import (
     WaitingFor,
 )
 
+__all__ = [
+    "AgentArguments",
+    "AgentReport",
+    "AgentSpec",
+    "Budget",
+    "BudgetRaise",
+    "Fork",
+    "ForkOrigin",
+    "Retrying",
+    "RunInput",
+    "RunResult",
+    "RunState",
+    "Sampling",
+    "Timeouts",
+    "principal_problem",
+]
+
 
 class Sampling(BaseModel):
     """How the model samples its answer: a profile's settings, and a run's overrides of
