@@ -1,16 +1,16 @@
 """The house has floors, and imports run one way, down (docs/design/layout.md):
 
-    tarry.contracts                 what crosses Temporal: a run's input, state, events
-        <-  tarry.core              the pure core: text, identities, ownership, errors, tools
-        <-  tarry.config            the settings and the config file's tables
-        <-  tarry.temporal          the connection to Temporal, the payload codec and store
-        <-  tarry                   the client (its face, `tarry.*`, loads each name lazily)
-        <-  tarry.testing, tarry.api
-    tarry                           <-  activities
-    tarry.contracts, tarry.core     <-  workflows (workflows and activities never import
-                                        each other)
-        <-  workers
-        <-  tarry.cli, bench, tests (bench never imports tests)
+    tarry.contracts      what crosses Temporal: a run's input, state, events, approval rules
+    <- tarry.core        the pure core: text, identities, ownership, errors, tool declarations
+    <- tarry.config      the settings and the config file's tables
+    <- tarry.temporal    the connection to Temporal, the payload codec and store
+    <- tarry             the client, and its face (`tarry.*`, each name loaded on first use)
+    <- tarry.testing, tarry.api
+
+    tarry.contracts, tarry.core    <- workflows
+    tarry and the floors under it  <- activities (the two never import each other)
+    <- workers
+    <- tarry.cli, bench, tests (bench never imports tests)
 
 A workflow imports only the contracts and the pure core: the worker passes `workflows`
 through its sandbox (`workers.plugin.workflows_passed_through`), so what a workflow
