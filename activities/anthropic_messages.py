@@ -34,7 +34,7 @@ from activities.provider import (
     stream,
     tool_choice,
 )
-from tarry.config_tables import ANTHROPIC_MAX_TOKENS
+from tarry.config.tables import ANTHROPIC_MAX_TOKENS
 from tarry.contracts import ChatMessage, ErrorCode, LlmResponse, ToolCall, Usage
 
 _CACHE_BREAKPOINT = {"type": "ephemeral"}

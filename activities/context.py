@@ -23,7 +23,7 @@ from temporalio.converter import DataConverter, StorageDriver
 from temporalio.exceptions import ApplicationError
 
 from tarry.contracts import ChatMessage, ContextRef, ErrorCode, ToolDefinition
-from tarry.storage import FileStorageDriver, load_model, store_model
+from tarry.temporal.storage import FileStorageDriver, load_model, store_model
 
 _CACHED_CONVERSATIONS = 256
 """Conversations kept in memory per worker: a run's next call usually finds its prefix
@@ -69,7 +69,7 @@ class ContextStore:
 
     @classmethod
     def on_disk(cls, root: Path, converter: DataConverter) -> ContextStore:
-        """Conversations as files under `root` (`tarry.storage.FileStorageDriver`)."""
+        """Conversations as files under `root` (`tarry.temporal.storage.FileStorageDriver`)."""
         return cls(FileStorageDriver(root), converter)
 
     async def extend(

@@ -16,7 +16,7 @@ import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from tarry.settings import McpServer
+from tarry.config.settings import McpServer
 
 __all__ = ["Connection", "ServerDown"]
 

@@ -41,7 +41,8 @@ from temporalio.exceptions import ApplicationError
 from activities import metrics, traces
 from activities.mcp_connections import Connection, ServerDown
 from activities.sendable import provider_name
-from activities.tools import ToolListing
+from activities.tool_calls import ToolListing
+from tarry.config.settings import McpServer
 from tarry.contracts import (
     MCP_TOOL_ACTIVITY,
     ErrorCode,
@@ -50,7 +51,6 @@ from tarry.contracts import (
     ToolDefinition,
     ToolResult,
 )
-from tarry.settings import McpServer
 
 __all__ = ["CONNECTION_LOST", "McpHost", "tool_definition", "tool_name", "tool_result"]
 
@@ -129,7 +129,7 @@ def _decoded_size(base64_text: str) -> int:
 
 
 class McpHost:
-    """The worker's MCP servers: a `ToolSource` for `activities.tools.ToolHost`."""
+    """The worker's MCP servers: a `ToolSource` for `activities.tool_calls.ToolHost`."""
 
     def __init__(self, servers: Mapping[str, McpServer]) -> None:
         self._configs = dict(servers)

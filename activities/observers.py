@@ -35,7 +35,7 @@ from temporalio import activity
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
 from tarry.contracts import Usage
-from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
+from tarry.contracts.events import EVENTS_TOPIC, EventKind, RunEvent
 
 log = logging.getLogger("tarry.observers")
 

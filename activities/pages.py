@@ -20,7 +20,7 @@ from tarry.contracts import (
     TranscriptPageIndexRef,
     TranscriptPageRef,
 )
-from tarry.pages import PageStore
+from tarry.temporal.pages import PageStore
 
 
 class PageWriter:

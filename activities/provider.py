@@ -26,9 +26,9 @@ from temporalio.exceptions import ApplicationError
 
 from activities import traces
 from activities.observers import AnswerObservers
+from tarry.config.settings import ModelProfile
 from tarry.contracts import ChatMessage, ErrorCode, LlmResponse, Sampling, ToolDefinition
-from tarry.settings import ModelProfile
-from tarry.text import redact
+from tarry.core.text import redact
 
 # Status codes worth another attempt: the provider may answer differently next time.
 _RETRYABLE_STATUS = frozenset({408, 409})

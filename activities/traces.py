@@ -17,9 +17,9 @@ from typing import Any, Protocol
 
 from temporalio import activity
 
+from tarry.config.settings import ModelProfile
 from tarry.contracts import ChatMessage, LlmResponse, Notification, ToolInvocation, ToolResult
-from tarry.settings import ModelProfile
-from tarry.text import redact
+from tarry.core.text import redact
 
 __all__ = [
     "Recorder",

@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from agents import Agent, Runner, set_tracing_disabled
     from temporalio.openai_agents.workflow import activity_as_tool
 
-    from activities.tools import ToolHost
+    from activities.tool_calls import ToolHost
     from tarry.contracts import ToolInvocation
 
 _TIMEOUT = timedelta(seconds=30)

@@ -48,7 +48,7 @@ from bench.rig import (
 from tarry.cli.processes import WorkerProcess
 from tarry.client import Tarry
 from tarry.contracts import Phase, RunInput
-from tarry.servers import dev_server_args
+from tarry.temporal.servers import dev_server_args
 from tarry.testing.scripted_model import ScriptedModel
 
 OLD, NEW = "v1", "v2"

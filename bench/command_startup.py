@@ -23,7 +23,7 @@ from rich.table import Table
 
 from bench.rig import console, ms, ratio, table
 from tarry.cli.processes import DevServer
-from tarry.servers import find_binary
+from tarry.temporal.servers import find_binary
 
 NO_SUCH_RUN = "bench-startup-no-such-run"
 

@@ -51,7 +51,7 @@ from bench.rig import (
 )
 from tarry.client import Tarry, TarryError
 from tarry.contracts import RunInput
-from tarry.servers import dev_server_args
+from tarry.temporal.servers import dev_server_args
 from tarry.testing.scripted_model import ScriptedModel
 from workflows.memory import WorkflowInput
 

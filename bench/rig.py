@@ -18,13 +18,13 @@ from rich.table import Table
 from temporalio.client import Client
 from temporalio.worker import Interceptor, Worker
 
-from activities.llm import ModelClient
-from activities.tools import ToolHost
+from activities.model_calls import ModelClient
+from activities.tool_calls import ToolHost
 from tarry.cli.processes import DevServer, WorkerProcess
 from tarry.client import Tarry, connect_temporal
-from tarry.config_tables import Provider
-from tarry.servers import dev_server_args
-from tarry.settings import ModelProfile, TarrySettings
+from tarry.config.settings import ModelProfile, TarrySettings
+from tarry.config.tables import Provider
+from tarry.temporal.servers import dev_server_args
 from tarry.testing.scripted_model import ScriptedModel
 from workers.plugin import TarryPlugin
 

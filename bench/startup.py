@@ -18,9 +18,9 @@ from rich.table import Table
 from bench.rig import console, ms, ratio, table
 from tarry.cli.processes import DevServer, free_port
 from tarry.client import Tarry, connect_temporal
+from tarry.config.settings import TarrySettings
 from tarry.contracts import Phase, RunInput
-from tarry.servers import find_binary
-from tarry.settings import TarrySettings
+from tarry.temporal.servers import find_binary
 
 READY_TIMEOUT = 120.0
 

@@ -35,7 +35,7 @@ from bench.rig import (
 )
 from tarry.client import Tarry
 from tarry.contracts import Phase, RunInput
-from tarry.servers import dev_server_args
+from tarry.temporal.servers import dev_server_args
 from tarry.testing.scripted_model import ScriptedModel
 
 Send = Callable[[int], Awaitable[None]]

@@ -19,9 +19,9 @@ from datetime import timedelta
 from temporalio.worker import Worker
 
 from bench.floor import FloorChatWorkflow, ParkedWorkflow
-from tarry.connection import connect_temporal
+from tarry.config.settings import TarrySettings
 from tarry.entrypoint import run_main
-from tarry.settings import TarrySettings
+from tarry.temporal.connection import connect_temporal
 from workers.plugin import TarryPlugin
 
 

@@ -19,9 +19,9 @@ from typer.core import TyperGroup
 from typer.testing import CliRunner
 
 from tarry.api.errors import status_of
+from tarry.config.settings import TarrySettings
 from tarry.contracts import ErrorCode
 from tarry.contracts.waits import MODULES, Ending, WaitKind
-from tarry.settings import TarrySettings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,7 +83,7 @@ def settings_page() -> str:
         "| variable | type | default | what it is |",
         "|---|---|---|---|",
     ]
-    docs = _attribute_docstrings("tarry.settings", "TarrySettings")
+    docs = _attribute_docstrings("tarry.config.settings", "TarrySettings")
     for name, field in TarrySettings.model_fields.items():
         if field.exclude:
             continue  # set in code, never from the environment

@@ -20,8 +20,7 @@ from tarry._lazy import lazy_face
 
 if TYPE_CHECKING:
     from tarry.client import Tarry
-    from tarry.codec import EncryptionKeyError
-    from tarry.connection import connect_temporal
+    from tarry.config.settings import ModelProfile, TarrySettings
     from tarry.contracts import (
         Act,
         AuditRecord,
@@ -43,15 +42,16 @@ if TYPE_CHECKING:
         UnreadRun,
         WaitingFor,
     )
-    from tarry.errors import TarryError
-    from tarry.events import EventKind, RunEvent
-    from tarry.identities import Caller
-    from tarry.rules import ApprovalRule
+    from tarry.contracts.approval_rules import ApprovalRule
+    from tarry.contracts.events import EventKind, RunEvent
+    from tarry.core.errors import TarryError
+    from tarry.core.identities import Caller
+    from tarry.core.tools import Tool, ToolContext, ToolError, tool
     from tarry.run_handle import RunHandle
     from tarry.schedule_handle import ScheduleHandle
     from tarry.schedules import Overlap, ScheduleSummary, ScheduleView
-    from tarry.settings import ModelProfile, TarrySettings
-    from tarry.tools import Tool, ToolContext, ToolError, tool
+    from tarry.temporal.codec import EncryptionKeyError
+    from tarry.temporal.connection import connect_temporal
 
 __all__ = [
     "Act",
@@ -96,8 +96,8 @@ __all__ = [
 
 _HOMES = {
     "tarry.client": ("Tarry",),
-    "tarry.codec": ("EncryptionKeyError",),
-    "tarry.connection": ("connect_temporal",),
+    "tarry.temporal.codec": ("EncryptionKeyError",),
+    "tarry.temporal.connection": ("connect_temporal",),
     "tarry.contracts": (
         "Act",
         "AuditRecord",
@@ -119,15 +119,15 @@ _HOMES = {
         "UnreadRun",
         "WaitingFor",
     ),
-    "tarry.errors": ("TarryError",),
-    "tarry.events": ("EventKind", "RunEvent"),
-    "tarry.identities": ("Caller",),
-    "tarry.rules": ("ApprovalRule",),
+    "tarry.core.errors": ("TarryError",),
+    "tarry.contracts.events": ("EventKind", "RunEvent"),
+    "tarry.core.identities": ("Caller",),
+    "tarry.contracts.approval_rules": ("ApprovalRule",),
     "tarry.run_handle": ("RunHandle",),
     "tarry.schedule_handle": ("ScheduleHandle",),
     "tarry.schedules": ("Overlap", "ScheduleSummary", "ScheduleView"),
-    "tarry.settings": ("ModelProfile", "TarrySettings"),
-    "tarry.tools": ("Tool", "ToolContext", "ToolError", "tool"),
+    "tarry.config.settings": ("ModelProfile", "TarrySettings"),
+    "tarry.core.tools": ("Tool", "ToolContext", "ToolError", "tool"),
 }
 
 if not TYPE_CHECKING:  # mypy reads the imports above, so a misspelt name stays an error

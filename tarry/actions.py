@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pydantic import SecretStr
 
 from tarry.contracts import ErrorCode
-from tarry.errors import TarryError
+from tarry.core.errors import TarryError
 
 __all__ = ["Action", "sign", "verify"]
 

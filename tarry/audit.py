@@ -47,8 +47,9 @@ from tarry.contracts import (
     run_id_problem,
 )
 from tarry.contracts.audit import AUDIT_LIMIT
+from tarry.core.errors import TarryError
 from tarry.delivery import Delivery
-from tarry.errors import TarryError, translated_errors
+from tarry.temporal_errors import translated_errors
 
 __all__ = ["AUDIT_LIMIT", "find_audit", "record_act"]
 

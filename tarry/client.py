@@ -8,8 +8,8 @@
 
 Errors a caller can act on raise `TarryError` with an `ErrorCode`, never a raw RPC error.
 A run is a `RunHandle` (`tarry.run_handle`), a schedule a `ScheduleHandle`
-(`tarry.schedule_handle`); how they reach Temporal is `tarry.connection` and
-`tarry.delivery`, their errors `tarry.errors`.
+(`tarry.schedule_handle`); how they reach Temporal is `tarry.temporal.connection` and
+`tarry.delivery`, their errors `tarry.core.errors`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from temporalio.client import Client, ScheduleAlreadyRunningError
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 
 from tarry.audit import AUDIT_LIMIT, find_audit
-from tarry.connection import connect_temporal
+from tarry.config.settings import TarrySettings
 from tarry.contracts import (
     DEFAULT_TASK_QUEUE,
     SUMMARY_MEMO,
@@ -36,12 +36,12 @@ from tarry.contracts import (
     RunResult,
     RunState,
 )
+from tarry.core.errors import TarryError
+from tarry.core.identities import Caller, local_user
+from tarry.core.ownership import access_attributes
+from tarry.core.text import summary_of
 from tarry.datasets import Datasets, DatasetStore
 from tarry.delivery import QUERY_PATIENCE
-from tarry.errors import TarryError
-from tarry.identities import Caller, local_user
-from tarry.ownership import access_attributes
-from tarry.pages import PageStore
 from tarry.run_handle import RunHandle, user_input
 from tarry.schedule_handle import ScheduleHandle, checked_name
 from tarry.schedules import (
@@ -52,10 +52,10 @@ from tarry.schedules import (
     is_tarrys,
     temporal_schedule,
 )
-from tarry.settings import TarrySettings
 from tarry.starting import checked_id, start_run, start_with_message, started_by
-from tarry.storage import storage_driver
-from tarry.text import summary_of
+from tarry.temporal.connection import connect_temporal
+from tarry.temporal.pages import PageStore
+from tarry.temporal.storage import storage_driver
 
 __all__ = [
     "QUERY_PATIENCE",
@@ -99,7 +99,8 @@ class Tarry:
                 "Tarry needs a Temporal client with Tarry's data converter, and this one has"
                 " the SDK's default: connect with `await Tarry.connect()` (or"
                 " `tarry.connect_temporal()`), or pass"
-                " `data_converter=tarry.codec.data_converter(settings)` to `Client.connect`"
+                " `data_converter=tarry.temporal.codec.data_converter(settings)` to"
+                " `Client.connect`"
             )
         self.client = client
         self.task_queue = task_queue

@@ -27,11 +27,11 @@ from typing import IO
 
 from pydantic import BaseModel, Field
 
+from tarry.config.settings import TarrySettings
 from tarry.contracts import ErrorCode
 from tarry.contracts.datasets import DatasetManifest, DecisionPoint
 from tarry.contracts.messages import ChatMessage
-from tarry.errors import TarryError
-from tarry.settings import TarrySettings
+from tarry.core.errors import TarryError
 
 __all__ = [
     "NAME_RULE",

@@ -51,14 +51,15 @@ from tarry.contracts.datasets import (
 )
 from tarry.contracts.messages import ChatMessage, DecisionRecord, Usage
 from tarry.contracts.run import principal_problem
+from tarry.core.errors import TarryError
+from tarry.core.identities import Caller
 from tarry.dataset_store import NAME_RULE, DatasetStore, checked_name
-from tarry.errors import TarryError, translated_errors
-from tarry.identities import Caller
-from tarry.pages import PageStore
 from tarry.run_handle import RunHandle
 from tarry.run_list import runs_query
 from tarry.schedules import schedule_name_problem
 from tarry.starting import checked_id
+from tarry.temporal.pages import PageStore
+from tarry.temporal_errors import translated_errors
 
 __all__ = [
     "MAX_RUNS",

@@ -37,7 +37,8 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.contracts import ErrorCode, RunResult, RunState
-from tarry.errors import TarryError, translated_errors, unadmitted
+from tarry.core.errors import TarryError
+from tarry.temporal_errors import translated_errors, unadmitted
 
 __all__ = ["QUERY_PATIENCE", "Delivery", "await_poller", "polling_pauses", "task_failing"]
 

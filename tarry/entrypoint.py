@@ -21,8 +21,8 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn
 
-from tarry.connection import temporal_connection
-from tarry.settings import ConfigError, TarrySettings, load_settings
+from tarry.config.settings import ConfigError, TarrySettings, load_settings
+from tarry.temporal.connection import temporal_connection
 
 __all__ = [
     "CONFIG_ERROR_EXIT",
@@ -56,7 +56,7 @@ def run_main(main: Callable[[], Coroutine[Any, Any, int]]) -> NoReturn:
 
 def settings_or_exit() -> TarrySettings:
     """The checked settings (`load_settings`), with the Temporal connection checked too
-    (`tarry.connection`: its profile, certificates and keys) and its address and
+    (`tarry.temporal.connection`: its profile, certificates and keys) and its address and
     namespace resolved, so that whatever names them names the server the process
     connects to. A problem with either ends the process with its one line on stderr and
     `CONFIG_ERROR_EXIT`."""

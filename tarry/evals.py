@@ -32,8 +32,9 @@ from tarry.contracts import (
     OtherAct,
     Phase,
 )
+from tarry.core.errors import TarryError
 from tarry.datasets import NAME_RULE, DatasetStore
-from tarry.errors import TarryError, translated_errors
+from tarry.temporal_errors import translated_errors
 
 __all__ = ["eval_report", "load_points", "start_eval", "wait_report"]
 
@@ -89,7 +90,7 @@ async def start_eval(
     """Starts the eval of `input` (id `eval-<random>` unless given): visible in `tarry
     list` as Running on its candidate profile. It is `owner`'s, as a run is its starter's:
     its report holds the dataset's conversations, which the API shows only to those who
-    may read it (`tarry.ownership`). Its start is recorded in the audit trail as
+    may read it (`tarry.core.ownership`). Its start is recorded in the audit trail as
     `owner`'s, through `door`, readable by whoever may read the eval."""
     if input.scorer is AnswerScorer.JUDGE and input.judge is None:
         raise TarryError(ErrorCode.EVAL_INVALID, "the judge scorer needs a judge model profile")

@@ -50,13 +50,14 @@ from tarry.contracts import (
     UserInput,
     reply_problem,
 )
+from tarry.contracts.events import EVENTS_TOPIC, EventKind, RunEvent
+from tarry.core.errors import TarryError
+from tarry.core.identities import Caller
 from tarry.delivery import Delivery, polling_pauses
-from tarry.errors import TarryError, translated_errors
-from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
-from tarry.identities import Caller
-from tarry.pages import PageMissing, PageStore
 from tarry.starting import start_resumption, start_run, started_by
 from tarry.stopping import stop_run
+from tarry.temporal.pages import PageMissing, PageStore
+from tarry.temporal_errors import translated_errors
 from tarry.timeline import read_timeline
 
 __all__ = ["RunHandle", "user_input"]
@@ -341,7 +342,7 @@ class RunHandle:
             return None
 
     async def events(self, from_offset: int = 0) -> AsyncGenerator[RunEvent]:
-        """The run's live events (see `tarry.events`): the model's words as it writes
+        """The run's live events (see `tarry.contracts.events`): the model's words as it writes
         them, each transcript message, each stop point. From `from_offset` in the run's
         stream (a `RunState.events` continues from that state; 0 starts at the oldest
         event the run still holds: those since its last continue-as-new, which hands on

@@ -28,7 +28,7 @@ from tarry.contracts import (
     WaitingFor,
     run_id_problem,
 )
-from tarry.errors import TarryError
+from tarry.core.errors import TarryError
 from tarry.schedules import SCHEDULED_BY_ATTRIBUTE, schedule_name_problem
 
 __all__ = ["RunPage", "RunRow", "find_children", "find_runs", "runs_query"]

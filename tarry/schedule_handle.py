@@ -14,9 +14,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.audit import record_act
 from tarry.contracts import SUMMARY_MEMO, WORKFLOW_TYPE, Act, ErrorCode, OtherAct, RunInput
-from tarry.errors import TarryError
-from tarry.identities import Caller
-from tarry.ownership import RunAccess
+from tarry.core.errors import TarryError
+from tarry.core.identities import Caller
+from tarry.core.ownership import RunAccess
 from tarry.schedules import ScheduleView, schedule_name_problem
 
 __all__ = ["ScheduleHandle", "checked_name"]
@@ -46,7 +46,7 @@ class ScheduleHandle:
         return await ScheduleView.of_description(description, input, SUMMARY_MEMO)
 
     async def access(self) -> RunAccess:
-        """Whose its runs are and who they are shared with (`tarry.ownership`), as it
+        """Whose its runs are and who they are shared with (`tarry.core.ownership`), as it
         starts them; `SCHEDULE_NOT_FOUND` as `describe`."""
         _, action = await self._described()
         return RunAccess.of(action.typed_search_attributes)

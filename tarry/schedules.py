@@ -185,7 +185,7 @@ def temporal_schedule(
 ) -> Schedule:
     """The Temporal schedule whose action starts `input` as `name-<time>` on `task_queue`;
     `memo` goes onto each run, `summary` is what the UI's run list shows of each, and
-    `search_attributes` (its owner and share, `tarry.ownership`) start each run."""
+    `search_attributes` (its owner and share, `tarry.core.ownership`) start each run."""
     from temporalio.client import Schedule, ScheduleActionStartWorkflow, SchedulePolicy
 
     return Schedule(

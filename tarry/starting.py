@@ -48,11 +48,12 @@ from tarry.contracts import (
     reserved_id_problem,
     run_id_problem,
 )
+from tarry.core.errors import TarryError
+from tarry.core.identities import Caller
+from tarry.core.ownership import access_attributes, carried
+from tarry.core.text import summary_of
 from tarry.delivery import NOT_READY_PATIENCE, Delivery, await_poller
-from tarry.errors import TarryError, translated_errors
-from tarry.identities import Caller
-from tarry.ownership import access_attributes, carried
-from tarry.text import summary_of
+from tarry.temporal_errors import translated_errors
 
 __all__ = [
     "ID_REUSE",

@@ -28,7 +28,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.contracts import RunResult, StopRequest
 from tarry.delivery import polling_pauses, task_failing
-from tarry.errors import translated_errors
+from tarry.temporal_errors import translated_errors
 
 __all__ = ["STOP_GRACE", "stop_run"]
 

@@ -56,7 +56,7 @@ from tarry.contracts import (
     Usage,
     WaitingFor,
 )
-from tarry.errors import translated_errors
+from tarry.temporal_errors import translated_errors
 
 __all__ = ["read_timeline"]
 

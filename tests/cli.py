@@ -25,7 +25,7 @@ from pathlib import Path
 from temporalio.client import Client
 from typer.testing import CliRunner
 
-from activities.tools import Tool, tool
+from activities.tool_calls import Tool, tool
 from tarry.cli.app import run
 from tarry.client import RunHandle
 from tarry.logs import command_log_handler

@@ -22,14 +22,14 @@ from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
-from activities.tools import Tool
+from activities.tool_calls import Tool
 from tarry.cli import processes
 from tarry.client import RunHandle
-from tarry.codec import data_converter
+from tarry.config.settings import DEFAULT_WORKFLOW_CACHE, McpServer, ModelProfile, TarrySettings
 from tarry.contracts import AgentSpec, ChatMessage, Timeouts
 from tarry.entrypoint import exit_now
-from tarry.servers import add_search_attributes, find_binary
-from tarry.settings import DEFAULT_WORKFLOW_CACHE, McpServer, ModelProfile, TarrySettings
+from tarry.temporal.codec import data_converter
+from tarry.temporal.servers import add_search_attributes, find_binary
 from tarry.testing import ScriptedAgent, start_dev_server
 from tarry.testing.scripted_model import ScriptedModel
 from tests.deadline import HEARTBEAT, deadline

@@ -45,8 +45,8 @@ from temporalio.service import RPCError, RPCStatusCode
 import tarry as exports
 from tarry.cli import tour
 from tarry.client import Tarry
+from tarry.config.settings import ConfigError, ConfigFile
 from tarry.contracts import Phase, RunInput
-from tarry.settings import ConfigError, ConfigFile
 from tarry.testing.script import ScriptStep
 from tarry.testing.scripted_model import ScriptedModel
 from tests.deadline import TIMEOUT, deadline

@@ -30,6 +30,7 @@ from temporalio.worker import Replayer
 
 from tarry.cli.processes import HOST, WorkerProcess
 from tarry.client import RunHandle, Tarry, TarryError
+from tarry.config.settings import DEFAULT_STICKY_TIMEOUT, DEFAULT_WORKFLOW_CACHE
 from tarry.contracts import (
     ChatMessage,
     ErrorCode,
@@ -40,8 +41,7 @@ from tarry.contracts import (
     ToolCall,
     ToolResult,
 )
-from tarry.identities import local_user
-from tarry.settings import DEFAULT_STICKY_TIMEOUT, DEFAULT_WORKFLOW_CACHE
+from tarry.core.identities import local_user
 from tests.deadline import HEARTBEAT, TIMEOUT, deadline
 from workers.plugin import workflows_passed_through
 from workflows.agent_run import AgentRunWorkflow

@@ -15,9 +15,9 @@ import logging
 import os
 from typing import NoReturn
 
-from activities.tools import BUILTIN_TOOLS, Tool, ToolContext, tool
+from activities.tool_calls import BUILTIN_TOOLS, Tool, ToolContext, tool
+from tarry.config.settings import TarrySettings
 from tarry.entrypoint import run_main
-from tarry.settings import TarrySettings
 from workers.worker import run_worker
 
 

@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from tarry.api import ApiServer, create_app
 from tarry.api.models import RunView
 from tarry.client import RunHandle
-from tarry.settings import TarrySettings
+from tarry.config.settings import TarrySettings
 from tests.conftest import FAST_TIMEOUTS, Agent
 from tests.deadline import TIMEOUT, deadline
 

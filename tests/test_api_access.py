@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from temporalio.api.enums.v1 import EventType
 
 from tarry.api import ApiServer, ApiSetupError, check_exposure, create_app
+from tarry.config.settings import TarrySettings
 from tarry.contracts import ErrorCode, Phase
-from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from tarry.client import RunHandle, TarryError
 from tarry.contracts import LLM_ACTIVITY, ErrorCode, Phase, RunInput, RunState, WaitingFor
-from tarry.rules import REGEX_TEXT_LIMIT, ApprovalRule, Regex, RuleDecision
+from tarry.contracts.approval_rules import REGEX_TEXT_LIMIT, ApprovalRule, Regex, RuleDecision
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.cli import Cli
 from tests.conftest import Agent, tool_result

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.tools import tool
+from activities.tool_calls import tool
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import WAITING_FOR_ATTRIBUTE, ErrorCode, Phase, RunInput, WaitingFor
-from tarry.identities import Caller
+from tarry.core.identities import Caller
 from tarry.testing.scripted_model import ScriptedModel, ScriptedToolCall, call, calls, say
 from tests.conftest import FAST_TIMEOUTS, Agent, tool_result, worker_process
 from tests.deadline import TIMEOUT, deadline

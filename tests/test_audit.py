@@ -18,8 +18,8 @@ from pydantic import SecretStr
 from tarry.api import ApiServer, create_app
 from tarry.api.auth import DOOR_HEADER
 from tarry.client import RunHandle
+from tarry.config.settings import TarrySettings
 from tarry.contracts import TEMPORAL_UI, AuditRecord, ErrorCode, Phase, ReplyPolicy, WaitingFor
-from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import ScriptedToolCall, calls, say
 from tests.cli import Cli, agent_env
 from tests.conftest import Agent

@@ -44,7 +44,7 @@ async def test_a_client_without_tarrys_data_converter_is_refused_with_what_to_do
         Tarry(plain)
 
     assert "Tarry.connect()" in str(refused.value)
-    assert "data_converter=tarry.codec.data_converter(settings)" in str(refused.value)
+    assert "data_converter=tarry.temporal.codec.data_converter(settings)" in str(refused.value)
 
 
 async def test_an_empty_reply_signal_changes_nothing_but_a_warning(agent: Agent) -> None:

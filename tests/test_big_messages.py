@@ -19,7 +19,7 @@ from temporalio.client import Client, WorkflowHistory
 
 from tarry.client import RunHandle
 from tarry.contracts import ErrorCode, Phase, TranscriptAnswer, TranscriptQuery, WaitingFor
-from tarry.storage import FileStorageDriver
+from tarry.temporal.storage import FileStorageDriver
 from tarry.testing.scripted_model import say
 from tests.cli import Cli
 from tests.conftest import Agent

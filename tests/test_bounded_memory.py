@@ -12,8 +12,8 @@ import pytest
 
 from tarry.client import Tarry, TarryError
 from tarry.contracts import ErrorCode, Phase, TranscriptAnswer, TranscriptQuery, WaitingFor
-from tarry.pages import PageStore
-from tarry.storage import FileStorageDriver
+from tarry.temporal.pages import PageStore
+from tarry.temporal.storage import FileStorageDriver
 from tarry.testing.scripted_model import call, say
 from tests import test_streaming
 from tests.cli import Cli

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tarry.client import TarryError
+from tarry.config.settings import Prices
 from tarry.contracts import (
     COST_ATTRIBUTE,
     WAITING_FOR_ATTRIBUTE,
@@ -18,7 +19,6 @@ from tarry.contracts import (
     Usage,
     WaitingFor,
 )
-from tarry.settings import Prices
 from tarry.testing.scripted_model import call, say
 from tests.cli import Cli, until_listed
 from tests.conftest import Agent

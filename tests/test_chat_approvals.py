@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 
-from activities.tools import tool
+from activities.tool_calls import tool
 from tarry.client import RunHandle
 from tarry.contracts import ChatMessage, Phase, WaitingFor
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say

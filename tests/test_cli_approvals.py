@@ -14,7 +14,7 @@ from typing import Any
 
 from tarry.client import RunHandle
 from tarry.contracts import ChatMessage, DecisionRecord, Phase, RunState, WaitingFor
-from tarry.identities import Caller
+from tarry.core.identities import Caller
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.cli import LIST_HEADER, Cli, until_listed
 from tests.conftest import Agent, tool_result

@@ -20,7 +20,7 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 
 from tarry.contracts import SEARCH_ATTRIBUTES, Phase
-from tarry.servers import find_binary, search_attribute_specs
+from tarry.temporal.servers import find_binary, search_attribute_specs
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline

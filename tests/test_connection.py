@@ -1,4 +1,4 @@
-"""Every Tarry process connects the Temporal way (`tarry.connection`): through a profile
+"""Every Tarry process connects the Temporal way (`tarry.temporal.connection`): through a profile
 file or the `TEMPORAL_*` variables, with TLS, a client certificate or an API key.
 
 The TLS endpoint is real: the session's dev server behind a TLS-terminating proxy on

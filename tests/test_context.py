@@ -18,6 +18,7 @@ from temporalio.worker import Worker
 
 from activities.context import ContextStore, estimate_tokens, fit_to_budget
 from tarry.client import Tarry
+from tarry.config.settings import ModelProfile, TarrySettings
 from tarry.contracts import (
     TRANSCRIPT_PAGE_BYTES,
     ChatMessage,
@@ -30,7 +31,6 @@ from tarry.contracts import (
     ToolDefinition,
     TranscriptPage,
 )
-from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel, ScriptedToolCall, calls, say
 from tests.conftest import CANARY_KEY, FAST_TIMEOUTS, Agent
 from tests.deadline import TIMEOUT

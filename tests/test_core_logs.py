@@ -13,7 +13,7 @@ from temporalio import workflow
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from tarry.settings import TarrySettings
+from tarry.config.settings import TarrySettings
 from tests.deadline import deadline
 from workers.telemetry import CORE_LOGGER, worker_runtime
 

@@ -18,11 +18,11 @@ from tarry.client import RunHandle
 from tarry.contracts import ErrorCode, EvalInput, Phase, WaitingFor
 from tarry.contracts.datasets import DatasetManifest, DecisionPoint, Verdict
 from tarry.contracts.messages import ChatMessage, DecisionRecord, FunctionCall, ToolCall
+from tarry.core.errors import TarryError
+from tarry.core.identities import Caller
 from tarry.dataset_store import DatasetLimits
 from tarry.datasets import DatasetStore, decision_points, parse_selection
-from tarry.errors import TarryError
 from tarry.evals import start_eval, wait_report
-from tarry.identities import Caller
 from tarry.run_list import runs_query
 from tarry.testing.scripted_model import call, say
 from tests.cli import Cli, until_listed

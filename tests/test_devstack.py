@@ -22,6 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from tarry.cli.processes import free_port
 from tarry.client import Tarry, TarryError, connect_temporal
+from tarry.config.settings import TarrySettings
 from tarry.contracts import (
     SEARCH_ATTRIBUTES,
     WORKFLOW_TYPE,
@@ -31,8 +32,7 @@ from tarry.contracts import (
     RunResult,
 )
 from tarry.dataset_store import DatasetStore
-from tarry.servers import dev_server_args, find_binary
-from tarry.settings import TarrySettings
+from tarry.temporal.servers import dev_server_args, find_binary
 from tarry.testing.scripted_model import ECHO_PREFIX
 from tests.deadline import deadline
 
@@ -42,7 +42,7 @@ STOP_TIMEOUT = deadline(60)
 
 SERVE_DEV = (
     "import sys; from pathlib import Path; from tarry.entrypoint import run_main; "
-    "from tarry.cli.devstack import serve_dev; from tarry.settings import TarrySettings; "
+    "from tarry.cli.devstack import serve_dev; from tarry.config.settings import TarrySettings; "
     "run_main(lambda: serve_dev(TarrySettings(), Path(sys.argv[1])))"
 )
 

@@ -14,10 +14,10 @@ from pydantic import SecretStr
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.tools import BUILTIN_TOOLS
+from activities.tool_calls import BUILTIN_TOOLS
 from tarry.client import Tarry
+from tarry.config.settings import ModelProfile, TarrySettings
 from tarry.contracts import AgentSpec
-from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel
 from tests.cli import cli_env
 from tests.conftest import CANARY_KEY

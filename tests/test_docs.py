@@ -18,8 +18,8 @@ import yaml
 
 import tarry
 from tarry.cli.app import app
+from tarry.config.settings import TarrySettings
 from tarry.contracts import ErrorCode, WaitingFor
-from tarry.settings import TarrySettings
 from tests.browser import chromium, needs_chromium, static_site
 from tests.deadline import deadline
 
@@ -60,6 +60,12 @@ def griffe_module(name: str) -> griffe.Object | griffe.Alias:
         loader.load(package)
     found: griffe.Object | griffe.Alias = loader.modules_collection[name]
     return found
+
+
+def documented_object(obj: griffe.Object | griffe.Alias) -> griffe.Object | griffe.Alias:
+    """What the site renders for a documented name: for a name of `tarry`'s face (an
+    import there), the object it names."""
+    return obj.final_target if isinstance(obj, griffe.Alias) else obj
 
 
 @pytest.fixture(scope="module")
@@ -162,17 +168,19 @@ def test_every_kind_of_wait_is_in_the_waits_reference_with_what_ends_it() -> Non
     assert all(rows.values())
 
 
-def test_everything_tarry_exports_is_in_the_python_reference() -> None:
-    documented = {name.rsplit(".", 1)[1] for name in documented_names()}
+def test_everything_tarry_exports_is_in_the_python_reference_by_its_name_in_tarry() -> None:
+    # `tarry.Tarry`, not the module it lives in: a module moved behind the face (a floor
+    # split, say) breaks no name the reference shows.
+    documented = set(documented_names())
 
-    assert set(tarry.__all__) <= documented
+    assert {f"tarry.{name}" for name in tarry.__all__} <= documented
 
 
 @pytest.mark.parametrize("name", documented_names())
 def test_a_documented_name_and_its_public_methods_have_docstrings(name: str) -> None:
     module, _, member = name.rpartition(".")
     loaded = griffe_module(module)
-    obj = loaded if not member else loaded[member]
+    obj = documented_object(loaded if not member else loaded[member])
 
     undocumented = [obj.path] if obj.docstring is None else []
     if obj.is_class:
@@ -193,7 +201,7 @@ def test_the_documented_docstrings_are_prose_as_the_site_renders_them() -> None:
     documented: list[griffe.Object | griffe.Alias] = []
     for name in documented_names():
         module, _, member = name.rpartition(".")
-        obj = loaded[module][member] if member else loaded[module]
+        obj = documented_object(loaded[module][member] if member else loaded[module])
         documented += [obj, *(m for n, m in obj.members.items() if not n.startswith("_"))]
     sectioned = {
         (obj.path, style.value, section.kind.value)

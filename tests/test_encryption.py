@@ -26,11 +26,11 @@ from temporalio.worker import Replayer, Worker
 
 from tarry.cli.codec_server import DEFAULT_ORIGIN, codec_app
 from tarry.client import RunHandle, Tarry, connect_temporal
-from tarry.codec import EncryptionCodec, new_key
+from tarry.config.settings import ModelProfile, TarrySettings
 from tarry.contracts import ChatMessage, Door, Phase, RunInput, RunState, UserInput
-from tarry.identities import local_user
+from tarry.core.identities import local_user
 from tarry.run_list import find_runs
-from tarry.settings import ModelProfile, TarrySettings
+from tarry.temporal.codec import EncryptionCodec, new_key
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import CANARY_KEY, FAST_TIMEOUTS, temporal_cli, tool_result
 from tests.deadline import TIMEOUT, deadline

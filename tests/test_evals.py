@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from tarry.config.settings import ModelProfile
 from tarry.contracts import (
     ANSWER_TOOL,
     ChatMessage,
@@ -20,10 +21,9 @@ from tarry.contracts import (
     Label,
     Verdict,
 )
-from tarry.eval_scoring import closeness, judge_prompt, wilson
+from tarry.core.eval_scoring import closeness, judge_prompt, wilson
 from tarry.evals import load_points, start_eval, wait_report
 from tarry.run_list import runs_query
-from tarry.settings import ModelProfile
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.cli import Cli, until_listed
 from tests.conftest import CANARY_KEY, Agent

@@ -12,8 +12,8 @@ from pydantic import SecretStr
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from tarry.config.settings import ModelProfile, TarrySettings
 from tarry.contracts import Phase
-from tarry.settings import ModelProfile, TarrySettings
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import CANARY_KEY, Agent
 from tests.deadline import TIMEOUT

@@ -18,7 +18,7 @@ import pytest
 
 from tarry.cli import tour
 from tarry.contracts import ChatMessage, ForkOrigin, Phase, RunState, WaitingFor
-from tarry.events import EventKind
+from tarry.contracts.events import EventKind
 from tests.test_tour import (
     COMMAND_TIMEOUT,
     ROOT,

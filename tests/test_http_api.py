@@ -18,6 +18,7 @@ from temporalio.converter import DataConverter
 from tarry.api import ApiServer, create_app
 from tarry.api.errors import MAX_BODY_BYTES
 from tarry.client import Tarry
+from tarry.config.settings import TarrySettings
 from tarry.contracts import (
     MAX_INPUT_BYTES,
     MAX_RUN_ID_LENGTH,
@@ -27,7 +28,6 @@ from tarry.contracts import (
     Phase,
     WaitingFor,
 )
-from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import call, say
 from tests.cli import until_listed
 from tests.conftest import tool_result

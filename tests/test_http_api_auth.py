@@ -11,8 +11,8 @@ import pytest
 
 from tarry.api import ApiServer, create_app
 from tarry.api.models import Health
+from tarry.config.settings import TarrySettings
 from tarry.contracts import ErrorCode
-from tarry.settings import TarrySettings
 from tests.cli import TARRY, agent_env
 from tests.conftest import Agent
 from tests.deadline import deadline

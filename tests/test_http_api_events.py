@@ -9,7 +9,7 @@ from typing import Any
 
 import psutil
 
-from tarry.events import EventKind
+from tarry.contracts.events import EventKind
 from tarry.testing.scripted_model import say
 from tests.deadline import deadline
 from tests.http_api import Api

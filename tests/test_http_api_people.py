@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from tarry.config.settings import ConfigError, load_settings
 from tarry.contracts import TEMPORAL_UI, ErrorCode, WaitingFor
-from tarry.settings import ConfigError, load_settings
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
 from tests.deadline import deadline

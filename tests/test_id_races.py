@@ -26,9 +26,9 @@ from temporalio.client import Client
 
 from tarry.api import ApiServer, create_app
 from tarry.client import Tarry
+from tarry.config.settings import load_settings
 from tarry.contracts import ErrorCode, Phase, RunInput
-from tarry.identities import Caller
-from tarry.settings import load_settings
+from tarry.core.identities import Caller
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline

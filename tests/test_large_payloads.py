@@ -16,12 +16,12 @@ from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 
-from activities.tools import ToolContext, tool
+from activities.tool_calls import ToolContext, tool
 from tarry.client import RunHandle
-from tarry.codec import data_converter, new_key
+from tarry.config.settings import TarrySettings
 from tarry.contracts import ErrorCode, Phase
-from tarry.settings import TarrySettings
-from tarry.storage import FileStorageDriver
+from tarry.temporal.codec import data_converter, new_key
+from tarry.temporal.storage import FileStorageDriver
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent, temporal_cli, tool_result
 from tests.deadline import TIMEOUT, deadline

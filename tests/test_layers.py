@@ -1,12 +1,25 @@
 """The house has floors, and imports run one way, down (docs/design/layout.md):
 
-    tarry (ground)  <-  tarry.api
-    tarry           <-  workflows, activities (which never import each other)
-                    <-  workers
-                    <-  tarry.testing (it starts workers for a user's tests, as `tarry dev` does)
-                    <-  tarry.cli, bench, tests (bench never imports tests)
+    tarry.contracts      what crosses Temporal: a run's input, state, events, approval rules
+    <- tarry.core        the pure core: text, identities, ownership, errors, tool declarations
+    <- tarry.config      the settings and the config file's tables
+    <- tarry.temporal    the connection to Temporal, the payload codec and store
+    <- tarry             the client, and its face (`tarry.*`, each name loaded on first use)
+    <- tarry.api
 
-and what a client and a worker import needs no extra: `pip install tarry` serves runs.
+    tarry.contracts, tarry.core    <- workflows
+    tarry and the floors under it  <- activities (the two never import each other)
+    <- workers
+    <- tarry.testing (it starts workers for a user's tests, as `tarry dev` does)
+    <- tarry.cli, bench, tests (bench never imports tests)
+
+A workflow imports only the contracts and the pure core: the worker passes `workflows`
+through its sandbox (`workers.plugin.workflows_passed_through`), so what a workflow
+imports runs unchecked by it, and is safe because it does no I/O, reads no clock and
+loads no client. `import tarry` loads nothing (its names load on first use), so a worker
+never loads the client.
+
+What a client and a worker import needs no extra: `pip install tarry` serves runs.
 The one exception is what only a worker configured for it loads: its MCP servers' tools
 (`activities/mcp_*.py`, the `mcp` extra), which `workers.plugin` imports only then.
 """
@@ -27,28 +40,32 @@ from tests.deadline import deadline
 
 ROOT = Path(__file__).resolve().parent.parent
 
+CONTRACTS_AND_CORE = {"tarry.contracts", "tarry.core"}
+"""What a workflow may import of `tarry`: pure, loading no client."""
+CONFIG = CONTRACTS_AND_CORE | {"tarry.config"}
+TEMPORAL = CONFIG | {"tarry.temporal"}
+GROUND = TEMPORAL | {"tarry"}
+"""The ground floor: every floor of `tarry` but its API, testing and command line."""
 MAY_IMPORT: dict[str, set[str]] = {
-    "tarry": {"tarry"},
-    "tarry.api": {"tarry", "tarry.api"},
-    "workflows": {"tarry", "workflows"},
-    "activities": {"tarry", "activities"},
-    "workers": {"tarry", "workflows", "activities", "workers"},
-    "tarry.testing": {"tarry", "workflows", "activities", "workers", "tarry.testing"},
-    "tarry.cli": {
-        "tarry",
-        "tarry.testing",
-        "tarry.api",
-        "workflows",
-        "activities",
-        "workers",
-        "tarry.cli",
-    },
+    "tarry.contracts": {"tarry.contracts"},
+    "tarry.core": CONTRACTS_AND_CORE,
+    "tarry.config": CONFIG,
+    "tarry.temporal": TEMPORAL,
+    "tarry": GROUND,
+    "tarry.testing": GROUND | {"workflows", "activities", "workers", "tarry.testing"},
+    "tarry.api": GROUND | {"tarry.api"},
+    # Not the rest of `tarry`: the sandbox passes `workflows` through (see above).
+    "workflows": CONTRACTS_AND_CORE | {"workflows"},
+    "activities": GROUND | {"activities"},
+    "workers": GROUND | {"workflows", "activities", "workers"},
+    "tarry.cli": GROUND
+    | {"tarry.testing", "tarry.api", "workflows", "activities", "workers", "tarry.cli"},
     "bench": set(),  # filled in below: what the roof may, and itself
     "tests": set(),  # filled in below: everything
 }
 MAY_IMPORT["bench"] = MAY_IMPORT["tarry.cli"] | {"bench"}
 MAY_IMPORT["tests"] = set(MAY_IMPORT) | {"tests"}
-LIBRARY = ("tarry", "workflows", "activities", "workers")
+LIBRARY = (*GROUND, "workflows", "activities", "workers")
 """The layers `pip install tarry` installs without extras: a client and a worker."""
 OPTIONAL = re.compile(r"activities\.mcp_\w+|workers\.tracing|workers\.trace_content")
 """Library modules that need an extra, loaded only by a worker configured to need it."""
@@ -60,9 +77,21 @@ MODULE_LINES = 600
 one idea (a client of six concerns, every contract in one file)."""
 
 
+SUB_PACKAGES = (
+    "tarry.contracts",
+    "tarry.core",
+    "tarry.config",
+    "tarry.temporal",
+    "tarry.testing",
+    "tarry.api",
+    "tarry.cli",
+)
+"""The floors inside `tarry`; the rest of it is the client's."""
+
+
 def layer_of(module: str) -> str | None:
     """The layer a dotted module name belongs to; None: not the project's."""
-    for sub in ("tarry.cli", "tarry.testing", "tarry.api"):
+    for sub in SUB_PACKAGES:
         if module == sub or module.startswith(sub + "."):
             return sub
     top = module.split(".")[0]
@@ -172,31 +201,145 @@ def test_no_module_imports_from_a_layer_above_it() -> None:
     assert upward_imports(ROOT) == []
 
 
-def test_an_upward_import_is_found(tmp_path: Path) -> None:
-    files = {
-        "tarry/__init__.py": "",
-        "tarry/client.py": "from tarry.cli.render import shorten\n",
-        "tarry/events.py": "from tarry import contracts\n",
-        "tarry/contracts.py": "from . import cli\n",
-        "tarry/testing/model.py": "import workers.plugin\nfrom tarry.cli.app import app\n",
-        "tarry/api/routes.py": "from tarry.cli.app import app\nfrom tarry.client import Tarry\n",
-        "workflows/run.py": "from tarry.contracts import RunInput\nimport activities.tools\n",
-        "workers/worker.py": "from workflows.run import X\n",
-        "bench/rig.py": "def rig():\n    from tests.faults import DevServer\n",
-        "tests/test_x.py": "import bench.rig\nfrom tarry.cli import app\n",
-    }
+def write(root: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def test_an_upward_import_is_found(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "tarry/__init__.py": "",
+            "tarry/client.py": "from tarry.cli.render import shorten\n",
+            "tarry/contracts/run.py": "from tarry.core.text import shorten\n",
+            "tarry/core/text.py": "from tarry import client\n",
+            "tarry/actions.py": "from . import cli\n",
+            "tarry/config/settings.py": "from tarry.temporal import storage\n",
+            "tarry/temporal/connection.py": "from tarry.client import Tarry\n",
+            "tarry/testing/model.py": "import workers.plugin\nfrom tarry.cli.app import app\n",
+            "tarry/api/app.py": "from tarry.cli.app import app\nfrom tarry.client import Tarry\n",
+            "activities/tool_calls.py": "from tarry.config.settings import TarrySettings\n",
+            "workers/worker.py": "from workflows.run import X\n",
+            "bench/rig.py": "def rig():\n    from tests.faults import DevServer\n",
+            "tests/test_x.py": "import bench.rig\nfrom tarry.cli import app\n",
+        },
+    )
 
     assert upward_imports(tmp_path) == [
         "bench/rig.py:2: bench imports tests.faults.DevServer",
-        "tarry/api/routes.py:1: tarry.api imports tarry.cli.app.app",
+        "tarry/actions.py:1: tarry imports tarry.cli",
+        "tarry/api/app.py:1: tarry.api imports tarry.cli.app.app",
         "tarry/client.py:1: tarry imports tarry.cli.render.shorten",
-        "tarry/contracts.py:1: tarry imports tarry.cli",
+        "tarry/config/settings.py:1: tarry.config imports tarry.temporal.storage",
+        "tarry/contracts/run.py:1: tarry.contracts imports tarry.core.text.shorten",
+        "tarry/core/text.py:1: tarry.core imports tarry.client",
+        "tarry/temporal/connection.py:1: tarry.temporal imports tarry.client.Tarry",
         "tarry/testing/model.py:2: tarry.testing imports tarry.cli.app.app",
-        "workflows/run.py:2: workflows imports activities.tools",
     ]
+
+
+def test_a_workflow_that_imports_beyond_the_contracts_and_the_pure_core_is_found(
+    tmp_path: Path,
+) -> None:
+    write(
+        tmp_path,
+        {
+            "workflows/run.py": "from tarry.contracts import RunInput\n"
+            "from tarry.core.text import shorten\n"
+            "from workflows import audit\n"
+            "from tarry.config.settings import TarrySettings\n"
+            "import tarry\n"
+            "from tarry import Phase\n"
+            "import activities.tool_calls\n",
+            "workflows/eval.py": "def score():\n    from tarry.client import Tarry\n",
+        },
+    )
+
+    assert upward_imports(tmp_path) == [
+        "workflows/eval.py:2: workflows imports tarry.client.Tarry",
+        "workflows/run.py:4: workflows imports tarry.config.settings.TarrySettings",
+        "workflows/run.py:5: workflows imports tarry",
+        "workflows/run.py:6: workflows imports tarry.Phase",
+        "workflows/run.py:7: workflows imports activities.tool_calls",
+    ]
+
+
+def loaded_by(code: str, cwd: Path) -> list[str]:
+    """The modules of Tarry, and Temporal's client, that a fresh Python has loaded after
+    running `code`, sorted."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import sys\n{code}\nprint(*sorted(m for m in sys.modules if m.split('.')[0] =="
+            " 'tarry' or m == 'temporalio.client'))",
+        ],
+        cwd=cwd,  # the installed package, not this checkout's directory on sys.path
+        capture_output=True,
+        text=True,
+        timeout=deadline(60),
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_import_tarry_loads_nothing_but_the_package(tmp_path: Path) -> None:
+    # `tarry._lazy` is the face's own machinery: it loads each name on first use.
+    assert loaded_by("import tarry", tmp_path) == ["tarry", "tarry._lazy"]
+
+
+def test_the_contracts_and_the_pure_core_load_no_client(tmp_path: Path) -> None:
+    loaded = loaded_by(
+        "import importlib, pkgutil, tarry.contracts, tarry.core\n"
+        "for package in (tarry.contracts, tarry.core):\n"
+        "    for module in pkgutil.iter_modules(package.__path__):\n"
+        "        importlib.import_module(f'{package.__name__}.{module.name}')",
+        tmp_path,
+    )
+
+    assert "tarry.core.ownership" in loaded  # every module of both was loaded
+    face = ["tarry", "tarry._lazy"]
+    assert [m for m in loaded if layer_of(m) not in {"tarry.contracts", "tarry.core"}] == face
+
+
+def modules_without_all(root: Path) -> list[str]:
+    """Every module of `tarry`'s ground floors that neither is private (`_name.py`) nor
+    names what it exports in `__all__`: what a caller may import of it is the face's
+    (`tarry.*`, `tarry.contracts`) and its `__all__`, nothing else, so a later split
+    breaks no name anyone was offered."""
+    return [
+        str(path.relative_to(root))
+        for path in python_files(root)
+        if layer_of(_module_name(root, path)) in GROUND
+        and not path.name.startswith("_")
+        and not any(
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            for node in ast.parse(path.read_text()).body
+        )
+    ]
+
+
+def test_every_module_of_the_ground_floors_is_private_or_names_its_exports() -> None:
+    assert modules_without_all(ROOT) == []
+
+
+def test_a_module_that_names_no_exports_is_found(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        {
+            "tarry/__init__.py": "",
+            "tarry/client.py": "class Tarry: ...\n",
+            "tarry/delivery.py": '__all__ = ["deliver"]\n',
+            "tarry/core/_omit.py": "x = 1\n",
+            "tarry/cli/app.py": "app = 1\n",
+            "workflows/run.py": "x = 1\n",
+        },
+    )
+
+    assert modules_without_all(tmp_path) == ["tarry/client.py"]
 
 
 def test_no_module_of_the_command_line_is_over_350_lines() -> None:
@@ -216,9 +359,8 @@ def test_no_module_outside_the_tests_is_over_600_lines() -> None:
 
 
 def test_a_long_module_is_found(tmp_path: Path) -> None:
-    for name, lines in {"tarry/client.py": 601, "workflows/run.py": 600, "tests/t.py": 900}.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text("x = 1\n" * lines)
+    lines = {"tarry/client.py": 601, "workflows/run.py": 600, "tests/t.py": 900}
+    write(tmp_path, {name: "x = 1\n" * n for name, n in lines.items()})
 
     assert long_modules(tmp_path) == ["tarry/client.py: 601 lines"]
 
@@ -260,7 +402,7 @@ def without_extras(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_a_client_and_a_worker_load_without_any_extra(tmp_path: Path) -> None:
     done = without_extras(
         "from tarry import Phase, RunInput, Tarry, TarryError, tool\n"
-        "from tarry.settings import TarrySettings\n"
+        "from tarry.config.settings import TarrySettings\n"
         "from workers.plugin import TarryPlugin\n"
         "import workers.__main__\n"
         "plugin = TarryPlugin(TarrySettings.model_construct(), tools=[])\n"

@@ -25,8 +25,8 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
+from tarry.config.settings import TarrySettings
 from tarry.contracts import Phase
-from tarry.settings import TarrySettings
 from tarry.testing.scripted_model import say
 from tests.deadline import TIMEOUT
 from workers.legacy_query import LegacyQueryHookMissing

@@ -13,10 +13,10 @@ from mcp.types import Tool as McpTool
 from mcp.types import ToolAnnotations
 
 from activities.mcp_tools import tool_definition
+from tarry.config.settings import McpServer
 from tarry.contracts import Phase, WaitingFor
-from tarry.settings import McpServer
+from tarry.core.tools import tool
 from tarry.testing.scripted_model import call, say
-from tarry.tools import tool
 from tests.conftest import Agent, tool_result
 from tests.deadline import TIMEOUT
 from tests.faults import activity_attempts, local_activities

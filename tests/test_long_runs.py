@@ -11,7 +11,7 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
-from activities.tools import tool
+from activities.tool_calls import tool
 from tarry.contracts import LLM_ACTIVITY, Mode, Phase
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent

@@ -22,8 +22,8 @@ from pydantic import ValidationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.mcp_tools import McpHost, tool_name
+from tarry.config.settings import McpServer, TarrySettings
 from tarry.contracts import ErrorCode, Phase, WaitingFor
-from tarry.settings import McpServer, TarrySettings
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent, tool_result
 from tests.deadline import TIMEOUT, deadline

@@ -11,8 +11,8 @@ import httpx
 from temporalio.client import Client
 
 from tarry.cli.processes import free_port
+from tarry.config.settings import Prices, TarrySettings
 from tarry.contracts import Phase, Usage
-from tarry.settings import Prices, TarrySettings
 from tarry.testing.scripted_model import call, say
 from tests.deadline import TIMEOUT, deadline
 from workers.telemetry import worker_runtime

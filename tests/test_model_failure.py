@@ -12,8 +12,8 @@ import pytest
 from pydantic import SecretStr
 
 from tarry.client import TarryError
+from tarry.config.settings import ModelProfile
 from tarry.contracts import ErrorCode, Phase, Timeouts, WaitingFor
-from tarry.settings import ModelProfile
 from tarry.testing.scripted_model import ScriptedModel, fail, say
 from tests.cli import Cli
 from tests.conftest import CANARY_KEY, Agent

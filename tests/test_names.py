@@ -1,4 +1,4 @@
-"""One rule for the names of people, whichever source names them (`tarry.identities.
+"""One rule for the names of people, whichever source names them (`tarry.core.identities.
 name_problem`): the config's users, groups and admins, the identity provider's JWTs and a
 sign-in gateway's header. A name Tarry gives to no person (`temporal-ui`, `cli:NAME`,
 `group:NAME`), a group's, one with an invisible or control character, or a long one
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tarry.config.settings import ConfigError, load_settings
 from tarry.contracts import ErrorCode, Phase, RunInput
-from tarry.identities import NAME_LIMIT, Caller
-from tarry.settings import ConfigError, load_settings
+from tarry.core.identities import NAME_LIMIT, Caller
 from tarry.testing.scripted_model import say
 from tests.cli import Cli, agent_env
 from tests.conftest import Agent

@@ -29,9 +29,9 @@ from temporalio.client import Client
 from tarry.actions import Action, sign, verify
 from tarry.api import ApiServer, create_app
 from tarry.client import RunHandle, Tarry
+from tarry.config.settings import TarrySettings
 from tarry.contracts import Budget, ErrorCode, Phase, Usage, WaitingFor
-from tarry.identities import Caller
-from tarry.settings import TarrySettings
+from tarry.core.identities import Caller
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline

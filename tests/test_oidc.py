@@ -42,9 +42,9 @@ from starlette.routing import Route
 from tarry.api import ApiServer, create_app
 from tarry.api.oidc import DISCOVERY_PATH
 from tarry.cli.processes import free_port
+from tarry.config.settings import load_settings
 from tarry.contracts import ErrorCode, RunInput
-from tarry.identities import Caller
-from tarry.settings import load_settings
+from tarry.core.identities import Caller
 from tarry.testing.scripted_model import say
 from tests.browser import needs_chromium
 from tests.cli import agent_env

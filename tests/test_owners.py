@@ -1,6 +1,6 @@
 """Runs belong to people: with users named, each finds and uses their own runs, those
 shared with them (`RunInput.share`) and those they approve calls of; admins use every
-run (`tarry.ownership`). Every door enforces it, so the sweeps here are generated from
+run (`tarry.core.ownership`). Every door enforces it, so the sweeps here are generated from
 the API's own OpenAPI document: a route added tomorrow that names a run or a schedule
 is swept without a new test."""
 
@@ -19,11 +19,11 @@ import pytest
 from ag_ui.core import RunAgentInput, UserMessage
 
 from tarry.api import ApiServer, create_app
+from tarry.config.settings import load_settings
 from tarry.contracts import ErrorCode, EvalInput, WaitingFor
+from tarry.core.identities import Caller
+from tarry.core.ownership import Policy, RunAccess, Visibility
 from tarry.evals import start_eval, wait_report
-from tarry.identities import Caller
-from tarry.ownership import Policy, RunAccess, Visibility
-from tarry.settings import load_settings
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent
 from tests.deadline import deadline

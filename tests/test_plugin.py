@@ -12,9 +12,9 @@ from temporalio.client import Client
 from temporalio.worker import Replayer, Worker
 
 from tarry.client import Tarry
-from tarry.codec import EncryptionCodec, new_key
+from tarry.config.settings import ModelProfile, TarrySettings
 from tarry.contracts import Phase, RunInput
-from tarry.settings import ModelProfile, TarrySettings
+from tarry.temporal.codec import EncryptionCodec, new_key
 from tarry.testing.scripted_model import ScriptedModel, say
 from tests.conftest import FAST_TIMEOUTS
 from tests.deadline import TIMEOUT

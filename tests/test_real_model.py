@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from tarry.cli.processes import free_port
+from tarry.config.settings import ModelProfile
 from tarry.contracts import EvalReport, Phase, Timeouts, WaitingFor
-from tarry.events import EventKind
-from tarry.settings import ModelProfile
+from tarry.contracts.events import EventKind
 from tarry.testing.scripted_model import call, say
 from tests.cli import Cli
 from tests.conftest import Agent

@@ -21,9 +21,9 @@ from tarry.contracts import (
     RunInput,
     UserInput,
 )
-from tarry.events import EventKind
+from tarry.contracts.events import EventKind
+from tarry.core.tools import tool
 from tarry.testing.scripted_model import call, say
-from tarry.tools import tool
 from tests.cli import Cli
 from tests.conftest import FAST_TIMEOUTS, Agent, tool_result
 from tests.deadline import TIMEOUT, deadline

@@ -8,7 +8,7 @@ import pytest
 
 from tarry.client import TarryError
 from tarry.contracts import Door, ErrorCode, Phase
-from tarry.identities import Caller
+from tarry.core.identities import Caller
 from tarry.testing.scripted_model import fail, say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from tarry.config.settings import ConfigError, ModelProfile, TarrySettings
 from tarry.contracts import ErrorCode, Phase, RunInput, Sampling
-from tarry.settings import ConfigError, ModelProfile, TarrySettings
 from tarry.testing.scripted_model import say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT

@@ -11,8 +11,8 @@ from temporalio.client import Client
 
 from tarry.client import Tarry
 from tarry.contracts import ErrorCode, Phase
+from tarry.core.text import redact
 from tarry.testing.scripted_model import ScriptedModel, call, fail, say
-from tarry.text import redact
 from tests.conftest import CANARY_KEY, Agent, worker_process
 from tests.deadline import TIMEOUT, deadline
 

@@ -16,7 +16,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from tarry.api import ApiServer
-from tarry.config_tables import ServerLimits
+from tarry.config.tables import ServerLimits
 from tests.deadline import deadline
 
 HEADER_SECONDS = 0.5

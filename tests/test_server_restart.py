@@ -21,8 +21,8 @@ from temporalio.worker import Worker
 
 from tarry.cli.processes import DevServer, WorkerProcess
 from tarry.client import RunHandle, Tarry
+from tarry.config.settings import ModelProfile, TarrySettings
 from tarry.contracts import ChatMessage, Phase, RunInput, RunState
-from tarry.settings import ModelProfile, TarrySettings
 from tests.deadline import TIMEOUT, deadline
 from tests.faults import (
     API_KEY,

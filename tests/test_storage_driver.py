@@ -12,7 +12,7 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from tarry.storage import FileStorageDriver, StoredPayloadMissing
+from tarry.temporal.storage import FileStorageDriver, StoredPayloadMissing
 
 
 async def test_a_stored_payload_comes_back_whole(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from temporalio.client import Client
 from activities.observers import PUBLISH_LIMIT
 from tarry.client import RunHandle
 from tarry.contracts import INTERRUPTED_NOTE, LLM_ACTIVITY, ErrorCode, Phase, Timeouts, Usage
-from tarry.events import EventKind, RunEvent
+from tarry.contracts.events import EventKind, RunEvent
 from tarry.testing.scripted_model import ScriptedToolCall, ScriptStep, call, calls, say
 from tests.cli import TARRY, agent_env
 from tests.conftest import PROVIDERS, Agent, tool_result

@@ -23,6 +23,7 @@ from ag_ui.core import (
 from temporalio.client import Client, WorkflowHistory
 
 from tarry.client import RunHandle, TarryError
+from tarry.config.settings import DEFAULT_WORKFLOW_CACHE
 from tarry.contracts import (
     AgentSpec,
     Budget,
@@ -33,7 +34,6 @@ from tarry.contracts import (
     Usage,
     WaitingFor,
 )
-from tarry.settings import DEFAULT_WORKFLOW_CACHE
 from tarry.testing.scripted_model import ScriptedModel, call, fail, say
 from tests.cli import Cli
 from tests.conftest import FAST_TIMEOUTS, Agent, tool_result

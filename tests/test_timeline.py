@@ -10,7 +10,7 @@ from typing import Any
 from temporalio.client import Client
 
 from tarry.client import RunHandle
-from tarry.config_tables import Prices
+from tarry.config.tables import Prices
 from tarry.contracts import (
     AgentSpec,
     ErrorCode,

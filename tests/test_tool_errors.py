@@ -6,7 +6,7 @@ import asyncio
 import json
 from typing import Any
 
-from activities.tools import tool
+from activities.tool_calls import tool
 from tarry.contracts import ErrorCode, Phase, Timeouts
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent, tool_result

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.testing import ActivityEnvironment
 
-from activities.tools import (
+from activities.tool_calls import (
     BUILTIN_TOOLS,
     Tool,
     ToolContext,
@@ -29,6 +29,7 @@ from activities.tools import (
     tool,
     write_file,
 )
+from tarry.config.settings import TarrySettings
 from tarry.contracts import (
     CATALOGUE_CHECK_ACTIVITY,
     FINISH_TOOL,
@@ -40,9 +41,8 @@ from tarry.contracts import (
     ToolInvocation,
     ToolResult,
 )
-from tarry.settings import TarrySettings
+from tarry.core.tools import MAX_READ_BYTES
 from tarry.testing.scripted_model import call, say
-from tarry.tools import MAX_READ_BYTES
 from tests.conftest import Agent, tool_result
 from tests.deadline import TIMEOUT
 from workers.plugin import TarryPlugin

@@ -20,8 +20,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from tarry.client import RunHandle
+from tarry.config.settings import TarrySettings
 from tarry.contracts import Mode, Phase
-from tarry.settings import TarrySettings
 from tarry.testing.script import ScriptStep, call, fail, say
 from tarry.testing.scripted_model import ScriptedModel
 from tests.browser import needs_chromium

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tarry.settings import TarrySettings
+from tarry.config.settings import TarrySettings
 from workers.telemetry import tracing_interceptors, tracing_on
 
 ENDPOINT = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}

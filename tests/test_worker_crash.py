@@ -22,8 +22,8 @@ from temporalio.client import Client
 
 from tarry.cli.processes import WorkerProcess
 from tarry.client import RunHandle
+from tarry.config.settings import DEFAULT_WORKFLOW_CACHE
 from tarry.contracts import ErrorCode, Mode, Phase
-from tarry.settings import DEFAULT_WORKFLOW_CACHE
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.deadline import TIMEOUT, deadline
 from tests.faults import (

@@ -38,15 +38,15 @@ from temporalio.worker import Worker, WorkerConfig, WorkerDeploymentConfig, Work
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.context import ContextStore
-from activities.llm import ModelClient
-from activities.notify import Notifier
+from activities.model_calls import ModelClient
+from activities.notifications import Notifier
 from activities.pages import PageWriter
-from activities.tools import BUILTIN_TOOLS, Tool, ToolHost, ToolSource
-from tarry.codec import data_converter
+from activities.tool_calls import BUILTIN_TOOLS, Tool, ToolHost, ToolSource
+from tarry.config.settings import McpServer, ModelProfile, TarrySettings
 from tarry.contracts import AgentSpec
-from tarry.pages import PageStore
-from tarry.settings import McpServer, ModelProfile, TarrySettings
-from tarry.storage import payload_limit, storage_driver
+from tarry.temporal.codec import data_converter
+from tarry.temporal.pages import PageStore
+from tarry.temporal.storage import payload_limit, storage_driver
 from workers import legacy_query
 from workers.telemetry import tracing_interceptors
 from workflows.agent_run import AgentRunWorkflow
@@ -54,7 +54,7 @@ from workflows.audit_acts import AuditActWorkflow
 from workflows.catalogue_check import CatalogueCheckWorkflow
 from workflows.eval_run import EvalRunWorkflow
 
-__all__ = ["McpExtraMissing", "TarryPlugin"]
+__all__ = ["BUILTIN_TOOLS", "McpExtraMissing", "TarryPlugin"]
 
 
 class McpExtraMissing(Exception):
@@ -199,7 +199,8 @@ def workflows_passed_through(runner: WorkflowRunner | None) -> WorkflowRunner:
     and its clock and randomness checks on the names `agent_run` itself imports (the
     modules it calls, `workflows.*` and `tarry.contracts`, were passed through already).
     Its checks of builtins (`open`, `input`) still hold; determinism rests, as for the rest
-    of `workflows`, on the layer rule and the replay tests. History and replay are the
+    of `workflows`, on the layer rule (a workflow imports only `tarry.contracts` and the
+    pure `tarry.core`: `tests/test_layers.py`) and the replay tests. History and replay are the
     same. Another runner (the SDK's unsandboxed one, for debugging) is kept as it is."""
     runner = runner or SandboxedWorkflowRunner()
     if not isinstance(runner, SandboxedWorkflowRunner):

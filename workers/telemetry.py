@@ -35,7 +35,7 @@ from temporalio.runtime import (
 )
 from temporalio.worker import Interceptor
 
-from tarry.settings import TarrySettings
+from tarry.config.settings import TarrySettings
 
 __all__ = [
     "CORE_LOGGER",

@@ -52,8 +52,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import ExecuteWorkflowInput, HandleQueryInput, WorkflowInterceptorClassInput
 
 from activities import traces
+from tarry.config.settings import TarrySettings
 from tarry.contracts import WORKFLOW_TYPE
-from tarry.settings import TarrySettings
 from workers.trace_content import WithoutContent
 from workflows.traces import STARTED_NS
 

@@ -12,10 +12,10 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from activities.tools import BUILTIN_TOOLS, Tool
-from tarry.connection import connect_temporal
-from tarry.servers import missing_search_attributes, search_attribute_command
-from tarry.settings import TarrySettings
+from activities.tool_calls import BUILTIN_TOOLS, Tool
+from tarry.config.settings import TarrySettings
+from tarry.temporal.connection import connect_temporal
+from tarry.temporal.servers import missing_search_attributes, search_attribute_command
 from workers.flat_memory import keep_memory_flat
 from workers.plugin import TarryPlugin
 from workers.telemetry import metrics_url, worker_runtime
@@ -47,7 +47,7 @@ async def check_search_attributes(client: Client, namespace: str) -> None:
 
 async def run_worker(settings: TarrySettings, tools: Sequence[Tool] = BUILTIN_TOOLS) -> None:
     """Serves `tools` until SIGINT or SIGTERM, then lets in-flight tasks finish and returns.
-    Raises `tarry.connection.ConnectError` when Temporal refuses or is not there."""
+    Raises `tarry.temporal.connection.ConnectError` when Temporal refuses or is not there."""
     plugin = TarryPlugin(settings, tools=tools)
     try:
         runtime = worker_runtime(settings)

@@ -49,8 +49,8 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.contracts.compatibility import SUB_AGENT_OWNER
-from tarry.ownership import carried
-from tarry.text import shorten
+from tarry.core.ownership import carried
+from tarry.core.text import shorten
 from workflows import waits
 from workflows.memory import RunMemory, WorkflowInput
 

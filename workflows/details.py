@@ -24,7 +24,7 @@ from tarry.contracts import (
     RunInput,
 )
 from tarry.contracts.compatibility import TITLE_FROM_FIRST_MESSAGE
-from tarry.text import NO_SUMMARY, shorten, summary_of
+from tarry.core.text import NO_SUMMARY, shorten, summary_of
 from workflows import waits
 from workflows.memory import RunMemory
 

@@ -20,7 +20,6 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from tarry import eval_scoring
     from tarry.contracts import (
         ANSWER_TOOL,
         EVAL_REPORT_QUERY,
@@ -40,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         Usage,
         Verdict,
     )
+    from tarry.core import eval_scoring
     from workflows.budgets import exceeded
     from workflows.model_calls import LLM_RETRY, error_of
 

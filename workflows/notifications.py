@@ -5,7 +5,7 @@ activity per stop point, retried with backoff while a receiver is down.
 The workflow cannot read the configuration: it learns with its tool catalogue, at its
 start, which events some entry wants (`learn`), and schedules an activity only for those,
 so a run on a worker with no `[[notify]]` adds nothing to its history. The activity
-(`activities.notify`) holds the receivers' URLs and secrets and the key that signs the
+(`activities.notifications`) holds the receivers' URLs and secrets and the key that signs the
 action links; the workflow sends what the run knows and an id for the event.
 
 Hazard: the server drops the activities of a closed run, and a run closes when it
@@ -29,7 +29,7 @@ from temporalio.exceptions import ActivityError
 from tarry.contracts import NOTIFY_ACTIVITY, Catalogue, Notification, NotifyEvent
 from tarry.contracts.compatibility import NOTIFICATIONS
 from tarry.contracts.waits import wait_kind
-from tarry.ownership import RunAccess
+from tarry.core.ownership import RunAccess
 from workflows import waits
 from workflows.memory import RunMemory
 

@@ -26,7 +26,7 @@ the run waiting for a person instead.
 
 The `transcript` query answers the messages in memory, and for a `start` before them
 the references of the pages from there on; the client reads those from the store
-(`tarry.pages`), so every door still shows the whole conversation.
+(`tarry.temporal.pages`), so every door still shows the whole conversation.
 """
 
 from __future__ import annotations

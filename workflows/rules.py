@@ -1,5 +1,6 @@
 """Decisions the run makes itself: by its approval rules (`RunInput.approval_rules`,
-matched by `tarry.rules`), and as a person asked it to remember (`Decision.remember`).
+matched by `tarry.contracts.approval_rules`), and as a person asked it to remember
+(`Decision.remember`).
 
 Every call of an answer is judged once, when the answer's calls are gated: the first
 rule that matches decides (`reject`; `approve` where someone would have been asked;
@@ -32,14 +33,14 @@ from tarry.contracts import (
     ToolCall,
     ToolDefinition,
 )
-from tarry.contracts.compatibility import RE2_RULES, RULES_TEXT_LIMIT
-from tarry.rules import (
+from tarry.contracts.approval_rules import (
     LEGACY_REGEX_TEXT_LIMIT,
     REGEX_TEXT_LIMIT,
     ApprovalRule,
     RuleDecision,
     first_match,
 )
+from tarry.contracts.compatibility import RE2_RULES, RULES_TEXT_LIMIT
 from workflows import audit
 from workflows.memory import RunMemory, fingerprint
 
@@ -80,9 +81,10 @@ def judge(
 
 
 def _linear(rules: list[ApprovalRule]) -> bool:
-    """Whether the run matches its rules' regular expressions with RE2 (`tarry.rules`):
-    every run from now on; a run that judged calls with Python's `re` before keeps it
-    for those calls on replay, as RE2's `\\w` and `\\d` are ASCII and Python's are not."""
+    """Whether the run matches its rules' regular expressions with RE2
+    (`tarry.contracts.approval_rules`): every run from now on; a run that judged calls
+    with Python's `re` before keeps it for those calls on replay, as RE2's `\\w` and `\\d`
+    are ASCII and Python's are not."""
     return any(r.has_regex for r in rules) and workflow.patched(RE2_RULES.id)
 
 

@@ -13,7 +13,7 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
 from tarry.contracts import ChatMessage, RunState
-from tarry.events import EVENTS_TOPIC, EventKind, RunEvent
+from tarry.contracts.events import EVENTS_TOPIC, EventKind, RunEvent
 from workflows import waits
 from workflows.memory import RunMemory
 

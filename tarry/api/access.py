@@ -35,7 +35,7 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tarry.api.errors import error_response
-from tarry.servers import is_loopback
+from tarry.temporal.servers import is_loopback
 
 __all__ = [
     "ANY_HOST",

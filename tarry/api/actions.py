@@ -28,10 +28,10 @@ from tarry.api.errors import status_of
 from tarry.api.parts import PolicyOf, SettingsOf, TarryOf
 from tarry.api.rights import Need, check_decision, check_run
 from tarry.client import Tarry, TarryError
+from tarry.config.settings import TarrySettings
 from tarry.contracts import Door, ErrorCode, RunState
 from tarry.contracts.waits import wait_kind
-from tarry.ownership import Policy
-from tarry.settings import TarrySettings
+from tarry.core.ownership import Policy
 
 __all__ = ["actions_router"]
 

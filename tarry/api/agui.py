@@ -61,7 +61,7 @@ from tarry.contracts import (
     RunState,
     WaitingFor,
 )
-from tarry.events import EventKind, RunEvent
+from tarry.contracts.events import EventKind, RunEvent
 
 __all__ = ["AguiInput", "AguiTranslation", "agui_router"]
 

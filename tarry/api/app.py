@@ -42,7 +42,7 @@ from tarry.api.schedules import schedules_router
 from tarry.api.timeline import timeline_router
 from tarry.api.waits import waits_router
 from tarry.client import Tarry
-from tarry.settings import TarrySettings
+from tarry.config.settings import TarrySettings
 
 __all__ = ["HEALTH_TIMEOUT", "INBOX_DIR", "create_app"]
 

@@ -20,8 +20,8 @@ from starlette.routing import compile_path
 from tarry.api.parts import TarryOf, parts_of
 from tarry.client import Tarry
 from tarry.contracts import Door
-from tarry.errors import TarryError
-from tarry.identities import Caller
+from tarry.core.errors import TarryError
+from tarry.core.identities import Caller
 
 __all__ = [
     "DOOR_HEADER",

@@ -27,10 +27,10 @@ from tarry.api.parts import PolicyOf, TarryOf
 from tarry.contracts import ErrorCode
 from tarry.contracts._closed import Closed
 from tarry.contracts.datasets import DatasetManifest
+from tarry.core.errors import TarryError
+from tarry.core.identities import Caller
+from tarry.core.ownership import Policy
 from tarry.datasets import NAME_RULE
-from tarry.errors import TarryError
-from tarry.identities import Caller
-from tarry.ownership import Policy
 
 __all__ = ["DatasetList", "DatasetRequest", "datasets_router"]
 

@@ -17,7 +17,7 @@ from temporalio.service import RPCError
 
 from tarry.api.auth import refusal_before_the_body
 from tarry.contracts import MAX_INPUT_BYTES, ErrorCode
-from tarry.errors import RetryLater, TarryError
+from tarry.core.errors import RetryLater, TarryError
 
 __all__ = [
     "AUTH",

@@ -11,7 +11,7 @@ from tarry.api.models import RunId
 from tarry.api.parts import PolicyOf, TarryOf
 from tarry.api.rights import Need, check_run
 from tarry.contracts import ErrorCode, EvalReport
-from tarry.errors import TarryError
+from tarry.core.errors import TarryError
 from tarry.evals import eval_report
 
 __all__ = ["evals_router"]

@@ -14,7 +14,7 @@ import itertools
 from collections.abc import AsyncGenerator
 
 from tarry.client import Tarry
-from tarry.events import RunEvent
+from tarry.contracts.events import RunEvent
 
 __all__ = ["Feed", "Feeds"]
 

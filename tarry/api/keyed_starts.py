@@ -11,7 +11,7 @@ from tarry.api.models import StartRequest
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import OWNER_ATTRIBUTE, START_KEY_ATTRIBUTE, ErrorCode
 from tarry.contracts.run import principal_problem
-from tarry.identities import Caller
+from tarry.core.identities import Caller
 
 IDEMPOTENCY_MEMO = "tarry_idempotency"
 """The memo field of a run started with an Idempotency-Key: digests of the key and of the

@@ -30,7 +30,7 @@ from tarry.contracts import (
     may_decide,
     run_id_problem,
 )
-from tarry.identities import Caller
+from tarry.core.identities import Caller
 from tarry.run_list import RunRow
 from tarry.schedules import (
     MAX_SCHEDULE_NAME_LENGTH,

@@ -25,9 +25,9 @@ import httpx
 import jwt
 from jwt import PyJWK, PyJWKClient
 
-from tarry.config_tables import OidcTable
+from tarry.config.tables import OidcTable
 from tarry.contracts import ErrorCode
-from tarry.errors import TarryError
+from tarry.core.errors import TarryError
 
 __all__ = ["DISCOVERY_PATH", "OidcVerifier", "TokenClaims"]
 
@@ -122,7 +122,7 @@ class OidcVerifier:
 
     def mapped_name(self, claim: str) -> str | None:
         """The name `[api.oidc.users]` gives the user whose `user_claim` is `claim`; None
-        for one it does not map, who is `oidc:CLAIM` (`tarry.identities.OIDC_PREFIX`):
+        for one it does not map, who is `oidc:CLAIM` (`tarry.core.identities.OIDC_PREFIX`):
         namespaced, the provider's users never pass for a static token's user, the
         local `cli:NAME`, or a group."""
         return next((name for name, mapped in self.table.users.items() if mapped == claim), None)

@@ -20,8 +20,8 @@ from tarry.api.keyed_starts import KeyedStarts
 from tarry.api.quotas import UserQuotas
 from tarry.api.signin import SignIn
 from tarry.client import Tarry
-from tarry.ownership import Policy
-from tarry.settings import TarrySettings
+from tarry.config.settings import TarrySettings
+from tarry.core.ownership import Policy
 
 __all__ = ["AppParts", "FeedsOf", "PartsOf", "PolicyOf", "SettingsOf", "TarryOf", "parts_of"]
 
@@ -36,7 +36,7 @@ class AppParts:
     sign_in: SignIn
     """Who a request is: the guard (`tarry.api.auth`) asks it."""
     policy: Policy
-    """Who may use which runs (`tarry.ownership`)."""
+    """Who may use which runs (`tarry.core.ownership`)."""
     quotas: UserQuotas
     """Each user's starts and open streams against `[api.limits]`."""
     keyed_starts: KeyedStarts = field(default_factory=KeyedStarts)

@@ -16,9 +16,9 @@ from collections.abc import AsyncIterable, Callable
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.types import Receive, Scope, Send
 
-from tarry.config_tables import ServerLimits
+from tarry.config.tables import ServerLimits
 from tarry.contracts import ErrorCode
-from tarry.errors import RetryLater
+from tarry.core.errors import RetryLater
 
 __all__ = ["CountedStream", "UserQuotas"]
 

@@ -1,4 +1,4 @@
-"""Whether the caller may use the run a request names (`tarry.ownership` says who may).
+"""Whether the caller may use the run a request names (`tarry.core.ownership` says who may).
 
 One dependency of the whole runs router (`run_guard`), not a check in each route: a
 route that names a run (`{run_id}`) is guarded by being one, and what it needs follows
@@ -17,9 +17,9 @@ from tarry.api.auth import caller_of
 from tarry.api.parts import parts_of
 from tarry.client import Tarry
 from tarry.contracts import WORKFLOW_TYPE, ErrorCode, Need, RunState, may_decide
-from tarry.errors import TarryError
-from tarry.identities import Caller
-from tarry.ownership import Policy, RunAccess
+from tarry.core.errors import TarryError
+from tarry.core.identities import Caller
+from tarry.core.ownership import Policy, RunAccess
 
 __all__ = [
     "STARTING",

@@ -80,8 +80,8 @@ from tarry.contracts import (
     WaitingFor,
     may_decide,
 )
-from tarry.identities import Caller
-from tarry.ownership import Policy, RunAccess
+from tarry.core.identities import Caller
+from tarry.core.ownership import Policy, RunAccess
 from tarry.run_list import RunRow, find_children, find_runs
 
 __all__ = ["existing", "router"]

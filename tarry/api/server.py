@@ -15,9 +15,9 @@ from starlette.types import ASGIApp
 
 from tarry.api.access import AllowedHosts
 from tarry.api.limits import ConcurrencyLimit, HeadTimeoutH11
-from tarry.config_tables import ServerLimits
-from tarry.servers import is_loopback
-from tarry.settings import TarrySettings
+from tarry.config.settings import TarrySettings
+from tarry.config.tables import ServerLimits
+from tarry.temporal.servers import is_loopback
 
 __all__ = ["GRACE", "ApiServer", "ApiSetupError", "check_exposure"]
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from starlette.datastructures import Headers
 
 from tarry.api.oidc import OidcVerifier
+from tarry.config.settings import TarrySettings
 from tarry.contracts import ErrorCode
-from tarry.errors import TarryError
-from tarry.identities import API_USER, OIDC_PREFIX, SIGNED_IN_RESERVED, Caller, name_problem
-from tarry.settings import TarrySettings
+from tarry.core.errors import TarryError
+from tarry.core.identities import API_USER, OIDC_PREFIX, SIGNED_IN_RESERVED, Caller, name_problem
 
 __all__ = ["SignIn", "bearer_of"]
 

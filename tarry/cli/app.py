@@ -26,8 +26,8 @@ from tarry.cli import (
     watching,
 )
 from tarry.cli.common import FLAG, Panel
+from tarry.core.text import shorten
 from tarry.entrypoint import exit_now
-from tarry.text import shorten
 
 app = typer.Typer(
     name="tarry",

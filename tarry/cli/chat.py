@@ -18,7 +18,7 @@ from rich.text import Text
 from tarry.cli.follow import exchange, judge, on_screen
 from tarry.cli.render import pending_line, print_stop_line, state_text
 from tarry.contracts import ErrorCode, PendingApproval, Phase, RunState, WaitingFor
-from tarry.errors import TarryError
+from tarry.core.errors import TarryError
 
 if TYPE_CHECKING:
     from tarry.client import RunHandle, Tarry

@@ -4,7 +4,7 @@ Every command that prints data takes `--json` for scripts: plain JSON on stdout,
 colour. Errors are one line on stderr (`error: CODE: message`) and a non-zero exit,
 never a traceback. Connection settings come from the environment and the Temporal
 profile (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_PROFILE`, ...: see
-`tarry.connection`) and `TARRY_TASK_QUEUE`, as for every Tarry process; a bad setting,
+`tarry.temporal.connection`) and `TARRY_TASK_QUEUE`, as for every Tarry process; a bad setting,
 config file or certificate is refused before anything starts, and a TLS handshake the
 server refuses ends the command, both with exit code 2.
 The command modules (`runs`, `watching`, `approvals`, `model`, `local`, `serve`) use
@@ -27,14 +27,14 @@ from rich.console import Console, RenderableType
 from temporalio.service import RPCError
 
 from tarry.cli.render import print_stop_line
-from tarry.codec import EncryptionKeyError
-from tarry.connection import ConnectError
+from tarry.config.settings import ConfigError, TarrySettings
 from tarry.contracts import ErrorCode, Phase, RunState, run_id_problem
+from tarry.core.errors import TarryError
+from tarry.core.text import shorten
 from tarry.entrypoint import CONFIG_ERROR_EXIT, settings_or_exit
-from tarry.errors import TarryError
 from tarry.logs import configure_command_logging
-from tarry.settings import ConfigError, TarrySettings
-from tarry.text import shorten
+from tarry.temporal.codec import EncryptionKeyError
+from tarry.temporal.connection import ConnectError
 
 if TYPE_CHECKING:
     from tarry.client import RunHandle, Tarry
@@ -118,7 +118,7 @@ def run_command(main: Coroutine[Any, Any, T]) -> T:
 
 async def connect(settings: TarrySettings) -> Tarry:
     """A client of the settings' server. One that refuses or is not there is a
-    `ConnectError` that says what to do (`tarry.connection`); one that hangs, too.
+    `ConnectError` that says what to do (`tarry.temporal.connection`); one that hangs, too.
     The client is imported here, by the commands that connect: `tarry --help`, an
     argument's error and the commands that need no server start without it."""
     from tarry.client import Tarry

@@ -29,8 +29,8 @@ from tarry.cli.devstack import DevStack, dev_stack
 from tarry.cli.render import message_text, print_messages, thinking
 from tarry.cli.stopping import stop_signals, unless_stopped
 from tarry.client import RunHandle
+from tarry.config.settings import TarrySettings
 from tarry.contracts import ChatMessage, ErrorCode, Phase, RunInput, RunState
-from tarry.settings import TarrySettings
 
 SYSTEM = (
     "You are a careful assistant working on the files in a small workspace, through "

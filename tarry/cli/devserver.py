@@ -17,9 +17,9 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.cli.processes import HOST, DevServer, DevServerError
-from tarry.connection import ConnectError, connect_temporal, temporal_connection
-from tarry.servers import is_loopback, register_search_attributes
-from tarry.settings import TarrySettings
+from tarry.config.settings import TarrySettings
+from tarry.temporal.connection import ConnectError, connect_temporal, temporal_connection
+from tarry.temporal.servers import is_loopback, register_search_attributes
 
 PROBE_TIMEOUT = 5.0
 """Seconds to wait for whatever listens on the Temporal port to prove it is Temporal."""

@@ -1,5 +1,5 @@
 """`tarry eval`: replay a dataset's decision points against a candidate model and score it
-by what people approved (`workflows/eval_run.py`, `tarry.eval_scoring`).
+by what people approved (`workflows/eval_run.py`, `tarry.core.eval_scoring`).
 
 `tarry eval DATASET --model PROFILE` starts an eval and waits for its report;
 `--min-agreement` makes it a CI gate (exit 1 below the bar). `tarry eval status ID`
@@ -24,9 +24,9 @@ from typer.core import TyperGroup
 from tarry.cli.common import AsJson, console, emit, fail, output, with_tarry
 from tarry.cli.dataset import Version
 from tarry.contracts import AnswerScorer, Budget, ErrorCode, EvalInput, EvalReport, Rate
+from tarry.core.errors import TarryError
 from tarry.dataset_store import DatasetStore
 from tarry.entrypoint import settings_or_exit
-from tarry.errors import TarryError
 
 if TYPE_CHECKING:
     from tarry.client import Tarry

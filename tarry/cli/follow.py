@@ -19,8 +19,8 @@ from temporalio.service import RPCError
 
 from tarry.cli.live import LiveView
 from tarry.contracts import Phase, RunState
-from tarry.errors import TarryError
-from tarry.events import EventKind, RunEvent
+from tarry.contracts.events import EventKind, RunEvent
+from tarry.core.errors import TarryError
 
 if TYPE_CHECKING:
     from tarry.client import RunHandle

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from tarry.cli.render import INTERRUPTED, message_text, retrying_text
 from tarry.contracts import ChatMessage
-from tarry.events import EventKind, RunEvent
+from tarry.contracts.events import EventKind, RunEvent
 
 CURSOR = "▌"
 """After the arguments of a tool call the model is still writing."""

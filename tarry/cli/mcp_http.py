@@ -17,8 +17,8 @@ from tarry.api.errors import error_response, status_of
 from tarry.api.signin import SignIn, bearer_of
 from tarry.cli.common import CliError
 from tarry.cli.stopping import stop_signals, unless_stopped
-from tarry.errors import TarryError
-from tarry.settings import TarrySettings
+from tarry.config.settings import TarrySettings
+from tarry.core.errors import TarryError
 
 __all__ = ["SignedIn", "serve_http"]
 

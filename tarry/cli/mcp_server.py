@@ -39,8 +39,8 @@ from tarry.contracts import (
     RunInput,
     WaitingFor,
 )
-from tarry.identities import Caller
-from tarry.ownership import Policy
+from tarry.core.identities import Caller
+from tarry.core.ownership import Policy
 from tarry.run_list import find_runs
 
 __all__ = ["build_server"]

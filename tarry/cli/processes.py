@@ -25,7 +25,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from tarry.servers import dev_server_args, find_binary, search_attribute_specs
+from tarry.temporal.servers import dev_server_args, find_binary, search_attribute_specs
 
 __all__ = ["HOST", "PORTS", "DevServer", "DevServerError", "WorkerProcess", "free_port"]
 

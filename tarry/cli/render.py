@@ -29,8 +29,8 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.contracts.waits import WaitKind, wait_kind
-from tarry.identities import local_user
-from tarry.text import shorten
+from tarry.core.identities import local_user
+from tarry.core.text import shorten
 
 INTERRUPTED = " [interrupted]"
 """After the words of an answer a `stop` cut short."""

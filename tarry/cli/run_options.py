@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from tarry.cli.common import fail, one_of, read
 from tarry.contracts import ApprovalDefault, Budget, Mode, ReplyPolicy, RunInput, Sampling
-from tarry.text import shorten
+from tarry.core.text import shorten
 
 Prompt = Annotated[
     str,

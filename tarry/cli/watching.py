@@ -44,8 +44,8 @@ from tarry.contracts import (
 )
 from tarry.contracts.audit import AUDIT_LIMIT
 from tarry.contracts.waits import WAIT_KINDS
-from tarry.errors import TarryError
-from tarry.text import escaped
+from tarry.core.errors import TarryError
+from tarry.core.text import escaped
 
 if TYPE_CHECKING:
     from tarry.client import RunHandle, Tarry

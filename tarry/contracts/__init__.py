@@ -7,10 +7,12 @@ upgrade, so every field added later needs a default, and names never change.
 
 The modules split them by what they describe: `names` (types, attributes, enums, error
 codes), `checks` (ids, replies, approvers), `messages`, `run` (input, state, result),
-`activities` (their inputs and outputs) and `datasets` (an eval's decision points).
-Import them from `tarry.contracts`. Two more are imported from their own modules:
-`compatibility`, the ledger of the patch ids and shims kept for earlier code, and when
-each goes; `waits`, the kinds of wait for a person, as every door shows them.
+`activities` (their inputs and outputs), `datasets` (an eval's decision points) and
+`approval_rules` (a run's standing answers to its tool calls, matched where they stand).
+Import them from `tarry.contracts`. Three more are imported from their own modules:
+`events`, what observers of a run read on its stream; `compatibility`, the ledger of the
+patch ids and shims kept for earlier code, and when each goes; `waits`, the kinds of wait
+for a person, as every door shows them.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from tarry.contracts.activities import (
     ToolDefinition,
     ToolInvocation,
     ToolResult,
+)
+from tarry.contracts.approval_rules import (
+    ApprovalRule,
 )
 from tarry.contracts.audit import (
     AUDIT_ACT_WORKFLOW,
@@ -146,9 +151,6 @@ from tarry.contracts.run import (
     Timeouts,
 )
 from tarry.contracts.timeline import RunTimeline, SpanKind, SpanStatus, TimelineSpan
-from tarry.rules import (
-    ApprovalRule,
-)
 
 __all__ = [
     "AGENT_TOOL_PREFIX",

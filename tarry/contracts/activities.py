@@ -12,6 +12,20 @@ from tarry.contracts.messages import ChatMessage, DecisionRecord, PendingApprova
 from tarry.contracts.names import ErrorCode, ErrorInfo, NotifyEvent, Phase, WaitingFor
 from tarry.contracts.run import AgentSpec, RunInput, Sampling
 
+__all__ = [
+    "Catalogue",
+    "CatalogueRequest",
+    "ContextRef",
+    "FinishArguments",
+    "LlmRequest",
+    "LlmResponse",
+    "McpInvocation",
+    "Notification",
+    "ToolDefinition",
+    "ToolInvocation",
+    "ToolResult",
+]
+
 
 class FinishArguments(BaseModel):
     """Ends the run. Call it once the task is done."""
@@ -87,7 +101,7 @@ class Catalogue(BaseModel):
     the run keeps them, so a later change of the config never changes a recorded run."""
     payload_limit: int | None = Field(default=None, exclude_if=when_none)
     """The largest payload the worker's data converter can put in history
-    (`tarry.storage.payload_limit`): the run keeps what it hands on under it. Null in
+    (`tarry.temporal.storage.payload_limit`): the run keeps what it hands on under it. Null in
     answers recorded before it."""
 
     @model_validator(mode="before")
@@ -218,7 +232,7 @@ class Notification(BaseModel):
     """One short paragraph for a person: what the run said last, what it wants to run,
     how it ended."""
     owner: str | None = Field(default=None, exclude_if=when_none)
-    """The run's owner, readers and writers (`tarry.ownership`): a link goes only to a
+    """The run's owner, readers and writers (`tarry.core.ownership`): a link goes only to a
     receiver who may use it."""
     readers: list[str] = Field(default=[], exclude_if=when_empty)
     writers: list[str] = Field(default=[], exclude_if=when_empty)

@@ -18,6 +18,22 @@ from pydantic import BaseModel, Field
 from tarry.contracts._omit import when_none
 from tarry.contracts.names import TEMPORAL_UI, ReplyPolicy
 
+__all__ = [
+    "AUDIT_ACT_WORKFLOW",
+    "AUDIT_LIMIT",
+    "AUDIT_QUERY",
+    "RESUMED_SIGNAL",
+    "Act",
+    "Acting",
+    "AuditRecord",
+    "AuditTrail",
+    "Door",
+    "ModelSwitch",
+    "OtherAct",
+    "ReplyPolicyChange",
+    "UnreadRun",
+]
+
 AUDIT_LIMIT = 1000
 """How many records an audit read answers by default."""
 

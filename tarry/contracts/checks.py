@@ -8,6 +8,18 @@ from collections.abc import Iterable
 
 from tarry.contracts.names import MAX_INPUT_BYTES, ErrorCode
 
+__all__ = [
+    "MAX_RUN_ID_LENGTH",
+    "RUN_ID_PATTERN",
+    "SCHEDULED_ID",
+    "SUB_AGENT_ID",
+    "approvers_of",
+    "may_decide",
+    "reply_problem",
+    "reserved_id_problem",
+    "run_id_problem",
+]
+
 RUN_ID_PATTERN = r"^(?!\.)[A-Za-z0-9_.:@-]{1,200}$"
 """What a run id may be, at every door (client, CLI, API, MCP): 1 to 200 letters, digits,
 `-`, `_`, `.`, `:` and `@`, not starting with a dot. An id names the run's workspace

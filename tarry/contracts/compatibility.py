@@ -17,6 +17,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, timedelta
 
+__all__ = [
+    "ASK_ON_MODEL_FAILURE",
+    "AUDIT_HAND_OVER",
+    "CATALOGUE_AT_START",
+    "COST_ATTRIBUTE",
+    "HAND_OVER",
+    "NOTIFICATIONS",
+    "PAGES",
+    "PAGE_BEFORE_HAND_OVER",
+    "PAGE_INDEX",
+    "PATCHES",
+    "RE2_RULES",
+    "REPLY_IDS_WINDOW",
+    "RULES_TEXT_LIMIT",
+    "SHIMS",
+    "SIZED_PAGES",
+    "SUB_AGENT_OWNER",
+    "TITLE_FROM_FIRST_MESSAGE",
+    "UNIQUE_CALL_IDS",
+    "WINDOW",
+    "Patch",
+    "Shim",
+]
+
 WINDOW = timedelta(days=30)
 """How long an unversioned deployment's run replays on new code after the change that
 replaced its code landed (docs/guides/upgrading.md): a patch's old branch is kept this
@@ -227,7 +251,7 @@ SHIMS = (
         "`non_idempotent_tools`): the requests of workflows from before the workflow owned its "
         "tool catalogue.",
         where=(
-            "activities/llm.py: if tools is None:",
+            "activities/model_calls.py: if tools is None:",
             "tarry/contracts/activities.py: Before the catalogue only: the tools to offer",
             "tarry/contracts/activities.py: Before the catalogue only: the run's gated tools",
             "tarry/contracts/activities.py: offered_tools: list[str]",
@@ -244,7 +268,7 @@ SHIMS = (
         "A catalogue request without a model profile (from a workflow before `Catalogue`) is "
         "answered with the bare list of tools.",
         where=(
-            "activities/tools.py: if request.profile is None:",
+            "activities/tool_calls.py: if request.profile is None:",
             "tarry/contracts/activities.py: from before `Catalogue`): the answer is the bare list",
         ),
         since=date(2026, 11, 25),

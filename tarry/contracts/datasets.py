@@ -20,6 +20,15 @@ from tarry.contracts.activities import ToolDefinition
 from tarry.contracts.messages import ChatMessage, ToolCall, Usage
 from tarry.contracts.names import ErrorCode
 
+__all__ = [
+    "QUERY_KEYS",
+    "DatasetManifest",
+    "DecisionPoint",
+    "Label",
+    "SkippedRun",
+    "Verdict",
+]
+
 QUERY_KEYS = ("phase", "tool", "since", "until", "schedule", "agent", "user", "model", "limit")
 """What `tarry dataset create --from` takes: `KEY=VALUE` terms, each key at most once."""
 

@@ -20,6 +20,18 @@ from tarry.contracts.messages import ToolCall, Usage
 from tarry.contracts.names import ErrorInfo
 from tarry.contracts.run import Budget, Timeouts
 
+__all__ = [
+    "ANSWER_TOOL",
+    "EVAL_REPORT_QUERY",
+    "EVAL_WORKFLOW",
+    "AnswerScorer",
+    "EvalInput",
+    "EvalReport",
+    "PointScore",
+    "Rate",
+    "Spend",
+]
+
 EVAL_WORKFLOW = "EvalRun"
 EVAL_REPORT_QUERY = "report"
 ANSWER_TOOL = "answer"

@@ -13,6 +13,27 @@ from tarry.contracts._omit import when_empty, when_none
 from tarry.contracts.audit import Door
 from tarry.contracts.names import INTERRUPTED_NOTE
 
+__all__ = [
+    "TRANSCRIPT_PAGE_BYTES",
+    "ChatMessage",
+    "Decision",
+    "DecisionRecord",
+    "FunctionCall",
+    "PauseRequest",
+    "PendingApproval",
+    "StopRequest",
+    "StoredPage",
+    "StoredPageIndex",
+    "ToolCall",
+    "TranscriptAnswer",
+    "TranscriptPage",
+    "TranscriptPageIndexRef",
+    "TranscriptPageRef",
+    "TranscriptQuery",
+    "Usage",
+    "UserInput",
+]
+
 
 class FunctionCall(BaseModel):
     name: str

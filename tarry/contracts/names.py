@@ -9,6 +9,44 @@ from typing import Any
 from pydantic import BaseModel
 from temporalio.common import SearchAttributeKey
 
+__all__ = [
+    "AGENT_TOOL_PREFIX",
+    "CATALOGUE_CHECK_ACTIVITY",
+    "CATALOGUE_CHECK_WORKFLOW",
+    "COST_ATTRIBUTE",
+    "DEFAULT_TASK_QUEUE",
+    "FINISH_TOOL",
+    "INTERRUPTED_NOTE",
+    "LLM_ACTIVITY",
+    "MAX_INPUT_BYTES",
+    "MCP_TOOL_ACTIVITY",
+    "MODEL_ATTRIBUTE",
+    "NOTIFY_ACTIVITY",
+    "OWNER_ATTRIBUTE",
+    "PAGE_ACTIVITY",
+    "PAGE_INDEX_ACTIVITY",
+    "PHASE_ATTRIBUTE",
+    "READERS_ATTRIBUTE",
+    "SEARCH_ATTRIBUTES",
+    "START_KEY_ATTRIBUTE",
+    "SUMMARY_MEMO",
+    "TEMPORAL_UI",
+    "TOOL_CATALOGUE_ACTIVITY",
+    "TURNS_ATTRIBUTE",
+    "WAITING_FOR_ATTRIBUTE",
+    "WORKFLOW_TYPE",
+    "WRITERS_ATTRIBUTE",
+    "ApprovalDefault",
+    "ErrorCode",
+    "ErrorInfo",
+    "Mode",
+    "NotifyEvent",
+    "Phase",
+    "ReplyPolicy",
+    "Share",
+    "WaitingFor",
+]
+
 WORKFLOW_TYPE = "AgentRun"
 DEFAULT_TASK_QUEUE = "tarry"
 LLM_ACTIVITY = "call_llm"
@@ -47,7 +85,7 @@ MODEL_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryModel")
 WAITING_FOR_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryWaitingFor")
 COST_ATTRIBUTE = SearchAttributeKey.for_float("TarryCostUsd")
 """The run's estimated cost so far, from its profiles' prices: `TarryCostUsd > 5`."""
-# Set once, when the run starts (`tarry.ownership`): who may find and read it, so that a
+# Set once, when the run starts (`tarry.core.ownership`): who may find and read it, so that a
 # list is a visibility query. A continue-as-new keeps them; a sub-agent gets its lead's.
 OWNER_ATTRIBUTE = SearchAttributeKey.for_keyword("TarryOwner")
 """Who started the run (a sub-agent: its lead's owner; a schedule's run: the schedule's)."""
@@ -131,7 +169,7 @@ class ApprovalDefault(StrEnum):
 
 
 class Share(StrEnum):
-    """What `RunInput.share` grants a user or group on a run (`tarry.ownership`)."""
+    """What `RunInput.share` grants a user or group on a run (`tarry.core.ownership`)."""
 
     READ = "read"
     """Find it, read its state, transcript and events."""
@@ -225,7 +263,7 @@ class ErrorCode(StrEnum):
     """A decision by someone who is not one of the call's approvers (`RunInput.approvers`):
     nothing is decided."""
     NOT_ALLOWED = "NOT_ALLOWED"
-    """A change to a run the caller may read but not change (`tarry.ownership`): shared
+    """A change to a run the caller may read but not change (`tarry.core.ownership`): shared
     with them to `read` only. Nothing changes."""
     ENGINE_ABORTED = "ENGINE_ABORTED"
     """`stop` while the run was working: the run fails, its transcript kept."""
@@ -311,7 +349,7 @@ class ErrorCode(StrEnum):
     altered payload), or that lacks a claim (`exp`, the user)."""
     USER_NAME_REFUSED = "USER_NAME_REFUSED"
     """The identity provider's token or the sign-in gateway names a user by a name no
-    person may have (`tarry.identities.name_problem`): a name Tarry gives to no person
+    person may have (`tarry.core.identities.name_problem`): a name Tarry gives to no person
     (`temporal-ui`, `cli:NAME`, `group:NAME`), a group's, one with invisible characters,
     or a long one. Map the user to a name (`[api.oidc.users]`), or rename them there."""
     USER_HEADER_REPEATED = "USER_HEADER_REPEATED"

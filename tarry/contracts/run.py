@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tarry.contracts._closed import NOT_A_BOOLEAN, Closed
 from tarry.contracts._omit import when_empty, when_none, when_queue
+from tarry.contracts.approval_rules import ApprovalRule
 from tarry.contracts.audit import AuditRecord, Door
 from tarry.contracts.messages import ChatMessage, PendingApproval, Usage
 from tarry.contracts.names import (
@@ -22,7 +23,23 @@ from tarry.contracts.names import (
     Share,
     WaitingFor,
 )
-from tarry.rules import ApprovalRule
+
+__all__ = [
+    "AgentArguments",
+    "AgentReport",
+    "AgentSpec",
+    "Budget",
+    "BudgetRaise",
+    "Fork",
+    "ForkOrigin",
+    "Retrying",
+    "RunInput",
+    "RunResult",
+    "RunState",
+    "Sampling",
+    "Timeouts",
+    "principal_problem",
+]
 
 
 class Sampling(BaseModel):
@@ -170,14 +187,15 @@ class RunInput(Closed):
     before it encode as they did."""
     share: dict[str, Share] = Field(default={}, exclude_if=when_empty)
     """Who besides its owner (who started it) may use the run: a user's name, or
-    `group:NAME` for a group's members, to `read` or `write` (`tarry.ownership`). Set when
+    `group:NAME` for a group's members, to `read` or `write` (`tarry.core.ownership`). Set when
     the run starts; its sub-agents, forks' sources and resumptions keep it. Left out while
     empty, so inputs from before it encode as they did."""
     approval_rules: list[ApprovalRule] = Field(default=[], exclude_if=when_empty)
     """Standing decisions on tool calls, the first that matches a call deciding it:
     approve without asking, reject with a reason, or ask a person (even for a tool outside
     `require_approval`); a call none matches is gated as `require_approval` says. See
-    `tarry.rules`. Left out while empty, so inputs from before it encode as they did."""
+    `tarry.contracts.approval_rules`. Left out while empty, so inputs from before it encode
+    as they did."""
 
     agents: list[str] = Field(default=[], exclude_if=when_empty)
     """The sub-agents (`[agents.NAME]` of the workers' config file) this run may delegate

@@ -18,6 +18,13 @@ from pydantic import BaseModel, Field
 from tarry.contracts._omit import when_none
 from tarry.contracts.names import WaitingFor
 
+__all__ = [
+    "RunTimeline",
+    "SpanKind",
+    "SpanStatus",
+    "TimelineSpan",
+]
+
 
 class SpanKind(StrEnum):
     """What a span of the timeline is."""

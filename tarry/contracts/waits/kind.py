@@ -7,6 +7,8 @@ from pydantic import BaseModel, ConfigDict
 from tarry.contracts.audit import Act
 from tarry.contracts.names import Need, NotifyEvent, WaitingFor
 
+__all__ = ["Ending", "WaitKind"]
+
 
 class Ending(BaseModel):
     """A message to the run that ends its wait, who may send it, and how the audit

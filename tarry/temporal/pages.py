@@ -25,7 +25,7 @@ from tarry.contracts import (
     TranscriptPageIndexRef,
     TranscriptPageRef,
 )
-from tarry.storage import load_model, store_model
+from tarry.temporal.storage import load_model, store_model
 
 __all__ = ["PageMissing", "PageStore"]
 
@@ -62,7 +62,7 @@ class PageStore:
     @classmethod
     def of(cls, converter: DataConverter, driver: StorageDriver | None = None) -> PageStore | None:
         """The pages in the store of `converter`'s large payloads (its external storage,
-        as `tarry.codec.data_converter` builds it), else in `driver`; None without
+        as `tarry.temporal.codec.data_converter` builds it), else in `driver`; None without
         either. Workers and clients built from the same settings find the same store."""
         storage = converter.external_storage
         if storage is not None:

@@ -32,6 +32,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities import traces
 from tarry.actions import Action, sign
+from tarry.config.settings import NotifyTarget, TarrySettings
 from tarry.contracts import (
     NOTIFY_ACTIVITY,
     ErrorCode,
@@ -40,8 +41,7 @@ from tarry.contracts import (
     PendingApproval,
     may_decide,
 )
-from tarry.ownership import RunAccess
-from tarry.settings import NotifyTarget, TarrySettings
+from tarry.core.ownership import RunAccess
 
 __all__ = ["EVENT_ID_HEADER", "SIGNATURE_HEADER", "Notifier", "signature"]
 

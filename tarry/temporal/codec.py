@@ -25,8 +25,8 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, PayloadCodec
 
-from tarry.settings import TarrySettings
-from tarry.storage import external_storage
+from tarry.config.settings import TarrySettings
+from tarry.temporal.storage import external_storage
 
 __all__ = [
     "ENCODING",
@@ -61,7 +61,7 @@ def _parse_key(key: str) -> bytes:
         # Never echo the value: a near-miss of a real key is still a secret.
         raise EncryptionKeyError(
             f"TARRY_ENCRYPTION_KEY must be a base64-encoded {_KEY_BYTES}-byte key; make one with: "
-            'python -c "from tarry.codec import new_key; print(new_key())"'
+            'python -c "from tarry.temporal.codec import new_key; print(new_key())"'
         )
     return raw
 
@@ -114,7 +114,7 @@ class EncryptionCodec(PayloadCodec):
 
 def data_converter(settings: TarrySettings) -> DataConverter:
     """The pydantic data converter, encrypting when `TARRY_ENCRYPTION_KEY` is set and
-    keeping large payloads out of history (`tarry.storage`).
+    keeping large payloads out of history (`tarry.temporal.storage`).
 
     The SDK encrypts before it stores, so the store holds only ciphertext too. Failure
     messages and stack traces stay plain (the SDK's default failure converter), so an

@@ -5,7 +5,7 @@ pydantic turns it into both the JSON schema the model sees and the validator its
 arguments pass through, so the two cannot drift apart.
 
 This module declares tools; it runs none. A library user declares tools here, at the
-ground floor, without importing the worker; `activities.tools.ToolHost` runs them.
+ground floor, without importing the worker; `activities.tool_calls.ToolHost` runs them.
 """
 
 from __future__ import annotations

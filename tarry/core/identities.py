@@ -61,7 +61,7 @@ provider's users, approval rules (`rule 2`), schedules (`schedule nightly`, who 
 scheduled run)."""
 NAME_LIMIT = 64
 """The most characters a name has: it is shown in every record and list, and goes into
-the runs' search attributes (`tarry.ownership`)."""
+the runs' search attributes (`tarry.core.ownership`)."""
 
 
 def name_problem(

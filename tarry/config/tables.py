@@ -1,7 +1,7 @@
 """The tables of Tarry's config file (`TARRY_CONFIG`): model profiles, MCP servers,
 sub-agents, the HTTP API's users and `[[notify]]` receivers. Each refuses keys it does not
 know (`extra="forbid"`), so a misspelled key is an error at start, never a setting quietly
-off; `tarry.settings.ConfigFile` holds them whole.
+off; `tarry.config.settings.ConfigFile` holds them whole.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pydantic import (
 
 from tarry.contracts import AgentSpec, NotifyEvent, Sampling, Usage
 from tarry.contracts.run import principal_problem
-from tarry.identities import API_USER, GROUP_PREFIX, member_problem
-from tarry.ownership import Visibility
+from tarry.core.identities import API_USER, GROUP_PREFIX, member_problem
+from tarry.core.ownership import Visibility
 
 __all__ = [
     "ANTHROPIC_MAX_TOKENS",
@@ -165,7 +165,7 @@ class AgentTable(AgentSpec):
 
 class NotifyTarget(BaseModel):
     """A `[[notify]]` entry: a receiver the worker tells of runs' stop points, with a
-    signed POST (see `activities.notify`). Its URL and secret stay on the worker."""
+    signed POST (see `activities.notifications`). Its URL and secret stay on the worker."""
 
     model_config = ConfigDict(extra="forbid")
 

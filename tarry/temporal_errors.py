@@ -1,10 +1,6 @@
-"""Tarry's errors, and how the client turns Temporal's into them.
-
-Every error a caller can act on is a `TarryError` with an `ErrorCode`, never a raw RPC
-or update error: this module is the ground floor the client, the HTTP API, the CLI and
-the action links stand on. So it loads no client: `temporalio.client`, whose update error
-it translates, is imported where that error is met, and the settings and the command line's
-help, which raise or catch `TarryError`, start without it.
+"""How the client turns Temporal's errors into `TarryError`s: a caller meets a Tarry code,
+never a raw RPC or update error. It loads no client: `temporalio.client`, whose update
+error it translates, is imported where that error is met.
 """
 
 from __future__ import annotations
@@ -18,11 +14,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.contracts import ErrorCode
+from tarry.core.errors import TarryError
 
 if TYPE_CHECKING:
     from temporalio.client import WorkflowUpdateFailedError
 
-__all__ = ["RetryLater", "TarryError", "translated_errors", "unadmitted"]
+__all__ = ["translated_errors", "unadmitted"]
 
 _UNPROCESSED_UPDATE = "UnprocessedUpdate"
 """The server's failure type for an update a worker completed a task without taking in
@@ -31,26 +28,8 @@ _UPDATE_OUTLIVED_RUN = "AcceptedUpdateCompletedWorkflow"
 """The server's failure type for an accepted update whose run ended before it did."""
 
 
-class TarryError(Exception):
-    """An error with a structured code, e.g. `RUN_NOT_FOUND` or `INPUT_EMPTY`."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-
-
 _NEVER_STARTED = "closed before WorkflowTaskStarted"
 """Temporal's refusal of a query to a run closed before any workflow task of it started."""
-
-
-class RetryLater(TarryError):
-    """A refusal that the same request may not meet after `retry_after` seconds: the
-    HTTP API says when, in `Retry-After`."""
-
-    def __init__(self, code: ErrorCode, message: str, retry_after: int) -> None:
-        super().__init__(code, message)
-        self.retry_after = retry_after
 
 
 @asynccontextmanager

@@ -19,8 +19,9 @@ from activities import anthropic_messages, metrics, openai_chat, traces
 from activities.context import ContextStore, estimate_tokens, fit_to_budget
 from activities.provider import ModelCall, error
 from activities.sendable import sendable
-from activities.tools import ToolHost
-from tarry.config_tables import Provider
+from activities.tool_calls import ToolHost
+from tarry.config.settings import ModelProfile
+from tarry.config.tables import Provider
 from tarry.contracts import (
     LLM_ACTIVITY,
     CatalogueRequest,
@@ -29,7 +30,6 @@ from tarry.contracts import (
     LlmRequest,
     LlmResponse,
 )
-from tarry.settings import ModelProfile
 
 _ADAPTERS: dict[Provider, Callable[[httpx.AsyncClient, ModelCall], Awaitable[LlmResponse]]] = {
     "openai": openai_chat.answer,

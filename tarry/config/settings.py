@@ -38,7 +38,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from temporalio.converter import StorageDriver
 
-from tarry.config_tables import (
+from tarry.config.tables import (
     MIN_API_TOKEN_LENGTH,
     PROFILE_DEFAULTS,
     AgentTable,
@@ -52,9 +52,9 @@ from tarry.config_tables import (
     user_tokens,
 )
 from tarry.contracts import DEFAULT_TASK_QUEUE, AgentSpec
-from tarry.identities import API_USER, Caller, local_user, name_problem
-from tarry.ownership import Policy, Visibility
-from tarry.tools import MAX_READ_BYTES
+from tarry.core.identities import API_USER, Caller, local_user, name_problem
+from tarry.core.ownership import Policy, Visibility
+from tarry.core.tools import MAX_READ_BYTES
 
 __all__ = [
     "DEFAULT_API_PORT",
@@ -172,7 +172,7 @@ class TarrySettings(BaseSettings):
     tarry_ui_port: int | None = Field(default=None, ge=1, le=65535)
     """The Web UI port of the dev server `tarry dev` starts; None: the gRPC port + 1000."""
     tarry_encryption_key: SecretStr | None = None
-    """A base64-encoded 32-byte AES-256 key (`tarry.codec.new_key()` makes one). Set, every
+    """A base64-encoded 32-byte AES-256 key (`tarry.temporal.codec.new_key()` makes one). Set, every
     payload is encrypted before it reaches Temporal; every process of a deployment needs
     the same key, and `tarry-codec-server` lets the Web UI decrypt with it."""
     tarry_storage_dir: Path = Path(".tarry/payloads")
@@ -439,7 +439,7 @@ class TarrySettings(BaseSettings):
         return Caller(user, tuple(group for group, users in groups if user in users))
 
     def policy(self) -> Policy:
-        """Who may use which runs through the API (`tarry.ownership`): `[api] visibility`
+        """Who may use which runs through the API (`tarry.core.ownership`): `[api] visibility`
         (by default private once users are named: a token naming its user, an identity
         provider or a sign-in gateway), and `[api] admins`; with no sign-in at all, the one
         person at this machine has every right."""

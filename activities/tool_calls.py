@@ -1,6 +1,6 @@
 """The tools a worker runs, each as its own Temporal activity, and their catalogue.
 
-Tools are declared in `tarry.tools` (`@tool`); the `ToolHost` here runs them. Each tool
+Tools are declared in `tarry.core.tools` (`@tool`); the `ToolHost` here runs them. Each tool
 is an activity named after it, so history reads `read_file`, `write_file`, ... and each
 call times out and retries on its own. Tools from elsewhere (MCP servers) come from a
 `ToolSource`, which lists them and brings its own activities. The `tool_catalogue`
@@ -46,7 +46,7 @@ from tarry.contracts import (
     ToolInvocation,
     ToolResult,
 )
-from tarry.tools import MAX_READ_BYTES, Tool, ToolContext, ToolError, tool
+from tarry.core.tools import MAX_READ_BYTES, Tool, ToolContext, ToolError, tool
 
 __all__ = [
     "BUILTIN_TOOLS",

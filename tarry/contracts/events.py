@@ -13,7 +13,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel
 
-from tarry.contracts import ChatMessage, Retrying, RunState, Usage
+from tarry.contracts.messages import ChatMessage, Usage
+from tarry.contracts.run import Retrying, RunState
 
 __all__ = [
     "EVENTS_TOPIC",

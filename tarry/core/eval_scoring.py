@@ -32,6 +32,21 @@ from tarry.contracts import (
     Verdict,
 )
 
+__all__ = [
+    "Z95",
+    "answer_agrees",
+    "arguments_of",
+    "best_closeness",
+    "call_score",
+    "closeness",
+    "judge_passes",
+    "judge_prompt",
+    "rate",
+    "report",
+    "spend",
+    "wilson",
+]
+
 Z95 = 1.959964
 """The normal quantile of a two-sided 95% interval."""
 

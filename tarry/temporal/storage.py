@@ -34,8 +34,8 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
+from tarry.config.settings import TarrySettings
 from tarry.contracts import ErrorCode
-from tarry.settings import TarrySettings
 
 __all__ = [
     "DRIVER_TYPE",

@@ -36,8 +36,8 @@ from tarry.contracts import (
     Share,
 )
 from tarry.contracts.run import principal_problem
-from tarry.errors import TarryError
-from tarry.identities import GROUP_PREFIX, Caller
+from tarry.core.errors import TarryError
+from tarry.core.identities import GROUP_PREFIX, Caller
 
 __all__ = [
     "ACCESS_ATTRIBUTES",

@@ -39,8 +39,8 @@ from temporalio.envconfig import ClientConfig, ClientConfigProfile, ClientConfig
 from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
-from tarry.codec import data_converter
-from tarry.settings import ConfigError, TarrySettings
+from tarry.config.settings import ConfigError, TarrySettings
+from tarry.temporal.codec import data_converter
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -267,7 +267,7 @@ async def connect_temporal(
 ) -> Client:
     """A Temporal client with the data converter every Tarry process uses: pydantic,
     encrypting payloads when `TARRY_ENCRYPTION_KEY` is set, and large payloads kept
-    outside history (see `tarry.codec`), connected as `temporal_connection` says.
+    outside history (see `tarry.temporal.codec`), connected as `temporal_connection` says.
     `runtime`: the SDK runtime for the client, such as a worker's that forwards core's
     logs and serves metrics; the default one otherwise. Raises `ConfigError` for a setting
     that cannot be used, `ConnectError` for a server that refuses or is not there."""
