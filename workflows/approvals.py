@@ -29,7 +29,7 @@ from tarry.contracts import (
     PendingApproval,
     may_decide,
 )
-from workflows import audit, rules
+from workflows import approval_rules, audit
 from workflows.memory import RunMemory
 from workflows.memory_groups import Approvals
 
@@ -140,4 +140,4 @@ def record(
         )
     if decision.remember is not None:
         for pending in decided:
-            rules.remember(memory, pending, approvals.decisions[pending.call_id])
+            approval_rules.remember(memory, pending, approvals.decisions[pending.call_id])

@@ -95,7 +95,7 @@ class Approvals(BaseModel):
     it knows of a decided call once its message has left memory."""
     remembered: dict[str, DecisionRecord] = {}
     """Decisions people asked the run to remember (`Decision.remember`), by what a later
-    call must share to be decided the same way (`workflows.rules.remembered_key`)."""
+    call must share to be decided the same way (`workflows.approval_rules.remembered_key`)."""
 
     def undecided(self) -> list[PendingApproval]:
         return [p for p in self.pending if p.call_id not in self.decisions]

@@ -32,7 +32,7 @@ from tarry.contracts import (
     ToolInvocation,
     ToolResult,
 )
-from workflows import agents, notifications, rules
+from workflows import agents, approval_rules, notifications
 from workflows.details import tool_summary
 from workflows.memory import RunMemory, WorkflowInput, call_fingerprint
 from workflows.model_calls import error_of
@@ -110,7 +110,7 @@ async def execute(step: ToolStep) -> ToolResult:
         remote = tool.remote_name or name
         invocation = McpInvocation(**invocation.model_dump(), server=tool.server, tool=remote)
         summary = tool_summary(f"{tool.server}: {remote}", arguments)
-    summary = rules.summary_of(summary, decision)
+    summary = approval_rules.summary_of(summary, decision)
     # A quick tool's call nobody decided on is a local activity: no activity task to
     # schedule and hand back, the server round trip that would dwarf a call answering in
     # microseconds. A worker that dies before its workflow task completes leaves no

@@ -66,7 +66,7 @@ bounds one search to about a tenth of a second at worst (RE2 falling back from i
 its NFA, which steps every instruction for every byte)."""
 LEGACY_REGEX_TEXT_LIMIT = 1 << 20
 """The text limit of runs that judged calls before `REGEX_TEXT_LIMIT`: they keep it for
-those calls on replay (`workflows.rules`)."""
+those calls on replay (`workflows.approval_rules`)."""
 REGEX_PROGRAM_LIMIT = 250
 """The most instructions a rule's regular expression may compile to: ten times
 what a path or keyword pattern needs (`^(notes|docs)/[a-z0-9_-]+\\.md$` is 22)."""
