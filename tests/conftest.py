@@ -162,14 +162,27 @@ def tier(item: pytest.Item) -> str:
     return "unit"
 
 
+HANDED_OUT = ("e2e", "workflow", "replay", "unit")
+"""The tiers in the order scripts/test hands them out, slowest first: a process or a
+browser takes seconds, a unit test a moment, and the quick tests fill the run's end."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tiers = {item: tier(item) for item in items}
     for item in items:
-        item.add_marker(tier(item))
+        item.add_marker(tiers[item])
     # The long poles first (scripts/test hands tests out in this order, one or a file at
     # a time as workers free up), so that none starts last and alone: a test that asks
-    # for more time than the default bound, longest first; then the files held together.
+    # for more time than the default bound, longest first; then the files held together;
+    # then the rest by tier (`HANDED_OUT`), each in the files' order.
     default = float(config.getini("timeout") or 0)
-    items.sort(key=lambda item: (-declared_timeout(item, default), item.path.name not in HELD))
+    items.sort(
+        key=lambda item: (
+            -declared_timeout(item, default),
+            item.path.name not in HELD,
+            HANDED_OUT.index(tiers[item]),
+        )
+    )
 
 
 def declared_timeout(item: pytest.Item, default: float) -> float:

@@ -25,7 +25,7 @@ from activities.mcp_tools import McpHost, tool_name
 from tarry.config.settings import McpServer, TarrySettings
 from tarry.contracts import ErrorCode, Phase, WaitingFor
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
-from tests.conftest import Agent, tool_result
+from tests.conftest import MCP_TIMEOUTS, Agent, tool_result
 from tests.deadline import TIMEOUT, deadline
 
 TEST_SERVER = Path(__file__).parent / "mcp_servers.py"
@@ -342,12 +342,18 @@ async def test_an_image_result_is_kept_as_mcp_gave_it_and_summarised_for_the_mod
     assert "iVBOR" not in json.dumps(sent)  # the model read the summary, not the image
 
 
+REACHABLE_SERVER_TIMEOUTS = MCP_TIMEOUTS.model_copy(update={"tool": deadline(15)})
+"""For an HTTP server already answering: no process of its own to start at the listing."""
+
+
 async def test_an_mcp_server_that_is_down_answers_the_model_tool_failed_naming_it(
     agent_factory: Any, http_server: HttpServer
 ) -> None:
     agent = await agent_factory(mcp_servers={"notes": McpServer(url=http_server.url)})
     agent.model.add(say("Ready."))
-    run = await agent.start("Get ready.")
+    # A call asks a server that is down again until 80 % of its attempt's `tool` time is
+    # spent: 48 s at the suite's MCP default. A server already up lists in a moment.
+    run = await agent.start("Get ready.", timeouts=REACHABLE_SERVER_TIMEOUTS)
     await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
     http_server.process.kill()  # the server goes away for good
     await http_server.process.wait()

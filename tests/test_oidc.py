@@ -399,7 +399,8 @@ def down_issuer() -> Iterator[DownIssuer]:
 
 def down_issuer_config(issuer: DownIssuer, provider: IdentityProvider) -> str:
     """`[api.oidc]` of `issuer`, which would take `provider`'s tokens if it were up."""
-    return oidc_config(provider, discovery_cooldown=3600, fetch_timeout=deadline(60)).replace(
+    # The most the setting takes, at any deadline scale: the hang outlasts the tests' waits.
+    return oidc_config(provider, discovery_cooldown=3600, fetch_timeout=60).replace(
         json.dumps(provider.url), json.dumps(issuer.url)
     )
 
