@@ -34,7 +34,7 @@ from bench import (
     turn_overhead,
 )
 from bench.rig import console
-from tarry.entrypoint import run_main
+from tarry.temporal.entrypoint import run_main
 
 SECTIONS = (
     "turns", "reply", "busy", "long", "parked", "cold", "stream", "startup", "cache",

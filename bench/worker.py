@@ -20,8 +20,8 @@ from temporalio.worker import Worker
 
 from bench.floor import FloorChatWorkflow, ParkedWorkflow
 from tarry.config.settings import TarrySettings
-from tarry.entrypoint import run_main
 from tarry.temporal.connection import connect_temporal
+from tarry.temporal.entrypoint import run_main
 from workers.plugin import TarryPlugin
 
 

@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from activities.tool_calls import Tool, tool
 from tarry.cli.app import run
 from tarry.client import RunHandle
-from tarry.logs import command_log_handler
+from tarry.config.logs import command_log_handler
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 
@@ -149,7 +149,7 @@ def invoke(env: dict[str, str], args: tuple[str, ...], stdin: str) -> Result:
 
 @contextmanager
 def _command_logging() -> Iterator[None]:
-    """The log lines a command process writes on its standard error (`tarry.logs`): here
+    """The log lines a command process writes on its standard error (`tarry.config.logs`): here
     only this thread's, since the test's worker logs in the same process meanwhile. Its
     own `logging.basicConfig` does nothing here, where pytest's handlers are already on
     the root logger."""

@@ -27,8 +27,8 @@ from tarry.cli import processes
 from tarry.client import RunHandle
 from tarry.config.settings import DEFAULT_WORKFLOW_CACHE, McpServer, ModelProfile, TarrySettings
 from tarry.contracts import AgentSpec, ChatMessage, Timeouts
-from tarry.entrypoint import exit_now
 from tarry.temporal.codec import data_converter
+from tarry.temporal.entrypoint import exit_now
 from tarry.temporal.servers import add_search_attributes, find_binary
 from tarry.testing import ScriptedAgent, start_dev_server
 from tarry.testing.scripted_model import ScriptedModel

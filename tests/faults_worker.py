@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from activities.tool_calls import BUILTIN_TOOLS, Tool, ToolContext, tool
 from tarry.config.settings import TarrySettings
-from tarry.entrypoint import run_main
+from tarry.temporal.entrypoint import run_main
 from workers.worker import run_worker
 
 

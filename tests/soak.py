@@ -37,7 +37,7 @@ from temporalio.client import Client
 from tarry.cli.processes import DevServer, WorkerProcess
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import ChatMessage, ErrorCode, Phase, RunInput, RunState, Timeouts
-from tarry.entrypoint import run_main
+from tarry.temporal.entrypoint import run_main
 from tests.deadline import HEARTBEAT, deadline
 from tests.faults import (
     FunctionModel,

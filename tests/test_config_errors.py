@@ -19,7 +19,7 @@ import pytest
 from pydantic import SecretStr
 
 from tarry.config.settings import MIN_API_TOKEN_LENGTH, TarrySettings
-from tarry.entrypoint import CONFIG_ERROR_EXIT
+from tarry.temporal.entrypoint import CONFIG_ERROR_EXIT
 from tests.cli import CLOSED_PORT, TARRY, Result, cli_env, finish
 
 LONG_TOKEN = "a-token-long-enough-to-keep"

@@ -28,7 +28,7 @@ from tests.test_devstack import (
 )
 
 RUN_DEMO = (
-    "import sys; from pathlib import Path; from tarry.entrypoint import run_main; "
+    "import sys; from pathlib import Path; from tarry.temporal.entrypoint import run_main; "
     "from tarry.cli.demo import run_demo; from tarry.config.settings import TarrySettings; "
     "run_main(lambda: run_demo(TarrySettings(), Path(sys.argv[1]), "
     "keep=sys.argv[2] == 'keep', reply=sys.argv[3] or None, model=sys.argv[4]))"

@@ -41,7 +41,7 @@ STARTUP_TIMEOUT = deadline(90)
 STOP_TIMEOUT = deadline(60)
 
 SERVE_DEV = (
-    "import sys; from pathlib import Path; from tarry.entrypoint import run_main; "
+    "import sys; from pathlib import Path; from tarry.temporal.entrypoint import run_main; "
     "from tarry.cli.devstack import serve_dev; from tarry.config.settings import TarrySettings; "
     "run_main(lambda: serve_dev(TarrySettings(), Path(sys.argv[1])))"
 )

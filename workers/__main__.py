@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 from typing import NoReturn
 
+from tarry.config.logs import configure_logging
 from tarry.config.settings import TarrySettings
-from tarry.entrypoint import run_main, settings_or_exit
-from tarry.logs import configure_logging
 from tarry.temporal.codec import EncryptionKeyError
 from tarry.temporal.connection import ConnectError
+from tarry.temporal.entrypoint import run_main, settings_or_exit
 from workers.telemetry import TracingExtraMissing
 from workers.worker import WorkerSetupError, run_worker
 

@@ -27,7 +27,7 @@ from tarry.cli import (
 )
 from tarry.cli.common import FLAG, Panel
 from tarry.core.text import shorten
-from tarry.entrypoint import exit_now
+from tarry.temporal.entrypoint import exit_now
 
 app = typer.Typer(
     name="tarry",

@@ -21,8 +21,8 @@ from aiohttp import hdrs, web
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
-from tarry.entrypoint import run_main, settings_or_exit
 from tarry.temporal.codec import EncryptionCodec
+from tarry.temporal.entrypoint import run_main, settings_or_exit
 
 DEFAULT_ORIGIN = "http://127.0.0.1:8233"
 """The Web UI of `temporal server start-dev` (and so of `tarry dev`) on its default port."""

@@ -27,14 +27,14 @@ from rich.console import Console, RenderableType
 from temporalio.service import RPCError
 
 from tarry.cli.render import print_stop_line
+from tarry.config.logs import configure_command_logging
 from tarry.config.settings import ConfigError, TarrySettings
 from tarry.contracts import ErrorCode, Phase, RunState, run_id_problem
 from tarry.core.errors import TarryError
 from tarry.core.text import shorten
-from tarry.entrypoint import CONFIG_ERROR_EXIT, settings_or_exit
-from tarry.logs import configure_command_logging
 from tarry.temporal.codec import EncryptionKeyError
 from tarry.temporal.connection import ConnectError
+from tarry.temporal.entrypoint import CONFIG_ERROR_EXIT, settings_or_exit
 
 if TYPE_CHECKING:
     from tarry.client import RunHandle, Tarry

@@ -20,7 +20,7 @@ from rich.text import Text
 from tarry.cli.common import AsJson, console, emit, output, run_command, with_tarry
 from tarry.contracts.datasets import QUERY_KEYS, DatasetManifest
 from tarry.dataset_store import DatasetStore
-from tarry.entrypoint import settings_or_exit
+from tarry.temporal.entrypoint import settings_or_exit
 
 __all__ = ["commands"]
 

@@ -26,7 +26,7 @@ from tarry.cli.dataset import Version
 from tarry.contracts import AnswerScorer, Budget, ErrorCode, EvalInput, EvalReport, Rate
 from tarry.core.errors import TarryError
 from tarry.dataset_store import DatasetStore
-from tarry.entrypoint import settings_or_exit
+from tarry.temporal.entrypoint import settings_or_exit
 
 if TYPE_CHECKING:
     from tarry.client import Tarry

@@ -17,8 +17,8 @@ import typer
 
 from tarry.cli import tour
 from tarry.cli.common import FLAG, CliError, Panel, connect, fail, run_command
-from tarry.entrypoint import settings_or_exit
-from tarry.logs import configure_command_logging, configure_logging
+from tarry.config.logs import configure_command_logging, configure_logging
+from tarry.temporal.entrypoint import settings_or_exit
 
 DEFAULT_DATA_DIR = Path(".tarry")
 DataDir = Annotated[Path, typer.Option(help="Where the local server keeps its data.")]

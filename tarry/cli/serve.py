@@ -10,7 +10,7 @@ import typer
 
 from tarry.cli.common import FLAG, CliError, Panel, connect, fail, run_command
 from tarry.cli.stopping import stop_signals, unless_stopped
-from tarry.entrypoint import settings_or_exit
+from tarry.temporal.entrypoint import settings_or_exit
 
 commands = typer.Typer()
 

@@ -69,7 +69,7 @@ _DEFAULT_NAMESPACE = "default"
 
 TLS_REFUSED_EXIT = 2
 """The exit code of a process whose TLS handshake was refused: a setting to fix, as a
-bad configuration is (`tarry.entrypoint.CONFIG_ERROR_EXIT`)."""
+bad configuration is (`tarry.temporal.entrypoint.CONFIG_ERROR_EXIT`)."""
 
 UNREACHABLE_EXIT = 1
 """The exit code of a process that found no Temporal server to talk to."""
