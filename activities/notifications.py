@@ -31,7 +31,6 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import traces
-from tarry.actions import Action, sign
 from tarry.config.settings import NotifyTarget, TarrySettings
 from tarry.contracts import (
     NOTIFY_ACTIVITY,
@@ -41,6 +40,7 @@ from tarry.contracts import (
     PendingApproval,
     may_decide,
 )
+from tarry.core.action_links import Action, sign
 from tarry.core.ownership import RunAccess
 
 __all__ = ["EVENT_ID_HEADER", "SIGNATURE_HEADER", "Notifier", "signature"]

@@ -26,11 +26,11 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
-from tarry.actions import Action, sign, verify
 from tarry.api import ApiServer, create_app
 from tarry.client import RunHandle, Tarry
 from tarry.config.settings import TarrySettings
 from tarry.contracts import Budget, ErrorCode, Phase, Usage, WaitingFor
+from tarry.core.action_links import Action, sign, verify
 from tarry.core.identities import Caller
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import Agent

@@ -1,5 +1,6 @@
-"""`/v1/actions/{token}`: the approve and reject links of notifications (`tarry.actions`),
-which decide one gated call as the person the notification was for, without a token.
+"""`/v1/actions/{token}`: the approve and reject links of notifications
+(`tarry.core.action_links`), which decide one gated call as the person the notification
+was for, without a token.
 
 A GET only shows a page that asks to confirm: chat apps fetch every URL a message shows
 to preview it, and a GET that decided would approve on their behalf. The page's button
@@ -23,7 +24,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path
 from fastapi.responses import HTMLResponse
 
-from tarry.actions import Action, verify
 from tarry.api.errors import status_of
 from tarry.api.parts import PolicyOf, SettingsOf, TarryOf
 from tarry.api.rights import Need, check_decision, check_run
@@ -31,6 +31,7 @@ from tarry.client import Tarry, TarryError
 from tarry.config.settings import TarrySettings
 from tarry.contracts import Door, ErrorCode, RunState
 from tarry.contracts.waits import wait_kind
+from tarry.core.action_links import Action, verify
 from tarry.core.ownership import Policy
 
 __all__ = ["actions_router"]

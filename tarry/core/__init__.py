@@ -2,7 +2,9 @@
 contracts alone. `text` (summaries, `shorten`, `redact`), `identities` (who a caller is,
 which names a person may have), `ownership` (who may read and write a run), `errors`
 (`TarryError` and its codes), `eval_scoring` (an eval's report from its decision points),
-`tools` (how a tool is declared: `@tool`, `ToolContext`).
+`tools` (how a tool is declared: `@tool`, `ToolContext`), `action_links` (the signed
+token of a notification's approve or reject link: the worker signs it, the HTTP API
+checks it).
 
 No I/O, no clock, no randomness, and no Temporal client: the worker passes `workflows`
 through its sandbox, and what a workflow imports with it (these modules and
