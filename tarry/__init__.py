@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING
 from tarry._lazy import lazy_face
 
 if TYPE_CHECKING:
-    from tarry.client import Tarry
+    from tarry.client.front_door import Tarry
+    from tarry.client.run_handle import RunHandle
+    from tarry.client.schedule_handle import ScheduleHandle
+    from tarry.client.schedules import Overlap, ScheduleSummary, ScheduleView
     from tarry.config.settings import ModelProfile, TarrySettings
     from tarry.contracts import (
         Act,
@@ -47,9 +50,6 @@ if TYPE_CHECKING:
     from tarry.core.errors import TarryError
     from tarry.core.identities import Caller
     from tarry.core.tools import Tool, ToolContext, ToolError, tool
-    from tarry.run_handle import RunHandle
-    from tarry.schedule_handle import ScheduleHandle
-    from tarry.schedules import Overlap, ScheduleSummary, ScheduleView
     from tarry.temporal.codec import EncryptionKeyError
     from tarry.temporal.connection import connect_temporal
 
@@ -95,7 +95,7 @@ __all__ = [
 ]
 
 _HOMES = {
-    "tarry.client": ("Tarry",),
+    "tarry.client.front_door": ("Tarry",),
     "tarry.temporal.codec": ("EncryptionKeyError",),
     "tarry.temporal.connection": ("connect_temporal",),
     "tarry.contracts": (
@@ -123,9 +123,9 @@ _HOMES = {
     "tarry.contracts.events": ("EventKind", "RunEvent"),
     "tarry.core.identities": ("Caller",),
     "tarry.contracts.approval_rules": ("ApprovalRule",),
-    "tarry.run_handle": ("RunHandle",),
-    "tarry.schedule_handle": ("ScheduleHandle",),
-    "tarry.schedules": ("Overlap", "ScheduleSummary", "ScheduleView"),
+    "tarry.client.run_handle": ("RunHandle",),
+    "tarry.client.schedule_handle": ("ScheduleHandle",),
+    "tarry.client.schedules": ("Overlap", "ScheduleSummary", "ScheduleView"),
     "tarry.config.settings": ("ModelProfile", "TarrySettings"),
     "tarry.core.tools": ("Tool", "ToolContext", "ToolError", "tool"),
 }

@@ -18,8 +18,8 @@ import pytest
 from temporalio.client import Client
 
 from tarry.client import RunHandle, Tarry
+from tarry.client.run_list import LATEST_SEGMENT
 from tarry.contracts import SUMMARY_MEMO, ErrorCode, Phase, RunInput, RunState, Usage
-from tarry.run_list import LATEST_SEGMENT
 from tarry.testing.scripted_model import ScriptedModel, call, fail, say
 from tests.cli import (
     CLOSED_PORT,

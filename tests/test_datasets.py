@@ -13,17 +13,16 @@ from typing import Any
 
 import pytest
 
-from tarry import datasets
-from tarry.client import RunHandle
+from tarry.client import RunHandle, datasets
+from tarry.client.dataset_store import DatasetLimits
+from tarry.client.datasets import DatasetStore, decision_points, parse_selection
+from tarry.client.evals import start_eval, wait_report
+from tarry.client.run_list import runs_query
 from tarry.contracts import ErrorCode, EvalInput, Phase, WaitingFor
 from tarry.contracts.datasets import DatasetManifest, DecisionPoint, Verdict
 from tarry.contracts.messages import ChatMessage, DecisionRecord, FunctionCall, ToolCall
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
-from tarry.dataset_store import DatasetLimits
-from tarry.datasets import DatasetStore, decision_points, parse_selection
-from tarry.evals import start_eval, wait_report
-from tarry.run_list import runs_query
 from tarry.testing.scripted_model import call, say
 from tests.cli import Cli, until_listed
 from tests.conftest import CANARY_KEY, Agent

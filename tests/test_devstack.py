@@ -22,6 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from tarry.cli.processes import free_port
 from tarry.client import Tarry, TarryError, connect_temporal
+from tarry.client.dataset_store import DatasetStore
 from tarry.config.settings import TarrySettings
 from tarry.contracts import (
     SEARCH_ATTRIBUTES,
@@ -31,7 +32,6 @@ from tarry.contracts import (
     RunInput,
     RunResult,
 )
-from tarry.dataset_store import DatasetStore
 from tarry.temporal.servers import dev_server_args, find_binary
 from tarry.testing.scripted_model import ECHO_PREFIX
 from tests.deadline import deadline

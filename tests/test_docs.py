@@ -41,7 +41,7 @@ reference_pages = _load(ROOT / "docs" / "reference_pages.py")
 
 
 def documented_names() -> list[str]:
-    """The dotted names the Python API page renders (`::: tarry.client.Tarry`)."""
+    """The dotted names the Python API page renders (`::: tarry.Tarry`)."""
     return re.findall(r"^::: ([\w.]+)$", PYTHON_REFERENCE.read_text(), flags=re.MULTILINE)
 
 

@@ -26,10 +26,10 @@ from temporalio.worker import Replayer, Worker
 
 from tarry.cli.codec_server import DEFAULT_ORIGIN, codec_app
 from tarry.client import RunHandle, Tarry, connect_temporal
+from tarry.client.run_list import find_runs
 from tarry.config.settings import ModelProfile, TarrySettings
 from tarry.contracts import ChatMessage, Door, Phase, RunInput, RunState, UserInput
 from tarry.core.identities import local_user
-from tarry.run_list import find_runs
 from tarry.temporal.codec import EncryptionCodec, new_key
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import CANARY_KEY, FAST_TIMEOUTS, temporal_cli, tool_result

@@ -12,8 +12,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
+from tarry.client.evals import start_eval, wait_report
 from tarry.contracts import EvalInput
-from tarry.evals import start_eval, wait_report
 from tarry.testing.scripted_model import ScriptedModel
 from tests.deadline import TIMEOUT, deadline
 from tests.eval_dataset import DISAGREED, agree_on_three

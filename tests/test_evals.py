@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from tarry.client.evals import load_points, start_eval, wait_report
+from tarry.client.run_list import runs_query
 from tarry.config.settings import ModelProfile
 from tarry.contracts import (
     ANSWER_TOOL,
@@ -22,8 +24,6 @@ from tarry.contracts import (
     Verdict,
 )
 from tarry.core.eval_scoring import closeness, judge_prompt, wilson
-from tarry.evals import load_points, start_eval, wait_report
-from tarry.run_list import runs_query
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.cli import Cli, until_listed
 from tests.conftest import CANARY_KEY, Agent

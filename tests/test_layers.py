@@ -4,7 +4,8 @@
     <- tarry.core        the pure core: text, identities, ownership, errors, tool declarations
     <- tarry.config      the settings and the config file's tables
     <- tarry.temporal    the connection to Temporal, the payload codec and store
-    <- tarry             the client, and its face (`tarry.*`, each name loaded on first use)
+    <- tarry.client      the client: `Tarry`, a run's handle, schedules, datasets, evals
+    <- tarry             the face (`tarry.*`, each name loaded on first use)
     <- tarry.api
 
     tarry.contracts, tarry.core    <- workflows
@@ -13,11 +14,15 @@
     <- tarry.testing (it starts workers for a user's tests, as `tarry dev` does)
     <- tarry.cli, bench, tests (bench never imports tests)
 
+The faces (`tarry`'s and `tarry.client`'s) load their names with `tarry._lazy`, which
+imports nothing of Tarry's.
+
 A workflow imports only the contracts and the pure core: the worker passes `workflows`
 through its sandbox (`workers.plugin.workflows_passed_through`), so what a workflow
 imports runs unchecked by it, and is safe because it does no I/O, reads no clock and
-loads no client. `import tarry` loads nothing (its names load on first use), so a worker
-never loads the client.
+loads no client. `import tarry` loads nothing (its names load on first use), nor does
+`import tarry.client` (the client's face, as lazy), so a worker never loads the client
+(`tests/test_startup.py` reads a worker's imports).
 
 What a client and a worker import needs no extra: `pip install tarry` serves runs.
 The one exception is what only a worker configured for it loads: its MCP servers' tools
@@ -44,14 +49,18 @@ CONTRACTS_AND_CORE = {"tarry.contracts", "tarry.core"}
 """What a workflow may import of `tarry`: pure, loading no client."""
 CONFIG = CONTRACTS_AND_CORE | {"tarry.config"}
 TEMPORAL = CONFIG | {"tarry.temporal"}
-GROUND = TEMPORAL | {"tarry"}
+CLIENT = TEMPORAL | {"tarry.client", "tarry._lazy"}
+"""The client, and the machinery of its face."""
+GROUND = CLIENT | {"tarry"}
 """The ground floor: every floor of `tarry` but its API, testing and command line."""
 MAY_IMPORT: dict[str, set[str]] = {
+    "tarry._lazy": {"tarry._lazy"},
     "tarry.contracts": {"tarry.contracts"},
     "tarry.core": CONTRACTS_AND_CORE,
     "tarry.config": CONFIG,
     "tarry.temporal": TEMPORAL,
-    "tarry": GROUND,
+    "tarry.client": CLIENT,
+    "tarry": GROUND,  # the face: `__init__.py` names what the floors under it hold
     "tarry.testing": GROUND | {"workflows", "activities", "workers", "tarry.testing"},
     "tarry.api": GROUND | {"tarry.api"},
     # Not the rest of `tarry`: the sandbox passes `workflows` through (see above).
@@ -78,15 +87,18 @@ one idea (a client of six concerns, every contract in one file)."""
 
 
 SUB_PACKAGES = (
+    "tarry._lazy",
     "tarry.contracts",
     "tarry.core",
     "tarry.config",
     "tarry.temporal",
+    "tarry.client",
     "tarry.testing",
     "tarry.api",
     "tarry.cli",
 )
-"""The floors inside `tarry`; the rest of it is the client's."""
+"""The floors inside `tarry`, and the faces' machinery; the rest of it (`__init__.py`) is
+its face."""
 
 
 def layer_of(module: str) -> str | None:
@@ -211,11 +223,14 @@ def test_an_upward_import_is_found(tmp_path: Path) -> None:
     write(
         tmp_path,
         {
-            "tarry/__init__.py": "",
-            "tarry/client.py": "from tarry.cli.render import shorten\n",
+            "tarry/__init__.py": "from tarry.client.front_door import Tarry\n",
+            "tarry/_lazy.py": "from tarry.core import text\n",
+            "tarry/client/__init__.py": "from tarry._lazy import lazy_face\n",
+            "tarry/client/front_door.py": "from tarry.cli.render import shorten\n",
+            "tarry/client/delivery.py": "from tarry import Tarry\n",
+            "tarry/client/run_list.py": "from .. import cli\nfrom . import schedules\n",
             "tarry/contracts/run.py": "from tarry.core.text import shorten\n",
             "tarry/core/text.py": "from tarry import client\n",
-            "tarry/actions.py": "from . import cli\n",
             "tarry/config/settings.py": "from tarry.temporal import storage\n",
             "tarry/temporal/connection.py": "from tarry.client import Tarry\n",
             "tarry/testing/model.py": "import workers.plugin\nfrom tarry.cli.app import app\n",
@@ -229,9 +244,11 @@ def test_an_upward_import_is_found(tmp_path: Path) -> None:
 
     assert upward_imports(tmp_path) == [
         "bench/rig.py:2: bench imports tests.faults.DevServer",
-        "tarry/actions.py:1: tarry imports tarry.cli",
+        "tarry/_lazy.py:1: tarry._lazy imports tarry.core.text",
         "tarry/api/app.py:1: tarry.api imports tarry.cli.app.app",
-        "tarry/client.py:1: tarry imports tarry.cli.render.shorten",
+        "tarry/client/delivery.py:1: tarry.client imports tarry.Tarry",
+        "tarry/client/front_door.py:1: tarry.client imports tarry.cli.render.shorten",
+        "tarry/client/run_list.py:1: tarry.client imports tarry.cli",
         "tarry/config/settings.py:1: tarry.config imports tarry.temporal.storage",
         "tarry/contracts/run.py:1: tarry.contracts imports tarry.core.text.shorten",
         "tarry/core/text.py:1: tarry.core imports tarry.client",
@@ -290,6 +307,10 @@ def test_import_tarry_loads_nothing_but_the_package(tmp_path: Path) -> None:
     assert loaded_by("import tarry", tmp_path) == ["tarry", "tarry._lazy"]
 
 
+def test_import_tarry_client_loads_nothing_but_its_face(tmp_path: Path) -> None:
+    assert loaded_by("import tarry.client", tmp_path) == ["tarry", "tarry._lazy", "tarry.client"]
+
+
 def test_the_contracts_and_the_pure_core_load_no_client(tmp_path: Path) -> None:
     loaded = loaded_by(
         "import importlib, pkgutil, tarry.contracts, tarry.core\n"
@@ -331,15 +352,15 @@ def test_a_module_that_names_no_exports_is_found(tmp_path: Path) -> None:
         tmp_path,
         {
             "tarry/__init__.py": "",
-            "tarry/client.py": "class Tarry: ...\n",
-            "tarry/delivery.py": '__all__ = ["deliver"]\n',
+            "tarry/client/front_door.py": "class Tarry: ...\n",
+            "tarry/client/delivery.py": '__all__ = ["deliver"]\n',
             "tarry/core/_omit.py": "x = 1\n",
             "tarry/cli/app.py": "app = 1\n",
             "workflows/run.py": "x = 1\n",
         },
     )
 
-    assert modules_without_all(tmp_path) == ["tarry/client.py"]
+    assert modules_without_all(tmp_path) == ["tarry/client/front_door.py"]
 
 
 def test_no_module_of_the_command_line_is_over_350_lines() -> None:
@@ -359,10 +380,10 @@ def test_no_module_outside_the_tests_is_over_600_lines() -> None:
 
 
 def test_a_long_module_is_found(tmp_path: Path) -> None:
-    lines = {"tarry/client.py": 601, "workflows/run.py": 600, "tests/t.py": 900}
+    lines = {"tarry/client/front_door.py": 601, "workflows/run.py": 600, "tests/t.py": 900}
     write(tmp_path, {name: "x = 1\n" * n for name, n in lines.items()})
 
-    assert long_modules(tmp_path) == ["tarry/client.py: 601 lines"]
+    assert long_modules(tmp_path) == ["tarry/client/front_door.py: 601 lines"]
 
 
 def test_a_client_and_a_worker_import_nothing_an_extra_installs() -> None:

@@ -19,11 +19,11 @@ import pytest
 from ag_ui.core import RunAgentInput, UserMessage
 
 from tarry.api import ApiServer, create_app
+from tarry.client.evals import start_eval, wait_report
 from tarry.config.settings import load_settings
 from tarry.contracts import ErrorCode, EvalInput, WaitingFor
 from tarry.core.identities import Caller
 from tarry.core.ownership import Policy, RunAccess, Visibility
-from tarry.evals import start_eval, wait_report
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.conftest import Agent
 from tests.deadline import deadline

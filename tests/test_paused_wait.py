@@ -3,9 +3,9 @@ state and where runs are listed, and a reply lets it go on."""
 
 from __future__ import annotations
 
+from tarry.client.run_handle import RunHandle
+from tarry.client.run_list import find_runs
 from tarry.contracts import Phase, WaitingFor
-from tarry.run_handle import RunHandle
-from tarry.run_list import find_runs
 from tarry.testing.scripted_model import call, say
 from tests.cli import until_listed
 from tests.conftest import Agent

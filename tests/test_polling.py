@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from itertools import islice
 
-from tarry.delivery import polling_pauses
+from tarry.client.delivery import polling_pauses
 
 
 def test_a_wait_polls_every_50_ms_at_first_then_less_often_up_to_twice_a_second() -> None:

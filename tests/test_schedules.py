@@ -17,14 +17,14 @@ import pytest
 from temporalio.client import Schedule, ScheduleActionStartWorkflow, ScheduleSpec
 
 from tarry.client import ScheduleHandle, Tarry, TarryError
-from tarry.contracts import ErrorCode, Mode, Phase, RunInput, run_id_problem
-from tarry.run_list import RunRow, find_runs
-from tarry.schedules import (
+from tarry.client.run_list import RunRow, find_runs
+from tarry.client.schedules import (
     MAX_SCHEDULE_NAME_LENGTH,
     SCHEDULED_BY_ATTRIBUTE,
     Overlap,
     ScheduleView,
 )
+from tarry.contracts import ErrorCode, Mode, Phase, RunInput, run_id_problem
 from tarry.testing.scripted_model import say
 from tests.cli import Cli
 from tests.conftest import FAST_TIMEOUTS, Agent

@@ -14,8 +14,8 @@ from pydantic import SecretStr
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from tarry.client import RunHandle, Tarry, TarryError
+from tarry.client.delivery import task_failing
 from tarry.contracts import ErrorCode, RunInput, StopRequest
-from tarry.delivery import task_failing
 from tarry.temporal.codec import new_key
 from tests.cli import Cli, until_listed
 from tests.conftest import Agent

@@ -10,6 +10,7 @@ from typing import Any
 from temporalio.client import Client
 
 from tarry.client import RunHandle
+from tarry.client.timeline import read_timeline
 from tarry.config.tables import Prices
 from tarry.contracts import (
     AgentSpec,
@@ -21,7 +22,6 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.testing.scripted_model import call, say
-from tarry.timeline import read_timeline
 from tests.cli import Cli
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT

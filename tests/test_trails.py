@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from tarry.client.evals import load_points, start_eval, wait_report
 from tarry.contracts import EvalInput
-from tarry.evals import load_points, start_eval, wait_report
 from tests.cli import Cli
 from tests.conftest import Agent
 from tests.eval_dataset import agree_on_three, write_dataset

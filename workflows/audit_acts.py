@@ -1,7 +1,7 @@
 """`AuditAct`: the trail of what is not a run. A schedule and an eval have no history of
 their own to keep their acts in, so each act on one (a schedule's creation, pause,
 unpause, trigger or deletion; an eval's start) is one short workflow that records it and
-ends, its record in its result: `tarry.audit` reads it back as it reads a run's ended
+ends, its record in its result: `tarry.client.audit` reads it back as it reads a run's ended
 segment, with the same owner and readers as the schedule or eval it names, so the same
 people see it. It is not a run (`tarry list`, the API and the inbox list `AgentRun`s).
 

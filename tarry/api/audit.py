@@ -1,4 +1,4 @@
-"""`/v1/audit`: the audit trail (`tarry.audit`), across runs through visibility, with the
+"""`/v1/audit`: the audit trail (`tarry.client.audit`), across runs through visibility, with the
 runs routes' guards and errors."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tarry.api.errors import READ, error_answers
 from tarry.api.models import RunId
 from tarry.api.parts import PolicyOf, TarryOf
 from tarry.api.rights import Need, check_run
-from tarry.audit import AUDIT_LIMIT
+from tarry.client.audit import AUDIT_LIMIT
 from tarry.contracts import AuditTrail
 
 __all__ = ["audit_router"]

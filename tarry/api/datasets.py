@@ -1,4 +1,4 @@
-"""`/v1/datasets`: evaluation datasets of recorded runs' decisions (`tarry.datasets`),
+"""`/v1/datasets`: evaluation datasets of recorded runs' decisions (`tarry.client.datasets`),
 with the runs routes' guards and errors.
 
 A version is built from the runs its maker may read (`Policy.readable_clause`), so it is
@@ -24,13 +24,13 @@ from tarry.api.access import JSON_ONLY
 from tarry.api.auth import CallerOf
 from tarry.api.errors import AUTH, READ, WRITE, error_answers
 from tarry.api.parts import PolicyOf, TarryOf
+from tarry.client.datasets import NAME_RULE
 from tarry.contracts import ErrorCode
 from tarry.contracts._closed import Closed
 from tarry.contracts.datasets import DatasetManifest
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
 from tarry.core.ownership import Policy
-from tarry.datasets import NAME_RULE
 
 __all__ = ["DatasetList", "DatasetRequest", "datasets_router"]
 

@@ -1,4 +1,4 @@
-"""`/v1/evals/{id}`: an eval's report (`tarry.evals`), for the inbox's report page and
+"""`/v1/evals/{id}`: an eval's report (`tarry.client.evals`), for the inbox's report page and
 scripts, with the runs routes' guards and errors. An eval id follows the run id rule."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from tarry.api.errors import READ, error_answers
 from tarry.api.models import RunId
 from tarry.api.parts import PolicyOf, TarryOf
 from tarry.api.rights import Need, check_run
+from tarry.client.evals import eval_report
 from tarry.contracts import ErrorCode, EvalReport
 from tarry.core.errors import TarryError
-from tarry.evals import eval_report
 
 __all__ = ["evals_router"]
 

@@ -18,6 +18,14 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from tarry.client.run_list import RunRow
+from tarry.client.schedules import (
+    MAX_SCHEDULE_NAME_LENGTH,
+    Overlap,
+    ScheduleSummary,
+    Timing,
+    schedule_name_problem,
+)
 from tarry.contracts import (
     MAX_RUN_ID_LENGTH,
     NOT_A_BOOLEAN,
@@ -31,14 +39,6 @@ from tarry.contracts import (
     run_id_problem,
 )
 from tarry.core.identities import Caller
-from tarry.run_list import RunRow
-from tarry.schedules import (
-    MAX_SCHEDULE_NAME_LENGTH,
-    Overlap,
-    ScheduleSummary,
-    Timing,
-    schedule_name_problem,
-)
 
 __all__ = [
     "Accepted",

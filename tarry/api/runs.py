@@ -71,6 +71,7 @@ from tarry.api.rights import (
     run_guard,
 )
 from tarry.client import RunHandle, Tarry, TarryError
+from tarry.client.run_list import RunRow, find_children, find_runs
 from tarry.contracts import (
     ErrorCode,
     Phase,
@@ -82,7 +83,6 @@ from tarry.contracts import (
 )
 from tarry.core.identities import Caller
 from tarry.core.ownership import Policy, RunAccess
-from tarry.run_list import RunRow, find_children, find_runs
 
 __all__ = ["existing", "router"]
 

@@ -1,4 +1,4 @@
-"""`/v1/schedules`: runs that start on their own (`tarry.schedules`), each route a thin
+"""`/v1/schedules`: runs that start on their own (`tarry.client.schedules`), each route a thin
 layer over the client's schedule handle, with the runs routes' guards and errors."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tarry.api.models import (
 )
 from tarry.api.parts import PolicyOf, TarryOf
 from tarry.api.rights import schedule_guard
-from tarry.schedules import ScheduleView
+from tarry.client.schedules import ScheduleView
 
 __all__ = ["schedules_router"]
 

@@ -1,4 +1,4 @@
-"""`GET /v1/runs/{run_id}/timeline`: where a run's time went (`tarry.timeline`), what the
+"""`GET /v1/runs/{run_id}/timeline`: where a run's time went (`tarry.client.timeline`), what the
 inbox's run page draws as a waterfall and `tarry show RUN --timeline` prints."""
 
 from __future__ import annotations

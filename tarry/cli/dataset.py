@@ -1,5 +1,5 @@
 """`tarry dataset`: evaluation datasets made of the decisions people took in recorded runs
-(`tarry.datasets`): create one from a query, list them, show one, export its JSON lines.
+(`tarry.client.datasets`): create one from a query, list them, show one, export its JSON lines.
 
 Only `create` reaches Temporal (and the workers, which answer for the runs' transcripts);
 the others read the datasets directory (`TARRY_DATASETS_DIR`) alone.
@@ -18,8 +18,8 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from tarry.cli.common import AsJson, console, emit, output, run_command, with_tarry
+from tarry.client.dataset_store import DatasetStore
 from tarry.contracts.datasets import QUERY_KEYS, DatasetManifest
-from tarry.dataset_store import DatasetStore
 from tarry.temporal.entrypoint import settings_or_exit
 
 __all__ = ["commands"]

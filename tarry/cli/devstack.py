@@ -35,9 +35,9 @@ from tarry.cli.doctor import report
 from tarry.cli.processes import HOST, DevServer
 from tarry.cli.stopping import race, stop_signals, unless_stopped
 from tarry.client import Tarry
+from tarry.client.dataset_store import DatasetStore
 from tarry.config.logs import configure_logging
 from tarry.config.settings import ModelProfile, TarrySettings
-from tarry.dataset_store import DatasetStore
 from tarry.temporal.connection import connect_temporal, temporal_connection
 from tarry.temporal.pages import PageStore
 from tarry.temporal.storage import storage_driver

@@ -27,10 +27,10 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from tarry.client.delivery import task_failing
 from tarry.config.settings import TarrySettings
 from tarry.contracts import WORKFLOW_TYPE
 from tarry.core.errors import TarryError
-from tarry.delivery import task_failing
 from tarry.temporal.connection import TemporalConnection, connect_temporal, temporal_connection
 from tarry.temporal.servers import missing_search_attributes, search_attribute_command
 

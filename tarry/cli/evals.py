@@ -4,7 +4,7 @@ by what people approved (`workflows/eval_run.py`, `tarry.core.eval_scoring`).
 `tarry eval DATASET --model PROFILE` starts an eval and waits for its report;
 `--min-agreement` makes it a CI gate (exit 1 below the bar). `tarry eval status ID`
 shows an eval's report so far, `tarry eval compare A B` two evals of one dataset side
-by side. Each command imports the evals' machinery (`tarry.evals`, over the Temporal
+by side. Each command imports the evals' machinery (`tarry.client.evals`, over the Temporal
 client) when it runs, so `tarry --help` does not load it.
 """
 
@@ -23,9 +23,9 @@ from typer.core import TyperGroup
 
 from tarry.cli.common import AsJson, console, emit, fail, output, with_tarry
 from tarry.cli.dataset import Version
+from tarry.client.dataset_store import DatasetStore
 from tarry.contracts import AnswerScorer, Budget, ErrorCode, EvalInput, EvalReport, Rate
 from tarry.core.errors import TarryError
-from tarry.dataset_store import DatasetStore
 from tarry.temporal.entrypoint import settings_or_exit
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def run(
     as_json: AsJson = False,
 ) -> None:
     """Replay DATASET against a candidate and print its report, once every point is scored."""
-    from tarry.evals import load_points, start_eval, wait_report
+    from tarry.client.evals import load_points, start_eval, wait_report
 
     try:
         tolerances = _tolerances(tolerance or [])
@@ -166,7 +166,7 @@ def _tolerances(given: list[str]) -> dict[str, float]:
 @commands.command()
 def status(eval_id: EvalId, as_json: AsJson = False) -> None:
     """An eval's report: its progress so far, or the final one."""
-    from tarry.evals import eval_report
+    from tarry.client.evals import eval_report
 
     report = with_tarry(lambda tarry: eval_report(tarry.client, eval_id))
     output(report, as_json, view(report))
@@ -175,7 +175,7 @@ def status(eval_id: EvalId, as_json: AsJson = False) -> None:
 @commands.command()
 def compare(a: EvalId, b: EvalId, as_json: AsJson = False) -> None:
     """Two evals of one dataset side by side: overall and per tool."""
-    from tarry.evals import eval_report
+    from tarry.client.evals import eval_report
 
     async def both(tarry: Tarry) -> tuple[EvalReport, EvalReport]:
         first, second = await eval_report(tarry.client, a), await eval_report(tarry.client, b)

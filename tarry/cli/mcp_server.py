@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from tarry.api.rights import Need, check_decision, check_run
 from tarry.client import Tarry, TarryError
+from tarry.client.run_list import find_runs
 from tarry.contracts import (
     WORKFLOW_TYPE,
     ApprovalDefault,
@@ -41,7 +42,6 @@ from tarry.contracts import (
 )
 from tarry.core.identities import Caller
 from tarry.core.ownership import Policy
-from tarry.run_list import find_runs
 
 __all__ = ["build_server"]
 

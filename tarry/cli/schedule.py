@@ -1,5 +1,5 @@
 """`tarry schedule`: runs that start on their own, at the times of a cron expression or
-an interval, on Temporal Schedules (`tarry.schedules`).
+an interval, on Temporal Schedules (`tarry.client.schedules`).
 
 `create` takes `tarry start`'s run options (`run_options`), so a scheduled run is
 started with what a person would type.
@@ -39,8 +39,8 @@ from tarry.cli.run_options import (
     ToolsOption,
     run_input,
 )
+from tarry.client.schedules import Overlap, ScheduleSummary, ScheduleView, schedule_name_problem
 from tarry.contracts import ApprovalDefault, ErrorCode, Mode, ReplyPolicy
-from tarry.schedules import Overlap, ScheduleSummary, ScheduleView, schedule_name_problem
 
 if TYPE_CHECKING:
     from tarry.client import ScheduleHandle, Tarry

@@ -49,7 +49,7 @@ from tarry.core.text import escaped
 
 if TYPE_CHECKING:
     from tarry.client import RunHandle, Tarry
-    from tarry.run_list import RunRow
+    from tarry.client.run_list import RunRow
 
 commands = typer.Typer()
 
@@ -61,7 +61,7 @@ def status(run_id: RunId, as_json: AsJson = False) -> None:
 
     With no worker to answer, shows what Temporal itself last recorded of the run (its
     phase, turns, profile) and says which task queue needs one, exiting 1."""
-    from tarry.run_list import RunRow, find_children
+    from tarry.client.run_list import RunRow, find_children
 
     check_id(run_id)
 
@@ -196,7 +196,7 @@ def list_runs(
 ) -> None:
     """List runs with their phase, turns, model profile, what they wait for and the first
     line of their prompt; open runs first, newest first."""
-    from tarry.run_list import find_runs
+    from tarry.client.run_list import find_runs
 
     wanted = None if phase is None else one_of("--phase", phase, Phase)
     awaited = None if waiting_for is None else one_of("--waiting-for", waiting_for, WaitingFor)

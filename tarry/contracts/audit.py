@@ -5,7 +5,7 @@ The run itself writes the records (`workflows.audit`), each when the act reaches
 workflow time, so they are part of the run's history and there is no second store to
 lose: the records of a run's current segment are in its memory (the `audit` query),
 and each segment's are in the event that closes it (the next segment's hand-over, or
-the run's result). `tarry.audit` reads them back across a run's whole chain.
+the run's result). `tarry.client.audit` reads them back across a run's whole chain.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class Act(StrEnum):
     """What changed a run, a schedule or an eval. A new act on a run (a change of who a
     run is shared with, once a run's sharing can change) is a member here and one
     `workflows.audit.record` in the handler that takes it, its payload an `Acting` (`by`
-    and `door`); one on a schedule or an eval, a member and one `tarry.audit.record_act`
+    and `door`); one on a schedule or an eval, a member and one `tarry.client.audit.record_act`
     where the client does it. Names never change."""
 
     START = "start"

@@ -67,7 +67,7 @@ class EvalInput(BaseModel):
     budget: Budget | None = Field(default=None, exclude_if=when_none)
     """Once the candidate's calls have spent it, no further point is asked."""
     tolerance: dict[str, Annotated[float, Field(ge=0, le=1)]] = {}
-    """Per tool: the closeness of arguments (`tarry.evals.closeness`) at which a call
+    """Per tool: the closeness of arguments (`tarry.client.evals.closeness`) at which a call
     counts as the same; a tool not named needs JSON-equal arguments (1.0)."""
     scorer: AnswerScorer = AnswerScorer.EXACT
     judge: str | None = Field(default=None, exclude_if=when_none)

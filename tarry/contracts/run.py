@@ -388,7 +388,7 @@ class RunResult(BaseModel):
     audit: list[AuditRecord] = Field(default=[], exclude_if=lambda v: not v)
     """The audit records of the run's last segment (those before are in the hand-overs
     that closed the segments before it): the result holds them, so an ended run's
-    trail is read without a worker (`tarry.audit`)."""
+    trail is read without a worker (`tarry.client.audit`)."""
 
 
 # --- Activity contracts -----------------------------------------------------

@@ -2,7 +2,7 @@
 
 Model calls, tool calls, waits for a person (input, an approval, a budget, a failing
 model, a sub-agent's person) and sub-agents, each with its start, its duration, and the
-tokens and cost of a model call or a sub-agent. `tarry.timeline` builds it from the
+tokens and cost of a model call or a sub-agent. `tarry.client.timeline` builds it from the
 run's Temporal history across its continue-as-new chain, so it needs no trace store;
 `GET /v1/runs/{id}/timeline`, `tarry show RUN --timeline` and the inbox's run page
 show it. Built on request, never stored: no run's history holds one.

@@ -2,7 +2,7 @@
 never a raw RPC or update error. The ground floor the client, the HTTP API, the CLI and
 the action links stand on, and the settings and the command line's help, which raise or
 catch it, start without loading any client. How the client turns Temporal's errors into
-these: `tarry.temporal_errors`.
+these: `tarry.client.temporal_errors`.
 """
 
 from __future__ import annotations

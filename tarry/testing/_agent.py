@@ -19,11 +19,11 @@ from temporalio.worker import Worker
 
 from activities.tool_calls import BUILTIN_TOOLS
 from tarry.client import Tarry
+from tarry.client.datasets import DatasetStore
+from tarry.client.run_handle import RunHandle
 from tarry.config.settings import McpServer, ModelProfile, TarrySettings
 from tarry.contracts import SEARCH_ATTRIBUTES, AgentSpec, RunInput, Timeouts
 from tarry.core.tools import Tool
-from tarry.datasets import DatasetStore
-from tarry.run_handle import RunHandle
 from tarry.temporal.codec import data_converter
 from tarry.temporal.servers import dev_server_args, find_binary
 from tarry.testing.scripted_model import ScriptedModel

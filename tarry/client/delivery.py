@@ -36,9 +36,9 @@ from temporalio.client import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from tarry.client.temporal_errors import translated_errors, unadmitted
 from tarry.contracts import ErrorCode, RunResult, RunState
 from tarry.core.errors import TarryError
-from tarry.temporal_errors import translated_errors, unadmitted
 
 __all__ = ["QUERY_PATIENCE", "Delivery", "await_poller", "polling_pauses", "task_failing"]
 

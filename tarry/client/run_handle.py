@@ -1,4 +1,4 @@
-"""One agent run: `RunHandle` (`tarry.starting` starts one).
+"""One agent run: `RunHandle` (`tarry.client.starting` starts one).
 
 run = await tarry.start("Summarise notes.md")
 state = await run.wait_for({Phase.WAITING_USER})
@@ -24,6 +24,11 @@ from temporalio.client import (
 )
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
+from tarry.client.delivery import Delivery, polling_pauses
+from tarry.client.starting import start_resumption, start_run, started_by
+from tarry.client.stopping import stop_run
+from tarry.client.temporal_errors import translated_errors
+from tarry.client.timeline import read_timeline
 from tarry.contracts import (
     LLM_ACTIVITY,
     Acting,
@@ -53,12 +58,7 @@ from tarry.contracts import (
 from tarry.contracts.events import EVENTS_TOPIC, EventKind, RunEvent
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
-from tarry.delivery import Delivery, polling_pauses
-from tarry.starting import start_resumption, start_run, started_by
-from tarry.stopping import stop_run
 from tarry.temporal.pages import PageMissing, PageStore
-from tarry.temporal_errors import translated_errors
-from tarry.timeline import read_timeline
 
 __all__ = ["RunHandle", "user_input"]
 
@@ -212,7 +212,7 @@ class RunHandle:
         """Ends the run (the `stop` signal): a waiting run completes, a working one is
         aborted; `reason` is kept in its state and result. `resume` goes on with it. A
         run whose workflow task keeps failing cannot read the signal: it is terminated
-        after `STOP_GRACE`, naming who stopped it (`tarry.stopping`)."""
+        after `STOP_GRACE`, naming who stopped it (`tarry.client.stopping`)."""
         request = StopRequest(reason=reason, **self._acting().model_dump())
         await stop_run(self._client, self._handle, request)
 
@@ -319,7 +319,7 @@ class RunHandle:
         timeout: float | timedelta = 60.0,  # noqa: ASYNC109 - the public contract names it
     ) -> RunState:
         """Polls `state` until the run is in one of `phases`, every 50 ms at first and less
-        often as the wait goes on (`tarry.delivery.polling_pauses`); raises TimeoutError. A
+        often as the wait goes on (`tarry.client.delivery.polling_pauses`); raises TimeoutError. A
         run no worker serves for a while (`RUN_NOT_SERVED`) is waited for as well: a worker
         being restarted is back within the timeout."""
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
@@ -375,7 +375,7 @@ class RunHandle:
 
     async def timeline(self) -> RunTimeline:
         """Where the run's time went: its model calls, tool calls, waits for people and
-        sub-agents on one time axis, read from its history (`tarry.timeline`)."""
+        sub-agents on one time axis, read from its history (`tarry.client.timeline`)."""
         return await read_timeline(self._client, self.id)
 
     async def result(self) -> RunResult:

@@ -11,9 +11,9 @@ the default, `skip`, is Temporal's `SKIP`, which starts nothing while the workfl
 started last is open, and a run waiting for a reply or a decision is open.
 
 This module holds what a schedule is (its name rule, when it fires, the views of it);
-`tarry.client` talks to Temporal about it. The Temporal client's schedule types are
-imported by the few functions that build or read a Temporal schedule, so what a schedule
-is loads without the client: `tarry --help` shows the overlap policies.
+`front_door.py` and `schedule_handle.py` talk to Temporal about it. The Temporal client's
+schedule types are imported by the few functions that build or read a Temporal schedule,
+so what a schedule is loads without the client: `tarry --help` shows the overlap policies.
 """
 
 from __future__ import annotations

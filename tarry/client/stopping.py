@@ -26,9 +26,9 @@ from temporalio.api.workflowservice.v1 import TerminateWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
+from tarry.client.delivery import polling_pauses, task_failing
+from tarry.client.temporal_errors import translated_errors
 from tarry.contracts import RunResult, StopRequest
-from tarry.delivery import polling_pauses, task_failing
-from tarry.temporal_errors import translated_errors
 
 __all__ = ["STOP_GRACE", "stop_run"]
 

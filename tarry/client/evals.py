@@ -14,7 +14,9 @@ from pydantic import ValidationError
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from tarry.audit import record_act
+from tarry.client.audit import record_act
+from tarry.client.datasets import NAME_RULE, DatasetStore
+from tarry.client.temporal_errors import translated_errors
 from tarry.contracts import (
     EVAL_REPORT_QUERY,
     EVAL_WORKFLOW,
@@ -33,8 +35,6 @@ from tarry.contracts import (
     Phase,
 )
 from tarry.core.errors import TarryError
-from tarry.datasets import NAME_RULE, DatasetStore
-from tarry.temporal_errors import translated_errors
 
 __all__ = ["eval_report", "load_points", "start_eval", "wait_report"]
 

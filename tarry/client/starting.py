@@ -30,6 +30,8 @@ from temporalio.common import (
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
+from tarry.client.delivery import NOT_READY_PATIENCE, Delivery, await_poller
+from tarry.client.temporal_errors import translated_errors
 from tarry.contracts import (
     CATALOGUE_CHECK_WORKFLOW,
     RESUMED_SIGNAL,
@@ -52,8 +54,6 @@ from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
 from tarry.core.ownership import access_attributes, carried
 from tarry.core.text import summary_of
-from tarry.delivery import NOT_READY_PATIENCE, Delivery, await_poller
-from tarry.temporal_errors import translated_errors
 
 __all__ = [
     "ID_REUSE",

@@ -39,6 +39,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 from temporalio.converter import DataConverter
 
+from tarry.client.temporal_errors import translated_errors
 from tarry.contracts import (
     CATALOGUE_CHECK_ACTIVITY,
     LLM_ACTIVITY,
@@ -56,7 +57,6 @@ from tarry.contracts import (
     Usage,
     WaitingFor,
 )
-from tarry.temporal_errors import translated_errors
 
 __all__ = ["read_timeline"]
 

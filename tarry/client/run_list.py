@@ -15,6 +15,7 @@ from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from tarry.client.schedules import SCHEDULED_BY_ATTRIBUTE, schedule_name_problem
 from tarry.contracts import (
     EVAL_WORKFLOW,
     MODEL_ATTRIBUTE,
@@ -29,7 +30,6 @@ from tarry.contracts import (
     run_id_problem,
 )
 from tarry.core.errors import TarryError
-from tarry.schedules import SCHEDULED_BY_ATTRIBUTE, schedule_name_problem
 
 __all__ = ["RunPage", "RunRow", "find_children", "find_runs", "runs_query"]
 

@@ -7,9 +7,9 @@
     async for event in run.events(): ...   # the model's words as it writes them
 
 Errors a caller can act on raise `TarryError` with an `ErrorCode`, never a raw RPC error.
-A run is a `RunHandle` (`tarry.run_handle`), a schedule a `ScheduleHandle`
-(`tarry.schedule_handle`); how they reach Temporal is `tarry.temporal.connection` and
-`tarry.delivery`, their errors `tarry.core.errors`.
+A run is a `RunHandle` (`tarry.client.run_handle`), a schedule a `ScheduleHandle`
+(`tarry.client.schedule_handle`); how they reach Temporal is `tarry.temporal.connection`
+and `tarry.client.delivery`, their errors `tarry.core.errors`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,19 @@ from pydantic import ValidationError
 from temporalio.client import Client, ScheduleAlreadyRunningError
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 
-from tarry.audit import AUDIT_LIMIT, find_audit
+from tarry.client.audit import AUDIT_LIMIT, find_audit
+from tarry.client.datasets import Datasets, DatasetStore
+from tarry.client.run_handle import RunHandle, user_input
+from tarry.client.schedule_handle import ScheduleHandle, checked_name
+from tarry.client.schedules import (
+    SCHEDULE_MEMO,
+    Overlap,
+    ScheduleSummary,
+    Timing,
+    is_tarrys,
+    temporal_schedule,
+)
+from tarry.client.starting import checked_id, start_run, start_with_message, started_by
 from tarry.config.settings import TarrySettings
 from tarry.contracts import (
     DEFAULT_TASK_QUEUE,
@@ -40,33 +52,11 @@ from tarry.core.errors import TarryError
 from tarry.core.identities import Caller, local_user
 from tarry.core.ownership import access_attributes
 from tarry.core.text import summary_of
-from tarry.datasets import Datasets, DatasetStore
-from tarry.delivery import QUERY_PATIENCE
-from tarry.run_handle import RunHandle, user_input
-from tarry.schedule_handle import ScheduleHandle, checked_name
-from tarry.schedules import (
-    SCHEDULE_MEMO,
-    Overlap,
-    ScheduleSummary,
-    Timing,
-    is_tarrys,
-    temporal_schedule,
-)
-from tarry.starting import checked_id, start_run, start_with_message, started_by
 from tarry.temporal.connection import connect_temporal
 from tarry.temporal.pages import PageStore
 from tarry.temporal.storage import storage_driver
 
-__all__ = [
-    "QUERY_PATIENCE",
-    "SUMMARY_MEMO",
-    "Admission",
-    "RunHandle",
-    "ScheduleHandle",
-    "Tarry",
-    "TarryError",
-    "connect_temporal",
-]
+__all__ = ["Admission", "Tarry"]
 
 Admission = Callable[[], Awaitable[object]]
 """A check a delivery to a run that already has its id passes first (`Tarry.reply`'s
@@ -232,7 +222,7 @@ class Tarry:
         limit: int = AUDIT_LIMIT,
         readable: str | None = None,
     ) -> AuditTrail:
-        """The audit trail (`tarry.audit`): the first `limit` records, oldest first, of
+        """The audit trail (`tarry.client.audit`): the first `limit` records, oldest first, of
         the acts that changed run `run` (None: any run), done by `user` (None: anyone),
         at or after `since`, among the runs on this client's task queue (the runs its
         workers serve, as datasets select). Read from the runs' histories: an ended
@@ -258,7 +248,7 @@ class Tarry:
     @property
     def datasets(self) -> Datasets:
         """Evaluation datasets built from the decision points of this client's runs
-        (`tarry.datasets`), created as this client's caller."""
+        (`tarry.client.datasets`), created as this client's caller."""
         return Datasets(self.client, self.task_queue, self.caller, self._pages, self._datasets)
 
     async def send(
@@ -312,7 +302,7 @@ class Tarry:
         admit: Admission | None,
     ) -> RunState | None:
         """The update's state when `start` started run `run_id` with it
-        (`tarry.starting.start_with_message`); None when the delivery is to go to the run
+        (`tarry.client.starting.start_with_message`); None when the delivery is to go to the run
         there is, `admit` having let it."""
         if start is None:
             return None

@@ -34,6 +34,8 @@ from temporalio.client import (
 from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCError
 
+from tarry.client.delivery import Delivery
+from tarry.client.temporal_errors import translated_errors
 from tarry.contracts import (
     AUDIT_ACT_WORKFLOW,
     AUDIT_QUERY,
@@ -48,8 +50,6 @@ from tarry.contracts import (
 )
 from tarry.contracts.audit import AUDIT_LIMIT
 from tarry.core.errors import TarryError
-from tarry.delivery import Delivery
-from tarry.temporal_errors import translated_errors
 
 __all__ = ["AUDIT_LIMIT", "find_audit", "record_act"]
 
@@ -57,7 +57,7 @@ _READERS = 8
 """Segments read at once."""
 SEGMENT_PATIENCE = 20.0
 """Seconds one segment may take to answer before the read goes on without it: longer than
-the client takes to tell that no worker serves a run (`tarry.delivery`)."""
+the client takes to tell that no worker serves a run (`tarry.client.delivery`)."""
 _RECORDS = TypeAdapter(list[AuditRecord])
 EPOCH_YEAR = 1970
 """No run closed before it."""

@@ -7,7 +7,7 @@ visibility, and only those its caller may read: `Policy.readable_clause`), reads
 one's whole transcript and its history, and writes their points as the next version of
 the dataset. A version is never changed: creating a dataset again makes version N+1.
 
-Datasets are files (`tarry.dataset_store`: each run's conversation stored once, its
+Datasets are files (`tarry.client.dataset_store`: each run's conversation stored once, its
 points referring to it) rather than payloads in the payload store: a dataset has a name,
 versions and a list of them, which a content-addressed store has no way to keep. Its
 export, one `DecisionPoint` a line, is what an eval reads. The points hold what the
@@ -31,6 +31,12 @@ from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCError
 
+from tarry.client.dataset_store import NAME_RULE, DatasetStore, checked_name
+from tarry.client.run_handle import RunHandle
+from tarry.client.run_list import runs_query
+from tarry.client.schedules import schedule_name_problem
+from tarry.client.starting import checked_id
+from tarry.client.temporal_errors import translated_errors
 from tarry.contracts import (
     LLM_ACTIVITY,
     MODEL_ATTRIBUTE,
@@ -53,13 +59,7 @@ from tarry.contracts.messages import ChatMessage, DecisionRecord, Usage
 from tarry.contracts.run import principal_problem
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
-from tarry.dataset_store import NAME_RULE, DatasetStore, checked_name
-from tarry.run_handle import RunHandle
-from tarry.run_list import runs_query
-from tarry.schedules import schedule_name_problem
-from tarry.starting import checked_id
 from tarry.temporal.pages import PageStore
-from tarry.temporal_errors import translated_errors
 
 __all__ = [
     "MAX_RUNS",

@@ -1,7 +1,7 @@
 """One schedule of Tarry's runs, by name: what it starts and when, pausing and deleting it.
 
 Each act that changes it (created, paused, unpaused, triggered, deleted) is recorded in
-the audit trail as its caller's (`tarry.audit.record_act`), once Temporal has taken it."""
+the audit trail as its caller's (`tarry.client.audit.record_act`), once Temporal has taken it."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from temporalio.client import Client, ScheduleActionStartWorkflow, ScheduleDescr
 from temporalio.common import TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from tarry.audit import record_act
+from tarry.client.audit import record_act
+from tarry.client.schedules import ScheduleView, schedule_name_problem
 from tarry.contracts import SUMMARY_MEMO, WORKFLOW_TYPE, Act, ErrorCode, OtherAct, RunInput
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
 from tarry.core.ownership import RunAccess
-from tarry.schedules import ScheduleView, schedule_name_problem
 
 __all__ = ["ScheduleHandle", "checked_name"]
 
