@@ -23,6 +23,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.select import Select
 
+from tarry.cli.tour import SCRIPT_FILE
 from tarry.client import ScheduleHandle
 from tarry.contracts import (
     AgentSpec,
@@ -35,7 +36,7 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.contracts.waits import KINDS
-from tarry.testing.scripted_model import ScriptedModel, call, say
+from tarry.testing.scripted_model import Script, ScriptedModel, call, say
 from tests.browser import chromium, needs_chromium, static_site
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
@@ -411,6 +412,29 @@ async def test_a_person_approves_a_gated_call_in_the_inbox(
     await until(lambda: "Written." in texts(browser, ".message.assistant .body"), "the answer")
     assert (agent.workspace_root / run_id / "a.md").read_text() == "hi"
     assert browser.find_elements(By.CSS_SELECTOR, "#approvals .approval") == []
+
+
+async def test_a_write_rejected_in_the_inbox_leaves_the_tour_s_agent_saying_it_wrote_nothing(
+    agent: Agent, api: Api, browser: WebDriver
+) -> None:
+    tour = Script.from_json(SCRIPT_FILE.read_text()).conversations[0]
+    agent.model.add_conversation(tour.prompt, *tour.steps)
+    run_id = await api.start(tour.prompt, require_approval=["write_file"])
+    run = api.run(run_id)
+    await run.wait_for(WAITING, TIMEOUT)  # its question: who takes the blog post
+    await run.reply("Priya takes the blog post.")
+    await until_state(run, lambda state: bool(state.pending_approvals))
+
+    await open_run(browser, api, run_id)
+    card = await pending_call_card(browser)
+    await asyncio.to_thread(card.find_element(By.CSS_SELECTOR, "button.reject").click)
+
+    said = "I did not write actions.md"
+    await until(
+        lambda: any(said in t for t in texts(browser, ".message.assistant .body")),
+        "the agent saying it wrote nothing",
+    )
+    assert not (agent.workspace_root / run_id / "actions.md").exists()
 
 
 async def test_a_run_opened_from_far_down_a_long_list_shows_its_call_to_approve(

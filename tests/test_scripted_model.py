@@ -521,6 +521,72 @@ async def test_an_anthropic_conversation_is_matched_by_its_text_blocks() -> None
     assert answer["content"] == [{"type": "text", "text": "first"}]
 
 
+WRITE = call("write_file", {"path": "a.md", "content": "hi"}, if_rejected=say("I wrote nothing."))
+SAVE = Conversation(prompt="Save a.md", steps=[WRITE, say("Written.")])
+REJECTED = json.dumps({"ok": False, "error": {"code": "TOOL_REJECTED", "message": "no"}})
+WRITTEN = json.dumps({"ok": True, "data": {"bytes": 2}})
+
+
+def after_the_write(result: str) -> list[dict[str, Any]]:
+    """The "Save a.md" conversation once the write's `result` came back."""
+    asked = {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": "{}"}}
+    return [
+        {"role": "user", "content": "Save a.md"},
+        {"role": "assistant", "content": None, "tool_calls": [asked]},
+        {"role": "tool", "tool_call_id": "c1", "content": result},
+    ]
+
+
+async def test_after_a_rejected_call_a_conversation_answers_with_the_step_s_if_rejected() -> None:
+    async with (
+        ScriptedModel(conversations=[SAVE]) as model,
+        httpx.AsyncClient(base_url=model.base_url) as client,
+    ):
+        answer = await said(client, after_the_write(REJECTED))
+
+    assert answer == "I wrote nothing."
+
+
+async def test_after_a_call_that_ran_a_conversation_plays_its_next_step() -> None:
+    async with (
+        ScriptedModel(conversations=[SAVE]) as model,
+        httpx.AsyncClient(base_url=model.base_url) as client,
+    ):
+        answer = await said(client, after_the_write(WRITTEN))
+
+    assert answer == "Written."
+
+
+async def test_after_a_rejected_call_the_steps_in_order_answer_with_its_if_rejected() -> None:
+    async with (
+        ScriptedModel([WRITE, say("Written.")]) as model,
+        httpx.AsyncClient(base_url=model.base_url) as client,
+    ):
+        await client.post("/chat/completions", json={"messages": MESSAGES})
+        answer = await said(client, after_the_write(REJECTED))
+
+    assert answer == "I wrote nothing."
+    assert model.remaining == 1  # "Written." is left for a write that ran
+
+
+async def test_an_anthropic_rejected_tool_result_gets_the_if_rejected_answer() -> None:
+    asked = {"type": "tool_use", "id": "c1", "name": "write_file", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "c1", "content": REJECTED, "is_error": True}
+    turns = [
+        {"role": "user", "content": [{"type": "text", "text": "Save a.md"}]},
+        {"role": "assistant", "content": [asked]},
+        {"role": "user", "content": [result]},
+    ]
+    async with (
+        ScriptedModel(conversations=[SAVE]) as model,
+        httpx.AsyncClient(base_url=model.root_url) as client,
+    ):
+        body = {"model": "m1", "max_tokens": 100, "messages": turns}
+        answer = (await client.post("/v1/messages", json=body)).json()
+
+    assert answer["content"] == [{"type": "text", "text": "I wrote nothing."}]
+
+
 def test_a_script_file_with_a_misspelt_key_is_refused_naming_it() -> None:
     with pytest.raises(ValidationError, match="contnet"):
         Script.from_json('{"steps": [{"contnet": "hello"}]}')

@@ -76,6 +76,11 @@ class ScriptStep(BaseModel):
     """Streamed answers: the events sent whole before `stream_fault`."""
     plain: bool = False
     """Answer a streaming request with the plain JSON body, as some servers do."""
+    if_rejected: ScriptStep | None = None
+    """The answer after this step's calls when one of them did not run (a person or a
+    rule rejected it, or nobody decided before its deadline), given instead of the next
+    step: so a script can have the model say it wrote nothing rather than play on as if
+    the write had happened. None: the next step, whatever the calls' results."""
 
 
 class Conversation(BaseModel):

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from aiohttp import web
 from multidict import CIMultiDict
 
-from tarry.contracts import FunctionCall, ToolCall, Usage
+from tarry.contracts import ErrorCode, FunctionCall, ToolCall, Usage
 from tarry.testing import anthropic_wire
 from tarry.testing.anthropic_wire import PromptCache
 from tarry.testing.script import (
@@ -78,7 +78,7 @@ class RecordedRequest:
     """Case-insensitive: `headers["authorization"]` and `headers["Authorization"]` both work."""
     step: int
     """The index of the step (of `steps`, in order) that answered it; -1 if none did
-    (a conversation's step, script exhausted, bad request)."""
+    (a conversation's step, an `if_rejected` answer, script exhausted, bad request)."""
     cancelled: bool = False
     """The client went away before the answer was sent."""
     answered: bool = False
@@ -244,11 +244,54 @@ def _user_texts(request: dict[str, Any]) -> list[str | None]:
     return texts
 
 
+REFUSALS = frozenset({ErrorCode.TOOL_REJECTED, ErrorCode.TOOL_APPROVAL_EXPIRED})
+"""The error codes of a gated call that did not run: `ScriptStep.if_rejected` answers them."""
+
+
+def _tool_results(request: dict[str, Any]) -> Iterator[str]:
+    """The texts of the tool results that follow the request's last assistant message:
+    OpenAI's `tool` messages, or the `tool_result` blocks of Anthropic's user message."""
+    messages = [m for m in request["messages"] if isinstance(m, dict)]
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    for message in messages[last + 1 :]:
+        content = message.get("content")
+        if message.get("role") == "tool" and isinstance(content, str):
+            yield content
+        elif isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    yield str(block.get("content", ""))
+
+
+def _refused(request: dict[str, Any]) -> bool:
+    """Whether one of the calls the last answer asked for did not run (`REFUSALS`)."""
+    for text in _tool_results(request):
+        try:
+            result = json.loads(text)
+        except ValueError:
+            continue
+        error = result.get("error") if isinstance(result, dict) else None
+        if isinstance(error, dict) and error.get("code") in REFUSALS:
+            return True
+    return False
+
+
+def _answer_after(
+    previous: ScriptStep | None, step: ScriptStep | None, request: dict[str, Any]
+) -> ScriptStep | None:
+    """`step`, or `previous.if_rejected` when the request tells that a call `previous`
+    asked for did not run."""
+    if previous is not None and previous.if_rejected is not None and _refused(request):
+        return previous.if_rejected
+    return step
+
+
 def _conversation_step(
     conversations: Iterable[Conversation], request: dict[str, Any]
 ) -> ScriptStep | None:
-    """The step of the conversation the request belongs to, for where it stands; None
-    when it belongs to none or is past its conversation's steps."""
+    """The step of the conversation the request belongs to, for where it stands (its
+    last step's `if_rejected` if a call of it was refused); None when it belongs to none
+    or is past its conversation's steps."""
     opening = next(iter(_user_texts(request)), None)
     if opening is None:
         return None
@@ -257,7 +300,9 @@ def _conversation_step(
     for conversation in conversations:
         if conversation.answers(opening):
             steps = conversation.steps
-            return steps[answered] if answered < len(steps) else None
+            previous = steps[answered - 1] if 0 < answered <= len(steps) else None
+            step = steps[answered] if answered < len(steps) else None
+            return _answer_after(previous, step, request)
     return None
 
 
@@ -307,6 +352,8 @@ class ScriptedModel:
         self._conversations = list(conversations)
         self._when_exhausted = when_exhausted
         self._used = 0
+        self._last: ScriptStep | None = None
+        """The step of `steps` that answered last: its `if_rejected` may answer next."""
         self._host, self._port = host, port
         self._arrival = asyncio.Event()
         self.prompt_cache = PromptCache()
@@ -417,6 +464,9 @@ class ScriptedModel:
             return dialect.error(400, "scripted model: the request has no `messages` list", None)
         if (step := _conversation_step(self._conversations, body)) is not None:
             return await self._answer(request, dialect, body, step, -1)
+        if (step := _answer_after(self._last, None, body)) is not None:
+            self._last = step
+            return await self._answer(request, dialect, body, step, -1)
         if not self._steps:
             self._record(body, request, -1).settle()
             if self._when_exhausted == "echo":
@@ -428,7 +478,7 @@ class ScriptedModel:
             return dialect.error(
                 400, f"scripted model: script exhausted after {self._used} requests", None
             )
-        step = self._steps.popleft()
+        step = self._last = self._steps.popleft()
         self._used += 1
         return await self._answer(request, dialect, body, step, self._used - 1)
 
