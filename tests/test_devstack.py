@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -269,6 +270,36 @@ async def test_dev_with_tokens_says_they_are_required_and_which_config_it_loaded
         f" config file's [api.users]; docs {api}/docs need none)"
     ) in dev.banner
     assert (docs.status_code, runs.status_code) == (200, 401)  # the page a browser opens
+
+
+async def test_dev_says_it_traces_and_where_the_spans_go(tmp_path: Path) -> None:
+    ports, data_dir = Ports(), tmp_path / "data"
+    collector = f"http://127.0.0.1:{free_port(avoid=[ports.grpc, ports.ui, ports.api])}"
+    async with serving(ports, data_dir, tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT=collector) as dev:
+        assert await interrupt(dev.process) == 0
+
+    assert f"Tracing    on: OTLP to {collector}, as service tarry-worker" in dev.banner
+
+
+GETTING_STARTED = Path(__file__).resolve().parent.parent / "docs" / "getting-started.md"
+
+
+def labels(lines: list[str]) -> list[str]:
+    """What each banner line is about: its words before the run of spaces."""
+    return [re.split(r"\s{2,}", line.strip())[0] for line in lines if line.strip()]
+
+
+async def test_getting_started_shows_every_line_of_the_banner_tarry_dev_prints(
+    tmp_path: Path,
+) -> None:
+    ports, data_dir = Ports(), tmp_path / "data"
+    async with serving(ports, data_dir, tmp_path) as dev:
+        assert await interrupt(dev.process) == 0
+    shown = re.search(r"```text\n(Temporal .*?)```", GETTING_STARTED.read_text(), re.DOTALL)
+    assert shown is not None
+
+    assert labels(shown.group(1).splitlines()) == labels(dev.banner)
+    assert "Tracing    off (OTEL_EXPORTER_OTLP_ENDPOINT=" in shown.group(1)
 
 
 async def test_dev_logs_an_expected_failure_in_one_line_without_a_traceback(

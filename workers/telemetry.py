@@ -103,6 +103,15 @@ def tracing_on(settings: TarrySettings, environ: Mapping[str, str] = os.environ)
     return any(environ.get(name, "").strip() for name in OTLP_ENDPOINTS)
 
 
+def tracing_summary(settings: TarrySettings, environ: Mapping[str, str] = os.environ) -> str:
+    """Whether the worker traces its runs and where the spans go, for `tarry dev`'s banner."""
+    if not tracing_on(settings, environ):
+        return "off (OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 sends traces there)"
+    where = next((v for n in OTLP_ENDPOINTS if (v := environ.get(n, "").strip())), None)
+    service = environ.get("OTEL_SERVICE_NAME") or "tarry-worker"
+    return f"on: OTLP to {where or 'http://localhost:4318'}, as service {service}"
+
+
 def tracing_interceptors(settings: TarrySettings) -> list[Interceptor]:
     """The SDK's tracing interceptor, exporting over OTLP, when tracing is on
     (`tracing_on`); none, and no OpenTelemetry imported, when it is off."""

@@ -20,7 +20,9 @@ subclassing it as its documentation says to:
   API, a schedule), so the SDK would begin a new trace at every workflow task. Here a
   run without a trace context gets one made from its workflow id and first run id: the
   same on every replay and worker, and handed to the next run of its chain at a
-  hand-over and to its sub-agents by the SDK. Its root is an `invoke_agent` span.
+  hand-over and to its sub-agents by the SDK. Its root is an `invoke_agent` span, sent as
+  the run ends, from its start (`workflows.traces.ended`). Tarry's internal workflows (a
+  client's catalogue check before a start) get a context that is never sampled: no trace.
 - Spans that last: the SDK's completed spans from workflow code begin when they end; a
   wait for a person says when it began (`workflows.traces.STARTED_NS`).
 """
@@ -49,18 +51,18 @@ from temporalio import workflow
 from temporalio.contrib.opentelemetry import TracingInterceptor, TracingWorkflowInboundInterceptor
 from temporalio.contrib.opentelemetry._interceptor import _CompletedWorkflowSpanParams
 from temporalio.exceptions import ApplicationError
-from temporalio.worker import ExecuteWorkflowInput, HandleQueryInput, WorkflowInterceptorClassInput
+from temporalio.worker import HandleQueryInput, WorkflowInterceptorClassInput
 
 from activities import traces
 from tarry.config.settings import TarrySettings
 from tarry.contracts import WORKFLOW_TYPE
 from workers.trace_content import WithoutContent
-from workflows.traces import STARTED_NS
+from workflows.traces import ROOT_SPAN_EXTERN, STARTED_NS
 
 __all__ = ["RunTracing", "tracing_interceptor"]
 
 ROOT_EXTERN = "__tarry_trace_root"
-"""The extern function that makes (and, once, emits) a run's root span."""
+"""The extern function that makes a run's trace context: its root span's ids."""
 _Carrier = dict[str, str | list[str]]
 """A trace context as the SDK's interceptor carries it in a header."""
 _forced_ids: ContextVar[tuple[int, int] | None] = ContextVar("tarry_forced_ids", default=None)
@@ -100,7 +102,7 @@ def _root_ids(workflow_id: str, first_run_id: str) -> tuple[int, int]:
 
 def _a_run() -> bool:
     """Whether the workflow is an agent run (which has a root of its own), not one of
-    Tarry's helper workflows (a client's catalogue check)."""
+    Tarry's internal workflows (a client's catalogue check)."""
     return workflow.info().workflow_type == WORKFLOW_TYPE
 
 
@@ -122,37 +124,57 @@ class RunTracing(TracingInterceptor):
     ) -> type[TracingWorkflowInboundInterceptor]:
         super().workflow_interceptor_class(input)
         input.unsafe_extern_functions[ROOT_EXTERN] = self._root
+        input.unsafe_extern_functions[ROOT_SPAN_EXTERN] = self._root_span
         return _RunInterceptor
 
-    def _root(
-        self, workflow_id: str, first_run_id: str, emit: Mapping[str, Any] | None, time_ns: int
-    ) -> dict[str, str]:
-        """The run's trace context, made from its ids: the same on every replay. With
-        `emit` (its attributes), its root span is emitted too."""
+    def _root(self, workflow_id: str, first_run_id: str, *, internal: bool) -> dict[str, str]:
+        """The run's trace context, made from its ids: the same on every replay. Of one
+        of Tarry's `internal` workflows (a client's catalogue check), a context that is
+        never sampled: none of its spans is recorded, so it adds no trace beside the runs."""
         trace_id, span_id = _root_ids(workflow_id, first_run_id)
-        # The configured sampler decides, as it would for a root span: by the trace id.
-        sampler = self._provider.sampler
-        decision = sampler.should_sample(None, trace_id, "invoke_agent").decision
-        sampled = decision is Decision.RECORD_AND_SAMPLE
+        sampled = not internal and self._sampled(trace_id)
         flags = opentelemetry.trace.TraceFlags(0x01 if sampled else 0x00)
         context = opentelemetry.trace.SpanContext(trace_id, span_id, True, flags)
-        if emit is not None and sampled:
-            token = _forced_ids.set((trace_id, span_id))
-            try:
-                span = self.tracer.start_span(
-                    f"invoke_agent {workflow_id}",
-                    opentelemetry.context.Context(),
-                    kind=SpanKind.INTERNAL,
-                    attributes=dict(emit),
-                    start_time=time_ns,
-                )
-            finally:
-                _forced_ids.reset(token)
-            span.end(end_time=time_ns)
         carrier: dict[str, str] = {}
         parent = opentelemetry.trace.NonRecordingSpan(context)
         self.text_map_propagator.inject(carrier, opentelemetry.trace.set_span_in_context(parent))
         return carrier
+
+    def _sampled(self, trace_id: int) -> bool:
+        """The configured sampler decides, as it would for a root span: by the trace id."""
+        decision = self._provider.sampler.should_sample(None, trace_id, "invoke_agent").decision
+        return decision is Decision.RECORD_AND_SAMPLE
+
+    def _root_span(
+        self,
+        workflow_id: str,
+        first_run_id: str,
+        attributes: Mapping[str, Any],
+        start_ns: int,
+        end_ns: int,
+    ) -> None:
+        """Sends the root span of a run whose chain ended (`workflows.traces.ended`),
+        from its start to its end, if the run's trace is its own: a sub-agent's, or a
+        run's that a tracing client started, belongs to the trace it was started in."""
+        trace_id, span_id = _root_ids(workflow_id, first_run_id)
+        current = opentelemetry.trace.get_current_span().get_span_context()
+        if (current.trace_id, current.span_id) != (
+            trace_id,
+            span_id,
+        ) or not current.trace_flags.sampled:
+            return
+        token = _forced_ids.set((trace_id, span_id))
+        try:
+            span = self.tracer.start_span(
+                f"invoke_agent {workflow_id}",
+                opentelemetry.context.Context(),
+                kind=SpanKind.INTERNAL,
+                attributes=dict(attributes),
+                start_time=start_ns,
+            )
+        finally:
+            _forced_ids.reset(token)
+        span.end(end_time=end_ns)
 
     def _completed_workflow_span(self, params: _CompletedWorkflowSpanParams) -> Any:
         attributes = dict(params.attributes or {})
@@ -173,17 +195,10 @@ class _RunInterceptor(TracingWorkflowInboundInterceptor):
     gave it one (see the module)."""
 
     def _load_workflow_context_carrier(self) -> _Carrier | None:
-        if (carrier := super()._load_workflow_context_carrier()) or not _a_run():
+        if carrier := super()._load_workflow_context_carrier():
             return carrier
-        self._workflow_context_carrier = self._root(emit=False)
+        self._workflow_context_carrier = self._root()
         return self._workflow_context_carrier
-
-    async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
-        info = workflow.info()
-        if _a_run() and self.header_key not in info.headers and info.continued_run_id is None:
-            first = not workflow.unsafe.is_replaying()
-            self._workflow_context_carrier = self._root(emit=first)
-        return await super().execute_workflow(input)
 
     async def handle_query(self, input: HandleQueryInput) -> Any:
         """A query of a client that does not trace is no span: the inbox and the CLI
@@ -192,20 +207,11 @@ class _RunInterceptor(TracingWorkflowInboundInterceptor):
             return await self.next.handle_query(input)
         return await super().handle_query(input)
 
-    def _root(self, *, emit: bool) -> _Carrier:
+    def _root(self) -> _Carrier:
         info = workflow.info()
-        attributes = {
-            "gen_ai.operation.name": "invoke_agent",
-            "tarry.run_id": info.workflow_id,
-            "temporalWorkflowID": info.workflow_id,
-            "temporalRunID": info.run_id,
-        }
         root = self._extern_functions[ROOT_EXTERN]  # type: ignore[literal-required]
         carrier: _Carrier = root(
-            info.workflow_id,
-            info.first_execution_run_id,
-            attributes if emit else None,
-            workflow.time_ns(),
+            info.workflow_id, info.first_execution_run_id, internal=not _a_run()
         )
         return carrier
 

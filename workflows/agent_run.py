@@ -65,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
         pages,
         stages,
         tool_calls,
+        traces,
         waits,
     )
     from workflows.details import current_details, title_from
@@ -88,6 +89,7 @@ class AgentRunWorkflow:
         else:
             self._m = RunMemory.of(input)
             audit.started(self._m, input)
+        traces.began(self._m)
         self._stream = RunStream(self._m.events.state)
         self._m.events.state = None  # the stream holds it; the next hand-over takes it again
         self._phases = Phases(self._m, input, self._stream)
@@ -122,6 +124,7 @@ class AgentRunWorkflow:
         await workflow.wait_condition(workflow.all_handlers_finished)
         await asyncio.gather(*self._phases.reports)  # a sub-agent's last word to its parent
         await self._phases.outbox.delivered()  # the server drops a closed run's activities
+        traces.ended(m)
         return m.result()
 
     # --- Handlers: they record intent; the main loop acts on it -----------------

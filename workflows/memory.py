@@ -91,11 +91,12 @@ _WRITTEN_FLAT = (
     "output", "error", "warning", "pause_requested", "paused_by", "stop_reason", "stopped_by",
     "stop_requested", "stops", "guards", "approvals", "events", "budget", "model_failure",
     "retry_requested", "model", "forked_from", "agents", "reply_policy", "remembered", "audit",
-    "wait",
+    "wait", "started",
 )  # fmt: skip
 """The memory's fields as the build before the groups wrote them, in its order: the shape
 every hand-over is written in, for a worker of that build to read (see `_flat`); and
-`wait`, added since, which that build leaves aside as it does any field it does not know."""
+`wait` and `started`, added since, which that build leaves aside as it does any field it
+does not know."""
 _WRITTEN_AT = {"inbox": ("inbox", "queued")} | {
     name: _GROUP_OF[name] for name in _WRITTEN_FLAT if name in _GROUP_OF
 }
@@ -139,6 +140,9 @@ class RunMemory(BaseModel):
     wait: WaitMark | None = Field(default=None, exclude_if=when_none)
     """The wait for a person under way, handed over with the rest so that a wait that
     outlasts a hand-over is one span; null while the run is not waiting."""
+    started: datetime | None = Field(default=None, exclude_if=when_none)
+    """When the run's chain began, handed over with the rest, so that its root span
+    lasts from there to its end (`workflows.traces`); null in memories of older builds."""
     audit: list[AuditRecord] = []
     """The audit records of this segment of the run's chain (`workflows.audit`): each
     hand-over passes them on in its own argument and starts the next segment empty."""
@@ -365,6 +369,7 @@ class RunMemory(BaseModel):
                     }
                 ),
                 "conversation": self.conversation.model_copy(update={"segment_turns": 0}),
+                "started": None,  # a new trace: the resumed run's chain begins anew
                 # What it decided stays decided.
                 "approvals": Approvals(
                     decided=self.approvals.decided, remembered=self.approvals.remembered

@@ -1,5 +1,6 @@
 """The spans the workflow adds to a run's trace: one per wait for a person (for input,
-an approval, a budget or a model), with who answered and how long it took.
+an approval, a budget or a model), with who answered and how long it took; and, as the
+run ends, its root span, which lasts from its start to its end.
 
 Through the SDK's own support (`temporalio.contrib.opentelemetry.workflow.completed_span`
 of the worker's tracing interceptor): a span is emitted only while the workflow is not
@@ -21,11 +22,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows import waits
     from workflows.memory import RunMemory, WaitMark
 
-__all__ = ["SPAN_EXTERN", "STARTED_NS", "entered"]
+__all__ = ["ROOT_SPAN_EXTERN", "SPAN_EXTERN", "STARTED_NS", "began", "ended", "entered"]
 
 SPAN_EXTERN = "__temporal_opentelemetry_completed_span"
 """The extern function the SDK's tracing interceptor gives a workflow: there, and only
 there, is tracing on."""
+ROOT_SPAN_EXTERN = "__tarry_trace_root_span"
+"""The extern function a tracing worker gives a run to send its root span with (`ended`)."""
 STARTED_NS = "tarry.started_ns"
 """An attribute `workers.tracing` takes as the span's start (the SDK's completed spans
 start when they end), and drops."""
@@ -42,6 +45,35 @@ def entered(memory: RunMemory) -> None:
         memory.wait = WaitMark(
             waiting_for=waiting.value, since=workflow.now(), turn=memory.conversation.turn
         )
+
+
+def began(memory: RunMemory) -> None:
+    """Marks when the run's chain began, for its root span: once, by its first run (a
+    run handed over by a build before this field counts from its hand-over)."""
+    if memory.started is None:
+        memory.started = workflow.now()
+
+
+def ended(memory: RunMemory) -> None:
+    """The run's chain ends: its root span (`invoke_agent`), from its start to now, is
+    sent now that it is known how long it lasted. A span is sent once, when it ends: sent
+    at the start, the root would last no time, and the run's latency read as 0 ms."""
+    if ROOT_SPAN_EXTERN not in workflow.extern_functions() or workflow.unsafe.is_replaying():
+        return
+    info = workflow.info()
+    attributes: dict[str, str | int] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "tarry.run_id": info.workflow_id,
+        "tarry.phase": memory.phase.value,
+        "tarry.turns": memory.conversation.turn,
+        "temporalWorkflowID": info.workflow_id,
+        "temporalRunID": info.run_id,
+    }
+    started = memory.started or info.start_time
+    send = workflow.extern_functions()[ROOT_SPAN_EXTERN]
+    send(
+        info.workflow_id, info.first_execution_run_id, attributes, _ns(started), workflow.time_ns()
+    )
 
 
 def _waited(memory: RunMemory, mark: WaitMark) -> None:

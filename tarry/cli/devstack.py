@@ -43,7 +43,7 @@ from tarry.temporal.pages import PageStore
 from tarry.temporal.storage import storage_driver
 from tarry.testing.scripted_model import ScriptedModel, ScriptStep
 from workers.plugin import TarryPlugin
-from workers.telemetry import metrics_url, worker_runtime
+from workers.telemetry import metrics_url, tracing_summary, worker_runtime
 
 T = TypeVar("T")
 
@@ -127,6 +127,7 @@ class DevStack:
             f"Worker     task queue {self.task_queue}; workspaces in {self.workspace_root}",
             f"Data       {self.data_dir}",
             f"Metrics    {metrics_url(s) or 'off (TARRY_METRICS_PORT=9464 serves them)'}",
+            f"Tracing    {tracing_summary(s)}",
             f"Config     {s.tarry_config or 'none (TARRY_CONFIG names a file)'}",
         ]
 

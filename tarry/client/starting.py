@@ -208,6 +208,18 @@ def with_start_key(
     return attributes.updated(SearchAttributePair(START_KEY_ATTRIBUTE, start_key))
 
 
+CHECK_ID_PREFIX = "tarry-internal-catalogue-check-"
+"""The workflow id of a client's `CatalogueCheck` begins so: the Temporal UI lists it
+beside the runs, and its id says at a glance that it is none."""
+CHECK_DETAILS = (
+    "Tarry asks a worker, before it starts run {run_id!r}, whether the worker has every"
+    " tool, agent and model profile the run names, so that a typo refuses the start rather"
+    " than failing a run. This workflow is that check, not a run: `tarry list`, the API and"
+    " the inbox list runs only. To list runs alone here, query `WorkflowType = 'AgentRun'`."
+)
+"""The check's details in the Temporal UI (its User Metadata)."""
+
+
 async def refuse_unknown_names(
     client: Client, task_queue: str, input: RunInput, run_id: str
 ) -> None:
@@ -224,11 +236,12 @@ async def refuse_unknown_names(
         refusal: ErrorInfo | None = await client.execute_workflow(
             CATALOGUE_CHECK_WORKFLOW,
             request,
-            id=f"catalogue-check-{uuid.uuid4().hex}",
+            id=f"{CHECK_ID_PREFIX}{uuid.uuid4().hex}",
             task_queue=task_queue,
             result_type=ErrorInfo | None,  # type: ignore[arg-type]
             execution_timeout=timedelta(seconds=NOT_READY_PATIENCE),
-            static_summary=f"may run {run_id!r} start?",
+            static_summary=f"Tarry's internal check, not a run: may {run_id!r} start?",
+            static_details=CHECK_DETAILS.format(run_id=run_id),
         )
     except TarryError as e:
         _log.warning("%s; the run checks its tools when a worker takes it", e.message)
