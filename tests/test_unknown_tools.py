@@ -4,12 +4,14 @@ in `--model` fail the run only at its first model call."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 
 from tarry.client import Tarry, TarryError
+from tarry.client.starting import CHECK_ID_PREFIX
 from tarry.contracts import WORKFLOW_TYPE, ErrorCode, Phase, RunInput, RunResult
 from tarry.testing.scripted_model import say
 from tests.cli import Cli
@@ -155,3 +157,28 @@ async def test_a_refused_start_leaves_no_run_in_tarry_list_or_the_api(
     with pytest.raises(TarryError) as missing:
         await agent.tarry.get(refused_id).describe()
     assert missing.value.code is ErrorCode.RUN_NOT_FOUND
+
+
+async def check_of(temporal: Client, run_id: str) -> WorkflowExecutionDescription:
+    """The `CatalogueCheck` a client asked before it started `run_id`, once listed."""
+    query = f"WorkflowType = 'CatalogueCheck' AND WorkflowId STARTS_WITH '{CHECK_ID_PREFIX}'"
+    async with asyncio.timeout(TIMEOUT):
+        while True:
+            async for listed in temporal.list_workflows(query):
+                described = await temporal.get_workflow_handle(listed.id).describe()
+                if repr(run_id) in (await described.static_summary() or ""):
+                    return described
+            await asyncio.sleep(0.1)
+
+
+async def test_the_check_before_a_start_says_in_the_temporal_ui_that_it_is_not_a_run(
+    agent: Agent, temporal: Client
+) -> None:
+    agent.model.add(say("hi"))
+    run = await agent.start("hello", require_approval=["write_file"])  # names a tool: checked
+
+    check = await check_of(temporal, run.id)
+
+    summary = await check.static_summary()
+    assert summary == f"Tarry's internal check, not a run: may {run.id!r} start?"
+    assert "This workflow is that check, not a run" in (await check.static_details() or "")
