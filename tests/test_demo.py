@@ -4,7 +4,11 @@ terminal and nothing on stdin, on free ports and a fresh data directory."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -219,3 +223,40 @@ async def test_the_demo_beside_a_running_dev_stack_keeps_its_run_to_itself(
     assert "reused" in out
     assert "(offline scripted model) You said" not in out
     run_id_in(out)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+MOST_PACKAGES = 60
+"""What `scripts/demo` may install on a fresh clone: the `cli` extra is about 50, where
+the `dev` extra, which it installed before, is over 200 (1.4 GB)."""
+
+
+def fresh_clone(where: Path) -> Path:
+    """The project's tracked files, as `git clone` gives them, without a `.venv`."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.decode()
+    for name in filter(None, tracked.split("\0")):
+        (where / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, where / name)
+    return where
+
+
+def test_the_demo_on_a_fresh_clone_installs_at_most_60_packages(tmp_path: Path) -> None:
+    clone = fresh_clone(tmp_path / "tarry")
+    env = {k: v for k, v in os.environ.items() if k not in ("TARRY_EXTRAS", "VIRTUAL_ENV")}
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if ".venv" not in p)
+    env["PYTHON"] = sys.executable  # a Python >= 3.11, as the demo asks of a person
+
+    setup = subprocess.run(
+        [clone / "scripts" / "demo", "--help"],
+        cwd=clone, env=env, capture_output=True, text=True, timeout=deadline(600), check=False,
+    )  # fmt: skip
+    listed = subprocess.run(
+        [clone / ".venv" / "bin" / "python", "-m", "pip", "list", "--format=json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+
+    assert setup.returncode == 0, setup.stderr
+    assert "installing Tarry with its [cli] extra" in setup.stderr
+    assert len(json.loads(listed.stdout)) <= MOST_PACKAGES
