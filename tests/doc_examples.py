@@ -56,6 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COVERED_ELSEWHERE = {
     ("README.md", "Five minutes with the CLI"): "covered by tests/test_tour.py",
     ("docs/getting-started.md", "*"): "covered by tests/test_tour.py",
+    ("docs/guides/evaluating.md", "Try it offline"): "covered by tests/test_evaluating_trial.py",
     **{
         (guide, "Try it offline"): "covered by tests/test_guide_tours.py"
         for guide in tour.TOURS.values()
@@ -63,8 +64,9 @@ COVERED_ELSEWHERE = {
 }
 """(page, `##` section, `*` for every one) whose blocks another test runs: the tour, which
 tests/test_tour.py walks through command by command, in the README and in Getting started
-(which it checks holds exactly the README's commands); and the guides' offline tours,
-which tests/test_guide_tours.py plays."""
+(which it checks holds exactly the README's commands); the guides' offline tours,
+which tests/test_guide_tours.py plays; and the evaluating guide's offline trial, which
+tests/test_evaluating_trial.py plays."""
 
 SHELL_COMMANDS = {"tarry", "temporal"}
 """The programs a shell block may run: the CLI and Temporal's, against the test stack."""
