@@ -16,6 +16,7 @@ from tarry.contracts import ErrorCode
 from tests.cli import TARRY, agent_env
 from tests.conftest import Agent
 from tests.deadline import deadline
+from tests.faults import LOCAL_USER
 from tests.http_api import TOKEN, Access, Api, serving
 
 
@@ -173,3 +174,50 @@ async def test_with_no_tokens_a_non_loopback_host_is_refused(agent: Agent) -> No
     assert err.decode().startswith("error: refusing to serve the API on 0.0.0.0")
     assert "TARRY_API_TOKENS" in err.decode()
     assert err.decode().count("\n") == 1
+
+
+async def test_a_request_without_a_token_is_told_the_config_s_users_hold_them(
+    agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "tarry.toml"
+    config.write_text('[api.users]\nalice = "alice-token-0123456789"\n')
+    monkeypatch.setenv("TARRY_CONFIG", str(config))
+
+    async with (
+        ApiServer(create_app(agent.tarry, TarrySettings()), "127.0.0.1", 0) as server,
+        httpx.AsyncClient(base_url=server.url) as http,
+    ):
+        response = await http.get("/v1/me")
+
+    assert response.status_code == 401
+    assert response.json()["error"]["message"] == (
+        "this API needs a token, one of the config file's [api.users]: Authorization: Bearer TOKEN"
+    )
+
+
+async def test_me_answers_the_user_a_token_names(
+    agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "tarry.toml"
+    config.write_text(
+        '[api.users]\nalice = "alice-token-0123456789"\n[api.groups]\nops = ["alice"]\n'
+    )
+    monkeypatch.setenv("TARRY_CONFIG", str(config))
+
+    async with (
+        ApiServer(create_app(agent.tarry, TarrySettings()), "127.0.0.1", 0) as server,
+        httpx.AsyncClient(base_url=server.url) as http,
+    ):
+        response = await http.get(
+            "/v1/me", headers={"Authorization": "Bearer alice-token-0123456789"}
+        )
+
+    assert response.status_code == 200
+    assert response.json() == {"user": "alice", "groups": ["ops"]}
+
+
+async def test_without_tokens_every_request_is_the_local_user(agent: Agent) -> None:
+    async with serving(agent) as api:
+        response = await api.http.get("/v1/me")
+
+    assert response.json() == {"user": LOCAL_USER, "groups": []}

@@ -40,6 +40,7 @@ from tarry.testing.scripted_model import Script, ScriptedModel, call, say
 from tests.browser import chromium, needs_chromium, static_site
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
+from tests.faults import LOCAL_USER
 from tests.http_api import TOKEN, Api, serving
 from tests.test_api_access import signals
 from tests.test_api_model_failure import SOON
@@ -470,7 +471,7 @@ async def test_approve_and_remember_in_the_inbox_decides_the_like_call_after_it(
 
     await until(lambda: "Twice." in texts(browser, ".message.assistant .body"), "the answer")
     decisions = [m.decision for m in await api.run(run_id).transcript() if m.decision]
-    assert [(d.remember, d.user) for d in decisions] == [("run", "api"), (None, "remembered")]
+    assert [(d.remember, d.user) for d in decisions] == [("run", LOCAL_USER), (None, "remembered")]
 
 
 async def test_a_call_only_others_may_decide_shows_who_and_offers_no_decision(
@@ -493,13 +494,13 @@ async def test_the_transcript_says_who_sent_each_message(
     agent: Agent, api: Api, browser: WebDriver
 ) -> None:
     agent.model.add(say("Hello."))
-    run_id = await api.start("hi")  # over an API without tokens: the user `api`
+    run_id = await api.start("hi")  # over an API without tokens: the local user
     await api.run(run_id).wait_for(WAITING, TIMEOUT)
 
     await open_run(browser, api, run_id)
 
     who = await until(lambda: first(browser, ".message.user .who"), "the reply")
-    assert who.get_attribute("textContent") == "api"  # as written; the page shows it in capitals
+    assert who.get_attribute("textContent") == LOCAL_USER  # as written, shown in capitals
 
 
 async def test_html_in_a_model_answer_is_shown_as_text_and_never_runs(
@@ -575,7 +576,7 @@ async def test_a_decision_says_who_made_it(agent: Agent, api: Api, browser: WebD
     decision: str = await until(
         lambda: next(iter(texts(browser, "#transcript .decision")), ""), "the decision"
     )
-    assert decision.startswith("approved by api at ")  # the API without tokens: user `api`
+    assert decision.startswith(f"approved by {LOCAL_USER} at ")  # no tokens: the local user
 
 
 LONG_ANSWER = "\n\n".join(f"Paragraph {i} of a long answer." for i in range(80))
@@ -664,7 +665,8 @@ async def test_a_person_raises_a_spent_budget_and_the_run_goes_on(
 
     await until(lambda: "Three files." in texts(browser, ".message.assistant .body"), "answer")
     state = await api.state(run_id)
-    assert (state.budget and state.budget.max_total_tokens, state.budget_raised_by) == (200, "api")
+    raised = (state.budget and state.budget.max_total_tokens, state.budget_raised_by)
+    assert raised == (200, LOCAL_USER)
     await until(lambda: not form.is_displayed(), "the control gone")
 
 
@@ -735,10 +737,10 @@ async def test_the_calls_i_may_decide_filter_lists_only_runs_i_may_approve(
         call("write_file", {"path": "a.md", "content": "hi"}),
         call("write_file", {"path": "b.md", "content": "hi"}),
     )
-    # Without tokens the API's every caller is the user `api`.
+    # Without tokens the API's every caller is the local user, as the CLI's are.
     theirs = await api.start("write a.md", require_approval=["*"], approvers={"*": ["bob"]})
     await api.run(theirs).wait_for(WAITING, TIMEOUT)
-    mine = await api.start("write b.md", require_approval=["*"], approvers={"*": ["api"]})
+    mine = await api.start("write b.md", require_approval=["*"], approvers={"*": [LOCAL_USER]})
     await api.run(mine).wait_for(WAITING, TIMEOUT)
     await asyncio.to_thread(browser.get, api.url + "/")
     await until(lambda: list_tag(browser, theirs) == "approval", "their run in the list")
@@ -1082,3 +1084,38 @@ async def test_the_inbox_shows_no_one_else_s_runs_and_a_read_share_read_only(
         for control in ("reply-form", "pause-button", "stop-button"):
             assert not browser.find_element(By.ID, control).is_displayed(), control
     assert (await api.run(alices).state()).waiting_for == WaitingFor.APPROVAL
+
+
+LIST_ANSWERED = """
+return performance.getEntriesByType("resource")
+  .some((entry) => new URL(entry.name).pathname === "/v1/wait-kinds" && entry.responseEnd > 0);
+"""
+"""Whether the list's first request (the kinds of wait, for its filter) has had its answer."""
+
+
+async def test_the_inbox_asks_for_a_token_of_the_config_s_users_then_says_who_signed_in(
+    agent: Agent, browser: WebDriver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_people(tmp_path, monkeypatch)
+    async with people_api(agent) as api:
+        await asyncio.to_thread(browser.get, api.url + "/")
+        await script(browser, "localStorage.removeItem('tarry-token')")
+        await asyncio.to_thread(browser.get, api.url + "/")
+        await until(lambda: first(browser, "#token-dialog[open]"), "the token prompt")
+        await until(lambda: browser.execute_script(LIST_ANSWERED), "the list's 401")
+        await asyncio.sleep(0.2)  # what the page does with it
+        why = browser.find_element(By.ID, "token-why").text
+        health = browser.find_element(By.ID, "health").text
+
+        await asyncio.to_thread(
+            browser.find_element(By.ID, "token-input").send_keys, BOB, Keys.ENTER
+        )
+        signed_in = await until(
+            lambda: browser.find_element(By.ID, "signed-in").text, "who is signed in"
+        )
+        await script(browser, "localStorage.removeItem('tarry-token')")
+
+    assert "one of the config file's [api.users]" in why
+    assert "TARRY_API_TOKENS" not in why
+    assert health == ""  # no raw 401 beside the prompt
+    assert signed_in == "Signed in as bob"

@@ -1,7 +1,8 @@
 """The HTTP API as an ASGI app: `create_app(tarry, settings)`.
 
 Routes: `/v1/runs...` (`tarry.api.runs`), `/v1/schedules...` (`tarry.api.schedules`),
-`/v1/agui` (`tarry.api.agui`), `/v1/wait-kinds` (`tarry.api.waits`), `/v1/actions/{token}`
+`/v1/agui` (`tarry.api.agui`), `/v1/wait-kinds` (`tarry.api.waits`), `/v1/me`
+(`tarry.api.me`), `/v1/actions/{token}`
 (`tarry.api.actions`), `/healthz`, `/openapi.json` and `/docs`; the web inbox
 (`tarry/api/inbox/`: static HTML, CSS and JavaScript, no build step) at `/`. Every route
 but `/healthz`, the docs and the inbox's files needs a bearer token when there are any
@@ -36,6 +37,7 @@ from tarry.api.auth import bearer_guard
 from tarry.api.datasets import datasets_router
 from tarry.api.errors import BodyLimit, install_error_handlers
 from tarry.api.evals import evals_router
+from tarry.api.me import me_router
 from tarry.api.models import Health
 from tarry.api.parts import AppParts, TarryOf
 from tarry.api.schedules import schedules_router
@@ -120,6 +122,7 @@ def _api() -> APIRouter:
         timeline_router(),
         evals_router(),
         waits_router(),
+        me_router(),
     ):
         api.include_router(router, dependencies=guarded)
     api.include_router(_docs_router())  # the API's description: no data, the same everywhere

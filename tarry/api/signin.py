@@ -17,7 +17,7 @@ from tarry.api.oidc import OidcVerifier
 from tarry.config.settings import TarrySettings
 from tarry.contracts import ErrorCode
 from tarry.core.errors import TarryError
-from tarry.core.identities import API_USER, OIDC_PREFIX, SIGNED_IN_RESERVED, Caller, name_problem
+from tarry.core.identities import OIDC_PREFIX, SIGNED_IN_RESERVED, Caller, name_problem
 
 __all__ = ["SignIn", "bearer_of"]
 
@@ -30,7 +30,8 @@ class SignIn:
 
     settings: TarrySettings
     required: bool
-    """`TarrySettings.api_authenticates`: False, every request is the user `api`."""
+    """`TarrySettings.api_authenticates`: False, every request is the local user (the
+    API then listens on loopback alone), as the CLI's are."""
     tokens: Sequence[tuple[Caller, bytes]]
     """The users' static tokens, as bytes for `secrets.compare_digest`."""
     oidc: OidcVerifier | None
@@ -48,13 +49,15 @@ class SignIn:
 
     async def caller(self, token: str | None, client: str | None, headers: Headers) -> Caller:
         """Who sends a request with bearer `token` (None: none) from the address `client`
-        with `headers`; the user `api` when the API asks no one. A request of the gateway
+        with `headers`; the local user when the API asks no one. A request of the gateway
         that names its user is that user, whatever token it carries too (oauth2-proxy
         passes the ID token on); any other is its token's. `TarryError` (401
         `UNAUTHORIZED`, `USER_HEADER_REPEATED` or a `TOKEN_*` code) when it cannot tell;
         403 `USER_NAME_REFUSED` for a name no person may have (`name_problem`)."""
         if not self.required:
-            return self.settings.caller(API_USER)
+            # Loopback only (`tarry.api.server`): the person at this machine, as the CLI
+            # and `tarry mcp` record them.
+            return self.settings.local_caller()
         api = self.settings.api_table()
         gateway = self._is_gateway(client)
         user = self._forwarded_user(headers) if gateway else ""
@@ -74,8 +77,19 @@ class SignIn:
                 f"the sign-in gateway sent no {api.forwarded_user_header} header",
             )
         raise TarryError(
-            ErrorCode.UNAUTHORIZED, "this API needs a token: Authorization: Bearer TOKEN"
+            ErrorCode.UNAUTHORIZED,
+            f"this API needs a token, {self.token_sources()}: Authorization: Bearer TOKEN",
         )
+
+    def token_sources(self, alternative: str = "or") -> str:
+        """Where a person finds a token for this API, in their words: the places of the
+        static tokens (`[api.users]`, `TARRY_API_TOKENS`), `alternative` the identity
+        provider's JWTs."""
+        known = f"one of {self.settings.api_token_sources()}" if self.tokens else ""
+        if self.oidc is not None:
+            jwt = f"a JWT of {self.oidc.table.issuer}"
+            return f"{known} {alternative} {jwt}" if known else jwt
+        return known
 
     async def _of_token(self, token: str) -> Caller:
         given = token.encode()
@@ -95,11 +109,7 @@ class SignIn:
                 )
                 name = f"{OIDC_PREFIX}{claim}"
             return self._with_groups(name, groups)
-        known = f"one of {self.settings.api_token_sources()}"
-        if self.oidc is not None:
-            jwt = f"a JWT of {self.oidc.table.issuer}"
-            known = f"{known} nor {jwt}" if self.tokens else jwt
-        raise TarryError(ErrorCode.UNAUTHORIZED, f"the token is not {known}")
+        raise TarryError(ErrorCode.UNAUTHORIZED, f"the token is not {self.token_sources('nor')}")
 
     def _forwarded_user(self, headers: Headers) -> str:
         """The user the gateway's `forwarded_user_header` names ("" for none); refused

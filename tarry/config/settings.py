@@ -404,7 +404,8 @@ class TarrySettings(BaseSettings):
     def api_authenticates(self) -> bool:
         """Whether the HTTP API (and `tarry mcp --http`) asks who a request is: it has
         bearer tokens, an identity provider (`[api.oidc]`) or a sign-in gateway (`[api]
-        trusted_proxy`). If not, it serves only loopback, every request as the user `api`."""
+        trusted_proxy`). If not, it serves only loopback, every request as the local user
+        (`local_caller`), as the CLI's."""
         api = self._file.api
         return bool(self.api_tokens() or api.oidc or api.trusted_proxy)
 

@@ -36,8 +36,8 @@ __all__ = [
 ]
 
 API_USER = "api"
-"""The user of a bare token (`TARRY_API_TOKENS=TOKEN`, `[api] tokens`), and of every
-request to an API that has no tokens."""
+"""The user of a bare token (`TARRY_API_TOKENS=TOKEN`, `[api] tokens`). A request to an
+API that has no tokens is the local user's (`local_user`), as the CLI's are."""
 
 RESERVED_USERS = frozenset(
     {door.value for door in Door if door.value != API_USER} | {"remembered", "deadline"}

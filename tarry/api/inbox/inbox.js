@@ -44,10 +44,10 @@ async function api(method, path, body, idempotencyKey) {
     init.body = JSON.stringify(body);
   }
   const response = await fetch(path, init);
-  if (response.status === 401) {
-    askForToken();
-  }
   const data = response.status === 204 ? null : await response.json().catch(() => null);
+  if (response.status === 401) {
+    askForToken(data && data.error ? data.error.message : "");
+  }
   if (!response.ok) {
     const error = (data && data.error) || { code: `HTTP_${response.status}`, message: response.statusText };
     throw new ApiError(response.status, error.code, error.message);
@@ -55,9 +55,22 @@ async function api(method, path, body, idempotencyKey) {
   return data;
 }
 
-function askForToken() {
+// The API's 401 says where this server's tokens come from (`[api.users]`,
+// `TARRY_API_TOKENS`, an identity provider): the prompt says it to the person.
+function askForToken(why) {
   const dialog = $("token-dialog");
+  if (why) $("token-why").textContent = why.charAt(0).toUpperCase() + why.slice(1) + ".";
   if (!dialog.open) dialog.showModal();
+}
+
+// Who the API takes this page for (`GET /v1/me`): the name its decisions are recorded under.
+async function showWhoIAm() {
+  try {
+    const me = await api("GET", "/v1/me");
+    $("signed-in").textContent = `Signed in as ${me.user}`;
+  } catch {
+    $("signed-in").textContent = "";
+  }
 }
 
 // Server-sent events over fetch, not EventSource: EventSource cannot send the bearer token.
@@ -153,7 +166,9 @@ async function refreshList() {
     showList(runs);
     $("health").textContent = "";
   } catch (error) {
-    if (generation === listGeneration) $("health").textContent = error.message;
+    // Not signed in yet: the token prompt says so, not a raw 401 beside it.
+    const shown = error.status === 401 ? "" : error.message;
+    if (generation === listGeneration) $("health").textContent = shown;
   }
 }
 
@@ -1112,6 +1127,7 @@ function wire() {
   $("token-form").addEventListener("submit", () => {
     localStorage.setItem(TOKEN_KEY, $("token-input").value);
     showTokenControl();
+    showWhoIAm();
     route();
     refreshList();
   });
@@ -1119,6 +1135,7 @@ function wire() {
     localStorage.removeItem(TOKEN_KEY);
     $("token-input").value = "";
     showTokenControl();
+    showWhoIAm();
     refreshList();
   });
   window.addEventListener("hashchange", route);
@@ -1127,6 +1144,7 @@ function wire() {
 document.addEventListener("DOMContentLoaded", () => {
   wire();
   showTokenControl();
+  showWhoIAm();
   route();
   pollList();
 });
