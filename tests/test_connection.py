@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -281,6 +282,50 @@ async def test_a_certificate_in_the_profile_file_that_is_not_pem_names_the_file_
     assert line == (
         f"{connection['TEMPORAL_CONFIG_FILE']}: [profile.secure.tls] client_cert_path: "
         f"{pki.client_cert_file} holds no PEM certificate"
+    )
+
+
+def v1_client_certificate(pki: Pki, directory: Path) -> tuple[Path, Path]:
+    """A client certificate of `pki`'s CA as a plain `openssl x509 -req` makes it: X.509
+    v1, no extensions; and its key."""
+    key, request, cert = (directory / name for name in ("v1.key", "v1.csr", "v1.pem"))
+    commands: list[list[str | Path]] = [
+        ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", request,
+         "-subj", "/CN=worker"],
+        ["openssl", "x509", "-req", "-in", request, "-CA", pki.ca_file, "-CAkey", pki.ca_key_file,
+         "-CAcreateserial", "-out", cert, "-days", "1"],
+    ]  # fmt: skip
+    for command in commands:
+        subprocess.run(command, capture_output=True, check=True)
+    return cert, key
+
+
+async def test_a_v1_client_certificate_is_refused_at_the_start_as_such(
+    tmp_path: Path, pki: Pki
+) -> None:
+    cert, key = v1_client_certificate(pki, tmp_path)
+
+    line = refused(
+        await start(
+            "python -m workers",
+            tmp_path,
+            TEMPORAL_TLS_CLIENT_CERT_PATH=str(cert),
+            TEMPORAL_TLS_CLIENT_KEY_PATH=str(key),
+        )
+    )
+
+    assert line.startswith(
+        f"TEMPORAL_TLS_CLIENT_CERT_PATH: {cert} is an X.509 v1 certificate, which TLS refuses"
+    )
+    assert "issue it as v3" in line
+
+
+async def test_an_address_without_a_port_says_the_port_is_missing(tmp_path: Path) -> None:
+    line = refused(await start("python -m workers", tmp_path, TEMPORAL_ADDRESS="localhost"), code=1)
+
+    assert line == (
+        "cannot reach Temporal at localhost: the address has no port; give host:port, e.g."
+        " TEMPORAL_ADDRESS=localhost:7233 (Temporal's gRPC port)"
     )
 
 

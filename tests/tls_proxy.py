@@ -41,12 +41,18 @@ class Pki:
             "tarry-worker.example", common_name="tarry-worker", organization_name="Tarry Tests"
         )
         self.ca.cert_pem.write_to_path(str(self.ca_file))
+        self.ca.private_key_pem.write_to_path(str(self.ca_key_file))
         self.client.cert_chain_pems[0].write_to_path(str(self.client_cert_file))
         self.client.private_key_pem.write_to_path(str(self.client_key_file))
 
     @property
     def ca_file(self) -> Path:
         return self.directory / "ca.pem"
+
+    @property
+    def ca_key_file(self) -> Path:
+        """The CA's key: to issue other client certificates with, as `openssl` does."""
+        return self.directory / "ca.key"
 
     @property
     def client_cert_file(self) -> Path:

@@ -186,6 +186,11 @@ class TemporalConnection:
                 "TEMPORAL_TLS=true (and TEMPORAL_TLS_SERVER_CA_CERT_PATH for its CA)",
                 TLS_REFUSED_EXIT,
             )
+        if not _PORT.search(self.address):
+            return ConnectError(
+                f"cannot reach Temporal at {self.address}: the address has no port; give"
+                f" host:port, e.g. TEMPORAL_ADDRESS={self.address}:7233 (Temporal's gRPC port)"
+            )
         return ConnectError(
             f"cannot reach Temporal at {self.address}; start it with `tarry dev` or set "
             "TEMPORAL_ADDRESS"
@@ -202,6 +207,8 @@ _TLS_REASONS = (
     # rustls' and hyper's words (the SDK's TLS), what each means, and whose setting it is.
     (r"UnknownIssuer|BadSignature|invalid peer certificate",
      "the server's certificate is not signed by the CA this process trusts", "ca"),
+    (r"UnsupportedCertVersion", "the server's certificate is X.509 v1, which TLS refuses "
+     "(the server needs a v3 one)", "ca"),
     (r"NotValidForName", "the server's certificate is not for this name (set "
      "TEMPORAL_TLS_SERVER_NAME to the name it is for)", "ca"),
     # A server that refuses the client's certificate (or wants one) under TLS 1.3 says so
@@ -213,6 +220,8 @@ _TLS_REASONS = (
      "client"),
     (r"InvalidContentType|CorruptMessage", "the server does not speak TLS", "plaintext"),
 )  # fmt: skip
+_PORT = re.compile(r":\d+/?$")
+"""An address that ends in its port (`host:7233`, `[::1]:7233`, `http://host:7233/`)."""
 _CLOSED = r"broken pipe|connection reset|UnexpectedEof"
 """A plaintext client's words for a TLS server that hung up on it."""
 
@@ -364,7 +373,12 @@ def _tls(
             f"{cert_source.setting} gives a client certificate but no client key is set "
             "(TEMPORAL_TLS_CLIENT_KEY_PATH)"
         )
-    subject = x509.load_pem_x509_certificate(cert).subject.rfc4514_string() if cert else None
+    subject = None
+    if cert is not None:
+        assert cert_source is not None
+        client = x509.load_pem_x509_certificate(cert)
+        _refuse_v1(cert_source, client)
+        subject = client.subject.rfc4514_string()
     tls = TLSConfig(
         server_root_ca_cert=ca,
         domain=spec.server_name,
@@ -372,6 +386,18 @@ def _tls(
         client_private_key=key,
     )
     return tls, subject, ca_source, cert_source
+
+
+def _refuse_v1(source: _Source, certificate: x509.Certificate) -> None:
+    """A client certificate of X.509 v1, which a plain `openssl x509 -req` makes, is
+    refused by TLS with words that read as an unreachable server: said here, at once."""
+    if certificate.version is x509.Version.v1:
+        what = str(source.path) if source.path else "its data"
+        raise ConfigError(
+            f"{source.setting}: {what} is an X.509 v1 certificate, which TLS refuses as a"
+            " client certificate; issue it as v3 (openssl x509 -req ... -extfile FILE, the"
+            " file holding `extendedKeyUsage = clientAuth`)"
+        )
 
 
 def _pem(source: _Source, data: DataSource, kind: str) -> bytes:
