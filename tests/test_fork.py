@@ -120,6 +120,17 @@ async def test_a_fork_at_a_message_that_is_not_a_users_is_refused(agent: Agent, 
     assert "its user messages: 0, 2" in str(refused.value)
 
 
+async def test_a_fork_past_the_end_says_how_many_messages_the_run_has(agent: Agent) -> None:
+    run = await long_run(agent, 2)
+
+    with pytest.raises(TarryError) as refused:
+        await run.fork(7, "instead")
+
+    assert refused.value.message.startswith(
+        f"run {run.id!r} has 4 messages (0 to 3), none numbered 7;"
+    )
+
+
 async def test_a_fork_over_http_is_a_new_run_named_after_its_origin(api: Api) -> None:
     run = await long_run(api.agent, 2)
     api.agent.model.add(say("forked over HTTP"))

@@ -213,6 +213,21 @@ async def test_the_command_line_says_in_one_line_that_the_agent_is_working(
     )
 
 
+async def test_tarry_reply_policy_makes_the_next_reply_while_the_agent_works_refused(
+    agent: Agent,
+) -> None:
+    agent.model.add(say(LONG, chunk_chars=5, chunk_delay=0.2))  # about 12 s of writing
+    cli = Cli.of(agent)
+    run = await cli.start("talk to me")  # queue, by default
+    await events_until(run, EventKind.TEXT)
+
+    changed = await cli.ok("reply-policy", run.id, "reject")
+    result = await cli("reply", run.id, "hurry up")
+
+    assert changed == f"a reply to run {run.id} while it works now: reject\n"
+    assert "RUN_BUSY" in result.err
+
+
 async def test_an_mcp_reply_while_the_agent_works_is_a_run_busy_tool_error(
     agent: Agent, payload_store: Path
 ) -> None:

@@ -1,4 +1,5 @@
-"""The "Runs" commands: start a run, talk to it, pause, stop and resume it."""
+"""The "Runs" commands: start a run, talk to it, set what a reply does while it works,
+pause, stop and resume it."""
 
 from __future__ import annotations
 
@@ -146,6 +147,26 @@ def chat_command(
 def pause(run_id: RunId) -> None:
     """Ask the run to stop at its next turn boundary and wait for a reply."""
     with_run(run_id, lambda run: run.pause())
+
+
+@commands.command("reply-policy", rich_help_panel=Panel.RUNS)
+def reply_policy(
+    run_id: RunId,
+    policy: Annotated[
+        ReplyPolicy,
+        typer.Argument(
+            metavar="queue|interrupt|reject",
+            help="What a reply does while the agent works from now on: waits its turn, cuts"
+            " the model call short, or is refused.",
+        ),
+    ],
+    as_json: AsJson = False,
+) -> None:
+    """Change what a reply does that arrives while the run works (a waiting run takes
+    every reply at once), as `--on-reply-while-running` set it at the start."""
+    state = with_run(run_id, lambda run: run.set_reply_policy(policy))
+    said = f"a reply to run {run_id} while it works now: {state.on_reply_while_running}"
+    output(state, as_json, Text(said))
 
 
 @commands.command(rich_help_panel=Panel.RUNS)

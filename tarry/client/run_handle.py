@@ -397,10 +397,16 @@ class RunHandle:
         transcript = await self.transcript()
         if not 0 <= at < len(transcript) or transcript[at].role != "user":
             users = [i for i, message in enumerate(transcript) if message.role == "user"]
+            where = (
+                f"run {self.id!r} has {len(transcript)} messages (0 to {len(transcript) - 1}),"
+                f" none numbered {at}"
+                if not 0 <= at < len(transcript)
+                else f"message {at} of run {self.id!r} is not a user message"
+            )
             raise TarryError(
                 ErrorCode.FORK_POINT_INVALID,
-                f"message {at} of run {self.id!r} is not a user message; a fork starts at"
-                f" one of its user messages: {', '.join(map(str, users)) or 'none yet'}",
+                f"{where}; a fork starts at one of its user messages:"
+                f" {', '.join(map(str, users)) or 'none yet'}",
             )
         input = await self._delivery.query("run_input", RunInput)
         prompt = text if text is not None else transcript[at].content or ""
