@@ -148,6 +148,25 @@ async def test_a_run_that_spent_its_cost_budget_waits_and_goes_on_when_raised(
     assert state.last_assistant_text == "Done."
 
 
+async def test_status_says_a_spent_budget_holds_while_the_run_waits_for_an_approval(
+    agent: Agent,
+) -> None:
+    agent.model.add(
+        call("write_file", {"path": "a.md", "content": "hi"}, usage=Usage(total_tokens=120))
+    )
+    run = await agent.start(
+        "write it", budget=Budget(max_total_tokens=100), require_approval=["write_file"]
+    )
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+
+    status = await Cli.of(agent).ok("status", run.id)
+
+    [budget] = [line for line in status.splitlines() if line.startswith("budget")]
+    assert budget.split(maxsplit=1)[1] == (
+        "100 tokens (spent: the run waits for a raise before its next model call)"
+    )
+
+
 async def test_budget_raises_it_from_the_command_line(agent: Agent) -> None:
     run = await over_budget_run(agent, say("Three files."))
     cli = Cli.of(agent)

@@ -35,7 +35,7 @@ from tarry.core.identities import Caller
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
-from tests.faults import CrashRig
+from tests.faults import LOCAL_USER, CrashRig
 from tests.test_cli_approvals import decision_of, until_state
 
 SECRET = "receiver-secret-0123456789"
@@ -257,6 +257,18 @@ async def test_a_run_that_spent_its_budget_says_so_and_what_it_spent(
         "budget",
     )
     assert "120 tokens" in sent["summary"]
+
+
+async def test_a_stopped_run_s_ended_notification_says_who_stopped_it_and_why(
+    agent_factory: Any, tmp_path: Path, receiver: Receiver
+) -> None:
+    agent = await notifying(agent_factory, tmp_path, receiver, ["ended"])
+    run = await agent.start()
+
+    await run.stop("the launch moved")
+    await receiver.until_taken(1)
+
+    assert receiver.delivered[0].json["summary"] == f"Stopped by {LOCAL_USER}: the launch moved"
 
 
 async def test_a_notification_whose_receiver_is_down_arrives_once_it_is_up_with_one_event_id(

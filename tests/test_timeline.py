@@ -139,11 +139,9 @@ async def test_show_timeline_prints_a_row_per_span_with_its_duration_tokens_and_
 
     assert_the_facts_run(as_json, run.id, decider)
     heading, columns, *rows = text.splitlines()
-    model_calls = [s for s in as_json.spans if s.kind is SpanKind.MODEL]
-    tokens, cost = (
-        sum(s.tokens or 0 for s in model_calls),
-        sum(s.cost_usd or 0 for s in model_calls),
-    )
+    # The whole team's spending: the lead's model calls and the researcher's.
+    team = [s for s in as_json.spans if s.kind in (SpanKind.MODEL, SpanKind.AGENT)]
+    tokens, cost = sum(s.tokens or 0 for s in team), sum(s.cost_usd or 0 for s in team)
     assert heading.startswith(f"{run.id} · ")
     assert heading.endswith(f" · open · {tokens} tokens · ${cost:.4f}")
     assert columns.split() == ["start", "took", "kind", "name", "tokens", "cost"]

@@ -74,13 +74,20 @@ def summary_of(memory: RunMemory, event: NotifyEvent) -> str:
             " raise it to go on."
         )
     elif event is NotifyEvent.ENDED:
-        said = memory.error.message if memory.error else memory.conversation.output
-        text = f"{memory.phase}: {said or memory.conversation.last_assistant_text or ''}".rstrip(
-            ": "
-        )
+        text = _how_it_ended(memory)
     else:
         text = memory.conversation.last_assistant_text or "Waits for a reply."
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
+def _how_it_ended(memory: RunMemory) -> str:
+    """A stopped run says who stopped it and why (its phase, `Completed`, would read as
+    work done); any other, its phase and its error, result or last words."""
+    stopped_by, reason = memory.requests.stopped_by, memory.requests.stop_reason
+    if memory.requests.stop and stopped_by is not None:
+        return f"Stopped by {stopped_by}" + (f": {reason}" if reason else "")
+    said = memory.error.message if memory.error else memory.conversation.output
+    return f"{memory.phase}: {said or memory.conversation.last_assistant_text or ''}".rstrip(": ")
 
 
 class Outbox:

@@ -185,7 +185,7 @@ def state_text(run_id: str, state: RunState, children: list[str] | None = None) 
         rows["retrying"] = retrying_text(state.retrying)
     rows |= {"warning": str(state.warning or "-"), "error": error}
     if state.budget:
-        rows["budget"] = budget_text(state.budget)
+        rows["budget"] = budget_text(state.budget) + _spent_note(state, state.budget)
     if state.stop_reason:
         rows["stopped"] = state.stop_reason
     if origin := state.forked_from:
@@ -220,6 +220,19 @@ def retrying_text(retrying: Retrying, now: datetime | None = None) -> str:
         error = retrying.last_error
         text += f" ({error.code}: {shorten(error.message, 120)})"
     return text
+
+
+def _spent_note(state: RunState, budget: Budget) -> str:
+    """A budget already spent by a run that has not paused on it yet (it waits for an
+    approval, or a tool runs): its warning comes at the next model call, not now, so
+    `usage` over `budget` beside `warning -` would read as a budget that does not hold."""
+    tokens, cost = budget.max_total_tokens, budget.max_cost_usd
+    spent = (tokens is not None and state.usage.total_tokens >= tokens) or (
+        cost is not None and state.usage.cost_usd >= cost
+    )
+    if not spent or state.waiting_for is WaitingFor.BUDGET or state.phase.ended:
+        return ""
+    return " (spent: the run waits for a raise before its next model call)"
 
 
 def budget_text(budget: Budget) -> str:

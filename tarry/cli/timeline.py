@@ -43,8 +43,7 @@ def timeline_view(timeline: RunTimeline, width: int) -> Group:
     wide: the name takes what the other columns leave, up to `NAME_WIDTH`."""
     name_width = max(12, min(NAME_WIDTH, width - _OTHER_COLUMNS))
     state = "ended" if timeline.ended else "open"
-    tokens = sum(s.tokens or 0 for s in timeline.spans if s.kind is SpanKind.MODEL)
-    cost = sum(s.cost_usd or 0 for s in timeline.spans if s.kind is SpanKind.MODEL)
+    tokens, cost = timeline.spent()
     spent = f" · {tokens} tokens" + (f" · ${cost:.4f}" if cost else "")
     heading = Text(f"{timeline.run_id} · {duration_text(timeline.duration_s)} · {state}{spent}")
     # Every column but the name keeps its width; the name takes what is left, cut short.

@@ -92,3 +92,9 @@ class RunTimeline(BaseModel):
     ended: bool
     spans: list[TimelineSpan]
     """In the order they started."""
+
+    def spent(self) -> tuple[int, float]:
+        """The tokens and cost of the whole team: the run's model calls and each of its
+        sub-agents (whose span holds all of the sub-agent's own)."""
+        spans = [s for s in self.spans if s.kind in (SpanKind.MODEL, SpanKind.AGENT)]
+        return sum(s.tokens or 0 for s in spans), sum(s.cost_usd or 0 for s in spans)

@@ -781,9 +781,10 @@ function growTimeline(view) {
   const { timeline, readAt, rows } = view.timeline;
   const grown = timeline.ended ? 0 : (Date.now() - readAt) / 1000;
   const total = Math.max(timeline.duration_s + grown, 0.001);
-  const model = timeline.spans.filter((span) => span.kind === "model");
-  const tokens = model.reduce((sum, span) => sum + (span.tokens || 0), 0);
-  const cost = model.reduce((sum, span) => sum + (span.cost_usd || 0), 0);
+  // The whole team's: the run's model calls and its sub-agents' (`RunTimeline.spent`).
+  const spent = timeline.spans.filter((span) => span.kind === "model" || span.kind === "agent");
+  const tokens = spent.reduce((sum, span) => sum + (span.tokens || 0), 0);
+  const cost = spent.reduce((sum, span) => sum + (span.cost_usd || 0), 0);
   const state = timeline.ended ? "ended" : "open";
   $("timeline-summary").textContent =
     `${durationText(total)} · ${state} · ${tokens} tokens${cost ? ` · $${cost.toFixed(4)}` : ""}`;
