@@ -116,6 +116,38 @@ def test_the_command_reference_boxes_fit_the_page_in_a_browser(
     assert overflowing == []
 
 
+BROKEN_NAMES = """return [...document.querySelectorAll('.md-typeset table td:first-child code')]
+    .filter(code => code.getClientRects().length > 1)
+    .map(code => code.textContent);"""
+"""The names in a table's first column that the page breaks over two lines or more."""
+
+
+@needs_chromium
+@pytest.mark.parametrize("page", ["reference/settings", "reference/errors"])
+def test_the_reference_tables_keep_each_name_on_one_line(
+    site: tuple[Path, subprocess.CompletedProcess[str]], page: str
+) -> None:
+    directory, built = site
+    assert built.returncode == 0, built.stderr[-3000:]
+
+    with static_site(directory) as url, chromium(1000) as browser:
+        browser.get(f"{url}/{page}/")
+        broken = browser.execute_script(BROKEN_NAMES)
+        names = browser.execute_script(
+            "return document.querySelectorAll('.md-typeset table td:first-child code').length"
+        )
+
+    assert names > 20
+    assert broken == []
+
+
+def test_the_nav_lists_each_page_once() -> None:
+    pages = re.findall(r"^\s*- [^:]+: (\S+\.md)$", (ROOT / "mkdocs.yml").read_text(), re.MULTILINE)
+
+    assert pages
+    assert [page for page in set(pages) if pages.count(page) > 1] == []
+
+
 def test_every_command_is_in_the_command_line_reference() -> None:
     page = reference_pages.cli_page()
 
