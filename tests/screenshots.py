@@ -2,8 +2,9 @@
 played on a `tarry dev --tour teams` in a fresh directory, offline, and their pages shot
 in headless Chromium. Look at each picture before committing it.
 
-- `inbox.png`: the inbox's list, the README tour's run waiting for its approval and a
-  chat run waiting for its user;
+- `inbox.png` (the docs' home): the inbox with the README tour's run open beside the
+  list, its conversation and its `write_file` waiting for approval; a chat run waiting
+  for its user in the list too;
 - `tour-inbox.png`: that run's page in the inbox, its `write_file` waiting;
 - `tour-temporal-ui.png`: the tour's run in the Temporal UI once it completed;
 - `tour-timeline.png`: that run's timeline in the inbox: its calls, the waits for a reply,
@@ -60,6 +61,16 @@ def shoot_timeline(browser: WebDriver, url: str, shown: str, marker: str, out: P
     print(f"wrote {out}")
 
 
+def shoot_from_the_top(browser: WebDriver, url: str, marker: str, out: Path) -> None:
+    """`url` once its text holds `marker`, scrolled to its top (a run's page scrolls to
+    its newest message as it opens): the list of runs and the run's page side by side."""
+    browser.get(url)
+    _until_shown(browser, url, marker)
+    time.sleep(SETTLE)
+    browser.execute_script("window.scrollTo(0, 0)")
+    _save(browser, out)
+
+
 def _until_shown(browser: WebDriver, url: str, marker: str) -> None:
     give_up = time.monotonic() + PATIENCE
     while marker not in browser.find_element("tag name", "body").text:
@@ -86,8 +97,9 @@ async def take(out: Path, home: Path) -> None:
         run = dev.env["RUN"]
         chat = await run_command('tarry start --mode chat "Plan the launch party"', dev.env, home)
         await dev.tarry.get(chat.strip()).wait_for({Phase.WAITING_USER}, PATIENCE)
+        with chromium(1280, 1340) as browser:
+            shoot_from_the_top(browser, f"{dev.api}/#/runs/{run}", "Approve", out / "inbox.png")
         with chromium(1280, 860) as browser:
-            shoot(browser, f"{dev.api}/", run, out / "inbox.png")
             shoot(browser, f"{dev.api}/#/runs/{run}", "Approve", out / "tour-inbox.png")
         for command in commands[approving:]:
             await run_command(command, dev.env, home)
