@@ -3,32 +3,16 @@ it when the call was gated (`tarry.contracts.previews`)."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from activities.tool_calls import tool
 from tarry.client import RunHandle
+from tarry.client.previews import stale
 from tarry.contracts import PendingApproval, Phase
 from tarry.testing.scripted_model import call
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT
-
-NOTES = "# Notes\n\n- Ana drafts the email.\n- Sam renews the domain.\n"
-"""notes.md, as a gated write finds it."""
-
-
-async def gated_write(agent: Agent, content: str, *, old: str | None = NOTES) -> RunHandle:
-    """A run waiting for a decision on writing `content` to notes.md, whose workspace
-    holds `old` as notes.md (None: no such file)."""
-    run_id = f"preview-{uuid.uuid4().hex[:8]}"
-    workspace = agent.workspace_root / run_id
-    workspace.mkdir(parents=True)
-    if old is not None:
-        (workspace / "notes.md").write_text(old)
-    agent.model.add(call("write_file", {"path": "notes.md", "content": content}, id="w1"))
-    run = await agent.start("update the notes", run_id=run_id, require_approval=["write_file"])
-    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
-    return run
+from tests.gated_writes import OVERWRITE, TOUR_NOTES, gated_write, notes_of
 
 
 async def pending(run: RunHandle) -> PendingApproval:
@@ -37,7 +21,9 @@ async def pending(run: RunHandle) -> PendingApproval:
 
 
 async def test_a_gated_write_shows_a_diff_against_the_file_as_it_is(agent: Agent) -> None:
-    run = await gated_write(agent, "# Notes\n\n- Sam renews the domain.\n- Pay the invoice.\n")
+    notes = "# Notes\n\n- Ana drafts the email.\n- Sam renews the domain.\n"
+    new = "# Notes\n\n- Sam renews the domain.\n- Pay the invoice.\n"
+    run = await gated_write(agent, new, old=notes)
 
     preview = (await pending(run)).preview
 
@@ -82,3 +68,18 @@ async def test_a_gated_call_of_a_tool_without_a_preview_shows_its_arguments_whol
         ("text", "body", body),
     ]
     assert preview.summary == 'to="ana@example.com", body: 3 lines'
+
+
+async def test_a_preview_stays_as_recorded_and_is_stale_once_the_file_changes(
+    agent: Agent,
+) -> None:
+    run = await gated_write(agent, OVERWRITE)
+    shown = (await pending(run)).preview
+    assert shown is not None
+    assert stale(shown, agent.workspace_root) is False
+
+    notes_of(agent, run).write_text(TOUR_NOTES + "- Priya books the venue.\n")
+    now = (await pending(run)).preview
+
+    assert now == shown
+    assert stale(now, agent.workspace_root) is True
