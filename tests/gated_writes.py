@@ -9,7 +9,7 @@ from pathlib import Path
 from tarry.cli import tour
 from tarry.client import RunHandle
 from tarry.contracts import Phase
-from tarry.testing.scripted_model import call
+from tarry.testing.scripted_model import ScriptStep, call
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT
 
@@ -19,19 +19,31 @@ OVERWRITE = "# Planning meeting, Tuesday\n\n- Sam renews the domain.\n"
 """What the approvers tour wrote over them until it appended: 54 bytes."""
 
 
-async def gated_write(agent: Agent, content: str, *, old: str | None = TOUR_NOTES) -> RunHandle:
-    """A run waiting for a decision on writing `content` to notes.md, whose workspace
-    holds `old` as notes.md (None: no such file)."""
+def seeded(agent: Agent, old: str | None = TOUR_NOTES) -> str:
+    """A new run id whose workspace holds `old` as notes.md (None: no such file)."""
     run_id = f"preview-{uuid.uuid4().hex[:8]}"
     workspace = agent.workspace_root / run_id
     workspace.mkdir(parents=True)
     if old is not None:
         (workspace / "notes.md").write_text(old)
-    agent.model.add(call("write_file", {"path": "notes.md", "content": content}, id="w1"))
-    run = await agent.start("update the notes", run_id=run_id, require_approval=["write_file"])
+    return run_id
+
+
+def writing(content: str) -> ScriptStep:
+    """The model's answer that writes `content` to notes.md, as call `w1`."""
+    return call("write_file", {"path": "notes.md", "content": content}, id="w1")
+
+
+async def gated_write(agent: Agent, content: str, *, old: str | None = TOUR_NOTES) -> RunHandle:
+    """A run waiting for a decision on writing `content` to notes.md, whose workspace
+    holds `old` as notes.md (None: no such file)."""
+    agent.model.add(writing(content))
+    run = await agent.start(
+        "update the notes", run_id=seeded(agent, old), require_approval=["write_file"]
+    )
     await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
     return run
 
 
-def notes_of(agent: Agent, run: RunHandle) -> Path:
-    return agent.workspace_root / run.id / "notes.md"
+def notes_of(agent: Agent, run_id: str) -> Path:
+    return agent.workspace_root / run_id / "notes.md"

@@ -51,7 +51,7 @@ async def test_status_marks_a_preview_stale_once_the_file_changed_and_shows_it_a
     run = await gated_write(cli.agent, OVERWRITE)
     before = await in_workspaces(cli).ok("status", run.id)
 
-    notes_of(cli.agent, run).write_text("# Planning meeting, Tuesday\n\nrewritten meanwhile\n")
+    notes_of(cli.agent, run.id).write_text("# Planning meeting, Tuesday\n\nrewritten meanwhile\n")
     after = await in_workspaces(cli).ok("status", run.id)
 
     assert "stale" not in before

@@ -78,7 +78,7 @@ async def test_a_preview_stays_as_recorded_and_is_stale_once_the_file_changes(
     assert shown is not None
     assert stale(shown, agent.workspace_root) is False
 
-    notes_of(agent, run).write_text(TOUR_NOTES + "- Priya books the venue.\n")
+    notes_of(agent, run.id).write_text(TOUR_NOTES + "- Priya books the venue.\n")
     now = (await pending(run)).preview
 
     assert now == shown

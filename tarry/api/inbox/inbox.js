@@ -839,7 +839,7 @@ function showApprovals(pending) {
 function approvalCard(pending) {
   const card = el("div", "approval");
   card.dataset.callId = pending.call_id;
-  card.append(el("div", "approval-title", `${pending.tool} wants to run`));
+  card.append(el("div", "approval-title", `${pending.tool} wants to run`), previewView(pending));
   const args = el("textarea", "approval-arguments");
   args.value = prettyJson(pending.arguments_text);
   args.rows = Math.min(12, args.value.split("\n").length + 1);
@@ -865,14 +865,50 @@ function approvalCard(pending) {
   if (pending.may_decide === false || (!current.mayWrite && pending.may_decide !== true)) {
     // Only its approvers (or those who may change the run) may decide it: the API would
     // refuse anyone else (403).
-    args.readOnly = true;
     const whom = pending.approvers ? `Only ${pending.approvers.join(", ")} may` : "You may not";
     const who = el("div", "muted small approvers", `${whom} decide this call.`);
-    card.append(args, deadline, who);
+    card.append(deadline, who);
     return card;
   }
-  card.append(args, reason, deadline, actions);
+  // The arguments as JSON, to edit: what the call would do is the preview above.
+  const edit = el("details", "approval-edit");
+  edit.append(el("summary", "muted small", "Edit the arguments"), args);
+  card.append(edit, reason, deadline, actions);
   return card;
+}
+
+// What a gated call would do, as the run recorded it when the call was gated: a diff
+// (removed lines red, added green), long strings as text blocks, short values on a line;
+// marked stale when the file it read has changed since (the shown diff stays as recorded).
+function previewView(pending) {
+  const preview = pending.preview;
+  const box = el("div", "preview");
+  box.append(el("div", "preview-summary", preview.summary));
+  if (pending.stale) {
+    box.append(el("div", "preview-stale", "Stale: the file has changed since this preview was made; it shows the call as it was gated."));
+  }
+  for (const block of preview.blocks) {
+    if (block.kind === "value") {
+      const row = el("div", "preview-value");
+      row.append(el("span", "preview-label", `${block.label}: `), el("code", "", block.text));
+      box.append(row);
+      continue;
+    }
+    box.append(el("div", "preview-label", block.label));
+    const pre = el("pre", `preview-block preview-${block.kind}`);
+    for (const line of block.text.split("\n")) {
+      pre.append(el("span", block.kind === "diff" ? diffLineClass(line) : "", line));
+    }
+    box.append(pre);
+  }
+  return box;
+}
+
+function diffLineClass(line) {
+  if (line.startsWith("+++") || line.startsWith("---")) return "diff-file";
+  if (line.startsWith("@@")) return "diff-hunk";
+  if (line.startsWith("-")) return "diff-removed";
+  return line.startsWith("+") ? "diff-added" : "diff-context";
 }
 
 function countDown(node, deadline) {
