@@ -41,7 +41,9 @@ def file_change(path: str, old: str | None, new: str) -> Preview:
         return Preview(summary=f"{path}: no change")
     removed = sum(1 for line in diff[2:] if line.startswith("-"))
     added = sum(1 for line in diff[2:] if line.startswith("+"))
-    summary = f"{path}: {_lines(removed)} removed, {added} added"
+    change = [f"{_lines(removed)} removed"] if removed else []
+    change += [f"{added} added" if removed else f"{_lines(added)} added"] if added else []
+    summary = f"{path}: {', '.join(change)}"
     return Preview(summary=summary, blocks=[_block("diff", path, "\n".join(diff))])
 
 
