@@ -9,7 +9,7 @@ from activities.tool_calls import tool
 from tarry.client import RunHandle
 from tarry.client.previews import stale
 from tarry.contracts import PendingApproval, Phase
-from tarry.testing.scripted_model import call
+from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT
 from tests.gated_writes import OVERWRITE, TOUR_NOTES, gated_write, notes_of
@@ -83,3 +83,15 @@ async def test_a_preview_stays_as_recorded_and_is_stale_once_the_file_changes(
 
     assert now == shown
     assert stale(now, agent.workspace_root) is True
+
+
+async def test_an_approved_write_leaves_the_file_as_its_preview_showed(agent: Agent) -> None:
+    run = await gated_write(agent, TOUR_NOTES + "- Sam renews the domain.\n")
+    preview = (await pending(run)).preview
+    assert preview is not None
+    agent.model.add(say("Added."))
+
+    await run.decide("w1")
+
+    assert notes_of(agent, run.id).read_text() == TOUR_NOTES + "- Sam renews the domain.\n"
+    assert preview.summary == "notes.md: 1 line added"
