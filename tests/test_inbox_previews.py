@@ -109,3 +109,14 @@ async def test_the_inbox_shows_a_long_argument_as_a_text_block_not_escaped_json(
 
     assert block == ["Hello Ana,", "", "the domain is renewed until 2028."]
     assert lines(browser, ".approval .preview-value code") == ['"ana@example.com"']
+
+
+async def test_the_transcript_shows_a_calls_new_file_as_text_not_escaped_json(
+    agent: Agent, api: Api, browser: WebDriver
+) -> None:
+    await gated_in_the_inbox(agent, api, browser, OVERWRITE)
+
+    shown = await until(lambda: lines(browser, "#transcript .call .preview-text span"), "the call")
+
+    assert shown == OVERWRITE.splitlines()
+    assert lines(browser, "#transcript .call .preview-value code") == ['"notes.md"']

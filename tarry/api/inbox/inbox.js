@@ -498,7 +498,7 @@ function addMessage(message, index) {
     const box = el("div", "call");
     const request = el("details");
     request.append(el("summary", "call-name", `→ ${call.function.name}`));
-    request.append(el("pre", "arguments", prettyJson(call.function.arguments)));
+    request.append(blocksView(argumentBlocks(call.function.arguments)));
     box.append(request); // its result joins it when it comes
     item.append(box);
     current.calls.set(call.id, box);
@@ -887,7 +887,15 @@ function previewView(pending) {
   if (pending.stale) {
     box.append(el("div", "preview-stale", "Stale: the file has changed since this preview was made; it shows the call as it was gated."));
   }
-  for (const block of preview.blocks) {
+  box.append(blocksView(preview.blocks));
+  return box;
+}
+
+// Blocks of a preview, or of a call's arguments: a short value on a line, a text or diff
+// line by line.
+function blocksView(blocks) {
+  const box = el("div", "preview-blocks");
+  for (const block of blocks) {
     if (block.kind === "value") {
       const row = el("div", "preview-value");
       row.append(el("span", "preview-label", `${block.label}: `), el("code", "", block.text));
@@ -896,12 +904,34 @@ function previewView(pending) {
     }
     box.append(el("div", "preview-label", block.label));
     const pre = el("pre", `preview-block preview-${block.kind}`);
-    for (const line of block.text.split("\n")) {
+    const rows = block.text.split("\n");
+    if (rows.length > 1 && rows.at(-1) === "") rows.pop(); // a file's last newline ends a line
+    for (const line of rows) {
       pre.append(el("span", block.kind === "diff" ? diffLineClass(line) : "", line));
     }
     box.append(pre);
   }
   return box;
+}
+
+// A call's arguments as the API previews a call with no preview of its own
+// (`tarry.core.previews.arguments_preview`): long strings, or strings of several lines,
+// as text blocks, never one JSON string with `\n` escapes.
+function argumentBlocks(text) {
+  let parsed;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return [{ kind: "text", label: "arguments", text }];
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+    return [{ kind: "value", label: "arguments", text: JSON.stringify(parsed, null, 2) }];
+  }
+  return Object.entries(parsed).map(([label, value]) => {
+    if (typeof value === "string" && (value.length > 60 || value.includes("\n"))) return { kind: "text", label, text: value };
+    const inline = JSON.stringify(value);
+    return inline.length <= 60 ? { kind: "value", label, text: inline } : { kind: "text", label, text: JSON.stringify(value, null, 2) };
+  });
 }
 
 function diffLineClass(line) {
