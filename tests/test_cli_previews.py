@@ -141,3 +141,12 @@ async def test_a_diff_is_red_and_green_at_a_terminal(agent: Agent) -> None:
     assert has_colour(screen)
     removed = next(line for line in screen.splitlines() if "Ana drafts" in line)
     assert any("31" in params.split(";") for params in ANSI.findall(removed)), removed
+
+
+async def test_a_line_of_a_preview_cannot_recolour_the_terminal(cli: Cli) -> None:
+    run = await gated_write(cli.agent, "fine\n\x1b[2J\x1b[31mALL CLEAR\n", old=None)
+
+    out = await cli.ok("status", run.id)
+
+    assert "\x1b" not in out
+    assert "    │ \\x1b[2J\\x1b[31mALL CLEAR" in out.splitlines()

@@ -3,6 +3,8 @@ removed lines red and added ones green (`tarry.contracts.previews`). Shared by `
 status`, `watch`, `show`, `approve` and the chat, wherever a person decides.
 
 Colour comes from rich, which drops it in a pipe or with `NO_COLOR`: the text is the same.
+What a preview holds (a file's lines, a path the model chose) is printed escaped
+(`tarry.core.text.escaped`): a line of it can neither recolour the screen nor move the cursor.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from tarry.client.previews import stale
 from tarry.contracts import PendingApproval
 from tarry.contracts.previews import Preview, PreviewBlock
 from tarry.core.previews import arguments_preview
+from tarry.core.text import escaped
 from tarry.temporal.entrypoint import settings_or_exit
 
 INDENT = "    "
@@ -24,7 +27,7 @@ STALE = "stale: the file has changed since this preview was made; it shows the c
 def preview_text(preview: Preview, workspace_root: Path | None = None) -> Text:
     """`preview` as rich text, indented, marked stale when a file it read has changed
     since (checked in `workspace_root`, the workers' workspaces, when given)."""
-    text = Text(INDENT).append(preview.summary, style="bold")
+    text = Text(INDENT).append(_shown(preview.summary), style="bold")
     if workspace_root is not None and stale(preview, workspace_root):
         text.append("\n" + INDENT).append(f"⚠ {STALE}", style="bold yellow")
     for block in preview.blocks:
@@ -34,12 +37,19 @@ def preview_text(preview: Preview, workspace_root: Path | None = None) -> Text:
 
 def block_text(block: PreviewBlock) -> Text:
     """One block: a value on one line, a text or diff under its label, line by line."""
+    label = _shown(block.label)
     if block.kind == "value":
-        return Text(INDENT).append(f"{block.label}: ", style="dim").append(block.text)
-    text = Text(INDENT).append(f"{block.label}:", style="dim")
+        return Text(INDENT).append(f"{label}: ", style="dim").append(_shown(block.text))
+    text = Text(INDENT).append(f"{label}:", style="dim")
     for line in block.text.splitlines():
-        text.append("\n" + INDENT + "│ ", style="dim").append(line, style=_style(block, line))
+        shown = _shown(line)
+        text.append("\n" + INDENT + "│ ", style="dim").append(shown, style=_style(block, line))
     return text
+
+
+def _shown(text: str) -> str:
+    """`text` as a terminal prints it as itself: tabs as spaces, control characters escaped."""
+    return escaped(text.replace("\t", "    "))
 
 
 def _style(block: PreviewBlock, line: str) -> str:
