@@ -38,6 +38,7 @@ from temporalio.worker import Worker, WorkerConfig, WorkerDeploymentConfig, Work
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.context import ContextStore
+from activities.guardrail_checks import check_guardrails
 from activities.model_calls import ModelClient
 from activities.notifications import Notifier
 from activities.pages import PageWriter
@@ -136,6 +137,7 @@ class TarryPlugin(SimplePlugin):
             pages.store_transcript_page,
             pages.store_transcript_page_index,
             self._notifier.notify,
+            check_guardrails,
             *self.tools.activities(),
         ]
         config["interceptors"] = [*config.get("interceptors", ()), *self._interceptors]

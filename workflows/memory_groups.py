@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
@@ -31,6 +31,7 @@ from tarry.contracts import (
     UserInput,
     WaitingFor,
 )
+from tarry.contracts._omit import when_empty
 from tarry.contracts.compatibility import REPLY_IDS_WINDOW
 
 REPLY_IDS_KEPT = 100
@@ -77,6 +78,9 @@ class Guards(BaseModel):
     """How many calls in a row went to `streak_tool`."""
     output_repairs: int = 0
     """Answers shown their errors against `RunInput.output_schema` and asked again."""
+    input_checked: int = Field(default=0, exclude_if=when_empty)
+    """The transcript index up to which input guardrails checked people's messages
+    (`workflows.guardrails`); left out while 0, so memory from before it encodes as it did."""
 
 
 class Approvals(BaseModel):

@@ -183,6 +183,7 @@ def record(
                 content=result.to_content(),
                 decision=m.approvals.settle(call.id),
                 blocks=result.blocks,
+                guardrails=result.guardrails,
             )
         )
         name = call.function.name

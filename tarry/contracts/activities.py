@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field, model_validator
 
 from tarry.contracts._omit import when_empty, when_none
+from tarry.contracts.guardrails import GuardrailHit
 from tarry.contracts.messages import ChatMessage, DecisionRecord, PendingApproval, Usage
 from tarry.contracts.names import ErrorCode, ErrorInfo, NotifyEvent, Phase, WaitingFor
 from tarry.contracts.run import AgentSpec, RunInput, Sampling
@@ -198,6 +199,9 @@ class ToolResult(BaseModel):
     blocks: list[dict[str, Any]] | None = Field(default=None, exclude_if=when_none)
     """An MCP result's content blocks as the server gave them, when any is not text:
     kept on the tool message (`ChatMessage.blocks`), summarised in `data` for the model."""
+    guardrails: list[GuardrailHit] = Field(default=[], exclude_if=when_empty)
+    """The guardrails that redacted or blocked the result (`workflows.guardrails`),
+    kept on the tool message (`ChatMessage.guardrails`); never set by a tool."""
 
     @classmethod
     def success(cls, data: Any) -> ToolResult:

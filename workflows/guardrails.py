@@ -1,0 +1,112 @@
+"""The guardrails' stage (`tarry.contracts.guardrails`): a person's messages are checked
+before the model is asked, and a tool's result before the model reads it.
+
+Each check is a local activity of the worker (`activities.guardrail_checks`), never
+workflow code. A message a guardrail redacts or blocks is changed in the transcript
+before the model is asked and before observers are sent it, and keeps the guardrails'
+hits (`ChatMessage.guardrails`). A run without guardrails (every run before them) gives
+no command here, so its history is that of code before this stage.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+from tarry.contracts import ChatMessage, ErrorCode, ToolResult
+from tarry.contracts.guardrails import (
+    GUARDRAILS_ACTIVITY,
+    Guarded,
+    GuardPoint,
+    Guardrail,
+    GuardrailHit,
+    GuardRequest,
+    GuardVerdict,
+)
+from workflows.stage import AskModel, ModelOutcome, RunScope, RunTool, Stage, ToolStep
+
+CHECK_TIMEOUT = timedelta(seconds=60)
+"""A check's time, its first on a worker included (Presidio loads its recognizers)."""
+CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+
+
+class Guardrails(Stage):
+    async def around_model(self, run: RunScope, ask: AskModel) -> ModelOutcome:
+        if rails := _on(run, GuardPoint.INPUT):
+            await _guard_replies(run, rails)
+        return await ask()
+
+    async def around_tool(self, step: ToolStep, run_tool: RunTool) -> ToolResult:
+        result = await run_tool(step)
+        rails = _on(step.run, GuardPoint.TOOL_RESULT)
+        if not rails or not result.ok:
+            return result
+        text = result.data if isinstance(result.data, str) else json.dumps(result.data)
+        guarded = await _check(text, rails)
+        if (blocked := guarded.blocked) is not None:
+            refusal = ToolResult.failure(ErrorCode.GUARDRAIL_BLOCKED, _withheld(blocked))
+            return refusal.model_copy(update={"guardrails": guarded.hits})
+        if not guarded.hits:
+            return result
+        return ToolResult(ok=True, data=guarded.text, blocks=result.blocks, guardrails=guarded.hits)
+
+
+GUARDRAILS = Guardrails()
+
+
+def _on(run: RunScope, point: GuardPoint) -> list[Guardrail]:
+    return [g for g in run.input.guardrails if g.on is point]
+
+
+async def _guard_replies(run: RunScope, rails: list[Guardrail]) -> None:
+    """Checks the people's messages that came since the last check, in place."""
+    conversation, guards = run.memory.conversation, run.memory.guards
+    start = max(guards.input_checked, conversation.paged)
+    for index in range(start, conversation.message_count):
+        message = conversation.message(index)
+        if message.role == "user" and message.content:
+            _apply(message, await _check(message.content, rails))
+    guards.input_checked = conversation.message_count
+
+
+def _apply(message: ChatMessage, guarded: Guarded) -> None:
+    if not guarded.hits:
+        return
+    blocked = guarded.blocked
+    message.content = guarded.text if blocked is None else _withheld(blocked)
+    message.guardrails = guarded.hits
+
+
+def _withheld(hit: GuardrailHit) -> str:
+    """What the model reads in place of a blocked text."""
+    why = f": {hit.reason}" if hit.reason else ""
+    return f"[withheld by guardrail {hit.guardrail!r}{why}]"
+
+
+async def _check(text: str, rails: list[Guardrail]) -> Guarded:
+    """The text as `rails` let it through; a check that fails past its retries blocks,
+    or lets the text through for a `fail_open` guardrail."""
+    try:
+        guarded: Guarded = await workflow.execute_local_activity(
+            GUARDRAILS_ACTIVITY,
+            GuardRequest(text=text, guardrails=rails),
+            result_type=Guarded,
+            start_to_close_timeout=CHECK_TIMEOUT,
+            retry_policy=CHECK_RETRY,
+        )
+        return guarded
+    except ActivityError as e:
+        closed = [g for g in rails if not g.fail_open]
+        if not closed:
+            return Guarded(text=text)
+        failed = GuardrailHit(
+            guardrail=closed[0].name,
+            verdict=GuardVerdict.BLOCK,
+            reason=closed[0].reason or "its check failed",
+            failed=str(e.cause or e),
+        )
+        return Guarded(text=text, hits=[failed])
