@@ -6,15 +6,18 @@ redacted or blocked, with each hit on the transcript's message and never the mat
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from activities.guardrail_checks import guard
+from tarry.config.settings import ConfigError, TarrySettings
 from tarry.contracts import ErrorCode, Phase, RunInput
 from tarry.contracts.guardrails import Guardrail, GuardVerdict
 from tarry.testing.scripted_model import call, say
+from tests.cli import Cli
 from tests.conftest import Agent, tool_result
 from tests.deadline import TIMEOUT
 from tests.http_api import serving
@@ -186,3 +189,96 @@ async def test_over_http_a_bad_guardrail_is_refused_before_any_run_exists(agent:
 
 def test_an_input_without_guardrails_encodes_as_before() -> None:
     assert "guardrails" not in RunInput(prompt="hi").model_dump(mode="json")
+
+
+WORKER_CONFIG = """
+[[guardrail]]
+name = "admin-no-pii"
+on = "input"
+check = "pii"
+verdict = "redact"
+kinds = ["email"]
+"""
+
+
+async def test_a_worker_config_guardrail_applies_to_a_run_that_asked_for_none(
+    agent_factory: Any, tmp_path: Path
+) -> None:
+    config = tmp_path / "tarry.toml"
+    config.write_text(WORKER_CONFIG)
+    agent: Agent = await agent_factory(worker_settings={"tarry_config": config})
+    agent.model.add(say("Noted."))
+    run = await agent.start(f"write to {EMAIL}")
+
+    await run.wait_for(WAITING, TIMEOUT)
+
+    assert EMAIL not in sent_to_model(agent)
+    assert (await run.transcript())[0].guardrails[0].guardrail == "admin-no-pii"
+
+
+async def test_a_run_s_own_guardrails_add_to_the_worker_s_and_cannot_replace_them(
+    agent_factory: Any, tmp_path: Path
+) -> None:
+    config = tmp_path / "tarry.toml"
+    config.write_text(WORKER_CONFIG)
+    agent: Agent = await agent_factory(worker_settings={"tarry_config": config})
+    agent.model.add(say("Noted."))
+    # Same name, nothing to find: a run's guardrail is one more, never the admin's in place.
+    lenient = {"name": "admin-no-pii", "on": "input", "check": "pattern", "verdict": "redact"}
+    run = await agent.start(f"write to {EMAIL}", guardrails=[{**lenient, "deny": ["zzz"]}])
+
+    await run.wait_for(WAITING, TIMEOUT)
+
+    assert EMAIL not in sent_to_model(agent)
+
+
+def test_a_bad_worker_guardrail_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "tarry.toml"
+    config.write_text(
+        '[[guardrail]]\nname = "x"\non = "output"\ncheck = "pii"\nverdict = "redact"\n'
+    )
+
+    with pytest.raises(ConfigError, match=r"tarry\.toml.*guardrail"):
+        TarrySettings(tarry_config=config).guardrails()
+
+
+async def test_tarry_start_takes_guardrails_from_a_file_then_from_options(
+    agent: Agent, tmp_path: Path
+) -> None:
+    file = tmp_path / "guardrails.json"
+    secret = {"name": "no-secret", "on": "input", "check": "pattern", "verdict": "redact"}
+    file.write_text(json.dumps([{**secret, "deny": ["secret"]}]))
+    agent.model.add(say("Noted."))
+
+    run = await Cli.of(agent).start(
+        f"the secret is at {EMAIL}", "--guardrails", str(file), "--guardrail", "input:pii:redact"
+    )
+    await run.wait_for(WAITING, TIMEOUT)
+
+    first = (await run.transcript())[0]
+    assert first.content == "the <DENY_1> is at <EMAIL_1>"
+    assert [h.guardrail for h in first.guardrails] == ["no-secret", "input-pii"]
+
+
+async def test_tarry_start_refuses_a_bad_guardrail_option_with_its_shape(agent: Agent) -> None:
+    result = await Cli.of(agent)("start", "hi", "--guardrail", "input:pattern:block")
+
+    assert result.code == 2
+    result.assert_one_error_line("error: --guardrail 'input:pattern:block': give ON:CHECK:VERDICT")
+
+
+async def test_a_worker_config_guardrail_still_applies_after_a_hand_over(
+    agent_factory: Any, tmp_path: Path
+) -> None:
+    config = tmp_path / "tarry.toml"
+    config.write_text(WORKER_CONFIG)
+    agent: Agent = await agent_factory(worker_settings={"tarry_config": config})
+    agent.model.add(say("One."), say("Two."))
+    run = await agent.start("hi", continue_as_new_after_turns=1)
+    await run.wait_for(WAITING, TIMEOUT)
+
+    await run.send(f"now write to {EMAIL}")
+
+    assert len(await agent.histories(run)) > 1  # handed over before the reply was read
+    assert EMAIL not in sent_to_model(agent)
+    assert (await run.transcript())[-2].content == "now write to <EMAIL_1>"

@@ -46,6 +46,7 @@ from tarry.contracts import (
     UserInput,
 )
 from tarry.contracts.compatibility import PATCHES
+from tarry.contracts.guardrails import Guardrail
 from tarry.testing.scripted_model import call, say
 from tests.conftest import HISTORIES, Agent
 from tests.faults import patch_ids
@@ -120,6 +121,11 @@ def asked_queued_and_failed() -> dict[str, Any]:
                 "budget": Budgets(paused=True, raised_by="carol").model_dump(mode="json"),
                 "agents": Delegations(parent="lead", started=2).model_dump(mode="json"),
                 "wait": {"waiting_for": "input", "since": "2026-11-27T09:00:00Z", "turn": 18},
+                "guardrails": [
+                    Guardrail(name="g", on="input", check="pii", verdict="block").model_dump(
+                        mode="json"
+                    )
+                ],
             }
         )
     )

@@ -105,6 +105,7 @@ class TarryPlugin(SimplePlugin):
             workspace_template,
             self.settings.agents() if agents is None else agents,
             self._notifier.events,
+            self.settings.guardrails(),
         )
         self._interceptors = tracing_interceptors(self.settings)
         super().__init__(

@@ -59,7 +59,10 @@ GUARDRAILS = Guardrails()
 
 
 def _on(run: RunScope, point: GuardPoint) -> list[Guardrail]:
-    return [g for g in run.input.guardrails if g.on is point]
+    """The guardrails that look at `point`: the worker's (`[[guardrail]]`), which no run
+    can turn off, then the run's own."""
+    rails = [*run.memory.catalogue.guardrails, *run.input.guardrails]
+    return [g for g in rails if g.on is point]
 
 
 async def _guard_replies(run: RunScope, rails: list[Guardrail]) -> None:

@@ -33,6 +33,7 @@ from tarry.contracts import (
 )
 from tarry.contracts._omit import when_empty
 from tarry.contracts.compatibility import REPLY_IDS_WINDOW
+from tarry.contracts.guardrails import Guardrail
 
 REPLY_IDS_KEPT = 100
 """How many of the latest replies' ids a run keeps to know a retry (`Inbox.seen_ids`):
@@ -276,6 +277,9 @@ class RunCatalogue(BaseModel):
     notify_events: list[NotifyEvent] = []
     """The stop points the worker's `[[notify]]` entries want (`Catalogue.notify_events`),
     learnt with the tools: the run notifies of these (`workflows.notifications`)."""
+    guardrails: list[Guardrail] = Field(default=[], exclude_if=when_empty)
+    """The worker's guardrails (`Catalogue.guardrails`), learnt with the tools: the run
+    applies them before its own (`workflows.guardrails`)."""
 
     def queue_of(self, profile: str | None) -> str | None:
         """The task queue of the model calls of `profile` (`Requests.model`, which

@@ -29,6 +29,8 @@ from tarry.cli.run_options import (
     ApprovalDefaultOption,
     ApprovalTimeoutOption,
     ApproverOption,
+    GuardrailOption,
+    GuardrailsOption,
     MaxCostOption,
     MaxTokensOption,
     MaxTurnsOption,
@@ -64,6 +66,8 @@ def start(
     approver: ApproverOption = None,
     rule: RuleOption = None,
     rules: RulesOption = None,
+    guardrail: GuardrailOption = None,
+    guardrails: GuardrailsOption = None,
     approval_timeout: ApprovalTimeoutOption = None,
     approval_default: ApprovalDefaultOption = ApprovalDefault.REJECT,
     max_turns: MaxTurnsOption = DEFAULT_MAX_TURNS,
@@ -95,6 +99,8 @@ def start(
         on_reply_while_running=on_reply_while_running,
         rule=rule,
         rules=rules,
+        guardrail=guardrail,
+        guardrails=guardrails,
     )
     check_id(run_id)
 

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field, model_validator
 
 from tarry.contracts._omit import when_empty, when_none
-from tarry.contracts.guardrails import GuardrailHit
+from tarry.contracts.guardrails import Guardrail, GuardrailHit
 from tarry.contracts.messages import ChatMessage, DecisionRecord, PendingApproval, Usage
 from tarry.contracts.names import ErrorCode, ErrorInfo, NotifyEvent, Phase, WaitingFor
 from tarry.contracts.run import AgentSpec, RunInput, Sampling
@@ -104,6 +104,9 @@ class Catalogue(BaseModel):
     """The largest payload the worker's data converter can put in history
     (`tarry.temporal.storage.payload_limit`): the run keeps what it hands on under it. Null in
     answers recorded before it."""
+    guardrails: list[Guardrail] = Field(default=[], exclude_if=when_empty)
+    """The worker's `[[guardrail]]` entries: the run applies them before its own, and
+    keeps them, so a later change of the config never changes a recorded run."""
 
     @model_validator(mode="before")
     @classmethod
