@@ -5,14 +5,17 @@ redacted or blocked, with each hit on the transcript's message and never the mat
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from temporalio.api.enums.v1 import EventType
 
 from activities.guardrail_checks import guard
+from tarry.client.run_list import find_runs
 from tarry.config.settings import ConfigError, TarrySettings
 from tarry.contracts import ErrorCode, Phase, RunInput
 from tarry.contracts.guardrails import Guardrail, GuardVerdict
@@ -282,3 +285,39 @@ async def test_a_worker_config_guardrail_still_applies_after_a_hand_over(
     assert len(await agent.histories(run)) > 1  # handed over before the reply was read
     assert EMAIL not in sent_to_model(agent)
     assert (await run.transcript())[-2].content == "now write to <EMAIL_1>"
+
+
+async def test_a_run_s_summary_shows_its_first_message_as_the_guardrails_let_it_through(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("Noted."))
+    run = await agent.start(f"Mail {EMAIL} the receipt", guardrails=[PII])
+    await run.wait_for(WAITING, TIMEOUT)
+
+    async def summary() -> str | None:
+        page = await find_runs(agent.tarry.client, limit=1000)
+        return next(r.summary for r in page.rows if r.run_id == run.id)
+
+    # Visibility follows the run a moment behind: wait for the list to show its memo.
+    async with asyncio.timeout(TIMEOUT):
+        while (shown := await summary()) == f"Mail {EMAIL} the receipt":
+            await asyncio.sleep(0.1)
+    assert shown == "Mail <EMAIL_1> the receipt"
+
+
+async def test_a_redacted_reply_s_original_is_only_in_the_update_that_delivered_it(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("Noted."), say("Sent."))
+    run = await agent.start("Hello", guardrails=[PII])
+    await run.wait_for(WAITING, TIMEOUT)
+
+    await run.send(f"Mail the receipt to {EMAIL}")
+
+    [history] = await agent.histories(run)
+    holding = {
+        EventType.Name(event.event_type)
+        for event in history.events
+        if EMAIL.encode() in event.SerializeToString()
+    }
+    assert holding == {"EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED"}

@@ -17,7 +17,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from tarry.contracts import ChatMessage, ErrorCode, ToolResult
+from tarry.contracts import SUMMARY_MEMO, ChatMessage, ErrorCode, ToolResult
 from tarry.contracts.guardrails import (
     GUARDRAILS_ACTIVITY,
     Guarded,
@@ -27,6 +27,7 @@ from tarry.contracts.guardrails import (
     GuardRequest,
     GuardVerdict,
 )
+from tarry.core.text import summary_of
 from workflows.stage import AskModel, ModelOutcome, RunScope, RunTool, Stage, ToolStep
 
 CHECK_TIMEOUT = timedelta(seconds=60)
@@ -73,6 +74,9 @@ async def _guard_replies(run: RunScope, rails: list[Guardrail]) -> None:
         message = conversation.message(index)
         if message.role == "user" and message.content:
             _apply(message, await _check(message.content, rails))
+            if message.guardrails and guards.input_checked == 0 and index == start:
+                # The run's summary (`tarry list`, the inbox) was its first message as sent.
+                workflow.upsert_memo({SUMMARY_MEMO: summary_of(message.content)})
     guards.input_checked = conversation.message_count
 
 
