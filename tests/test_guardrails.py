@@ -17,14 +17,16 @@ from temporalio.api.enums.v1 import EventType
 from activities.guardrail_checks import guard
 from tarry.client.run_list import find_runs
 from tarry.config.settings import ConfigError, TarrySettings
-from tarry.contracts import ErrorCode, Phase, RunInput
-from tarry.contracts.guardrails import Guardrail, GuardVerdict
+from tarry.contracts import ErrorCode, Phase, RunInput, WaitingFor
+from tarry.contracts.events import EventKind
+from tarry.contracts.guardrails import OUTPUT_RETRIES, Guardrail, GuardVerdict
 from tarry.testing.scripted_model import call, say
 from tests.cli import Cli
 from tests.conftest import Agent, tool_result
 from tests.deadline import TIMEOUT
 from tests.http_api import serving
 from tests.test_http_api import error_of
+from tests.test_streaming import events_until, words
 
 WAITING = {Phase.WAITING_USER}
 PII = {"name": "no-pii", "on": "input", "check": "pii", "verdict": "redact"}
@@ -237,11 +239,9 @@ async def test_a_run_s_own_guardrails_add_to_the_worker_s_and_cannot_replace_the
 
 def test_a_bad_worker_guardrail_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
     config = tmp_path / "tarry.toml"
-    config.write_text(
-        '[[guardrail]]\nname = "x"\non = "output"\ncheck = "pii"\nverdict = "redact"\n'
-    )
+    config.write_text(WORKER_CONFIG.replace('on = "input"', 'on = "everywhere"'))
 
-    with pytest.raises(ConfigError, match=r"tarry\.toml.*guardrail"):
+    with pytest.raises(ConfigError, match=r"tarry\.toml: \[\[guardrail\]\] on: Input should be"):
         TarrySettings(tarry_config=config).guardrails()
 
 
@@ -321,3 +321,63 @@ async def test_a_redacted_reply_s_original_is_only_in_the_update_that_delivered_
         if EMAIL.encode() in event.SerializeToString()
     }
     assert holding == {"EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED"}
+
+
+# --- On the model's answer ------------------------------------------------------------
+
+NO_CARDS = {
+    "name": "no-cards",
+    "on": "output",
+    "check": "pii",
+    "verdict": "block",
+    "kinds": ["card"],
+    "reason": "answers never hold card numbers",
+}
+
+
+async def test_an_answer_an_output_guardrail_blocks_never_reaches_an_observer(
+    agent: Agent,
+) -> None:
+    agent.model.add(say(f"Your card is {CARD}.", chunk_chars=4), say("I cannot show cards."))
+    run = await agent.start("what is my card?", guardrails=[NO_CARDS])
+
+    seen = await events_until(run, EventKind.STOP)
+
+    assert CARD not in json.dumps([e.model_dump(mode="json") for e in seen])
+    assert words(seen) == ""  # held: the answer comes whole, once checked
+    transcript = await run.transcript()
+    assert [m.role for m in transcript] == ["user", "system", "assistant"]
+    assert transcript[1].guardrails[0].guardrail == "no-cards"
+    assert transcript[2].content == "I cannot show cards."
+    # The model was told why its first answer was withheld, and never saw it again.
+    retried = json.dumps(agent.model.requests[1].body["messages"])
+    assert "answers never hold card numbers" in retried
+    assert CARD not in retried
+
+
+async def test_after_answers_blocked_past_the_limit_the_run_waits_until_a_person_retries(
+    agent: Agent,
+) -> None:
+    blocked = say(f"Card {CARD}.")
+    agent.model.add(*[blocked] * (OUTPUT_RETRIES + 1), say("No card, sorry."))
+    run = await agent.start("what is my card?", guardrails=[NO_CARDS])
+
+    waiting = await run.wait_for(WAITING, TIMEOUT)
+
+    assert waiting.waiting_for is WaitingFor.MODEL
+    assert waiting.error is not None
+    assert waiting.error.code is ErrorCode.GUARDRAIL_BLOCKED
+    state = await run.retry()
+    assert state.last_assistant_text == "No card, sorry."
+    assert CARD not in json.dumps([m.model_dump(mode="json") for m in await run.transcript()])
+
+
+async def test_an_output_guardrail_redacts_an_answer_before_anyone_sees_it(agent: Agent) -> None:
+    agent.model.add(say(f"Write to {EMAIL}."))
+    rail = {"name": "no-emails", "on": "output", "check": "pii", "verdict": "redact"}
+    run = await agent.start("who do I write to?", guardrails=[rail])
+
+    state = await run.wait_for(WAITING, TIMEOUT)
+
+    assert state.last_assistant_text == "Write to <EMAIL_1>."
+    assert (await run.transcript())[-1].guardrails[0].guardrail == "no-emails"

@@ -1,5 +1,6 @@
 """The guardrails' stage (`tarry.contracts.guardrails`): a person's messages are checked
-before the model is asked, and a tool's result before the model reads it.
+before the model is asked, its answer before anyone sees it, and a tool's result before
+the model reads it.
 
 Each check is a local activity of the worker (`activities.guardrail_checks`), never
 workflow code. A message a guardrail redacts or blocks is changed in the transcript
@@ -12,14 +13,23 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from tarry.contracts import SUMMARY_MEMO, ChatMessage, ErrorCode, ToolResult
+from tarry.contracts import (
+    SUMMARY_MEMO,
+    ChatMessage,
+    ErrorCode,
+    ErrorInfo,
+    LlmResponse,
+    ToolResult,
+)
 from tarry.contracts.guardrails import (
     GUARDRAILS_ACTIVITY,
+    OUTPUT_RETRIES,
     Guarded,
     GuardPoint,
     Guardrail,
@@ -30,6 +40,9 @@ from tarry.contracts.guardrails import (
 from tarry.core.text import summary_of
 from workflows.stage import AskModel, ModelOutcome, RunScope, RunTool, Stage, ToolStep
 
+if TYPE_CHECKING:
+    from workflows.memory import RunMemory, WorkflowInput
+
 CHECK_TIMEOUT = timedelta(seconds=60)
 """A check's time, its first on a worker included (Presidio loads its recognizers)."""
 CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
@@ -39,7 +52,18 @@ class Guardrails(Stage):
     async def around_model(self, run: RunScope, ask: AskModel) -> ModelOutcome:
         if rails := _on(run, GuardPoint.INPUT):
             await _guard_replies(run, rails)
-        return await ask()
+        answer = await ask()
+        rails = _on(run, GuardPoint.OUTPUT)
+        while rails and isinstance(answer, LlmResponse) and answer.message.content:
+            guarded = await _check(answer.message.content, rails)
+            if (blocked := guarded.blocked) is None:
+                run.memory.guards.output_blocks = 0
+                _apply(answer.message, guarded)
+                return answer
+            if (refused := _withhold(run, blocked)) is not None:
+                return refused
+            answer = await ask()
+        return answer
 
     async def around_tool(self, step: ToolStep, run_tool: RunTool) -> ToolResult:
         result = await run_tool(step)
@@ -59,11 +83,37 @@ class Guardrails(Stage):
 GUARDRAILS = Guardrails()
 
 
+def guardrails_of(memory: RunMemory, input: WorkflowInput) -> list[Guardrail]:
+    """The run's guardrails: the worker's (`[[guardrail]]`), which no run can turn off,
+    then the run's own."""
+    return [*memory.catalogue.guardrails, *input.guardrails]
+
+
 def _on(run: RunScope, point: GuardPoint) -> list[Guardrail]:
-    """The guardrails that look at `point`: the worker's (`[[guardrail]]`), which no run
-    can turn off, then the run's own."""
-    rails = [*run.memory.catalogue.guardrails, *run.input.guardrails]
-    return [g for g in rails if g.on is point]
+    return [g for g in guardrails_of(run.memory, run.input) if g.on is point]
+
+
+def _withhold(run: RunScope, blocked: GuardrailHit) -> ErrorInfo | None:
+    """An answer an output guardrail blocked never enters the transcript (nor the stored
+    conversation, whose reference the run does not take): the model is told why, in a
+    note of the run's own, and asked again; past `OUTPUT_RETRIES` in a row, the error
+    that makes the run wait for a person (`retry`, or a reply), as a failing model does."""
+    guards = run.memory.guards
+    guards.output_blocks += 1
+    note = f"Your answer was {_withheld(blocked)[1:-1]}. Answer again without what it objects to."
+    run.memory.conversation.transcript.append(
+        ChatMessage(role="system", content=note, guardrails=[blocked])
+    )
+    if guards.output_blocks <= OUTPUT_RETRIES:
+        return None
+    guards.output_blocks = 0
+    error = ErrorInfo(
+        code=ErrorCode.GUARDRAIL_BLOCKED,
+        message=f"guardrail {blocked.guardrail!r} withheld {OUTPUT_RETRIES + 1} answers in a"
+        " row: retry, or reply",
+    )
+    run.memory.model_failure = error
+    return error
 
 
 async def _guard_replies(run: RunScope, rails: list[Guardrail]) -> None:

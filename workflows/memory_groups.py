@@ -79,6 +79,8 @@ class Guards(BaseModel):
     """How many calls in a row went to `streak_tool`."""
     output_repairs: int = 0
     """Answers shown their errors against `RunInput.output_schema` and asked again."""
+    output_blocks: int = Field(default=0, exclude_if=when_empty)
+    """Answers in a row an output guardrail withheld (`workflows.guardrails`)."""
     input_checked: int = Field(default=0, exclude_if=when_empty)
     """The transcript index up to which input guardrails checked people's messages
     (`workflows.guardrails`); left out while 0, so memory from before it encodes as it did."""

@@ -26,7 +26,9 @@ from tarry.contracts import (
     Mode,
 )
 from tarry.contracts.compatibility import ASK_ON_MODEL_FAILURE
+from tarry.contracts.guardrails import GuardPoint
 from workflows.details import llm_summary
+from workflows.guardrails import guardrails_of
 from workflows.memory import RunMemory, WorkflowInput
 from workflows.stream import RunStream
 
@@ -113,6 +115,7 @@ def _request_for(memory: RunMemory, input: WorkflowInput) -> LlmRequest:
         tool_definitions=None if c.context else m.catalogue.tools,
         sampling=input.sampling,
         output_schema=input.output_schema if input.mode is Mode.TASK else None,
+        hold_words=any(g.on is GuardPoint.OUTPUT for g in guardrails_of(memory, input)),
     )
     return request
 

@@ -150,6 +150,9 @@ class LlmRequest(BaseModel):
     output_schema: dict[str, Any] | None = Field(default=None, exclude_if=when_none)
     """The JSON Schema the answer must fit (`RunInput.output_schema`), for the provider's
     structured output."""
+    hold_words: bool = Field(default=False, exclude_if=lambda v: not v)
+    """Observers are not sent the answer's words as the model writes them: an output
+    guardrail checks the answer first (`workflows.guardrails`)."""
 
 
 class LlmResponse(BaseModel):

@@ -7,14 +7,17 @@ A guardrail names where it looks, what it looks for and what it does on a hit:
      "patterns": ["(?i)ignore (all|any|your|previous) instructions"],
      "reason": "a tool's result gives the agent orders"}
 
-`on` is `input` (a person's message, before the model sees it) or `tool_result` (a tool's
-result, before the model reads it). `check` is `pii` (emails, phone numbers, card numbers
-that pass the Luhn check, IBANs, IP addresses and US social security numbers, by
-Presidio's pattern recognizers: no model, nothing downloaded) or `pattern` (RE2 regular
-expressions, `patterns`, and words, `deny`, matched without regard to case). `verdict`
-is `redact` (the text goes on with each match replaced by a typed placeholder,
-`<EMAIL_1>`) or `block` (a message is withheld from the model, which reads the
-guardrail's name and reason in its place; a tool's result is refused the same way).
+`on` is `input` (a person's message, before the model sees it), `output` (the model's
+answer, before anyone sees it) or `tool_result` (a tool's result, before the model reads
+it). `check` is `pii` (emails, phone numbers, card numbers that pass the Luhn check,
+IBANs, IP addresses and US social security numbers, by Presidio's pattern recognizers:
+no model, nothing downloaded) or `pattern` (RE2 regular expressions, `patterns`, and
+words, `deny`, matched without regard to case). `verdict` is `redact` (the text goes on
+with each match replaced by a typed placeholder, `<EMAIL_1>`) or `block` (a message is
+withheld from the model, which reads the guardrail's name and reason in its place; a
+tool's result is refused the same way; an answer is withheld, and the model, told why,
+is asked again, up to `OUTPUT_RETRIES` times in a row, after which the run waits for a
+person to `retry` or reply).
 
 Guardrails apply in their order, each to the text the one before it left. A check runs
 as an activity of the worker, never in workflow code; one that still fails after its
@@ -40,6 +43,7 @@ from tarry.contracts.approval_rules import Regex
 
 __all__ = [
     "GUARDRAILS_ACTIVITY",
+    "OUTPUT_RETRIES",
     "GuardCheck",
     "GuardPoint",
     "GuardRequest",
@@ -51,6 +55,9 @@ __all__ = [
     "PiiKind",
 ]
 
+OUTPUT_RETRIES = 2
+"""How often in a row the model is asked again after an output guardrail blocked its
+answer, before the run waits for a person."""
 GUARDRAILS_ACTIVITY = "check_guardrails"
 """The activity that checks a text against guardrails (`activities.guardrail_checks`)."""
 
@@ -62,6 +69,10 @@ class GuardPoint(StrEnum):
     """A person's message, before the model sees it."""
     TOOL_RESULT = "tool_result"
     """A tool's result, before the model reads it."""
+    OUTPUT = "output"
+    """The model's answer, before anyone sees it and before any of its calls is gated or
+    run: its words are not streamed to observers while a run has one (the answer comes
+    whole, once checked)."""
 
 
 class GuardCheck(StrEnum):
