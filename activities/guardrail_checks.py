@@ -14,6 +14,7 @@ import re2
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import metrics
 from tarry.contracts import ErrorCode
 from tarry.contracts.guardrails import (
     GUARDRAILS_ACTIVITY,
@@ -34,7 +35,9 @@ __all__ = ["check_guardrails", "find", "guard"]
 async def check_guardrails(request: GuardRequest) -> Guarded:
     """The text as `request.guardrails` let it through, and their hits: CPU work, done
     in a thread so that the worker's other activities go on meanwhile."""
-    return await asyncio.to_thread(guard, request.text, request.guardrails)
+    guarded = await asyncio.to_thread(guard, request.text, request.guardrails)
+    metrics.guardrails_hit(guarded.hits)
+    return guarded
 
 
 def guard(text: str, guardrails: list[Guardrail]) -> Guarded:

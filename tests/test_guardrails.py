@@ -345,6 +345,10 @@ async def test_an_answer_an_output_guardrail_blocks_never_reaches_an_observer(
 
     assert CARD not in json.dumps([e.model_dump(mode="json") for e in seen])
     assert words(seen) == ""  # held: the answer comes whole, once checked
+    hits = [e.guardrail for e in seen if e.kind is EventKind.GUARDRAIL]
+    assert [(h.guardrail, h.verdict, [m.kind for m in h.matches]) for h in hits if h] == [
+        ("no-cards", GuardVerdict.BLOCK, ["card"])
+    ]
     transcript = await run.transcript()
     assert [m.role for m in transcript] == ["user", "system", "assistant"]
     assert transcript[1].guardrails[0].guardrail == "no-cards"

@@ -27,6 +27,7 @@ from tarry.contracts import (
     LlmResponse,
     ToolResult,
 )
+from tarry.contracts.events import EventKind, RunEvent
 from tarry.contracts.guardrails import (
     GUARDRAILS_ACTIVITY,
     OUTPUT_RETRIES,
@@ -56,6 +57,7 @@ class Guardrails(Stage):
         rails = _on(run, GuardPoint.OUTPUT)
         while rails and isinstance(answer, LlmResponse) and answer.message.content:
             guarded = await _check(answer.message.content, rails)
+            _published(run, guarded.hits)
             if (blocked := guarded.blocked) is None:
                 run.memory.guards.output_blocks = 0
                 _apply(answer.message, guarded)
@@ -72,6 +74,7 @@ class Guardrails(Stage):
             return result
         text = result.data if isinstance(result.data, str) else json.dumps(result.data)
         guarded = await _check(text, rails)
+        _published(step.run, guarded.hits)
         if (blocked := guarded.blocked) is not None:
             refusal = ToolResult.failure(ErrorCode.GUARDRAIL_BLOCKED, _withheld(blocked))
             return refusal.model_copy(update={"guardrails": guarded.hits})
@@ -123,11 +126,19 @@ async def _guard_replies(run: RunScope, rails: list[Guardrail]) -> None:
     for index in range(start, conversation.message_count):
         message = conversation.message(index)
         if message.role == "user" and message.content:
-            _apply(message, await _check(message.content, rails))
+            guarded = await _check(message.content, rails)
+            _apply(message, guarded)
+            _published(run, guarded.hits)
             if message.guardrails and guards.input_checked == 0 and index == start:
                 # The run's summary (`tarry list`, the inbox) was its first message as sent.
                 workflow.upsert_memo({SUMMARY_MEMO: summary_of(message.content)})
     guards.input_checked = conversation.message_count
+
+
+def _published(run: RunScope, hits: list[GuardrailHit]) -> None:
+    """Each hit, one event on the run's stream (`EventKind.GUARDRAIL`)."""
+    for hit in hits:
+        run.stream.publish(RunEvent(kind=EventKind.GUARDRAIL, guardrail=hit))
 
 
 def _apply(message: ChatMessage, guarded: Guarded) -> None:
