@@ -7,25 +7,31 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import ValidationError
 from temporalio.api.enums.v1 import EventType
+from temporalio.exceptions import ApplicationError
 
-from activities.guardrail_checks import guard
+from activities.guardrail_checks import GuardrailChecks
 from tarry.client.run_list import find_runs
-from tarry.config.settings import ConfigError, TarrySettings
+from tarry.config.settings import ConfigError, ModelProfile, TarrySettings
 from tarry.contracts import ErrorCode, Phase, RunInput, WaitingFor
 from tarry.contracts.events import EventKind
-from tarry.contracts.guardrails import OUTPUT_RETRIES, Guardrail, GuardVerdict
-from tarry.testing.scripted_model import call, say
+from tarry.contracts.guardrails import OUTPUT_RETRIES, Guardrail, GuardrailMatch, GuardVerdict
+from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.cli import Cli
 from tests.conftest import Agent, tool_result
 from tests.deadline import TIMEOUT
-from tests.http_api import serving
+from tests.http_api import Api, serving
 from tests.test_http_api import error_of
+from tests.test_http_api_events import read_until_stop
+from tests.test_notifications import Receiver, listening, notifying
 from tests.test_streaming import events_until, words
 
 WAITING = {Phase.WAITING_USER}
@@ -38,7 +44,19 @@ PLANTED = {
     "patterns": ["(?i)ignore (all|any|your|previous) (previous )?instructions"],
     "reason": "a tool's result gives the agent orders",
 }
+MODERATED = {
+    "name": "no-violence",
+    "on": "output",
+    "check": "moderation",
+    "verdict": "block",
+    "categories": ["violence"],
+    "reason": "answers stay peaceful",
+}
 EMAIL, CARD = "jane.doe@example.com", "4111 1111 1111 1111"
+
+
+CHECKS = GuardrailChecks()
+"""Checks without profiles or functions: enough for `pii` and `pattern`."""
 
 
 def sent_to_model(agent: Agent) -> str:
@@ -49,44 +67,44 @@ def sent_to_model(agent: Agent) -> str:
 # --- The checks -----------------------------------------------------------------------
 
 
-def test_pii_finds_a_card_number_only_when_it_passes_the_luhn_check() -> None:
+async def test_pii_finds_a_card_number_only_when_it_passes_the_luhn_check() -> None:
     rail = Guardrail.model_validate(PII)
 
-    guarded = guard(f"card {CARD}, not 4111 1111 1111 1112", [rail])
+    guarded = await CHECKS.guard(f"card {CARD}, not 4111 1111 1111 1112", [rail])
 
     assert guarded.text == "card <CARD_1>, not 4111 1111 1111 1112"
 
 
-def test_redaction_numbers_placeholders_by_kind_and_repeats_the_same_value() -> None:
+async def test_redaction_numbers_placeholders_by_kind_and_repeats_the_same_value() -> None:
     rail = Guardrail.model_validate(PII)
 
-    guarded = guard(f"{EMAIL}, bob@example.org, {EMAIL}, ip 10.1.2.3", [rail])
+    guarded = await CHECKS.guard(f"{EMAIL}, bob@example.org, {EMAIL}, ip 10.1.2.3", [rail])
 
     assert guarded.text == "<EMAIL_1>, <EMAIL_2>, <EMAIL_1>, ip <IP_1>"
     assert [m.kind for m in guarded.hits[0].matches] == ["email", "email", "email", "ip"]
 
 
-def test_a_hit_records_where_it_matched_never_what() -> None:
+async def test_a_hit_records_where_it_matched_never_what() -> None:
     rail = Guardrail.model_validate(PII)
 
-    guarded = guard(f"write to {EMAIL}", [rail])
+    guarded = await CHECKS.guard(f"write to {EMAIL}", [rail])
 
     assert EMAIL not in guarded.model_dump_json()
     assert guarded.hits[0].matches[0].model_dump() == {"kind": "email", "start": 9, "end": 29}
 
 
-def test_a_deny_word_matches_whole_and_in_any_case() -> None:
+async def test_a_deny_word_matches_whole_and_in_any_case() -> None:
     rail = Guardrail(name="words", on="input", check="pattern", verdict="block", deny=["secret"])
 
-    assert guard("the SECRET plan", [rail]).blocked is not None
-    assert guard("secretary", [rail]).hits == []
+    assert (await CHECKS.guard("the SECRET plan", [rail])).blocked is not None
+    assert (await CHECKS.guard("secretary", [rail])).hits == []
 
 
-def test_guardrails_apply_in_order_and_stop_at_the_first_block() -> None:
+async def test_guardrails_apply_in_order_and_stop_at_the_first_block() -> None:
     redact = Guardrail.model_validate(PII)
     block = Guardrail(name="no-cards", on="input", check="pattern", verdict="block", deny=["card"])
 
-    guarded = guard(f"my card is {CARD}", [redact, block])
+    guarded = await CHECKS.guard(f"my card is {CARD}", [redact, block])
 
     assert [(h.guardrail, h.verdict) for h in guarded.hits] == [
         ("no-pii", GuardVerdict.REDACT),
@@ -102,6 +120,68 @@ def test_a_pattern_guardrail_without_patterns_is_refused_with_what_to_give_it() 
 def test_a_pattern_that_backtracks_is_refused_as_not_re2() -> None:
     with pytest.raises(ValidationError, match="not a regular expression"):
         Guardrail(name="bad", on="input", check="pattern", verdict="block", patterns=[r"(a)\1"])
+
+
+@pytest.fixture
+async def moderating() -> AsyncIterator[GuardrailChecks]:
+    """Checks whose `default` profile is a scripted model, which serves moderation too."""
+    async with ScriptedModel() as model, httpx.AsyncClient() as http:
+        profile = ModelProfile(base_url=model.base_url, model="scripted")
+        yield GuardrailChecks({"default": profile}, http)
+
+
+async def test_a_moderation_guardrail_blocks_what_the_endpoint_flags_in_its_categories(
+    moderating: GuardrailChecks,
+) -> None:
+    checks = moderating
+    rail = Guardrail.model_validate(MODERATED)
+
+    flagged = await checks.guard("I will attack the castle", [rail])
+    other = await checks.guard("you idiot", [rail])  # harassment: not a category it names
+
+    assert flagged.blocked is not None
+    assert [m.kind for m in flagged.blocked.matches] == ["violence"]
+    assert other.hits == []
+
+
+async def test_a_moderation_guardrail_with_a_threshold_counts_scores_not_flags(
+    moderating: GuardrailChecks,
+) -> None:
+    checks = moderating
+    strict = Guardrail.model_validate({**MODERATED, "categories": [], "threshold": 0.005})
+
+    guarded = await checks.guard("a calm day", [strict])
+
+    assert guarded.blocked is not None  # every category scores above 0.005
+
+
+def test_a_moderation_guardrail_cannot_redact() -> None:
+    with pytest.raises(ValidationError, match='give it "verdict": "block"'):
+        Guardrail.model_validate({**MODERATED, "verdict": "redact"})
+
+
+async def test_a_python_guardrail_calls_the_function_the_worker_registered() -> None:
+    def tickets(text: str) -> list[GuardrailMatch]:
+        return [GuardrailMatch(kind="ticket", start=m.start(), end=m.end())
+                for m in re.finditer(r"TCK-\d+", text)]  # fmt: skip
+
+    checks = GuardrailChecks(functions={"tickets": tickets})
+    rail = Guardrail(
+        name="no-tickets", on="input", check="python", verdict="redact", function="tickets"
+    )
+
+    guarded = await checks.guard("see TCK-12 and TCK-7", [rail])
+
+    assert guarded.text == "see <TICKET_1> and <TICKET_2>"
+
+
+async def test_a_python_guardrail_naming_no_registered_function_is_unavailable() -> None:
+    rail = Guardrail(name="x", on="input", check="python", verdict="block", function="nope")
+
+    with pytest.raises(ApplicationError) as error:
+        await CHECKS.guard("text", [rail])
+
+    assert error.value.type == ErrorCode.GUARDRAIL_UNAVAILABLE
 
 
 # --- In a run -------------------------------------------------------------------------
@@ -385,3 +465,36 @@ async def test_an_output_guardrail_redacts_an_answer_before_anyone_sees_it(agent
 
     assert state.last_assistant_text == "Write to <EMAIL_1>."
     assert (await run.transcript())[-1].guardrails[0].guardrail == "no-emails"
+
+
+async def test_an_answer_moderation_flags_never_reaches_an_sse_observer_and_the_run_waits(
+    api: Api,
+) -> None:
+    violent = say("We attack at dawn.", chunk_chars=3)
+    api.agent.model.add(*[violent] * (OUTPUT_RETRIES + 1))
+    run_id = await api.start("plan the day", guardrails=[MODERATED])
+
+    seen = await read_until_stop(api, f"/v1/runs/{run_id}/events")
+
+    assert "attack" not in json.dumps(seen)
+    assert seen[-1][1]["state"]["waiting_for"] == "model"
+    assert seen[-1][1]["state"]["error"]["code"] == ErrorCode.GUARDRAIL_BLOCKED
+    assert [d["guardrail"]["guardrail"] for k, d, _ in seen if k == EventKind.GUARDRAIL] == [
+        "no-violence"
+    ] * (OUTPUT_RETRIES + 1)
+    assert len(api.agent.model.requests) == OUTPUT_RETRIES + 1
+
+
+async def test_a_notification_carries_the_answer_moderation_let_through_never_the_flagged_one(
+    agent_factory: Any, tmp_path: Path
+) -> None:
+    async with listening(Receiver()) as receiver:
+        agent = await notifying(agent_factory, tmp_path, receiver, ["waiting_for_input"])
+        agent.model.add(say("We attack at dawn."), say("We meet at dawn."))
+        await agent.start("plan the day", guardrails=[MODERATED])
+
+        await receiver.until_taken(1)
+
+    sent = json.dumps([t.json for t in receiver.delivered])
+    assert "We meet at dawn." in sent
+    assert "attack" not in sent

@@ -82,6 +82,13 @@ class GuardCheck(StrEnum):
     """Personal data: the kinds of `PiiKind` (all of them, unless `kinds` names some)."""
     PATTERN = "pattern"
     """The guardrail's `patterns` (RE2) and `deny` words."""
+    MODERATION = "moderation"
+    """A provider's moderation endpoint (OpenAI's `/v1/moderations`), at the `profile`'s
+    base URL with its key: the `categories` it flags (any, when none are named), or whose
+    score reaches `threshold`. It blocks; it cannot redact."""
+    PYTHON = "python"
+    """The worker's function `function`, registered on its plugin as tools are
+    (`TarryPlugin(guardrail_functions=...)`): it takes the text and returns its matches."""
 
 
 class GuardVerdict(StrEnum):
@@ -125,6 +132,18 @@ class Guardrail(BaseModel):
     """For `pattern`: words and phrases, matched whole and without regard to case."""
     kinds: list[PiiKind] = []
     """For `pii`: the kinds it looks for; empty: every kind."""
+    profile: str = "default"
+    """For `moderation`: the worker's model profile whose base URL and key it calls."""
+    model: str = "omni-moderation-latest"
+    """For `moderation`: the moderation model the endpoint is asked for."""
+    categories: list[str] = []
+    """For `moderation`: the categories that count (`violence`, `harassment`, ...); empty:
+    any the endpoint flags."""
+    threshold: float | None = Field(default=None, ge=0, le=1)
+    """For `moderation`: a category counts once its score reaches this; null: when the
+    endpoint flags it."""
+    function: str | None = None
+    """For `python`: the name the worker registered the function under."""
     fail_open: bool = False
     """When the check itself fails after its retries: let the text through, not block it."""
 
@@ -151,6 +170,16 @@ class Guardrail(BaseModel):
             raise ValueError(
                 f"guardrail {self.name!r} checks by pattern, which takes no `kinds`:"
                 ' use "check": "pii" for personal data'
+            )
+        if self.check is GuardCheck.MODERATION and self.verdict is not GuardVerdict.BLOCK:
+            raise ValueError(
+                f"guardrail {self.name!r}: a moderation check flags a whole text, which"
+                ' cannot be redacted: give it "verdict": "block"'
+            )
+        if (self.check is GuardCheck.PYTHON) != (self.function is not None):
+            raise ValueError(
+                f"guardrail {self.name!r}: `function` names the worker's function of a"
+                ' "check": "python" guardrail, and only of one'
             )
         return self
 
