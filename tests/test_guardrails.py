@@ -32,7 +32,7 @@ from tests.http_api import Api, serving
 from tests.test_http_api import error_of
 from tests.test_http_api_events import read_until_stop
 from tests.test_notifications import Receiver, listening, notifying
-from tests.test_streaming import events_until, words
+from tests.test_streaming import LONG, events_until, words
 
 WAITING = {Phase.WAITING_USER}
 PII = {"name": "no-pii", "on": "input", "check": "pii", "verdict": "redact"}
@@ -498,3 +498,15 @@ async def test_a_notification_carries_the_answer_moderation_let_through_never_th
     sent = json.dumps([t.json for t in receiver.delivered])
     assert "We meet at dawn." in sent
     assert "attack" not in sent
+
+
+async def test_a_reply_that_interrupts_the_model_reaches_it_redacted(agent: Agent) -> None:
+    agent.model.add(say(LONG, chunk_chars=5, chunk_delay=0.1), say("Noted."))
+    run = await agent.start("talk to me", on_reply_while_running="interrupt", guardrails=[PII])
+    await events_until(run, EventKind.TEXT)  # the model is writing its long answer
+
+    await run.send(f"stop, and mail {EMAIL}")
+    await run.wait_for(WAITING, TIMEOUT)
+
+    assert EMAIL not in sent_to_model(agent)
+    assert "stop, and mail <EMAIL_1>" in sent_to_model(agent)

@@ -43,6 +43,7 @@ from workflows.stage import AskModel, ModelOutcome, RunScope, RunTool, Stage, To
 
 if TYPE_CHECKING:
     from workflows.memory import RunMemory, WorkflowInput
+    from workflows.stream import RunStream
 
 CHECK_TIMEOUT = timedelta(seconds=60)
 """A check's time, its first on a worker included (Presidio loads its recognizers)."""
@@ -50,14 +51,15 @@ CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempt
 
 
 class Guardrails(Stage):
+    """Output and tool-result guardrails; input guardrails run where every request is
+    built (`guard_replies`)."""
+
     async def around_model(self, run: RunScope, ask: AskModel) -> ModelOutcome:
-        if rails := _on(run, GuardPoint.INPUT):
-            await _guard_replies(run, rails)
         answer = await ask()
         rails = _on(run, GuardPoint.OUTPUT)
         while rails and isinstance(answer, LlmResponse) and answer.message.content:
             guarded = await _check(answer.message.content, rails)
-            _published(run, guarded.hits)
+            _published(run.stream, guarded.hits)
             if (blocked := guarded.blocked) is None:
                 run.memory.guards.output_blocks = 0
                 _apply(answer.message, guarded)
@@ -74,7 +76,7 @@ class Guardrails(Stage):
             return result
         text = result.data if isinstance(result.data, str) else json.dumps(result.data)
         guarded = await _check(text, rails)
-        _published(step.run, guarded.hits)
+        _published(step.run.stream, guarded.hits)
         if (blocked := guarded.blocked) is not None:
             refusal = ToolResult.failure(ErrorCode.GUARDRAIL_BLOCKED, _withheld(blocked))
             return refusal.model_copy(update={"guardrails": guarded.hits})
@@ -119,26 +121,32 @@ def _withhold(run: RunScope, blocked: GuardrailHit) -> ErrorInfo | None:
     return error
 
 
-async def _guard_replies(run: RunScope, rails: list[Guardrail]) -> None:
-    """Checks the people's messages that came since the last check, in place."""
-    conversation, guards = run.memory.conversation, run.memory.guards
+async def guard_replies(memory: RunMemory, input: WorkflowInput, stream: RunStream) -> None:
+    """Checks, in place, the people's messages that came since the last check, against
+    the run's input guardrails. Called before each request is built (`model_calls.ask`),
+    not around the call as a stage: a reply that interrupts a call (`ReplyPolicy.INTERRUPT`)
+    is delivered inside it, and must not reach the model unchecked."""
+    rails = [g for g in guardrails_of(memory, input) if g.on is GuardPoint.INPUT]
+    if not rails:
+        return
+    conversation, guards = memory.conversation, memory.guards
     start = max(guards.input_checked, conversation.paged)
     for index in range(start, conversation.message_count):
         message = conversation.message(index)
         if message.role == "user" and message.content:
             guarded = await _check(message.content, rails)
             _apply(message, guarded)
-            _published(run, guarded.hits)
+            _published(stream, guarded.hits)
             if message.guardrails and guards.input_checked == 0 and index == start:
                 # The run's summary (`tarry list`, the inbox) was its first message as sent.
                 workflow.upsert_memo({SUMMARY_MEMO: summary_of(message.content)})
     guards.input_checked = conversation.message_count
 
 
-def _published(run: RunScope, hits: list[GuardrailHit]) -> None:
+def _published(stream: RunStream, hits: list[GuardrailHit]) -> None:
     """Each hit, one event on the run's stream (`EventKind.GUARDRAIL`)."""
     for hit in hits:
-        run.stream.publish(RunEvent(kind=EventKind.GUARDRAIL, guardrail=hit))
+        stream.publish(RunEvent(kind=EventKind.GUARDRAIL, guardrail=hit))
 
 
 def _apply(message: ChatMessage, guarded: Guarded) -> None:
