@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 from activities.guardrail_checks import GuardrailChecks
 from tarry.client.run_list import find_runs
 from tarry.config.settings import ConfigError, ModelProfile, TarrySettings
-from tarry.contracts import ErrorCode, Phase, RunInput, WaitingFor
+from tarry.contracts import Act, Door, ErrorCode, Phase, RunInput, WaitingFor
 from tarry.contracts.events import EventKind
 from tarry.contracts.guardrails import OUTPUT_RETRIES, Guardrail, GuardrailMatch, GuardVerdict
 from tarry.testing.scripted_model import ScriptedModel, call, say
@@ -510,3 +510,17 @@ async def test_a_reply_that_interrupts_the_model_reaches_it_redacted(agent: Agen
 
     assert EMAIL not in sent_to_model(agent)
     assert "stop, and mail <EMAIL_1>" in sent_to_model(agent)
+
+
+async def test_each_hit_is_in_the_audit_trail_as_the_run_s_own_act(agent: Agent) -> None:
+    agent.model.add(say("Noted."))
+    run = await agent.start(f"write to {EMAIL}", guardrails=[PII])
+    await run.wait_for(WAITING, TIMEOUT)
+
+    trail = await agent.tarry.audit(run=run.id)
+
+    [record] = [r for r in trail.records if r.act is Act.GUARDRAIL]
+    assert (record.by, record.door) == ("guardrail no-pii", Door.RULE)
+    assert record.what.startswith("redacted ")
+    assert record.what.endswith("message 0 (email)")
+    assert EMAIL not in record.what

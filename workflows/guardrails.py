@@ -39,6 +39,7 @@ from tarry.contracts.guardrails import (
     GuardVerdict,
 )
 from tarry.core.text import summary_of
+from workflows import audit
 from workflows.stage import AskModel, ModelOutcome, RunScope, RunTool, Stage, ToolStep
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ class Guardrails(Stage):
         rails = _on(run, GuardPoint.OUTPUT)
         while rails and isinstance(answer, LlmResponse) and answer.message.content:
             guarded = await _check(answer.message.content, rails)
-            _published(run.stream, guarded.hits)
+            _seen(run.memory, run.stream, guarded.hits, "an answer of the model")
             if (blocked := guarded.blocked) is None:
                 run.memory.guards.output_blocks = 0
                 _apply(answer.message, guarded)
@@ -76,7 +77,8 @@ class Guardrails(Stage):
             return result
         text = result.data if isinstance(result.data, str) else json.dumps(result.data)
         guarded = await _check(text, rails)
-        _published(step.run.stream, guarded.hits)
+        what = f"the result of {step.tool.name} call {step.call.id}"
+        _seen(step.run.memory, step.run.stream, guarded.hits, what)
         if (blocked := guarded.blocked) is not None:
             refusal = ToolResult.failure(ErrorCode.GUARDRAIL_BLOCKED, _withheld(blocked))
             return refusal.model_copy(update={"guardrails": guarded.hits})
@@ -136,17 +138,23 @@ async def guard_replies(memory: RunMemory, input: WorkflowInput, stream: RunStre
         if message.role == "user" and message.content:
             guarded = await _check(message.content, rails)
             _apply(message, guarded)
-            _published(stream, guarded.hits)
+            _seen(memory, stream, guarded.hits, f"{_by(message)} message {index}")
             if message.guardrails and guards.input_checked == 0 and index == start:
                 # The run's summary (`tarry list`, the inbox) was its first message as sent.
                 workflow.upsert_memo({SUMMARY_MEMO: summary_of(message.content)})
     guards.input_checked = conversation.message_count
 
 
-def _published(stream: RunStream, hits: list[GuardrailHit]) -> None:
-    """Each hit, one event on the run's stream (`EventKind.GUARDRAIL`)."""
+def _seen(memory: RunMemory, stream: RunStream, hits: list[GuardrailHit], text: str) -> None:
+    """Each hit on `text` (`a reply`, `an answer`, ...): one event on the run's stream
+    (`EventKind.GUARDRAIL`) and one record in its audit trail."""
     for hit in hits:
         stream.publish(RunEvent(kind=EventKind.GUARDRAIL, guardrail=hit))
+        audit.guarded(memory, hit, text)
+
+
+def _by(message: ChatMessage) -> str:
+    return f"{message.by}'s" if message.by else "a person's"
 
 
 def _apply(message: ChatMessage, guarded: Guarded) -> None:
