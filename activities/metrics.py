@@ -14,6 +14,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from tarry.contracts import LlmResponse, ToolResult
+from tarry.contracts.guardrails import GuardrailHit
 
 
 def model_answered(profile: str, answer: LlmResponse, elapsed: timedelta) -> None:
@@ -41,6 +42,15 @@ def model_failed(profile: str, error: BaseException) -> None:
     meter.create_counter("tarry_model_calls", "Model calls, by outcome").add(
         1, {"outcome": outcome, "model": "unknown"}
     )
+
+
+def guardrails_hit(hits: list[GuardrailHit]) -> None:
+    """One check of a text: each guardrail that found something, and what it did."""
+    counter = activity.metric_meter().create_counter(
+        "tarry_guardrail_hits", "Texts a guardrail redacted or blocked, by guardrail and verdict"
+    )
+    for hit in hits:
+        counter.add(1, {"guardrail": hit.guardrail, "verdict": hit.verdict.value})
 
 
 def tool_called(tool: str, result: ToolResult) -> None:

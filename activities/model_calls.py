@@ -77,6 +77,8 @@ class ModelClient:
                 f"configured: {', '.join(sorted(self._profiles))}",
                 retryable=False,
             )
+        if request.hold_words:  # not streamed: observers see no word an output check blocks
+            profile = profile.model_copy(update={"stream": False})
         context, conversation = await self._contexts.extend(
             request.context, request.messages, request.tool_definitions
         )

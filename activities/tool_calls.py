@@ -46,6 +46,7 @@ from tarry.contracts import (
     ToolInvocation,
     ToolResult,
 )
+from tarry.contracts.guardrails import Guardrail
 from tarry.contracts.previews import PREVIEW_ACTIVITY, Preview, PreviewCall, PreviewRequest
 from tarry.core.previews import arguments_preview, file_change, file_state
 from tarry.core.tools import MAX_READ_BYTES, Tool, ToolContext, ToolError, tool
@@ -175,6 +176,7 @@ class ToolHost:
         workspace_template: Path | None = None,
         agents: Mapping[str, AgentSpec] | None = None,
         notify_events: Sequence[NotifyEvent] = (),
+        guardrails: Sequence[Guardrail] = (),
     ) -> None:
         """`model_queues`: the task queue of each model profile that has its own, which
         a run resolves with its tools (`Catalogue`); `profiles`: the names of the worker's
@@ -184,7 +186,9 @@ class ToolHost:
         `workspace_template`: a directory whose files a new workspace starts with;
         `agents`: the sub-agents of the config file, which a run resolves by name;
         `notify_events`: the stop points the worker's `[[notify]]` entries want, which a
-        run learns with its tools (the catalogue is all a run learns of the worker)."""
+        run learns with its tools (the catalogue is all a run learns of the worker);
+        `guardrails`: the worker's `[[guardrail]]` entries, which a run learns the same way
+        and applies before its own."""
         self._root = workspace_root
         self._template = workspace_template
         self._tools: dict[str, Tool] = {}
@@ -194,6 +198,7 @@ class ToolHost:
         self._max_read_bytes = max_read_bytes
         self._agents = dict(agents or {})
         self._notify_events = list(notify_events)
+        self._guardrails = list(guardrails)
         self.payload_limit: int | None = None
         """The largest payload the worker's data converter puts in history, which a run
         learns with its tools: set once the worker's client is known (`TarryPlugin`)."""
@@ -289,6 +294,7 @@ class ToolHost:
             agents=agents,
             notify_events=self._notify_events,
             payload_limit=self.payload_limit,
+            guardrails=self._guardrails,
         )
 
     @activity.defn(name=CATALOGUE_CHECK_ACTIVITY)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from rich.table import Table
 
 from bench import cold_replies, long_run, parked_runs, reply_latency, throughput, turn_overhead
+from bench import guardrails as guardrails_bench
 from bench.rig import percentile, table
 
 GB_IN_MIB = 1e9 / 2**20
@@ -172,6 +173,12 @@ def busy(results: Sequence[throughput.Throughput]) -> list[Target]:
             at_least=True,
         )
     ]
+
+
+def guardrails(result: guardrails_bench.Result) -> list[Target]:
+    """Issue 56's: a turn with a `pii` guardrail on input and output costs at most 1.15x
+    a turn with none."""
+    return [Target("turn with pii guardrails x none", result.ratio, 1.15)]
 
 
 def render(targets: Sequence[Target]) -> Table:

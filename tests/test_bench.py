@@ -10,6 +10,7 @@ from pathlib import Path
 from bench import (
     cold_replies,
     command_startup,
+    guardrails,
     long_run,
     parked_runs,
     prompt_cache,
@@ -143,3 +144,15 @@ async def test_quick_command_startup_times_each_command_beside_its_references(
     for command in timed:
         assert len(command.seconds) == 2, command.label
         assert command.label in captured.get()
+
+
+async def test_quick_guardrails_times_turns_with_and_without_and_prints_the_ratio(
+    tmp_path: Path,
+) -> None:
+    with console.capture() as captured:
+        result = await guardrails.run(2, tmp_path)
+
+    assert min(result.streamed, result.whole, result.with_pii) > 0
+    assert "pii on input and output" in captured.get()
+    [target] = targets.guardrails(result)
+    assert target.measured == result.ratio

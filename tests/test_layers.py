@@ -76,7 +76,9 @@ MAY_IMPORT["bench"] = MAY_IMPORT["tarry.cli"] | {"bench"}
 MAY_IMPORT["tests"] = set(MAY_IMPORT) | {"tests"}
 LIBRARY = (*GROUND, "workflows", "activities", "workers")
 """The layers `pip install tarry` installs without extras: a client and a worker."""
-OPTIONAL = re.compile(r"activities\.mcp_\w+|workers\.tracing|workers\.trace_content")
+OPTIONAL = re.compile(
+    r"activities\.mcp_\w+|activities\.guardrail_pii|workers\.tracing|workers\.trace_content"
+)
 """Library modules that need an extra, loaded only by a worker configured to need it."""
 CLI_MODULE_LINES = 350
 """The most lines a module of the command line may have: one module per command group,

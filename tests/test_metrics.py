@@ -71,3 +71,25 @@ async def test_the_metrics_endpoint_shows_a_runs_model_calls_tokens_and_tool_cal
     assert samples(text, "tarry_run_phases_total", phase="WaitingUser", waiting_for="input") == [1]
     # The SDK's own metrics share the endpoint.
     assert samples(text, "temporal_activity_execution_latency_count", activity_type="call_llm")
+
+
+async def test_the_metrics_endpoint_counts_guardrail_hits_by_guardrail_and_verdict(
+    temporal: Client, agent_factory: Any
+) -> None:
+    port = free_port()
+    runtime = worker_runtime(TarrySettings.model_construct(tarry_metrics_port=port))
+    client = await Client.connect(
+        temporal.service_client.config.target_host,
+        data_converter=temporal.data_converter,
+        runtime=runtime,
+    )
+    agent = await agent_factory(client=client)
+    agent.model.add(say("Noted."), say("Noted again."))
+    rail = {"name": "no-pii", "on": "input", "check": "pii", "verdict": "redact"}
+    run = await agent.start("write to jane@example.com", guardrails=[rail])
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    await run.send("and to bob@example.org")
+
+    text = await scrape(f"http://127.0.0.1:{port}/metrics", until="tarry_guardrail_hits_total")
+
+    assert samples(text, "tarry_guardrail_hits_total", guardrail="no-pii", verdict="redact") == [2]

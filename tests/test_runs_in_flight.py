@@ -46,6 +46,7 @@ from tarry.contracts import (
     UserInput,
 )
 from tarry.contracts.compatibility import PATCHES
+from tarry.contracts.guardrails import Guardrail
 from tarry.testing.scripted_model import call, say
 from tests.conftest import HISTORIES, Agent
 from tests.faults import patch_ids
@@ -121,6 +122,11 @@ def asked_queued_and_failed() -> dict[str, Any]:
                 "agents": Delegations(parent="lead", started=2).model_dump(mode="json"),
                 "wait": {"waiting_for": "input", "since": "2026-11-27T09:00:00Z", "turn": 18},
                 "started": "2026-11-27T08:00:00Z",
+                "guardrails": [
+                    Guardrail(name="g", on="input", check="pii", verdict="block").model_dump(
+                        mode="json"
+                    )
+                ],
             }
         )
     )
@@ -225,10 +231,13 @@ def test_the_previous_builds_worker_reads_a_hand_over_written_by_this_one() -> N
 
     read = previous.WorkflowInput.model_validate_json(json.dumps(encoded(input)))
 
-    # All but the wait's and the chain's starts, which that build does not know (a wait
-    # span starts anew; the root span starts at the next hand-over to this build).
-    added = {"wait", "started"}
-    assert read.memory.model_dump(mode="json") == {k: v for k, v in flat.items() if k not in added}
+    # All but what that build does not know: the wait's and the chain's starts (a wait
+    # span starts anew; the root span starts at the next hand-over to this build), and the
+    # worker's guardrails (it has none to apply).
+    unknown = {"wait", "started", "guardrails"}
+    assert read.memory.model_dump(mode="json") == {
+        k: v for k, v in flat.items() if k not in unknown
+    }
     assert (read.memory.turn, read.memory.model, read.memory.model_queue) == (
         18,
         "big",

@@ -38,6 +38,7 @@ from temporalio.worker import Worker, WorkerConfig, WorkerDeploymentConfig, Work
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.context import ContextStore
+from activities.guardrail_checks import GuardrailChecks, GuardrailFunction
 from activities.model_calls import ModelClient
 from activities.notifications import Notifier
 from activities.pages import PageWriter
@@ -68,7 +69,8 @@ class TarryPlugin(SimplePlugin):
     profiles and `mcp_servers` the MCP servers whose tools runs may use too (both the
     settings' config file's unless given), `agents` the sub-agents runs may delegate to
     (the config file's unless given); a new run's workspace starts with the files of
-    `workspace_template`, if given (`tarry dev`: the tour's notes). The worker settings
+    `workspace_template`, if given (`tarry dev`: the tour's notes); `guardrail_functions`
+    are the checks `python` guardrails name (`tarry.contracts.guardrails`). The worker settings
     it applies are the settings' (`TARRY_WORKFLOW_CACHE`, `TARRY_WORKFLOW_TASK_POLLERS`,
     `TARRY_STICKY_TIMEOUT`, and `TARRY_DEPLOYMENT` with `TARRY_BUILD_ID`: the worker's
     deployment version) and replace what the `Worker` was given for them. Call
@@ -84,6 +86,7 @@ class TarryPlugin(SimplePlugin):
         mcp_servers: Mapping[str, McpServer] | None = None,
         workspace_template: Path | None = None,
         agents: Mapping[str, AgentSpec] | None = None,
+        guardrail_functions: Mapping[str, GuardrailFunction] | None = None,
     ) -> None:
         self.settings = settings or TarrySettings()
         servers = self.settings.mcp_servers() if mcp_servers is None else mcp_servers
@@ -94,6 +97,7 @@ class TarryPlugin(SimplePlugin):
         """One connection pool for the model calls and notifications of every worker the
         plugin configures."""
         self._notifier = Notifier(self.settings, self._http)
+        self._guardrails = GuardrailChecks(self._profiles, self._http, guardrail_functions)
         self.tools = ToolHost(
             self.settings.tarry_workspace_root,
             tools,
@@ -104,6 +108,7 @@ class TarryPlugin(SimplePlugin):
             workspace_template,
             self.settings.agents() if agents is None else agents,
             self._notifier.events,
+            self.settings.guardrails(),
         )
         self._interceptors = tracing_interceptors(self.settings)
         super().__init__(
@@ -136,6 +141,7 @@ class TarryPlugin(SimplePlugin):
             pages.store_transcript_page,
             pages.store_transcript_page_index,
             self._notifier.notify,
+            self._guardrails.check_guardrails,
             *self.tools.activities(),
         ]
         config["interceptors"] = [*config.get("interceptors", ()), *self._interceptors]

@@ -38,6 +38,7 @@ from tarry.contracts import (
     UserInput,
 )
 from tarry.contracts.compatibility import AUDIT_HAND_OVER
+from tarry.contracts.guardrails import GuardrailHit, GuardVerdict
 from workflows.memory import RunMemory, WorkflowInput
 
 # The older clients' shapes are the compatibility ledger's `old-client-arguments`.
@@ -94,6 +95,16 @@ def made(memory: RunMemory, tool: str, call_id: str, decision: DecisionRecord) -
     how = decision.user or decision.by
     what = f"{verdict} {tool} call {call_id}" + (f": {decision.reason}" if decision.reason else "")
     record(memory, Act.DECISION, Acting(by=how, door=Door.RULE), what)
+
+
+def guarded(memory: RunMemory, hit: GuardrailHit, text: str) -> None:
+    """A guardrail's hit on `text` (`a reply`, `an answer`, `the result of ...`): an act
+    the run made itself, as a rule's decision is."""
+    done = "redacted" if hit.verdict is GuardVerdict.REDACT else "blocked"
+    kinds = sorted({m.kind for m in hit.matches})
+    what = f"{done} {text}" + (f" ({', '.join(kinds)})" if kinds else "")
+    what += f": {hit.reason}" if hit.reason else ""
+    record(memory, Act.GUARDRAIL, Acting(by=f"guardrail {hit.guardrail}", door=Door.RULE), what)
 
 
 def budget(memory: RunMemory, raised: BudgetRaise) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
@@ -31,7 +31,9 @@ from tarry.contracts import (
     UserInput,
     WaitingFor,
 )
+from tarry.contracts._omit import when_empty
 from tarry.contracts.compatibility import REPLY_IDS_WINDOW
+from tarry.contracts.guardrails import Guardrail
 
 REPLY_IDS_KEPT = 100
 """How many of the latest replies' ids a run keeps to know a retry (`Inbox.seen_ids`):
@@ -77,6 +79,11 @@ class Guards(BaseModel):
     """How many calls in a row went to `streak_tool`."""
     output_repairs: int = 0
     """Answers shown their errors against `RunInput.output_schema` and asked again."""
+    output_blocks: int = Field(default=0, exclude_if=when_empty)
+    """Answers in a row an output guardrail withheld (`workflows.guardrails`)."""
+    input_checked: int = Field(default=0, exclude_if=when_empty)
+    """The transcript index up to which input guardrails checked people's messages
+    (`workflows.guardrails`); left out while 0, so memory from before it encodes as it did."""
 
 
 class Approvals(BaseModel):
@@ -272,6 +279,9 @@ class RunCatalogue(BaseModel):
     notify_events: list[NotifyEvent] = []
     """The stop points the worker's `[[notify]]` entries want (`Catalogue.notify_events`),
     learnt with the tools: the run notifies of these (`workflows.notifications`)."""
+    guardrails: list[Guardrail] = Field(default=[], exclude_if=when_empty)
+    """The worker's guardrails (`Catalogue.guardrails`), learnt with the tools: the run
+    applies them before its own (`workflows.guardrails`)."""
 
     def queue_of(self, profile: str | None) -> str | None:
         """The task queue of the model calls of `profile` (`Requests.model`, which

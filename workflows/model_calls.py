@@ -26,6 +26,8 @@ from tarry.contracts import (
     Mode,
 )
 from tarry.contracts.compatibility import ASK_ON_MODEL_FAILURE
+from tarry.contracts.guardrails import GuardPoint
+from workflows import guardrails
 from workflows.details import llm_summary
 from workflows.memory import RunMemory, WorkflowInput
 from workflows.stream import RunStream
@@ -58,6 +60,7 @@ async def ask(
     while True:
         if m.interrupting():  # the reply that cut the last call short, or came before this one
             m.deliver_inbox()
+        await guardrails.guard_replies(m, input, stream)  # before any reply reaches the model
         request = _request_for(m, input)
         stream.begin_turn(m, request.turn)
         try:
@@ -113,6 +116,7 @@ def _request_for(memory: RunMemory, input: WorkflowInput) -> LlmRequest:
         tool_definitions=None if c.context else m.catalogue.tools,
         sampling=input.sampling,
         output_schema=input.output_schema if input.mode is Mode.TASK else None,
+        hold_words=any(g.on is GuardPoint.OUTPUT for g in guardrails.guardrails_of(m, input)),
     )
     return request
 

@@ -16,6 +16,7 @@ from workflows import (
     approval_gate,
     approval_rules,
     budgets,
+    guardrails,
     model_calls,
     pages,
     previews,
@@ -31,6 +32,7 @@ STAGES: tuple[Stage, ...] = (
     approval_rules.RULES,
     approval_gate.GATE,
     result_limit.LIMIT,
+    guardrails.GUARDRAILS,
 )
 
 

@@ -65,6 +65,7 @@ async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
     memory.catalogue.tools, memory.catalogue.model_queue = catalogue.tools, catalogue.model_queue
     memory.catalogue.profiles = catalogue.profiles
     memory.catalogue.payload_limit = catalogue.payload_limit
+    memory.catalogue.guardrails = catalogue.guardrails
     memory.agents.specs = catalogue.agents
     notifications.learn(memory, catalogue)
     # A conversation stored before the catalogue lacks the tools: the next call starts
@@ -183,6 +184,7 @@ def record(
                 content=result.to_content(),
                 decision=m.approvals.settle(call.id),
                 blocks=result.blocks,
+                guardrails=result.guardrails,
             )
         )
         name = call.function.name

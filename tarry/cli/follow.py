@@ -25,7 +25,12 @@ from tarry.core.errors import TarryError
 if TYPE_CHECKING:
     from tarry.client import RunHandle
 
-_ANSWER_EVENTS = frozenset(EventKind) - {EventKind.MESSAGE, EventKind.STOP, EventKind.RETRYING}
+_ANSWER_EVENTS = frozenset(EventKind) - {
+    EventKind.MESSAGE,
+    EventKind.STOP,
+    EventKind.RETRYING,
+    EventKind.GUARDRAIL,
+}
 RETRY_POLL_SECONDS = 1.0
 """How often a followed run's failing calls are looked for: a retry waits a second or more."""
 

@@ -12,6 +12,7 @@ from rich.text import Text
 from tarry.cli.render import INTERRUPTED, message_text, retrying_text
 from tarry.contracts import ChatMessage
 from tarry.contracts.events import EventKind, RunEvent
+from tarry.contracts.guardrails import GuardrailHit, GuardVerdict
 
 CURSOR = "▌"
 """After the arguments of a tool call the model is still writing."""
@@ -72,6 +73,8 @@ class LiveView:
             self._streamed += event.text
         elif kind is EventKind.RETRYING and event.retrying is not None:
             self.notice(Text(f"↻ {retrying_text(event.retrying)}", style="yellow"))
+        elif kind is EventKind.GUARDRAIL and (hit := event.guardrail) is not None:
+            self.notice(Text(f"⛨ {guardrail_text(hit)}", style="yellow"))
         elif kind is EventKind.TOOL_CALL:
             self._end_line()
             if self._fancy:
@@ -138,3 +141,12 @@ class LiveView:
         shown = self._call if len(self._call) < width else "…" + self._call[-width + 2 :]
         self._console.file.write("\r\x1b[2K")
         self._console.print(Text(shown + CURSOR, style="magenta"), end="", soft_wrap=True)
+
+
+def guardrail_text(hit: GuardrailHit) -> str:
+    """A guardrail's hit in one line: who, what it did, why, and the kinds it found."""
+    kinds = sorted({m.kind for m in hit.matches})
+    found = f" ({', '.join(kinds)})" if kinds else ""
+    why = f": {hit.reason}" if hit.reason else ""
+    done = "redacted" if hit.verdict is GuardVerdict.REDACT else "blocked"
+    return f"guardrail {hit.guardrail!r} {done}{found}{why}"

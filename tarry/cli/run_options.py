@@ -90,6 +90,26 @@ RulesOption = Annotated[
         ' (`when` maps JSON pointers to a glob or {"regex": ...}).',
     ),
 ]
+GuardrailOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--guardrail",
+        metavar="ON:CHECK:VERDICT[:PATTERN]",
+        help="A guardrail: where it looks (input, tool_result), what it looks for (pii,"
+        " pattern) and what it does on a hit (redact, block): `input:pii:redact`,"
+        " `tool_result:pattern:block:(?i)ignore previous instructions`. Repeated: they"
+        " apply in order, after those of --guardrails.",
+    ),
+]
+GuardrailsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--guardrails",
+        metavar="FILE",
+        help="Guardrails from a JSON file: a list of {name, on, check, verdict, reason,"
+        " patterns, deny, kinds, fail_open}.",
+    ),
+]
 ReplyPolicyOption = Annotated[
     str,
     typer.Option(
@@ -168,6 +188,8 @@ def run_input(
     on_reply_while_running: str,
     rule: list[str] | None,
     rules: Path | None,
+    guardrail: list[str] | None = None,
+    guardrails: Path | None = None,
 ) -> RunInput:
     """The run input the run options give; a bad one is one error line, exit code 2."""
     try:
@@ -190,7 +212,8 @@ def run_input(
             on_reply_while_running=one_of(
                 "--on-reply-while-running", on_reply_while_running, ReplyPolicy
             ),
-            approval_rules=[*_rules_file(rules), *map(_rule, rule or [])],
+            approval_rules=[*_json_list("--rules", rules), *map(_rule, rule or [])],
+            guardrails=[*_json_list("--guardrails", guardrails), *map(_guardrail, guardrail or [])],
         )
     except ValidationError as e:
         fail(_validation_message(e), exit_code=2)
@@ -244,17 +267,32 @@ def _rule(text: str) -> dict[str, Any]:
     return rule
 
 
-def _rules_file(path: Path | None) -> list[Any]:
-    """`--rules FILE`: its JSON list of rules, to validate with the rest of the input."""
+def _guardrail(text: str) -> dict[str, Any]:
+    """`--guardrail ON:CHECK:VERDICT[:PATTERN]` as a guardrail named after them, to
+    validate with the rest of the input."""
+    on, check, verdict, *pattern = text.split(":", 3)
+    if not (on and check and verdict) or (check == "pattern") != bool(pattern):
+        fail(
+            f"--guardrail {text!r}: give ON:CHECK:VERDICT, or ON:pattern:VERDICT:REGEX,"
+            " e.g. input:pii:redact",
+            exit_code=2,
+        )
+    guardrail = {"name": f"{on}-{check}", "on": on, "check": check, "verdict": verdict}
+    return guardrail | ({"patterns": pattern} if pattern else {})
+
+
+def _json_list(option: str, path: Path | None) -> list[Any]:
+    """`--rules FILE`, `--guardrails FILE`: its JSON list, to validate with the rest of
+    the input."""
     if path is None:
         return []
     try:
-        rules = json.loads(path.read_text())
+        items = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        fail(f"--rules {path}: {e}", exit_code=2)
-    if not isinstance(rules, list):
-        fail(f"--rules {path}: give a JSON list of rules, [{{...}}, ...]", exit_code=2)
-    return rules
+        fail(f"{option} {path}: {e}", exit_code=2)
+    if not isinstance(items, list):
+        fail(f"{option} {path}: give a JSON list, [{{...}}, ...]", exit_code=2)
+    return items
 
 
 def _duration(text: str | None) -> float | str | None:
@@ -272,5 +310,7 @@ def _validation_message(error: ValidationError) -> str:
     option = "--" + "-".join(str(part) for part in first["loc"][:1]).replace("_", "-")
     if first["loc"][:1] == ("approval_rules",) and len(first["loc"]) > 1:
         option = f"approval rule {int(first['loc'][1]) + 1}"  # as --rules and --rule list them
+    if first["loc"][:1] == ("guardrails",) and len(first["loc"]) > 1:
+        option = f"guardrail {int(first['loc'][1]) + 1}"
     message = str(first["msg"]).removeprefix("Value error, ")
     return f"{option}: {message} (got {shorten(repr(first.get('input')), 60)})"

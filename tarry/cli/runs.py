@@ -30,6 +30,8 @@ from tarry.cli.run_options import (
     ApprovalDefaultOption,
     ApprovalTimeoutOption,
     ApproverOption,
+    GuardrailOption,
+    GuardrailsOption,
     MaxCostOption,
     MaxTokensOption,
     MaxTurnsOption,
@@ -65,6 +67,8 @@ def start(
     approver: ApproverOption = None,
     rule: RuleOption = None,
     rules: RulesOption = None,
+    guardrail: GuardrailOption = None,
+    guardrails: GuardrailsOption = None,
     approval_timeout: ApprovalTimeoutOption = None,
     approval_default: ApprovalDefaultOption = ApprovalDefault.REJECT,
     max_turns: MaxTurnsOption = DEFAULT_MAX_TURNS,
@@ -96,6 +100,8 @@ def start(
         on_reply_while_running=on_reply_while_running,
         rule=rule,
         rules=rules,
+        guardrail=guardrail,
+        guardrails=guardrails,
     )
     check_id(run_id)
 

@@ -52,6 +52,7 @@ from tarry.config.tables import (
     user_tokens,
 )
 from tarry.contracts import DEFAULT_TASK_QUEUE, AgentSpec
+from tarry.contracts.guardrails import Guardrail
 from tarry.core.identities import API_USER, Caller, local_user, name_problem
 from tarry.core.ownership import Policy, Visibility
 from tarry.core.tools import MAX_READ_BYTES
@@ -115,6 +116,9 @@ class ConfigFile(BaseModel):
     api: ApiTable = Field(default_factory=ApiTable)
     notify: list[NotifyTarget] = []
     """`[[notify]]` entries: receivers of notifications of runs' stop points."""
+    guardrail: list[Guardrail] = []
+    """`[[guardrail]]` entries: guardrails every run the worker serves applies before
+    its own (`RunInput.guardrails`), which no run can turn off."""
 
     @classmethod
     def read(cls, path: Path) -> ConfigFile:
@@ -460,6 +464,10 @@ class TarrySettings(BaseSettings):
     def notify_targets(self) -> list[NotifyTarget]:
         """The config file's `[[notify]]` entries."""
         return list(self._file.notify)
+
+    def guardrails(self) -> list[Guardrail]:
+        """The config file's `[[guardrail]]` entries, in order."""
+        return list(self._file.guardrail)
 
     def action_key(self) -> SecretStr | None:
         """The key of action links: `TARRY_ACTION_KEY`, else the file's `[api] action_key`."""

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field, model_validator
 
 from tarry.contracts._omit import when_empty, when_none
+from tarry.contracts.guardrails import Guardrail, GuardrailHit
 from tarry.contracts.messages import ChatMessage, DecisionRecord, PendingApproval, Usage
 from tarry.contracts.names import ErrorCode, ErrorInfo, NotifyEvent, Phase, WaitingFor
 from tarry.contracts.run import AgentSpec, RunInput, Sampling
@@ -103,6 +104,9 @@ class Catalogue(BaseModel):
     """The largest payload the worker's data converter can put in history
     (`tarry.temporal.storage.payload_limit`): the run keeps what it hands on under it. Null in
     answers recorded before it."""
+    guardrails: list[Guardrail] = Field(default=[], exclude_if=when_empty)
+    """The worker's `[[guardrail]]` entries: the run applies them before its own, and
+    keeps them, so a later change of the config never changes a recorded run."""
 
     @model_validator(mode="before")
     @classmethod
@@ -146,6 +150,9 @@ class LlmRequest(BaseModel):
     output_schema: dict[str, Any] | None = Field(default=None, exclude_if=when_none)
     """The JSON Schema the answer must fit (`RunInput.output_schema`), for the provider's
     structured output."""
+    hold_words: bool = Field(default=False, exclude_if=lambda v: not v)
+    """Observers are not sent the answer's words as the model writes them: an output
+    guardrail checks the answer first (`workflows.guardrails`)."""
 
 
 class LlmResponse(BaseModel):
@@ -198,6 +205,9 @@ class ToolResult(BaseModel):
     blocks: list[dict[str, Any]] | None = Field(default=None, exclude_if=when_none)
     """An MCP result's content blocks as the server gave them, when any is not text:
     kept on the tool message (`ChatMessage.blocks`), summarised in `data` for the model."""
+    guardrails: list[GuardrailHit] = Field(default=[], exclude_if=when_empty)
+    """The guardrails that redacted or blocked the result (`workflows.guardrails`),
+    kept on the tool message (`ChatMessage.guardrails`); never set by a tool."""
 
     @classmethod
     def success(cls, data: Any) -> ToolResult:

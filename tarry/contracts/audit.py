@@ -78,6 +78,9 @@ class Act(StrEnum):
     STOP = "stop"
     RESUME = "resume"
     """An ended run goes on (`RunHandle.resume`): the first record of the run it starts."""
+    GUARDRAIL = "guardrail"
+    """A guardrail redacted or blocked a text, by the run itself (`by`: `guardrail NAME`,
+    door `rule`): `what` says which text, the verdict and the kinds it found."""
     SCHEDULE_CREATE = "schedule_create"
     """The acts on a schedule (its record names it in `schedule`, not `run`)."""
     SCHEDULE_PAUSE = "schedule_pause"

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from tarry.contracts._omit import when_none
+from tarry.contracts.guardrails import GuardrailHit
 from tarry.contracts.messages import ChatMessage, Usage
 from tarry.contracts.run import Retrying, RunState
 
@@ -47,6 +49,9 @@ class EventKind(StrEnum):
     """`message` became the transcript's message number `index`."""
     STOP = "stop"
     """The run reached a stop point: it waits for a person, or it ended; `state` says which."""
+    GUARDRAIL = "guardrail"
+    """`guardrail` redacted or blocked a text: a person's message, a tool's result, or an
+    answer (a blocked answer's words are never on the stream)."""
     RETRYING = "retrying"
     """A model or tool call failed and waits for its next attempt (`retrying`). Not on
     the run's stream: `tarry watch` adds it from what Temporal records of the call."""
@@ -68,6 +73,7 @@ class RunEvent(BaseModel):
     message: ChatMessage | None = None
     state: RunState | None = None
     retrying: Retrying | None = None
+    guardrail: GuardrailHit | None = Field(default=None, exclude_if=when_none)
     offset: int | None = None
     """Where the event is in the run's stream, as `RunHandle.events` read it: `events(
     offset + 1)` resumes after it. Not published: the stream assigns it."""

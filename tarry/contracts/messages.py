@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tarry.contracts._omit import when_empty, when_none
 from tarry.contracts.audit import Door
+from tarry.contracts.guardrails import GuardrailHit
 from tarry.contracts.names import INTERRUPTED_NOTE
 from tarry.contracts.previews import Preview
 
@@ -90,12 +91,17 @@ class ChatMessage(BaseModel):
     blocks: list[dict[str, Any]] | None = Field(default=None, exclude_if=when_none)
     """Transcript metadata on an MCP tool's message: its content blocks (images, audio,
     resources) exactly as the server gave them; the model reads their summary."""
+    guardrails: list[GuardrailHit] = Field(default=[], exclude_if=when_empty)
+    """Transcript metadata: the guardrails that redacted or blocked this message's text
+    (`content` is what they let through); not sent to the model."""
 
     def for_model(self) -> dict[str, Any]:
         """The message as the provider takes it: no nulls, no Tarry metadata; an
         interrupted answer says so in its text, the one place a model reads it."""
         message = self.model_dump(
-            mode="json", exclude_none=True, exclude={"decision", "interrupted", "blocks", "by"}
+            mode="json",
+            exclude_none=True,
+            exclude={"decision", "interrupted", "blocks", "by", "guardrails"},
         )
         if self.interrupted:
             message["content"] = f"{self.content or ''} {INTERRUPTED_NOTE}".lstrip()

@@ -238,6 +238,11 @@ class ErrorCode(StrEnum):
     """A path that leaves the run's workspace."""
     TOOL_REJECTED = "TOOL_REJECTED"
     """A person (or a stop) rejected a gated call: the model reads the reason."""
+    GUARDRAIL_BLOCKED = "GUARDRAIL_BLOCKED"
+    """A guardrail withheld a tool's result: the model reads its name and reason."""
+    GUARDRAIL_UNAVAILABLE = "GUARDRAIL_UNAVAILABLE"
+    """A guardrail's check cannot run on this worker (a `pii` check without the
+    `guardrails` extra): the guardrail blocks, unless it is `fail_open`."""
     TOOL_APPROVAL_EXPIRED = "TOOL_APPROVAL_EXPIRED"
     """Nobody decided on a gated call before its deadline, and its default is to reject."""
     TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"

@@ -12,6 +12,7 @@ from tarry.contracts._closed import NOT_A_BOOLEAN, Closed
 from tarry.contracts._omit import when_empty, when_none, when_queue
 from tarry.contracts.approval_rules import ApprovalRule
 from tarry.contracts.audit import AuditRecord, Door
+from tarry.contracts.guardrails import Guardrail
 from tarry.contracts.messages import ChatMessage, PendingApproval, Usage
 from tarry.contracts.names import (
     ApprovalDefault,
@@ -196,6 +197,11 @@ class RunInput(Closed):
     `require_approval`); a call none matches is gated as `require_approval` says. See
     `tarry.contracts.approval_rules`. Left out while empty, so inputs from before it encode
     as they did."""
+    guardrails: list[Guardrail] = Field(default=[], exclude_if=when_empty)
+    """Checks on what the run reads, in order: a person's messages before the model
+    sees them, tools' results before the model reads them; each redacts or blocks what
+    it finds. See `tarry.contracts.guardrails`. Left out while empty, so inputs from
+    before it encode as they did."""
 
     agents: list[str] = Field(default=[], exclude_if=when_empty)
     """The sub-agents (`[agents.NAME]` of the workers' config file) this run may delegate

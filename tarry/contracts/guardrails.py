@@ -1,0 +1,225 @@
+"""Guardrails: what a run checks in what it reads (`RunInput.guardrails`).
+
+A guardrail names where it looks, what it looks for and what it does on a hit:
+
+    {"name": "no-pii", "on": "input", "check": "pii", "verdict": "redact"}
+    {"name": "planted", "on": "tool_result", "check": "pattern", "verdict": "block",
+     "patterns": ["(?i)ignore (all|any|your|previous) instructions"],
+     "reason": "a tool's result gives the agent orders"}
+
+`on` is `input` (a person's message, before the model sees it), `output` (the model's
+answer, before anyone sees it) or `tool_result` (a tool's result, before the model reads
+it). `check` is `pii` (emails, phone numbers, card numbers that pass the Luhn check,
+IBANs, IP addresses and US social security numbers, by Presidio's pattern recognizers:
+no model, nothing downloaded) or `pattern` (RE2 regular expressions, `patterns`, and
+words, `deny`, matched without regard to case). `verdict` is `redact` (the text goes on
+with each match replaced by a typed placeholder, `<EMAIL_1>`) or `block` (a message is
+withheld from the model, which reads the guardrail's name and reason in its place; a
+tool's result is refused the same way; an answer is withheld, and the model, told why,
+is asked again, up to `OUTPUT_RETRIES` times in a row, after which the run waits for a
+person to `retry` or reply).
+
+Guardrails apply in their order, each to the text the one before it left. A check runs
+as an activity of the worker, never in workflow code; one that still fails after its
+retries blocks, unless the guardrail says `fail_open`.
+
+What is kept where: the model, the transcript, `tarry show` and the inbox see only what
+the guardrails let through. The original text of a reply stays in the run's history
+only where it arrived (the update that delivered it; a prompt, the run's input): the
+check is a local activity, whose argument history does not record. A deployment that
+must not keep it at all encrypts its payloads (`TARRY_ENCRYPTION_KEY`).
+A hit records the guardrail, its verdict and reason, and the kind and place of each
+match, never the matched text.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tarry.contracts.approval_rules import Regex
+
+__all__ = [
+    "GUARDRAILS_ACTIVITY",
+    "OUTPUT_RETRIES",
+    "GuardCheck",
+    "GuardPoint",
+    "GuardRequest",
+    "GuardVerdict",
+    "Guarded",
+    "Guardrail",
+    "GuardrailHit",
+    "GuardrailMatch",
+    "PiiKind",
+]
+
+OUTPUT_RETRIES = 2
+"""How often in a row the model is asked again after an output guardrail blocked its
+answer, before the run waits for a person."""
+GUARDRAILS_ACTIVITY = "check_guardrails"
+"""The activity that checks a text against guardrails (`activities.guardrail_checks`)."""
+
+
+class GuardPoint(StrEnum):
+    """Where a guardrail looks."""
+
+    INPUT = "input"
+    """A person's message, before the model sees it."""
+    TOOL_RESULT = "tool_result"
+    """A tool's result, before the model reads it."""
+    OUTPUT = "output"
+    """The model's answer, before anyone sees it and before any of its calls is gated or
+    run: its words are not streamed to observers while a run has one (the answer comes
+    whole, once checked)."""
+
+
+class GuardCheck(StrEnum):
+    """What a guardrail looks for."""
+
+    PII = "pii"
+    """Personal data: the kinds of `PiiKind` (all of them, unless `kinds` names some)."""
+    PATTERN = "pattern"
+    """The guardrail's `patterns` (RE2) and `deny` words."""
+    MODERATION = "moderation"
+    """A provider's moderation endpoint (OpenAI's `/v1/moderations`), at the `profile`'s
+    base URL with its key: the `categories` it flags (any, when none are named), or whose
+    score reaches `threshold`. It blocks; it cannot redact."""
+    PYTHON = "python"
+    """The worker's function `function`, registered on its plugin as tools are
+    (`TarryPlugin(guardrail_functions=...)`): it takes the text and returns its matches."""
+
+
+class GuardVerdict(StrEnum):
+    """What a guardrail does on a hit."""
+
+    REDACT = "redact"
+    """Each match is replaced by a typed placeholder, and the text goes on."""
+    BLOCK = "block"
+    """The text is withheld: the model reads the guardrail's name and reason instead."""
+
+
+class PiiKind(StrEnum):
+    """The personal data a `pii` check finds; each is a placeholder's type (`<CARD_1>`)."""
+
+    EMAIL = "email"
+    PHONE = "phone"
+    CARD = "card"
+    """A payment card number that passes the Luhn check."""
+    IBAN = "iban"
+    """An IBAN whose check digits are right."""
+    IP = "ip"
+    SSN = "ssn"
+    """A US social security number."""
+
+
+class Guardrail(BaseModel):
+    """One check on what a run reads, and what it does on a hit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    """How events, the transcript and a blocked text's note name it."""
+    on: GuardPoint
+    check: GuardCheck
+    verdict: GuardVerdict
+    reason: str = ""
+    """Why it blocks or redacts: what the model, and the sender, read on a hit."""
+    patterns: list[str] = []
+    """For `pattern`: RE2 regular expressions (`(?i)` for any case), searched in the text."""
+    deny: list[str] = []
+    """For `pattern`: words and phrases, matched whole and without regard to case."""
+    kinds: list[PiiKind] = []
+    """For `pii`: the kinds it looks for; empty: every kind."""
+    profile: str = "default"
+    """For `moderation`: the worker's model profile whose base URL and key it calls."""
+    model: str = "omni-moderation-latest"
+    """For `moderation`: the moderation model the endpoint is asked for."""
+    categories: list[str] = []
+    """For `moderation`: the categories that count (`violence`, `harassment`, ...); empty:
+    any the endpoint flags."""
+    threshold: float | None = Field(default=None, ge=0, le=1)
+    """For `moderation`: a category counts once its score reaches this; null: when the
+    endpoint flags it."""
+    function: str | None = None
+    """For `python`: the name the worker registered the function under."""
+    fail_open: bool = False
+    """When the check itself fails after its retries: let the text through, not block it."""
+
+    @field_validator("patterns")
+    @classmethod
+    def _compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            Regex(regex=pattern)  # RE2 and its size limit, as an approval rule's
+        return patterns
+
+    @model_validator(mode="after")
+    def _fits_its_check(self) -> Self:
+        if self.check is GuardCheck.PATTERN and not (self.patterns or self.deny):
+            raise ValueError(
+                f"guardrail {self.name!r} checks by pattern but has none: give it"
+                ' `patterns` (RE2 expressions) or `deny` (words), e.g. "deny": ["password"]'
+            )
+        if self.check is GuardCheck.PII and (self.patterns or self.deny):
+            raise ValueError(
+                f"guardrail {self.name!r} checks for pii, which takes `kinds`, not"
+                ' `patterns` or `deny`: use "check": "pattern" for those'
+            )
+        if self.check is GuardCheck.PATTERN and self.kinds:
+            raise ValueError(
+                f"guardrail {self.name!r} checks by pattern, which takes no `kinds`:"
+                ' use "check": "pii" for personal data'
+            )
+        if self.check is GuardCheck.MODERATION and self.verdict is not GuardVerdict.BLOCK:
+            raise ValueError(
+                f"guardrail {self.name!r}: a moderation check flags a whole text, which"
+                ' cannot be redacted: give it "verdict": "block"'
+            )
+        if (self.check is GuardCheck.PYTHON) != (self.function is not None):
+            raise ValueError(
+                f"guardrail {self.name!r}: `function` names the worker's function of a"
+                ' "check": "python" guardrail, and only of one'
+            )
+        return self
+
+
+class GuardrailMatch(BaseModel):
+    """Where a check found something, and what kind of thing: never the text itself."""
+
+    kind: str
+    """A `PiiKind`, or `pattern` / `deny` for a pattern check."""
+    start: int
+    end: int
+    """The match's place in the text as the guardrail saw it: `text[start:end]`."""
+
+
+class GuardrailHit(BaseModel):
+    """A guardrail that found something in a text, and what it did."""
+
+    guardrail: str
+    verdict: GuardVerdict
+    reason: str = ""
+    matches: list[GuardrailMatch] = []
+    failed: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The check could not run (its error, after its retries): a hit by default, nothing
+    when the guardrail is `fail_open`."""
+
+
+class GuardRequest(BaseModel):
+    """The check activity's argument: a text and the guardrails to apply, in order."""
+
+    text: str
+    guardrails: list[Guardrail]
+
+
+class Guarded(BaseModel):
+    """The check activity's answer: the text as the guardrails let it through, and
+    their hits; `blocked` when one blocked it (the rest did not look)."""
+
+    text: str
+    hits: list[GuardrailHit] = []
+
+    @property
+    def blocked(self) -> GuardrailHit | None:
+        return next((h for h in self.hits if h.verdict is GuardVerdict.BLOCK), None)

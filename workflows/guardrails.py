@@ -1,0 +1,196 @@
+"""The guardrails' stage (`tarry.contracts.guardrails`): a person's messages are checked
+before the model is asked, its answer before anyone sees it, and a tool's result before
+the model reads it.
+
+Each check is a local activity of the worker (`activities.guardrail_checks`), never
+workflow code. A message a guardrail redacts or blocks is changed in the transcript
+before the model is asked and before observers are sent it, and keeps the guardrails'
+hits (`ChatMessage.guardrails`). A run without guardrails (every run before them) gives
+no command here, so its history is that of code before this stage.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+from tarry.contracts import (
+    SUMMARY_MEMO,
+    ChatMessage,
+    ErrorCode,
+    ErrorInfo,
+    LlmResponse,
+    ToolResult,
+)
+from tarry.contracts.events import EventKind, RunEvent
+from tarry.contracts.guardrails import (
+    GUARDRAILS_ACTIVITY,
+    OUTPUT_RETRIES,
+    Guarded,
+    GuardPoint,
+    Guardrail,
+    GuardrailHit,
+    GuardRequest,
+    GuardVerdict,
+)
+from tarry.core.text import summary_of
+from workflows import audit
+from workflows.stage import AskModel, ModelOutcome, RunScope, RunTool, Stage, ToolStep
+
+if TYPE_CHECKING:
+    from workflows.memory import RunMemory, WorkflowInput
+    from workflows.stream import RunStream
+
+CHECK_TIMEOUT = timedelta(seconds=60)
+"""A check's time, its first on a worker included (Presidio loads its recognizers)."""
+CHECK_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3)
+
+
+class Guardrails(Stage):
+    """Output and tool-result guardrails; input guardrails run where every request is
+    built (`guard_replies`)."""
+
+    async def around_model(self, run: RunScope, ask: AskModel) -> ModelOutcome:
+        answer = await ask()
+        rails = _on(run, GuardPoint.OUTPUT)
+        while rails and isinstance(answer, LlmResponse) and answer.message.content:
+            guarded = await _check(answer.message.content, rails)
+            _seen(run.memory, run.stream, guarded.hits, "an answer of the model")
+            if (blocked := guarded.blocked) is None:
+                run.memory.guards.output_blocks = 0
+                _apply(answer.message, guarded)
+                return answer
+            if (refused := _withhold(run, blocked)) is not None:
+                return refused
+            answer = await ask()
+        return answer
+
+    async def around_tool(self, step: ToolStep, run_tool: RunTool) -> ToolResult:
+        result = await run_tool(step)
+        rails = _on(step.run, GuardPoint.TOOL_RESULT)
+        if not rails or not result.ok:
+            return result
+        text = result.data if isinstance(result.data, str) else json.dumps(result.data)
+        guarded = await _check(text, rails)
+        what = f"the result of {step.tool.name} call {step.call.id}"
+        _seen(step.run.memory, step.run.stream, guarded.hits, what)
+        if (blocked := guarded.blocked) is not None:
+            refusal = ToolResult.failure(ErrorCode.GUARDRAIL_BLOCKED, _withheld(blocked))
+            return refusal.model_copy(update={"guardrails": guarded.hits})
+        if not guarded.hits:
+            return result
+        return ToolResult(ok=True, data=guarded.text, blocks=result.blocks, guardrails=guarded.hits)
+
+
+GUARDRAILS = Guardrails()
+
+
+def guardrails_of(memory: RunMemory, input: WorkflowInput) -> list[Guardrail]:
+    """The run's guardrails: the worker's (`[[guardrail]]`), which no run can turn off,
+    then the run's own."""
+    return [*memory.catalogue.guardrails, *input.guardrails]
+
+
+def _on(run: RunScope, point: GuardPoint) -> list[Guardrail]:
+    return [g for g in guardrails_of(run.memory, run.input) if g.on is point]
+
+
+def _withhold(run: RunScope, blocked: GuardrailHit) -> ErrorInfo | None:
+    """An answer an output guardrail blocked never enters the transcript (nor the stored
+    conversation, whose reference the run does not take): the model is told why, in a
+    note of the run's own, and asked again; past `OUTPUT_RETRIES` in a row, the error
+    that makes the run wait for a person (`retry`, or a reply), as a failing model does."""
+    guards = run.memory.guards
+    guards.output_blocks += 1
+    note = f"Your answer was {_withheld(blocked)[1:-1]}. Answer again without what it objects to."
+    run.memory.conversation.transcript.append(
+        ChatMessage(role="system", content=note, guardrails=[blocked])
+    )
+    if guards.output_blocks <= OUTPUT_RETRIES:
+        return None
+    guards.output_blocks = 0
+    error = ErrorInfo(
+        code=ErrorCode.GUARDRAIL_BLOCKED,
+        message=f"guardrail {blocked.guardrail!r} withheld {OUTPUT_RETRIES + 1} answers in a"
+        " row: retry, or reply",
+    )
+    run.memory.model_failure = error
+    return error
+
+
+async def guard_replies(memory: RunMemory, input: WorkflowInput, stream: RunStream) -> None:
+    """Checks, in place, the people's messages that came since the last check, against
+    the run's input guardrails. Called before each request is built (`model_calls.ask`),
+    not around the call as a stage: a reply that interrupts a call (`ReplyPolicy.INTERRUPT`)
+    is delivered inside it, and must not reach the model unchecked."""
+    rails = [g for g in guardrails_of(memory, input) if g.on is GuardPoint.INPUT]
+    if not rails:
+        return
+    conversation, guards = memory.conversation, memory.guards
+    start = max(guards.input_checked, conversation.paged)
+    for index in range(start, conversation.message_count):
+        message = conversation.message(index)
+        if message.role == "user" and message.content:
+            guarded = await _check(message.content, rails)
+            _apply(message, guarded)
+            _seen(memory, stream, guarded.hits, f"{_by(message)} message {index}")
+            if message.guardrails and guards.input_checked == 0 and index == start:
+                # The run's summary (`tarry list`, the inbox) was its first message as sent.
+                workflow.upsert_memo({SUMMARY_MEMO: summary_of(message.content)})
+    guards.input_checked = conversation.message_count
+
+
+def _seen(memory: RunMemory, stream: RunStream, hits: list[GuardrailHit], text: str) -> None:
+    """Each hit on `text` (`a reply`, `an answer`, ...): one event on the run's stream
+    (`EventKind.GUARDRAIL`) and one record in its audit trail."""
+    for hit in hits:
+        stream.publish(RunEvent(kind=EventKind.GUARDRAIL, guardrail=hit))
+        audit.guarded(memory, hit, text)
+
+
+def _by(message: ChatMessage) -> str:
+    return f"{message.by}'s" if message.by else "a person's"
+
+
+def _apply(message: ChatMessage, guarded: Guarded) -> None:
+    if not guarded.hits:
+        return
+    blocked = guarded.blocked
+    message.content = guarded.text if blocked is None else _withheld(blocked)
+    message.guardrails = guarded.hits
+
+
+def _withheld(hit: GuardrailHit) -> str:
+    """What the model reads in place of a blocked text."""
+    why = f": {hit.reason}" if hit.reason else ""
+    return f"[withheld by guardrail {hit.guardrail!r}{why}]"
+
+
+async def _check(text: str, rails: list[Guardrail]) -> Guarded:
+    """The text as `rails` let it through; a check that fails past its retries blocks,
+    or lets the text through for a `fail_open` guardrail."""
+    try:
+        guarded: Guarded = await workflow.execute_local_activity(
+            GUARDRAILS_ACTIVITY,
+            GuardRequest(text=text, guardrails=rails),
+            result_type=Guarded,
+            start_to_close_timeout=CHECK_TIMEOUT,
+            retry_policy=CHECK_RETRY,
+        )
+        return guarded
+    except ActivityError as e:
+        closed = [g for g in rails if not g.fail_open]
+        if not closed:
+            return Guarded(text=text)
+        failed = GuardrailHit(
+            guardrail=closed[0].name,
+            verdict=GuardVerdict.BLOCK,
+            reason=closed[0].reason or "its check failed",
+            failed=str(e.cause or e),
+        )
+        return Guarded(text=text, hits=[failed])
