@@ -652,7 +652,17 @@ async def test_help_groups_the_commands_in_a_panel_per_command_group(cli: Cli) -
     out = await cli.ok("--help")
 
     assert help_panels(out) == {
-        "Runs": ["start", "reply", "send", "chat", "pause", "stop", "fork", "resume"],
+        "Runs": [
+            "start",
+            "reply",
+            "send",
+            "chat",
+            "pause",
+            "reply-policy",
+            "stop",
+            "fork",
+            "resume",
+        ],
         "Watching runs": ["status", "show", "watch", "list", "audit"],
         "Approvals and budget": ["approve", "budget"],
         "Model": ["retry", "model"],
