@@ -153,7 +153,8 @@ class Notifier:
         data = notification.model_dump(mode="json", exclude={"id", "owner", "readers", "writers"})
         data["pending_approvals"] = [
             {
-                **call.model_dump(mode="json"),
+                # Its preview's summary alone: `links.run` shows the whole.
+                **call.model_dump(mode="json", exclude={"preview": {"blocks"}}),
                 "links": self._action_links(notification, call, target),
             }
             for call in notification.pending_approvals

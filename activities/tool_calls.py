@@ -47,6 +47,8 @@ from tarry.contracts import (
     ToolResult,
 )
 from tarry.contracts.guardrails import Guardrail
+from tarry.contracts.previews import PREVIEW_ACTIVITY, Preview, PreviewCall, PreviewRequest
+from tarry.core.previews import arguments_preview, file_change, file_state
 from tarry.core.tools import MAX_READ_BYTES, Tool, ToolContext, ToolError, tool
 
 __all__ = [
@@ -100,7 +102,16 @@ def read_file(
         return file.read(part).decode("utf-8", errors="replace")
 
 
-@tool
+def _write_preview(ctx: ToolContext, path: WorkspacePath, content: str) -> Preview:
+    """What `write_file` would do: a diff against the file as it is now, or the new file."""
+    target = ctx.resolve(path)
+    old = target.read_bytes() if target.is_file() else None
+    text = None if old is None else old.decode("utf-8", errors="replace")
+    preview = file_change(path, text, content)
+    return preview.model_copy(update={"workspace": ctx.run_id, "files": [file_state(path, old)]})
+
+
+@tool(preview=_write_preview)
 def write_file(ctx: ToolContext, path: WorkspacePath, content: str) -> dict[str, Any]:
     """Write a text file in the workspace, creating directories; replaces an existing file."""
     target = ctx.resolve(path)
@@ -250,6 +261,7 @@ class ToolHost:
         return [
             self._catalogue_activity,
             self._check_activity,
+            self._preview_activity,
             *(self._activity(name) for name in self._tools),
             *(fn for source in self._sources for fn in source.activities()),
         ]
@@ -291,6 +303,32 @@ class ToolHost:
         client asks before it starts the run, and a refusal is its answer, not a failed
         activity in the worker's log."""
         return self._refusal(request, await self._listings())
+
+    @activity.defn(name=PREVIEW_ACTIVITY)
+    async def _preview_activity(self, request: PreviewRequest) -> dict[str, Preview]:
+        """The previews of an answer's gated calls, by call id (`tarry.contracts.previews`)."""
+        return {
+            call.call_id: await asyncio.to_thread(self.preview, request.workspace, call)
+            for call in request.calls
+        }
+
+    def preview(self, workspace: str, call: PreviewCall) -> Preview:
+        """What a person deciding on `call` sees: its tool's preview, or its arguments (an
+        MCP server's tool, a sub-agent, a tool that declares none, or a preview that failed:
+        the call's own activity will say what is wrong with it)."""
+        tool = self._tools.get(call.tool) if call.server is None else None
+        if tool is None or tool.preview is None:
+            return arguments_preview(call.arguments)
+        try:
+            kwargs = _parse_arguments(tool, call.arguments)
+            if tool.context_param is not None:
+                invocation = ToolInvocation(run_id=workspace, call_id=call.call_id, arguments="")
+                kwargs[tool.context_param] = self._context(invocation)
+            preview: Preview = tool.preview(**kwargs)
+        except Exception as e:
+            activity.logger.warning("the preview of %s failed: %s", call.tool, e)
+            return arguments_preview(call.arguments)
+        return preview
 
     async def _listings(self) -> list[ToolListing]:
         return list(await asyncio.gather(*(source.listing() for source in self._sources)))

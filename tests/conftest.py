@@ -53,6 +53,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="write the histories of end-to-end runs to tests/histories/ for replay tests",
     )
+    parser.addoption(
+        "--record-screenshots",
+        action="store_true",
+        help="write the guides' pictures that browser tests take into docs/ (look at them)",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -103,7 +103,9 @@ async def serving(
 @asynccontextmanager
 async def served(agent: Agent, access: Access) -> AsyncIterator[Api]:
     """The API over `agent`'s client, with `access`, on a free loopback port."""
-    async with ApiServer(create_app(agent.tarry, access.settings), "127.0.0.1", 0) as server:
+    # On the machine of the worker's workspaces, as under `tarry dev`.
+    settings = access.settings.model_copy(update={"tarry_workspace_root": agent.workspace_root})
+    async with ApiServer(create_app(agent.tarry, settings), "127.0.0.1", 0) as server:
         headers = {"Authorization": f"Bearer {access.token}"} if access.token else {}
         timeout = httpx.Timeout(TIMEOUT, connect=deadline(5))
         async with httpx.AsyncClient(

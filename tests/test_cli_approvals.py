@@ -23,6 +23,8 @@ from tests.deadline import TIMEOUT, deadline
 WAITING = {Phase.WAITING_USER}
 WRITE = call("write_file", {"path": "a.md", "content": "x"}, id="call_write")
 WRITE_LINE = 'write_file(path="a.md", content="x")'
+WRITE_PREVIEW = ["    a.md: new file, 1 line", "    a.md:", "    │ x"]
+"""What a person deciding on `WRITE` is shown of it (`tarry.cli.previews`)."""
 
 
 async def gated_run(agent: Agent, *steps: Any, **input: Any) -> RunHandle:
@@ -148,7 +150,10 @@ async def test_approving_one_of_two_calls_returns_while_the_other_still_waits(cl
     second = await cli.ok("approve", run.id, "c_b")
 
     assert first.splitlines() == [
-        'waiting for approval: write_file(path="b.md", content="y") [c_b]'
+        'waiting for approval: write_file(path="b.md", content="y") [c_b]',
+        "    b.md: new file, 1 line",
+        "    b.md:",
+        "    │ y",
     ]
     assert second.splitlines()[-1] == "agent: both done"
     assert sorted(p.name for p in workspace(cli.agent, run).iterdir()) == ["a.md", "b.md"]
@@ -273,9 +278,11 @@ async def test_status_shows_that_the_run_waits_for_approval_of_the_pending_call(
 
     out = await cli.ok("status", run.id)
 
-    fields = dict(line.split("  ", 1) for line in out.splitlines())
+    rows, preview = out.split("\ncall_write:\n")
+    fields = dict(line.split("  ", 1) for line in rows.splitlines())
     assert fields["waiting for"].strip() == "approval"
     assert fields["approvals"].strip() == f"{WRITE_LINE} [call_write]"
+    assert preview.splitlines() == WRITE_PREVIEW
 
 
 async def test_status_shows_the_deadline_of_a_pending_call(cli: Cli) -> None:
@@ -358,6 +365,7 @@ async def test_watch_stops_at_a_call_waiting_for_approval_and_says_so(cli: Cli) 
         "you: write a.md",
         f"    → {WRITE_LINE}",
         f"waiting for approval: {WRITE_LINE} [call_write]",
+        *WRITE_PREVIEW,
     ]
 
 
@@ -371,6 +379,7 @@ async def test_send_stops_at_a_call_waiting_for_approval_and_says_so(cli: Cli) -
     assert out.splitlines() == [
         f"    → {WRITE_LINE}",
         f"waiting for approval: {WRITE_LINE} [call_write]",
+        *WRITE_PREVIEW,
     ]
 
 

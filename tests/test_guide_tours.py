@@ -128,6 +128,20 @@ async def test_the_approvers_tour_refuses_mallory_and_records_alices_decision(
     assert "domain" in (played.workspace / "notes.md").read_text()
 
 
+async def test_the_approvers_tour_appends_to_the_notes_and_shows_the_one_line_it_adds(
+    tmp_path: Path,
+) -> None:
+    played = await play("approvers", tmp_path)
+
+    watched = played.step("tarry watch").output.splitlines()
+
+    assert "    notes.md: 1 line added" in watched
+    assert "    │ +- Sam renews the domain." in watched
+    assert not [line for line in watched if line.startswith("    │ -") and "---" not in line]
+    notes = (tour.WORKSPACE / "notes.md").read_text()
+    assert (played.workspace / "notes.md").read_text() == notes + "- Sam renews the domain.\n"
+
+
 async def test_the_rules_tour_approves_the_draft_and_rejects_the_send_without_asking(
     tmp_path: Path,
 ) -> None:

@@ -18,6 +18,7 @@ from tarry.testing.scripted_model import call, say
 from tests.cli import agent_env
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
+from tests.gated_writes import OVERWRITE, gated_write
 from tests.test_run_ids import BAD_IDS
 
 TARRY = Path(sys.executable).parent / "tarry"
@@ -95,6 +96,23 @@ async def test_an_mcp_client_decides_a_pending_approval(agent: Agent, tarry_mcp:
     assert (waiting["waiting_for"], pending["tool"]) == ("approval", "write_file")
     assert decided["last_assistant_text"] == "Written."
     assert (agent.workspace_root / started["run_id"] / "a.md").read_text() == "# A"
+
+
+async def test_a_run_waiting_for_a_decision_shows_an_mcp_client_each_calls_preview_whole(
+    agent: Agent, tarry_mcp: Client
+) -> None:
+    run = await gated_write(agent, OVERWRITE)
+
+    async with tarry_mcp as client:
+        result = await client.call_tool("run_state", {"run_id": run.id})
+
+    _, described = result.content
+    assert isinstance(described, TextContent)
+    lines = described.text.splitlines()
+    assert lines[0].startswith("Show the person each call's preview, whole, before deciding")
+    assert "write_file, call_id 'w1':" in lines
+    assert "    notes.md: 6 lines removed, 1 added" in lines
+    assert "    │ -- Ana drafts the customer email by Thursday." in lines
 
 
 async def test_an_mcp_client_starts_a_run_with_rules_and_remembers_a_decision(

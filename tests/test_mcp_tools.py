@@ -235,7 +235,12 @@ async def test_require_approval_gates_an_mcp_tool_by_its_server_prefixed_name(
 
     assert waiting.waiting_for is WaitingFor.APPROVAL
     assert [p.tool for p in waiting.pending_approvals] == ["time__get_current_time"]
-    assert [t for t, _ in await activity_summaries(agent, run)] == ["tool_catalogue", "call_llm"]
+    # The call did not run: only its preview was made.
+    assert [t for t, _ in await activity_summaries(agent, run)] == [
+        "tool_catalogue",
+        "call_llm",
+        "preview_calls",
+    ]
     agent.model.add(say("Never mind."))
     await run.decide(waiting.pending_approvals[0].call_id, approved=False, reason="not now")
     (message,) = tool_messages(await run.transcript())
@@ -305,6 +310,22 @@ async def test_a_run_in_flight_keeps_its_catalogue_when_its_restarted_worker_lis
     await fresh.wait_for({Phase.WAITING_USER}, TIMEOUT)
     assert "work__lookup_v2" in offered(agent.model.requests[-1].body)
     assert "work__lookup" not in offered(agent.model.requests[-1].body)
+
+
+async def test_a_gated_mcp_call_shows_its_arguments_with_a_long_string_as_a_text_block(
+    agent_factory: Any,
+) -> None:
+    agent = await agent_factory(mcp_servers={"work": our_server()})
+    what = "the ledger's entries for March,\nand the backups of them"
+    agent.model.add(call("work__erase", {"what": what}, id="e1"))
+    run = await agent.start("Clean up.")
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+
+    (pending,) = (await run.state()).pending_approvals
+
+    assert pending.preview is not None
+    assert [(b.kind, b.label, b.text) for b in pending.preview.blocks] == [("text", "what", what)]
+    assert pending.preview.summary == "what: 2 lines"
 
 
 async def test_an_mcp_error_result_reaches_the_model_as_a_failed_tool_message_with_its_text(

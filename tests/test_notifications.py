@@ -241,6 +241,22 @@ async def test_a_notification_says_what_the_run_waits_for_and_links_to_it(
     assert sent["links"] == {"run": f"https://tarry.example/#/runs/{run.id}"}
 
 
+async def test_an_approval_notification_says_in_short_what_the_call_would_do(
+    agent_factory: Any, tmp_path: Path, receiver: Receiver
+) -> None:
+    agent = await notifying(agent_factory, tmp_path, receiver, ["waiting_for_approval"])
+    agent.model.add(call("write_file", WRITE, id="w1"))
+    await agent.start("write the plan", require_approval=["write_file"])
+
+    await receiver.until_taken(1)
+
+    sent = receiver.delivered[0].json
+    [pending] = sent["pending_approvals"]
+    assert pending["preview"] == {"summary": "plan.md: new file, 1 line"}
+    assert sent["summary"] == "Wants to run write_file: plan.md: new file, 1 line"
+    assert "run" in sent["links"]
+
+
 async def test_a_run_that_spent_its_budget_says_so_and_what_it_spent(
     agent_factory: Any, tmp_path: Path, receiver: Receiver
 ) -> None:

@@ -26,8 +26,15 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from tarry.contracts import NOTIFY_ACTIVITY, Catalogue, Notification, NotifyEvent
+from tarry.contracts import (
+    NOTIFY_ACTIVITY,
+    Catalogue,
+    Notification,
+    NotifyEvent,
+    PendingApproval,
+)
 from tarry.contracts.compatibility import NOTIFICATIONS
+from tarry.contracts.previews import Preview
 from tarry.contracts.waits import wait_kind
 from tarry.core.ownership import RunAccess
 from workflows import waits
@@ -65,7 +72,11 @@ def event_of(memory: RunMemory) -> NotifyEvent | None:
 def summary_of(memory: RunMemory, event: NotifyEvent) -> str:
     """A short paragraph for a person: what the run wants of them, or how it ended."""
     if event is NotifyEvent.WAITING_FOR_APPROVAL:
-        calls = "; ".join(f"{p.tool} {p.arguments}" for p in memory.undecided())
+        # What each call would do, in a line (its preview's summary); the run's link shows it whole.
+        calls = "; ".join(
+            f"{p.tool}: {p.preview.summary}" if p.preview else f"{p.tool} {p.arguments}"
+            for p in memory.undecided()
+        )
         text = f"Wants to run {calls}"
     elif event is NotifyEvent.WAITING_FOR_BUDGET:
         usage = memory.conversation.usage
@@ -81,6 +92,14 @@ def summary_of(memory: RunMemory, event: NotifyEvent) -> str:
     else:
         text = memory.conversation.last_assistant_text or "Waits for a reply."
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
+def _short(pending: PendingApproval) -> PendingApproval:
+    """A call as a notification carries it: its preview's summary, not its blocks (a diff
+    may be long, and the run's link shows it whole), nor the files the preview read."""
+    if pending.preview is None:
+        return pending
+    return pending.model_copy(update={"preview": Preview(summary=pending.preview.summary)})
 
 
 class Outbox:
@@ -109,7 +128,7 @@ class Outbox:
             run_id=run_id,
             phase=memory.phase,
             waiting_for=waits.recorded(memory),
-            pending_approvals=memory.undecided(),
+            pending_approvals=[_short(p) for p in memory.undecided()],
             summary=summary_of(memory, event),
             owner=access.owner,
             readers=sorted(access.readers),

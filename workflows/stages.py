@@ -19,6 +19,7 @@ from workflows import (
     guardrails,
     model_calls,
     pages,
+    previews,
     result_limit,
     tool_calls,
 )
@@ -56,13 +57,15 @@ async def run_tools(
     run: RunScope, calls: Sequence[ToolCall], tools: list[ToolDefinition]
 ) -> list[ToolResult]:
     """An answer's calls, judged all at once by every stage's `before_tools` (the run
-    moves to a stop point when some wait for a person), then run concurrently, each
-    through every stage's `around_tool`; the results in the order of the calls."""
+    moves to a stop point when some wait for a person, once their previews are made:
+    `workflows.previews`), then run concurrently, each through every stage's
+    `around_tool`; the results in the order of the calls."""
     catalogue = {t.name: t for t in tools}
     asking = False
     for stage in STAGES:
         asking = stage.before_tools(run, calls, catalogue) or asking
     if asking:
+        await previews.record(run, catalogue)
         run.phases.wait()
     return list(await asyncio.gather(*(_run_call(run, call, catalogue) for call in calls)))
 

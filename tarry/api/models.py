@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -18,6 +19,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from tarry.client.previews import stale
 from tarry.client.run_list import RunRow
 from tarry.client.schedules import (
     MAX_SCHEDULE_NAME_LENGTH,
@@ -38,7 +40,9 @@ from tarry.contracts import (
     may_decide,
     run_id_problem,
 )
+from tarry.contracts.previews import Preview
 from tarry.core.identities import Caller
+from tarry.core.previews import arguments_preview
 
 __all__ = [
     "Accepted",
@@ -139,11 +143,26 @@ class PendingCall(BaseModel):
     403 `APPROVAL_NOT_ALLOWED` (or `NOT_ALLOWED`, by a reader who is none of its approvers)."""
     rule: int | None = None
     """The approval rule (from 1) that asks about it; null: `require_approval`."""
+    preview: Preview
+    """What the call would do, as the run recorded it when the call was gated (a diff, a
+    new file's lines, the arguments with long strings as text blocks); a call gated before
+    previews shows its arguments so."""
+    stale: bool | None = None
+    """True: a file the preview read has changed since it was made, so the call would not
+    do exactly what it shows; false: unchanged; null: not known here (no file read, or
+    the API does not see the workers' workspaces)."""
 
     @classmethod
-    def of(cls, pending: PendingApproval, caller: Caller, may_write: bool = True) -> PendingCall:
+    def of(
+        cls,
+        pending: PendingApproval,
+        caller: Caller,
+        may_write: bool = True,
+        workspace_root: Path | None = None,
+    ) -> PendingCall:
         """`pending` as `caller` sees it, who may change its run or not (`may_write`):
-        without, only a call naming them among its approvers is theirs to decide."""
+        without, only a call naming them among its approvers is theirs to decide. Its
+        preview is checked for staleness in `workspace_root`, when given."""
         allowed = may_decide(pending.approvers, caller.user, caller.groups)
         try:
             parsed = json.loads(pending.arguments)
@@ -158,6 +177,10 @@ class PendingCall(BaseModel):
             approvers=pending.approvers,
             may_decide=allowed and (may_write or bool(pending.approvers)),
             rule=pending.rule,
+            preview=pending.preview or arguments_preview(pending.arguments),
+            stale=stale(pending.preview, workspace_root)
+            if pending.preview and workspace_root
+            else None,
         )
 
 
@@ -168,9 +191,18 @@ class StateView(RunState):
     pending_approvals: list[PendingCall] = Field(default_factory=list)  # type: ignore[assignment]
 
     @classmethod
-    def of(cls, state: RunState, caller: Caller, may_write: bool = True) -> StateView:
-        """`state` as `caller` sees it: which pending calls they may decide."""
-        pending = [PendingCall.of(p, caller, may_write) for p in state.pending_approvals]
+    def of(
+        cls,
+        state: RunState,
+        caller: Caller,
+        may_write: bool = True,
+        workspace_root: Path | None = None,
+    ) -> StateView:
+        """`state` as `caller` sees it: which pending calls they may decide, and whether
+        their previews are stale (`workspace_root`: the workers' workspaces, if seen)."""
+        pending = [
+            PendingCall.of(p, caller, may_write, workspace_root) for p in state.pending_approvals
+        ]
         return cls(**state.model_dump(exclude={"pending_approvals"}), pending_approvals=pending)
 
 
@@ -190,9 +222,15 @@ class RunView(StateView):
 
     @classmethod
     def of_run(
-        cls, run_id: str, state: RunState, caller: Caller, children: list[str], may_write: bool
+        cls,
+        run_id: str,
+        state: RunState,
+        caller: Caller,
+        children: list[str],
+        may_write: bool,
+        workspace_root: Path | None = None,
     ) -> RunView:
-        view = StateView.of(state, caller, may_write).model_dump()
+        view = StateView.of(state, caller, may_write, workspace_root).model_dump()
         return cls(id=run_id, children=children, may_write=may_write, **view)
 
 

@@ -14,6 +14,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from http import HTTPStatus
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -59,7 +60,7 @@ from tarry.api.models import (
     StateView,
     StopBody,
 )
-from tarry.api.parts import FeedsOf, PartsOf, PolicyOf
+from tarry.api.parts import FeedsOf, PartsOf, PolicyOf, SettingsOf
 from tarry.api.quotas import CountedStream
 from tarry.api.rights import (
     STARTING,
@@ -240,10 +241,15 @@ async def list_runs(
 
 
 @router.get("/{run_id}", responses=error_answers(*READ))
-async def get_run(run_id: RunId, request: Request, caller: CallerOf, tarry: ActingOf) -> RunView:
-    """The run's state (its `state` query), with the calls the caller may decide."""
+async def get_run(
+    run_id: RunId, request: Request, caller: CallerOf, tarry: ActingOf, settings: SettingsOf
+) -> RunView:
+    """The run's state (its `state` query), with the calls the caller may decide, each
+    with its preview, marked stale when the file it read has changed since (seen in the
+    settings' `tarry_workspace_root`)."""
     state = await tarry.get(run_id).state()
-    return await _view(tarry, run_id, state, caller, may_write(request))
+    root = settings.tarry_workspace_root
+    return await _view(tarry, run_id, state, caller, may_write(request), root)
 
 
 @router.get("/{run_id}/transcript", responses=error_answers(*READ))
@@ -498,12 +504,17 @@ async def _sse(feeds: Feeds, run_id: str, start: int) -> AsyncIterator[ServerSen
 
 
 async def _view(
-    tarry: Tarry, run_id: str, state: RunState, caller: Caller, may_write: bool = True
+    tarry: Tarry,
+    run_id: str,
+    state: RunState,
+    caller: Caller,
+    may_write: bool = True,
+    workspace_root: Path | None = None,
 ) -> RunView:
     """The run as the API answers it: its state, the sub-agents it started, and whether
-    `caller` may change it."""
+    `caller` may change it (its previews checked for staleness in `workspace_root`)."""
     children = await find_children(tarry.client, run_id, state.waiting_on)
-    return RunView.of_run(run_id, state, caller, children, may_write)
+    return RunView.of_run(run_id, state, caller, children, may_write, workspace_root)
 
 
 DECIDABLE_PATIENCE = 3.0

@@ -3,10 +3,13 @@ on its gated tool calls or more budget, and what it does once it has them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.prompt import Prompt
 from rich.text import Text
 
 from tarry.cli.common import (
@@ -23,7 +26,8 @@ from tarry.cli.common import (
     with_run,
 )
 from tarry.cli.follow import judge
-from tarry.cli.render import budget_text, print_stop_line
+from tarry.cli.previews import pending_preview
+from tarry.cli.render import budget_text, pending_line, print_stop_line
 from tarry.contracts import ErrorCode, Phase, RunState
 
 if TYPE_CHECKING:
@@ -39,7 +43,8 @@ def approve(
         str | None,
         typer.Argument(
             metavar="CALL_ID",
-            help="The call to decide on, as `tarry status` shows it; all pending calls if none.",
+            help="The call to decide on, as `tarry status` shows it; none: the one pending"
+            " call (with several, a terminal asks which; --all decides them all).",
             show_default=False,
         ),
     ] = None,
@@ -71,6 +76,10 @@ def approve(
             " asking: those the same rule asks about, or, with no rule, the same arguments.",
         ),
     ] = False,
+    every: Annotated[
+        bool,
+        typer.Option("--all", metavar=FLAG, help="Decide every pending call the same way, unseen."),
+    ] = False,
     as_json: AsJson = False,
 ) -> None:
     """Decide on tool calls waiting for approval, then show what the run does next.
@@ -79,15 +88,20 @@ def approve(
     reason. Shows the tool results and the agent's answer as they happen, like `send`;
     with --json, prints the run's state at its next stop point instead. A decision the
     run cannot take (an unknown or already decided call, nothing pending, arguments
-    that do not fit the tool) changes nothing and is one error line.
+    that do not fit the tool) changes nothing and is one error line. With several calls
+    pending and none named, a terminal lists them, each with what it would do, and asks
+    which one; elsewhere, name one or give --all.
     """
     arguments = _edited_arguments(args)
     if arguments is not None and reject:
         fail("--args gives the arguments to run a call with; it cannot go with --reject", 2)
     if arguments is not None and remember:
         fail("--args belong to one call; a decision with them cannot be remembered", 2)
+    if every and call_id is not None:
+        fail(f"--all decides every pending call; it cannot go with CALL_ID {call_id}", 2)
 
     async def decide(run: RunHandle) -> RunState:
+        chosen = call_id if call_id is not None or every else await _which(run, as_json)
         options: dict[str, Any] = {
             "approved": not reject,
             "reason": reason,
@@ -95,10 +109,30 @@ def approve(
             "remember": "run" if remember else None,
         }
         if as_json:
-            return await run.decide(call_id, **options)
-        return await judge(run, console, call_id, **options)
+            return await run.decide(chosen, **options)
+        return await judge(run, console, chosen, **options)
 
     stop_point(with_run(run_id, decide), as_json=as_json)
+
+
+async def _which(run: RunHandle, as_json: bool) -> str | None:
+    """The call a decision naming none is about: the only one pending (None: the run
+    says if there is none), or, of several, the one a person at a terminal picks after
+    seeing them all; elsewhere, several are an error that says what to give."""
+    pending = (await run.state()).pending_approvals
+    if len(pending) <= 1:
+        return None
+    ids = [p.call_id for p in pending]
+    if as_json or not sys.stdin.isatty():
+        fail(
+            f"{len(ids)} calls wait for a decision ({', '.join(ids)}): name one, `tarry approve"
+            f" {run.id} CALL_ID`, or decide them all the same way with --all",
+            exit_code=2,
+        )
+    for p in pending:
+        console.print(Text(pending_line(p), style="yellow"), soft_wrap=True)
+        console.print(pending_preview(p), soft_wrap=True)
+    return await asyncio.to_thread(Prompt.ask, "Which call?", choices=ids, console=console)
 
 
 def _edited_arguments(text: str | None) -> dict[str, Any] | None:

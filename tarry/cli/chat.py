@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tarry.cli.follow import exchange, judge, on_screen
+from tarry.cli.previews import pending_preview
 from tarry.cli.render import pending_line, print_stop_line, state_text
 from tarry.contracts import ErrorCode, PendingApproval, Phase, RunState, WaitingFor
 from tarry.core.errors import TarryError
@@ -103,6 +104,7 @@ def _show_pending(console: Console, pending: PendingApproval) -> None:
     """A call waiting for approval, with its arguments in full, as JSON to edit."""
     line = f"waiting for approval: {pending_line(pending)}"
     console.print(Text(line, style="yellow"), soft_wrap=True)
+    console.print(pending_preview(pending), soft_wrap=True)
     try:
         arguments = json.dumps(json.loads(pending.arguments), ensure_ascii=False)
     except ValueError:

@@ -240,7 +240,8 @@ async def serving_api(stack: DevStack) -> AsyncIterator[str]:
     try:
         # As `tarry serve` does: TARRY_API_ALLOWED_HOSTS is checked, and `*` needs tokens.
         check_exposure(HOST, stack.settings)
-        settings = stack.settings
+        # Its workers' workspaces, where the inbox sees whether a preview went stale.
+        settings = stack.settings.model_copy(update={"tarry_workspace_root": stack.workspace_root})
         app = create_app(stack.tarry, settings)
         server = ApiServer(app, HOST, settings.tarry_api_port, settings.api_table().limits)
         await server.start()

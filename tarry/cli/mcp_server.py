@@ -15,18 +15,18 @@ the server offers only the tools that change nothing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from importlib.metadata import version
 from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field, ValidationError
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field
 
 from tarry.api.rights import Need, check_decision, check_run
-from tarry.client import Tarry, TarryError
+from tarry.cli.mcp_answers import answer, json_of
+from tarry.client import Tarry
 from tarry.client.run_list import find_runs
 from tarry.contracts import (
     WORKFLOW_TYPE,
@@ -34,7 +34,6 @@ from tarry.contracts import (
     ApprovalRule,
     Closed,
     Door,
-    ErrorCode,
     Mode,
     Phase,
     RunInput,
@@ -156,9 +155,9 @@ def build_server(
                 approval_rules=[ApprovalRule.model_validate(r) for r in approval_rules or []],
             )
             run = await (await tarry(ctx)).start(input, run_id=run_id)
-            return {"run_id": run.id, "state": _json(await run.state())}
+            return {"run_id": run.id, "state": json_of(await run.state())}
 
-        return await _answer(work)
+        return await answer(work)
 
     if not read_only:
         _closed_arguments(server, "start_run")
@@ -173,12 +172,12 @@ def build_server(
             run = (await allowed(ctx, run_id, Need.READ)).get(run_id)
             if wait_seconds > 0:
                 try:
-                    return _json(await run.wait_for(STOPS, timeout=wait_seconds))
+                    return json_of(await run.wait_for(STOPS, timeout=wait_seconds))
                 except TimeoutError:
                     pass  # still working: its state as it is
-            return _json(await run.state())
+            return json_of(await run.state())
 
-        return await _answer(work)
+        return await answer(work)
 
     @server.tool(annotations=READS)
     async def run_transcript(ctx: Context, run_id: str, start: int = 0) -> CallToolResult:
@@ -188,7 +187,7 @@ def build_server(
             messages = await (await allowed(ctx, run_id, Need.READ)).get(run_id).transcript(start)
             return [m.model_dump(mode="json", exclude_none=True) for m in messages]
 
-        return await _answer(work)
+        return await answer(work)
 
     @changes(ANSWERS)
     async def reply(
@@ -199,9 +198,9 @@ def build_server(
 
         async def work() -> Any:
             client = await allowed(ctx, run_id, Need.WRITE)
-            return _json(await client.get(run_id).send(text, id=message_id))
+            return json_of(await client.get(run_id).send(text, id=message_id))
 
-        return await _answer(work)
+        return await answer(work)
 
     @changes(DECIDES)
     async def decide(
@@ -214,7 +213,8 @@ def build_server(
         remember: Literal["run"] | None = None,
     ) -> CallToolResult:
         """Approve or reject a tool call the run waits on (`call_id` null: every pending
-        call), optionally with edited `arguments`; returns the state at the next stop.
+        call), once the person has seen its preview whole (`run_state` shows each), with
+        edited `arguments` if they want; returns the state at the next stop.
         `remember: "run"` decides the like calls after it the same way without asking.
         The run records the decision as taken through MCP."""
 
@@ -228,9 +228,9 @@ def build_server(
                 source=SOURCE,
                 remember=remember,
             )
-            return _json(state)
+            return json_of(state)
 
-        return await _answer(work)
+        return await answer(work)
 
     @server.tool(annotations=READS)
     async def waiting_runs(
@@ -255,9 +255,9 @@ def build_server(
                 limit=limit,
                 readable=readable(ctx),
             )
-            return [_json(row) for row in page.rows]
+            return [json_of(row) for row in page.rows]
 
-        return await _answer(work)
+        return await answer(work)
 
     @server.tool(annotations=READS)
     async def list_runs(
@@ -282,9 +282,9 @@ def build_server(
                 limit=limit,
                 readable=readable(ctx),
             )
-            return [_json(row) for row in page.rows]
+            return [json_of(row) for row in page.rows]
 
-        return await _answer(work)
+        return await answer(work)
 
     @server.tool(annotations=READS)
     async def list_schedules(ctx: Context) -> CallToolResult:
@@ -292,9 +292,9 @@ def build_server(
         recent runs (`list_runs` with `schedule` lists a schedule's runs)."""
 
         async def work() -> Any:
-            return [_json(s) for s in await (await tarry(ctx)).list_schedules(readable(ctx))]
+            return [json_of(s) for s in await (await tarry(ctx)).list_schedules(readable(ctx))]
 
-        return await _answer(work)
+        return await answer(work)
 
     return server
 
@@ -315,34 +315,3 @@ def _closed_arguments(server: MCPServer, name: str) -> None:
     arguments = tool.fn_metadata.arg_model
     tool.fn_metadata.arg_model = type(arguments.__name__, (Closed, arguments), {})
     tool.parameters["additionalProperties"] = False
-
-
-def _json(value: BaseModel) -> dict[str, Any]:
-    return value.model_dump(mode="json")
-
-
-async def _answer(work: Callable[[], Awaitable[Any]]) -> CallToolResult:
-    """`work`'s JSON as the tool's result (a list comes as `{"result": [...]}`, since
-    structured content is an object); an error a caller can act on as a tool error."""
-    try:
-        value = await work()
-    except TarryError as e:
-        return _error(e.code, e.message)
-    except ValidationError as e:
-        return _error(ErrorCode.INPUT_INVALID, str(e))
-    except TimeoutError:
-        return _error(None, "timed out waiting for the run")
-    except Exception as e:  # Temporal unreachable, a bad address or key: one line
-        return _error(None, f"{type(e).__name__}: {e}")
-    structured = value if isinstance(value, dict) else {"result": value}
-    return CallToolResult(
-        content=[TextContent(text=json.dumps(value))], structured_content=structured
-    )
-
-
-def _error(code: ErrorCode | None, message: str) -> CallToolResult:
-    return CallToolResult(
-        content=[TextContent(text=f"{code}: {message}" if code else message)],
-        structured_content={"code": code, "message": message},
-        is_error=True,
-    )

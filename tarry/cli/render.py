@@ -16,6 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from tarry.cli.previews import pending_preview
 from tarry.contracts import (
     Budget,
     ChatMessage,
@@ -197,7 +198,11 @@ def state_text(run_id: str, state: RunState, children: list[str] | None = None) 
     ):
         if by:
             rows[label] = by
-    return label_rows(rows)
+    text = label_rows(rows)
+    for pending in state.pending_approvals if approval else ():
+        text.append("\n").append(pending.call_id, style="magenta").append(":\n")
+        text.append(pending_preview(pending))
+    return text
 
 
 def label_rows(rows: dict[str, str]) -> Text:
@@ -257,6 +262,7 @@ def print_stop_line(
                 line = f"waiting for approval: {pending_line(pending)}"
                 # Never folded: the call id stays whole, for `tarry approve` and for grep.
                 console.print(Text(line, style="yellow"), soft_wrap=True)
+                console.print(pending_preview(pending), soft_wrap=True)
         if state.warning:
             console.print(Text(f"warning: {state.warning}", style="yellow"))
         kind = wait_kind(state.waiting_for) if state.waiting_for else None

@@ -9,10 +9,11 @@ The modules split them by what they describe: `names` (types, attributes, enums,
 codes), `checks` (ids, replies, approvers), `messages`, `run` (input, state, result),
 `activities` (their inputs and outputs), `datasets` (an eval's decision points) and
 `approval_rules` (a run's standing answers to its tool calls, matched where they stand).
-Import them from `tarry.contracts`. Three more are imported from their own modules:
+Import them from `tarry.contracts`. Four more are imported from their own modules:
 `events`, what observers of a run read on its stream; `compatibility`, the ledger of the
 patch ids and shims kept for earlier code, and when each goes; `waits`, the kinds of wait
-for a person, as every door shows them.
+for a person, as every door shows them; `previews`, what a person deciding on a gated
+call is shown of it.
 """
 
 from __future__ import annotations

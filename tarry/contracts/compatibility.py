@@ -20,6 +20,7 @@ from datetime import date, timedelta
 __all__ = [
     "ASK_ON_MODEL_FAILURE",
     "AUDIT_HAND_OVER",
+    "CALL_PREVIEWS",
     "CATALOGUE_AT_START",
     "COST_ATTRIBUTE",
     "HAND_OVER",
@@ -220,6 +221,13 @@ RULES_TEXT_LIMIT = Patch(
     since=date(2026, 12, 6),
     retire=date(2027, 1, 5),
 )
+CALL_PREVIEWS = Patch(
+    "call-previews",
+    "A run gating tool calls asks the `preview_calls` activity what a person will see of them "
+    "(a diff, the arguments), and records it with the pending calls, before it waits.",
+    since=date(2026, 12, 6),
+    retire=date(2027, 1, 5),
+)
 
 PATCHES = (
     HAND_OVER,
@@ -239,6 +247,7 @@ PATCHES = (
     AUDIT_HAND_OVER,
     RULES_TEXT_LIMIT,
     PAUSED_WAIT,
+    CALL_PREVIEWS,
 )
 """Every id the workflows ask for, in the order they landed."""
 

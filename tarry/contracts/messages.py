@@ -13,6 +13,7 @@ from tarry.contracts._omit import when_empty, when_none
 from tarry.contracts.audit import Door
 from tarry.contracts.guardrails import GuardrailHit
 from tarry.contracts.names import INTERRUPTED_NOTE
+from tarry.contracts.previews import Preview
 
 __all__ = [
     "TRANSCRIPT_PAGE_BYTES",
@@ -217,6 +218,9 @@ class PendingApproval(BaseModel):
     """The users and groups who may decide it (`RunInput.approvers`); null: anyone."""
     rule: int | None = Field(default=None, exclude_if=when_none)
     """The approval rule (from 1) that asks for a decision on it; null: `require_approval`."""
+    preview: Preview | None = Field(default=None, exclude_if=when_none)
+    """What the person is shown of the call, made when it was gated
+    (`tarry.contracts.previews`); null: a run from before previews, or none could be made."""
 
 
 TRANSCRIPT_PAGE_BYTES = 128 * 1024

@@ -19,6 +19,7 @@ from typing import Any, overload
 from pydantic import BaseModel, ConfigDict, create_model
 
 from tarry.contracts import ErrorCode, ToolDefinition
+from tarry.contracts.previews import Preview
 
 __all__ = ["MAX_READ_BYTES", "Tool", "ToolContext", "ToolError", "tool"]
 
@@ -97,6 +98,10 @@ class Tool:
     quick: bool = False
     """The tool only reads and answers in milliseconds: its calls run as local activities
     (see `ToolDefinition.local`), unless the run gates them."""
+    preview: Callable[..., Preview] | None = None
+    """What a person deciding on a gated call is shown: called like the tool (the same
+    arguments and `ToolContext`), as an activity, when the call is gated; it must change
+    nothing. None: the call's arguments (`tarry.core.previews.arguments_preview`)."""
 
     def __post_init__(self) -> None:
         # A local activity that its worker's death cut short runs again, unasked.
@@ -122,6 +127,7 @@ def _make_tool(
     approval: bool,
     idempotent: bool,
     quick: bool,
+    preview: Callable[..., Preview] | None = None,
 ) -> Tool:
     tool_name = name or fn.__name__
     # Resolve string annotations, keeping `Annotated` metadata such as descriptions.
@@ -144,7 +150,9 @@ def _make_tool(
         # The docstring's first paragraph, unwrapped: the rest is for programmers.
         paragraph = (inspect.getdoc(fn) or "").split("\n\n")[0]
         description = " ".join(paragraph.split())
-    return Tool(tool_name, description, arguments, fn, context_param, approval, idempotent, quick)
+    return Tool(
+        tool_name, description, arguments, fn, context_param, approval, idempotent, quick, preview
+    )
 
 
 @overload
@@ -157,6 +165,7 @@ def tool(
     approval: bool = False,
     idempotent: bool = True,
     quick: bool = False,
+    preview: Callable[..., Preview] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -166,13 +175,16 @@ def tool(
     approval: bool = False,
     idempotent: bool = True,
     quick: bool = False,
+    preview: Callable[..., Preview] | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a typed function a tool: `@tool` or `@tool(name=..., description=..., approval=True)`.
 
     `approval=True` makes every call wait for a person's decision before it runs;
     `idempotent=False` (sending mail, paying) runs each call at most once; `quick=True`
     (a read-only tool that answers in milliseconds) runs ungated calls as local
-    activities, a server round trip fewer per call."""
+    activities, a server round trip fewer per call; `preview=fn` shows a person deciding on
+    a gated call what it would do (`fn` takes the tool's arguments and returns a
+    `Preview`: `write_file`'s is a diff)."""
     if fn is not None:
-        return _make_tool(fn, name, description, approval, idempotent, quick)
-    return lambda f: _make_tool(f, name, description, approval, idempotent, quick)
+        return _make_tool(fn, name, description, approval, idempotent, quick, preview)
+    return lambda f: _make_tool(f, name, description, approval, idempotent, quick, preview)

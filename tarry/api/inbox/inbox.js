@@ -498,7 +498,7 @@ function addMessage(message, index) {
     const box = el("div", "call");
     const request = el("details");
     request.append(el("summary", "call-name", `→ ${call.function.name}`));
-    request.append(el("pre", "arguments", prettyJson(call.function.arguments)));
+    request.append(blocksView(argumentBlocks(call.function.arguments)));
     box.append(request); // its result joins it when it comes
     item.append(box);
     current.calls.set(call.id, box);
@@ -839,7 +839,7 @@ function showApprovals(pending) {
 function approvalCard(pending) {
   const card = el("div", "approval");
   card.dataset.callId = pending.call_id;
-  card.append(el("div", "approval-title", `${pending.tool} wants to run`));
+  card.append(el("div", "approval-title", `${pending.tool} wants to run`), previewView(pending));
   const args = el("textarea", "approval-arguments");
   args.value = prettyJson(pending.arguments_text);
   args.rows = Math.min(12, args.value.split("\n").length + 1);
@@ -865,14 +865,80 @@ function approvalCard(pending) {
   if (pending.may_decide === false || (!current.mayWrite && pending.may_decide !== true)) {
     // Only its approvers (or those who may change the run) may decide it: the API would
     // refuse anyone else (403).
-    args.readOnly = true;
     const whom = pending.approvers ? `Only ${pending.approvers.join(", ")} may` : "You may not";
     const who = el("div", "muted small approvers", `${whom} decide this call.`);
-    card.append(args, deadline, who);
+    card.append(deadline, who);
     return card;
   }
-  card.append(args, reason, deadline, actions);
+  // The arguments as JSON, to edit: what the call would do is the preview above.
+  const edit = el("details", "approval-edit");
+  edit.append(el("summary", "muted small", "Edit the arguments"), args);
+  card.append(edit, reason, deadline, actions);
   return card;
+}
+
+// What a gated call would do, as the run recorded it when the call was gated: a diff
+// (removed lines red, added green), long strings as text blocks, short values on a line;
+// marked stale when the file it read has changed since (the shown diff stays as recorded).
+function previewView(pending) {
+  const preview = pending.preview;
+  const box = el("div", "preview");
+  box.append(el("div", "preview-summary", preview.summary));
+  if (pending.stale) {
+    box.append(el("div", "preview-stale", "Stale: the file has changed since this preview was made; it shows the call as it was gated."));
+  }
+  box.append(blocksView(preview.blocks));
+  return box;
+}
+
+// Blocks of a preview, or of a call's arguments: a short value on a line, a text or diff
+// line by line.
+function blocksView(blocks) {
+  const box = el("div", "preview-blocks");
+  for (const block of blocks) {
+    if (block.kind === "value") {
+      const row = el("div", "preview-value");
+      row.append(el("span", "preview-label", `${block.label}: `), el("code", "", block.text));
+      box.append(row);
+      continue;
+    }
+    box.append(el("div", "preview-label", block.label));
+    const pre = el("pre", `preview-block preview-${block.kind}`);
+    const rows = block.text.split("\n");
+    if (rows.length > 1 && rows.at(-1) === "") rows.pop(); // a file's last newline ends a line
+    for (const line of rows) {
+      pre.append(el("span", block.kind === "diff" ? diffLineClass(line) : "", line));
+    }
+    box.append(pre);
+  }
+  return box;
+}
+
+// A call's arguments as the API previews a call with no preview of its own
+// (`tarry.core.previews.arguments_preview`): long strings, or strings of several lines,
+// as text blocks, never one JSON string with `\n` escapes.
+function argumentBlocks(text) {
+  let parsed;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return [{ kind: "text", label: "arguments", text }];
+  }
+  if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
+    return [{ kind: "value", label: "arguments", text: JSON.stringify(parsed, null, 2) }];
+  }
+  return Object.entries(parsed).map(([label, value]) => {
+    if (typeof value === "string" && (value.length > 60 || value.includes("\n"))) return { kind: "text", label, text: value };
+    const inline = JSON.stringify(value);
+    return inline.length <= 60 ? { kind: "value", label, text: inline } : { kind: "text", label, text: JSON.stringify(value, null, 2) };
+  });
+}
+
+function diffLineClass(line) {
+  if (line.startsWith("+++") || line.startsWith("---")) return "diff-file";
+  if (line.startsWith("@@")) return "diff-hunk";
+  if (line.startsWith("-")) return "diff-removed";
+  return line.startsWith("+") ? "diff-added" : "diff-context";
 }
 
 function countDown(node, deadline) {

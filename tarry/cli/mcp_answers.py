@@ -1,0 +1,62 @@
+"""What `tarry mcp`'s tools answer: JSON, as text and as structured content, and, for a
+run waiting for a decision, each pending call's preview as a person reads it; or a tool
+error with the code every door uses."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel, ValidationError
+
+from tarry.cli.previews import pending_preview
+from tarry.client import TarryError
+from tarry.contracts import ErrorCode, PendingApproval
+
+__all__ = ["answer", "calls_text", "error", "json_of"]
+
+
+def json_of(value: BaseModel) -> dict[str, Any]:
+    return value.model_dump(mode="json")
+
+
+async def answer(work: Callable[[], Awaitable[Any]]) -> CallToolResult:
+    """`work`'s JSON as the tool's result (a list comes as `{"result": [...]}`, since
+    structured content is an object), then, for a run's state with calls waiting for a
+    decision, what each would do (`calls_text`); an error a caller can act on as a tool
+    error."""
+    try:
+        value = await work()
+    except TarryError as e:
+        return error(e.code, e.message)
+    except ValidationError as e:
+        return error(ErrorCode.INPUT_INVALID, str(e))
+    except TimeoutError:
+        return error(None, "timed out waiting for the run")
+    except Exception as e:  # Temporal unreachable, a bad address or key: one line
+        return error(None, f"{type(e).__name__}: {e}")
+    structured = value if isinstance(value, dict) else {"result": value}
+    content = [TextContent(text=json.dumps(value))]
+    if isinstance(value, dict) and value.get("pending_approvals"):
+        pending = [PendingApproval.model_validate(p) for p in value["pending_approvals"]]
+        content.append(TextContent(text=calls_text(pending)))
+    return CallToolResult(content=content, structured_content=structured)
+
+
+def calls_text(pending: list[PendingApproval]) -> str:
+    """The calls a run waits on, each with its preview whole (a diff, a new file's lines,
+    the arguments with long strings as text): what the person decides on, to be shown
+    to them as it is before `decide`."""
+    head = "Show the person each call's preview, whole, before deciding; it is what they approve."
+    calls = [f"{p.tool}, call_id {p.call_id!r}:\n{pending_preview(p).plain}" for p in pending]
+    return "\n\n".join([head, *calls])
+
+
+def error(code: ErrorCode | None, message: str) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(text=f"{code}: {message}" if code else message)],
+        structured_content={"code": code, "message": message},
+        is_error=True,
+    )
