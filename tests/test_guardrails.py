@@ -524,3 +524,17 @@ async def test_each_hit_is_in_the_audit_trail_as_the_run_s_own_act(agent: Agent)
     assert record.what.startswith("redacted ")
     assert record.what.endswith("message 0 (email)")
     assert EMAIL not in record.what
+
+
+async def test_tarry_show_marks_a_redacted_message_with_its_guardrail_and_kinds(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("Noted."))
+    run = await agent.start(f"card {CARD}, mail {EMAIL}", guardrails=[PII])
+    await run.wait_for(WAITING, TIMEOUT)
+
+    shown = await Cli.of(agent).ok("show", run.id)
+
+    assert "card <CARD_1>, mail <EMAIL_1>" in shown
+    assert "⛨ guardrail 'no-pii' redacted (card, email)" in shown
+    assert EMAIL not in shown
