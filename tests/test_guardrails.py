@@ -31,8 +31,10 @@ from tests.deadline import TIMEOUT
 from tests.http_api import Api, serving
 from tests.test_http_api import error_of
 from tests.test_http_api_events import read_until_stop
+from tests.test_mcp_server import mcp_client, use
 from tests.test_notifications import Receiver, listening, notifying
 from tests.test_streaming import LONG, events_until, words
+from tests.test_sub_agents import PLANNER, child_of, plan_the_launch, until
 
 WAITING = {Phase.WAITING_USER}
 PII = {"name": "no-pii", "on": "input", "check": "pii", "verdict": "redact"}
@@ -524,3 +526,52 @@ async def test_each_hit_is_in_the_audit_trail_as_the_run_s_own_act(agent: Agent)
     assert record.what.startswith("redacted ")
     assert record.what.endswith("message 0 (email)")
     assert EMAIL not in record.what
+
+
+async def test_tarry_show_marks_a_redacted_message_with_its_guardrail_and_kinds(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("Noted."))
+    run = await agent.start(f"card {CARD}, mail {EMAIL}", guardrails=[PII])
+    await run.wait_for(WAITING, TIMEOUT)
+
+    shown = await Cli.of(agent).ok("show", run.id)
+
+    assert "card <CARD_1>, mail <EMAIL_1>" in shown
+    assert "⛨ guardrail 'no-pii' redacted (card, email)" in shown
+    assert EMAIL not in shown
+
+
+async def test_a_sub_agent_applies_its_parent_s_guardrails_then_its_own(
+    agent_factory: Any,
+) -> None:
+    secret = {"name": "no-secret", "on": "input", "check": "pattern", "verdict": "redact"}
+    planner = PLANNER.model_copy(update={"guardrails": [Guardrail.model_validate(PII)]})
+    agent: Agent = await agent_factory(agents={"planner": planner})
+    plan_the_launch(agent, "Plan our launch.")
+    parent = await agent.start(
+        "Plan our launch.", agents=["planner"], guardrails=[{**secret, "deny": ["secret"]}]
+    )
+    child = await child_of(agent, parent, name="planner")
+    await until(child, lambda s: s.waiting_for is WaitingFor.INPUT)
+
+    await child.send(f"the secret day, ask {EMAIL}")
+
+    sent = sent_to_model(agent)
+    assert "the <DENY_1> day, ask <EMAIL_1>" in sent
+    assert EMAIL not in sent
+
+
+async def test_an_mcp_client_starts_a_run_with_guardrails(
+    agent: Agent, payload_store: Path
+) -> None:
+    agent.model.add(say("Noted."))
+
+    async with mcp_client(agent, payload_store) as client:
+        started = await use(client, "start_run", prompt=f"mail {EMAIL}", guardrails=[PII])
+        agent.runs.append(agent.tarry.get(started["run_id"]))
+        await use(client, "run_state", run_id=started["run_id"], wait_seconds=30)
+        transcript = await use(client, "run_transcript", run_id=started["run_id"])
+
+    assert transcript[0]["content"] == "mail <EMAIL_1>"
+    assert EMAIL not in sent_to_model(agent)

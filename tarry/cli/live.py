@@ -9,10 +9,9 @@ from types import TracebackType
 from rich.console import Console
 from rich.text import Text
 
-from tarry.cli.render import INTERRUPTED, message_text, retrying_text
+from tarry.cli.render import INTERRUPTED, guardrail_text, message_text, retrying_text
 from tarry.contracts import ChatMessage
 from tarry.contracts.events import EventKind, RunEvent
-from tarry.contracts.guardrails import GuardrailHit, GuardVerdict
 
 CURSOR = "▌"
 """After the arguments of a tool call the model is still writing."""
@@ -141,12 +140,3 @@ class LiveView:
         shown = self._call if len(self._call) < width else "…" + self._call[-width + 2 :]
         self._console.file.write("\r\x1b[2K")
         self._console.print(Text(shown + CURSOR, style="magenta"), end="", soft_wrap=True)
-
-
-def guardrail_text(hit: GuardrailHit) -> str:
-    """A guardrail's hit in one line: who, what it did, why, and the kinds it found."""
-    kinds = sorted({m.kind for m in hit.matches})
-    found = f" ({', '.join(kinds)})" if kinds else ""
-    why = f": {hit.reason}" if hit.reason else ""
-    done = "redacted" if hit.verdict is GuardVerdict.REDACT else "blocked"
-    return f"guardrail {hit.guardrail!r} {done}{found}{why}"

@@ -39,6 +39,7 @@ from tarry.contracts import (
     RunInput,
     WaitingFor,
 )
+from tarry.contracts.guardrails import Guardrail
 from tarry.core.identities import Caller
 from tarry.core.ownership import Policy
 
@@ -132,6 +133,7 @@ def build_server(
         approval_timeout_seconds: float | None = None,
         approval_default: Literal["reject", "approve"] = "reject",
         approval_rules: list[dict[str, Any]] | None = None,
+        guardrails: list[dict[str, Any]] | None = None,
         run_id: str | None = None,
     ) -> CallToolResult:
         """Start an agent run; returns its id and state. `model` is the worker's model
@@ -139,8 +141,11 @@ def build_server(
         names tools whose calls wait for a decision ("*": all); `approval_rules` decide
         calls by their arguments, the first that matches deciding, e.g. `{"tool":
         "write_file", "when": {"/path": "notes/*.md"}, "decision": "approve"}` (a glob, or
-        `{"regex": ...}`; `reject` needs a `reason`; `ask` asks a person); in `task` mode
-        the run ends with its first answer that calls no tool."""
+        `{"regex": ...}`; `reject` needs a `reason`; `ask` asks a person); `guardrails` check
+        what it reads and says, e.g. `{"name": "no-pii", "on": "input", "check": "pii",
+        "verdict": "redact"}` (`on`: input, output, tool_result; `check`: pii, pattern,
+        moderation; `verdict`: redact, block); in `task` mode the run ends with its first
+        answer that calls no tool."""
 
         async def work() -> dict[str, Any]:
             input = RunInput(
@@ -153,6 +158,7 @@ def build_server(
                 approval_timeout=approval_timeout_seconds,
                 approval_default=ApprovalDefault(approval_default),
                 approval_rules=[ApprovalRule.model_validate(r) for r in approval_rules or []],
+                guardrails=[Guardrail.model_validate(g) for g in guardrails or []],
             )
             run = await (await tarry(ctx)).start(input, run_id=run_id)
             return {"run_id": run.id, "state": json_of(await run.state())}

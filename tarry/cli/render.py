@@ -29,6 +29,7 @@ from tarry.contracts import (
     ToolCall,
     WaitingFor,
 )
+from tarry.contracts.guardrails import GuardrailHit, GuardVerdict
 from tarry.contracts.waits import WaitKind, wait_kind
 from tarry.core.identities import local_user
 from tarry.core.text import shorten
@@ -125,7 +126,24 @@ def result_line(content: str) -> Text:
 
 
 def message_text(message: ChatMessage) -> Text:
-    """One message as rich text; an assistant message with tool calls lists them."""
+    """One message as rich text; an assistant message with tool calls lists them, and a
+    message a guardrail changed says so under it."""
+    text = _message_body(message)
+    for hit in message.guardrails:
+        text.append("\n    ⛨ ", style="yellow").append(guardrail_text(hit), style="yellow")
+    return text
+
+
+def guardrail_text(hit: GuardrailHit) -> str:
+    """A guardrail's hit in one line: who, what it did, why, and the kinds it found."""
+    kinds = sorted({m.kind for m in hit.matches})
+    found = f" ({', '.join(kinds)})" if kinds else ""
+    why = f": {hit.reason}" if hit.reason else ""
+    done = "redacted" if hit.verdict is GuardVerdict.REDACT else "blocked"
+    return f"guardrail {hit.guardrail!r} {done}{found}{why}"
+
+
+def _message_body(message: ChatMessage) -> Text:
     if message.role == "tool":
         result = Text("    ← ", style="dim") + result_line(message.content or "")
         if message.decision is None:

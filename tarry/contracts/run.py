@@ -275,6 +275,9 @@ class AgentSpec(BaseModel):
     output_schema: dict[str, Any] | None = None
     """Task mode: the JSON Schema the child's result must fit; the result is then the
     delegating run's tool result as JSON."""
+    guardrails: list[Guardrail] = Field(default=[], exclude_if=when_empty)
+    """The child run's own guardrails, after those of the run that delegates to it
+    (`RunInput.guardrails`, which cover its whole tree). Left out while empty."""
 
     @field_validator("output_schema")
     @classmethod

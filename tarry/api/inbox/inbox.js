@@ -493,6 +493,7 @@ function addMessage(message, index) {
     // Who decided a gated call is in sight; its result is folded away.
     const decision = message.decision;
     if (decision) box.append(el("div", `small decision ${decision.approved ? "approved" : "rejected"}`, decisionText(decision)));
+    guardrailMarks(box, message);
     const result = el("details", "result");
     const failed = /^\{"ok":\s*false/.test(message.content || "");
     result.append(el("summary", failed ? "failed" : "", failed ? "✗ result" : "✓ result"));
@@ -509,6 +510,7 @@ function addMessage(message, index) {
   else body.textContent = message.content || "";
   item.append(body);
   if (message.interrupted) item.append(el("div", "muted small", "interrupted"));
+  guardrailMarks(item, message);
   for (const call of message.tool_calls || []) {
     const box = el("div", "call");
     const request = el("details");
@@ -520,6 +522,17 @@ function addMessage(message, index) {
   }
   list.append(item);
   followEnd();
+}
+
+// Under a message a guardrail changed: "⛨ guardrail 'no-pii' redacted (card, email): reason".
+function guardrailMarks(box, message) {
+  for (const hit of message.guardrails || []) {
+    const kinds = [...new Set((hit.matches || []).map((m) => m.kind))].sort();
+    const found = kinds.length ? ` (${kinds.join(", ")})` : "";
+    const why = hit.reason ? `: ${hit.reason}` : "";
+    const done = hit.verdict === "redact" ? "redacted" : "blocked";
+    box.append(el("div", "small guardrail", `⛨ guardrail '${hit.guardrail}' ${done}${found}${why}`));
+  }
 }
 
 // "approved by alice at …", "rejected by bob via mcp at …: not there", "rejected at its deadline".
