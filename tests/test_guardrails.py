@@ -19,6 +19,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.exceptions import ApplicationError
 
 from activities.guardrail_checks import GuardrailChecks
+from tarry.client import RunHandle
 from tarry.client.run_list import find_runs
 from tarry.config.settings import ConfigError, ModelProfile, TarrySettings
 from tarry.contracts import Act, Door, ErrorCode, Phase, RunInput, WaitingFor
@@ -189,12 +190,18 @@ async def test_a_python_guardrail_naming_no_registered_function_is_unavailable()
 # --- In a run -------------------------------------------------------------------------
 
 
-async def test_a_reply_with_an_email_and_a_card_reaches_the_model_as_placeholders(
-    agent: Agent,
-) -> None:
+async def waiting_with_pii(agent: Agent) -> RunHandle:
+    """A run under the `PII` guardrail, waiting for a reply its model will answer."""
     agent.model.add(say("Noted."), say("Sent."))
     run = await agent.start("Hello", guardrails=[PII])
     await run.wait_for(WAITING, TIMEOUT)
+    return run
+
+
+async def test_a_reply_with_an_email_and_a_card_reaches_the_model_as_placeholders(
+    agent: Agent,
+) -> None:
+    run = await waiting_with_pii(agent)
 
     await run.send(f"Mail the receipt to {EMAIL}, card {CARD}")
 
@@ -288,12 +295,18 @@ kinds = ["email"]
 """
 
 
-async def test_a_worker_config_guardrail_applies_to_a_run_that_asked_for_none(
-    agent_factory: Any, tmp_path: Path
-) -> None:
+async def admins_agent(agent_factory: Any, tmp_path: Path) -> Agent:
+    """An agent whose worker's config has the admin's `[[guardrail]]` (`WORKER_CONFIG`)."""
     config = tmp_path / "tarry.toml"
     config.write_text(WORKER_CONFIG)
     agent: Agent = await agent_factory(worker_settings={"tarry_config": config})
+    return agent
+
+
+async def test_a_worker_config_guardrail_applies_to_a_run_that_asked_for_none(
+    agent_factory: Any, tmp_path: Path
+) -> None:
+    agent = await admins_agent(agent_factory, tmp_path)
     agent.model.add(say("Noted."))
     run = await agent.start(f"write to {EMAIL}")
 
@@ -306,9 +319,7 @@ async def test_a_worker_config_guardrail_applies_to_a_run_that_asked_for_none(
 async def test_a_run_s_own_guardrails_add_to_the_worker_s_and_cannot_replace_them(
     agent_factory: Any, tmp_path: Path
 ) -> None:
-    config = tmp_path / "tarry.toml"
-    config.write_text(WORKER_CONFIG)
-    agent: Agent = await agent_factory(worker_settings={"tarry_config": config})
+    agent = await admins_agent(agent_factory, tmp_path)
     agent.model.add(say("Noted."))
     # Same name, nothing to find: a run's guardrail is one more, never the admin's in place.
     lenient = {"name": "admin-no-pii", "on": "input", "check": "pattern", "verdict": "redact"}
@@ -355,9 +366,7 @@ async def test_tarry_start_refuses_a_bad_guardrail_option_with_its_shape(agent: 
 async def test_a_worker_config_guardrail_still_applies_after_a_hand_over(
     agent_factory: Any, tmp_path: Path
 ) -> None:
-    config = tmp_path / "tarry.toml"
-    config.write_text(WORKER_CONFIG)
-    agent: Agent = await agent_factory(worker_settings={"tarry_config": config})
+    agent = await admins_agent(agent_factory, tmp_path)
     agent.model.add(say("One."), say("Two."))
     run = await agent.start("hi", continue_as_new_after_turns=1)
     await run.wait_for(WAITING, TIMEOUT)
@@ -390,9 +399,7 @@ async def test_a_run_s_summary_shows_its_first_message_as_the_guardrails_let_it_
 async def test_a_redacted_reply_s_original_is_only_in_the_update_that_delivered_it(
     agent: Agent,
 ) -> None:
-    agent.model.add(say("Noted."), say("Sent."))
-    run = await agent.start("Hello", guardrails=[PII])
-    await run.wait_for(WAITING, TIMEOUT)
+    run = await waiting_with_pii(agent)
 
     await run.send(f"Mail the receipt to {EMAIL}")
 

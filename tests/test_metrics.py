@@ -40,16 +40,21 @@ async def scrape(url: str, until: str) -> str:
     return text
 
 
-async def test_the_metrics_endpoint_shows_a_runs_model_calls_tokens_and_tool_calls(
-    temporal: Client, agent_factory: Any
-) -> None:
-    port = free_port()
+async def metered(temporal: Client, port: int) -> Client:
+    """A client of the test server whose runtime's metrics `port` serves, as a worker's."""
     runtime = worker_runtime(TarrySettings.model_construct(tarry_metrics_port=port))
-    client = await Client.connect(
+    return await Client.connect(
         temporal.service_client.config.target_host,
         data_converter=temporal.data_converter,
         runtime=runtime,
     )
+
+
+async def test_the_metrics_endpoint_shows_a_runs_model_calls_tokens_and_tool_calls(
+    temporal: Client, agent_factory: Any
+) -> None:
+    port = free_port()
+    client = await metered(temporal, port)
     agent = await agent_factory(client=client, prices=Prices(input=2.0, output=10.0))
     agent.model.add(
         call("list_files", usage=Usage(prompt_tokens=100, completion_tokens=20, total_tokens=120)),
@@ -77,12 +82,7 @@ async def test_the_metrics_endpoint_counts_guardrail_hits_by_guardrail_and_verdi
     temporal: Client, agent_factory: Any
 ) -> None:
     port = free_port()
-    runtime = worker_runtime(TarrySettings.model_construct(tarry_metrics_port=port))
-    client = await Client.connect(
-        temporal.service_client.config.target_host,
-        data_converter=temporal.data_converter,
-        runtime=runtime,
-    )
+    client = await metered(temporal, port)
     agent = await agent_factory(client=client)
     agent.model.add(say("Noted."), say("Noted again."))
     rail = {"name": "no-pii", "on": "input", "check": "pii", "verdict": "redact"}

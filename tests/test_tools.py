@@ -41,6 +41,7 @@ from tarry.contracts import (
     ToolInvocation,
     ToolResult,
 )
+from tarry.contracts.previews import PREVIEW_ACTIVITY
 from tarry.core.tools import MAX_READ_BYTES
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent, tool_result
@@ -219,7 +220,7 @@ def test_register_rejects_finish(tmp_path: Path) -> None:
         ToolHost(tmp_path, tools=[finish])
 
 
-def test_each_tool_is_an_activity_named_after_it_beside_the_catalogue_and_its_check(
+def test_each_tool_is_an_activity_named_after_it_beside_the_catalogue_its_check_and_previews(
     host: ToolHost,
 ) -> None:
     names = []
@@ -227,7 +228,12 @@ def test_each_tool_is_an_activity_named_after_it_beside_the_catalogue_and_its_ch
         defn = activity._Definition.from_callable(fn)
         assert defn is not None
         names.append(defn.name)
-    expected = [TOOL_CATALOGUE_ACTIVITY, CATALOGUE_CHECK_ACTIVITY, *(t.name for t in BUILTIN_TOOLS)]
+    expected = [
+        TOOL_CATALOGUE_ACTIVITY,
+        CATALOGUE_CHECK_ACTIVITY,
+        PREVIEW_ACTIVITY,
+        *(t.name for t in BUILTIN_TOOLS),
+    ]
     assert names == expected
 
 
