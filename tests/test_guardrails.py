@@ -396,7 +396,7 @@ async def test_a_run_s_summary_shows_its_first_message_as_the_guardrails_let_it_
     assert shown == "Mail <EMAIL_1> the receipt"
 
 
-async def test_a_redacted_reply_s_original_is_only_in_the_update_that_delivered_it(
+async def test_a_redacted_reply_s_original_is_only_in_its_update_and_its_check(
     agent: Agent,
 ) -> None:
     run = await waiting_with_pii(agent)
@@ -409,7 +409,10 @@ async def test_a_redacted_reply_s_original_is_only_in_the_update_that_delivered_
         for event in history.events
         if EMAIL.encode() in event.SerializeToString()
     }
-    assert holding == {"EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED"}
+    assert holding == {
+        "EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED",
+        "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED",  # the check's input
+    }
 
 
 # --- On the model's answer ------------------------------------------------------------

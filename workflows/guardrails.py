@@ -2,8 +2,8 @@
 before the model is asked, its answer before anyone sees it, and a tool's result before
 the model reads it.
 
-Each check is a local activity of the worker (`activities.guardrail_checks`), never
-workflow code. A message a guardrail redacts or blocks is changed in the transcript
+Each check is an activity of the worker (`activities.guardrail_checks`), never workflow
+code. A message a guardrail redacts or blocks is changed in the transcript
 before the model is asked and before observers are sent it, and keeps the guardrails'
 hits (`ChatMessage.guardrails`). A run without guardrails (every run before them) gives
 no command here, so its history is that of code before this stage.
@@ -175,12 +175,17 @@ async def _check(text: str, rails: list[Guardrail]) -> Guarded:
     """The text as `rails` let it through; a check that fails past its retries blocks,
     or lets the text through for a `fail_open` guardrail."""
     try:
-        guarded: Guarded = await workflow.execute_local_activity(
+        # An activity, not a local one: a local activity keeps the workflow task open while
+        # it runs, and a legacy query answered then can leave the cached run ahead of the
+        # server (`workers.legacy_query`, `docs/sdk-legacy-query-eviction.md`): once here,
+        # under load, a history that no longer replayed (TMPRL1100).
+        guarded: Guarded = await workflow.execute_activity(
             GUARDRAILS_ACTIVITY,
             GuardRequest(text=text, guardrails=rails),
             result_type=Guarded,
             start_to_close_timeout=CHECK_TIMEOUT,
             retry_policy=CHECK_RETRY,
+            summary="guardrails",
         )
         return guarded
     except ActivityError as e:

@@ -57,6 +57,7 @@ from tarry.contracts import (
     Usage,
     WaitingFor,
 )
+from tarry.contracts.guardrails import GUARDRAILS_ACTIVITY
 from tarry.contracts.previews import PREVIEW_ACTIVITY
 
 __all__ = ["read_timeline"]
@@ -69,10 +70,12 @@ _HOUSEKEEPING = frozenset(
         PAGE_INDEX_ACTIVITY,
         NOTIFY_ACTIVITY,
         PREVIEW_ACTIVITY,
+        GUARDRAILS_ACTIVITY,
     }
 )
 """Activities that are the run's own bookkeeping, not a call of the model or a tool (a
-gated call's preview, made as the run starts to wait for its decision)."""
+gated call's preview, made as the run starts to wait for its decision; a guardrails'
+check, whose hits the transcript and the audit trail keep)."""
 _LOCAL_ACTIVITY_MARKER = "core_local_activity"
 _CLOSE_EVENTS = frozenset(
     {

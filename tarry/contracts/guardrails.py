@@ -25,9 +25,9 @@ retries blocks, unless the guardrail says `fail_open`.
 
 What is kept where: the model, the transcript, `tarry show` and the inbox see only what
 the guardrails let through. The original text of a reply stays in the run's history
-only where it arrived (the update that delivered it; a prompt, the run's input): the
-check is a local activity, whose argument history does not record. A deployment that
-must not keep it at all encrypts its payloads (`TARRY_ENCRYPTION_KEY`).
+where it arrived (the update that delivered it; a prompt, the run's input) and in the
+check's activity input. A deployment that must not keep it at all encrypts its
+payloads (`TARRY_ENCRYPTION_KEY`).
 A hit records the guardrail, its verdict and reason, and the kind and place of each
 match, never the matched text.
 """
