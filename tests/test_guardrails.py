@@ -190,10 +190,11 @@ async def test_a_python_guardrail_naming_no_registered_function_is_unavailable()
 # --- In a run -------------------------------------------------------------------------
 
 
-async def waiting_with_pii(agent: Agent) -> RunHandle:
-    """A run under the `PII` guardrail, waiting for a reply its model will answer."""
+async def waiting_with_pii(agent: Agent, prompt: str = "Hello") -> RunHandle:
+    """A run of `prompt` under the `PII` guardrail, waiting for a reply its model will
+    answer."""
     agent.model.add(say("Noted."), say("Sent."))
-    run = await agent.start("Hello", guardrails=[PII])
+    run = await agent.start(prompt, guardrails=[PII])
     await run.wait_for(WAITING, TIMEOUT)
     return run
 
@@ -381,9 +382,7 @@ async def test_a_worker_config_guardrail_still_applies_after_a_hand_over(
 async def test_a_run_s_summary_shows_its_first_message_as_the_guardrails_let_it_through(
     agent: Agent,
 ) -> None:
-    agent.model.add(say("Noted."))
-    run = await agent.start(f"Mail {EMAIL} the receipt", guardrails=[PII])
-    await run.wait_for(WAITING, TIMEOUT)
+    run = await waiting_with_pii(agent, f"Mail {EMAIL} the receipt")
 
     async def summary() -> str | None:
         page = await find_runs(agent.tarry.client, limit=1000)
@@ -525,9 +524,7 @@ async def test_a_reply_that_interrupts_the_model_reaches_it_redacted(agent: Agen
 
 
 async def test_each_hit_is_in_the_audit_trail_as_the_run_s_own_act(agent: Agent) -> None:
-    agent.model.add(say("Noted."))
-    run = await agent.start(f"write to {EMAIL}", guardrails=[PII])
-    await run.wait_for(WAITING, TIMEOUT)
+    run = await waiting_with_pii(agent, f"write to {EMAIL}")
 
     trail = await agent.tarry.audit(run=run.id)
 
@@ -541,9 +538,7 @@ async def test_each_hit_is_in_the_audit_trail_as_the_run_s_own_act(agent: Agent)
 async def test_tarry_show_marks_a_redacted_message_with_its_guardrail_and_kinds(
     agent: Agent,
 ) -> None:
-    agent.model.add(say("Noted."))
-    run = await agent.start(f"card {CARD}, mail {EMAIL}", guardrails=[PII])
-    await run.wait_for(WAITING, TIMEOUT)
+    run = await waiting_with_pii(agent, f"card {CARD}, mail {EMAIL}")
 
     shown = await Cli.of(agent).ok("show", run.id)
 

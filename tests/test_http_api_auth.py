@@ -4,6 +4,8 @@ every route but `/healthz` and the docs, and no API beyond loopback without toke
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -95,17 +97,25 @@ async def test_a_wrong_token_is_401(api: Api) -> None:
     }
 
 
-async def test_a_wrong_token_s_401_names_the_config_s_users_when_the_tokens_are_theirs(
+@asynccontextmanager
+async def users_api(
     agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of an API whose tokens are the config file's `[api.users]` (alice's)."""
     config = tmp_path / "tarry.toml"
     config.write_text('[api.users]\nalice = "alice-token-0123456789"\n')
     monkeypatch.setenv("TARRY_CONFIG", str(config))
-
     async with (
         ApiServer(create_app(agent.tarry, TarrySettings()), "127.0.0.1", 0) as server,
         httpx.AsyncClient(base_url=server.url) as http,
     ):
+        yield http
+
+
+async def test_a_wrong_token_s_401_names_the_config_s_users_when_the_tokens_are_theirs(
+    agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with users_api(agent, tmp_path, monkeypatch) as http:
         response = await http.get("/v1/runs", headers={"Authorization": "Bearer guessed"})
 
     assert response.status_code == 401
@@ -179,14 +189,7 @@ async def test_with_no_tokens_a_non_loopback_host_is_refused(agent: Agent) -> No
 async def test_a_request_without_a_token_is_told_the_config_s_users_hold_them(
     agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = tmp_path / "tarry.toml"
-    config.write_text('[api.users]\nalice = "alice-token-0123456789"\n')
-    monkeypatch.setenv("TARRY_CONFIG", str(config))
-
-    async with (
-        ApiServer(create_app(agent.tarry, TarrySettings()), "127.0.0.1", 0) as server,
-        httpx.AsyncClient(base_url=server.url) as http,
-    ):
+    async with users_api(agent, tmp_path, monkeypatch) as http:
         response = await http.get("/v1/me")
 
     assert response.status_code == 401
