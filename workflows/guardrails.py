@@ -11,7 +11,6 @@ no command here, so its history is that of code before this stage.
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -75,7 +74,7 @@ class Guardrails(Stage):
         rails = _on(step.run, GuardPoint.TOOL_RESULT)
         if not rails or not result.ok:
             return result
-        text = result.data if isinstance(result.data, str) else json.dumps(result.data)
+        text = result.data_text()
         guarded = await _check(text, rails)
         what = f"the result of {step.tool.name} call {step.call.id}"
         _seen(step.run.memory, step.run.stream, guarded.hits, what)

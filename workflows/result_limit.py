@@ -9,8 +9,6 @@ and transcript are those of code before this stage.
 
 from __future__ import annotations
 
-import json
-
 from tarry.contracts import ToolResult
 from workflows.stage import RunTool, Stage, ToolStep
 
@@ -21,11 +19,7 @@ class ResultLimit(Stage):
         limit = step.run.input.max_tool_result_chars
         if limit is None or not result.ok:
             return result
-        text = (
-            result.data
-            if isinstance(result.data, str)
-            else json.dumps(result.data, ensure_ascii=False)
-        )
+        text = result.data_text()
         if len(text) <= limit:
             return result
         note = (

@@ -3,6 +3,7 @@ catalogue and notifications."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
@@ -218,6 +219,12 @@ class ToolResult(BaseModel):
         cls, code: ErrorCode, message: str, details: dict[str, Any] | None = None
     ) -> ToolResult:
         return cls(ok=False, error=ErrorInfo(code=code, message=message, details=details))
+
+    def data_text(self) -> str:
+        """What the result says, as text: its data if a string, else its JSON."""
+        if isinstance(self.data, str):
+            return self.data
+        return json.dumps(self.data, ensure_ascii=False)
 
     def to_content(self) -> str:
         """Tool message content: `{"ok": true, "data": ...}` or `{"ok": false, "error": {...}}`."""
