@@ -17,6 +17,7 @@ from tarry.api import ApiServer, create_app
 from tarry.api.models import RunView
 from tarry.client import RunHandle
 from tarry.config.settings import TarrySettings
+from tarry.config.tables import ServerLimits
 from tests.conftest import FAST_TIMEOUTS, Agent
 from tests.deadline import TIMEOUT, deadline
 
@@ -25,6 +26,22 @@ TLS = httpx.create_ssl_context()
 it makes (25 ms of CPU), though the API here is plain HTTP on loopback."""
 
 TOKEN = "tarry-test-token-5be1"
+
+KEPT_ALIVE = httpx.Limits(keepalive_expiry=ServerLimits().idle_timeout / 2)
+"""How long the tests' clients keep an idle connection: half as long as the API keeps it.
+Both default to 5 s, so a request sent on a connection idle for about 5 s raced the server
+closing it and failed with `httpx.ReadError` (seen in CI after a test's long MCP session)."""
+
+
+def api_client(url: str, token: str | None = None, timeout: float = TIMEOUT) -> httpx.AsyncClient:
+    """An HTTP client of the API at `url`, sending `token` (none: no `Authorization`)."""
+    return httpx.AsyncClient(
+        base_url=url,
+        headers={"Authorization": f"Bearer {token}"} if token else {},
+        timeout=httpx.Timeout(timeout, connect=deadline(5)),
+        limits=KEPT_ALIVE,
+        verify=TLS,
+    )
 
 
 @dataclass
@@ -105,10 +122,8 @@ async def served(agent: Agent, access: Access) -> AsyncIterator[Api]:
     """The API over `agent`'s client, with `access`, on a free loopback port."""
     # On the machine of the worker's workspaces, as under `tarry dev`.
     settings = access.settings.model_copy(update={"tarry_workspace_root": agent.workspace_root})
-    async with ApiServer(create_app(agent.tarry, settings), "127.0.0.1", 0) as server:
-        headers = {"Authorization": f"Bearer {access.token}"} if access.token else {}
-        timeout = httpx.Timeout(TIMEOUT, connect=deadline(5))
-        async with httpx.AsyncClient(
-            base_url=server.url, headers=headers, timeout=timeout, verify=TLS
-        ) as http:
-            yield Api(http, agent, server.url)
+    async with (
+        ApiServer(create_app(agent.tarry, settings), "127.0.0.1", 0) as server,
+        api_client(server.url, access.token) as http,
+    ):
+        yield Api(http, agent, server.url)

@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from pydantic import SecretStr
 
@@ -23,8 +22,8 @@ from tarry.contracts import TEMPORAL_UI, AuditRecord, ErrorCode, Phase, ReplyPol
 from tarry.testing.scripted_model import ScriptedToolCall, calls, say
 from tests.cli import Cli, agent_env
 from tests.conftest import Agent
-from tests.deadline import TIMEOUT, deadline
-from tests.http_api import Api
+from tests.deadline import TIMEOUT
+from tests.http_api import Api, api_client
 from tests.test_approval_rules import NOTES_FREE
 from tests.test_approvals import WRITE, gated_run
 from tests.test_http_api import error_of, until_stopped
@@ -48,11 +47,7 @@ async def api(agent: Agent) -> AsyncIterator[Api]:
     settings = TarrySettings.model_construct(tarry_api_tokens=tokens)
     async with (
         ApiServer(create_app(agent.tarry, settings), "127.0.0.1", 0) as server,
-        httpx.AsyncClient(
-            base_url=server.url,
-            headers={"Authorization": f"Bearer {ALICE}"},
-            timeout=httpx.Timeout(TIMEOUT, connect=deadline(5)),
-        ) as http,
+        api_client(server.url, ALICE) as http,
     ):
         yield Api(http, agent, server.url)
 

@@ -38,6 +38,7 @@ from tests.grpc_faults import (
     HoldingProxy,
     holding_proxy,
 )
+from tests.http_api import api_client
 from tests.test_http_api import error_of
 from tests.test_http_api_people import as_
 from tests.test_owners import ALICE, BOB, people_api, with_people
@@ -82,9 +83,7 @@ async def race(agent: Agent, method: str) -> AsyncIterator[Race]:
         tarry = Tarry(through, agent.tarry.task_queue)
         async with (
             ApiServer(create_app(tarry, load_settings()), "127.0.0.1", 0) as server,
-            httpx.AsyncClient(
-                base_url=server.url, timeout=httpx.Timeout(deadline(60), connect=deadline(5))
-            ) as http,
+            api_client(server.url, timeout=deadline(60)) as http,
         ):
             yield Race(http, proxy, agent)
 

@@ -29,7 +29,7 @@ from tests.conftest import Agent
 from tests.deadline import deadline
 from tests.eval_dataset import agree_on_three
 from tests.eval_dataset import points as labelled_points
-from tests.http_api import Api
+from tests.http_api import Api, api_client
 from tests.test_http_api import WRITE, error_of, listed, until_stopped
 from tests.test_http_api_people import as_
 from tests.test_sub_agents import PLANNER, child_of, plan_the_launch, until
@@ -77,11 +77,7 @@ async def people_api(agent: Agent) -> AsyncIterator[Api]:
     they send another token."""
     async with (
         ApiServer(create_app(agent.tarry, load_settings()), "127.0.0.1", 0) as server,
-        httpx.AsyncClient(
-            base_url=server.url,
-            headers=as_(ALICE),
-            timeout=httpx.Timeout(deadline(60), connect=deadline(5)),
-        ) as http,
+        api_client(server.url, ALICE, timeout=deadline(60)) as http,
     ):
         yield Api(http, agent, server.url)
 
