@@ -38,7 +38,7 @@ from tarry.contracts.guardrails import (
     GuardVerdict,
 )
 from tarry.core.text import summary_of
-from workflows import audit
+from workflows import audit, guardrail_asks
 from workflows.stage import AskModel, ModelOutcome, RunScope, RunTool, Stage, ToolStep
 
 if TYPE_CHECKING:
@@ -58,8 +58,10 @@ class Guardrails(Stage):
         answer = await ask()
         rails = _on(run, GuardPoint.OUTPUT)
         while rails and isinstance(answer, LlmResponse) and answer.message.content:
-            guarded = await _check(answer.message.content, rails)
+            guarded = await _guard(run, answer.message.content, rails, GuardPoint.OUTPUT)
             _seen(run.memory, run.stream, guarded.hits, "an answer of the model")
+            if guardrail_asks.stopped(guarded.hits):
+                return None
             if (blocked := guarded.blocked) is None:
                 run.memory.guards.output_blocks = 0
                 _apply(answer.message, guarded)
@@ -75,7 +77,7 @@ class Guardrails(Stage):
         if not rails or not result.ok:
             return result
         text = result.data_text()
-        guarded = await _check(text, rails)
+        guarded = await _guard(step.run, text, rails, GuardPoint.TOOL_RESULT)
         what = f"the result of {step.tool.name} call {step.call.id}"
         _seen(step.run.memory, step.run.stream, guarded.hits, what)
         if (blocked := guarded.blocked) is not None:
@@ -122,26 +124,31 @@ def _withhold(run: RunScope, blocked: GuardrailHit) -> ErrorInfo | None:
     return error
 
 
-async def guard_replies(memory: RunMemory, input: WorkflowInput, stream: RunStream) -> None:
+async def guard_replies(run: RunScope) -> bool:
     """Checks, in place, the people's messages that came since the last check, against
-    the run's input guardrails. Called before each request is built (`model_calls.ask`),
-    not around the call as a stage: a reply that interrupts a call (`ReplyPolicy.INTERRUPT`)
+    the run's input guardrails; True when a stop ended a wait for a person's decision on
+    one (the run ends). Called before each request is built (`model_calls.ask`), not
+    around the call as a stage: a reply that interrupts a call (`ReplyPolicy.INTERRUPT`)
     is delivered inside it, and must not reach the model unchecked."""
-    rails = [g for g in guardrails_of(memory, input) if g.on is GuardPoint.INPUT]
+    memory, stream = run.memory, run.stream
+    rails = _on(run, GuardPoint.INPUT)
     if not rails:
-        return
+        return False
     conversation, guards = memory.conversation, memory.guards
     start = max(guards.input_checked, conversation.paged)
     for index in range(start, conversation.message_count):
         message = conversation.message(index)
         if message.role == "user" and message.content:
-            guarded = await _check(message.content, rails)
+            guarded = await _guard(run, message.content, rails, GuardPoint.INPUT)
             _apply(message, guarded)
             _seen(memory, stream, guarded.hits, f"{_by(message)} message {index}")
+            if guardrail_asks.stopped(guarded.hits):
+                return True
             if message.guardrails and guards.input_checked == 0 and index == start:
                 # The run's summary (`tarry list`, the inbox) was its first message as sent.
                 workflow.upsert_memo({SUMMARY_MEMO: summary_of(message.content)})
     guards.input_checked = conversation.message_count
+    return False
 
 
 def _seen(memory: RunMemory, stream: RunStream, hits: list[GuardrailHit], text: str) -> None:
@@ -165,9 +172,41 @@ def _apply(message: ChatMessage, guarded: Guarded) -> None:
 
 
 def _withheld(hit: GuardrailHit) -> str:
-    """What the model reads in place of a blocked text."""
-    why = f": {hit.reason}" if hit.reason else ""
+    """What the model reads in place of a blocked text: a person who blocked it gave
+    their reason, or the guardrail's stands."""
+    reason = (hit.decision.reason if hit.decision else None) or hit.reason
+    why = f": {reason}" if reason else ""
     return f"[withheld by guardrail {hit.guardrail!r}{why}]"
+
+
+async def _guard(run: RunScope, text: str, rails: list[Guardrail], on: GuardPoint) -> Guarded:
+    """The text as `rails` and the people they asked let it through: the rails in order,
+    those that never ask checked together (one activity, as before `ask`), each that
+    asks alone, so that a person decides on the text as that guardrail saw it."""
+    hits: list[GuardrailHit] = []
+    for segment in _segments(rails):
+        guarded = await _check(text, segment)
+        if (asking := guarded.asking) is not None:
+            rail = next(g for g in segment if g.name == asking.guardrail)
+            decided = await guardrail_asks.decided(run, text, asking, rail, on)
+            guarded = Guarded(text=decided[0], hits=[decided[1]])
+        hits += guarded.hits
+        text = guarded.text
+        if guarded.blocked is not None:
+            break
+    return Guarded(text=text, hits=hits)
+
+
+def _segments(rails: list[Guardrail]) -> list[list[Guardrail]]:
+    """`rails` in order, cut around each that asks (`GuardVerdict.ASK`)."""
+    segments: list[list[Guardrail]] = []
+    for rail in rails:
+        asks = rail.verdict is GuardVerdict.ASK
+        if asks or not segments or segments[-1][-1].verdict is GuardVerdict.ASK:
+            segments.append([rail])
+        else:
+            segments[-1].append(rail)
+    return segments
 
 
 async def _check(text: str, rails: list[Guardrail]) -> Guarded:

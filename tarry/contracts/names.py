@@ -45,6 +45,7 @@ __all__ = [
     "ReplyPolicy",
     "Share",
     "WaitingFor",
+    "principal_problem",
 ]
 
 WORKFLOW_TYPE = "AgentRun"
@@ -138,6 +139,9 @@ class WaitingFor(StrEnum):
     answering that run lets this one go on."""
     PAUSED = "paused"
     """A person paused the run (`paused_by` names them): a reply lets it go on."""
+    GUARDRAIL = "guardrail"
+    """A guardrail whose verdict is `ask` flagged a text: one of its approvers allows it,
+    edits it or blocks it (`decide`, as on a tool call; `pending_approvals` holds it)."""
 
 
 class Need(StrEnum):
@@ -407,3 +411,14 @@ class ErrorInfo(BaseModel):
 TEMPORAL_UI = "temporal-ui"
 """Who a signal or update without `by` is recorded as: sent straight from the Temporal UI
 (or the `temporal` CLI) by an operator, whom Temporal's own access control governs."""
+
+
+def principal_problem(name: str) -> str | None:
+    """Why `name` cannot name a user or `group:NAME` in a share; None when it can. The
+    names go into visibility queries, so no quote or backslash (nor control character)."""
+    bare = name.removeprefix("group:")
+    if not bare.strip() or bare != bare.strip():
+        return f"{name!r} is no user or group: give a name, or group:NAME"
+    if any(c in "'\\\"" or not c.isprintable() for c in name):
+        return f"{name!r}: a name has no quotes, backslashes or control characters"
+    return None

@@ -1,0 +1,280 @@
+"""Guardrails that ask a person (issue 56, `verdict: "ask"`): the run waits, `waiting_for:
+guardrail`, until one of the guardrail's approvers allows the flagged text, edits it or
+blocks it, at each place a guardrail looks (input, output, tool_result), as a tool call
+waits for its approval."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tarry.client import RunHandle
+from tarry.contracts import ApprovalDefault, ErrorCode, Phase, RunState, WaitingFor
+from tarry.contracts.guardrails import GuardPoint, GuardVerdict, asked_text
+from tarry.core.errors import TarryError
+from tarry.testing.scripted_model import call, say
+from tests.cli import Cli, until_listed
+from tests.conftest import Agent, tool_result
+from tests.deadline import TIMEOUT
+from tests.test_guardrails import sent_to_model
+from tests.test_sub_agents import until
+
+WAITING = {Phase.WAITING_USER}
+SECRETS = {
+    "name": "ask-secrets",
+    "on": "input",
+    "check": "pattern",
+    "verdict": "ask",
+    "deny": ["secret"],
+    "reason": "secrets need a person's eye",
+}
+
+
+def rail(on: GuardPoint, **more: Any) -> dict[str, Any]:
+    """`SECRETS`, looking at `on`."""
+    return {**SECRETS, "on": on, **more}
+
+
+async def held(run: RunHandle) -> RunState:
+    """The run's state once a guardrail holds a text for a decision."""
+    state = await run.wait_for(WAITING, TIMEOUT)
+    assert state.waiting_for is WaitingFor.GUARDRAIL, state
+    return state
+
+
+# --- input: a person's message -------------------------------------------------------
+
+
+async def test_a_flagged_reply_waits_for_a_person_and_the_model_sees_nothing_meanwhile(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("Noted."))
+    run = await agent.start("the secret is 42", guardrails=[SECRETS])
+
+    state = await held(run)
+
+    assert agent.model.requests == []
+    [pending] = state.pending_approvals
+    assert (pending.tool, pending.call_id) == ("ask-secrets", "guardrail-1")
+    assert asked_text(pending.arguments) == "the secret is 42"
+    assert pending.guardrail is not None
+    assert (pending.guardrail.on, pending.guardrail.verdict) == ("input", GuardVerdict.ASK)
+    assert [(m.kind, m.start, m.end) for m in pending.guardrail.matches] == [("deny", 4, 10)]
+
+
+async def test_an_allowed_reply_reaches_the_model_as_sent(agent: Agent) -> None:
+    agent.model.add(say("Noted."))
+    run = await agent.start("the secret is 42", guardrails=[SECRETS])
+    await held(run)
+
+    state = await run.decide()
+
+    assert state.last_assistant_text == "Noted."
+    assert "the secret is 42" in sent_to_model(agent)
+    [hit] = (await run.transcript())[0].guardrails
+    assert hit.decision is not None
+    assert (hit.decision.allowed, hit.decision.edited) == (True, False)
+
+
+async def test_an_edited_reply_reaches_the_model_as_edited(agent: Agent) -> None:
+    agent.model.add(say("Noted."))
+    run = await agent.start("the secret is 42", guardrails=[SECRETS])
+    await held(run)
+
+    await run.decide("guardrail-1", arguments={"text": "the number is withheld"})
+
+    sent = sent_to_model(agent)
+    assert ("the number is withheld" in sent, "42" in sent) == (True, False)
+    first = (await run.transcript())[0]
+    assert first.content == "the number is withheld"
+    assert first.guardrails[0].decision is not None
+    assert first.guardrails[0].decision.edited
+
+
+async def test_a_blocked_reply_reaches_the_model_as_the_blocker_s_reason(agent: Agent) -> None:
+    agent.model.add(say("I cannot see that."))
+    run = await agent.start("the secret is 42", guardrails=[SECRETS])
+    await held(run)
+
+    await run.decide(approved=False, reason="no secrets here")
+
+    sent = sent_to_model(agent)
+    assert "42" not in sent
+    assert "[withheld by guardrail 'ask-secrets': no secrets here]" in sent
+
+
+async def test_an_edit_that_is_not_a_text_is_refused_and_the_text_still_waits(
+    agent: Agent,
+) -> None:
+    run = await agent.start("the secret is 42", guardrails=[SECRETS])
+    await held(run)
+
+    with pytest.raises(TarryError) as refused:
+        await run.decide("guardrail-1", arguments={"text": 42})
+
+    assert refused.value.code is ErrorCode.APPROVAL_INVALID_ARGUMENTS
+    assert (await run.state()).waiting_for is WaitingFor.GUARDRAIL
+
+
+# --- output: the model's answer --------------------------------------------------------
+
+
+async def test_an_allowed_answer_is_published_as_the_model_gave_it(agent: Agent) -> None:
+    agent.model.add(say("The secret word is swordfish."))
+    run = await agent.start("tell me", guardrails=[rail(GuardPoint.OUTPUT)])
+    state = await held(run)
+    assert state.last_assistant_text is None  # held: nobody has seen it
+
+    state = await run.decide()
+
+    assert state.last_assistant_text == "The secret word is swordfish."
+
+
+async def test_an_edited_answer_is_the_one_everyone_sees(agent: Agent) -> None:
+    agent.model.add(say("The secret word is swordfish."))
+    run = await agent.start("tell me", guardrails=[rail(GuardPoint.OUTPUT)])
+    await held(run)
+
+    state = await run.decide(arguments={"text": "I may not say."})
+
+    assert state.last_assistant_text == "I may not say."
+    assert "swordfish" not in json.dumps([m.model_dump() for m in await run.transcript()])
+
+
+async def test_a_blocked_answer_is_withheld_and_the_model_asked_again(agent: Agent) -> None:
+    agent.model.add(say("The secret word is swordfish."), say("I may not say."))
+    run = await agent.start("tell me", guardrails=[rail(GuardPoint.OUTPUT)])
+    await held(run)
+
+    state = await run.decide(approved=False, reason="never the word")
+
+    assert state.last_assistant_text == "I may not say."
+    retried = json.dumps(agent.model.requests[1].body["messages"])
+    assert ("never the word" in retried, "swordfish" in retried) == (True, False)
+
+
+# --- tool_result: a tool's result ------------------------------------------------------
+
+
+async def reading(agent: Agent, run_id: str, **input: Any) -> RunHandle:
+    """A run that reads a workspace file holding a secret, under an asking guardrail on
+    tool results."""
+    workspace = agent.workspace_root / run_id
+    workspace.mkdir(parents=True)
+    (workspace / "notes.md").write_text("the secret is 42")
+    agent.model.add(call("read_file", {"path": "notes.md"}), say("Read it."))
+    guardrails = [rail(GuardPoint.TOOL_RESULT)]
+    return await agent.start("read notes.md", run_id=run_id, guardrails=guardrails, **input)
+
+
+async def test_an_allowed_tool_result_reaches_the_model(agent: Agent) -> None:
+    run = await reading(agent, "ask-allow-result")
+    await held(run)
+
+    await run.decide()
+
+    assert "the secret is 42" in sent_to_model(agent)
+
+
+async def test_an_edited_tool_result_reaches_the_model_as_edited(agent: Agent) -> None:
+    run = await reading(agent, "ask-edit-result")
+    await held(run)
+
+    await run.decide(arguments={"text": "the file is private"})
+
+    sent = sent_to_model(agent)
+    assert ("the file is private" in sent, "42" in sent) == (True, False)
+
+
+async def test_a_blocked_tool_result_reaches_the_model_as_a_refusal(agent: Agent) -> None:
+    run = await reading(agent, "ask-block-result")
+    await held(run)
+
+    await run.decide(approved=False)
+
+    assert "42" not in sent_to_model(agent)
+    result = (await run.transcript())[-2]
+    assert tool_result(result)["error"]["code"] == ErrorCode.GUARDRAIL_BLOCKED
+
+
+# --- deadlines, stops, memory, lists -------------------------------------------------
+
+
+async def test_past_the_guardrail_s_deadline_the_run_s_default_applies(agent: Agent) -> None:
+    agent.model.add(say("Noted."))
+    rails = [{**SECRETS, "timeout": 1}]
+    run = await agent.start(
+        "the secret is 42", guardrails=rails, approval_default=ApprovalDefault.APPROVE
+    )
+
+    state = await until(run, lambda s: s.waiting_for is WaitingFor.INPUT)
+
+    assert state.last_assistant_text == "Noted."
+    hit = (await run.transcript())[0].guardrails[0]
+    assert hit.decision is not None
+    assert (hit.decision.allowed, hit.decision.by) == (True, "deadline")
+
+
+async def test_past_the_run_s_approval_timeout_a_flagged_reply_is_blocked(agent: Agent) -> None:
+    agent.model.add(say("I cannot see that."))
+    run = await agent.start(
+        "the secret is 42", guardrails=[SECRETS], approval_timeout=timedelta(seconds=1)
+    )
+
+    await until(run, lambda s: s.waiting_for is WaitingFor.INPUT)
+
+    assert "42" not in sent_to_model(agent)
+
+
+async def test_a_stop_ends_the_wait_and_the_run(agent: Agent) -> None:
+    run = await agent.start("the secret is 42", guardrails=[SECRETS])
+    await held(run)
+
+    await run.stop()
+
+    state = await run.wait_for({Phase.COMPLETED, Phase.FAILED}, TIMEOUT)
+    assert state.phase in (Phase.COMPLETED, Phase.FAILED)
+    assert agent.model.requests == []
+
+
+async def test_a_remembered_allow_lets_the_guardrail_s_later_hits_through(agent: Agent) -> None:
+    agent.model.add(say("Noted."), say("Noted again."))
+    run = await agent.start("the secret is 42", guardrails=[SECRETS])
+    await held(run)
+    await run.decide(remember="run")
+
+    state = await run.send("another secret: 43")
+
+    assert state.waiting_for is WaitingFor.INPUT
+    assert "another secret: 43" in sent_to_model(agent)
+
+
+async def test_tarry_list_waiting_for_guardrail_finds_the_run(agent: Agent) -> None:
+    run = await agent.start("the secret is 42", guardrails=[SECRETS])
+    await held(run)
+    await until_listed(agent.tarry.client, "TarryWaitingFor = 'guardrail'", run.id)
+
+    out = await Cli.of(agent).ok("list", "--waiting-for", "guardrail", "--limit", "1000", "--json")
+
+    rows = {row["run_id"]: row for row in json.loads(out)}
+    assert rows[run.id]["waiting_for"] == "guardrail"
+
+
+async def test_a_worker_restart_while_a_text_waits_changes_nothing(agent: Agent) -> None:
+    agent.model.add(say("Noted."))
+    run = await agent.start("the secret is 42", guardrails=[SECRETS])
+    before = await held(run)
+
+    await agent.restart_worker()
+
+    after = await run.state()
+    assert (after.waiting_for, after.pending_approvals) == (
+        WaitingFor.GUARDRAIL,
+        before.pending_approvals,
+    )
+    state = await run.decide(arguments={"text": "the number is withheld"})
+    assert state.last_assistant_text == "Noted."
+    assert "the number is withheld" in sent_to_model(agent)
