@@ -49,6 +49,7 @@ from tarry.contracts.names import principal_problem
 
 __all__ = [
     "GUARDRAILS_ACTIVITY",
+    "HELD",
     "OUTPUT_RETRIES",
     "TEXT_SCHEMA",
     "GuardCheck",
@@ -62,6 +63,7 @@ __all__ = [
     "GuardrailMatch",
     "PiiKind",
     "asked_text",
+    "held_line",
 ]
 
 OUTPUT_RETRIES = 2
@@ -90,6 +92,14 @@ class GuardPoint(StrEnum):
     """The model's answer, before anyone sees it and before any of its calls is gated or
     run: its words are not streamed to observers while a run has one (the answer comes
     whole, once checked)."""
+
+
+HELD: dict[GuardPoint, str] = {
+    GuardPoint.INPUT: "a person's message",
+    GuardPoint.TOOL_RESULT: "a tool's result",
+    GuardPoint.OUTPUT: "the model's answer",
+}
+"""What a guardrail that asks holds, by where it looks: how the doors name it."""
 
 
 class GuardCheck(StrEnum):
@@ -268,6 +278,14 @@ class GuardrailHit(BaseModel):
     def waits(self) -> bool:
         """An `ask` nobody has decided yet: the run waits for a person."""
         return self.verdict is GuardVerdict.ASK and self.decision is None
+
+
+def held_line(pending_tool: str, hit: GuardrailHit) -> str:
+    """`guardrail 'no-secrets' holds a person's message: why`: a text a guardrail asks
+    about, in a line, for every door that lists decisions."""
+    what = HELD[hit.on] if hit.on is not None else "a text"
+    why = f": {hit.reason}" if hit.reason else ""
+    return f"guardrail {pending_tool!r} holds {what}{why}"
 
 
 def asked_text(arguments: str) -> str:

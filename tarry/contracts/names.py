@@ -14,6 +14,7 @@ __all__ = [
     "CATALOGUE_CHECK_ACTIVITY",
     "CATALOGUE_CHECK_WORKFLOW",
     "COST_ATTRIBUTE",
+    "DECIDED_WAITS",
     "DEFAULT_TASK_QUEUE",
     "FINISH_TOOL",
     "INTERRUPTED_NOTE",
@@ -142,6 +143,11 @@ class WaitingFor(StrEnum):
     GUARDRAIL = "guardrail"
     """A guardrail whose verdict is `ask` flagged a text: one of its approvers allows it,
     edits it or blocks it (`decide`, as on a tool call; `pending_approvals` holds it)."""
+
+
+DECIDED_WAITS = frozenset({WaitingFor.APPROVAL, WaitingFor.GUARDRAIL})
+"""The waits a decision on `RunState.pending_approvals` ends (`decide`): a tool call's,
+and a text a guardrail holds."""
 
 
 class Need(StrEnum):
