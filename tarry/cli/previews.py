@@ -50,8 +50,8 @@ def block_text(block: PreviewBlock) -> Text:
 
 
 def flagged_text(text: str, hit: GuardrailHit) -> Text:
-    """A text a guardrail holds, line by line under a bar, each match marked where the
-    guardrail found it."""
+    """A text a guardrail holds, line by line under a bar, each match marked (`⟦...⟧`)
+    where the guardrail found it."""
     shown, start = Text(), 0
     matches = sorted(hit.matches, key=lambda m: m.start)
     for number, line in enumerate(text.split("\n")):
@@ -61,7 +61,8 @@ def flagged_text(text: str, hit: GuardrailHit) -> Text:
             first, last = max(match.start, at), min(match.end, end)
             if first < last:
                 shown.append(_shown(text[at:first]))
-                shown.append(_shown(text[first:last]), style="bold reverse red")
+                marked = f"⟦{_shown(text[first:last])}⟧"  # marked in a pipe and over MCP too
+                shown.append(marked, style="bold reverse red")
                 at = last
         shown.append(_shown(text[at:end]))
         start = end + 1
