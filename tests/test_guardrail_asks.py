@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,11 +16,12 @@ from tarry.client import RunHandle
 from tarry.contracts import ApprovalDefault, ErrorCode, Phase, RunState, WaitingFor
 from tarry.contracts.guardrails import GuardPoint, GuardVerdict, asked_text
 from tarry.core.errors import TarryError
-from tarry.testing.scripted_model import call, say
+from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.cli import Cli, until_listed
 from tests.conftest import Agent, tool_result
 from tests.deadline import TIMEOUT
 from tests.test_guardrails import sent_to_model
+from tests.test_mcp_server import mcp_client
 from tests.test_sub_agents import until
 
 WAITING = {Phase.WAITING_USER}
@@ -278,3 +280,65 @@ async def test_a_worker_restart_while_a_text_waits_changes_nothing(agent: Agent)
     state = await run.decide(arguments={"text": "the number is withheld"})
     assert state.last_assistant_text == "Noted."
     assert "the number is withheld" in sent_to_model(agent)
+
+
+# --- who decides, and what a decision naming no call decides ------------------------------
+
+
+async def held_for_alice(agent: Agent) -> RunHandle:
+    run = await agent.start("the secret is 42", guardrails=[{**SECRETS, "approvers": ["alice"]}])
+    await held(run)
+    return run
+
+
+async def test_tarry_approve_by_someone_outside_its_approvers_is_one_error_line(
+    agent: Agent,
+) -> None:
+    run = await held_for_alice(agent)
+    mallory = Cli(Cli.of(agent).env | {"TARRY_USER": "mallory"}, agent)
+
+    result = await mallory("approve", run.id)
+
+    result.assert_one_error_line(
+        "error: APPROVAL_NOT_ALLOWED: mallory may not decide guardrail ask-secrets's"
+    )
+    assert (await run.state()).waiting_for is WaitingFor.GUARDRAIL
+
+
+async def test_an_mcp_decision_by_someone_outside_its_approvers_is_approval_not_allowed(
+    agent: Agent, payload_store: Path
+) -> None:
+    run = await held_for_alice(agent)
+
+    async with mcp_client(agent, payload_store, env={"TARRY_USER": "mallory"}) as client:
+        result = await client.call_tool("decide", {"run_id": run.id, "approved": True})
+
+    assert result.structured_content is not None
+    assert result.structured_content["code"] == ErrorCode.APPROVAL_NOT_ALLOWED
+    assert (await run.state()).waiting_for is WaitingFor.GUARDRAIL
+
+
+async def test_a_decision_naming_no_call_decides_the_calls_and_leaves_a_held_text(
+    agent: Agent,
+) -> None:
+    workspace = agent.workspace_root / "ask-and-gate"
+    workspace.mkdir(parents=True)
+    (workspace / "notes.md").write_text("the secret is 42")
+    read = ScriptedToolCall(name="read_file", arguments={"path": "notes.md"}, id="r1")
+    write = ScriptedToolCall(name="write_file", arguments={"path": "a.md", "content": "A"}, id="w1")
+    agent.model.add(calls(read, write), say("Done."))
+    run = await agent.start(
+        "read notes.md, then write a.md",
+        run_id="ask-and-gate",
+        guardrails=[rail(GuardPoint.TOOL_RESULT)],
+        require_approval=["write_file"],
+    )
+    state = await until(run, lambda s: len(s.pending_approvals) == 2)
+    assert state.waiting_for is WaitingFor.GUARDRAIL  # the held text is asked about first
+
+    state = await run.decide()  # `tarry approve --all`
+
+    assert [p.call_id for p in state.pending_approvals] == ["guardrail-1"]
+    assert state.waiting_for is WaitingFor.GUARDRAIL
+    await until(run, lambda _: (workspace / "a.md").exists())  # the approved call ran
+    assert (await run.state()).waiting_for is WaitingFor.GUARDRAIL

@@ -17,6 +17,7 @@ from tests.conftest import Agent
 from tests.deadline import deadline
 from tests.http_api import Access, Api
 from tests.test_cli_approvals import until_state
+from tests.test_guardrail_asks import SECRETS
 from tests.test_http_api import WRITE, error_of, gated, until_stopped
 
 ALICE = "alice-token-0123456789"
@@ -123,6 +124,24 @@ async def test_a_decision_by_someone_outside_the_approvers_is_403_and_decides_no
     assert [p.call_id for p in state.pending_approvals] == ["w1"]
     assert "decide" not in [name for name, _ in await sent_in_history(api.agent, run_id)]
     assert not (api.agent.workspace_root / run_id / "plan.md").exists()
+
+
+async def test_a_decision_on_a_held_text_by_someone_outside_its_approvers_is_403(
+    api: Api,
+) -> None:
+    api.agent.model.add(say("Noted."))
+    run_id = await api.start("the secret is 42", guardrails=[{**SECRETS, "approvers": ["bob"]}])
+    assert (await until_stopped(api, run_id))["waiting_for"] == WaitingFor.GUARDRAIL
+
+    refused = await api.http.post(f"/v1/runs/{run_id}/approvals", json={"approved": True})
+    edit = {"approved": True, "arguments": {"text": "the number is withheld"}}
+    decided = await api.http.post(f"/v1/runs/{run_id}/approvals", json=edit, headers=as_(BOB))
+
+    assert error_of(refused) == (403, ErrorCode.APPROVAL_NOT_ALLOWED)
+    assert decided.status_code == 200, decided.text
+    [reply] = [m for m in await transcript(api, run_id) if m["role"] == "user"]
+    assert reply["content"] == "the number is withheld"
+    assert reply["guardrails"][0]["decision"] == {"allowed": True, "edited": True, "by": "bob"}
 
 
 async def test_a_group_among_the_approvers_lets_its_members_decide(api: Api) -> None:
