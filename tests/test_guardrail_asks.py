@@ -22,6 +22,7 @@ from tests.conftest import Agent, tool_result
 from tests.deadline import TIMEOUT
 from tests.test_guardrails import sent_to_model
 from tests.test_mcp_server import mcp_client
+from tests.test_notifications import Receiver, listening, notifying
 from tests.test_sub_agents import until
 
 WAITING = {Phase.WAITING_USER}
@@ -342,3 +343,20 @@ async def test_a_decision_naming_no_call_decides_the_calls_and_leaves_a_held_tex
     assert state.waiting_for is WaitingFor.GUARDRAIL
     await until(run, lambda _: (workspace / "a.md").exists())  # the approved call ran
     assert (await run.state()).waiting_for is WaitingFor.GUARDRAIL
+
+
+async def test_a_held_text_notifies_as_an_approval_naming_its_guardrail(
+    agent_factory: Any, tmp_path: Path
+) -> None:
+    async with listening(Receiver()) as receiver:
+        agent = await notifying(agent_factory, tmp_path, receiver, ["waiting_for_approval"])
+        await agent.start("the secret is 42", guardrails=[SECRETS])
+
+        await receiver.until_taken(1)
+
+    [sent] = [t.json for t in receiver.delivered]
+    assert (sent["event"], sent["waiting_for"]) == ("waiting_for_approval", "guardrail")
+    assert sent["summary"] == (
+        "guardrail 'ask-secrets' holds a person's message: secrets need a person's eye"
+    )
+    assert [p["guardrail"]["guardrail"] for p in sent["pending_approvals"]] == ["ask-secrets"]
