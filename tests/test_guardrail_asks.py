@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tarry.client import RunHandle
-from tarry.contracts import ApprovalDefault, ErrorCode, Phase, RunState, WaitingFor
+from tarry.contracts import Act, ApprovalDefault, ErrorCode, Phase, RunState, WaitingFor
 from tarry.contracts.guardrails import GuardPoint, GuardVerdict, asked_text
 from tarry.core.errors import TarryError
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
@@ -120,6 +120,21 @@ async def test_an_edit_that_is_not_a_text_is_refused_and_the_text_still_waits(
 
     assert refused.value.code is ErrorCode.APPROVAL_INVALID_ARGUMENTS
     assert (await run.state()).waiting_for is WaitingFor.GUARDRAIL
+
+
+async def test_the_audit_trail_says_a_reply_was_held_and_who_edited_it(agent: Agent) -> None:
+    agent.model.add(say("Noted."))
+    run = await agent.start("the secret is 42", guardrails=[SECRETS])
+    await held(run)
+    await run.decide(arguments={"text": "the number is withheld"})
+
+    trail = await agent.tarry.audit(run=run.id)
+
+    [record] = [r for r in trail.records if r.act is Act.GUARDRAIL]
+    assert record.what == (
+        f"held {run.caller.user}'s message 0 (deny): secrets need a person's eye;"
+        f" edited by {run.caller.user}"
+    )
 
 
 # --- output: the model's answer --------------------------------------------------------

@@ -190,6 +190,23 @@ async def test_the_decidable_list_holds_the_runs_with_a_call_the_caller_may_deci
     assert await listed(as_(BOB)) == {bobs}
 
 
+async def test_the_decidable_list_holds_a_run_whose_held_text_the_caller_may_decide(
+    api: Api,
+) -> None:
+    run_id = await api.start("the secret is 42", guardrails=[{**SECRETS, "approvers": ["bob"]}])
+    assert (await until_stopped(api, run_id))["waiting_for"] == WaitingFor.GUARDRAIL
+
+    async def listed(headers: dict[str, str]) -> bool:
+        response = await api.http.get("/v1/runs?decidable=true&limit=100", headers=headers)
+        assert response.status_code == 200, response.text
+        return run_id in {run["id"] for run in response.json()["runs"]}
+
+    async with asyncio.timeout(deadline(30)):  # visibility lists a new run a moment later
+        while not await listed(as_(BOB)):
+            await asyncio.sleep(0.2)
+    assert not await listed({})  # alice is none of its approvers
+
+
 @pytest.mark.parametrize("query", ["phase=Completed", "waiting_for=input"])
 async def test_the_decidable_list_with_a_filter_it_contradicts_is_422(api: Api, query: str) -> None:
     response = await api.http.get(f"/v1/runs?decidable=true&{query}")

@@ -130,6 +130,9 @@ class WaitingFor(StrEnum):
 
     INPUT = "input"
     APPROVAL = "approval"
+    GUARDRAIL = "guardrail"
+    """A guardrail whose verdict is `ask` flagged a text: one of its approvers allows it,
+    edits it or blocks it (`decide`, as on a tool call; `pending_approvals` holds it)."""
     BUDGET = "budget"
     """The run spent its budget: `raise_budget` lets it go on."""
     MODEL = "model"
@@ -140,9 +143,6 @@ class WaitingFor(StrEnum):
     answering that run lets this one go on."""
     PAUSED = "paused"
     """A person paused the run (`paused_by` names them): a reply lets it go on."""
-    GUARDRAIL = "guardrail"
-    """A guardrail whose verdict is `ask` flagged a text: one of its approvers allows it,
-    edits it or blocks it (`decide`, as on a tool call; `pending_approvals` holds it)."""
 
 
 DECIDED_WAITS = frozenset({WaitingFor.APPROVAL, WaitingFor.GUARDRAIL})
