@@ -12,9 +12,24 @@ from typing import Any
 
 import pytest
 
+from tarry.cli.render import state_text
 from tarry.client import RunHandle
-from tarry.contracts import Act, ApprovalDefault, ErrorCode, Phase, RunState, WaitingFor
-from tarry.contracts.guardrails import GuardPoint, GuardVerdict, asked_text
+from tarry.contracts import (
+    Act,
+    ApprovalDefault,
+    ErrorCode,
+    PendingApproval,
+    Phase,
+    RunState,
+    WaitingFor,
+)
+from tarry.contracts.guardrails import (
+    GuardPoint,
+    GuardrailHit,
+    GuardrailMatch,
+    GuardVerdict,
+    asked_text,
+)
 from tarry.core.errors import TarryError
 from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.cli import Cli, until_listed
@@ -375,3 +390,47 @@ async def test_a_held_text_notifies_as_an_approval_naming_its_guardrail(
         "guardrail 'ask-secrets' holds a person's message: secrets need a person's eye"
     )
     assert [p["guardrail"]["guardrail"] for p in sent["pending_approvals"]] == ["ask-secrets"]
+
+
+# --- how the CLI shows it ----------------------------------------------------------------
+
+
+def test_tarry_status_shows_a_held_text_with_its_guardrail_and_its_matches_marked() -> None:
+    hit = GuardrailHit(
+        guardrail="ask-secrets",
+        verdict=GuardVerdict.ASK,
+        reason="secrets need a person's eye",
+        matches=[GuardrailMatch(kind="deny", start=4, end=10)],
+        on=GuardPoint.INPUT,
+    )
+    pending = PendingApproval(
+        call_id="guardrail-1",
+        tool="ask-secrets",
+        arguments=json.dumps({"text": "the secret is 42"}),
+        approvers=["alice"],
+        guardrail=hit,
+    )
+    state = RunState(
+        phase=Phase.WAITING_USER, waiting_for=WaitingFor.GUARDRAIL, pending_approvals=[pending]
+    )
+
+    shown = state_text("run-1", state).plain.splitlines()
+
+    assert "waiting for  guardrail" in shown
+    assert shown[shown.index("guardrail-1:") + 1] == "    │ the ⟦secret⟧ is 42"
+    assert (
+        "approvals    guardrail 'ask-secrets' holds a person's message: secrets need a"
+        " person's eye [guardrail-1] · approvers alice"
+    ) in shown
+
+
+async def test_tarry_start_names_an_asking_guardrail_s_approvers_after_ask(agent: Agent) -> None:
+    run = await Cli.of(agent).start(
+        "the secret is 42", "--guardrail", "input:pattern:ask=alice,ops:secret"
+    )
+
+    state = await held(run)
+
+    assert [(p.tool, p.approvers) for p in state.pending_approvals] == [
+        ("input-pattern", ["alice", "ops"])
+    ]
