@@ -30,6 +30,7 @@ from tarry.contracts.events import EventKind, RunEvent
 from tarry.contracts.guardrails import (
     GUARDRAILS_ACTIVITY,
     OUTPUT_RETRIES,
+    WITHHELD_NOTE,
     Guarded,
     GuardPoint,
     Guardrail,
@@ -106,7 +107,7 @@ def _withhold(run: RunScope, blocked: GuardrailHit) -> ErrorInfo | None:
     that makes the run wait for a person (`retry`, or a reply), as a failing model does."""
     guards = run.memory.guards
     guards.output_blocks += 1
-    note = f"Your answer was {_withheld(blocked)[1:-1]}. Answer again without what it objects to."
+    note = f"{WITHHELD_NOTE} {_why(blocked)}. Answer again without what it objects to."
     run.memory.conversation.transcript.append(
         ChatMessage(role="system", content=note, guardrails=[blocked])
     )
@@ -166,8 +167,12 @@ def _apply(message: ChatMessage, guarded: Guarded) -> None:
 
 def _withheld(hit: GuardrailHit) -> str:
     """What the model reads in place of a blocked text."""
-    why = f": {hit.reason}" if hit.reason else ""
-    return f"[withheld by guardrail {hit.guardrail!r}{why}]"
+    return f"[withheld by guardrail {_why(hit)}]"
+
+
+def _why(hit: GuardrailHit) -> str:
+    """The guardrail's name and reason, as the model reads why it withheld a text."""
+    return f"{hit.guardrail!r}: {hit.reason}" if hit.reason else repr(hit.guardrail)
 
 
 async def _check(text: str, rails: list[Guardrail]) -> Guarded:

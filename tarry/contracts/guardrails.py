@@ -44,6 +44,7 @@ from tarry.contracts.approval_rules import Regex
 __all__ = [
     "GUARDRAILS_ACTIVITY",
     "OUTPUT_RETRIES",
+    "WITHHELD_NOTE",
     "GuardCheck",
     "GuardPoint",
     "GuardRequest",
@@ -58,6 +59,9 @@ __all__ = [
 OUTPUT_RETRIES = 2
 """How often in a row the model is asked again after an output guardrail blocked its
 answer, before the run waits for a person."""
+WITHHELD_NOTE = "Your answer was withheld by guardrail"
+"""How the note starts that tells the model an output guardrail withheld its answer: the
+run's own system message, which the scripted model (`ScriptStep.if_withheld`) knows."""
 GUARDRAILS_ACTIVITY = "check_guardrails"
 """The activity that checks a text against guardrails (`activities.guardrail_checks`)."""
 
