@@ -192,8 +192,13 @@ class RunHandle:
     async def set_model(self, profile: str) -> RunState:
         """Switches the run's next model calls to the worker's profile `profile` (the
         `set_model` update); the state at once. A run waiting for a failing model goes
-        on with `retry` or a reply."""
-        switch = ModelSwitch(profile=profile, by=self.caller.user, door=self.caller.door)
+        on with `retry` or a reply. The run refuses a profile outside the caller's limits
+        (`MODEL_NOT_ALLOWED`), whose globs the switch carries."""
+        limits = self.caller.limits
+        models = None if limits is None or limits.models is None else list(limits.models)
+        switch = ModelSwitch(
+            profile=profile, by=self.caller.user, door=self.caller.door, models=models
+        )
         return await self._delivery.update("set_model", switch)
 
     async def set_reply_policy(self, policy: ReplyPolicy) -> RunState:
