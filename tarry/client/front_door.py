@@ -35,7 +35,13 @@ from tarry.client.schedules import (
     is_tarrys,
     temporal_schedule,
 )
-from tarry.client.starting import checked_id, start_run, start_with_message, started_by
+from tarry.client.starting import (
+    admitted,
+    checked_id,
+    start_run,
+    start_with_message,
+    started_by,
+)
 from tarry.config.settings import TarrySettings
 from tarry.contracts import (
     DEFAULT_TASK_QUEUE,
@@ -164,12 +170,15 @@ class Tarry:
         `SCHEDULE_INVALID` for a name outside the run id rule or a timing Temporal cannot
         read, `SCHEDULE_EXISTS` for the name of a schedule there is. The tools and model
         profile `input` names are checked by each run when it starts (`TOOL_NOT_FOUND`,
-        `LLM_UNKNOWN_PROFILE` end it), since no worker is asked now."""
+        `LLM_UNKNOWN_PROFILE` end it), since no worker is asked now; the profile and budget
+        against the caller's limits now (`MODEL_NOT_ALLOWED`, `BUDGET_NOT_ALLOWED`)."""
         if isinstance(input, str):
             input = RunInput(prompt=input)
         # Its runs are started by the schedule, through its door: the person who created
         # it owns them, and its creation is their act in the trail.
         input = input.model_copy(update={"started_by": f"schedule {name}", "door": Door.SCHEDULE})
+        # Checked now, against its creator's limits: each run it starts is theirs.
+        input = admitted(self.caller, input)
         schedule = ScheduleHandle(self.client, checked_name(name), self.caller)
         try:
             timing = Timing(cron=cron, every=every, time_zone=time_zone)
