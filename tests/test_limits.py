@@ -140,6 +140,17 @@ async def test_a_start_asking_for_more_than_max_run_budget_is_403_budget_not_all
     assert await absent(api, "run-limits-budget")
 
 
+async def test_a_raise_past_max_run_budget_is_403_and_leaves_the_budget_as_it_was(
+    api: Api,
+) -> None:
+    run_id = await api.start(model="cheap")
+
+    response = await api.http.post(f"/v1/runs/{run_id}/budget", json={"max_total_tokens": 9000})
+
+    assert error_of(response) == (403, ErrorCode.BUDGET_NOT_ALLOWED)
+    assert (await api.state(run_id)).budget == Budget(max_total_tokens=5000)
+
+
 async def test_a_budget_within_max_run_budget_keeps_its_own_limits_and_gets_the_rest(
     api: Api,
 ) -> None:

@@ -170,7 +170,8 @@ class RunHandle:
         """Replaces the budget limits given (the `raise_budget` update). A run paused on
         its budget goes on, and the answer is the state at its next stop point; otherwise
         the state at once. `BUDGET_INVALID` when none is given or one is not above what
-        the run has spent."""
+        the run has spent; `BUDGET_NOT_ALLOWED` for one above the caller's
+        `max_run_budget` (`[limits]`), whoever's the run is."""
         try:
             raised = BudgetRaise(
                 max_total_tokens=max_total_tokens,
@@ -181,6 +182,9 @@ class RunHandle:
         except ValidationError as e:
             reason = str(e.errors()[0]["msg"])
             raise TarryError(ErrorCode.BUDGET_INVALID, f"a budget limit {reason}") from None
+        limits = self.caller.limits
+        if limits and (problem := limits.budget_problem(raised, "the raise asks for a budget")):
+            raise problem
         return await self._delivery.update("raise_budget", raised)
 
     async def retry(self) -> RunState:

@@ -98,25 +98,32 @@ class Limits:
         """The budget of a run that asks for `asked`: each limit it leaves out is
         `max_run_budget`'s; 403 `BUDGET_NOT_ALLOWED` for one above it."""
         given = asked or Budget()
-        over = [
-            f"{name} {value:g} (at most {most:g})"
-            for name, value, most in (
-                ("max_total_tokens", given.max_total_tokens, self.max_run_tokens),
-                ("max_cost_usd", given.max_cost_usd, self.max_run_cost_usd),
-            )
-            if value is not None and most is not None and value > most
-        ]
-        if over:
-            raise TarryError(
-                ErrorCode.BUDGET_NOT_ALLOWED,
-                f"the run asks for a budget over your max_run_budget: {', '.join(over)};"
-                " ask for less, or for none to have the most",
-            )
+        if problem := self.budget_problem(given, "the run asks for a budget"):
+            raise problem
         filled = Budget(
             max_total_tokens=given.max_total_tokens or self.max_run_tokens,
             max_cost_usd=given.max_cost_usd or self.max_run_cost_usd,
         )
         return None if filled == Budget() else filled
+
+    def budget_problem(self, asked: Budget, what: str) -> TarryError | None:
+        """403 `BUDGET_NOT_ALLOWED` when a limit of `asked` (which `what` names: a start's
+        budget, a raise) is above `max_run_budget`'s."""
+        over = [
+            f"{name} {value:g} (at most {most:g})"
+            for name, value, most in (
+                ("max_total_tokens", asked.max_total_tokens, self.max_run_tokens),
+                ("max_cost_usd", asked.max_cost_usd, self.max_run_cost_usd),
+            )
+            if value is not None and most is not None and value > most
+        ]
+        if not over:
+            return None
+        return TarryError(
+            ErrorCode.BUDGET_NOT_ALLOWED,
+            f"{what} over your max_run_budget: {', '.join(over)}; ask for at most that, or"
+            " ask an admin to raise your [limits] entry",
+        )
 
 
 TABLE_SETTINGS = ("time_zone", "at_max_concurrent_runs")
