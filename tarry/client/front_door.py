@@ -135,7 +135,10 @@ class Tarry:
         (`tools`, `require_approval`) is refused with `TOOL_NOT_FOUND` when the worker
         has no tool of one of those names, and one that names a model profile with
         `LLM_UNKNOWN_PROFILE` when the worker has no such profile; with no worker to ask,
-        the run refuses them itself once one takes it. `memo` adds to the run's memo (which
+        the run refuses them itself once one takes it. A caller with limits (`[limits]`) is
+        refused a profile outside them (`MODEL_NOT_ALLOWED`, the `default` one when the
+        input names none) and a budget over theirs (`BUDGET_NOT_ALLOWED`), and a run that
+        names no budget gets the most they may have. `memo` adds to the run's memo (which
         `resume` keeps): what a caller needs to know of the request that started it.
         `start_key` is a digest of the request's idempotency key, kept as the search
         attribute `TarryStartKey` so that any process finds the run a key started."""

@@ -15,7 +15,7 @@ starts (`model_problem`, `admitted_budget`), and a `set_model` carries the calle
 globs to the run, whose update validator refuses the switch (`workflows.waits.model`),
 so a run already going is checked where the switch happens. A caller with no limits (no
 `[limits]` in the config, a program with its own `Caller`, Temporal itself) is refused
-nothing. Pure: a workflow imports `allows`.
+nothing. Pure: a workflow refuses a switch with `Limits.model_problem`.
 """
 
 from __future__ import annotations
