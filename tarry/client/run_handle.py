@@ -171,7 +171,7 @@ class RunHandle:
         its budget goes on, and the answer is the state at its next stop point; otherwise
         the state at once. `BUDGET_INVALID` when none is given or one is not above what
         the run has spent; `BUDGET_NOT_ALLOWED` for one above the caller's
-        `max_run_budget` (`[limits]`), whoever's the run is."""
+        `max_run_budget` (`[limits]`), whoever's run it is."""
         try:
             raised = BudgetRaise(
                 max_total_tokens=max_total_tokens,
