@@ -19,6 +19,7 @@ import difflib
 import ipaddress
 import tomllib
 import types
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin
 
@@ -38,6 +39,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from temporalio.converter import StorageDriver
 
+from tarry.config.limits import LimitsTable
 from tarry.config.tables import (
     MIN_API_TOKEN_LENGTH,
     PROFILE_DEFAULTS,
@@ -119,6 +121,9 @@ class ConfigFile(BaseModel):
     guardrail: list[Guardrail] = []
     """`[[guardrail]]` entries: guardrails every run the worker serves applies before
     its own (`RunInput.guardrails`), which no run can turn off."""
+    limits: LimitsTable | None = None
+    """`[limits]`: what each person may use and spend (`tarry.config.limits`); none:
+    nothing is limited."""
 
     @classmethod
     def read(cls, path: Path) -> ConfigFile:
@@ -438,10 +443,13 @@ class TarrySettings(BaseSettings):
         named += list(self._file.api.users.items())
         return [(self.caller(user), token) for user, token in named]
 
-    def caller(self, user: str) -> Caller:
-        """`user` with the groups `[api.groups]` puts them in."""
-        groups = self._file.api.groups.items()
-        return Caller(user, tuple(group for group, users in groups if user in users))
+    def caller(self, user: str, groups: Sequence[str] = ()) -> Caller:
+        """`user` in `groups` (those their sign-in names) and those `[api.groups]` puts
+        them in, with the limits `[limits]` gives them there (None without `[limits]`)."""
+        configured = (group for group, users in self._file.api.groups.items() if user in users)
+        every = tuple(dict.fromkeys([*(g for g in groups if g), *configured]))
+        limits = self._file.limits
+        return Caller(user, every, limits=None if limits is None else limits.of(user, every))
 
     def policy(self) -> Policy:
         """Who may use which runs through the API (`tarry.core.ownership`): `[api] visibility`

@@ -71,6 +71,10 @@ class CatalogueRequest(BaseModel):
     from before `Catalogue`): the answer is the bare list of tools."""
     agents: list[str] = Field(default=[], exclude_if=when_empty)
     """The sub-agents the run may delegate to (`RunInput.agents`)."""
+    models: list[str] | None = Field(default=None, exclude_if=when_none)
+    """The model profiles (globs) the person starting the run may use (`[limits]`): a
+    sub-agent on another is refused, `MODEL_NOT_ALLOWED`. Null: any (a run's own
+    request, which the client checked before it started)."""
 
     @classmethod
     def of(cls, input: RunInput) -> CatalogueRequest:

@@ -282,6 +282,13 @@ class ErrorCode(StrEnum):
     raised."""
     BUDGET_INVALID = "BUDGET_INVALID"
     """`raise_budget` with no limit, or one not above what the run has spent: nothing changes."""
+    BUDGET_NOT_ALLOWED = "BUDGET_NOT_ALLOWED"
+    """A start asking for a budget over the caller's `max_run_budget` (`[limits]`):
+    nothing starts; ask for less, or for none (the run then has the most)."""
+    MODEL_NOT_ALLOWED = "MODEL_NOT_ALLOWED"
+    """A start, a schedule, a fork, an eval, a sub-agent or a `set_model` naming a model
+    profile outside the caller's `models` (`[limits]`): nothing starts or changes. A run
+    that names no profile uses `default`, which counts too."""
     OUTPUT_INVALID = "OUTPUT_INVALID"
     """A task run's final answer does not fit `output_schema`, again after one repair: the run
     fails."""
