@@ -145,8 +145,13 @@ def _search(pattern: str, text: str, kind: str) -> list[GuardrailMatch]:
 
 
 def _word(word: str) -> str:
-    """A deny word as a pattern: whole, in any case."""
-    return rf"(?i)(?:^|\b){re.escape(word)}(?:\b|$)"
+    r"""A deny word as a pattern: whole, in any case. A word boundary is asked for only at
+    an end that is a word character: after `c++` or before `.net` there is none to find
+    (`\b` lies between a word character and another), and the punctuation is its edge.
+    RE2 decides what a word character is, as it does for `\b` (ASCII's)."""
+    start = r"\b" if re2.match(r"\w", word[:1]) else ""
+    end = r"\b" if re2.match(r"\w", word[-1:]) else ""
+    return rf"(?i){start}{re.escape(word)}{end}"
 
 
 def _without_overlaps(found: list[GuardrailMatch]) -> list[GuardrailMatch]:
