@@ -18,7 +18,7 @@ import re2
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import metrics
+from activities import metrics, traces
 from activities.guardrail_judge import judged
 from activities.guardrail_moderation import moderated
 from tarry.config.settings import ModelProfile
@@ -58,7 +58,9 @@ class GuardrailChecks:
     @activity.defn(name=GUARDRAILS_ACTIVITY)
     async def check_guardrails(self, request: GuardRequest) -> Guarded:
         """The text as `request.guardrails` let it through, and their hits."""
-        guarded = await self.guard(request.text, request.guardrails)
+        with traces.guardrail(request) as span:
+            guarded = await self.guard(request.text, request.guardrails)
+            traces.guarded(span, guarded)
         metrics.guardrails_hit(guarded.hits)
         return guarded
 

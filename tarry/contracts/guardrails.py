@@ -254,3 +254,10 @@ class Guarded(BaseModel):
     @property
     def blocked(self) -> GuardrailHit | None:
         return next((h for h in self.hits if h.verdict is GuardVerdict.BLOCK), None)
+
+    @property
+    def verdict(self) -> str:
+        """What the guardrails did to the text, in a word: `allow` when none hit, else
+        the last hit's verdict (a block or an ask is the last), as the timeline's and the
+        trace's `guardrail` spans say it."""
+        return self.hits[-1].verdict.value if self.hits else "allow"
