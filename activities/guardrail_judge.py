@@ -89,7 +89,7 @@ async def judged(
         return None
     return GuardrailHit(
         guardrail=guardrail.name,
-        verdict=guardrail.judges(GuardVerdict(judgement.verdict)),
+        verdict=guardrail.verdict_for(GuardVerdict(judgement.verdict)),
         reason=judgement.reason.strip()[:REASON_CHARS] or guardrail.reason,
         matches=[GuardrailMatch(kind="judge", start=0, end=len(text))],
     )

@@ -185,13 +185,12 @@ def guardrail(request: GuardRequest) -> AbstractContextManager[Span | None]:
     guardrail checks it because it may hold what must not be kept."""
     if _recorder is None:
         return nullcontext()
-    on = request.guardrails[0].on.value if request.guardrails else "text"
     attributes: Attributes = {
-        "tarry.guardrail.on": on,
+        "tarry.guardrail.on": request.point,
         "tarry.guardrail.names": [g.name for g in request.guardrails],
         **_common(),
     }
-    return _opened(_recorder, f"guardrail {on}", attributes)
+    return _opened(_recorder, f"guardrail {request.point}", attributes)
 
 
 def guarded(span: Span | None, result: Guarded) -> None:

@@ -204,8 +204,8 @@ class _Chain:
         payloads = event.activity_task_scheduled_event_attributes.input.payloads
         [request] = await self.converter.decode(payloads[:1], [GuardRequest])
         names = [g.name for g in request.guardrails]
-        on = request.guardrails[0].on.value if request.guardrails else "text"
-        return _Span(SpanKind.GUARDRAIL, f"{on}: {', '.join(names)}", at, guardrails=names)
+        name = f"{request.point}: {', '.join(names)}"
+        return _Span(SpanKind.GUARDRAIL, name, at, guardrails=names)
 
     async def _activity_ended(self, event: HistoryEvent, kind: str, at: datetime) -> None:
         attributes = getattr(event, kind)

@@ -90,7 +90,7 @@ class GuardCheck(StrEnum):
     JUDGE = "judge"
     """A model, the `profile`'s, reads the text against the guardrail's `rubric` and answers
     allow, block or ask, with a reason, as structured output: its answer is the hit's
-    verdict and reason, up to the guardrail's own `verdict` (`Guardrail.judges`)."""
+    verdict and reason, up to the guardrail's own `verdict` (`Guardrail.verdict_for`)."""
     PYTHON = "python"
     """The worker's function `function`, registered on its plugin as tools are
     (`TarryPlugin(guardrail_functions=...)`): it takes the text and returns its matches."""
@@ -206,7 +206,7 @@ class Guardrail(BaseModel):
             )
         return self
 
-    def judges(self, answer: GuardVerdict) -> GuardVerdict:
+    def verdict_for(self, answer: GuardVerdict) -> GuardVerdict:
         """What a hit does when this guardrail's judge answered `answer` (block or ask):
         the guardrail's own `verdict` is the most its judge may do, so under `ask` a
         person decides on every text the judge does not allow, its blocks too."""
@@ -241,6 +241,11 @@ class GuardRequest(BaseModel):
 
     text: str
     guardrails: list[Guardrail]
+
+    @property
+    def point(self) -> str:
+        """Where its guardrails look: one place, as the workflow checks each apart."""
+        return self.guardrails[0].on.value if self.guardrails else "text"
 
 
 class Guarded(BaseModel):
