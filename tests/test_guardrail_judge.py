@@ -74,6 +74,7 @@ async def test_a_judge_is_asked_with_its_rubric_and_a_schema_for_its_verdict(
     assert schema["properties"]["verdict"]["enum"] == ["allow", "block", "ask"]
     assert request.headers["Authorization"] == "Bearer sk-judge-1"
     assert "stream" not in request.body  # no observer sees a judge's words
+    assert "tools" not in request.body  # OpenAI refuses an empty list
 
 
 async def test_a_judge_that_allows_a_text_is_no_hit(model: ScriptedModel) -> None:
