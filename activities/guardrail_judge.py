@@ -75,16 +75,14 @@ async def judged(
         output_schema=JUDGEMENT_SCHEMA,
     )
     answer = (await answer_of(http, call)).message.content or ""
-    try:
-        judgement = Judgement.model_validate_json(answer)
-    except ValidationError:
+    if (judgement := _judgement(answer)) is None:
         # Not the answer itself: it may quote the text, and a failure's message is kept.
         raise error(
             ErrorCode.LLM_BAD_RESPONSE,
             f"the judge of guardrail {guardrail.name!r} (model {name!r}) answered"
             f" {len(answer)} characters that are no judgement: JSON with `verdict` (allow,"
             " block or ask) and `reason` was asked for",
-        ) from None
+        )
     if judgement.verdict == "allow":
         return None
     return GuardrailHit(
@@ -93,3 +91,13 @@ async def judged(
         reason=judgement.reason.strip()[:REASON_CHARS] or guardrail.reason,
         matches=[GuardrailMatch(kind="judge", start=0, end=len(text))],
     )
+
+
+def _judgement(answer: str) -> Judgement | None:
+    """The judgement an answer is, or holds: a model without structured output may put
+    the JSON in words or a code fence, from its first `{` to its last `}`."""
+    start, end = answer.find("{"), answer.rfind("}")
+    try:
+        return Judgement.model_validate_json(answer[start : end + 1]) if 0 <= start < end else None
+    except ValidationError:
+        return None

@@ -130,6 +130,16 @@ async def test_a_judge_without_a_reason_gives_the_guardrail_s(model: ScriptedMod
     assert guarded.blocked.reason == "no weapons here"
 
 
+async def test_a_judge_s_verdict_in_words_or_a_code_fence_counts(model: ScriptedModel) -> None:
+    fenced = '```json\n{"verdict": "block", "reason": "a weapon"}\n```'
+    model.add(say(f"Here is my judgement:\n{fenced}\nI hope it helps."))
+
+    guarded = await checked(model, WEAPON, JUDGE)
+
+    assert guarded.blocked is not None
+    assert guarded.blocked.reason == "a weapon"
+
+
 async def test_a_judge_s_answer_that_is_no_verdict_fails_the_check_without_the_text(
     model: ScriptedModel,
 ) -> None:
