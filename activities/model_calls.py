@@ -37,6 +37,11 @@ _ADAPTERS: dict[Provider, Callable[[httpx.AsyncClient, ModelCall], Awaitable[Llm
 }
 
 
+async def answer_of(http: httpx.AsyncClient, call: ModelCall) -> LlmResponse:
+    """`call`'s answer, from its profile's provider, in its dialect."""
+    return await _ADAPTERS[call.profile.provider](http, call)
+
+
 class ModelClient:
     """Holds the worker's model profiles, the stored conversations and one pooled HTTP
     client for all calls."""
@@ -106,7 +111,7 @@ class ModelClient:
             output_schema=request.output_schema,
         )
         with traces.chat(profile, request.turn, sent, request.system) as span:
-            answer = await _ADAPTERS[profile.provider](self._http, call)
+            answer = await answer_of(self._http, call)
             if profile.prices is not None:
                 answer.usage.cost_usd = profile.prices.cost_of(answer.usage)
             traces.answered(span, profile, answer)
