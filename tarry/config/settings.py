@@ -47,6 +47,7 @@ from tarry.config.tables import (
     ModelProfile,
     NotifyTarget,
     Prices,
+    fallback_problem,
     long_token,
     named_token,
     user_tokens,
@@ -119,6 +120,13 @@ class ConfigFile(BaseModel):
     guardrail: list[Guardrail] = []
     """`[[guardrail]]` entries: guardrails every run the worker serves applies before
     its own (`RunInput.guardrails`), which no run can turn off."""
+
+    @field_validator("profiles")
+    @classmethod
+    def _fallbacks_known(cls, profiles: dict[str, ModelProfile]) -> dict[str, ModelProfile]:
+        if problem := fallback_problem(profiles):
+            raise ValueError(problem)
+        return profiles
 
     @classmethod
     def read(cls, path: Path) -> ConfigFile:

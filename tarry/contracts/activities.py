@@ -154,6 +154,11 @@ class LlmRequest(BaseModel):
     hold_words: bool = Field(default=False, exclude_if=lambda v: not v)
     """Observers are not sent the answer's words as the model writes them: an output
     guardrail checks the answer first (`workflows.guardrails`)."""
+    fallback_of: str | None = Field(default=None, exclude_if=when_none)
+    """The run's own profile, when `profile` answers in its place (its `fallback`)."""
+    circuit: bool = Field(default=True, exclude_if=lambda v: v)
+    """Whether the worker may refuse the call at once while the profile's circuit is open
+    (`LLM_PROVIDER_DOWN`, `activities.circuits`); false once the run has no fallback left."""
 
 
 class LlmResponse(BaseModel):

@@ -94,6 +94,9 @@ class ChatMessage(BaseModel):
     guardrails: list[GuardrailHit] = Field(default=[], exclude_if=when_empty)
     """Transcript metadata: the guardrails that redacted or blocked this message's text
     (`content` is what they let through); not sent to the model."""
+    profile: str | None = Field(default=None, exclude_if=when_none)
+    """Transcript metadata on an answer: the profile that wrote it, when it was a fallback
+    of the run's own (`ModelProfile.fallback`); not sent to the model."""
 
     def for_model(self) -> dict[str, Any]:
         """The message as the provider takes it: no nulls, no Tarry metadata; an
@@ -101,7 +104,7 @@ class ChatMessage(BaseModel):
         message = self.model_dump(
             mode="json",
             exclude_none=True,
-            exclude={"decision", "interrupted", "blocks", "by", "guardrails"},
+            exclude={"decision", "interrupted", "blocks", "by", "guardrails", "profile"},
         )
         if self.interrupted:
             message["content"] = f"{self.content or ''} {INTERRUPTED_NOTE}".lstrip()
