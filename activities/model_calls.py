@@ -20,6 +20,7 @@ from activities import anthropic_messages, metrics, openai_chat, traces
 from activities.circuits import Circuits, provider_down
 from activities.context import ContextStore, estimate_tokens, fit_to_budget
 from activities.provider import ModelCall, error
+from activities.response_cache import ResponseCache
 from activities.sendable import sendable
 from activities.tool_calls import ToolHost
 from tarry.config.settings import ModelProfile
@@ -41,7 +42,8 @@ _ADAPTERS: dict[Provider, Callable[[httpx.AsyncClient, ModelCall], Awaitable[Llm
 
 class ModelClient:
     """Holds the worker's model profiles, the stored conversations, the profiles'
-    circuits (`activities.circuits`) and one pooled HTTP client for all calls."""
+    circuits (`activities.circuits`), the response cache and one pooled HTTP client for
+    all calls."""
 
     def __init__(
         self,
@@ -49,12 +51,14 @@ class ModelClient:
         tools: ToolHost,
         contexts: ContextStore,
         http: httpx.AsyncClient | None = None,
+        responses: ResponseCache | None = None,
     ) -> None:
         self._profiles = dict(profiles)
         self._tools = tools
         self._contexts = contexts
         self._http = http or httpx.AsyncClient()
         self._circuits = Circuits()
+        self._responses = responses
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -130,13 +134,19 @@ class ModelClient:
         return answer
 
     async def _ask(self, call: ModelCall, request: LlmRequest) -> LlmResponse:
-        """The provider's answer to `call`."""
-        profile = call.profile
+        """The provider's answer to `call`, or the response cache's where the profile
+        keeps one and the run is not private."""
+        profile, name = call.profile, call.name
+        cache = self._responses if profile.cache and not request.private else None
         with traces.chat(
             profile, request.turn, call.messages, request.system, request.fallback_of
         ) as span:
-            answer = await _ADAPTERS[profile.provider](self._http, call)
-            if profile.prices is not None:
-                answer.usage.cost_usd = profile.prices.cost_of(answer.usage)
+            answer = await cache.get(name, call) if cache else None
+            if answer is None:
+                answer = await _ADAPTERS[profile.provider](self._http, call)
+                if profile.prices is not None:
+                    answer.usage.cost_usd = profile.prices.cost_of(answer.usage)
+                if cache:
+                    await cache.put(name, call, answer)
             traces.answered(span, profile, answer)
         return answer

@@ -126,6 +126,7 @@ def answered(span: Span | None, profile: ModelProfile, answer: LlmResponse) -> N
         "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
         "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens,
         "tarry.cost_usd": usage.cost_usd,
+        "tarry.cached": answer.cached,
     }
     if answer.model:
         attributes["gen_ai.response.model"] = answer.model

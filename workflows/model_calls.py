@@ -26,7 +26,7 @@ from tarry.contracts import (
     Mode,
 )
 from tarry.contracts.compatibility import ASK_ON_MODEL_FAILURE
-from tarry.contracts.guardrails import GuardPoint
+from tarry.contracts.guardrails import GuardCheck, GuardPoint
 from workflows import guardrails
 from workflows.details import llm_summary
 from workflows.fallback import TurnFallback, is_down
@@ -126,6 +126,7 @@ def _request_for(memory: RunMemory, input: WorkflowInput, fallback: TurnFallback
         hold_words=any(g.on is GuardPoint.OUTPUT for g in run_guardrails),
         fallback_of=fallback.fallback_of(own),
         circuit=not fallback.exhausted,
+        private=input.sensitive or any(g.check is GuardCheck.PII for g in run_guardrails),
     )
     return request
 

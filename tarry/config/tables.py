@@ -127,6 +127,13 @@ class ModelProfile(Sampling):
     """Failed tries in a row (5xx, 429, a timeout) on one worker that open the circuit."""
     fallback_cooldown: float = Field(default=60.0, gt=0)
     """Seconds an open circuit sends calls to the fallback before this profile is tried again."""
+    cache: bool = False
+    """Answer a call identical to one answered before from the response cache, at no cost
+    (`activities.response_cache`); never for a sensitive run or one under a `pii` guardrail."""
+    cache_ttl: float = Field(default=3600.0, gt=0)
+    """Seconds a cached answer is used for."""
+    cache_entries: int = Field(default=1000, ge=1)
+    """Answers the cache keeps on each worker; the least recently used goes first."""
 
     @model_validator(mode="after")
     def _provider_defaults(self) -> ModelProfile:
