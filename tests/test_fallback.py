@@ -12,12 +12,15 @@ from typing import Any
 
 import pytest
 from pydantic import SecretStr
+from temporalio.client import Client
 
+from tarry.cli.processes import free_port
 from tarry.config.settings import ConfigFile, ModelProfile
 from tarry.contracts import Mode, Phase, SpanKind, WaitingFor
 from tarry.testing.scripted_model import ScriptedModel, fail, say
 from tests.conftest import CANARY_KEY, Agent
 from tests.deadline import TIMEOUT, deadline
+from tests.test_metrics import metered, samples, scrape
 
 COOL_DOWN = deadline(4)
 """Long enough for a second turn to begin within it, short enough to wait out."""
@@ -108,6 +111,29 @@ async def test_with_the_fallback_down_too_an_outage_leaves_the_run_waiting_for_i
 
     assert state.waiting_for is WaitingFor.MODEL
     assert len(backup.requests) == 3  # its own tries (`fallback_after`, 3 by default)
+
+
+async def test_the_metrics_label_the_fallbacks_answer_with_the_profile_it_stood_in_for(
+    temporal: Client, agent_factory: Any, backup: ScriptedModel
+) -> None:
+    port = free_port()
+    profile = ModelProfile(base_url=backup.base_url, model="backup", api_key=SecretStr(CANARY_KEY))
+    agent = await agent_factory(
+        client=await metered(temporal, port),
+        more_profiles={"backup": profile},
+        fallback=["backup"],
+        fallback_after=2,
+    )
+    agent.model.add(fail(503), fail(503))
+    backup.add(say("From the backup."))
+    await (await agent.start("hello", mode=Mode.TASK)).result()
+
+    text = await scrape(f"http://127.0.0.1:{port}/metrics", until='fallback_of="default"')
+
+    answered = {"profile": "backup", "fallback_of": "default", "outcome": "ok"}
+    assert samples(text, "tarry_model_calls_total", **answered) == [1]
+    down = {"profile": "default", "fallback_of": "", "outcome": "LLM_PROVIDER_DOWN"}
+    assert samples(text, "tarry_model_calls_total", **down) == [1]
 
 
 def test_a_fallback_naming_no_profile_is_refused_at_load() -> None:
