@@ -69,9 +69,9 @@ def provider_down(
 ) -> ApplicationError:
     """The failure that sends the run to its fallback, not retried; its details are
     the profile's `fallback`, for the workflow to ask in order."""
-    cause = f": {failure}" if failure is not None else ""
+    cause = f": {failure}" if failure is not None else " (its circuit is open)"
     return ApplicationError(
-        f"model {name!r} is down on this worker (its circuit is open){cause}",
+        f"model {name!r} is down on this worker{cause}",
         fallback,
         type=ErrorCode.LLM_PROVIDER_DOWN,
         non_retryable=True,

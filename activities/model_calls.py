@@ -78,12 +78,15 @@ class ModelClient:
     async def _answer(self, request: LlmRequest) -> LlmResponse:
         profile = self._profiles.get(request.profile)
         if profile is None:
-            raise error(
+            unknown = error(
                 ErrorCode.LLM_UNKNOWN_PROFILE,
                 f"no model profile {request.profile!r} on this worker; "
                 f"configured: {', '.join(sorted(self._profiles))}",
                 retryable=False,
             )
+            if request.fallback_of is not None:  # passed over, as a fallback that is down
+                raise provider_down(request.profile, [], unknown)
+            raise unknown
         # Only a call with somewhere to fall back to is refused while its provider is down.
         guarded = request.circuit and bool(profile.fallback or request.fallback_of)
         if guarded and self._circuits.is_open(request.profile):
@@ -122,7 +125,8 @@ class ModelClient:
             if guarded and self._circuits.failed(request.profile, profile, e):
                 raise provider_down(request.profile, profile.fallback, e) from None
             raise
-        self._circuits.answered(request.profile)
+        if not answer.cached:  # a cached answer says nothing of the provider
+            self._circuits.answered(request.profile)
         if request.fallback_of is not None:
             answer.message.profile = request.profile
         if conversation.tools is None:

@@ -99,6 +99,21 @@ async def test_after_the_cool_down_the_run_is_back_on_its_own_profile(
     assert (await run.transcript())[-1].profile is None
 
 
+async def test_a_fallback_the_worker_lacks_is_passed_over_for_the_next(
+    agent_factory: Any, backup: ScriptedModel
+) -> None:
+    profile = ModelProfile(base_url=backup.base_url, model="backup", api_key=SecretStr(CANARY_KEY))
+    agent: Agent = await agent_factory(
+        more_profiles={"backup": profile}, fallback=["elsewhere", "backup"], fallback_after=1
+    )
+    agent.model.add(fail(503))
+    backup.add(say("From the backup."))
+
+    result = await (await agent.start("hello", mode=Mode.TASK)).result()
+
+    assert result.output == "From the backup."
+
+
 async def test_with_the_fallback_down_too_an_outage_leaves_the_run_waiting_for_its_model(
     agent: Agent, backup: ScriptedModel
 ) -> None:
