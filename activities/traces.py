@@ -94,9 +94,14 @@ def _opened(recorder: Recorder, name: str, attributes: Attributes) -> Iterator[S
 
 
 def chat(
-    profile: ModelProfile, turn: int, messages: list[ChatMessage], system: str | None
+    profile: ModelProfile,
+    turn: int,
+    messages: list[ChatMessage],
+    system: str | None,
+    fallback_of: str | None = None,
 ) -> AbstractContextManager[Span | None]:
-    """The span of one model call attempt; `answered` fills in what the model said."""
+    """The span of one model call attempt; `answered` fills in what the model said.
+    `fallback_of`: the run's own profile, when this one answers in its place."""
     if _recorder is None:
         return nullcontext()
     attributes: Attributes = {
@@ -105,6 +110,8 @@ def chat(
         "gen_ai.request.model": profile.model,
         **_common(turn),
     }
+    if fallback_of is not None:
+        attributes["tarry.fallback_of"] = fallback_of
     if _recorder.content:
         sent = [{"role": "system", "content": system}] if system else []
         sent += [_message(m) for m in messages]
@@ -123,6 +130,7 @@ def answered(span: Span | None, profile: ModelProfile, answer: LlmResponse) -> N
         "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
         "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens,
         "tarry.cost_usd": usage.cost_usd,
+        "tarry.cached": answer.cached,
     }
     if answer.model:
         attributes["gen_ai.response.model"] = answer.model

@@ -81,6 +81,8 @@ def _row(span: TimelineSpan, total: float) -> tuple[str | Text, ...]:
         name += f" ({span.status})"
     if span.attempts > 1:
         name += f" ({span.attempts} attempts)"
+    if span.cached:
+        name += " (cached)"
     style = _KIND_STYLE[span.kind]
     return (
         f"+{duration_text(span.offset_s)}",

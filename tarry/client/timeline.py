@@ -402,6 +402,7 @@ def _timeline_span(span: _Span, started_at: datetime, now: datetime) -> Timeline
         attempts=span.attempts,
         tokens=usage.total_tokens if usage is not None else None,
         cost_usd=usage.cost_usd if usage is not None and usage.cost_usd else None,
+        cached=span.kind is SpanKind.MODEL and usage is not None and usage.cached_calls > 0,
         waiting_for=span.waiting_for,
         by=span.by,
         run_id=span.run_id,

@@ -49,6 +49,7 @@ from tarry.config.tables import (
     ModelProfile,
     NotifyTarget,
     Prices,
+    fallback_problem,
     long_token,
     named_token,
     user_tokens,
@@ -124,6 +125,13 @@ class ConfigFile(BaseModel):
     limits: LimitsTable | None = None
     """`[limits]`: what each person may use and spend (`tarry.config.limits`); none:
     nothing is limited."""
+
+    @field_validator("profiles")
+    @classmethod
+    def _fallbacks_known(cls, profiles: dict[str, ModelProfile]) -> dict[str, ModelProfile]:
+        if problem := fallback_problem(profiles):
+            raise ValueError(problem)
+        return profiles
 
     @classmethod
     def read(cls, path: Path) -> ConfigFile:

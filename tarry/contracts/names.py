@@ -224,6 +224,9 @@ class ErrorCode(StrEnum):
     LLM_CONTEXT_MISSING = "LLM_CONTEXT_MISSING"
     """The worker cannot read the stored conversation: that call sends the whole conversation
     once."""
+    LLM_PROVIDER_DOWN = "LLM_PROVIDER_DOWN"
+    """A profile with a `fallback` whose provider keeps failing on the worker (its circuit
+    is open): not retried; the run asks the next profile of the fallback that turn."""
     TOOL_INVALID_ARGUMENTS = "TOOL_INVALID_ARGUMENTS"
     """A tool call's arguments are not JSON or do not fit its schema: the model reads it and
     may try again."""

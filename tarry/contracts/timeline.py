@@ -74,6 +74,8 @@ class TimelineSpan(BaseModel):
     """A model call's tokens, or all of a sub-agent's."""
     cost_usd: float | None = Field(default=None, exclude_if=when_none)
     """Estimated from the profile's prices (`Usage.cost_usd`); null without them."""
+    cached: bool = Field(default=False, exclude_if=lambda v: not v)
+    """A model call the response cache answered (`ModelProfile.cache`), at no cost."""
     waiting_for: WaitingFor | None = Field(default=None, exclude_if=when_none)
     """What a wait waited for."""
     by: str | None = Field(default=None, exclude_if=when_none)
