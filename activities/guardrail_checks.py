@@ -2,8 +2,8 @@
 
 `pattern` searches with RE2, in time linear in the text; `pii` is
 `activities.guardrail_pii` (Presidio, the `guardrails` extra), loaded the first time a
-`pii` guardrail checks a text; `moderation` is `activities.guardrail_moderation`; and
-`python` calls a function the worker registered.
+`pii` guardrail checks a text; `moderation` is `activities.guardrail_moderation`, `judge`
+`activities.guardrail_judge`; and `python` calls a function the worker registered.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import re2
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import metrics
+from activities import metrics, traces
+from activities.guardrail_judge import judged
 from activities.guardrail_moderation import moderated
 from tarry.config.settings import ModelProfile
 from tarry.contracts import ErrorCode
@@ -41,8 +42,8 @@ GuardrailFunction = Callable[[str], Iterable[GuardrailMatch] | Awaitable[Iterabl
 
 
 class GuardrailChecks:
-    """The check activity's host: the worker's model profiles (a `moderation` check
-    calls its profile's endpoint with its key) and its registered functions."""
+    """The check activity's host: the worker's model profiles (a `moderation` or `judge`
+    check calls its profile's endpoint with its key) and its registered functions."""
 
     def __init__(
         self,
@@ -57,56 +58,66 @@ class GuardrailChecks:
     @activity.defn(name=GUARDRAILS_ACTIVITY)
     async def check_guardrails(self, request: GuardRequest) -> Guarded:
         """The text as `request.guardrails` let it through, and their hits."""
-        guarded = await self.guard(request.text, request.guardrails)
+        with traces.guardrail(request) as span:
+            guarded = await self.guard(request.text, request.guardrails)
+            traces.guarded(span, guarded)
         metrics.guardrails_hit(guarded.hits)
         return guarded
 
     async def guard(self, text: str, guardrails: list[Guardrail]) -> Guarded:
         """Applies `guardrails` in order, each to the text the one before left; stops at
-        the first that blocks."""
+        the first that blocks or asks a person (who decides on the text as it is then)."""
         hits: list[GuardrailHit] = []
         for guardrail in guardrails:
-            matches = await self.find(text, guardrail)
-            if not matches:
+            hit = await self.hit(text, guardrail)
+            if hit is None:
                 continue
-            hits.append(
-                GuardrailHit(
-                    guardrail=guardrail.name,
-                    verdict=guardrail.verdict,
-                    reason=guardrail.reason,
-                    matches=matches,
-                )
-            )
-            if guardrail.verdict is GuardVerdict.BLOCK:
+            hits.append(hit)
+            if hit.verdict is not GuardVerdict.REDACT:
                 break
-            text = _redacted(text, matches)
+            text = _redacted(text, hit.matches)
         return Guarded(text=text, hits=hits)
 
-    async def find(self, text: str, guardrail: Guardrail) -> list[GuardrailMatch]:
-        """What `guardrail` finds in `text`, in order, without overlaps (the longer wins)."""
-        match guardrail.check:
-            case GuardCheck.PII:
-                # CPU work: in a thread, so the worker's other activities go on meanwhile.
-                kinds = frozenset(guardrail.kinds or PiiKind)
-                found = await asyncio.to_thread(_pii, text, kinds)
-            case GuardCheck.PATTERN:
-                found = [m for p in guardrail.patterns for m in _search(p, text, "pattern")]
-                found += [m for w in guardrail.deny for m in _search(_word(w), text, "deny")]
-            case GuardCheck.MODERATION:
-                found = await self._moderation(text, guardrail)
-            case GuardCheck.PYTHON:
-                found = await self._function(text, guardrail)
-        return _without_overlaps(found)
+    async def hit(self, text: str, guardrail: Guardrail) -> GuardrailHit | None:
+        """What `guardrail` finds in `text` and does about it; None when it finds nothing.
+        A judge's answer is its hit; any other check's matches take the guardrail's verdict."""
+        if guardrail.check is GuardCheck.JUDGE:
+            http, profile = self._model(guardrail)
+            return await judged(http, guardrail.profile, profile, text, guardrail)
+        matches = _without_overlaps(await self.find(text, guardrail))
+        if not matches:
+            return None
+        return GuardrailHit(
+            guardrail=guardrail.name,
+            verdict=guardrail.verdict,
+            reason=guardrail.reason,
+            matches=matches,
+        )
 
-    async def _moderation(self, text: str, guardrail: Guardrail) -> list[GuardrailMatch]:
+    async def find(self, text: str, guardrail: Guardrail) -> list[GuardrailMatch]:
+        """What a guardrail that is no judge finds in `text`, in any order."""
+        if guardrail.check is GuardCheck.PII:
+            # CPU work: in a thread, so the worker's other activities go on meanwhile.
+            kinds = frozenset(guardrail.kinds or PiiKind)
+            return await asyncio.to_thread(_pii, text, kinds)
+        if guardrail.check is GuardCheck.PATTERN:
+            found = [m for p in guardrail.patterns for m in _search(p, text, "pattern")]
+            return found + [m for w in guardrail.deny for m in _search(_word(w), text, "deny")]
+        if guardrail.check is GuardCheck.MODERATION:
+            http, profile = self._model(guardrail)
+            return await moderated(http, profile, text, guardrail)
+        return await self._function(text, guardrail)
+
+    def _model(self, guardrail: Guardrail) -> tuple[httpx.AsyncClient, ModelProfile]:
+        """The HTTP client, and the profile, a `moderation` or `judge` guardrail calls."""
         profile = self._profiles.get(guardrail.profile)
         if profile is None or self._http is None:
             raise _unavailable(
-                f"guardrail {guardrail.name!r} calls the moderation endpoint of profile"
-                f" {guardrail.profile!r}, which this worker lacks;"
+                f"guardrail {guardrail.name!r} calls the {guardrail.check.value} model of"
+                f" profile {guardrail.profile!r}, which this worker lacks;"
                 f" configured: {', '.join(self._profiles) or 'none'}"
             )
-        return await moderated(self._http, profile, text, guardrail)
+        return self._http, profile
 
     async def _function(self, text: str, guardrail: Guardrail) -> list[GuardrailMatch]:
         name = guardrail.function or ""
@@ -145,8 +156,13 @@ def _search(pattern: str, text: str, kind: str) -> list[GuardrailMatch]:
 
 
 def _word(word: str) -> str:
-    """A deny word as a pattern: whole, in any case."""
-    return rf"(?i)(?:^|\b){re.escape(word)}(?:\b|$)"
+    r"""A deny word as a pattern: whole, in any case. A word boundary is asked for only at
+    an end that is a word character: after `c++` or before `.net` there is none to find
+    (`\b` lies between a word character and another), and the punctuation is its edge.
+    RE2 decides what a word character is, as it does for `\b` (ASCII's)."""
+    start = r"\b" if re2.match(r"\w", word[:1]) else ""
+    end = r"\b" if re2.match(r"\w", word[-1:]) else ""
+    return rf"(?i){start}{re.escape(word)}{end}"
 
 
 def _without_overlaps(found: list[GuardrailMatch]) -> list[GuardrailMatch]:

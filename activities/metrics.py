@@ -17,10 +17,19 @@ from tarry.contracts import LlmResponse, ToolResult
 from tarry.contracts.guardrails import GuardrailHit
 
 
-def model_answered(profile: str, answer: LlmResponse, elapsed: timedelta) -> None:
-    """One model call that answered: its latency, tokens and estimated cost."""
+def model_answered(
+    profile: str, fallback_of: str | None, answer: LlmResponse, elapsed: timedelta
+) -> None:
+    """One model call that answered: its latency, tokens and estimated cost; labelled
+    with the run's own profile where `profile` is its fallback (`fallback_of`), and
+    `cached` where the response cache answered (at no cost)."""
     meter = activity.metric_meter().with_additional_attributes(
-        {"profile": profile, "model": answer.model or "unknown"}
+        {
+            "profile": profile,
+            "model": answer.model or "unknown",
+            "fallback_of": fallback_of or "",
+            "cached": "true" if answer.cached else "false",
+        }
     )
     meter.create_counter("tarry_model_calls", "Model calls, by outcome").add(1, {"outcome": "ok"})
     meter.create_histogram_timedelta(
@@ -35,10 +44,12 @@ def model_answered(profile: str, answer: LlmResponse, elapsed: timedelta) -> Non
     ).record(answer.usage.cost_usd)
 
 
-def model_failed(profile: str, error: BaseException) -> None:
+def model_failed(profile: str, fallback_of: str | None, error: BaseException) -> None:
     """One model call attempt that failed, by its error code."""
     outcome = error.type if isinstance(error, ApplicationError) and error.type else "error"
-    meter = activity.metric_meter().with_additional_attributes({"profile": profile})
+    meter = activity.metric_meter().with_additional_attributes(
+        {"profile": profile, "fallback_of": fallback_of or "", "cached": "false"}
+    )
     meter.create_counter("tarry_model_calls", "Model calls, by outcome").add(
         1, {"outcome": outcome, "model": "unknown"}
     )

@@ -14,10 +14,13 @@ from datetime import timedelta
 
 import httpx
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities import anthropic_messages, metrics, openai_chat, traces
+from activities.circuits import Circuits, provider_down
 from activities.context import ContextStore, estimate_tokens, fit_to_budget
 from activities.provider import ModelCall, error
+from activities.response_cache import ResponseCache
 from activities.sendable import sendable
 from activities.tool_calls import ToolHost
 from tarry.config.settings import ModelProfile
@@ -37,9 +40,15 @@ _ADAPTERS: dict[Provider, Callable[[httpx.AsyncClient, ModelCall], Awaitable[Llm
 }
 
 
+async def answer_of(http: httpx.AsyncClient, call: ModelCall) -> LlmResponse:
+    """`call`'s answer, from its profile's provider, in its dialect."""
+    return await _ADAPTERS[call.profile.provider](http, call)
+
+
 class ModelClient:
-    """Holds the worker's model profiles, the stored conversations and one pooled HTTP
-    client for all calls."""
+    """Holds the worker's model profiles, the stored conversations, the profiles'
+    circuits (`activities.circuits`), the response cache and one pooled HTTP client for
+    all calls."""
 
     def __init__(
         self,
@@ -47,11 +56,14 @@ class ModelClient:
         tools: ToolHost,
         contexts: ContextStore,
         http: httpx.AsyncClient | None = None,
+        responses: ResponseCache | None = None,
     ) -> None:
         self._profiles = dict(profiles)
         self._tools = tools
         self._contexts = contexts
         self._http = http or httpx.AsyncClient()
+        self._circuits = Circuits()
+        self._responses = responses
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -62,21 +74,28 @@ class ModelClient:
         try:
             answer = await self._answer(request)
         except BaseException as e:
-            metrics.model_failed(request.profile, e)
+            metrics.model_failed(request.profile, request.fallback_of, e)
             raise
         elapsed = timedelta(seconds=time.monotonic() - started)
-        metrics.model_answered(request.profile, answer, elapsed)
+        metrics.model_answered(request.profile, request.fallback_of, answer, elapsed)
         return answer
 
     async def _answer(self, request: LlmRequest) -> LlmResponse:
         profile = self._profiles.get(request.profile)
         if profile is None:
-            raise error(
+            unknown = error(
                 ErrorCode.LLM_UNKNOWN_PROFILE,
                 f"no model profile {request.profile!r} on this worker; "
                 f"configured: {', '.join(sorted(self._profiles))}",
                 retryable=False,
             )
+            if request.fallback_of is not None:  # passed over, as a fallback that is down
+                raise provider_down(request.profile, [], unknown)
+            raise unknown
+        # Only a call with somewhere to fall back to is refused while its provider is down.
+        guarded = request.circuit and bool(profile.fallback or request.fallback_of)
+        if guarded and self._circuits.is_open(request.profile):
+            raise provider_down(request.profile, profile.fallback)
         if request.hold_words:  # not streamed: observers see no word an output check blocks
             profile = profile.model_copy(update={"stream": False})
         context, conversation = await self._contexts.extend(
@@ -105,15 +124,38 @@ class ModelClient:
             stable=max(0, len(sent) - len(request.messages)),
             output_schema=request.output_schema,
         )
-        with traces.chat(profile, request.turn, sent, request.system) as span:
-            answer = await _ADAPTERS[profile.provider](self._http, call)
-            if profile.prices is not None:
-                answer.usage.cost_usd = profile.prices.cost_of(answer.usage)
-            traces.answered(span, profile, answer)
+        try:
+            answer = await self._ask(call, request)
+        except ApplicationError as e:
+            if guarded and self._circuits.failed(request.profile, profile, e):
+                raise provider_down(request.profile, profile.fallback, e) from None
+            raise
+        if not answer.cached:  # a cached answer says nothing of the provider
+            self._circuits.answered(request.profile)
+        if request.fallback_of is not None:
+            answer.message.profile = request.profile
         if conversation.tools is None:
             answer.offered_tools = [t.name for t in tools]
             answer.gated_tools = {t.name: t.parameters for t in tools if t.needs_approval}
             answer.non_idempotent_tools = [t.name for t in tools if not t.idempotent]
         answer.context = context
         answer.sent_messages = len(sent)
+        return answer
+
+    async def _ask(self, call: ModelCall, request: LlmRequest) -> LlmResponse:
+        """The provider's answer to `call`, or the response cache's where the profile
+        keeps one and the run is not private."""
+        profile, name = call.profile, call.name
+        cache = self._responses if profile.cache and not request.private else None
+        with traces.chat(
+            profile, request.turn, call.messages, request.system, request.fallback_of
+        ) as span:
+            answer = await cache.get(name, call) if cache else None
+            if answer is None:
+                answer = await answer_of(self._http, call)
+                if profile.prices is not None:
+                    answer.usage.cost_usd = profile.prices.cost_of(answer.usage)
+                if cache:
+                    await cache.put(name, call, answer)
+            traces.answered(span, profile, answer)
         return answer

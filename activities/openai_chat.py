@@ -38,9 +38,10 @@ async def answer(http: httpx.AsyncClient, call: ModelCall) -> LlmResponse:
     body: dict[str, Any] = {
         "model": profile.model,
         "messages": [m.for_model() for m in system + call.messages],
-        "tools": [_function_spec(t) for t in call.tools],
-        "tool_choice": _tool_choice(call),
     }
+    choice = _tool_choice(call)
+    if call.tools:  # OpenAI refuses an empty list ("[] is too short - 'tools'")
+        body |= {"tools": [_function_spec(t) for t in call.tools], "tool_choice": choice}
     sampling = call.sampling
     body |= sampling.model_dump(exclude={"extra_body", "tool_choice"}, exclude_none=True)
     body |= sampling.extra_body or {}

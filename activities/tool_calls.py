@@ -48,6 +48,7 @@ from tarry.contracts import (
 )
 from tarry.contracts.guardrails import Guardrail
 from tarry.contracts.previews import PREVIEW_ACTIVITY, Preview, PreviewCall, PreviewRequest
+from tarry.core.limits import Limits
 from tarry.core.previews import arguments_preview, file_change, file_state
 from tarry.core.tools import MAX_READ_BYTES, Tool, ToolContext, ToolError, tool
 
@@ -335,7 +336,8 @@ class ToolHost:
 
     def _refusal(self, request: CatalogueRequest, listings: list[ToolListing]) -> ErrorInfo | None:
         """`TOOL_NOT_FOUND` or `LLM_UNKNOWN_PROFILE` when the run names a tool, agent or
-        model profile this worker lacks (with the names there are); None when it may start."""
+        model profile this worker lacks (with the names there are), `MODEL_NOT_ALLOWED`
+        when an agent's profile is outside `request.models`; None when it may start."""
         listed = [t.name for listing in listings for t in listing.tools]
         names = [*self.names, *listed, *(AGENT_TOOL_PREFIX + name for name in request.agents)]
         # A typo in `require_approval` would otherwise switch a gate off without a word.
@@ -359,9 +361,13 @@ class ToolHost:
                 message=f"no agent named {', '.join(map(repr, unknown_agents))}; this worker's "
                 f"config has {', '.join(self._agents) or 'none'} ([agents.NAME] tables)",
             )
-        # A typo in an agent's tools would otherwise fail each of its runs, not this one.
+        allowed = Limits(models=None if request.models is None else tuple(request.models))
         for name in request.agents:
             spec = self._agents[name]
+            # Its runs would be the starter's, on a profile their limits keep them from.
+            if refused := allowed.model_problem(spec.model, f"agent {name!r}"):
+                return ErrorInfo(code=refused.code, message=refused.message)
+            # A typo in an agent's tools would otherwise fail each of its runs, not this one.
             needs = CatalogueRequest(tools=spec.tools, require_approval=spec.require_approval)
             if unknown := self.unknown(needs, [*self.names, *listed]):
                 return ErrorInfo(

@@ -1,5 +1,6 @@
 """The spans the activities add to a run's trace: a `chat` span per model call, an
-`execute_tool` span per tool call and a `notification` span per notification, in the
+`execute_tool` span per tool call, a `guardrail` span per check of a text against
+guardrails and a `notification` span per notification, in the
 OpenTelemetry GenAI semantic conventions (`gen_ai.*`), plus Tarry's own `tarry.*`.
 
 An activity runs once per attempt, and so does its span: a retried call is one span per
@@ -19,6 +20,7 @@ from temporalio import activity
 
 from tarry.config.settings import ModelProfile
 from tarry.contracts import ChatMessage, LlmResponse, Notification, ToolInvocation, ToolResult
+from tarry.contracts.guardrails import Guarded, GuardRequest
 from tarry.core.text import redact
 
 __all__ = [
@@ -27,6 +29,8 @@ __all__ = [
     "answered",
     "chat",
     "first_token",
+    "guarded",
+    "guardrail",
     "http_status",
     "notification",
     "notified",
@@ -90,9 +94,14 @@ def _opened(recorder: Recorder, name: str, attributes: Attributes) -> Iterator[S
 
 
 def chat(
-    profile: ModelProfile, turn: int, messages: list[ChatMessage], system: str | None
+    profile: ModelProfile,
+    turn: int,
+    messages: list[ChatMessage],
+    system: str | None,
+    fallback_of: str | None = None,
 ) -> AbstractContextManager[Span | None]:
-    """The span of one model call attempt; `answered` fills in what the model said."""
+    """The span of one model call attempt; `answered` fills in what the model said.
+    `fallback_of`: the run's own profile, when this one answers in its place."""
     if _recorder is None:
         return nullcontext()
     attributes: Attributes = {
@@ -101,6 +110,8 @@ def chat(
         "gen_ai.request.model": profile.model,
         **_common(turn),
     }
+    if fallback_of is not None:
+        attributes["tarry.fallback_of"] = fallback_of
     if _recorder.content:
         sent = [{"role": "system", "content": system}] if system else []
         sent += [_message(m) for m in messages]
@@ -119,6 +130,7 @@ def answered(span: Span | None, profile: ModelProfile, answer: LlmResponse) -> N
         "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
         "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens,
         "tarry.cost_usd": usage.cost_usd,
+        "tarry.cached": answer.cached,
     }
     if answer.model:
         attributes["gen_ai.response.model"] = answer.model
@@ -173,6 +185,30 @@ def tool_ended(span: Span | None, result: ToolResult) -> None:
     if _recorder.content:
         attributes["gen_ai.tool.call.result"] = result.to_content()
     span.set_attributes(attributes)
+
+
+def guardrail(request: GuardRequest) -> AbstractContextManager[Span | None]:
+    """The span of one check of a text against guardrails: where they look and their
+    names; `guarded` adds what they did. Never the text, even with content traced: a
+    guardrail checks it because it may hold what must not be kept."""
+    if _recorder is None:
+        return nullcontext()
+    attributes: Attributes = {
+        "tarry.guardrail.on": request.point,
+        "tarry.guardrail.names": [g.name for g in request.guardrails],
+        **_common(),
+    }
+    return _opened(_recorder, f"guardrail {request.point}", attributes)
+
+
+def guarded(span: Span | None, result: Guarded) -> None:
+    """Adds what the guardrails did to `guardrail`'s span: the verdict (`allow`, or the
+    last hit's), and the guardrails that hit, by name."""
+    if span is not None:
+        hits = [h.guardrail for h in result.hits]
+        span.set_attributes(
+            {"tarry.guardrail.verdict": result.verdict, "tarry.guardrail.hits": hits}
+        )
 
 
 def notification(note: Notification) -> AbstractContextManager[Span | None]:

@@ -103,6 +103,14 @@ async def test_a_deny_word_matches_whole_and_in_any_case() -> None:
     assert (await CHECKS.guard("secretary", [rail])).hits == []
 
 
+async def test_a_deny_word_that_begins_or_ends_in_punctuation_matches_whole() -> None:
+    rail = Guardrail(name="w", on="input", check="pattern", verdict="redact", deny=["c++", ".net"])
+
+    guarded = await CHECKS.guard("C++ and .NET, not abc++ nor .network", [rail])
+
+    assert guarded.text == "<DENY_1> and <DENY_2>, not abc++ nor .network"
+
+
 async def test_guardrails_apply_in_order_and_stop_at_the_first_block() -> None:
     redact = Guardrail.model_validate(PII)
     block = Guardrail(name="no-cards", on="input", check="pattern", verdict="block", deny=["card"])

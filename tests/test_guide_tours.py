@@ -219,6 +219,26 @@ async def test_the_interrupt_tour_cuts_the_answer_short_and_answers_the_reply(
     assert "interrupted" in played.step("tarry show").output
 
 
+async def test_the_guardrails_tour_withholds_a_promise_and_redacts_the_card_number(
+    tmp_path: Path,
+) -> None:
+    played = await play("guardrails", tmp_path)
+    run = played.variables["RUN"]
+    said = [(m.role, m.content) for m in played.transcripts[run] if m.role != "system"]
+
+    assert all(r.code == 0 for r in played.ran), played.ran
+    assert played.states[run].waiting_for is WaitingFor.INPUT
+    assert "guarantee" not in str(said).lower()  # the withheld answer is nowhere
+    assert "withheld" in played.step("tarry watch").output
+    assert ("user", "It was my card <CARD_1>") in said
+    assert "4111" not in played.step("tarry show").output
+    assert "no-card-numbers" in played.step("tarry show").output
+    assert said[-1] == (
+        "assistant",
+        "Thank you. I have asked billing to refund the charge on <CARD_1>.",
+    )
+
+
 @pytest.mark.parametrize("name", sorted(tour.TOURS))
 def test_a_tours_script_answers_its_first_prompt(name: str) -> None:
     _, commands = guide_tour(name)

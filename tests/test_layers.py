@@ -185,7 +185,9 @@ def _dist(requirement: str) -> str:
 
 
 def extra_only_modules() -> set[str]:
-    """Top-level modules that only an extra of pyproject.toml installs."""
+    """Top-level modules that only an extra of pyproject.toml installs. A module that a
+    core dependency installs too (`temporalio`, which the bench extra's
+    `temporalio-openai-agents` adds to) is not one."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     core = {_dist(r) for r in project["dependencies"]}
     extras = {_dist(r) for rs in project["optional-dependencies"].values() for r in rs}
@@ -193,7 +195,7 @@ def extra_only_modules() -> set[str]:
     return {
         module
         for module, dists in importlib.metadata.packages_distributions().items()
-        if any(_dist(d) in extra_only for d in dists)
+        if all(_dist(d) in extra_only for d in dists)
     }
 
 

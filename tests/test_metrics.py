@@ -12,7 +12,7 @@ from temporalio.client import Client
 
 from tarry.cli.processes import free_port
 from tarry.config.settings import Prices, TarrySettings
-from tarry.contracts import Phase, Usage
+from tarry.contracts import Mode, Phase, Usage
 from tarry.testing.scripted_model import call, say
 from tests.deadline import TIMEOUT, deadline
 from workers.telemetry import worker_runtime
@@ -93,3 +93,20 @@ async def test_the_metrics_endpoint_counts_guardrail_hits_by_guardrail_and_verdi
     text = await scrape(f"http://127.0.0.1:{port}/metrics", until="tarry_guardrail_hits_total")
 
     assert samples(text, "tarry_guardrail_hits_total", guardrail="no-pii", verdict="redact") == [2]
+
+
+async def test_the_metrics_endpoint_labels_a_call_the_response_cache_answered(
+    temporal: Client, agent_factory: Any
+) -> None:
+    port = free_port()
+    client = await metered(temporal, port)
+    agent = await agent_factory(client=client, cache=True, prices=Prices(input=2.0, output=10.0))
+    agent.model.add(say("Hi.", usage=Usage(prompt_tokens=100, completion_tokens=10)))
+    for _ in range(2):
+        await (await agent.start("hello", mode=Mode.TASK)).result()
+
+    text = await scrape(f"http://127.0.0.1:{port}/metrics", until='cached="true"')
+
+    assert samples(text, "tarry_model_calls_total", outcome="ok", cached="false") == [1]
+    assert samples(text, "tarry_model_calls_total", outcome="ok", cached="true") == [1]
+    assert samples(text, "tarry_model_cost_usd_sum", cached="true") == [0]

@@ -16,6 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from tarry.contracts import Usage
+from tarry.contracts.guardrails import WITHHELD_NOTE
 from tarry.testing.script import MAX_STREAM_PIECES
 from tarry.testing.scripted_model import (
     Conversation,
@@ -567,6 +568,32 @@ async def test_after_a_rejected_call_the_steps_in_order_answer_with_its_if_rejec
 
     assert answer == "I wrote nothing."
     assert model.remaining == 1  # "Written." is left for a write that ran
+
+
+PROMISE = Conversation(
+    prompt="Refund me",
+    steps=[say("We guarantee it.", if_withheld=say("I will ask.", if_withheld=say("Asked.")))],
+)
+
+
+def withheld(times: int) -> list[dict[str, Any]]:
+    """The "Refund me" conversation after an output guardrail withheld `times` answers."""
+    note = {"role": "system", "content": f"{WITHHELD_NOTE} 'no-promises'. Answer again."}
+    return [{"role": "user", "content": "Refund me"}, *[note] * times]
+
+
+AFTER_WITHHOLDING = [(0, "We guarantee it."), (1, "I will ask."), (2, "Asked.")]
+
+
+@pytest.mark.parametrize(("times", "answer"), AFTER_WITHHOLDING)
+async def test_in_place_of_a_withheld_answer_a_conversation_gives_the_step_s_if_withheld(
+    times: int, answer: str
+) -> None:
+    async with (
+        ScriptedModel(conversations=[PROMISE]) as model,
+        httpx.AsyncClient(base_url=model.base_url) as client,
+    ):
+        assert await said(client, withheld(times)) == answer
 
 
 async def test_an_anthropic_rejected_tool_result_gets_the_if_rejected_answer() -> None:

@@ -1,6 +1,7 @@
 """The run timeline (`GET /v1/runs/{id}/timeline`, `tarry show RUN --timeline`): a run's
-model calls, tool calls, waits for people and sub-agents on one time axis, read from its
-history, with durations, tokens and cost, and the current wait still open."""
+model calls, tool calls, guardrail checks, waits for people and sub-agents on one time
+axis, read from its history, with durations, tokens and cost, and the current wait still
+open."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from tests.conftest import Agent
 from tests.deadline import TIMEOUT
 from tests.grpc_faults import GET_WORKFLOW_EXECUTION_HISTORY, counting_proxy
 from tests.http_api import serving
+from tests.test_guardrails import EMAIL, PII
 
 RESEARCHER = AgentSpec(description="Finds facts.", tools=["list_files"])
 PROMPT = "Write the facts down."
@@ -217,3 +219,29 @@ async def test_a_timeline_read_again_fetches_only_the_history_after_the_last_han
         (s.kind, s.start, s.end, s.by) for s in first.spans
     ]
     assert [s.kind for s in again.spans].count(SpanKind.WAIT) == 3
+
+
+async def test_a_guardrail_check_is_a_span_with_its_guardrails_and_verdict_never_the_text(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("Noted."))
+    run = await agent.start(f"mail {EMAIL}", guardrails=[PII])
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+
+    async with serving(agent) as api:
+        response = await api.http.get(f"/v1/runs/{run.id}/timeline")
+    text = await Cli.of(agent).ok("show", run.id, "--timeline")
+
+    timeline = RunTimeline.model_validate(response.json())
+    assert [s.kind for s in timeline.spans] == [SpanKind.GUARDRAIL, SpanKind.MODEL, SpanKind.WAIT]
+    check = timeline.spans[0]
+    assert (check.name, check.guardrails, check.verdict, check.status) == (
+        "input: no-pii",
+        ["no-pii"],
+        "redact",
+        SpanStatus.OK,
+    )
+    assert EMAIL not in response.text
+    row = text.splitlines()[2]
+    assert row.split()[2] == "guardrail"
+    assert "input: no-pii → redact" in row

@@ -1,19 +1,23 @@
 """A run's OpenTelemetry trace, read back from a real trace store (Arize Phoenix,
-`tests/phoenix.py`): the GenAI spans of its model and tool calls, its waits for people,
-its sub-agent and its hand-overs in one trace; no duplicate span after a worker is
-killed and every history replayed; prompts and answers only when asked for, redacted.
+`tests/phoenix.py`): the GenAI spans of its model and tool calls, its guardrail checks,
+its waits for people, its sub-agent and its hand-overs in one trace; no duplicate span
+after a worker is killed and every history replayed; prompts and answers only when asked
+for, redacted; what a `pii` guardrail redacts in no span and no log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
@@ -23,12 +27,15 @@ from temporalio.worker import Replayer
 from tarry.client import RunHandle
 from tarry.config.settings import TarrySettings
 from tarry.contracts import Mode, Phase
+from tarry.contracts.guardrails import GUARDRAILS_ACTIVITY
 from tarry.testing.script import ScriptStep, call, fail, say
 from tarry.testing.scripted_model import ScriptedModel
 from tests.browser import needs_chromium
+from tests.cli import TARRY, cli_env
 from tests.deadline import deadline
 from tests.faults import API_KEY, LOCAL_USER, CrashRig, finished, replay, wait_until
 from tests.phoenix import Phoenix, new_project, phoenix_server, shoot_trace
+from tests.test_guardrails import CARD, EMAIL, PII
 from workers.tracing import tracing_interceptor
 from workflows.agent_run import AgentRunWorkflow
 
@@ -100,6 +107,15 @@ def ancestors(span: Span, spans: list[Span]) -> list[str]:
     return names
 
 
+def checks(histories: list[WorkflowHistory]) -> int:
+    """The guardrail checks the recorded runs scheduled."""
+    return sum(
+        e.activity_task_scheduled_event_attributes.activity_type.name == GUARDRAILS_ACTIVITY
+        for history in histories
+        for e in history.events
+    )
+
+
 def activity_tasks(histories: list[WorkflowHistory]) -> int:
     """The activities the recorded runs scheduled, local ones (a marker each) included."""
     return sum(
@@ -123,9 +139,9 @@ async def chain_histories(client: Client, run_ids: list[str]) -> list[WorkflowHi
 async def research_with_an_approval(
     rig: CrashRig, model: ScriptedModel, between: Callable[[], Awaitable[None]]
 ) -> tuple[RunHandle, RunHandle]:
-    """A run whose first model call fails once, whose `write_file` waits for a person
-    (`between` runs during that wait), then hands a task to a sub-agent, handing over
-    to the next run of its chain after every turn."""
+    """A run under a `pii` guardrail whose first model call fails once, whose
+    `write_file` waits for a person (`between` runs during that wait), then hands a task
+    to a sub-agent, handing over to the next run of its chain after every turn."""
     model.add(
         fail(500),
         call("write_file", {"path": "notes.md", "content": "launch on Monday"}, id="w1"),
@@ -140,6 +156,7 @@ async def research_with_an_approval(
         require_approval=["write_file"],
         mode=Mode.TASK,
         continue_as_new_after_turns=1,
+        guardrails=[PII],
     )
     await run.wait_for({Phase.WAITING_USER}, timeout=deadline(60))
     await between()
@@ -158,6 +175,7 @@ def spans_once_each(histories: list[WorkflowHistory], model: ScriptedModel) -> C
         invoke_agent=1,
         chat=len(model.requests),
         execute_tool=1,
+        guardrail=checks(histories),
         wait=1,
         RunWorkflow=len(histories),
         StartActivity=activity_tasks(histories),
@@ -220,6 +238,15 @@ async def test_a_runs_trace_in_phoenix_holds_its_calls_its_wait_its_sub_agent_an
     assert tool["attributes"]["gen_ai.tool.call.id"] == "w1"
     assert tool["attributes"]["tarry.approval.outcome"] == "approved"
     assert tool["attributes"]["tarry.approval.decided_by"] == LOCAL_USER
+
+    guardrails = named(spans, "guardrail ")
+    assert len(guardrails) == 2  # the lead's prompt, and the task its sub-agent was given
+    assert {s["name"] for s in guardrails} == {"guardrail input"}
+    assert all(ancestors(s, spans)[0] == "RunActivity:check_guardrails" for s in guardrails)
+    assert [
+        (a["tarry.guardrail.names"], a["tarry.guardrail.verdict"], a["tarry.guardrail.hits"])
+        for a in (s["attributes"] for s in guardrails)
+    ] == [(["no-pii"], "allow", [])] * 2
 
     [wait] = named(spans, "wait ")
     assert wait["name"] == "wait approval"
@@ -402,3 +429,61 @@ async def test_without_content_a_failed_model_calls_spans_hold_its_type_and_stat
         (s["attributes"]["error.type"], s["attributes"].get("http.response.status_code"))
         for s in failed
     ] == [("LLM_HTTP_ERROR", 500), ("LLM_BAD_RESPONSE", None)]
+
+
+@asynccontextmanager
+async def api_process(rig: CrashRig, log: Path) -> AsyncIterator[httpx.AsyncClient]:
+    """`tarry serve` as a process of its own over the rig's runs, everything it prints
+    going to `log`; a client of it."""
+    address = rig.client.service_client.config.target_host
+    with log.open("wb") as err:
+        serve = await asyncio.create_subprocess_exec(
+            str(TARRY), "serve", "--port", "0", env=cli_env(address, rig.task_queue),
+            stdout=asyncio.subprocess.PIPE, stderr=err,
+        )  # fmt: skip
+        assert serve.stdout is not None
+        first = await asyncio.wait_for(serve.stdout.readline(), timeout=deadline(30))
+        try:
+            url = first.decode().split()[3]  # "HTTP API on URL (docs ...)"
+            async with httpx.AsyncClient(base_url=url, timeout=deadline(60)) as http:
+                yield http
+        finally:
+            serve.send_signal(signal.SIGINT)
+            rest, _ = await asyncio.wait_for(serve.communicate(), timeout=deadline(30))
+            err.write(first + rest)
+
+
+async def test_a_reply_s_email_and_card_under_a_pii_guardrail_are_in_no_span_and_no_log(
+    temporal: Client, tmp_path: Path, phoenix: Phoenix
+) -> None:
+    project = new_project()
+    # Prompts and answers traced too: what the model was sent is in its `chat` spans.
+    env = phoenix.worker_env(project, TARRY_TRACE_CONTENT="1")
+    async with ScriptedModel() as model:
+        rig = await traced_rig(temporal, model, tmp_path, env)
+        model.add(say("Noted."), say("Sent."))
+        try:
+            await rig.worker()
+            run = await rig.start("Hello", guardrails=[PII])
+            await run.wait_for({Phase.WAITING_USER}, timeout=deadline(60))
+            async with api_process(rig, tmp_path / "logs" / "api.log") as api:
+                reply = f"Mail the receipt to {EMAIL}, card {CARD}"
+                sent = await api.post(f"/v1/runs/{run.id}/messages?wait=true", json={"text": reply})
+            assert sent.status_code == 200, sent.text
+            spans = await settled(
+                phoenix,
+                project,
+                lambda s: len(named(s, "chat ")) == 2 and len(named(s, "guardrail ")) == 2,
+            )
+        finally:
+            await rig.close()
+
+    logs = {path.name: path.read_text() for path in (tmp_path / "logs").iterdir()}
+    assert set(logs) == {"worker-1.log", "api.log"}
+    exported = json.dumps(spans)
+    for original in (EMAIL, CARD):
+        assert original not in exported
+        assert [name for name, text in logs.items() if original in text] == []
+    assert "Mail the receipt to <EMAIL_1>, card <CARD_1>" in exported  # as the model was sent it
+    checked = [s["attributes"] for s in named(spans, "guardrail ")]
+    assert sorted(a["tarry.guardrail.verdict"] for a in checked) == ["allow", "redact"]

@@ -42,6 +42,7 @@ from activities.guardrail_checks import GuardrailChecks, GuardrailFunction
 from activities.model_calls import ModelClient
 from activities.notifications import Notifier
 from activities.pages import PageWriter
+from activities.response_cache import ResponseCache
 from activities.tool_calls import BUILTIN_TOOLS, Tool, ToolHost, ToolSource
 from tarry.config.settings import McpServer, ModelProfile, TarrySettings
 from tarry.contracts import AgentSpec
@@ -123,8 +124,10 @@ class TarryPlugin(SimplePlugin):
         client's, so they are encrypted exactly as the payloads Temporal sees. It keeps of
         each the window the largest of its profiles' context budgets can be sent."""
         window = max((p.context_budget for p in self._profiles.values()), default=None)
-        contexts = ContextStore(storage_driver(self.settings), converter, window)
-        return ModelClient(self._profiles, self.tools, contexts, self._http)
+        driver = storage_driver(self.settings)
+        contexts = ContextStore(driver, converter, window)
+        responses = ResponseCache(driver, converter)
+        return ModelClient(self._profiles, self.tools, contexts, self._http, responses)
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """Adds the model and tool activities, with a model client built for the worker's

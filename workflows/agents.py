@@ -209,8 +209,8 @@ def _child_input(
     spec: AgentSpec, parent_input: WorkflowInput, task: str, parent: str, budget: Budget | None
 ) -> WorkflowInput:
     """The child run's input: the agent's settings; the parent's timeouts, approvers,
-    approval rules, guardrails (before the agent's own) and budget left (the person's
-    policy covers the tree); and the task as its prompt, sent by the parent."""
+    approval rules, guardrails (before the agent's own), sensitive mark and budget left
+    (the person's policy covers the tree); and the task as its prompt, sent by the parent."""
     return WorkflowInput(
         prompt=task,
         system=spec.system,
@@ -226,6 +226,7 @@ def _child_input(
         approvers=parent_input.approvers,
         approval_rules=parent_input.approval_rules,
         guardrails=[*parent_input.guardrails, *spec.guardrails],
+        sensitive=parent_input.sensitive,
         budget=budget,
         started_by=parent,
         door=Door.RULE,  # the run's own act: its model's call of `agent__NAME`

@@ -61,8 +61,10 @@ def count_phase(memory: RunMemory) -> None:
     )
 
 
-def llm_summary(turn: int, profile: str) -> str:
-    return f"turn {turn} · {profile}"
+def llm_summary(turn: int, profile: str, fallback_of: str | None = None) -> str:
+    """`turn 3 · default`; a fallback's call `turn 3 · local (fallback of default)`."""
+    fallback = f" (fallback of {fallback_of})" if fallback_of else ""
+    return f"turn {turn} · {profile}{fallback}"
 
 
 def tool_summary(name: str, arguments: str) -> str:

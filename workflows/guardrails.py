@@ -30,6 +30,7 @@ from tarry.contracts.events import EventKind, RunEvent
 from tarry.contracts.guardrails import (
     GUARDRAILS_ACTIVITY,
     OUTPUT_RETRIES,
+    WITHHELD_NOTE,
     Guarded,
     GuardPoint,
     Guardrail,
@@ -108,7 +109,7 @@ def _withhold(run: RunScope, blocked: GuardrailHit) -> ErrorInfo | None:
     that makes the run wait for a person (`retry`, or a reply), as a failing model does."""
     guards = run.memory.guards
     guards.output_blocks += 1
-    note = f"Your answer was {_withheld(blocked)[1:-1]}. Answer again without what it objects to."
+    note = f"{WITHHELD_NOTE} {_why(blocked)}. Answer again without what it objects to."
     run.memory.conversation.transcript.append(
         ChatMessage(role="system", content=note, guardrails=[blocked])
     )
@@ -172,41 +173,33 @@ def _apply(message: ChatMessage, guarded: Guarded) -> None:
 
 
 def _withheld(hit: GuardrailHit) -> str:
-    """What the model reads in place of a blocked text: a person who blocked it gave
-    their reason, or the guardrail's stands."""
+    """What the model reads in place of a blocked text."""
+    return f"[withheld by guardrail {_why(hit)}]"
+
+
+def _why(hit: GuardrailHit) -> str:
+    """The guardrail's name and reason, as the model reads why it withheld a text: a
+    person who blocked it gave theirs, or the guardrail's stands."""
     reason = (hit.decision.reason if hit.decision else None) or hit.reason
-    why = f": {reason}" if reason else ""
-    return f"[withheld by guardrail {hit.guardrail!r}{why}]"
+    return f"{hit.guardrail!r}: {reason}" if reason else repr(hit.guardrail)
 
 
 async def _guard(run: RunScope, text: str, rails: list[Guardrail], on: GuardPoint) -> Guarded:
-    """The text as `rails` and the people they asked let it through: the rails in order,
-    those that never ask checked together (one activity, as before `ask`), each that
-    asks alone, so that a person decides on the text as that guardrail saw it."""
+    """The text as `rails` and the people they asked let it through. The check stops at
+    a hit that asks (`Guarded.asking`), on the text as the guardrails before it left it:
+    a person decides on that, and the guardrails after it check the text as decided.
+    Without a hit that asks, this is one check, as before `ask`."""
     hits: list[GuardrailHit] = []
-    for segment in _segments(rails):
-        guarded = await _check(text, segment)
-        if (asking := guarded.asking) is not None:
-            rail = next(g for g in segment if g.name == asking.guardrail)
-            decided = await guardrail_asks.decided(run, text, asking, rail, on)
-            guarded = Guarded(text=decided[0], hits=[decided[1]])
-        hits += guarded.hits
-        text = guarded.text
-        if guarded.blocked is not None:
-            break
-    return Guarded(text=text, hits=hits)
-
-
-def _segments(rails: list[Guardrail]) -> list[list[Guardrail]]:
-    """`rails` in order, cut around each that asks (`GuardVerdict.ASK`)."""
-    segments: list[list[Guardrail]] = []
-    for rail in rails:
-        asks = rail.verdict is GuardVerdict.ASK
-        if asks or not segments or segments[-1][-1].verdict is GuardVerdict.ASK:
-            segments.append([rail])
-        else:
-            segments[-1].append(rail)
-    return segments
+    while True:
+        guarded = await _check(text, rails)
+        if (asking := guarded.asking) is None:
+            return Guarded(text=guarded.text, hits=[*hits, *guarded.hits])
+        at = next(i for i, g in enumerate(rails) if g.name == asking.guardrail)
+        text, decided = await guardrail_asks.decided(run, guarded.text, asking, rails[at], on)
+        hits += [*guarded.hits[:-1], decided]
+        rails = rails[at + 1 :]
+        if decided.blocks or not rails:
+            return Guarded(text=text, hits=hits)
 
 
 async def _check(text: str, rails: list[Guardrail]) -> Guarded:

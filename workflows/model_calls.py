@@ -26,9 +26,10 @@ from tarry.contracts import (
     Mode,
 )
 from tarry.contracts.compatibility import ASK_ON_MODEL_FAILURE
-from tarry.contracts.guardrails import GuardPoint
+from tarry.contracts.guardrails import GuardCheck, GuardPoint
 from workflows import guardrails
 from workflows.details import llm_summary
+from workflows.fallback import TurnFallback, is_down
 from workflows.memory import RunMemory, WorkflowInput
 from workflows.stage import RunScope
 
@@ -55,17 +56,21 @@ async def ask(run: RunScope) -> LlmResponse | ErrorInfo | None:
     policy is `queue`, under which `interrupting()` is never true."""
     m, input, stream = run.memory, run.input, run.stream
     bad_responses_left = input.bad_response_attempts
+    fallback = TurnFallback()
     while True:
         if m.interrupting():  # the reply that cut the last call short, or came before this one
             m.deliver_inbox()
         if await guardrails.guard_replies(run):  # before any reply reaches the model
             return None  # a stop ended a wait for a decision on one
-        request = _request_for(m, input)
+        request = _request_for(m, input, fallback)
         stream.begin_turn(m, request.turn)
         try:
-            queue = m.catalogue.queue_of(m.requests.model)
+            queue = m.catalogue.queue_of(fallback.asking or m.requests.model)
             return await _call_model(request, input, queue, functools.partial(_cut, m))
         except ActivityError as e:
+            if is_down(e):  # only a profile with a fallback is ever down
+                fallback.down(e)
+                continue
             if isinstance(e.cause, CancelledError):
                 # The activity confirmed its cancellation only after sending its last
                 # words (`AnswerObservers.close`), so they are in history and the stream.
@@ -101,13 +106,15 @@ def _cut(memory: RunMemory) -> bool:
     return memory.requests.stop or memory.interrupting()
 
 
-def _request_for(memory: RunMemory, input: WorkflowInput) -> LlmRequest:
+def _request_for(memory: RunMemory, input: WorkflowInput, fallback: TurnFallback) -> LlmRequest:
     """Only the messages the stored conversation lacks: history grows by each turn's
     news, not by the whole conversation again (see `ContextRef`)."""
     m, c = memory, memory.conversation
     stored = c.context_from + c.context.count if c.context else c.paged
+    own = m.requests.model or input.model
+    run_guardrails = guardrails.guardrails_of(m, input)
     request = LlmRequest(
-        profile=m.requests.model or input.model,
+        profile=fallback.profile(own),
         system=input.system,
         context=c.context,
         messages=c.messages_from(stored),
@@ -115,7 +122,10 @@ def _request_for(memory: RunMemory, input: WorkflowInput) -> LlmRequest:
         tool_definitions=None if c.context else m.catalogue.tools,
         sampling=input.sampling,
         output_schema=input.output_schema if input.mode is Mode.TASK else None,
-        hold_words=any(g.on is GuardPoint.OUTPUT for g in guardrails.guardrails_of(m, input)),
+        hold_words=any(g.on is GuardPoint.OUTPUT for g in run_guardrails),
+        fallback_of=fallback.fallback_of(own),
+        circuit=not fallback.exhausted,
+        private=input.sensitive or any(g.check is GuardCheck.PII for g in run_guardrails),
     )
     return request
 
@@ -140,7 +150,7 @@ async def _call_model(
         schedule_to_close_timeout=window,
         retry_policy=LLM_RETRY,
         cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-        summary=llm_summary(request.turn, request.profile),
+        summary=llm_summary(request.turn, request.profile, request.fallback_of),
     )
     await workflow.wait_condition(lambda: call.done() or stopped())
     call.cancel()  # a no-op when the call is done

@@ -83,6 +83,9 @@ _STATUS = {
     ErrorCode.APPROVAL_ALREADY_DECIDED: HTTPStatus.CONFLICT,
     ErrorCode.APPROVAL_INVALID_ARGUMENTS: HTTPStatus.CONFLICT,
     ErrorCode.APPROVAL_NOT_ALLOWED: HTTPStatus.FORBIDDEN,
+    # The caller's `[limits]` keep them from it, whatever the run's state.
+    ErrorCode.MODEL_NOT_ALLOWED: HTTPStatus.FORBIDDEN,
+    ErrorCode.BUDGET_NOT_ALLOWED: HTTPStatus.FORBIDDEN,
     ErrorCode.NOT_ALLOWED: HTTPStatus.FORBIDDEN,
     ErrorCode.INPUT_TOO_LARGE: HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
     ErrorCode.INPUT_EMPTY: HTTPStatus.UNPROCESSABLE_ENTITY,

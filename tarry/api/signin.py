@@ -137,8 +137,7 @@ class SignIn:
 
     def _with_groups(self, user: str, groups: Sequence[str]) -> Caller:
         """`user` in the groups their sign-in names and those `[api.groups]` puts them in."""
-        configured = self.settings.caller(user).groups
-        return Caller(user, tuple(dict.fromkeys([*(g for g in groups if g), *configured])))
+        return self.settings.caller(user, groups)
 
     def _is_gateway(self, client: str | None) -> bool:
         """Whether the connection comes from `[api] trusted_proxy` (its own address, never

@@ -92,6 +92,11 @@ RUN_BUSY_ADVICE = (
 API's field, not the option."""
 
 
+LIMITS_REFUSALS = frozenset({ErrorCode.MODEL_NOT_ALLOWED, ErrorCode.BUDGET_NOT_ALLOWED})
+"""Refusals by the config's `[limits]`: the same command meets them until the config
+changes, so they exit 2, as a bad setting does, not 1, as a run's state may."""
+
+
 def run_command(main: Coroutine[Any, Any, T]) -> T:
     """Runs a command's async body; every error a person can act on becomes one line."""
     try:
@@ -99,7 +104,7 @@ def run_command(main: Coroutine[Any, Any, T]) -> T:
     except TarryError as e:
         if e.code is ErrorCode.RUN_BUSY:
             fail(f"{e.code}: {RUN_BUSY_ADVICE}")
-        fail(f"{e.code}: {e.message}")
+        fail(f"{e.code}: {e.message}", 2 if e.code in LIMITS_REFUSALS else 1)
     except (CliError, EncryptionKeyError) as e:
         fail(str(e))
     except ConnectError as e:

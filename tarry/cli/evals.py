@@ -133,8 +133,14 @@ def run(
     )
 
     async def evaluate(tarry: Tarry) -> EvalReport:
+        caller = tarry.caller
         handle = await start_eval(
-            tarry.client, tarry.task_queue, tarry.caller.user, input, door=tarry.caller.door
+            tarry.client,
+            tarry.task_queue,
+            caller.user,
+            input,
+            door=caller.door,
+            limits=caller.limits,
         )
         if not as_json:
             console.print(f"eval {handle.id}: {len(points)} points on {model}")

@@ -200,7 +200,8 @@ def state_text(run_id: str, state: RunState, children: list[str] | None = None) 
         "usage": f"{usage.total_tokens} tokens "
         f"({usage.prompt_tokens} prompt, {usage.completion_tokens} completion)"
         # Only a run on priced profiles costs anything; `$0` would read as "free".
-        + (f", ${usage.cost_usd:.4f}" if usage.cost_usd else ""),
+        + (f", ${usage.cost_usd:.4f}" if usage.cost_usd else "")
+        + (f", {_calls(usage.cached_calls)} from the cache" if usage.cached_calls else ""),
         "messages": str(state.message_count),
         "pending": f"{state.pending_inputs} replies",
     }
@@ -325,3 +326,7 @@ def thinking(console: Console) -> AbstractContextManager[object]:
     if console.is_terminal and not console.is_dumb_terminal:
         return console.status("thinking…")
     return nullcontext()
+
+
+def _calls(n: int) -> str:
+    return f"{n} call" if n == 1 else f"{n} calls"

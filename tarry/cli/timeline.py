@@ -15,13 +15,14 @@ __all__ = ["duration_text", "timeline_view"]
 BAR_WIDTH = 14
 """Characters the run's whole span takes in the bar column: the row fits 80 columns."""
 NAME_WIDTH = 48
-_OTHER_COLUMNS = 54
+_OTHER_COLUMNS = 58
 """The widths of the columns but the name's, with a space between each."""
 _KIND_STYLE = {
     SpanKind.MODEL: "green",
     SpanKind.TOOL: "cyan",
     SpanKind.WAIT: "yellow",
     SpanKind.AGENT: "magenta",
+    SpanKind.GUARDRAIL: "blue",
 }
 
 
@@ -50,7 +51,7 @@ def timeline_view(timeline: RunTimeline, width: int) -> Group:
     table = Table(
         Column("start", justify="right", no_wrap=True, min_width=7),
         Column("took", justify="right", no_wrap=True, min_width=8),
-        Column("kind", no_wrap=True, min_width=5),
+        Column("kind", no_wrap=True, min_width=9),
         Column("name", no_wrap=True, overflow="ellipsis", width=name_width),
         Column("tokens", justify="right", no_wrap=True, min_width=6),
         Column("cost", justify="right", no_wrap=True, min_width=7),
@@ -72,12 +73,16 @@ def _row(span: TimelineSpan, total: float) -> tuple[str | Text, ...]:
     if span.status is SpanStatus.OPEN:
         took += "…"
     name = span.name
+    if span.verdict:
+        name += f" → {span.verdict}"
     if span.by:
         name += f" · by {span.by}"
     if span.status in (SpanStatus.FAILED, SpanStatus.CANCELLED):
         name += f" ({span.status})"
     if span.attempts > 1:
         name += f" ({span.attempts} attempts)"
+    if span.cached:
+        name += " (cached)"
     style = _KIND_STYLE[span.kind]
     return (
         f"+{duration_text(span.offset_s)}",

@@ -35,6 +35,7 @@ from tarry.contracts import (
     Phase,
 )
 from tarry.core.errors import TarryError
+from tarry.core.limits import Limits
 
 __all__ = ["eval_report", "load_points", "start_eval", "wait_report"]
 
@@ -86,14 +87,20 @@ async def start_eval(
     eval_id: str | None = None,
     *,
     door: Door = Door.CLI,
+    limits: Limits | None = None,
 ) -> WorkflowHandle[object, EvalReport]:
     """Starts the eval of `input` (id `eval-<random>` unless given): visible in `tarry
     list` as Running on its candidate profile. It is `owner`'s, as a run is its starter's:
     its report holds the dataset's conversations, which the API shows only to those who
     may read it (`tarry.core.ownership`). Its start is recorded in the audit trail as
-    `owner`'s, through `door`, readable by whoever may read the eval."""
+    `owner`'s, through `door`, readable by whoever may read the eval. `limits`: the
+    owner's (`tarry.core.limits`): a candidate or judge profile outside them is refused,
+    `MODEL_NOT_ALLOWED`, before anything starts."""
     if input.scorer is AnswerScorer.JUDGE and input.judge is None:
         raise TarryError(ErrorCode.EVAL_INVALID, "the judge scorer needs a judge model profile")
+    for profile, what in ((input.model, "the eval"), (input.judge, "the eval's judge")):
+        if limits and profile and (refused := limits.model_problem(profile, what)):
+            raise refused
     attributes = TypedSearchAttributes(
         [
             SearchAttributePair(PHASE_ATTRIBUTE, Phase.RUNNING.value),

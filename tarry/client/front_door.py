@@ -35,7 +35,13 @@ from tarry.client.schedules import (
     is_tarrys,
     temporal_schedule,
 )
-from tarry.client.starting import checked_id, start_run, start_with_message, started_by
+from tarry.client.starting import (
+    admitted,
+    checked_id,
+    start_run,
+    start_with_message,
+    started_by,
+)
 from tarry.config.settings import TarrySettings
 from tarry.contracts import (
     DEFAULT_TASK_QUEUE,
@@ -129,7 +135,10 @@ class Tarry:
         (`tools`, `require_approval`) is refused with `TOOL_NOT_FOUND` when the worker
         has no tool of one of those names, and one that names a model profile with
         `LLM_UNKNOWN_PROFILE` when the worker has no such profile; with no worker to ask,
-        the run refuses them itself once one takes it. `memo` adds to the run's memo (which
+        the run refuses them itself once one takes it. A caller with limits (`[limits]`) is
+        refused a profile outside them (`MODEL_NOT_ALLOWED`, the `default` one when the
+        input names none) and a budget over theirs (`BUDGET_NOT_ALLOWED`), and a run that
+        names no budget gets the most they may have. `memo` adds to the run's memo (which
         `resume` keeps): what a caller needs to know of the request that started it.
         `start_key` is a digest of the request's idempotency key, kept as the search
         attribute `TarryStartKey` so that any process finds the run a key started."""
@@ -164,12 +173,15 @@ class Tarry:
         `SCHEDULE_INVALID` for a name outside the run id rule or a timing Temporal cannot
         read, `SCHEDULE_EXISTS` for the name of a schedule there is. The tools and model
         profile `input` names are checked by each run when it starts (`TOOL_NOT_FOUND`,
-        `LLM_UNKNOWN_PROFILE` end it), since no worker is asked now."""
+        `LLM_UNKNOWN_PROFILE` end it), since no worker is asked now; the profile and budget
+        against the caller's limits now (`MODEL_NOT_ALLOWED`, `BUDGET_NOT_ALLOWED`)."""
         if isinstance(input, str):
             input = RunInput(prompt=input)
         # Its runs are started by the schedule, through its door: the person who created
         # it owns them, and its creation is their act in the trail.
         input = input.model_copy(update={"started_by": f"schedule {name}", "door": Door.SCHEDULE})
+        # Checked now, against its creator's limits: each run it starts is theirs.
+        input = admitted(self.caller, input)
         schedule = ScheduleHandle(self.client, checked_name(name), self.caller)
         try:
             timing = Timing(cron=cron, every=every, time_zone=time_zone)

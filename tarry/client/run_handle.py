@@ -170,7 +170,8 @@ class RunHandle:
         """Replaces the budget limits given (the `raise_budget` update). A run paused on
         its budget goes on, and the answer is the state at its next stop point; otherwise
         the state at once. `BUDGET_INVALID` when none is given or one is not above what
-        the run has spent."""
+        the run has spent; `BUDGET_NOT_ALLOWED` for one above the caller's
+        `max_run_budget` (`[limits]`), whoever's run it is."""
         try:
             raised = BudgetRaise(
                 max_total_tokens=max_total_tokens,
@@ -181,6 +182,9 @@ class RunHandle:
         except ValidationError as e:
             reason = str(e.errors()[0]["msg"])
             raise TarryError(ErrorCode.BUDGET_INVALID, f"a budget limit {reason}") from None
+        limits = self.caller.limits
+        if limits and (problem := limits.budget_problem(raised, "the raise asks for a budget")):
+            raise problem
         return await self._delivery.update("raise_budget", raised)
 
     async def retry(self) -> RunState:
@@ -192,8 +196,13 @@ class RunHandle:
     async def set_model(self, profile: str) -> RunState:
         """Switches the run's next model calls to the worker's profile `profile` (the
         `set_model` update); the state at once. A run waiting for a failing model goes
-        on with `retry` or a reply."""
-        switch = ModelSwitch(profile=profile, by=self.caller.user, door=self.caller.door)
+        on with `retry` or a reply. The run refuses a profile outside the caller's limits
+        (`MODEL_NOT_ALLOWED`), whose globs the switch carries."""
+        limits = self.caller.limits
+        models = None if limits is None or limits.models is None else list(limits.models)
+        switch = ModelSwitch(
+            profile=profile, by=self.caller.user, door=self.caller.door, models=models
+        )
         return await self._delivery.update("set_model", switch)
 
     async def set_reply_policy(self, policy: ReplyPolicy) -> RunState:

@@ -58,6 +58,7 @@ from tarry.core.text import summary_of
 __all__ = [
     "ID_REUSE",
     "RunWorkflow",
+    "admitted",
     "checked_id",
     "refuse_unknown_names",
     "start_resumption",
@@ -94,9 +95,10 @@ async def start_run(
     run_id = checked_id(f"run-{uuid.uuid4().hex[:8]}" if run_id is None else run_id)
     if problem := reserved_id_problem(run_id):
         raise TarryError(ErrorCode.RUN_ID_INVALID, problem)
+    input = admitted(caller, input)
     named_profile = input.model != RunInput.model_fields["model"].default
     if input.tools is not None or input.require_approval or input.agents or named_profile:
-        await refuse_unknown_names(client, task_queue, input, run_id)
+        await refuse_unknown_names(client, task_queue, input, run_id, caller)
     summary = summary_of(input.prompt)
     # The workflow's own input: a fork's origin and first messages are not `RunInput`'s.
     payload: RunInput | dict[str, Any] = input
@@ -147,7 +149,7 @@ async def start_with_message(
     refuses it without admitting the message, as every other reply is."""
     if reserved_id_problem(checked_id(run_id)):
         return None
-    input = input.model_copy(update=started_by(caller))
+    input = admitted(caller, input.model_copy(update=started_by(caller)))
     await await_poller(client, task_queue, run_id)
     summary = summary_of(input.prompt)
 
@@ -221,16 +223,19 @@ CHECK_DETAILS = (
 
 
 async def refuse_unknown_names(
-    client: Client, task_queue: str, input: RunInput, run_id: str
+    client: Client, task_queue: str, input: RunInput, run_id: str, caller: Caller
 ) -> None:
     """Raises `TOOL_NOT_FOUND` or `LLM_UNKNOWN_PROFILE` when the workers have no tool,
-    agent or model profile of a name `input` gives, before anything starts: their own
+    agent or model profile of a name `input` gives, and `MODEL_NOT_ALLOWED` when one of
+    its agents runs on a profile outside `caller`'s limits, before anything starts: their own
     answer, through a short `CatalogueCheck` workflow (not a run, so a refused start
     leaves no failed run in `tarry list` or the inbox), waited for as long as a worker
     polls. With none for `WORKER_GRACE`, or one that does not answer in
     `NOT_READY_PATIENCE` (older than this client), says so in a warning: the run
     refuses them itself once a worker takes it."""
     request = CatalogueRequest.of(input)
+    if caller.limits is not None and caller.limits.models is not None:
+        request.models = list(caller.limits.models)
     try:
         await await_poller(client, task_queue, run_id)
         refusal: ErrorInfo | None = await client.execute_workflow(
@@ -257,6 +262,13 @@ async def refuse_unknown_names(
         return
     if refusal is not None:
         raise TarryError(refusal.code, refusal.message)
+
+
+def admitted(caller: Caller, input: RunInput) -> RunInput:
+    """`input` as `caller`'s limits let it start (`Limits.admitted`: its profile allowed,
+    its budget within theirs, the most they may have when it names none); as it is for a
+    caller without limits. Raises `MODEL_NOT_ALLOWED` or `BUDGET_NOT_ALLOWED`."""
+    return input if caller.limits is None else caller.limits.admitted(input)
 
 
 def started_by(caller: Caller) -> dict[str, Any]:

@@ -6,6 +6,8 @@ history holds what the timeline needs, so no trace store and no worker are asked
 - a model or tool call is an activity, from its scheduling to its end (a quick tool's
   local activity is a marker that records its own times); the model call's tokens and
   cost are in its result;
+- a guardrail check is an activity too: its guardrails' names are in its input, what
+  they did in its result (never the text: neither is kept in the span);
 - a wait for a person runs from the `TarryWaitingFor` search attribute being set to it
   being unset or changed; who answered is the last person acting on the run meanwhile
   (a signal's or an update's `by`);
@@ -57,7 +59,7 @@ from tarry.contracts import (
     Usage,
     WaitingFor,
 )
-from tarry.contracts.guardrails import GUARDRAILS_ACTIVITY
+from tarry.contracts.guardrails import GUARDRAILS_ACTIVITY, Guarded, GuardRequest
 from tarry.contracts.previews import PREVIEW_ACTIVITY
 
 __all__ = ["read_timeline"]
@@ -70,12 +72,10 @@ _HOUSEKEEPING = frozenset(
         PAGE_INDEX_ACTIVITY,
         NOTIFY_ACTIVITY,
         PREVIEW_ACTIVITY,
-        GUARDRAILS_ACTIVITY,
     }
 )
 """Activities that are the run's own bookkeeping, not a call of the model or a tool (a
-gated call's preview, made as the run starts to wait for its decision; a guardrails'
-check, whose hits the transcript and the audit trail keep)."""
+gated call's preview, made as the run starts to wait for its decision)."""
 _LOCAL_ACTIVITY_MARKER = "core_local_activity"
 _CLOSE_EVENTS = frozenset(
     {
@@ -117,6 +117,8 @@ class _Span:
     waiting_for: WaitingFor | None = None
     by: str | None = None
     run_id: str | None = None
+    guardrails: list[str] | None = None
+    verdict: str | None = None
 
     def close(self, at: datetime, status: SpanStatus) -> None:
         self.end, self.status = at, status
@@ -156,7 +158,9 @@ class _Chain:
         kind = event.WhichOneof("attributes")
         if kind == "activity_task_scheduled_event_attributes":
             activity = event.activity_task_scheduled_event_attributes.activity_type.name
-            if activity not in _HOUSEKEEPING:
+            if activity == GUARDRAILS_ACTIVITY:
+                self._add(await self._check(event, at), event.event_id)
+            elif activity not in _HOUSEKEEPING:
                 span_kind = SpanKind.MODEL if activity == LLM_ACTIVITY else SpanKind.TOOL
                 name = await self._summary(event) or activity
                 self._add(_Span(span_kind, name, at), event.event_id)
@@ -195,16 +199,29 @@ class _Chain:
         [summary] = await self.converter.decode([event.user_metadata.summary], [str])
         return str(summary) or None
 
+    async def _check(self, event: HistoryEvent, at: datetime) -> _Span:
+        """A guardrail check's span, named after where its guardrails looked and them."""
+        payloads = event.activity_task_scheduled_event_attributes.input.payloads
+        [request] = await self.converter.decode(payloads[:1], [GuardRequest])
+        names = [g.name for g in request.guardrails]
+        name = f"{request.point}: {', '.join(names)}"
+        return _Span(SpanKind.GUARDRAIL, name, at, guardrails=names)
+
     async def _activity_ended(self, event: HistoryEvent, kind: str, at: datetime) -> None:
         attributes = getattr(event, kind)
         span = self.calls.pop(attributes.scheduled_event_id, None)
         if span is None:
             return
         span.close(at, _ACTIVITY_ENDS[kind])
-        if span.kind is SpanKind.MODEL and kind == "activity_task_completed_event_attributes":
-            payloads = attributes.result.payloads
+        if kind != "activity_task_completed_event_attributes":
+            return
+        payloads = attributes.result.payloads
+        if span.kind is SpanKind.MODEL:
             [response] = await self.converter.decode(payloads[:1], [LlmResponse])
             span.usage = response.usage
+        elif span.kind is SpanKind.GUARDRAIL:
+            [guarded] = await self.converter.decode(payloads[:1], [Guarded])
+            span.verdict = guarded.verdict
 
     async def _child_ended(self, event: HistoryEvent, kind: str, at: datetime) -> None:
         attributes = getattr(event, kind)
@@ -224,7 +241,8 @@ class _Chain:
             return
         data: dict[str, Any] = json.loads(marker.details["data"].payloads[0].data)
         activity = str(data.get("activity_type", ""))
-        if not activity or activity in _HOUSEKEEPING or activity == LLM_ACTIVITY:
+        # A guardrail check was a local activity once: its marker keeps no input to name it.
+        if activity in (*_HOUSEKEEPING, LLM_ACTIVITY, GUARDRAILS_ACTIVITY, ""):
             return
         end = _moment(data.get("complete_time")) or event.event_time.ToDatetime(UTC)
         start = min(_moment(data.get("original_schedule_time")) or end, end)
@@ -384,7 +402,10 @@ def _timeline_span(span: _Span, started_at: datetime, now: datetime) -> Timeline
         attempts=span.attempts,
         tokens=usage.total_tokens if usage is not None else None,
         cost_usd=usage.cost_usd if usage is not None and usage.cost_usd else None,
+        cached=span.kind is SpanKind.MODEL and usage is not None and usage.cached_calls > 0,
         waiting_for=span.waiting_for,
         by=span.by,
         run_id=span.run_id,
+        guardrails=span.guardrails,
+        verdict=span.verdict,
     )

@@ -40,6 +40,7 @@ __all__ = [
     "Prices",
     "Provider",
     "ServerLimits",
+    "fallback_problem",
     "long_token",
     "named_token",
     "user_tokens",
@@ -119,6 +120,20 @@ class ModelProfile(Sampling):
     run's own), so the workers serving it, and their rate limit, govern this provider.
     Every worker that starts runs on it must name the same queue: a run resolves it once,
     at its start."""
+    fallback: list[str] = Field(default_factory=list)
+    """Profiles that answer a turn, in order, while this one's provider is down (its
+    circuit open, `activities.circuits`); empty: none, an outage is waited out."""
+    fallback_after: int = Field(default=3, ge=1)
+    """Failed tries in a row (5xx, 429, a timeout) on one worker that open the circuit."""
+    fallback_cooldown: float = Field(default=60.0, gt=0)
+    """Seconds an open circuit sends calls to the fallback before this profile is tried again."""
+    cache: bool = False
+    """Answer a call identical to one answered before from the response cache, at no cost
+    (`activities.response_cache`); never for a sensitive run or one under a `pii` guardrail."""
+    cache_ttl: float = Field(default=3600.0, gt=0)
+    """Seconds a cached answer is used for."""
+    cache_entries: int = Field(default=1000, ge=1)
+    """Answers the cache keeps on each worker; the least recently used goes first."""
 
     @model_validator(mode="after")
     def _provider_defaults(self) -> ModelProfile:
@@ -126,6 +141,22 @@ class ModelProfile(Sampling):
         self.base_url = self.base_url or defaults["base_url"]
         self.model = self.model or defaults["model"]
         return self
+
+
+def fallback_problem(profiles: dict[str, ModelProfile]) -> str | None:
+    """What makes a profile's `fallback` unusable: itself, or a name no profile has
+    (`default` and `anthropic` come from the environment)."""
+    known = {*profiles, "default", "anthropic"}
+    for name, profile in profiles.items():
+        for other in profile.fallback:
+            if other == name:
+                return f"[profiles.{name}] falls back to itself; name another profile"
+            if other not in known:
+                return (
+                    f"[profiles.{name}] falls back to {other!r}, which is no profile "
+                    f"(profiles: {', '.join(sorted(known))})"
+                )
+    return None
 
 
 class McpServer(BaseModel):

@@ -71,6 +71,10 @@ class CatalogueRequest(BaseModel):
     from before `Catalogue`): the answer is the bare list of tools."""
     agents: list[str] = Field(default=[], exclude_if=when_empty)
     """The sub-agents the run may delegate to (`RunInput.agents`)."""
+    models: list[str] | None = Field(default=None, exclude_if=when_none)
+    """The model profiles (globs) the person starting the run may use (`[limits]`): a
+    sub-agent on another is refused, `MODEL_NOT_ALLOWED`. Null: any (a run's own
+    request, which the client checked before it started)."""
 
     @classmethod
     def of(cls, input: RunInput) -> CatalogueRequest:
@@ -154,6 +158,14 @@ class LlmRequest(BaseModel):
     hold_words: bool = Field(default=False, exclude_if=lambda v: not v)
     """Observers are not sent the answer's words as the model writes them: an output
     guardrail checks the answer first (`workflows.guardrails`)."""
+    fallback_of: str | None = Field(default=None, exclude_if=when_none)
+    """The run's own profile, when `profile` answers in its place (its `fallback`)."""
+    circuit: bool = Field(default=True, exclude_if=lambda v: v)
+    """Whether the worker may refuse the call at once while the profile's circuit is open
+    (`LLM_PROVIDER_DOWN`, `activities.circuits`); false once the run has no fallback left."""
+    private: bool = Field(default=False, exclude_if=lambda v: not v)
+    """The run is sensitive, or under a `pii` guardrail: the call neither reads nor writes
+    the response cache."""
 
 
 class LlmResponse(BaseModel):
@@ -166,6 +178,8 @@ class LlmResponse(BaseModel):
     """The stored transcript the answer was written to, for the next call to extend."""
     sent_messages: int = 0
     """How many transcript messages fit the profile's context budget and were sent."""
+    cached: bool = Field(default=False, exclude_if=lambda v: not v)
+    """Answered from the response cache (`ModelProfile.cache`), at no cost."""
     # The tool catalogue as the model activity used to resolve it and send it back with
     # every answer. Only for runs in flight from before the workflow owned the catalogue
     # (their recorded answers carry it, and they read it until their first live step on

@@ -107,6 +107,11 @@ class ModelSwitch(Acting):
     the profile's name alone)."""
 
     profile: str
+    models: list[str] | None = Field(default=None, exclude_if=when_none)
+    """The profiles (globs) the person switching may use, as their door resolved them
+    from the config's `[limits]`: the run refuses another (`MODEL_NOT_ALLOWED`). They
+    travel with the switch as a decision's groups do (`workflows.approvals` says why).
+    Null: no limits (no `[limits]`, the Temporal UI, an older client); left out then."""
 
 
 class ReplyPolicyChange(Acting):

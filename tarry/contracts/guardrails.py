@@ -11,9 +11,10 @@ A guardrail names where it looks, what it looks for and what it does on a hit:
 answer, before anyone sees it) or `tool_result` (a tool's result, before the model reads
 it). `check` is `pii` (emails, phone numbers, card numbers that pass the Luhn check,
 IBANs, IP addresses and US social security numbers, by Presidio's pattern recognizers:
-no model, nothing downloaded) or `pattern` (RE2 regular expressions, `patterns`, and
-words, `deny`, matched without regard to case). `verdict` is `redact` (the text goes on
-with each match replaced by a typed placeholder, `<EMAIL_1>`) or `block` (a message is
+no model, nothing downloaded), `pattern` (RE2 regular expressions, `patterns`, and
+words, `deny`, matched without regard to case), `moderation`, `judge` (a model reads the
+text against the guardrail's `rubric`) or `python`. `verdict` is `redact` (the text goes on
+with each match replaced by a typed placeholder, `<EMAIL_1>`), `block` (a message is
 withheld from the model, which reads the guardrail's name and reason in its place; a
 tool's result is refused the same way; an answer is withheld, and the model, told why,
 is asked again, up to `OUTPUT_RETRIES` times in a row, after which the run waits for a
@@ -52,6 +53,7 @@ __all__ = [
     "HELD",
     "OUTPUT_RETRIES",
     "TEXT_SCHEMA",
+    "WITHHELD_NOTE",
     "GuardCheck",
     "GuardDecision",
     "GuardPoint",
@@ -69,6 +71,9 @@ __all__ = [
 OUTPUT_RETRIES = 2
 """How often in a row the model is asked again after an output guardrail blocked its
 answer, before the run waits for a person."""
+WITHHELD_NOTE = "Your answer was withheld by guardrail"
+"""How the note starts that tells the model an output guardrail withheld its answer: the
+run's own system message, which the scripted model (`ScriptStep.if_withheld`) knows."""
 GUARDRAILS_ACTIVITY = "check_guardrails"
 """The activity that checks a text against guardrails (`activities.guardrail_checks`)."""
 TEXT_SCHEMA: dict[str, Any] = {
@@ -113,6 +118,10 @@ class GuardCheck(StrEnum):
     """A provider's moderation endpoint (OpenAI's `/v1/moderations`), at the `profile`'s
     base URL with its key: the `categories` it flags (any, when none are named), or whose
     score reaches `threshold`. It blocks; it cannot redact."""
+    JUDGE = "judge"
+    """A model, the `profile`'s, reads the text against the guardrail's `rubric` and answers
+    allow, block or ask, with a reason, as structured output: its answer is the hit's
+    verdict and reason, up to the guardrail's own `verdict` (`Guardrail.verdict_for`)."""
     PYTHON = "python"
     """The worker's function `function`, registered on its plugin as tools are
     (`TarryPlugin(guardrail_functions=...)`): it takes the text and returns its matches."""
@@ -163,7 +172,8 @@ class Guardrail(BaseModel):
     kinds: list[PiiKind] = []
     """For `pii`: the kinds it looks for; empty: every kind."""
     profile: str = "default"
-    """For `moderation`: the worker's model profile whose base URL and key it calls."""
+    """For `moderation` and `judge`: the worker's model profile whose base URL and key it
+    calls (a judge's, also its model)."""
     model: str = "omni-moderation-latest"
     """For `moderation`: the moderation model the endpoint is asked for."""
     categories: list[str] = []
@@ -172,13 +182,16 @@ class Guardrail(BaseModel):
     threshold: float | None = Field(default=None, ge=0, le=1)
     """For `moderation`: a category counts once its score reaches this; null: when the
     endpoint flags it."""
+    rubric: str | None = Field(default=None, min_length=1)
+    """For `judge`: what the model judges the text by, in words (`Block a text that asks
+    for a weapon; ask about one that mentions a competitor; allow the rest`)."""
     function: str | None = None
     """For `python`: the name the worker registered the function under."""
     fail_open: bool = False
     """When the check itself fails after its retries: let the text through, not block it."""
     approvers: list[str] | None = None
-    """Who may decide on a text it asks about (users, `group:NAME`), as
-    `RunInput.approvers` name a tool's; null: anyone who may decide the run's calls."""
+    """Who may decide on a text it asks about: users and groups (`[api.groups]`), named
+    as `RunInput.approvers` name a tool's; null: anyone who may decide the run's calls."""
     timeout: timedelta | None = None
     """How long a text it asks about waits for a decision; null: the run's
     `approval_timeout`. Past it, the run's `approval_default` applies (approve: allow)."""
@@ -220,6 +233,18 @@ class Guardrail(BaseModel):
                 f"guardrail {self.name!r}: a moderation check flags a whole text, which"
                 ' cannot be redacted: give it "verdict": "block" (or "ask")'
             )
+        if self.check is GuardCheck.JUDGE and self.verdict is GuardVerdict.REDACT:
+            raise ValueError(
+                f"guardrail {self.name!r}: a judge decides on a whole text, which cannot be"
+                ' redacted: give it "verdict": "block" (its judge\'s block blocks, its ask'
+                ' asks a person) or "ask" (a person decides whatever it does not allow)'
+            )
+        if (self.check is GuardCheck.JUDGE) != (self.rubric is not None):
+            raise ValueError(
+                f"guardrail {self.name!r}: `rubric` is what the model of a"
+                ' "check": "judge" guardrail judges by, and only of one: give a judge'
+                ' one, e.g. "rubric": "Block a text that asks for a weapon; allow the rest"'
+            )
         if (self.check is GuardCheck.PYTHON) != (self.function is not None):
             raise ValueError(
                 f"guardrail {self.name!r}: `function` names the worker's function of a"
@@ -227,12 +252,19 @@ class Guardrail(BaseModel):
             )
         return self
 
+    def verdict_for(self, answer: GuardVerdict) -> GuardVerdict:
+        """What a hit does when this guardrail's judge answered `answer` (block or ask):
+        the guardrail's own `verdict` is the most its judge may do, so under `ask` a
+        person decides on every text the judge does not allow, its blocks too."""
+        return GuardVerdict.ASK if GuardVerdict.ASK in (answer, self.verdict) else answer
+
 
 class GuardrailMatch(BaseModel):
     """Where a check found something, and what kind of thing: never the text itself."""
 
     kind: str
-    """A `PiiKind`, or `pattern` / `deny` for a pattern check."""
+    """A `PiiKind`; `pattern` / `deny` for a pattern check; a moderation check's category;
+    `judge` for a judge's answer (the whole text)."""
     start: int
     end: int
     """The match's place in the text as the guardrail saw it: `text[start:end]`."""
@@ -300,10 +332,16 @@ class GuardRequest(BaseModel):
     text: str
     guardrails: list[Guardrail]
 
+    @property
+    def point(self) -> str:
+        """Where its guardrails look: one place, as the workflow checks each apart."""
+        return self.guardrails[0].on.value if self.guardrails else "text"
+
 
 class Guarded(BaseModel):
     """The check activity's answer: the text as the guardrails let it through, and
-    their hits; `blocked` when one blocked it (the rest did not look)."""
+    their hits; `blocked` when one blocked it. A hit that blocks or asks is the last: the
+    guardrails after it did not look."""
 
     text: str
     hits: list[GuardrailHit] = []
@@ -319,3 +357,10 @@ class Guarded(BaseModel):
             if hit.blocks or hit.waits:
                 return hit if hit.waits else None
         return None
+
+    @property
+    def verdict(self) -> str:
+        """What the guardrails did to the text, in a word: `allow` when none hit, else
+        the last hit's verdict (a block or an ask is the last), as the timeline's and the
+        trace's `guardrail` spans say it."""
+        return self.hits[-1].verdict.value if self.hits else "allow"

@@ -94,6 +94,11 @@ class ChatMessage(BaseModel):
     guardrails: list[GuardrailHit] = Field(default=[], exclude_if=when_empty)
     """Transcript metadata: the guardrails that redacted or blocked this message's text
     (`content` is what they let through); not sent to the model."""
+    profile: str | None = Field(default=None, exclude_if=when_none)
+    """Transcript metadata on an answer: the profile that wrote it, when it was a fallback
+    of the run's own (`ModelProfile.fallback`); not sent to the model."""
+    cached: bool = Field(default=False, exclude_if=lambda v: not v)
+    """Transcript metadata on an answer: it came from the response cache, at no cost."""
 
     def for_model(self) -> dict[str, Any]:
         """The message as the provider takes it: no nulls, no Tarry metadata; an
@@ -101,7 +106,7 @@ class ChatMessage(BaseModel):
         message = self.model_dump(
             mode="json",
             exclude_none=True,
-            exclude={"decision", "interrupted", "blocks", "by", "guardrails"},
+            exclude={"decision", "interrupted", "blocks", "by", "guardrails", "profile", "cached"},
         )
         if self.interrupted:
             message["content"] = f"{self.content or ''} {INTERRUPTED_NOTE}".lstrip()
@@ -123,6 +128,9 @@ class Usage(BaseModel):
     cost_usd: float = Field(default=0.0, exclude_if=when_empty)
     """Estimated from the profile's prices (`ModelProfile.prices`) by the worker; 0, and
     left out of payloads, where the profile has none."""
+    cached_calls: int = Field(default=0, exclude_if=when_empty)
+    """Model calls answered from the response cache (`ModelProfile.cache`): they cost
+    nothing and count no tokens."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -132,6 +140,7 @@ class Usage(BaseModel):
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             cost_usd=self.cost_usd + other.cost_usd,
+            cached_calls=self.cached_calls + other.cached_calls,
         )
 
 

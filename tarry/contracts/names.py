@@ -234,6 +234,9 @@ class ErrorCode(StrEnum):
     LLM_CONTEXT_MISSING = "LLM_CONTEXT_MISSING"
     """The worker cannot read the stored conversation: that call sends the whole conversation
     once."""
+    LLM_PROVIDER_DOWN = "LLM_PROVIDER_DOWN"
+    """A profile with a `fallback` whose provider keeps failing on the worker (its circuit
+    is open): not retried; the run asks the next profile of the fallback that turn."""
     TOOL_INVALID_ARGUMENTS = "TOOL_INVALID_ARGUMENTS"
     """A tool call's arguments are not JSON or do not fit its schema: the model reads it and
     may try again."""
@@ -292,6 +295,13 @@ class ErrorCode(StrEnum):
     raised."""
     BUDGET_INVALID = "BUDGET_INVALID"
     """`raise_budget` with no limit, or one not above what the run has spent: nothing changes."""
+    BUDGET_NOT_ALLOWED = "BUDGET_NOT_ALLOWED"
+    """A start asking for a budget over the caller's `max_run_budget` (`[limits]`):
+    nothing starts; ask for less, or for none (the run then has the most)."""
+    MODEL_NOT_ALLOWED = "MODEL_NOT_ALLOWED"
+    """A start, a schedule, a fork, an eval, a sub-agent or a `set_model` naming a model
+    profile outside the caller's `models` (`[limits]`): nothing starts or changes. A run
+    that names no profile uses `default`, which counts too."""
     OUTPUT_INVALID = "OUTPUT_INVALID"
     """A task run's final answer does not fit `output_schema`, again after one repair: the run
     fails."""

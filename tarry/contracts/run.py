@@ -208,6 +208,10 @@ class RunInput(Closed):
     """The sub-agents (`[agents.NAME]` of the workers' config file) this run may delegate
     to, each offered as the tool `agent__NAME`; a name no worker has refuses the run at
     its start. Left out while empty, so inputs from before it encode as they did."""
+    sensitive: bool = Field(default=False, exclude_if=lambda v: not v)
+    """The run handles what must not be kept beyond it: its model calls neither read nor
+    write the response cache (`ModelProfile.cache`), as under a `pii` guardrail. Left out
+    while false, so inputs from before it encode as they did."""
 
     @field_validator("output_schema")
     @classmethod

@@ -1,11 +1,11 @@
 """A run's timeline: where its time went, as spans on one time axis.
 
-Model calls, tool calls, waits for a person (input, an approval, a budget, a failing
-model, a sub-agent's person) and sub-agents, each with its start, its duration, and the
-tokens and cost of a model call or a sub-agent. `tarry.client.timeline` builds it from the
-run's Temporal history across its continue-as-new chain, so it needs no trace store;
-`GET /v1/runs/{id}/timeline`, `tarry show RUN --timeline` and the inbox's run page
-show it. Built on request, never stored: no run's history holds one.
+Model calls, tool calls, guardrail checks, waits for a person (input, an approval, a
+budget, a failing model, a sub-agent's person) and sub-agents, each with its start, its
+duration, and the tokens and cost of a model call or a sub-agent. `tarry.client.timeline`
+builds it from the run's Temporal history across its continue-as-new chain, so it needs
+no trace store; `GET /v1/runs/{id}/timeline`, `tarry show RUN --timeline` and the inbox's
+run page show it. Built on request, never stored: no run's history holds one.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ class SpanKind(StrEnum):
     """The run waited for a person (`TimelineSpan.waiting_for` says for what)."""
     AGENT = "agent"
     """A sub-agent's run (`TimelineSpan.run_id`), from its start to its end."""
+    GUARDRAIL = "guardrail"
+    """A text checked against guardrails (`TimelineSpan.guardrails`, `verdict`)."""
 
 
 class SpanStatus(StrEnum):
@@ -50,12 +52,14 @@ class SpanStatus(StrEnum):
 
 
 class TimelineSpan(BaseModel):
-    """One model call, tool call, wait for a person or sub-agent of a run's timeline."""
+    """One model call, tool call, guardrail check, wait for a person or sub-agent of a
+    run's timeline."""
 
     kind: SpanKind
     name: str
     """What the Temporal UI shows it as: `turn 2 · default`, `write_file plan.md`,
-    `approval`, the sub-agent's run id."""
+    `approval`, the sub-agent's run id; a guardrail check's, where it looked and which
+    guardrails (`input: no-pii, no-weapons`)."""
     start: datetime
     end: datetime | None = None
     """Null while it is open."""
@@ -70,12 +74,19 @@ class TimelineSpan(BaseModel):
     """A model call's tokens, or all of a sub-agent's."""
     cost_usd: float | None = Field(default=None, exclude_if=when_none)
     """Estimated from the profile's prices (`Usage.cost_usd`); null without them."""
+    cached: bool = Field(default=False, exclude_if=lambda v: not v)
+    """A model call the response cache answered (`ModelProfile.cache`), at no cost."""
     waiting_for: WaitingFor | None = Field(default=None, exclude_if=when_none)
     """What a wait waited for."""
     by: str | None = Field(default=None, exclude_if=when_none)
     """Who answered a wait: the last person who acted on the run while it waited."""
     run_id: str | None = Field(default=None, exclude_if=when_none)
     """A sub-agent's run id."""
+    guardrails: list[str] | None = Field(default=None, exclude_if=when_none)
+    """The guardrails a check applied, in order, by name."""
+    verdict: str | None = Field(default=None, exclude_if=when_none)
+    """What a check's guardrails did: `allow` (none hit), or the verdict of the last hit
+    (`redact`, `block`, `ask`); null while it runs or when it failed."""
 
 
 class RunTimeline(BaseModel):

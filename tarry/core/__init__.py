@@ -1,7 +1,8 @@
 """The pure core: what the workflow and every door above it compute alike, from the
 contracts alone. `text` (summaries, `shorten`, `redact`), `identities` (who a caller is,
-which names a person may have), `ownership` (who may read and write a run), `errors`
-(`TarryError` and its codes), `eval_scoring` (an eval's report from its decision points),
+which names a person may have), `limits` (what a caller may use and spend, from
+`[limits]`), `ownership` (who may read and write a run), `errors` (`TarryError` and its
+codes), `eval_scoring` (an eval's report from its decision points),
 `tools` (how a tool is declared: `@tool`, `ToolContext`), `action_links` (the signed
 token of a notification's approve or reject link: the worker signs it, the HTTP API
 checks it).

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tarry.contracts import Door
+from tarry.core.limits import Limits
 
 __all__ = [
     "API_USER",
@@ -129,12 +130,15 @@ def shown(name: str) -> str:
 
 @dataclass(frozen=True)
 class Caller:
-    """A user, the groups they belong to, and the door they come through (what the
-    audit trail records with each of their acts)."""
+    """A user, the groups they belong to, the door they come through (what the
+    audit trail records with each of their acts), and their limits."""
 
     user: str
     groups: tuple[str, ...] = ()
     door: Door = Door.CLI
+    limits: Limits | None = None
+    """What they may use and spend (`tarry.core.limits`), resolved from the config's
+    `[limits]` with their groups; None: no `[limits]`, nothing is refused them."""
 
 
 def local_user(tarry_user: str | None) -> str:

@@ -81,6 +81,10 @@ class ScriptStep(BaseModel):
     rule rejected it, or nobody decided before its deadline), given instead of the next
     step: so a script can have the model say it wrote nothing rather than play on as if
     the write had happened. None: the next step, whatever the calls' results."""
+    if_withheld: ScriptStep | None = None
+    """The answer given in this step's place when an output guardrail withheld it (the
+    request ends with the run's note that says so, `WITHHELD_NOTE`): so a script can have
+    the model answer again otherwise, as a model told why does. None: this step again."""
 
 
 class Conversation(BaseModel):

@@ -31,6 +31,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from tarry.contracts import ErrorCode, FunctionCall, ToolCall, Usage
+from tarry.contracts.guardrails import WITHHELD_NOTE
 from tarry.testing import anthropic_wire
 from tarry.testing.anthropic_wire import PromptCache
 from tarry.testing.script import (
@@ -277,13 +278,29 @@ def _refused(request: dict[str, Any]) -> bool:
     return False
 
 
+def _withheld(request: dict[str, Any]) -> int:
+    """How many answers in a row an output guardrail withheld: the run's notes that say
+    so (`WITHHELD_NOTE`) since the request's last assistant message."""
+    messages = [m for m in request["messages"] if isinstance(m, dict)]
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    return sum(
+        1
+        for m in messages[last + 1 :]
+        if isinstance(text := m.get("content"), str) and text.startswith(WITHHELD_NOTE)
+    )
+
+
 def _answer_after(
     previous: ScriptStep | None, step: ScriptStep | None, request: dict[str, Any]
 ) -> ScriptStep | None:
     """`step`, or `previous.if_rejected` when the request tells that a call `previous`
-    asked for did not run."""
+    asked for did not run; in place of an answer withheld, its `if_withheld`."""
     if previous is not None and previous.if_rejected is not None and _refused(request):
-        return previous.if_rejected
+        step = previous.if_rejected
+    for _ in range(_withheld(request)):
+        if step is None or step.if_withheld is None:
+            break
+        step = step.if_withheld
     return step
 
 

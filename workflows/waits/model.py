@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from temporalio.exceptions import ApplicationError
 
-from tarry.contracts import ErrorCode, WaitingFor
+from tarry.contracts import ErrorCode, ModelSwitch, WaitingFor
+from tarry.core.limits import Limits
 from workflows.audit import ModelArg, profile_of
 from workflows.waits.wait import Wait
 
@@ -42,7 +43,9 @@ def retry_problem(waiting_for: WaitingFor | None) -> ApplicationError | None:
 def switch_problem(memory: RunMemory, switch: ModelArg) -> ApplicationError | None:
     """Why `set_model` cannot switch the run to `switch`'s profile, or None: a blank name
     (`INPUT_INVALID`), or one the worker lacks (`LLM_UNKNOWN_PROFILE`), refused now rather
-    than failing the run's next model call."""
+    than failing the run's next model call, or one outside the globs the switch carries
+    (`MODEL_NOT_ALLOWED`: its author's limits; a switch without them, from the Temporal
+    UI or an older client, is an operator's, refused no profile)."""
     name = profile_of(switch)
     if not name.strip():
         return ApplicationError("name a model profile", type=ErrorCode.INPUT_INVALID)
@@ -51,4 +54,8 @@ def switch_problem(memory: RunMemory, switch: ModelArg) -> ApplicationError | No
             f"no model profile {name!r} on this worker; configured: {', '.join(profiles)}",
             type=ErrorCode.LLM_UNKNOWN_PROFILE,
         )
+    if isinstance(switch, ModelSwitch):
+        models = None if switch.models is None else tuple(switch.models)
+        if refused := Limits(models=models).model_problem(name, "the switch"):
+            return ApplicationError(refused.message, type=refused.code)
     return None

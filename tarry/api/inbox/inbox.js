@@ -770,7 +770,7 @@ function drawTimeline(view, timeline) {
   view.timeline = { timeline, readAt: Date.now(), rows: [] };
   const rows = timeline.spans.map((span) => {
     const row = el("li", `span ${span.kind} ${span.status}`);
-    let name = span.name + (span.by ? ` · by ${span.by}` : "");
+    let name = span.name + (span.verdict ? ` → ${span.verdict}` : "") + (span.by ? ` · by ${span.by}` : "");
     if (span.status === "failed" || span.status === "cancelled") name += ` (${span.status})`;
     if (span.attempts > 1) name += ` (${span.attempts} attempts)`;
     const nameCell = el("span", "span-name");

@@ -7,9 +7,10 @@ everything else. `workspace/` holds the files a new run's workspace starts with 
 `tarry dev` (and the demo, which plays the same conversation), so the agent has notes
 to read.
 
-The guides' tours (`TOURS`: approvers, rules, sub-agents, forking, interrupting), each played with
-`tarry dev --tour NAME`, are script files beside it, `NAME.json`; a tour that needs
-the workers' config (the teams tour's sub-agent) has its `NAME.toml` too.
+The guides' tours (`TOURS`: approvers, rules, sub-agents, forking, interrupting,
+guardrails), each played with `tarry dev --tour NAME`, are script files beside it,
+`NAME.json`; a tour that needs the workers' config (the teams tour's sub-agent, the
+guardrails tour's guardrails) has its `NAME.toml` too.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ TOURS = {
     "teams": "docs/guides/teams.md",
     "fork": "docs/guides/forking.md",
     "interrupt": "docs/guides/replies.md",
+    "guardrails": "docs/guides/guardrails.md",
 }
 """The guides' tours, each the offline model's with `tarry dev --tour NAME`, and the
 guide whose "Try it offline" section gives its commands."""
