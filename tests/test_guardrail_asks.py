@@ -35,6 +35,7 @@ from tarry.testing.scripted_model import ScriptedToolCall, call, calls, say
 from tests.cli import Cli, until_listed
 from tests.conftest import Agent, tool_result
 from tests.deadline import TIMEOUT
+from tests.test_guardrail_judge import JUDGE, WEAPON, judging
 from tests.test_guardrails import sent_to_model
 from tests.test_mcp_server import mcp_client
 from tests.test_notifications import Receiver, listening, notifying
@@ -150,6 +151,35 @@ async def test_the_audit_trail_says_a_reply_was_held_and_who_edited_it(agent: Ag
         f"held {run.caller.user}'s message 0 (deny): secrets need a person's eye;"
         f" edited by {run.caller.user}"
     )
+
+
+async def test_the_guardrails_after_an_ask_check_the_text_as_decided(agent: Agent) -> None:
+    agent.model.add(say("Noted."))
+    pii = {"name": "no-pii", "on": "input", "check": "pii", "verdict": "redact"}
+    run = await agent.start("the secret is 42", guardrails=[SECRETS, pii])
+    await held(run)
+
+    await run.decide(arguments={"text": "mail jane.doe@example.com instead"})
+
+    assert "mail <EMAIL_1> instead" in sent_to_model(agent)
+    hits = (await run.transcript())[0].guardrails
+    assert [(h.guardrail, h.verdict) for h in hits] == [
+        ("ask-secrets", GuardVerdict.ASK),
+        ("no-pii", GuardVerdict.REDACT),
+    ]
+
+
+async def test_a_judge_that_asks_holds_the_message_for_a_person(agent: Agent) -> None:
+    agent.model.add(judging("ask", "a person should decide"), say("I can help with that."))
+    run = await agent.start(WEAPON, guardrails=[JUDGE])
+
+    state = await held(run)
+
+    [pending] = state.pending_approvals
+    assert pending.guardrail is not None
+    assert (pending.tool, pending.guardrail.reason) == ("no-weapons", "a person should decide")
+    state = await run.decide()
+    assert state.last_assistant_text == "I can help with that."
 
 
 # --- output: the model's answer --------------------------------------------------------
