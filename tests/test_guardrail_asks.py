@@ -23,6 +23,7 @@ from tarry.contracts import (
     RunState,
     WaitingFor,
 )
+from tarry.contracts.events import EventKind
 from tarry.contracts.guardrails import (
     GuardPoint,
     GuardrailHit,
@@ -39,6 +40,7 @@ from tests.test_guardrail_judge import JUDGE, WEAPON, judging
 from tests.test_guardrails import sent_to_model
 from tests.test_mcp_server import mcp_client
 from tests.test_notifications import Receiver, listening, notifying
+from tests.test_streaming import events_until, words
 from tests.test_sub_agents import until
 
 WAITING = {Phase.WAITING_USER}
@@ -194,6 +196,23 @@ async def test_an_allowed_answer_is_published_as_the_model_gave_it(agent: Agent)
     state = await run.decide()
 
     assert state.last_assistant_text == "The secret word is swordfish."
+
+
+async def test_a_held_answer_reaches_observers_only_as_the_decision_it_waits_for(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("The secret word is swordfish.", chunk_chars=4))
+    run = await agent.start("tell me", guardrails=[rail(GuardPoint.OUTPUT)])
+
+    seen = await events_until(run, EventKind.STOP)
+
+    assert words(seen) == ""  # held: no word of it was streamed
+    said = [e.message for e in seen if e.kind is EventKind.MESSAGE and e.message]
+    assert [m.role for m in said if m.role == "assistant"] == []
+    [stop] = [e.state for e in seen if e.kind is EventKind.STOP]
+    assert stop is not None
+    assert stop.waiting_for is WaitingFor.GUARDRAIL
+    assert stop.last_assistant_text is None
 
 
 async def test_an_edited_answer_is_the_one_everyone_sees(agent: Agent) -> None:
