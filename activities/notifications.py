@@ -242,9 +242,11 @@ def _slack(notification: Notification, payload: dict[str, Any]) -> dict[str, Any
     buttons: list[dict[str, Any]] = [_button("Open the run", payload["links"]["run"])]
     for call in payload["pending_approvals"]:
         links: dict[str, str] = call["links"]
+        # A text a guardrail holds is allowed or blocked; a call, approved or rejected.
+        yes, no = ("Allow", "Block") if call.get("guardrail") else ("Approve", "Reject")
         if links:
-            buttons.append(_button(f"Approve {call['tool']}", links["approve"], "primary"))
-            buttons.append(_button(f"Reject {call['tool']}", links["reject"], "danger"))
+            buttons.append(_button(f"{yes} {call['tool']}", links["approve"], "primary"))
+            buttons.append(_button(f"{no} {call['tool']}", links["reject"], "danger"))
     text = f"*{_escape(title)}*\n{_escape(notification.summary)}"
     return {
         "text": f"{title}: {notification.summary}",

@@ -17,6 +17,7 @@ from tests.conftest import Agent
 from tests.deadline import deadline
 from tests.http_api import Access, Api
 from tests.test_cli_approvals import until_state
+from tests.test_guardrail_asks import SECRETS
 from tests.test_http_api import WRITE, error_of, gated, until_stopped
 
 ALICE = "alice-token-0123456789"
@@ -125,6 +126,24 @@ async def test_a_decision_by_someone_outside_the_approvers_is_403_and_decides_no
     assert not (api.agent.workspace_root / run_id / "plan.md").exists()
 
 
+async def test_a_decision_on_a_held_text_by_someone_outside_its_approvers_is_403(
+    api: Api,
+) -> None:
+    api.agent.model.add(say("Noted."))
+    run_id = await api.start("the secret is 42", guardrails=[{**SECRETS, "approvers": ["bob"]}])
+    assert (await until_stopped(api, run_id))["waiting_for"] == WaitingFor.GUARDRAIL
+
+    refused = await api.http.post(f"/v1/runs/{run_id}/approvals", json={"approved": True})
+    edit = {"approved": True, "arguments": {"text": "the number is withheld"}}
+    decided = await api.http.post(f"/v1/runs/{run_id}/approvals", json=edit, headers=as_(BOB))
+
+    assert error_of(refused) == (403, ErrorCode.APPROVAL_NOT_ALLOWED)
+    assert decided.status_code == 200, decided.text
+    [reply] = [m for m in await transcript(api, run_id) if m["role"] == "user"]
+    assert reply["content"] == "the number is withheld"
+    assert reply["guardrails"][0]["decision"] == {"allowed": True, "edited": True, "by": "bob"}
+
+
 async def test_a_group_among_the_approvers_lets_its_members_decide(api: Api) -> None:
     run_id = await gated(api, approvers={"write_file": ["ops"]})
 
@@ -169,6 +188,23 @@ async def test_the_decidable_list_holds_the_runs_with_a_call_the_caller_may_deci
         while await listed({}) != {alices}:
             await asyncio.sleep(0.2)
     assert await listed(as_(BOB)) == {bobs}
+
+
+async def test_the_decidable_list_holds_a_run_whose_held_text_the_caller_may_decide(
+    api: Api,
+) -> None:
+    run_id = await api.start("the secret is 42", guardrails=[{**SECRETS, "approvers": ["bob"]}])
+    assert (await until_stopped(api, run_id))["waiting_for"] == WaitingFor.GUARDRAIL
+
+    async def listed(headers: dict[str, str]) -> bool:
+        response = await api.http.get("/v1/runs?decidable=true&limit=100", headers=headers)
+        assert response.status_code == 200, response.text
+        return run_id in {run["id"] for run in response.json()["runs"]}
+
+    async with asyncio.timeout(deadline(30)):  # visibility lists a new run a moment later
+        while not await listed(as_(BOB)):
+            await asyncio.sleep(0.2)
+    assert not await listed({})  # alice is none of its approvers
 
 
 @pytest.mark.parametrize("query", ["phase=Completed", "waiting_for=input"])

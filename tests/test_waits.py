@@ -61,6 +61,7 @@ def test_only_an_approver_s_decision_is_sent_by_more_than_the_run_s_writers() ->
     senders = {kind.kind: {ending.who for ending in kind.ends} for kind in KINDS}
 
     assert senders.pop(WaitingFor.APPROVAL) == {Need.DECIDE}
+    assert senders.pop(WaitingFor.GUARDRAIL) == {Need.DECIDE}  # a held text's approvers
     assert set().union(*senders.values()) == {Need.WRITE}
 
 

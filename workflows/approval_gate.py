@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+from datetime import timedelta
 
 from temporalio import workflow
 
@@ -25,7 +26,7 @@ class ApprovalGate(Stage):
         gated = any(p.call_id == call.id for p in memory.approvals.pending)
         decision = memory.approvals.decisions.get(call.id)  # one a rule made (`approval_rules`)
         if gated:
-            decision = await _decision_on(step.run, step)
+            decision = await decision_on(step.run, call.id, call.function.name)
         if decision is None:
             return await run_tool(step)
         if not decision.approved:
@@ -39,30 +40,33 @@ class ApprovalGate(Stage):
 GATE = ApprovalGate()
 
 
-async def _decision_on(run: RunScope, step: ToolStep) -> DecisionRecord:
-    """Waits for a person's decision on a gated call: ended by a decision, a stop, or the
-    deadline's default."""
-    m, input, call = run.memory, run.input, step.call
+async def decision_on(
+    run: RunScope, call_id: str, name: str, wait: timedelta | None = None
+) -> DecisionRecord:
+    """Waits for a person's decision on pending `call_id` (of tool, or guardrail, `name`):
+    ended by a decision, a stop, or the deadline's default. `wait`: the run's
+    `approval_timeout` unless given (a guardrail's own)."""
+    m, input = run.memory, run.input
     decisions = m.approvals.decisions
     with contextlib.suppress(TimeoutError):  # the deadline passed: its default applies
         await workflow.wait_condition(
-            lambda: call.id in decisions or m.requests.stop,
-            timeout=input.approval_timeout,
-            timeout_summary=f"approval deadline for {call.function.name}",
+            lambda: call_id in decisions or m.requests.stop,
+            timeout=wait or input.approval_timeout,
+            timeout_summary=f"approval deadline for {name}",
         )
-    if call.id not in decisions:
+    if call_id not in decisions:
         by = "stop" if m.requests.stop else "deadline"
         approve = by == "deadline" and input.approval_default is ApprovalDefault.APPROVE
         user = m.requests.stopped_by if by == "stop" else None
-        decisions[call.id] = DecisionRecord(approved=approve, by=by, at=workflow.now(), user=user)
+        decisions[call_id] = DecisionRecord(approved=approve, by=by, at=workflow.now(), user=user)
         if by == "deadline":  # a stop's rejection is the stop's record
-            audit.made(m, call.function.name, call.id, decisions[call.id])
+            audit.made(m, name, call_id, decisions[call_id])
     # Resumed here, between the last decision and its call's activity, as recorded
     # histories have it: moved, the phase's search attribute update would change places
     # with the activity in the commands of runs in flight.
     if m.phase is Phase.WAITING_USER and not m.undecided() and not m.requests.stop:
         run.phases.follow()
-    return decisions[call.id]
+    return decisions[call_id]
 
 
 def _rejection(decision: DecisionRecord) -> ToolResult:

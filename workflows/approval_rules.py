@@ -109,14 +109,28 @@ def _text_limit(linear: bool) -> int:
 def remember(memory: RunMemory, pending: PendingApproval, decision: DecisionRecord) -> None:
     """Keeps a person's `decision` on `pending` for the like calls after it, and decides
     the like calls of the same answer that still wait."""
-    key = remembered_key(pending.tool, pending.rule, pending.arguments)
+    key = key_of(pending)
     memory.approvals.remembered[key] = decision
     approvals = memory.approvals
     for waiting in approvals.undecided():
-        if remembered_key(waiting.tool, waiting.rule, waiting.arguments) == key:
+        if key_of(waiting) == key:
             made = _made(decision.approved, decision.reason, REMEMBERED)
             approvals.decisions[waiting.call_id] = made
             audit.made(memory, waiting.tool, waiting.call_id, made)
+
+
+def key_of(pending: PendingApproval) -> str:
+    """What a later decision must share with `pending` to be decided as it was: a text
+    a guardrail asks about, only its guardrail (the guardrail is its rule; the person
+    decided what it flags, not one text); a call, `remembered_key`."""
+    if pending.guardrail is not None:
+        return guardrail_key(pending.tool)
+    return remembered_key(pending.tool, pending.rule, pending.arguments)
+
+
+def guardrail_key(guardrail: str) -> str:
+    """The remembered decision on what guardrail `guardrail` asks about."""
+    return f"guardrail · {guardrail}"
 
 
 def remembered_key(tool: str, rule: int | None, arguments: str) -> str:

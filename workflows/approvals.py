@@ -29,6 +29,7 @@ from tarry.contracts import (
     PendingApproval,
     may_decide,
 )
+from tarry.contracts.guardrails import TEXT_SCHEMA
 from workflows import approval_rules, audit
 from workflows.memory import RunMemory
 from workflows.memory_groups import Approvals
@@ -49,6 +50,7 @@ def decision_problem(memory: RunMemory, decision: Decision) -> ApplicationError 
         return ApplicationError(
             "no tool call waits for a decision", type=ErrorCode.APPROVAL_NOTHING_PENDING
         )
+    blanket = approvals.blanket()
     target = _target(approvals, decision)
     if decision.call_id is not None and target is None:
         waiting = ", ".join(p.call_id for p in undecided)
@@ -56,7 +58,7 @@ def decision_problem(memory: RunMemory, decision: Decision) -> ApplicationError 
             f"no pending call {decision.call_id!r}; pending: {waiting}",
             type=ErrorCode.APPROVAL_UNKNOWN_CALL,
         )
-    if refused := _not_allowed(undecided if target is None else [target], decision):
+    if refused := _not_allowed(blanket if target is None else [target], decision):
         return refused
     if decision.arguments is None or not decision.approved:
         return None
@@ -70,8 +72,9 @@ def decision_problem(memory: RunMemory, decision: Decision) -> ApplicationError 
             "edited arguments belong to one call: give its call_id",
             type=ErrorCode.APPROVAL_INVALID_ARGUMENTS,
         )
+    schema = TEXT_SCHEMA if target.guardrail is not None else approvals.schemas[target.tool]
     try:
-        jsonschema.validate(decision.arguments, approvals.schemas[target.tool])
+        jsonschema.validate(decision.arguments, schema)
     except jsonschema.ValidationError as e:
         return ApplicationError(
             f"the edited arguments do not fit {target.tool}: {e.message}",
@@ -86,8 +89,9 @@ def _not_allowed(calls: list[PendingApproval], decision: Decision) -> Applicatio
     for call in calls:
         if not may_decide(call.approvers, decision.by, decision.groups):
             approvers = ", ".join(call.approvers or [])
+            what = f"guardrail {call.tool}'s" if call.guardrail else f"{call.tool} call"
             return ApplicationError(
-                f"{decision.by} may not decide {call.tool} call {call.call_id!r}; its"
+                f"{decision.by} may not decide {what} {call.call_id!r}; its"
                 f" approvers are {approvers}",
                 type=ErrorCode.APPROVAL_NOT_ALLOWED,
             )
@@ -125,7 +129,10 @@ def record(
     and remembers it for the like calls after them when it says `remember`. A call
     already decided keeps its first decision."""
     approvals = memory.approvals
-    decided = [p for p in approvals.undecided() if decision.call_id in (None, p.call_id)]
+    if decision.call_id is None:
+        decided = approvals.blanket()
+    else:
+        decided = [p for p in approvals.undecided() if p.call_id == decision.call_id]
     audit.decided(memory, decision, decided)
     for pending in decided:
         approvals.decisions[pending.call_id] = DecisionRecord(

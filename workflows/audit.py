@@ -97,13 +97,20 @@ def made(memory: RunMemory, tool: str, call_id: str, decision: DecisionRecord) -
     record(memory, Act.DECISION, Acting(by=how, door=Door.RULE), what)
 
 
+_GUARDED = {GuardVerdict.REDACT: "redacted", GuardVerdict.ASK: "held"}
+"""What a guardrail's verdict did to a text, as its audit record says it (else `blocked`)."""
+
+
 def guarded(memory: RunMemory, hit: GuardrailHit, text: str) -> None:
     """A guardrail's hit on `text` (`a reply`, `an answer`, `the result of ...`): an act
     the run made itself, as a rule's decision is."""
-    done = "redacted" if hit.verdict is GuardVerdict.REDACT else "blocked"
+    done = _GUARDED.get(hit.verdict, "blocked")
     kinds = sorted({m.kind for m in hit.matches})
     what = f"{done} {text}" + (f" ({', '.join(kinds)})" if kinds else "")
     what += f": {hit.reason}" if hit.reason else ""
+    if (decision := hit.decision) is not None:  # held for a person: what they made of it
+        how = "edited" if decision.edited else "allowed" if decision.allowed else "blocked"
+        what += f"; {how} by {decision.by}"
     record(memory, Act.GUARDRAIL, Acting(by=f"guardrail {hit.guardrail}", door=Door.RULE), what)
 
 

@@ -39,7 +39,7 @@ from tarry.contracts.guardrails import (
     GuardVerdict,
 )
 from tarry.core.text import summary_of
-from workflows import audit
+from workflows import audit, guardrail_asks
 from workflows.stage import AskModel, ModelOutcome, RunScope, RunTool, Stage, ToolStep
 
 if TYPE_CHECKING:
@@ -59,8 +59,10 @@ class Guardrails(Stage):
         answer = await ask()
         rails = _on(run, GuardPoint.OUTPUT)
         while rails and isinstance(answer, LlmResponse) and answer.message.content:
-            guarded = await _check(answer.message.content, rails)
+            guarded = await _guard(run, answer.message.content, rails, GuardPoint.OUTPUT)
             _seen(run.memory, run.stream, guarded.hits, "an answer of the model")
+            if guardrail_asks.stopped(guarded.hits):
+                return None
             if (blocked := guarded.blocked) is None:
                 run.memory.guards.output_blocks = 0
                 _apply(answer.message, guarded)
@@ -76,7 +78,7 @@ class Guardrails(Stage):
         if not rails or not result.ok:
             return result
         text = result.data_text()
-        guarded = await _check(text, rails)
+        guarded = await _guard(step.run, text, rails, GuardPoint.TOOL_RESULT)
         what = f"the result of {step.tool.name} call {step.call.id}"
         _seen(step.run.memory, step.run.stream, guarded.hits, what)
         if (blocked := guarded.blocked) is not None:
@@ -123,26 +125,31 @@ def _withhold(run: RunScope, blocked: GuardrailHit) -> ErrorInfo | None:
     return error
 
 
-async def guard_replies(memory: RunMemory, input: WorkflowInput, stream: RunStream) -> None:
+async def guard_replies(run: RunScope) -> bool:
     """Checks, in place, the people's messages that came since the last check, against
-    the run's input guardrails. Called before each request is built (`model_calls.ask`),
-    not around the call as a stage: a reply that interrupts a call (`ReplyPolicy.INTERRUPT`)
+    the run's input guardrails; True when a stop ended a wait for a person's decision on
+    one (the run ends). Called before each request is built (`model_calls.ask`), not
+    around the call as a stage: a reply that interrupts a call (`ReplyPolicy.INTERRUPT`)
     is delivered inside it, and must not reach the model unchecked."""
-    rails = [g for g in guardrails_of(memory, input) if g.on is GuardPoint.INPUT]
+    memory, stream = run.memory, run.stream
+    rails = _on(run, GuardPoint.INPUT)
     if not rails:
-        return
+        return False
     conversation, guards = memory.conversation, memory.guards
     start = max(guards.input_checked, conversation.paged)
     for index in range(start, conversation.message_count):
         message = conversation.message(index)
         if message.role == "user" and message.content:
-            guarded = await _check(message.content, rails)
+            guarded = await _guard(run, message.content, rails, GuardPoint.INPUT)
             _apply(message, guarded)
             _seen(memory, stream, guarded.hits, f"{_by(message)} message {index}")
+            if guardrail_asks.stopped(guarded.hits):
+                return True
             if message.guardrails and guards.input_checked == 0 and index == start:
                 # The run's summary (`tarry list`, the inbox) was its first message as sent.
                 workflow.upsert_memo({SUMMARY_MEMO: summary_of(message.content)})
     guards.input_checked = conversation.message_count
+    return False
 
 
 def _seen(memory: RunMemory, stream: RunStream, hits: list[GuardrailHit], text: str) -> None:
@@ -171,8 +178,28 @@ def _withheld(hit: GuardrailHit) -> str:
 
 
 def _why(hit: GuardrailHit) -> str:
-    """The guardrail's name and reason, as the model reads why it withheld a text."""
-    return f"{hit.guardrail!r}: {hit.reason}" if hit.reason else repr(hit.guardrail)
+    """The guardrail's name and reason, as the model reads why it withheld a text: a
+    person who blocked it gave theirs, or the guardrail's stands."""
+    reason = (hit.decision.reason if hit.decision else None) or hit.reason
+    return f"{hit.guardrail!r}: {reason}" if reason else repr(hit.guardrail)
+
+
+async def _guard(run: RunScope, text: str, rails: list[Guardrail], on: GuardPoint) -> Guarded:
+    """The text as `rails` and the people they asked let it through. The check stops at
+    a hit that asks (`Guarded.asking`), on the text as the guardrails before it left it:
+    a person decides on that, and the guardrails after it check the text as decided.
+    Without a hit that asks, this is one check, as before `ask`."""
+    hits: list[GuardrailHit] = []
+    while True:
+        guarded = await _check(text, rails)
+        if (asking := guarded.asking) is None:
+            return Guarded(text=guarded.text, hits=[*hits, *guarded.hits])
+        at = next(i for i, g in enumerate(rails) if g.name == asking.guardrail)
+        text, decided = await guardrail_asks.decided(run, guarded.text, asking, rails[at], on)
+        hits += [*guarded.hits[:-1], decided]
+        rails = rails[at + 1 :]
+        if decided.blocks or not rails:
+            return Guarded(text=text, hits=hits)
 
 
 async def _check(text: str, rails: list[Guardrail]) -> Guarded:

@@ -84,6 +84,9 @@ class Guards(BaseModel):
     input_checked: int = Field(default=0, exclude_if=when_empty)
     """The transcript index up to which input guardrails checked people's messages
     (`workflows.guardrails`); left out while 0, so memory from before it encodes as it did."""
+    asks: int = Field(default=0, exclude_if=when_empty)
+    """Texts guardrails have asked people about: the `N` of the next one's id
+    (`guardrail-N`, `workflows.guardrail_asks`); left out while 0."""
 
 
 class Approvals(BaseModel):
@@ -106,6 +109,14 @@ class Approvals(BaseModel):
 
     def undecided(self) -> list[PendingApproval]:
         return [p for p in self.pending if p.call_id not in self.decisions]
+
+    def blanket(self) -> list[PendingApproval]:
+        """What a decision naming no call decides: every undecided tool call, or, with
+        none, the texts guardrails ask about. "Approve all" is about calls: a flagged
+        text is allowed by a decision that has nothing else to mean."""
+        undecided = self.undecided()
+        calls = [p for p in undecided if p.guardrail is None]
+        return calls or undecided
 
     def settle(self, call_id: str) -> DecisionRecord | None:
         """The decision on a call whose tool message is written now, for that message to

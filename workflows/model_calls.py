@@ -31,7 +31,7 @@ from workflows import guardrails
 from workflows.details import llm_summary
 from workflows.fallback import TurnFallback, is_down
 from workflows.memory import RunMemory, WorkflowInput
-from workflows.stream import RunStream
+from workflows.stage import RunScope
 
 LLM_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -46,9 +46,7 @@ LLM_RETRY = RetryPolicy(
 _CODES = frozenset(ErrorCode)
 
 
-async def ask(
-    memory: RunMemory, input: WorkflowInput, stream: RunStream
-) -> LlmResponse | ErrorInfo | None:
+async def ask(run: RunScope) -> LlmResponse | ErrorInfo | None:
     """The model's answer; the error that ends the run instead; or None when a `stop`
     cancelled the call. A call a `stop` or a reply cuts short keeps the words the model
     had written by then, marked; after a reply (`ReplyPolicy.INTERRUPT`) the model is
@@ -56,13 +54,14 @@ async def ask(
 
     Runs from before reply policies replay unchanged without a patch: their memory's
     policy is `queue`, under which `interrupting()` is never true."""
-    m = memory
+    m, input, stream = run.memory, run.input, run.stream
     bad_responses_left = input.bad_response_attempts
     fallback = TurnFallback()
     while True:
         if m.interrupting():  # the reply that cut the last call short, or came before this one
             m.deliver_inbox()
-        await guardrails.guard_replies(m, input, stream)  # before any reply reaches the model
+        if await guardrails.guard_replies(run):  # before any reply reaches the model
+            return None  # a stop ended a wait for a decision on one
         request = _request_for(m, input, fallback)
         stream.begin_turn(m, request.turn)
         try:

@@ -34,6 +34,7 @@ from tarry.contracts import (
     PendingApproval,
 )
 from tarry.contracts.compatibility import NOTIFICATIONS
+from tarry.contracts.guardrails import held_line
 from tarry.contracts.previews import Preview
 from tarry.contracts.waits import wait_kind
 from tarry.core.ownership import RunAccess
@@ -72,12 +73,18 @@ def event_of(memory: RunMemory) -> NotifyEvent | None:
 def summary_of(memory: RunMemory, event: NotifyEvent) -> str:
     """A short paragraph for a person: what the run wants of them, or how it ended."""
     if event is NotifyEvent.WAITING_FOR_APPROVAL:
-        # What each call would do, in a line (its preview's summary); the run's link shows it whole.
+        # What each call would do, in a line (its preview's summary); the run's link shows it
+        # whole. A text a guardrail holds is named by its guardrail, never quoted here.
+        undecided = memory.undecided()
+        held = [held_line(p.tool, p.guardrail) for p in undecided if p.guardrail]
         calls = "; ".join(
             f"{p.tool}: {p.preview.summary}" if p.preview else f"{p.tool} {p.arguments}"
-            for p in memory.undecided()
+            for p in undecided
+            if p.guardrail is None
         )
         text = f"Wants to run {calls}"
+        if held:
+            text = "; ".join([*held, text] if calls else held)
     elif event is NotifyEvent.WAITING_FOR_BUDGET:
         usage = memory.conversation.usage
         text = (

@@ -45,7 +45,7 @@ async def ask_model(run: RunScope) -> ModelOutcome:
     """The turn's model call, through every stage's `around_model`."""
 
     async def call() -> ModelOutcome:
-        return await model_calls.ask(run.memory, run.input, run.stream)
+        return await model_calls.ask(run)
 
     ask: AskModel = call
     for stage in reversed(STAGES):

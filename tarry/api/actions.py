@@ -30,6 +30,7 @@ from tarry.api.rights import Need, check_decision, check_run
 from tarry.client import Tarry, TarryError
 from tarry.config.settings import TarrySettings
 from tarry.contracts import Door, ErrorCode, RunState
+from tarry.contracts.guardrails import held_line
 from tarry.contracts.waits import wait_kind
 from tarry.core.action_links import Action, verify
 from tarry.core.ownership import Policy
@@ -86,13 +87,17 @@ def actions_router() -> APIRouter:
                 )
             )
         verb = "Approve" if action.approve else "Reject"
+        what = f"<code>{_e(pending.tool)}</code> call"
+        if pending.guardrail is not None:  # a text a guardrail holds: allowed or blocked
+            verb = "Allow" if action.approve else "Block"
+            what = f"the text {_e(held_line(pending.tool, pending.guardrail))},"
         body = (
-            f"<p>{verb} <code>{_e(pending.tool)}</code> call <code>{_e(action.call_id)}</code>"
+            f"<p>{verb} {what} <code>{_e(action.call_id)}</code>"
             f' of run <a href="/#/runs/{_e(action.run_id)}"><code>{_e(action.run_id)}</code></a>'
             f" as <strong>{_e(action.user)}</strong>?</p><pre>{_e(pending.arguments)}</pre>"
             f'<form method="post"><button type="submit">{verb}</button></form>'
         )
-        return _page(f"{verb} a tool call", body)
+        return _page(f"{verb} a {'text' if pending.guardrail else 'tool call'}", body)
 
     @router.post("/{token}", response_class=HTMLResponse, responses=_REFUSED)
     async def act(

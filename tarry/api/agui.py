@@ -53,6 +53,7 @@ from tarry.api.rights import STARTING, Need, check_run
 from tarry.api.runs import existing
 from tarry.client import Admission, Tarry, TarryError
 from tarry.contracts import (
+    DECIDED_WAITS,
     WORKFLOW_TYPE,
     ChatMessage,
     ErrorCode,
@@ -62,6 +63,7 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.contracts.events import EventKind, RunEvent
+from tarry.contracts.guardrails import held_line
 
 __all__ = ["AguiInput", "AguiTranslation", "agui_router"]
 
@@ -216,14 +218,17 @@ def stop_event(thread_id: str, run_id: str, state: RunState) -> BaseEvent:
                 )
             ]
         )
-    elif state.waiting_for is WaitingFor.APPROVAL and state.pending_approvals:
+    elif state.waiting_for in DECIDED_WAITS and state.pending_approvals:
+        # A text a guardrail holds is decided as a call is, but is no tool call.
         outcome = RunFinishedInterruptOutcome(
             interrupts=[
                 Interrupt(
                     id=p.call_id,
-                    reason="approval",
-                    message=f"{p.tool}({p.arguments})",
-                    tool_call_id=p.call_id,
+                    reason="guardrail" if p.guardrail else "approval",
+                    message=held_line(p.tool, p.guardrail)
+                    if p.guardrail
+                    else f"{p.tool}({p.arguments})",
+                    tool_call_id=None if p.guardrail else p.call_id,
                     expires_at=p.deadline.isoformat() if p.deadline else None,
                 )
                 for p in state.pending_approvals

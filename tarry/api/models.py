@@ -40,6 +40,7 @@ from tarry.contracts import (
     may_decide,
     run_id_problem,
 )
+from tarry.contracts.guardrails import GuardrailHit
 from tarry.contracts.previews import Preview
 from tarry.core.identities import Caller
 from tarry.core.previews import arguments_preview
@@ -151,6 +152,10 @@ class PendingCall(BaseModel):
     """True: a file the preview read has changed since it was made, so the call would not
     do exactly what it shows; false: unchanged; null: not known here (no file read, or
     the API does not see the workers' workspaces)."""
+    guardrail: GuardrailHit | None = None
+    """Not a tool call: a text guardrail `tool` holds (`PendingApproval.guardrail`), its
+    text `arguments.text`; approving allows it, with `{"text": ...}` edits it, rejecting
+    blocks it."""
 
     @classmethod
     def of(
@@ -181,6 +186,7 @@ class PendingCall(BaseModel):
             stale=stale(pending.preview, workspace_root)
             if pending.preview and workspace_root
             else None,
+            guardrail=pending.guardrail,
         )
 
 

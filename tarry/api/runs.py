@@ -74,6 +74,7 @@ from tarry.api.rights import (
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.client.run_list import RunRow, find_children, find_runs
 from tarry.contracts import (
+    DECIDED_WAITS,
     ErrorCode,
     Phase,
     RunInput,
@@ -209,24 +210,26 @@ async def list_runs(
     """Runs as Temporal's visibility records them (no worker needed), open runs
     first, newest first, a page of `limit` at a time; `schedule`: only the runs
     that schedule started; only the runs the caller may read (`[api] visibility`).
-    `decidable`: of a page of runs waiting for approval, those
-    with a call the caller may decide (each run asked, as only the run knows; one
-    whose worker does not answer within seconds is left out: it could not take a
-    decision now either); with a `phase` or `waiting_for` that contradicts it, 422."""
+    `decidable`: of a page of runs waiting for a decision (approval, or guardrail), those
+    with a call or a held text the caller may decide (each run asked, as only the run
+    knows; one whose worker does not answer within seconds is left out: it could not
+    take a decision now either); with a `phase` or `waiting_for` that contradicts it, 422."""
+    waits: WaitingFor | frozenset[WaitingFor] | None = waiting_for
     if decidable:
         # A filter it contradicts would otherwise be dropped without a word.
         other_phase = phase not in (None, Phase.WAITING_USER)
-        if other_phase or waiting_for not in (None, WaitingFor.APPROVAL):
+        if other_phase or (waiting_for is not None and waiting_for not in DECIDED_WAITS):
             raise TarryError(
                 ErrorCode.INPUT_INVALID,
-                "decidable: lists runs waiting for approval; leave out phase and"
-                " waiting_for, or ask for phase=WaitingUser and waiting_for=approval",
+                "decidable: lists runs waiting for a decision; leave out phase and"
+                " waiting_for, or ask for phase=WaitingUser and waiting_for=approval"
+                " (or guardrail)",
             )
-        phase, waiting_for = Phase.WAITING_USER, WaitingFor.APPROVAL
+        phase, waits = Phase.WAITING_USER, waiting_for or DECIDED_WAITS
     page = await find_runs(
         tarry.client,
         phase=phase,
-        waiting_for=waiting_for,
+        waiting_for=waits,
         schedule=schedule,
         limit=limit,
         page_token=_page_token(cursor),

@@ -85,12 +85,14 @@ def approve(
     """Decide on tool calls waiting for approval, then show what the run does next.
 
     Approved calls run; a rejected call does not, and the agent is told so, with the
-    reason. Shows the tool results and the agent's answer as they happen, like `send`;
-    with --json, prints the run's state at its next stop point instead. A decision the
-    run cannot take (an unknown or already decided call, nothing pending, arguments
-    that do not fit the tool) changes nothing and is one error line. With several calls
-    pending and none named, a terminal lists them, each with what it would do, and asks
-    which one; elsewhere, name one or give --all.
+    reason. A text a guardrail holds (`waiting for guardrail`) is decided the same way:
+    approving allows it, --args '{"text": "..."}' edits it, --reject blocks it; --all
+    decides it only when no call is pending. Shows the tool results and the agent's
+    answer as they happen, like `send`; with --json, prints the run's state at its next
+    stop point instead. A decision the run cannot take (an unknown or already decided
+    call, nothing pending, arguments that do not fit the tool) changes nothing and is
+    one error line. With several calls pending and none named, a terminal lists them,
+    each with what it would do, and asks which one; elsewhere, name one or give --all.
     """
     arguments = _edited_arguments(args)
     if arguments is not None and reject:

@@ -18,7 +18,7 @@ from rich.text import Text
 from tarry.cli.follow import exchange, judge, on_screen
 from tarry.cli.previews import pending_preview
 from tarry.cli.render import pending_line, print_stop_line, state_text
-from tarry.contracts import ErrorCode, PendingApproval, Phase, RunState, WaitingFor
+from tarry.contracts import DECIDED_WAITS, ErrorCode, PendingApproval, Phase, RunState
 from tarry.core.errors import TarryError
 
 if TYPE_CHECKING:
@@ -95,14 +95,16 @@ def _ended(state: RunState, console: Console) -> bool:
 
 def _next_pending(state: RunState) -> PendingApproval | None:
     """The first call waiting for a decision, if the run waits for one."""
-    if state.waiting_for is WaitingFor.APPROVAL and state.pending_approvals:
+    if state.waiting_for in DECIDED_WAITS and state.pending_approvals:
         return state.pending_approvals[0]
     return None
 
 
 def _show_pending(console: Console, pending: PendingApproval) -> None:
-    """A call waiting for approval, with its arguments in full, as JSON to edit."""
-    line = f"waiting for approval: {pending_line(pending)}"
+    """A call waiting for approval, with its arguments in full, as JSON to edit; a text
+    a guardrail holds likewise (`{"text": ...}`)."""
+    held = pending.guardrail is not None
+    line = f"waiting for {'guardrail' if held else 'approval'}: {pending_line(pending)}"
     console.print(Text(line, style="yellow"), soft_wrap=True)
     console.print(pending_preview(pending), soft_wrap=True)
     try:
@@ -110,8 +112,9 @@ def _show_pending(console: Console, pending: PendingApproval) -> None:
     except ValueError:
         arguments = pending.arguments
     console.print(Text("  arguments: ", style="dim") + Text(arguments))
+    verbs = ("allows", "blocks") if held else ("runs", "rejects")
     console.print(
-        Text("y runs it · n rejects it (you may say why) · e edits its arguments", style="dim")
+        Text(f"y {verbs[0]} it · n {verbs[1]} it (you may say why) · e edits its arguments")
     )
 
 

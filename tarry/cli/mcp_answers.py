@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from tarry.cli.previews import pending_preview
 from tarry.client import TarryError
 from tarry.contracts import ErrorCode, PendingApproval
+from tarry.contracts.guardrails import held_line
 
 __all__ = ["answer", "calls_text", "error", "json_of"]
 
@@ -47,11 +48,21 @@ async def answer(work: Callable[[], Awaitable[Any]]) -> CallToolResult:
 
 def calls_text(pending: list[PendingApproval]) -> str:
     """The calls a run waits on, each with its preview whole (a diff, a new file's lines,
-    the arguments with long strings as text): what the person decides on, to be shown
-    to them as it is before `decide`."""
+    the arguments with long strings as text; a text a guardrail holds, its matches
+    marked): what the person decides on, to be shown to them as it is before `decide`."""
     head = "Show the person each call's preview, whole, before deciding; it is what they approve."
-    calls = [f"{p.tool}, call_id {p.call_id!r}:\n{pending_preview(p).plain}" for p in pending]
+    calls = [f"{_what(p)}, call_id {p.call_id!r}:\n{pending_preview(p).plain}" for p in pending]
     return "\n\n".join([head, *calls])
+
+
+def _what(pending: PendingApproval) -> str:
+    """A call's tool; a text a guardrail holds as that, with how each decision acts on it."""
+    if pending.guardrail is None:
+        return pending.tool
+    return (
+        f"{held_line(pending.tool, pending.guardrail)} (approve allows it, approve with"
+        ' arguments {"text": ...} goes on with that text, reject blocks it)'
+    )
 
 
 def error(code: ErrorCode | None, message: str) -> CallToolResult:

@@ -1,5 +1,6 @@
 """A gated call's preview in a terminal: its summary, then each block whole, a diff's
-removed lines red and added ones green (`tarry.contracts.previews`). Shared by `tarry
+removed lines red and added ones green (`tarry.contracts.previews`); a text a guardrail
+holds, its matches marked. Shared by `tarry
 status`, `watch`, `show`, `approve` and the chat, wherever a person decides.
 
 Colour comes from rich, which drops it in a pipe or with `NO_COLOR`: the text is the same.
@@ -14,7 +15,8 @@ from pathlib import Path
 from rich.text import Text
 
 from tarry.client.previews import stale
-from tarry.contracts import PendingApproval
+from tarry.contracts import DECIDED_WAITS, PendingApproval, RunState
+from tarry.contracts.guardrails import GuardrailHit, asked_text
 from tarry.contracts.previews import Preview, PreviewBlock
 from tarry.core.previews import arguments_preview
 from tarry.core.text import escaped
@@ -47,6 +49,26 @@ def block_text(block: PreviewBlock) -> Text:
     return text
 
 
+def flagged_text(text: str, hit: GuardrailHit) -> Text:
+    """A text a guardrail holds, line by line under a bar, each match marked (`⟦...⟧`)
+    where the guardrail found it."""
+    shown, start = Text(), 0
+    matches = sorted(hit.matches, key=lambda m: m.start)
+    for number, line in enumerate(text.split("\n")):
+        shown.append(("\n" if number else "") + INDENT + "│ ", style="dim")
+        at, end = start, start + len(line)
+        for match in matches:
+            first, last = max(match.start, at), min(match.end, end)
+            if first < last:
+                shown.append(_shown(text[at:first]))
+                marked = f"⟦{_shown(text[first:last])}⟧"  # marked in a pipe and over MCP too
+                shown.append(marked, style="bold reverse red")
+                at = last
+        shown.append(_shown(text[at:end]))
+        start = end + 1
+    return shown
+
+
 def _shown(text: str) -> str:
     """`text` as a terminal prints it as itself: tabs as spaces, control characters escaped."""
     return escaped(text.replace("\t", "    "))
@@ -64,10 +86,19 @@ def _style(block: PreviewBlock, line: str) -> str:
     return "green" if line.startswith("+") else ""
 
 
+def decisions_preview(state: RunState) -> list[Text]:
+    """What a run waiting for decisions asks people to decide on (none, for any other)."""
+    if state.waiting_for not in DECIDED_WAITS:
+        return []
+    return [pending_preview(p) for p in state.pending_approvals]
+
+
 def pending_preview(pending: PendingApproval) -> Text:
     """What a call waiting for a decision would do: its recorded preview, marked stale when
     the file it read has changed in this machine's workspaces since; a call gated before
     previews shows its arguments whole."""
+    if pending.guardrail is not None:
+        return flagged_text(asked_text(pending.arguments), pending.guardrail)
     if pending.preview is None:
         return preview_text(arguments_preview(pending.arguments))
     return preview_text(pending.preview, settings_or_exit().tarry_workspace_root)

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from tarry.cli.previews import pending_preview
 from tarry.contracts import (
+    DECIDED_WAITS,
     Budget,
     ChatMessage,
     DecisionRecord,
@@ -29,7 +30,7 @@ from tarry.contracts import (
     ToolCall,
     WaitingFor,
 )
-from tarry.contracts.guardrails import GuardrailHit, GuardVerdict
+from tarry.contracts.guardrails import GuardrailHit, GuardVerdict, held_line
 from tarry.contracts.waits import WaitKind, wait_kind
 from tarry.core.identities import local_user
 from tarry.core.text import shorten
@@ -69,11 +70,16 @@ def when(at: datetime) -> str:
 
 
 def pending_line(pending: PendingApproval) -> str:
-    """`write_file(path="a.md") [call_1_0]`: a call waiting for a decision, and its deadline."""
-    call = ToolCall(
-        id=pending.call_id, function=FunctionCall(name=pending.tool, arguments=pending.arguments)
-    )
-    line = f"{call_line(call)} [{pending.call_id}]"
+    """`write_file(path="a.md") [call_1_0]`: a call waiting for a decision, and its
+    deadline; a text a guardrail holds as that (`guardrail 'x' holds a tool's result`)."""
+    if pending.guardrail is not None:
+        line = f"{held_line(pending.tool, pending.guardrail)} [{pending.call_id}]"
+    else:
+        call = ToolCall(
+            id=pending.call_id,
+            function=FunctionCall(name=pending.tool, arguments=pending.arguments),
+        )
+        line = f"{call_line(call)} [{pending.call_id}]"
     if pending.deadline:
         line += f" · deadline {when(pending.deadline)}"
     if pending.rule is not None:
@@ -180,7 +186,7 @@ def state_text(run_id: str, state: RunState, children: list[str] | None = None) 
     error = f"{state.error.code}: {state.error.message}" if state.error else "-"
     rows = {"run": run_id, "phase": str(state.phase)}
     # A run waiting for a reply reads as ever; one waiting for anything else says so.
-    approval = state.waiting_for is WaitingFor.APPROVAL
+    approval = state.waiting_for in DECIDED_WAITS
     if state.waiting_for not in (None, WaitingFor.INPUT):
         rows["waiting for"] = " ".join(filter(None, [state.waiting_for, state.waiting_on]))
     if state.parent:
@@ -289,9 +295,9 @@ def print_stop_line(
         detail = f": {error.code}: {error.message}" if error else ""
         console.print(Text(f"run failed{detail}", style="bold red"))
     else:
-        if approvals and state.waiting_for is WaitingFor.APPROVAL:
+        if approvals and state.waiting_for in DECIDED_WAITS:
             for pending in state.pending_approvals:
-                line = f"waiting for approval: {pending_line(pending)}"
+                line = f"waiting for {state.waiting_for}: {pending_line(pending)}"
                 # Never folded: the call id stays whole, for `tarry approve` and for grep.
                 console.print(Text(line, style="yellow"), soft_wrap=True)
                 console.print(pending_preview(pending), soft_wrap=True)
@@ -299,7 +305,7 @@ def print_stop_line(
             console.print(Text(f"warning: {state.warning}", style="yellow"))
         kind = wait_kind(state.waiting_for) if state.waiting_for else None
         # A decision's calls are listed above, or asked about by the caller.
-        if kind and kind.kind is not WaitingFor.APPROVAL and (reply or not kind.quiet):
+        if kind and kind.kind not in DECIDED_WAITS and (reply or not kind.quiet):
             console.print(Text(_stop_hint(kind, state, run_id), style="yellow"), soft_wrap=True)
 
 

@@ -95,9 +95,10 @@ GuardrailOption = Annotated[
     typer.Option(
         "--guardrail",
         metavar="ON:CHECK:VERDICT[:PATTERN]",
-        help="A guardrail: where it looks (input, tool_result), what it looks for (pii,"
-        " pattern) and what it does on a hit (redact, block): `input:pii:redact`,"
-        " `tool_result:pattern:block:(?i)ignore previous instructions`. Repeated: they"
+        help="A guardrail: where it looks (input, output, tool_result), what it looks for"
+        " (pii, pattern) and what it does on a hit (redact, block, ask): `input:pii:redact`,"
+        " `tool_result:pattern:block:(?i)ignore previous instructions`; `ask=bob,ops` asks"
+        " those users or groups (anyone who may decide, without `=`). Repeated: they"
         " apply in order, after those of --guardrails.",
     ),
 ]
@@ -107,7 +108,7 @@ GuardrailsOption = Annotated[
         "--guardrails",
         metavar="FILE",
         help="Guardrails from a JSON file: a list of {name, on, check, verdict, reason,"
-        " patterns, deny, kinds, fail_open}.",
+        " patterns, deny, kinds, fail_open, approvers, timeout}.",
     ),
 ]
 ReplyPolicyOption = Annotated[
@@ -269,7 +270,7 @@ def _rule(text: str) -> dict[str, Any]:
 
 def _guardrail(text: str) -> dict[str, Any]:
     """`--guardrail ON:CHECK:VERDICT[:PATTERN]` as a guardrail named after them, to
-    validate with the rest of the input."""
+    validate with the rest of the input; `ask=NAME,...` names its approvers."""
     on, check, verdict, *pattern = text.split(":", 3)
     if not (on and check and verdict) or (check == "pattern") != bool(pattern):
         fail(
@@ -277,7 +278,15 @@ def _guardrail(text: str) -> dict[str, Any]:
             " e.g. input:pii:redact",
             exit_code=2,
         )
-    guardrail = {"name": f"{on}-{check}", "on": on, "check": check, "verdict": verdict}
+    verdict, asks, approvers = verdict.partition("=")
+    guardrail: dict[str, Any] = {
+        "name": f"{on}-{check}",
+        "on": on,
+        "check": check,
+        "verdict": verdict,
+    }
+    if asks:
+        guardrail["approvers"] = [name for name in approvers.split(",") if name]
     return guardrail | ({"patterns": pattern} if pattern else {})
 
 

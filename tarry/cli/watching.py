@@ -31,7 +31,7 @@ from tarry.cli.common import (
 )
 from tarry.cli.follow import follow
 from tarry.cli.live import LiveView
-from tarry.cli.previews import pending_preview
+from tarry.cli.previews import decisions_preview
 from tarry.cli.render import label_rows, message_text, state_text, when
 from tarry.cli.timeline import timeline_view
 from tarry.contracts import (
@@ -143,8 +143,7 @@ def show(
     view = Group(*lines)
     if state.stop_reason:
         view.renderables.append(Text(f"stopped: {state.stop_reason}", style="bold"))
-    if state.waiting_for is WaitingFor.APPROVAL:  # what the person decides on, whole
-        view.renderables.extend(map(pending_preview, state.pending_approvals))
+    view.renderables.extend(decisions_preview(state))  # what a person decides on, whole
     output(messages, as_json, view)
 
 

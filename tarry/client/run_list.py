@@ -117,12 +117,13 @@ class RunPage(BaseModel):
 
 def runs_query(
     phase: Phase | None = None,
-    waiting_for: WaitingFor | None = None,
+    waiting_for: WaitingFor | frozenset[WaitingFor] | None = None,
     task_queue: str | None = None,
     schedule: str | None = None,
     readable: str | None = None,
 ) -> str:
-    """The visibility query for Tarry's runs (and evals), in `phase`, waiting for `waiting_for`, on
+    """The visibility query for Tarry's runs (and evals), in `phase`, waiting for `waiting_for`
+    (one kind, or any of a set), on
     `task_queue`, started by `schedule` (None: any), those `readable` (a condition of
     `Policy.readable_clause`) only. The first two are enum members and the queue is the
     caller's own setting; a schedule name is checked against the name rule here, which
@@ -132,8 +133,12 @@ def runs_query(
         query += f" AND TaskQueue = '{task_queue}'"
     if phase is not None:
         query += f" AND {_phase_clause(phase)}"
-    if waiting_for is not None:
+    if isinstance(waiting_for, WaitingFor):
         query += f" AND {WAITING_FOR_ATTRIBUTE.name} = '{waiting_for.value}'"
+    elif waiting_for is not None:
+        kinds = ", ".join(f"'{kind.value}'" for kind in sorted(waiting_for))
+        query += f" AND {WAITING_FOR_ATTRIBUTE.name} IN ({kinds})"
+    if waiting_for is not None:
         query += " AND ExecutionStatus = 'Running'"  # a run cut short waits for no one
     if schedule is not None:
         if problem := schedule_name_problem(schedule):
@@ -177,7 +182,7 @@ async def find_runs(
     client: Client,
     *,
     phase: Phase | None = None,
-    waiting_for: WaitingFor | None = None,
+    waiting_for: WaitingFor | frozenset[WaitingFor] | None = None,
     task_queue: str | None = None,
     schedule: str | None = None,
     limit: int = 20,

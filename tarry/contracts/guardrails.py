@@ -14,11 +14,13 @@ IBANs, IP addresses and US social security numbers, by Presidio's pattern recogn
 no model, nothing downloaded), `pattern` (RE2 regular expressions, `patterns`, and
 words, `deny`, matched without regard to case), `moderation`, `judge` (a model reads the
 text against the guardrail's `rubric`) or `python`. `verdict` is `redact` (the text goes on
-with each match replaced by a typed placeholder, `<EMAIL_1>`) or `block` (a message is
+with each match replaced by a typed placeholder, `<EMAIL_1>`), `block` (a message is
 withheld from the model, which reads the guardrail's name and reason in its place; a
 tool's result is refused the same way; an answer is withheld, and the model, told why,
 is asked again, up to `OUTPUT_RETRIES` times in a row, after which the run waits for a
-person to `retry` or reply).
+person to `retry` or reply) or `ask` (the run waits, `waiting_for: guardrail`, until one of
+the guardrail's `approvers` allows the text, edits it or blocks it: a decision as on a
+tool call, `PendingApproval.guardrail`).
 
 Guardrails apply in their order, each to the text the one before it left. A check runs
 as an activity of the worker, never in workflow code; one that still fails after its
@@ -35,18 +37,25 @@ match, never the matched text.
 
 from __future__ import annotations
 
+import json
+from datetime import timedelta
 from enum import StrEnum
-from typing import Self
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tarry.contracts._omit import when_empty, when_none
 from tarry.contracts.approval_rules import Regex
+from tarry.contracts.names import principal_problem
 
 __all__ = [
     "GUARDRAILS_ACTIVITY",
+    "HELD",
     "OUTPUT_RETRIES",
+    "TEXT_SCHEMA",
     "WITHHELD_NOTE",
     "GuardCheck",
+    "GuardDecision",
     "GuardPoint",
     "GuardRequest",
     "GuardVerdict",
@@ -55,6 +64,8 @@ __all__ = [
     "GuardrailHit",
     "GuardrailMatch",
     "PiiKind",
+    "asked_text",
+    "held_line",
 ]
 
 OUTPUT_RETRIES = 2
@@ -65,6 +76,14 @@ WITHHELD_NOTE = "Your answer was withheld by guardrail"
 run's own system message, which the scripted model (`ScriptStep.if_withheld`) knows."""
 GUARDRAILS_ACTIVITY = "check_guardrails"
 """The activity that checks a text against guardrails (`activities.guardrail_checks`)."""
+TEXT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"text": {"type": "string"}},
+    "required": ["text"],
+    "additionalProperties": False,
+}
+"""The "arguments" of a text a guardrail asks about (`{"text": ...}`): an edit of it is
+checked against this, as edited arguments are against their tool's schema."""
 
 
 class GuardPoint(StrEnum):
@@ -78,6 +97,14 @@ class GuardPoint(StrEnum):
     """The model's answer, before anyone sees it and before any of its calls is gated or
     run: its words are not streamed to observers while a run has one (the answer comes
     whole, once checked)."""
+
+
+HELD: dict[GuardPoint, str] = {
+    GuardPoint.INPUT: "a person's message",
+    GuardPoint.TOOL_RESULT: "a tool's result",
+    GuardPoint.OUTPUT: "the model's answer",
+}
+"""What a guardrail that asks holds, by where it looks: how the doors name it."""
 
 
 class GuardCheck(StrEnum):
@@ -108,7 +135,8 @@ class GuardVerdict(StrEnum):
     BLOCK = "block"
     """The text is withheld: the model reads the guardrail's name and reason instead."""
     ASK = "ask"
-    """The text waits for a person, one of the guardrail's approvers, to decide on it."""
+    """The run waits for one of the guardrail's `approvers` to allow the text, edit it,
+    or block it (`WaitingFor.GUARDRAIL`); the text goes on as they decided."""
 
 
 class PiiKind(StrEnum):
@@ -161,6 +189,20 @@ class Guardrail(BaseModel):
     """For `python`: the name the worker registered the function under."""
     fail_open: bool = False
     """When the check itself fails after its retries: let the text through, not block it."""
+    approvers: list[str] | None = None
+    """Who may decide on a text it asks about: users and groups (`[api.groups]`), named
+    as `RunInput.approvers` name a tool's; null: anyone who may decide the run's calls."""
+    timeout: timedelta | None = None
+    """How long a text it asks about waits for a decision; null: the run's
+    `approval_timeout`. Past it, the run's `approval_default` applies (approve: allow)."""
+
+    @field_validator("approvers")
+    @classmethod
+    def _approver_names(cls, approvers: list[str] | None) -> list[str] | None:
+        for name in approvers or []:
+            if problem := principal_problem(name):
+                raise ValueError(f"approvers: {problem}")
+        return approvers
 
     @field_validator("patterns")
     @classmethod
@@ -186,10 +228,10 @@ class Guardrail(BaseModel):
                 f"guardrail {self.name!r} checks by pattern, which takes no `kinds`:"
                 ' use "check": "pii" for personal data'
             )
-        if self.check is GuardCheck.MODERATION and self.verdict is not GuardVerdict.BLOCK:
+        if self.check is GuardCheck.MODERATION and self.verdict is GuardVerdict.REDACT:
             raise ValueError(
                 f"guardrail {self.name!r}: a moderation check flags a whole text, which"
-                ' cannot be redacted: give it "verdict": "block"'
+                ' cannot be redacted: give it "verdict": "block" (or "ask")'
             )
         if self.check is GuardCheck.JUDGE and self.verdict is GuardVerdict.REDACT:
             raise ValueError(
@@ -228,6 +270,20 @@ class GuardrailMatch(BaseModel):
     """The match's place in the text as the guardrail saw it: `text[start:end]`."""
 
 
+class GuardDecision(BaseModel):
+    """What became of a text a guardrail asked about (`GuardVerdict.ASK`)."""
+
+    allowed: bool
+    """Allowed (as it was, or `edited`), or blocked."""
+    edited: bool = Field(default=False, exclude_if=when_empty)
+    """A person replaced the text (`Decision.arguments`: `{"text": ...}`)."""
+    by: str
+    """Who decided: the person (`Decision.by`), `deadline` (the run's
+    `approval_default`), `stop` (a stop blocks it) or `remembered`."""
+    reason: str | None = Field(default=None, exclude_if=when_none)
+    """The decider's reason (a block's is what the model reads)."""
+
+
 class GuardrailHit(BaseModel):
     """A guardrail that found something in a text, and what it did."""
 
@@ -238,6 +294,36 @@ class GuardrailHit(BaseModel):
     failed: str | None = Field(default=None, exclude_if=lambda v: v is None)
     """The check could not run (its error, after its retries): a hit by default, nothing
     when the guardrail is `fail_open`."""
+    on: GuardPoint | None = Field(default=None, exclude_if=when_none)
+    """Where the text was, for a hit that asks a person (the run sets it then)."""
+    decision: GuardDecision | None = Field(default=None, exclude_if=when_none)
+    """For a hit that asked (`ask`): what became of the text; null while it waits."""
+
+    @property
+    def blocks(self) -> bool:
+        """Whether the text is withheld: a `block` verdict, or a person's block of an ask."""
+        if self.verdict is GuardVerdict.ASK:
+            return self.decision is not None and not self.decision.allowed
+        return self.verdict is GuardVerdict.BLOCK
+
+    @property
+    def waits(self) -> bool:
+        """An `ask` nobody has decided yet: the run waits for a person."""
+        return self.verdict is GuardVerdict.ASK and self.decision is None
+
+
+def held_line(pending_tool: str, hit: GuardrailHit) -> str:
+    """`guardrail 'no-secrets' holds a person's message: why`: a text a guardrail asks
+    about, in a line, for every door that lists decisions."""
+    what = HELD[hit.on] if hit.on is not None else "a text"
+    why = f": {hit.reason}" if hit.reason else ""
+    return f"guardrail {pending_tool!r} holds {what}{why}"
+
+
+def asked_text(arguments: str) -> str:
+    """The text of a guardrail's pending decision (`PendingApproval.arguments`)."""
+    text: str = json.loads(arguments)["text"]
+    return text
 
 
 class GuardRequest(BaseModel):
@@ -262,7 +348,15 @@ class Guarded(BaseModel):
 
     @property
     def blocked(self) -> GuardrailHit | None:
-        return next((h for h in self.hits if h.verdict is GuardVerdict.BLOCK), None)
+        return next((h for h in self.hits if h.blocks), None)
+
+    @property
+    def asking(self) -> GuardrailHit | None:
+        """The first hit that waits for a person, unless one before it blocked."""
+        for hit in self.hits:
+            if hit.blocks or hit.waits:
+                return hit if hit.waits else None
+        return None
 
     @property
     def verdict(self) -> str:

@@ -218,6 +218,8 @@ class Decision(BaseModel):
 
 
 class PendingApproval(BaseModel):
+    """A decision a run waits for: on a gated tool call, or on a guardrail's flagged text."""
+
     call_id: str
     tool: str
     arguments: str
@@ -230,6 +232,12 @@ class PendingApproval(BaseModel):
     preview: Preview | None = Field(default=None, exclude_if=when_none)
     """What the person is shown of the call, made when it was gated
     (`tarry.contracts.previews`); null: a run from before previews, or none could be made."""
+    guardrail: GuardrailHit | None = Field(default=None, exclude_if=when_none)
+    """Not a tool call: a text a guardrail asks about (`GuardVerdict.ASK`; its `on` says
+    where the text was). `tool` names the guardrail, `arguments` is `{"text": ...}`, the
+    text as the guardrail saw it (its matches' places are in it). Approving allows the
+    text; approving with `arguments` `{"text": ...}` (`TEXT_SCHEMA`) goes on with that
+    edit; rejecting blocks it, as a `block` verdict does where it was."""
 
 
 TRANSCRIPT_PAGE_BYTES = 128 * 1024

@@ -14,6 +14,7 @@ __all__ = [
     "CATALOGUE_CHECK_ACTIVITY",
     "CATALOGUE_CHECK_WORKFLOW",
     "COST_ATTRIBUTE",
+    "DECIDED_WAITS",
     "DEFAULT_TASK_QUEUE",
     "FINISH_TOOL",
     "INTERRUPTED_NOTE",
@@ -45,6 +46,7 @@ __all__ = [
     "ReplyPolicy",
     "Share",
     "WaitingFor",
+    "principal_problem",
 ]
 
 WORKFLOW_TYPE = "AgentRun"
@@ -128,6 +130,9 @@ class WaitingFor(StrEnum):
 
     INPUT = "input"
     APPROVAL = "approval"
+    GUARDRAIL = "guardrail"
+    """A guardrail whose verdict is `ask` flagged a text: one of its approvers allows it,
+    edits it or blocks it (`decide`, as on a tool call; `pending_approvals` holds it)."""
     BUDGET = "budget"
     """The run spent its budget: `raise_budget` lets it go on."""
     MODEL = "model"
@@ -138,6 +143,11 @@ class WaitingFor(StrEnum):
     answering that run lets this one go on."""
     PAUSED = "paused"
     """A person paused the run (`paused_by` names them): a reply lets it go on."""
+
+
+DECIDED_WAITS = frozenset({WaitingFor.APPROVAL, WaitingFor.GUARDRAIL})
+"""The waits a decision on `RunState.pending_approvals` ends (`decide`): a tool call's,
+and a text a guardrail holds."""
 
 
 class Need(StrEnum):
@@ -417,3 +427,14 @@ class ErrorInfo(BaseModel):
 TEMPORAL_UI = "temporal-ui"
 """Who a signal or update without `by` is recorded as: sent straight from the Temporal UI
 (or the `temporal` CLI) by an operator, whom Temporal's own access control governs."""
+
+
+def principal_problem(name: str) -> str | None:
+    """Why `name` cannot name a user or `group:NAME` in a share; None when it can. The
+    names go into visibility queries, so no quote or backslash (nor control character)."""
+    bare = name.removeprefix("group:")
+    if not bare.strip() or bare != bare.strip():
+        return f"{name!r} is no user or group: give a name, or group:NAME"
+    if any(c in "'\\\"" or not c.isprintable() for c in name):
+        return f"{name!r}: a name has no quotes, backslashes or control characters"
+    return None

@@ -23,6 +23,7 @@ from tarry.contracts.names import (
     ReplyPolicy,
     Share,
     WaitingFor,
+    principal_problem,
 )
 
 __all__ = [
@@ -234,17 +235,6 @@ class RunInput(Closed):
                 if problem := principal_problem(name):
                     raise ValueError(f"approvers: {problem}")
         return approvers
-
-
-def principal_problem(name: str) -> str | None:
-    """Why `name` cannot name a user or `group:NAME` in a share; None when it can. The
-    names go into visibility queries, so no quote or backslash (nor control character)."""
-    bare = name.removeprefix("group:")
-    if not bare.strip() or bare != bare.strip():
-        return f"{name!r} is no user or group: give a name, or group:NAME"
-    if any(c in "'\\\"" or not c.isprintable() for c in name):
-        return f"{name!r}: a name has no quotes, backslashes or control characters"
-    return None
 
 
 def _json_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:

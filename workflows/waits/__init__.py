@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING
 from temporalio import workflow
 
 from tarry.contracts import Phase, WaitingFor
-from workflows.waits import agent, approval, budget, input, model, paused
+from workflows.waits import agent, approval, budget, guardrail, input, model, paused
 from workflows.waits.wait import Wait
 
 if TYPE_CHECKING:
     from workflows.memory import RunMemory
 
 WAITS: tuple[Wait, ...] = (
+    guardrail.WAIT,
     approval.WAIT,
     agent.WAIT,
     model.WAIT,

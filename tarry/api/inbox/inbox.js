@@ -530,9 +530,16 @@ function guardrailMarks(box, message) {
     const kinds = [...new Set((hit.matches || []).map((m) => m.kind))].sort();
     const found = kinds.length ? ` (${kinds.join(", ")})` : "";
     const why = hit.reason ? `: ${hit.reason}` : "";
-    const done = hit.verdict === "redact" ? "redacted" : "blocked";
+    const done = hit.verdict === "ask" ? askedText(hit.decision) : hit.verdict === "redact" ? "redacted" : "blocked";
     box.append(el("div", "small guardrail", `⛨ guardrail '${hit.guardrail}' ${done}${found}${why}`));
   }
+}
+
+// What became of a text a guardrail asked about: "asked: edited by bob".
+function askedText(decision) {
+  if (!decision) return "asks a person";
+  const how = !decision.allowed ? "blocked" : decision.edited ? "edited" : "allowed";
+  return `asked: ${how} by ${decision.by}`;
 }
 
 // "approved by alice at …", "rejected by bob via mcp at …: not there", "rejected at its deadline".
@@ -866,25 +873,33 @@ function showApprovals(pending) {
 }
 
 function approvalCard(pending) {
-  const card = el("div", "approval");
+  // A text a guardrail holds (`pending.guardrail`) is decided as a call is: allowed,
+  // edited (`{"text": ...}`) or blocked.
+  const held = pending.guardrail;
+  const card = el("div", held ? "approval guardrail-ask" : "approval");
   card.dataset.callId = pending.call_id;
-  card.append(el("div", "approval-title", `${pending.tool} wants to run`), previewView(pending));
+  if (held) card.append(el("div", "approval-title", heldLine(pending)), flaggedView(pending));
+  else card.append(el("div", "approval-title", `${pending.tool} wants to run`), previewView(pending));
   const args = el("textarea", "approval-arguments");
-  args.value = prettyJson(pending.arguments_text);
+  args.value = held ? pending.arguments.text : prettyJson(pending.arguments_text);
   args.rows = Math.min(12, args.value.split("\n").length + 1);
-  args.setAttribute("aria-label", "arguments (edit to change them)");
+  args.setAttribute("aria-label", held ? "the text (edit to change it)" : "arguments (edit to change them)");
   const reason = el("input", "approval-reason");
-  reason.placeholder = "reason (told to the agent when you reject)";
+  reason.placeholder = `reason (told to the agent when you ${held ? "block" : "reject"})`;
   const deadline = el("div", "muted small deadline");
   if (pending.deadline) countDown(deadline, new Date(pending.deadline));
-  const approve = el("button", "approve", "Approve");
+  const approve = el("button", "approve", held ? "Allow" : "Approve");
   // Decides the like calls after it the same way: those its rule asks about, or the same arguments.
-  const remember = el("button", "approve-remember", "Approve and remember");
-  remember.title = pending.rule ? `and approve what rule ${pending.rule} asks about for the rest of the run` : "and approve this very call again for the rest of the run";
-  const reject = el("button", "danger reject", "Reject");
+  const remember = el("button", "approve-remember", held ? "Allow and remember" : "Approve and remember");
+  remember.title = held
+    ? `and allow what guardrail ${pending.tool} flags for the rest of the run`
+    : pending.rule
+      ? `and approve what rule ${pending.rule} asks about for the rest of the run`
+      : "and approve this very call again for the rest of the run";
+  const reject = el("button", "danger reject", held ? "Block" : "Reject");
   approve.type = remember.type = reject.type = "button";
   const original = args.value;
-  const edited = () => (args.value !== original ? args.value : null);
+  const edited = () => (args.value === original ? null : held ? JSON.stringify({ text: args.value }) : args.value);
   approve.addEventListener("click", () => decide(card, pending.call_id, true, reason.value, edited()));
   remember.addEventListener("click", () => decide(card, pending.call_id, true, reason.value, edited(), "run"));
   reject.addEventListener("click", () => decide(card, pending.call_id, false, reason.value, null));
@@ -895,15 +910,43 @@ function approvalCard(pending) {
     // Only its approvers (or those who may change the run) may decide it: the API would
     // refuse anyone else (403).
     const whom = pending.approvers ? `Only ${pending.approvers.join(", ")} may` : "You may not";
-    const who = el("div", "muted small approvers", `${whom} decide this call.`);
+    const who = el("div", "muted small approvers", `${whom} decide this ${held ? "text" : "call"}.`);
     card.append(deadline, who);
     return card;
   }
   // The arguments as JSON, to edit: what the call would do is the preview above.
   const edit = el("details", "approval-edit");
-  edit.append(el("summary", "muted small", "Edit the arguments"), args);
+  edit.append(el("summary", "muted small", held ? "Edit the text" : "Edit the arguments"), args);
   card.append(edit, reason, deadline, actions);
   return card;
+}
+
+const HELD = { input: "a person's message", output: "the model's answer", tool_result: "a tool's result" };
+
+// "guardrail 'no-secrets' holds a person's message: why" (`tarry.contracts.guardrails.held_line`).
+function heldLine(pending) {
+  const hit = pending.guardrail;
+  const why = hit.reason ? `: ${hit.reason}` : "";
+  return `guardrail '${pending.tool}' holds ${HELD[hit.on] || "a text"}${why}`;
+}
+
+// The text a guardrail holds, each of its matches marked where the guardrail found it.
+function flaggedView(pending) {
+  const text = pending.arguments.text;
+  const pre = el("pre", "preview-block guardrail-flagged");
+  let at = 0;
+  for (const match of [...pending.guardrail.matches].sort((a, b) => a.start - b.start)) {
+    if (match.start < at) continue;
+    pre.append(document.createTextNode(text.slice(at, match.start)));
+    const mark = el("mark", "guardrail-match", text.slice(match.start, match.end));
+    mark.title = match.kind;
+    pre.append(mark);
+    at = match.end;
+  }
+  pre.append(document.createTextNode(text.slice(at)));
+  const box = el("div", "preview");
+  box.append(pre);
+  return box;
 }
 
 // What a gated call would do, as the run recorded it when the call was gated: a diff
