@@ -185,7 +185,8 @@ async def _guard(run: RunScope, text: str, rails: list[Guardrail], on: GuardPoin
     asks alone, so that a person decides on the text as that guardrail saw it."""
     hits: list[GuardrailHit] = []
     for segment in _segments(rails):
-        guarded = await _check(text, segment)
+        asks = segment[0].verdict is GuardVerdict.ASK
+        guarded = await _check(text, segment, guardrail_asks.next_id(run) if asks else None)
         if (asking := guarded.asking) is not None:
             rail = next(g for g in segment if g.name == asking.guardrail)
             decided = await guardrail_asks.decided(run, text, asking, rail, on)
@@ -209,9 +210,10 @@ def _segments(rails: list[Guardrail]) -> list[list[Guardrail]]:
     return segments
 
 
-async def _check(text: str, rails: list[Guardrail]) -> Guarded:
+async def _check(text: str, rails: list[Guardrail], asks_as: str | None = None) -> Guarded:
     """The text as `rails` let it through; a check that fails past its retries blocks,
-    or lets the text through for a `fail_open` guardrail."""
+    or lets the text through for a `fail_open` guardrail. `asks_as`: the id a person's
+    decision gets if the one of `rails` that asks does (`GuardRequest.asks_as`)."""
     try:
         # An activity, not a local one: a local activity keeps the workflow task open while
         # it runs, and a legacy query answered then can leave the cached run ahead of the
@@ -219,7 +221,7 @@ async def _check(text: str, rails: list[Guardrail]) -> Guarded:
         # under load, a history that no longer replayed (TMPRL1100).
         guarded: Guarded = await workflow.execute_activity(
             GUARDRAILS_ACTIVITY,
-            GuardRequest(text=text, guardrails=rails),
+            GuardRequest(text=text, guardrails=rails, asks_as=asks_as),
             result_type=Guarded,
             start_to_close_timeout=CHECK_TIMEOUT,
             retry_policy=CHECK_RETRY,
