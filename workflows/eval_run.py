@@ -1,7 +1,9 @@
 """`EvalRun`: a dataset's decision points replayed against a candidate model, scored.
 
 Each point is one model activity (`call_llm`, with the runs' retry policy and failure
-codes): the candidate proposes, no tool runs, nobody is asked. At most `concurrency`
+codes): the candidate proposes, no tool runs, nobody is asked. A guardrail point is one
+check activity instead (`check_guardrails`, with the runs' retries): the candidate
+guardrails look at its text. At most `concurrency`
 points are asked at once, each under its own activity id (`point-N`), and its score
 goes into the workflow's state as soon as its answer is in: a worker that dies
 mid-eval loses only the calls in flight, which Temporal retries, and history holds
@@ -39,8 +41,11 @@ with workflow.unsafe.imports_passed_through():
         Usage,
         Verdict,
     )
+    from tarry.contracts.datasets import GuardrailAsk
+    from tarry.contracts.guardrails import GUARDRAILS_ACTIVITY, Guarded, GuardRequest
     from tarry.core import eval_scoring
     from workflows.budgets import exceeded
+    from workflows.guardrails import CHECK_RETRY, CHECK_TIMEOUT
     from workflows.model_calls import LLM_RETRY, error_of
 
 BUDGET_STOP = "budget"
@@ -85,7 +90,7 @@ class EvalRunWorkflow:
         return eval_scoring.report(
             workflow.info().workflow_id,
             i.dataset,
-            i.model,
+            i.candidate,
             len(i.points),
             self._scores.values(),
             done=self._done,
@@ -102,6 +107,10 @@ class EvalRunWorkflow:
     async def _score(self, index: int, point: DecisionPoint) -> None:
         i = self._input
         assert i is not None
+        if point.guardrail is not None:
+            self._scores[point.id] = await self._check(index, point, point.guardrail)
+            return
+        assert i.model is not None  # `EvalInput` names a model for every proposal
         tools = [t for t in point.tools if i.tools is None or t.name in i.tools]
         request = LlmRequest(
             profile=i.model,
@@ -146,6 +155,43 @@ class EvalRunWorkflow:
                 point, score.candidate_calls, i.tolerance
             )
         self._scores[point.id] = score
+
+    async def _check(self, index: int, point: DecisionPoint, asked: GuardrailAsk) -> PointScore:
+        """A guardrail point: its text, checked by the candidate guardrails that look
+        where it was, as a run's check is (one activity, `point-N`)."""
+        i = self._input
+        assert i is not None
+        rails = [g for g in i.guardrails or [] if g.on is asked.on]
+        score = PointScore(
+            id=point.id,
+            run_id=point.run_id,
+            tool=f"guardrail {asked.guardrail.name}",
+            guardrail=asked.guardrail.name,
+            verdict=point.label.verdict,
+            agrees=False,
+            score=0.0,
+            label=point.label,
+        )
+        if rails:
+            started = workflow.now()
+            try:
+                guarded: Guarded = await workflow.execute_activity(
+                    GUARDRAILS_ACTIVITY,
+                    GuardRequest(text=asked.text, guardrails=rails),
+                    result_type=Guarded,
+                    activity_id=f"point-{index}",
+                    start_to_close_timeout=CHECK_TIMEOUT,
+                    retry_policy=CHECK_RETRY,
+                    summary=f"eval point-{index} on guardrails",
+                )
+            except ActivityError as e:
+                score.error = error_of(e, default=ErrorCode.GUARDRAIL_UNAVAILABLE)
+                return score
+            score.latency_ms = (workflow.now() - started).total_seconds() * 1000
+            score.candidate_hits = guarded.hits
+        score.agrees = eval_scoring.guardrail_agrees(point.label, score.candidate_hits)
+        score.score = float(score.agrees)
+        return score
 
     async def _answer_agrees(self, index: int, point: DecisionPoint, score: PointScore) -> bool:
         """The eval's answer scorer on a final answer; the judge's cost counts as the

@@ -33,9 +33,10 @@ async def decided(
     m = run.memory
     known = m.approvals.remembered.get(guardrail_key(rail.name))
     if known is not None:
-        return text, _with(hit, on, known.approved, REMEMBERED, known.reason)
+        remembered = GuardDecision(allowed=known.approved, by=REMEMBERED, reason=known.reason)
+        return text, _with(hit, on, remembered)
+    call_id = next_id(run)
     m.guards.asks += 1
-    call_id = f"guardrail-{m.guards.asks}"
     timeout = rail.timeout or run.input.approval_timeout
     m.approvals.pending = [
         *m.approvals.pending,
@@ -55,8 +56,19 @@ async def decided(
     if m.phase is Phase.WAITING_USER and m.undecided():
         run.phases.enter(Phase.WAITING_USER)  # what it waits for now: the calls still pending
     edit: str = record.arguments["text"] if record.approved and record.arguments else text
-    decision = _with(hit, on, record.approved, _who(record), record.reason, edit != text)
-    return edit, decision
+    decision = GuardDecision(
+        allowed=record.approved,
+        edited=edit != text,
+        by=_who(record),
+        reason=record.reason,
+        asked_as=call_id,
+    )
+    return edit, _with(hit, on, decision)
+
+
+def next_id(run: RunScope) -> str:
+    """The id of the next text a guardrail asks about (`guardrail-N`)."""
+    return f"guardrail-{run.memory.guards.asks + 1}"
 
 
 def stopped(hits: list[GuardrailHit]) -> bool:
@@ -70,13 +82,5 @@ def _who(record: DecisionRecord) -> str:
     return record.user or TEMPORAL_UI
 
 
-def _with(
-    hit: GuardrailHit,
-    on: GuardPoint,
-    allowed: bool,
-    by: str,
-    reason: str | None,
-    edited: bool = False,
-) -> GuardrailHit:
-    decision = GuardDecision(allowed=allowed, edited=edited, by=by, reason=reason)
+def _with(hit: GuardrailHit, on: GuardPoint, decision: GuardDecision) -> GuardrailHit:
     return hit.model_copy(update={"on": on, "decision": decision})

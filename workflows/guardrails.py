@@ -191,7 +191,8 @@ async def _guard(run: RunScope, text: str, rails: list[Guardrail], on: GuardPoin
     Without a hit that asks, this is one check, as before `ask`."""
     hits: list[GuardrailHit] = []
     while True:
-        guarded = await _check(text, rails)
+        asks = any(g.verdict is GuardVerdict.ASK for g in rails)
+        guarded = await _check(text, rails, guardrail_asks.next_id(run) if asks else None)
         if (asking := guarded.asking) is None:
             return Guarded(text=guarded.text, hits=[*hits, *guarded.hits])
         at = next(i for i, g in enumerate(rails) if g.name == asking.guardrail)
@@ -202,9 +203,10 @@ async def _guard(run: RunScope, text: str, rails: list[Guardrail], on: GuardPoin
             return Guarded(text=text, hits=hits)
 
 
-async def _check(text: str, rails: list[Guardrail]) -> Guarded:
+async def _check(text: str, rails: list[Guardrail], asks_as: str | None = None) -> Guarded:
     """The text as `rails` let it through; a check that fails past its retries blocks,
-    or lets the text through for a `fail_open` guardrail."""
+    or lets the text through for a `fail_open` guardrail. `asks_as`: the id a person's
+    decision gets if the one of `rails` that asks does (`GuardRequest.asks_as`)."""
     try:
         # An activity, not a local one: a local activity keeps the workflow task open while
         # it runs, and a legacy query answered then can leave the cached run ahead of the
@@ -212,7 +214,7 @@ async def _check(text: str, rails: list[Guardrail]) -> Guarded:
         # under load, a history that no longer replayed (TMPRL1100).
         guarded: Guarded = await workflow.execute_activity(
             GUARDRAILS_ACTIVITY,
-            GuardRequest(text=text, guardrails=rails),
+            GuardRequest(text=text, guardrails=rails, asks_as=asks_as),
             result_type=Guarded,
             start_to_close_timeout=CHECK_TIMEOUT,
             retry_policy=CHECK_RETRY,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from pydantic import TypeAdapter, ValidationError
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -24,7 +25,16 @@ from typer.core import TyperGroup
 from tarry.cli.common import AsJson, console, emit, fail, output, with_tarry
 from tarry.cli.dataset import Version
 from tarry.client.dataset_store import DatasetStore
-from tarry.contracts import AnswerScorer, Budget, ErrorCode, EvalInput, EvalReport, Rate
+from tarry.contracts import (
+    AnswerScorer,
+    Budget,
+    DecisionPoint,
+    ErrorCode,
+    EvalInput,
+    EvalReport,
+    Rate,
+)
+from tarry.contracts.guardrails import Guardrail
 from tarry.core.errors import TarryError
 from tarry.temporal.entrypoint import settings_or_exit
 
@@ -67,7 +77,21 @@ def run(
             help="A dataset's name (`tarry dataset list`), or a file of JSON lines as exported.",
         ),
     ],
-    model: Annotated[str, typer.Option("--model", help="The candidate model profile.")],
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", help="The candidate model profile, for the dataset's proposals and answers."
+        ),
+    ] = None,
+    guardrails: Annotated[
+        Path | None,
+        typer.Option(
+            "--guardrails",
+            metavar="FILE",
+            help="A candidate guardrail setup (a JSON list, as `tarry start --guardrails`"
+            " takes), for the texts of the dataset's guardrail points.",
+        ),
+    ] = None,
     system: Annotated[
         Path | None,
         typer.Option(help="A file whose text replaces each point's system prompt."),
@@ -110,7 +134,8 @@ def run(
     try:
         tolerances = _tolerances(tolerance or [])
         store = DatasetStore.of(settings_or_exit())
-        points = load_points(dataset, store, version)
+        points = _scored(load_points(dataset, store, version), model, guardrails)
+        candidates = _guardrails(guardrails)
         prompt = system.read_text(encoding="utf-8") if system else None
     except TarryError as e:
         fail(f"{e.code}: {e.message}", exit_code=2)
@@ -121,6 +146,7 @@ def run(
         dataset=Path(dataset).name if version is None else f"{dataset} version {version}",
         points=points,
         model=model,
+        guardrails=candidates,
         system=prompt,
         tools=tools or None,
         concurrency=concurrency,
@@ -143,13 +169,42 @@ def run(
             limits=caller.limits,
         )
         if not as_json:
-            console.print(f"eval {handle.id}: {len(points)} points on {model}")
+            console.print(f"eval {handle.id}: {len(points)} points on {input.candidate}")
         return await wait_report(handle)
 
     report = with_tarry(evaluate)
     output(report, as_json, view(report))
     if min_agreement is not None and report.overall.agreement < min_agreement:
         raise typer.Exit(BELOW_BAR_EXIT)
+
+
+def _scored(
+    points: list[DecisionPoint], model: str | None, guardrails: Path | None
+) -> list[DecisionPoint]:
+    """The points the candidates score: proposals and answers with a `--model`, the
+    texts guardrails asked about with `--guardrails`."""
+    scored = [p for p in points if (model if p.guardrail is None else guardrails) is not None]
+    if not scored:
+        raise TarryError(
+            ErrorCode.EVAL_INVALID,
+            "no point of the dataset has its candidate: give --model PROFILE for its"
+            " proposals and answers, --guardrails FILE for its guardrails' texts",
+        )
+    return scored
+
+
+def _guardrails(path: Path | None) -> list[Guardrail] | None:
+    """`--guardrails FILE`: the candidate guardrails."""
+    if path is None:
+        return None
+    try:
+        return TypeAdapter(list[Guardrail]).validate_json(path.read_bytes())
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise TarryError(
+            ErrorCode.EVAL_INVALID, f"--guardrails {path}: {where}: {first['msg']}"
+        ) from e
 
 
 def _tolerances(given: list[str]) -> dict[str, float]:
@@ -223,6 +278,19 @@ def view(report: EvalReport) -> Group:
     rates = Table("tool", "agreement [95% Wilson]", title="Per tool", title_justify="left")
     for tool, rate in report.per_tool.items():
         rates.add_row(tool, _rate(rate))
+    guarded = Table(
+        "guardrail",
+        "agreement [95% Wilson]",
+        "false alarms",
+        "misses",
+        title="Per guardrail",
+        title_justify="left",
+        caption="false alarms: flagged what people allowed; misses: let through what they"
+        " blocked or edited",
+        caption_justify="left",
+    )
+    for name, g in report.per_guardrail.items():
+        guarded.add_row(name, _rate(g), str(g.flagged_allowed), str(g.missed_blocked))
     s = report.spend
     spend = Table("", "candidate", "original", title="Cost and latency", title_justify="left")
     spend.add_row("tokens", str(s.candidate_usage.total_tokens), str(s.original_usage.total_tokens))
@@ -243,13 +311,19 @@ def view(report: EvalReport) -> Group:
         )
         calls = d.candidate_calls
         candidate = "; ".join(f"{c.function.name} {c.function.arguments}" for c in calls)
+        if d.guardrail is not None:
+            original = f"asked by guardrail {d.guardrail!r}"
+            candidate = ", ".join(f"{h.guardrail} {h.verdict}" for h in d.candidate_hits)
         lines += [
             f"- {d.id}: {decision}",
             f"    original:  {original}",
             f"    candidate: {candidate or d.candidate_answer or '(nothing)'}",
         ]
     # Lines, not a table: a proposal's arguments stay whole and greppable at any width.
-    return Group(head, rates, spend, Text("\n".join(lines)))
+    # A report of guardrails alone has no tool to show, and one of a model no guardrail.
+    tables = [rates] if report.per_tool or not report.per_guardrail else []
+    tables += [guarded] if report.per_guardrail else []
+    return Group(head, *tables, spend, Text("\n".join(lines)))
 
 
 def _ms(value: float | None) -> str:

@@ -51,9 +51,16 @@ from tarry.contracts.datasets import (
     QUERY_KEYS,
     DatasetManifest,
     DecisionPoint,
+    GuardrailAsk,
     Label,
     SkippedRun,
     Verdict,
+)
+from tarry.contracts.guardrails import (
+    GUARDRAILS_ACTIVITY,
+    GuardDecision,
+    Guarded,
+    GuardRequest,
 )
 from tarry.contracts.messages import ChatMessage, DecisionRecord, Usage
 from tarry.contracts.run import principal_problem
@@ -202,6 +209,8 @@ class RunRecord:
 
     calls: list[_ModelCall] = field(default_factory=list)
     catalogue: list[ToolDefinition] = field(default_factory=list)
+    asked: dict[str, GuardrailAsk] = field(default_factory=dict)
+    """The texts guardrails asked people about, by the id of the decision (`guardrail-N`)."""
 
     def call_of(self, message: ChatMessage) -> _ModelCall | None:
         """The model call whose answer `message` is: the one that proposed the same call
@@ -234,6 +243,39 @@ def _label(record: DecisionRecord) -> Label:
     )
 
 
+def _guardrail_label(decision: GuardDecision) -> Label:
+    verdict = Verdict.REJECTED
+    if decision.allowed:
+        verdict = Verdict.EDITED if decision.edited else Verdict.APPROVED
+    reason = decision.reason if verdict is Verdict.REJECTED else None
+    return Label(verdict=verdict, by=decision.by, reason=reason)
+
+
+def _guardrail_points(
+    run_id: str, index: int, message: ChatMessage, record: RunRecord, model: str
+) -> list[DecisionPoint]:
+    """The verdicts people gave on the texts guardrails asked them about, whose hits
+    `message` keeps (the text itself is the check's, in the run's history)."""
+    points = []
+    for hit in message.guardrails:
+        decision = hit.decision
+        if decision is None or not decision.by_a_person or decision.asked_as is None:
+            continue
+        if (asked := record.asked.get(decision.asked_as)) is None:
+            continue  # a history that could not be read
+        points.append(
+            DecisionPoint(
+                id=f"{run_id}/{index}/{decision.asked_as}",
+                run_id=run_id,
+                model=model,
+                messages=[],
+                guardrail=asked,
+                label=_guardrail_label(decision),
+            )
+        )
+    return points
+
+
 def decision_points(
     run_id: str,
     transcript: Sequence[ChatMessage],
@@ -243,8 +285,9 @@ def decision_points(
     record: RunRecord | None = None,
 ) -> list[DecisionPoint]:
     """The labelled proposals of one run's transcript, in its order: each gated call a
-    person decided (approved, rejected with its reason, or edited), and each final answer,
-    with the next user message as its reply. `messages` is the conversation before the
+    person decided (approved, rejected with its reason, or edited), each final answer,
+    with the next user message as its reply, and each text a guardrail asked a person
+    about, with their verdict. `messages` is the conversation before the
     proposal as a model is sent it (`ChatMessage.for_model`: no Tarry metadata)."""
     record = record or RunRecord()
     # One conversation, whose beginnings the points share: a copy each grew a run's
@@ -252,6 +295,7 @@ def decision_points(
     conversation = [ChatMessage.model_validate(m.for_model()) for m in transcript]
     points: list[DecisionPoint] = []
     for index, message in enumerate(transcript):
+        points += _guardrail_points(run_id, index, message, record, model or "default")
         if message.role != "assistant" or message.interrupted:
             continue
         call = record.call_of(message)
@@ -349,7 +393,26 @@ async def run_record(client: Client, run_id: str) -> RunRecord:
                     elif kind == TOOL_CATALOGUE_ACTIVITY:
                         [catalogue] = await converter.decode(done.result.payloads, [Catalogue])
                         record.catalogue = catalogue.tools
+                    elif kind == GUARDRAILS_ACTIVITY:
+                        [check] = await converter.decode(attributes.input.payloads, [GuardRequest])
+                        [guarded] = await converter.decode(done.result.payloads, [Guarded])
+                        _asked(record, check, guarded)
     return record
+
+
+def _asked(record: RunRecord, check: GuardRequest, guarded: Guarded) -> None:
+    """Keeps the text of a check that asked a person (`GuardRequest.asks_as`), as the
+    check stopped at it: the text the guardrails before the one that asks left. A later
+    check under the same id replaces it: the run decided the earlier one at once, from
+    memory, and asked nobody."""
+    hit = guarded.asking
+    if check.asks_as is None or hit is None:
+        return
+    rail = next((g for g in check.guardrails if g.name == hit.guardrail), None)
+    if rail is not None:
+        record.asked[check.asks_as] = GuardrailAsk(
+            guardrail=rail, on=rail.on, text=guarded.text, matches=hit.matches
+        )
 
 
 class Datasets:

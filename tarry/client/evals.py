@@ -104,7 +104,7 @@ async def start_eval(
     attributes = TypedSearchAttributes(
         [
             SearchAttributePair(PHASE_ATTRIBUTE, Phase.RUNNING.value),
-            SearchAttributePair(MODEL_ATTRIBUTE, input.model),
+            SearchAttributePair(MODEL_ATTRIBUTE, input.candidate),
             SearchAttributePair(OWNER_ATTRIBUTE, owner),
         ]
     )
@@ -114,12 +114,12 @@ async def start_eval(
         id=eval_id or f"eval-{uuid.uuid4().hex[:12]}",
         task_queue=task_queue,
         result_type=EvalReport,
-        memo={SUMMARY_MEMO: f"eval of {input.dataset} on {input.model}"},
+        memo={SUMMARY_MEMO: f"eval of {input.dataset} on {input.candidate}"},
         search_attributes=attributes,
     )
     what = f"started eval {handle.id!r} of {input.dataset!r} ({len(input.points)} points)"
     act = OtherAct(
-        act=Act.EVAL, by=owner, door=door, what=f"{what} on {input.model!r}", eval=handle.id
+        act=Act.EVAL, by=owner, door=door, what=f"{what} on {input.candidate!r}", eval=handle.id
     )
     access = TypedSearchAttributes([SearchAttributePair(OWNER_ATTRIBUTE, owner)])
     await record_act(client, act, task_queue, access)

@@ -1,7 +1,9 @@
 """What an evaluation dataset is made of: the decision points of recorded runs.
 
 Every approve, reject and edit a person made is a label: the conversation up to the
-model's proposal, what it proposed, and what the person decided. A dataset is these
+model's proposal, what it proposed, and what the person decided. So is every verdict on
+a text a guardrail asked about (allowed, edited, blocked): the text as the guardrail saw
+it, the guardrail, and what the person decided. A dataset is these
 points as JSON lines, immutable once written; a new selection is a new version. The
 eval replays each point's `messages` against a candidate model and scores what it
 proposes against `decision`.
@@ -17,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from tarry.contracts._omit import when_none
 from tarry.contracts.activities import ToolDefinition
+from tarry.contracts.guardrails import GuardPoint, Guardrail, GuardrailMatch
 from tarry.contracts.messages import ChatMessage, ToolCall, Usage
 from tarry.contracts.names import ErrorCode
 
@@ -24,6 +27,7 @@ __all__ = [
     "QUERY_KEYS",
     "DatasetManifest",
     "DecisionPoint",
+    "GuardrailAsk",
     "Label",
     "SkippedRun",
     "Verdict",
@@ -60,12 +64,24 @@ class Label(BaseModel):
     at: datetime | None = None
 
 
+class GuardrailAsk(BaseModel):
+    """A text a guardrail asked a person about (`GuardVerdict.ASK`), as its check saw it."""
+
+    guardrail: Guardrail
+    """The guardrail as the run had it."""
+    on: GuardPoint
+    text: str
+    matches: list[GuardrailMatch] = []
+    """What the guardrail found in `text`."""
+
+
 class DecisionPoint(BaseModel):
     """One labelled proposal of a recorded run."""
 
     id: str
-    """Stable within a dataset: `RUN_ID/INDEX/CALL_ID` (`answer` for a final answer),
-    INDEX being the proposal's place in the transcript."""
+    """Stable within a dataset: `RUN_ID/INDEX/CALL_ID` (`answer` for a final answer, the
+    decision's `guardrail-N` for a guardrail's ask), INDEX being the place in the
+    transcript of the proposal (or of the message that keeps the guardrail's hit)."""
     run_id: str
     owner: str | None = None
     """The run's owner when the point was collected (`TarryOwner`)."""
@@ -81,6 +97,9 @@ class DecisionPoint(BaseModel):
     """The gated call proposed; null for a final answer."""
     answer: str | None = Field(default=None, exclude_if=when_none)
     """The final answer proposed, for `Verdict.ANSWERED`."""
+    guardrail: GuardrailAsk | None = Field(default=None, exclude_if=when_none)
+    """For a guardrail's ask: the text and the guardrail. The person allowed the text
+    (`APPROVED`), edited it (`EDITED`) or blocked it (`REJECTED`); `messages` is empty."""
     label: Label
     usage: Usage | None = Field(default=None, exclude_if=when_none)
     """What the original call cost, when the run recorded it."""

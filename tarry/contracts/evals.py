@@ -2,6 +2,9 @@
 
 An eval (`EVAL_WORKFLOW`) replays the decision points of a dataset (`DecisionPoint`)
 against a candidate model profile: the model proposes, no tool runs, nobody is asked.
+A dataset's guardrail points (what people decided on a text a guardrail asked about) are
+checked against a candidate guardrail setup instead: it agrees where it flags exactly the
+texts people did not let through as they were.
 Each point's score is kept in the workflow's state, so a worker that dies mid-eval
 costs nothing but the calls in flight, and no point is scored twice.
 """
@@ -9,13 +12,14 @@ costs nothing but the calls in flight, and no point is scored twice.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Self
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from tarry.contracts._closed import NOT_A_BOOLEAN
-from tarry.contracts._omit import when_none
+from tarry.contracts._omit import when_empty, when_none
 from tarry.contracts.datasets import DecisionPoint, Label, Verdict
+from tarry.contracts.guardrails import Guardrail, GuardrailHit
 from tarry.contracts.messages import ToolCall, Usage
 from tarry.contracts.names import ErrorInfo
 from tarry.contracts.run import Budget, Timeouts
@@ -24,9 +28,11 @@ __all__ = [
     "ANSWER_TOOL",
     "EVAL_REPORT_QUERY",
     "EVAL_WORKFLOW",
+    "GUARDRAILS_CANDIDATE",
     "AnswerScorer",
     "EvalInput",
     "EvalReport",
+    "GuardrailRate",
     "PointScore",
     "Rate",
     "Spend",
@@ -36,6 +42,8 @@ EVAL_WORKFLOW = "EvalRun"
 EVAL_REPORT_QUERY = "report"
 ANSWER_TOOL = "answer"
 """The "tool" a final answer counts under in the per-tool figures."""
+GUARDRAILS_CANDIDATE = "guardrails"
+"""The candidate a report names for an eval of a guardrail setup alone, with no model."""
 
 
 class AnswerScorer(StrEnum):
@@ -56,8 +64,12 @@ class EvalInput(BaseModel):
     dataset: str
     """The dataset's name or file, for the report."""
     points: list[DecisionPoint]
-    model: str
-    """The candidate model profile."""
+    model: str | None = None
+    """The candidate model profile, which the points of proposals and answers ask; null
+    for an eval of `guardrails` alone."""
+    guardrails: list[Guardrail] | None = Field(default=None, exclude_if=when_none)
+    """The candidate guardrail setup, which checks the text of each guardrail point:
+    those of its guardrails that look where the point's text was (`on`)."""
     system: str | None = Field(default=None, exclude_if=when_none)
     """Replaces each point's system prompt; null: each point's own."""
     tools: list[str] | None = Field(default=None, exclude_if=when_none)
@@ -79,6 +91,22 @@ class EvalInput(BaseModel):
     )
     """The bar the CLI gates on, kept with the eval so `tarry eval status` shows it."""
 
+    @model_validator(mode="after")
+    def _has_candidates(self) -> Self:
+        for point in self.points:
+            if point.guardrail is None and self.model is None:
+                raise ValueError(f"point {point.id} is a proposal: give the candidate `model`")
+            if point.guardrail is not None and self.guardrails is None:
+                raise ValueError(
+                    f"point {point.id} is a guardrail's: give the candidate `guardrails`"
+                )
+        return self
+
+    @property
+    def candidate(self) -> str:
+        """What the report names as the candidate: the model, or the guardrails alone."""
+        return self.model or GUARDRAILS_CANDIDATE
+
 
 class PointScore(BaseModel):
     """One point, asked and scored."""
@@ -86,7 +114,9 @@ class PointScore(BaseModel):
     id: str
     run_id: str
     tool: str
-    """The proposal's tool; `answer` for a final answer."""
+    """The proposal's tool; `answer` for a final answer; `guardrail NAME` for a text."""
+    guardrail: str | None = Field(default=None, exclude_if=when_none)
+    """For a guardrail point: the guardrail that asked people about its text."""
     verdict: Verdict
     agrees: bool
     score: float
@@ -96,6 +126,8 @@ class PointScore(BaseModel):
     label: Label
     candidate_calls: list[ToolCall] = []
     candidate_answer: str | None = Field(default=None, exclude_if=when_none)
+    candidate_hits: list[GuardrailHit] = Field(default=[], exclude_if=when_empty)
+    """For a guardrail point: what the candidate guardrails found in its text."""
     usage: Usage = Usage()
     latency_ms: float = 0.0
     original_usage: Usage | None = Field(default=None, exclude_if=when_none)
@@ -113,6 +145,15 @@ class Rate(BaseModel):
     agreement: float
     low: float
     high: float
+
+
+class GuardrailRate(Rate):
+    """Agreement on one guardrail's points, and how the candidate disagreed."""
+
+    flagged_allowed: int
+    """Texts the candidate flagged that people let through as they were."""
+    missed_blocked: int
+    """Texts people blocked or edited that the candidate let through."""
 
 
 class Spend(BaseModel):
@@ -140,6 +181,8 @@ class EvalReport(BaseModel):
     """Why points were left unasked: `budget`."""
     overall: Rate
     per_tool: dict[str, Rate]
+    per_guardrail: dict[str, GuardrailRate] = Field(default={}, exclude_if=when_empty)
+    """By the guardrail that asked people (the points' own guardrail)."""
     spend: Spend
     disagreements: list[PointScore]
     min_agreement: float | None = None

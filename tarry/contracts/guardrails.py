@@ -282,6 +282,16 @@ class GuardDecision(BaseModel):
     `approval_default`), `stop` (a stop blocks it) or `remembered`."""
     reason: str | None = Field(default=None, exclude_if=when_none)
     """The decider's reason (a block's is what the model reads)."""
+    asked_as: str | None = Field(default=None, exclude_if=when_none)
+    """The id of the decision the run waited for (`guardrail-N`), whose check
+    (`GuardRequest.asks_as`) holds the text as the guardrail saw it; null when the run
+    decided at once, remembering an earlier decision."""
+
+    @property
+    def by_a_person(self) -> bool:
+        """Whether someone decided it, not the deadline's default, a stop or the run's
+        memory of an earlier decision: a verdict a dataset learns from."""
+        return self.asked_as is not None and self.by not in ("deadline", "stop")
 
 
 class GuardrailHit(BaseModel):
@@ -331,6 +341,10 @@ class GuardRequest(BaseModel):
 
     text: str
     guardrails: list[Guardrail]
+    asks_as: str | None = Field(default=None, exclude_if=when_none)
+    """The id a person's decision on the text gets (`guardrail-N`) when one of the
+    guardrails asks: what the run's history keeps of the text a person was asked about,
+    for a dataset of their verdicts (`tarry dataset create`). Left out while null."""
 
     @property
     def point(self) -> str:

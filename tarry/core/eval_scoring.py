@@ -9,7 +9,9 @@ Pure functions of their arguments, so the eval workflow scores inside its own st
 - edited: it is scored by how close its arguments come to the edited ones, and agrees
   at the tool's tolerance (JSON-equal by default);
 - a final answer goes to the eval's scorer (`AnswerScorer`); the judge's verdict is
-  read here from the judge model's text.
+  read here from the judge model's text;
+- a text a guardrail asked about: candidate guardrails agree when they flag it exactly
+  when the person did not let it through as it was.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ from tarry.contracts import (
     Usage,
     Verdict,
 )
+from tarry.contracts.datasets import Label
+from tarry.contracts.evals import GuardrailRate
+from tarry.contracts.guardrails import GuardrailHit
 
 __all__ = [
     "Z95",
@@ -39,6 +44,8 @@ __all__ = [
     "best_closeness",
     "call_score",
     "closeness",
+    "guardrail_agrees",
+    "guardrail_rate",
     "judge_passes",
     "judge_prompt",
     "rate",
@@ -152,6 +159,24 @@ def rate(scores: list[PointScore]) -> Rate:
     )
 
 
+def guardrail_agrees(label: Label, hits: list[GuardrailHit]) -> bool:
+    """Whether candidate guardrails that found `hits` in a text agree with the person's
+    verdict on it: they flag it exactly when the person did not let it through as it was
+    (blocked it, or edited it)."""
+    return bool(hits) == (label.verdict is not Verdict.APPROVED)
+
+
+def guardrail_rate(scores: list[PointScore]) -> GuardrailRate:
+    flagged = [s for s in scores if s.candidate_hits]
+    return GuardrailRate(
+        **rate(scores).model_dump(),
+        flagged_allowed=sum(1 for s in flagged if s.verdict is Verdict.APPROVED),
+        missed_blocked=sum(
+            1 for s in scores if not s.candidate_hits and s.verdict is not Verdict.APPROVED
+        ),
+    )
+
+
 def spend(scores: list[PointScore]) -> Spend:
     """The candidate's cost and latency beside the original calls'; the originals'
     figures cover the points that recorded them."""
@@ -186,7 +211,9 @@ def report(
     """The report of the points scored so far; those whose call failed count apart."""
     all_scores = list(scores)
     scored = [s for s in all_scores if s.error is None]
-    tools = sorted({s.tool for s in scored}, key=lambda t: (t == ANSWER_TOOL, t))
+    proposals = [s for s in scored if s.guardrail is None]
+    tools = sorted({s.tool for s in proposals}, key=lambda t: (t == ANSWER_TOOL, t))
+    guardrails = sorted({s.guardrail for s in scored if s.guardrail is not None})
     return EvalReport(
         eval_id=eval_id,
         dataset=dataset,
@@ -197,7 +224,10 @@ def report(
         done=done,
         stopped=stopped,
         overall=rate(scored),
-        per_tool={t: rate([s for s in scored if s.tool == t]) for t in tools},
+        per_tool={t: rate([s for s in proposals if s.tool == t]) for t in tools},
+        per_guardrail={
+            g: guardrail_rate([s for s in scored if s.guardrail == g]) for g in guardrails
+        },
         spend=spend(scored),
         disagreements=[s for s in scored if not s.agrees],
         min_agreement=min_agreement,
