@@ -227,15 +227,31 @@ async def test_the_guardrails_tour_withholds_a_promise_and_redacts_the_card_numb
     said = [(m.role, m.content) for m in played.transcripts[run] if m.role != "system"]
 
     assert all(r.code == 0 for r in played.ran), played.ran
-    assert played.states[run].waiting_for is WaitingFor.INPUT
     assert "guarantee" not in str(said).lower()  # the withheld answer is nowhere
     assert "withheld" in played.step("tarry watch").output
     assert ("user", "It was my card <CARD_1>") in said
+    answer = "Thank you. I have asked billing to refund the charge on <CARD_1>."
+    assert ("assistant", answer) in said  # the model read only the placeholder
     assert "4111" not in played.step("tarry show").output
     assert "no-card-numbers" in played.step("tarry show").output
-    assert said[-1] == (
-        "assistant",
-        "Thank you. I have asked billing to refund the charge on <CARD_1>.",
+
+
+async def test_the_guardrails_tour_holds_the_legal_threat_until_alice_allows_it(
+    tmp_path: Path,
+) -> None:
+    played = await play("guardrails", tmp_path)
+    run = played.variables["RUN"]
+    held = played.step(f'tarry send {run} "If it is not back by Friday')
+    [threat] = [m for m in played.transcripts[run] if "lawyer" in (m.content or "")]
+
+    assert all(r.code == 0 for r in played.ran), played.ran
+    assert held.state.waiting_for is WaitingFor.GUARDRAIL
+    assert played.states[run].waiting_for is WaitingFor.INPUT
+    [hit] = threat.guardrails
+    assert hit.decision is not None
+    assert (hit.guardrail, hit.decision.allowed, hit.decision.by) == ("legal-review", True, "alice")
+    assert played.transcripts[run][-1].content == (
+        "I understand. I have asked our team to call you before Friday."
     )
 
 
