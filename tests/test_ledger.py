@@ -1,0 +1,107 @@
+"""The spend ledger (issue 58, item 2): a person's runs share their daily cap, each
+model call reserved on their ledger of the day before it is made and settled with what
+it used after; at the cap a run waits (`waiting_for: budget`, `SPEND_CAP_REACHED`)
+without calling, until an admin raises the cap. Another person's runs go on."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tarry.client import RunHandle
+from tarry.client.ledger import raise_cap
+from tarry.contracts import ErrorCode, Phase, RunInput, RunState, Sampling, Usage, WaitingFor
+from tarry.contracts.ledger import LEDGER_WORKFLOW, CapRaise, LedgerState
+from tarry.core.identities import Caller
+from tarry.core.limits import Limits
+from tarry.testing.scripted_model import say
+from tests.conftest import Agent
+from tests.deadline import TIMEOUT
+
+WAITING = {Phase.WAITING_USER}
+CAP = 1000
+"""Alice's tokens a day: each call of hers reserves what the last read and wrote (350
+tokens below) and its `max_tokens` (100)."""
+SAMPLING = Sampling(max_tokens=100)
+
+
+def used(prompt: int, completion: int) -> Usage:
+    return Usage(
+        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
+    )
+
+
+async def start_as(agent: Agent, caller: Caller, prompt: str, **input: Any) -> RunHandle:
+    tarry = agent.tarry.acting_as(caller)
+    run_input = RunInput(prompt=prompt, timeouts=agent.timeouts, sampling=SAMPLING, **input)
+    return await tarry.start(run_input)
+
+
+async def until_waiting_for_input(run: RunHandle) -> RunState:
+    async with asyncio.timeout(TIMEOUT):
+        while (state := await run.state()).waiting_for is not WaitingFor.INPUT:
+            await asyncio.sleep(0.1)
+    return state
+
+
+def alice(cap: int = CAP) -> Caller:
+    return Caller("alice", limits=Limits(max_tokens_per_day=cap))
+
+
+async def ledger_of(agent: Agent, owner: str) -> LedgerState:
+    """`owner`'s ledger of today (the only one a test's day has)."""
+    client = agent.tarry.client
+    query = f"WorkflowType = '{LEDGER_WORKFLOW}' AND WorkflowId STARTS_WITH 'tarry-ledger-{owner}-'"
+    async for found in client.list_workflows(query):
+        state: LedgerState = await client.get_workflow_handle(found.id).query(
+            "state", result_type=LedgerState
+        )
+        return state
+    raise AssertionError(f"no ledger of {owner}")
+
+
+async def test_two_runs_share_a_cap_the_next_call_past_it_waits_and_a_raise_lets_both_go_on(
+    agent: Agent,
+) -> None:
+    agent.model.add(*(say(f"answer {n}", usage=used(300, 50)) for n in range(6)))
+    first = await start_as(agent, alice(), "one")
+    await first.wait_for(WAITING, TIMEOUT)
+    second = await start_as(agent, alice(), "two")
+    await second.wait_for(WAITING, TIMEOUT)
+    assert len(agent.model.requests) == 2  # 700 spent: the next call may take 450
+
+    capped = [await run.send("again") for run in (first, second)]
+
+    for state in capped:
+        assert state.waiting_for is WaitingFor.BUDGET
+        assert state.warning is ErrorCode.SPEND_CAP_REACHED
+        assert state.error is not None
+        assert "alice's daily cap" in state.error.message
+    assert len(agent.model.requests) == 2  # neither called the model
+    bob = await start_as(agent, Caller("bob", limits=Limits(max_tokens_per_day=CAP)), "hi")
+    assert (await bob.wait_for(WAITING, TIMEOUT)).last_assistant_text is not None
+    assert len(agent.model.requests) == 3
+
+    await raise_cap(
+        agent.tarry.client, agent.tarry.task_queue, "alice", "UTC", CapRaise(max_tokens=5000)
+    )
+
+    for run in (first, second):
+        state = await until_waiting_for_input(run)
+        assert state.warning is None
+        assert [m.content for m in await run.transcript()][2] == "again"
+    ledger = await ledger_of(agent, "alice")
+    assert ledger.spent.tokens == 4 * 350
+    assert ledger.open == {}
+
+
+async def test_a_run_without_daily_caps_touches_no_ledger(agent: Agent) -> None:
+    agent.model.add(say("hello", usage=used(300, 50)))
+
+    run = await start_as(agent, Caller("carol", limits=Limits(max_concurrent_runs=3)), "hi")
+
+    await run.wait_for(WAITING, TIMEOUT)
+    history = await agent.history_json(run)
+    assert "call_llm" in history
+    assert "reserve_spend" not in history
+    assert "settle_spend" not in history
