@@ -6,23 +6,35 @@ without calling, until an admin raises the cap. Another person's runs go on."""
 from __future__ import annotations
 
 import asyncio
+import signal
+import uuid
+from pathlib import Path
 from typing import Any
 
-from tarry.client import RunHandle
-from tarry.client.ledger import raise_cap
+from temporalio.client import Client
+from temporalio.worker import Replayer
+
+from tarry.client import RunHandle, Tarry
 from tarry.contracts import ErrorCode, Phase, RunInput, RunState, Sampling, Usage, WaitingFor
-from tarry.contracts.ledger import LEDGER_WORKFLOW, CapRaise, LedgerState
+from tarry.contracts.ledger import LEDGER_WORKFLOW, LedgerState, ledger_id
 from tarry.core.identities import Caller
 from tarry.core.limits import Limits
-from tarry.testing.scripted_model import say
-from tests.conftest import Agent
+from tarry.testing.scripted_model import ScriptedModel, say
+from tests.cli import Cli
+from tests.conftest import FAST_TIMEOUTS, Agent, worker_process
 from tests.deadline import TIMEOUT
+from workflows.agent_run import AgentRunWorkflow
+from workflows.ledger import SpendLedger
 
 WAITING = {Phase.WAITING_USER}
 CAP = 1000
 """Alice's tokens a day: each call of hers reserves what the last read and wrote (350
 tokens below) and its `max_tokens` (100)."""
-SAMPLING = Sampling(max_tokens=100)
+SAMPLING_MAX = 100
+SAMPLING = Sampling(max_tokens=SAMPLING_MAX)
+RUNS = 50
+FIFTY_CAP = 1_000
+"""Fifty runs' first calls reserve 100 tokens each and use 50: about twenty fit."""
 
 
 def used(prompt: int, completion: int) -> Usage:
@@ -48,9 +60,8 @@ def alice(cap: int = CAP) -> Caller:
     return Caller("alice", limits=Limits(max_tokens_per_day=cap))
 
 
-async def ledger_of(agent: Agent, owner: str) -> LedgerState:
+async def ledger_of(client: Client, owner: str) -> LedgerState:
     """`owner`'s ledger of today (the only one a test's day has)."""
-    client = agent.tarry.client
     query = f"WorkflowType = '{LEDGER_WORKFLOW}' AND WorkflowId STARTS_WITH 'tarry-ledger-{owner}-'"
     async for found in client.list_workflows(query):
         state: LedgerState = await client.get_workflow_handle(found.id).query(
@@ -72,7 +83,7 @@ async def test_two_runs_share_a_cap_the_next_call_past_it_waits_and_a_raise_lets
 
     capped = [await run.send("again") for run in (first, second)]
 
-    for state in capped:
+    for state in capped:  # each waits before its call
         assert state.waiting_for is WaitingFor.BUDGET
         assert state.warning is ErrorCode.SPEND_CAP_REACHED
         assert state.error is not None
@@ -82,15 +93,13 @@ async def test_two_runs_share_a_cap_the_next_call_past_it_waits_and_a_raise_lets
     assert (await bob.wait_for(WAITING, TIMEOUT)).last_assistant_text is not None
     assert len(agent.model.requests) == 3
 
-    await raise_cap(
-        agent.tarry.client, agent.tarry.task_queue, "alice", "UTC", CapRaise(max_tokens=5000)
-    )
+    await Cli.of(agent).ok("limits", "raise", "alice", "--tokens", "5000")
 
     for run in (first, second):
         state = await until_waiting_for_input(run)
         assert state.warning is None
         assert [m.content for m in await run.transcript()][2] == "again"
-    ledger = await ledger_of(agent, "alice")
+    ledger = await ledger_of(agent.tarry.client, "alice")
     assert ledger.spent.tokens == 4 * 350
     assert ledger.open == {}
 
@@ -105,3 +114,56 @@ async def test_a_run_without_daily_caps_touches_no_ledger(agent: Agent) -> None:
     assert "call_llm" in history
     assert "reserve_spend" not in history
     assert "settle_spend" not in history
+
+
+async def test_a_worker_killed_between_reserve_and_settle_leaves_the_ledger_exact(
+    temporal: Client, tmp_path: Path, payload_store: Path
+) -> None:
+    task_queue = f"test-{uuid.uuid4().hex[:8]}"
+    # The first answer is slow: the worker dies while the call is reserved, unsettled.
+    steps = [say("lost", delay=30, usage=used(1, 1)), say("kept", usage=used(300, 50))]
+    async with ScriptedModel(steps) as model:
+        first = await worker_process(temporal, task_queue, model, tmp_path, payload_store)
+        tarry = Tarry(temporal, task_queue, alice(cap=100_000))
+        run = await tarry.start(RunInput(prompt="hi", sampling=SAMPLING, timeouts=FAST_TIMEOUTS))
+        async with asyncio.timeout(TIMEOUT):
+            while not model.requests:
+                await asyncio.sleep(0.05)
+        assert (await ledger_of(temporal, "alice")).open  # reserved, not settled
+        first.send_signal(signal.SIGKILL)
+        await first.wait()
+
+        second = await worker_process(temporal, task_queue, model, tmp_path, payload_store)
+        try:
+            state = await run.wait_for(WAITING, TIMEOUT)
+            ledger = await ledger_of(temporal, "alice")
+        finally:
+            second.send_signal(signal.SIGTERM)
+            await second.wait()
+
+    assert state.last_assistant_text == "kept"
+    assert ledger.spent.tokens == state.usage.total_tokens == 350
+    assert ledger.open == {}
+    replayer = Replayer(workflows=[AgentRunWorkflow, SpendLedger])
+    for workflow_id in (run.id, ledger_id("alice", ledger.day)):
+        history = await temporal.get_workflow_handle(workflow_id).fetch_history()
+        await replayer.replay_workflow(history)
+
+
+async def test_fifty_runs_of_one_owner_at_once_spend_up_to_the_cap_and_lose_nothing(
+    agent: Agent,
+) -> None:
+    agent.model.add(*(say("ok", usage=used(30, 20)) for _ in range(RUNS)))
+    me = alice(cap=FIFTY_CAP)
+
+    runs = await asyncio.gather(*(start_as(agent, me, f"run {n}") for n in range(RUNS)))
+    states = await asyncio.gather(*(run.wait_for(WAITING, TIMEOUT) for run in runs))
+
+    answered = [s for s in states if s.last_assistant_text == "ok"]
+    capped = [s for s in states if s.warning is ErrorCode.SPEND_CAP_REACHED]
+    assert len(answered) + len(capped) == RUNS
+    assert capped  # the cap held some back
+    ledger = await ledger_of(agent.tarry.client, "alice")
+    assert ledger.spent.tokens == sum(s.usage.total_tokens for s in states)
+    assert ledger.spent.tokens <= FIFTY_CAP + SAMPLING_MAX
+    assert ledger.open == {}

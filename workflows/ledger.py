@@ -70,7 +70,8 @@ class SpendLedger:
                 return s
             if self._hand_over_due():
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(s)
+                if not self._to_wake:  # else told first, on the next round
+                    workflow.continue_as_new(s)
 
     @workflow.update(name=RESERVE_UPDATE)
     def reserve(self, asked: Reservation) -> ReserveAnswer:

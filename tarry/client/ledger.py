@@ -9,6 +9,7 @@ from typing import Any
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
+from tarry.contracts import ErrorCode
 from tarry.contracts.ledger import (
     LEDGER_WORKFLOW,
     RAISE_UPDATE,
@@ -17,8 +18,11 @@ from tarry.contracts.ledger import (
     day_of,
     ledger_id,
 )
+from tarry.core.errors import TarryError
+from tarry.core.identities import Caller
+from tarry.core.ownership import Policy
 
-__all__ = ["ledger_start", "raise_cap"]
+__all__ = ["ledger_start", "raise_cap", "raise_problem"]
 
 LEDGER_SUMMARY = "Tarry's spend ledger of {owner} on {day}, not a run"
 
@@ -40,6 +44,21 @@ def ledger_start(
         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
         static_summary=LEDGER_SUMMARY.format(owner=owner, day=day),
     )
+
+
+def raise_problem(caller: Caller, policy: Policy, raised: CapRaise) -> TarryError | None:
+    """Why `caller` may not make `raised`: only an admin raises a cap
+    (`NOT_ALLOWED`), and a raise names a cap (`INPUT_INVALID`)."""
+    if not policy.is_admin(caller):
+        return TarryError(
+            ErrorCode.NOT_ALLOWED,
+            f"{caller.user} is no admin: only an admin ([api] admins) raises a daily cap",
+        )
+    if raised.max_cost_usd is None and raised.max_tokens is None:
+        return TarryError(
+            ErrorCode.INPUT_INVALID, "give the new cap: --cost USD, --tokens N or both"
+        )
+    return None
 
 
 async def raise_cap(

@@ -451,6 +451,11 @@ class TarrySettings(BaseSettings):
         limits = self._file.limits
         return Caller(user, every, limits=None if limits is None else limits.of(user, every))
 
+    def day_time_zone(self) -> str:
+        """Where a day of the daily caps begins (`[limits] time_zone`; UTC without it)."""
+        limits = self._file.limits
+        return "UTC" if limits is None else limits.time_zone
+
     def policy(self) -> Policy:
         """Who may use which runs through the API (`tarry.core.ownership`): `[api] visibility`
         (by default private once users are named: a token naming its user, an identity
