@@ -10,8 +10,11 @@ once across its hand-overs (`LedgerState.last_settled`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from temporalio import activity
 from temporalio.service import RPCError, RPCStatusCode
@@ -29,9 +32,15 @@ from tarry.contracts.ledger import (
     ReserveRequest,
     Settlement,
     Spend,
+    day_of,
+    ledger_id,
 )
 
 __all__ = ["SpendBook"]
+
+T = TypeVar("T")
+BUSY = frozenset({RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE})
+"""The server's refusals of an update while the ledger has others in flight."""
 
 
 class SpendBook:
@@ -67,26 +76,52 @@ class SpendBook:
             amount=Spend(tokens=estimate.total_tokens, cost_usd=estimate.cost_usd),
             expires=now + asked.lease,
         )
-        start = ledger_start(owner, asked.caps.time_zone, info.task_queue, now)
-        answer: ReserveAnswer = await activity.client().execute_update_with_start_workflow(
-            RESERVE_UPDATE,
-            reservation,
-            start_workflow_operation=start,
-            id=f"reserve-{reservation.key}-{asked.asking}",
-            result_type=ReserveAnswer,
-        )
+        client = activity.client()
+        update_id = f"reserve-{reservation.key}-{asked.asking}"
+        ledger = client.get_workflow_handle(ledger_id(owner, day_of(asked.caps.time_zone, now)[0]))
+        try:
+            answer: ReserveAnswer = await _patiently(
+                lambda: ledger.execute_update(
+                    RESERVE_UPDATE, reservation, id=update_id, result_type=ReserveAnswer
+                )
+            )
+        except RPCError as e:
+            if e.status is not RPCStatusCode.NOT_FOUND:
+                raise
+            # The owner's first call of the day: it starts the day's ledger.
+            start = ledger_start(owner, asked.caps.time_zone, info.task_queue, now)
+            answer = await client.execute_update_with_start_workflow(
+                RESERVE_UPDATE,
+                reservation,
+                start_workflow_operation=start,
+                id=update_id,
+                result_type=ReserveAnswer,
+            )
         return answer
 
     @activity.defn(name=SETTLE_ACTIVITY)
     async def settle_spend(self, settled: Settlement) -> None:
         ledger = activity.client().get_workflow_handle(settled.ledger)
         try:
-            await ledger.execute_update(
-                SETTLE_UPDATE, settled, id=f"settle-{settled.run_id}/{settled.call}"
-            )
+            key = f"settle-{settled.run_id}/{settled.call}"
+            await _patiently(lambda: ledger.execute_update(SETTLE_UPDATE, settled, id=key))
         except RPCError as e:
             if e.status is not RPCStatusCode.NOT_FOUND:
                 raise
             # The day's ledger has ended (its day and grace over, the reservation lapsed):
             # nothing is open there to settle.
             activity.logger.warning("ledger %s has ended: %s", settled.ledger, e.message)
+
+
+async def _patiently(send: Callable[[], Awaitable[T]]) -> T:
+    """`send()`, sent again after a short, random pause while the server refuses it for
+    the ledger's updates in flight (Temporal allows a workflow ten at once): fifty runs of
+    one owner calling at once queue here rather than in the activities' slower retries."""
+    while True:
+        try:
+            return await send()
+        except RPCError as e:
+            if e.status not in BUSY:
+                raise
+        activity.heartbeat()
+        await asyncio.sleep(random.uniform(0.01, 0.1))

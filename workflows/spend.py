@@ -33,7 +33,7 @@ from workflows.stage import AskModel, ModelOutcome, RunScope, Stage
 
 LEDGER_CALL = timedelta(seconds=30)
 LEDGER_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)
+    initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=2)
 )
 """A ledger not reachable is asked again for as long as it takes: the run waits."""
 LEASE_MARGIN = timedelta(minutes=5)

@@ -453,8 +453,7 @@ class TarrySettings(BaseSettings):
 
     def day_time_zone(self) -> str:
         """Where a day of the daily caps begins (`[limits] time_zone`; UTC without it)."""
-        limits = self._file.limits
-        return "UTC" if limits is None else limits.time_zone
+        return "UTC" if self._file.limits is None else self._file.limits.time_zone
 
     def policy(self) -> Policy:
         """Who may use which runs through the API (`tarry.core.ownership`): `[api] visibility`
