@@ -21,6 +21,7 @@ a settlement that still comes counts in full.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -57,10 +58,11 @@ class SpendLedger:
     async def run(self, state: LedgerState) -> LedgerState:
         s = self._s
         while True:
-            await workflow.wait_condition(
-                lambda: bool(self._to_wake) or self._hand_over_due(),
-                timeout=self._next_deadline(),
-            )
+            with contextlib.suppress(TimeoutError):  # a lease or the day ended
+                await workflow.wait_condition(
+                    lambda: bool(self._to_wake) or self._hand_over_due(),
+                    timeout=self._next_deadline(),
+                )
             self._lapse()
             if self._to_wake:
                 woken, self._to_wake = self._to_wake, []
@@ -137,10 +139,13 @@ class SpendLedger:
         )
 
     def _wake_fitting(self) -> None:
-        """Tells the waiting runs whose call now fits."""
+        """Tells the waiting runs whose calls now fit, as many as fit together, first
+        come first: telling them all would have most ask again only to be refused."""
         s = self._s
+        room = s.committed()
         for run_id, asked in list(s.waiters.items()):
-            if asked.caps.raised(s.raised).fits(s.committed() + asked.amount):
+            if asked.caps.raised(s.raised).fits(room + asked.amount):
+                room = room + asked.amount
                 self._to_wake.append(run_id)
                 del s.waiters[run_id]
 
