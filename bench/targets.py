@@ -11,6 +11,7 @@ from rich.table import Table
 
 from bench import cold_replies, long_run, parked_runs, reply_latency, throughput, turn_overhead
 from bench import guardrails as guardrails_bench
+from bench import spend_caps as spend_caps_bench
 from bench.rig import percentile, table
 
 GB_IN_MIB = 1e9 / 2**20
@@ -179,6 +180,12 @@ def guardrails(result: guardrails_bench.Result) -> list[Target]:
     """Issue 56's: a turn with a `pii` guardrail on input and output costs at most 1.15x
     a turn with none."""
     return [Target("turn with pii guardrails x none", result.ratio, 1.15)]
+
+
+def spend_caps(result: spend_caps_bench.Result) -> list[Target]:
+    """Issue 58's: a turn of an owner with a daily cap costs at most 1.10x a turn
+    without one."""
+    return [Target("turn with a daily cap x none", result.ratio, 1.10)]
 
 
 def render(targets: Sequence[Target]) -> Table:

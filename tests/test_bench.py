@@ -15,6 +15,7 @@ from bench import (
     parked_runs,
     prompt_cache,
     reply_latency,
+    spend_caps,
     stream_stall,
     targets,
     throughput,
@@ -156,3 +157,12 @@ async def test_quick_guardrails_times_turns_with_and_without_and_prints_the_rati
     assert "pii on input and output" in captured.get()
     [target] = targets.guardrails(result)
     assert target.measured == result.ratio
+
+
+async def test_quick_spend_caps_prints_the_capped_turn_against_the_free_one(tmp_path: Path) -> None:
+    with console.capture() as captured:
+        result = await spend_caps.run(2, tmp_path)
+    assert result.free > 0
+    assert result.capped > 0
+    assert "a daily cap" in captured.get()
+    assert targets.spend_caps(result)[0].measured == result.ratio

@@ -39,6 +39,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.context import ContextStore
 from activities.guardrail_checks import GuardrailChecks, GuardrailFunction
+from activities.ledger import SpendBook
 from activities.model_calls import ModelClient
 from activities.notifications import Notifier
 from activities.pages import PageWriter
@@ -55,6 +56,7 @@ from workflows.agent_run import AgentRunWorkflow
 from workflows.audit_acts import AuditActWorkflow
 from workflows.catalogue_check import CatalogueCheckWorkflow
 from workflows.eval_run import EvalRunWorkflow
+from workflows.ledger import SpendLedger
 
 __all__ = ["BUILTIN_TOOLS", "McpExtraMissing", "TarryPlugin"]
 
@@ -115,7 +117,13 @@ class TarryPlugin(SimplePlugin):
         super().__init__(
             "tarry.TarryPlugin",
             data_converter=data_converter(self.settings),
-            workflows=[AgentRunWorkflow, CatalogueCheckWorkflow, EvalRunWorkflow, AuditActWorkflow],
+            workflows=[
+                AgentRunWorkflow,
+                CatalogueCheckWorkflow,
+                EvalRunWorkflow,
+                AuditActWorkflow,
+                SpendLedger,
+            ],
             workflow_runner=workflows_passed_through,
         )
 
@@ -135,6 +143,7 @@ class TarryPlugin(SimplePlugin):
         config = super().configure_worker(config)
         converter = config["client"].data_converter
         models = self.model_client(converter)
+        spend = SpendBook(self._profiles)
         self.tools.payload_limit = payload_limit(converter)
         # Where the worker's large payloads go, so clients of the same converter find them.
         pages = PageWriter(PageStore.of(converter, storage_driver(self.settings)))
@@ -145,6 +154,8 @@ class TarryPlugin(SimplePlugin):
             pages.store_transcript_page_index,
             self._notifier.notify,
             self._guardrails.check_guardrails,
+            spend.reserve_spend,
+            spend.settle_spend,
             *self.tools.activities(),
         ]
         config["interceptors"] = [*config.get("interceptors", ()), *self._interceptors]

@@ -55,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from tarry.contracts.compatibility import (  # patch ids, and when each goes
         CATALOGUE_AT_START,
     )
+    from tarry.contracts.ledger import SPEND_ROOM_SIGNAL
     from workflows import (
         agents,
         approvals,
@@ -188,6 +189,13 @@ class AgentRunWorkflow:
         """The parent's budget was raised: this sub-agent may spend what it has left."""
         if budgets.raise_problem(self._m, raised) is None:
             budgets.record(self._m, raised)
+
+    @workflow.signal(name=SPEND_ROOM_SIGNAL)
+    def spend_room(self) -> None:
+        """The owner's ledger may have room for the call this run waits to make
+        (`workflows.spend`): it asks again."""
+        if self._m.spend is not None:
+            self._m.spend.room = True
 
     @workflow.signal
     def wake(self) -> None:

@@ -231,6 +231,7 @@ def _child_input(
         started_by=parent,
         door=Door.RULE,  # the run's own act: its model's call of `agent__NAME`
         parent=parent,
+        spend=parent_input.spend,  # the tree's calls count on the same person's day
     )
 
 

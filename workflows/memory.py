@@ -48,6 +48,7 @@ from tarry.contracts import (
 )
 from tarry.contracts._omit import when_none
 from tarry.contracts.compatibility import UNIQUE_CALL_IDS
+from tarry.contracts.ledger import DailyCaps
 from workflows.memory_groups import (
     Approvals,
     Budgets,
@@ -58,6 +59,7 @@ from workflows.memory_groups import (
     Inbox,
     Requests,
     RunCatalogue,
+    SpendMark,
 )
 
 _GROUPS: dict[str, type[BaseModel]] = {
@@ -91,7 +93,7 @@ _WRITTEN_FLAT = (
     "output", "error", "warning", "pause_requested", "paused_by", "stop_reason", "stopped_by",
     "stop_requested", "stops", "guards", "approvals", "events", "budget", "model_failure",
     "retry_requested", "model", "forked_from", "agents", "reply_policy", "remembered", "audit",
-    "wait", "started", "guardrails",
+    "wait", "started", "guardrails", "spend",
 )  # fmt: skip
 """The memory's fields as the build before the groups wrote them, in its order: the shape
 every hand-over is written in, for a worker of that build to read (see `_flat`); and
@@ -143,6 +145,8 @@ class RunMemory(BaseModel):
     started: datetime | None = Field(default=None, exclude_if=when_none)
     """When the run's chain began, handed over with the rest, so that its root span
     lasts from there to its end (`workflows.traces`); null in memories of older builds."""
+    spend: SpendMark | None = Field(default=None, exclude_if=when_none)
+    """The run's account with its owner's spend ledger; null without daily caps."""
     audit: list[AuditRecord] = []
     """The audit records of this segment of the run's chain (`workflows.audit`): each
     hand-over passes them on in its own argument and starts the next segment empty."""
@@ -397,6 +401,10 @@ class WorkflowInput(RunInput):
     parent: str | None = Field(default=None, exclude_if=lambda v: v is None)
     """The run that started this one as its sub-agent (`agent__NAME`): not part of
     `RunInput`, so only a delegating run names itself a parent."""
+    spend: DailyCaps | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The owner's daily caps, set by the door that started the run from its caller's
+    limits (`tarry.core.limits`): not part of `RunInput`, so no caller names their own.
+    Null: the run touches no ledger (`workflows.spend`)."""
     audit: list[AuditRecord] = Field(default=[], exclude_if=lambda v: not v)
     """In a hand-over: the audit records of the segment it closes (`workflows.audit`),
     which the run keeps in its history only, not in its memory."""
@@ -419,7 +427,7 @@ class WorkflowInput(RunInput):
 
     def run_input(self) -> RunInput:
         """The input as its caller sent it, without what the workflow adds."""
-        exclude = {"memory", "fork", "parent", "audit"}
+        exclude = {"memory", "fork", "parent", "audit", "spend"}
         return RunInput.model_validate(self.model_dump(exclude=exclude))
 
 

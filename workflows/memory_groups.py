@@ -21,6 +21,7 @@ from tarry.contracts import (
     ChatMessage,
     ContextRef,
     DecisionRecord,
+    ErrorInfo,
     NotifyEvent,
     PendingApproval,
     ReplyPolicy,
@@ -136,6 +137,20 @@ class Budgets(BaseModel):
     """The run stopped at a turn boundary over budget; set and cleared by the main loop."""
     raised_by: str | None = None
     """Who last raised the limits (`BudgetRaise.by`)."""
+
+
+class SpendMark(BaseModel):
+    """The run's account with its owner's spend ledger (`workflows.spend`): only a run
+    whose input carries daily caps has one."""
+
+    calls: int = 0
+    """Reservations asked so far: the next call's key is the run's id and this plus one."""
+    last_tokens: int = 0
+    """What the last settled call read and wrote: the next call's input is at least that."""
+    capped: ErrorInfo | None = None
+    """`SPEND_CAP_REACHED`, naming whose cap, while the run waits for room."""
+    room: bool = False
+    """The ledger said there may be room (`SPEND_ROOM_SIGNAL`): ask again."""
 
 
 class Delegations(BaseModel):

@@ -21,12 +21,14 @@ from workflows import (
     pages,
     previews,
     result_limit,
+    spend,
     tool_calls,
 )
 from workflows.stage import AskModel, ModelOutcome, RunScope, RunTool, Stage, ToolStep
 
 STAGES: tuple[Stage, ...] = (
     budgets.HOLD,
+    spend.SPEND,
     tool_calls.REPEAT,
     pages.PAGING,
     approval_rules.RULES,

@@ -37,6 +37,7 @@ from tarry.api.auth import bearer_guard
 from tarry.api.datasets import datasets_router
 from tarry.api.errors import BodyLimit, install_error_handlers
 from tarry.api.evals import evals_router
+from tarry.api.ledger import limits_router
 from tarry.api.me import me_router
 from tarry.api.models import Health
 from tarry.api.parts import AppParts, TarryOf
@@ -123,6 +124,7 @@ def _api() -> APIRouter:
         evals_router(),
         waits_router(),
         me_router(),
+        limits_router(),
     ):
         api.include_router(router, dependencies=guarded)
     api.include_router(_docs_router())  # the API's description: no data, the same everywhere

@@ -18,6 +18,7 @@ from tarry.cli import (
     approvals,
     dataset,
     evals,
+    limits,
     local,
     model,
     runs,
@@ -42,6 +43,7 @@ for group in (runs, watching, approvals, model, local, serve):
 app.add_typer(schedule.commands, rich_help_panel=Panel.SCHEDULES)  # `tarry schedule ...`
 app.add_typer(dataset.commands, rich_help_panel=Panel.EVALUATION)  # `tarry dataset ...`
 app.add_typer(evals.commands, rich_help_panel=Panel.EVALUATION)  # `tarry eval ...`
+app.add_typer(limits.commands, rich_help_panel=Panel.APPROVALS)  # `tarry limits raise`
 
 
 def _show_version(show: bool) -> None:

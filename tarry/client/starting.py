@@ -101,9 +101,9 @@ async def start_run(
         await refuse_unknown_names(client, task_queue, input, run_id, caller)
     summary = summary_of(input.prompt)
     # The workflow's own input: a fork's origin and first messages are not `RunInput`'s.
-    payload: RunInput | dict[str, Any] = input
+    payload = workflow_input(caller, input)
     if fork is not None:
-        payload = {**input.model_dump(mode="json"), "fork": fork.model_dump(mode="json")}
+        payload = {**as_dict(payload), "fork": fork.model_dump(mode="json")}
     try:
         return await client.start_workflow(
             WORKFLOW_TYPE,
@@ -156,7 +156,7 @@ async def start_with_message(
     def operation() -> WithStartWorkflowOperation[Any, RunResult]:
         return WithStartWorkflowOperation(
             WORKFLOW_TYPE,
-            input,
+            workflow_input(caller, input),
             id=run_id,
             task_queue=task_queue,
             result_type=RunResult,
@@ -269,6 +269,20 @@ def admitted(caller: Caller, input: RunInput) -> RunInput:
     its budget within theirs, the most they may have when it names none); as it is for a
     caller without limits. Raises `MODEL_NOT_ALLOWED` or `BUDGET_NOT_ALLOWED`."""
     return input if caller.limits is None else caller.limits.admitted(input)
+
+
+def workflow_input(caller: Caller, input: RunInput) -> RunInput | dict[str, Any]:
+    """The workflow's argument for `input` started by `caller`: with the caller's daily
+    caps (`WorkflowInput.spend`) when they have any, so the run reserves each model call
+    on their ledger; `input` itself otherwise, as before the ledger."""
+    caps = None if caller.limits is None else caller.limits.daily_caps(caller.user)
+    if caps is None:
+        return input
+    return {**input.model_dump(mode="json"), "spend": caps.model_dump(mode="json")}
+
+
+def as_dict(payload: RunInput | dict[str, Any]) -> dict[str, Any]:
+    return payload if isinstance(payload, dict) else payload.model_dump(mode="json")
 
 
 def started_by(caller: Caller) -> dict[str, Any]:

@@ -411,6 +411,10 @@ class TarrySettings(BaseSettings):
         limits = self._file.limits
         return Caller(user, every, limits=None if limits is None else limits.of(user, every))
 
+    def day_time_zone(self) -> str:
+        """Where a day of the daily caps begins (`[limits] time_zone`; UTC without it)."""
+        return "UTC" if self._file.limits is None else self._file.limits.time_zone
+
     def policy(self) -> Policy:
         """Who may use which runs through the API (`tarry.core.ownership`): `[api] visibility`
         (by default private once users are named: a token naming its user, an identity

@@ -298,6 +298,11 @@ class ErrorCode(StrEnum):
     BUDGET_NOT_ALLOWED = "BUDGET_NOT_ALLOWED"
     """A start asking for a budget over the caller's `max_run_budget` (`[limits]`):
     nothing starts; ask for less, or for none (the run then has the most)."""
+    SPEND_CAP_REACHED = "SPEND_CAP_REACHED"
+    """The run's next model call would take its owner past their daily cap (`[limits]
+    max_cost_usd_per_day`, `max_tokens_per_day`): it waits (`waiting_for: budget`),
+    without calling, until an admin raises the cap or the day ends; the message names
+    whose cap it is."""
     MODEL_NOT_ALLOWED = "MODEL_NOT_ALLOWED"
     """A start, a schedule, a fork, an eval, a sub-agent or a `set_model` naming a model
     profile outside the caller's `models` (`[limits]`): nothing starts or changes. A run

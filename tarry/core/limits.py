@@ -27,6 +27,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from tarry.contracts import Budget, ErrorCode, RunInput
+from tarry.contracts.ledger import DailyCaps
 from tarry.core.errors import TarryError
 
 __all__ = [
@@ -72,6 +73,18 @@ class Limits:
     """Where their day begins and ends (`[limits] time_zone`), for the daily caps."""
     at_max_concurrent_runs: ConcurrencyPolicy = ConcurrencyPolicy.QUEUE
     """What a start past `max_concurrent_runs` meets (`[limits] at_max_concurrent_runs`)."""
+
+    def daily_caps(self, owner: str) -> DailyCaps | None:
+        """The caps `owner`'s runs carry to their ledger (`tarry.contracts.ledger`); None
+        when neither daily cap is set: such runs touch no ledger."""
+        if self.max_cost_usd_per_day is None and self.max_tokens_per_day is None:
+            return None
+        return DailyCaps(
+            owner=owner,
+            max_cost_usd=self.max_cost_usd_per_day,
+            max_tokens=self.max_tokens_per_day,
+            time_zone=self.time_zone,
+        )
 
     def model_problem(self, profile: str, what: str = "the run") -> TarryError | None:
         """403 `MODEL_NOT_ALLOWED` when `profile` (which `what` names) is outside `models`."""

@@ -152,6 +152,11 @@ class Policy:
             principals(caller)
         )
 
+    def is_admin(self, caller: Caller) -> bool:
+        """Whether `caller` is one of the `admins` (by name or group), or the one person
+        of a deployment without sign-in: who may raise a person's daily caps."""
+        return self.visibility is None or not self.admins.isdisjoint(principals(caller))
+
     def may_read(self, caller: Caller, run: RunAccess) -> bool:
         return self.may_write(caller, run) or not run.readers.isdisjoint(principals(caller))
 

@@ -18,7 +18,8 @@ class Budget(Wait):
     keeps_replies = True
 
     def holds(self, memory: RunMemory) -> bool:
-        return memory.budget.paused
+        capped = memory.spend is not None and memory.spend.capped is not None
+        return memory.budget.paused or capped
 
     def ends(self, memory: RunMemory) -> bool:
         return not budgets.exceeded(memory.budget.limits, memory.conversation.usage)
