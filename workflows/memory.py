@@ -36,6 +36,7 @@ from tarry.contracts import (
     LlmResponse,
     PendingApproval,
     Phase,
+    PinnedMessage,
     ReplyPolicy,
     RunInput,
     RunResult,
@@ -46,7 +47,7 @@ from tarry.contracts import (
     input_problem,
     reply_problem,
 )
-from tarry.contracts._omit import when_none
+from tarry.contracts._omit import when_empty, when_none
 from tarry.contracts.compatibility import UNIQUE_CALL_IDS
 from workflows.memory_groups import (
     Approvals,
@@ -91,12 +92,12 @@ _WRITTEN_FLAT = (
     "output", "error", "warning", "pause_requested", "paused_by", "stop_reason", "stopped_by",
     "stop_requested", "stops", "guards", "approvals", "events", "budget", "model_failure",
     "retry_requested", "model", "forked_from", "agents", "reply_policy", "remembered", "audit",
-    "wait", "started", "guardrails",
+    "wait", "started", "guardrails", "context_budgets", "pins",
 )  # fmt: skip
 """The memory's fields as the build before the groups wrote them, in its order: the shape
 every hand-over is written in, for a worker of that build to read (see `_flat`); and
-`wait`, `started` and `guardrails` (the catalogue's), added since, which that build leaves
-aside as it does any field it does not know."""
+`wait`, `started`, `guardrails` and `context_budgets` (the catalogue's) and `pins`, added
+since, which that build leaves aside as it does any field it does not know."""
 _WRITTEN_AT = {"inbox": ("inbox", "queued")} | {
     name: _GROUP_OF[name] for name in _WRITTEN_FLAT if name in _GROUP_OF
 }
@@ -143,6 +144,9 @@ class RunMemory(BaseModel):
     started: datetime | None = Field(default=None, exclude_if=when_none)
     """When the run's chain began, handed over with the rest, so that its root span
     lasts from there to its end (`workflows.traces`); null in memories of older builds."""
+    pins: list[PinnedMessage] = Field(default=[], exclude_if=when_empty)
+    """The run's pinned messages, copied, in transcript order (`workflows.pins`): handed
+    over with the rest, since the messages themselves may be in pages by then."""
     audit: list[AuditRecord] = []
     """The audit records of this segment of the run's chain (`workflows.audit`): each
     hand-over passes them on in its own argument and starts the next segment empty."""
@@ -320,6 +324,7 @@ class RunMemory(BaseModel):
             on_reply_while_running=self.requests.reply_policy,
             parent=self.agents.parent,
             waiting_on=next(iter(self.agents.waiting), None),
+            pinned=[p.index for p in self.pins],
         )
 
     def result(self) -> RunResult:
