@@ -334,8 +334,10 @@ async def pin(run_id: RunId, body: PinBody, caller: CallerOf, tarry: ActingOf) -
     return await _view(tarry, run_id, state, caller)
 
 
-@router.delete("/{run_id}/pins/{message}", responses=error_answers(*WRITE))
-async def unpin(run_id: RunId, message: int, caller: CallerOf, tarry: ActingOf) -> RunView:
+@router.delete("/{run_id}/pins", responses=error_answers(*WRITE))
+async def unpin(
+    run_id: RunId, message: Annotated[int, Query(ge=0)], caller: CallerOf, tarry: ActingOf
+) -> RunView:
     """Let a pinned message leave the model's window as the others do: the state at
     once; 409 `PIN_UNKNOWN_MESSAGE` for a message that is not pinned."""
     state = await tarry.get(run_id).unpin(message)

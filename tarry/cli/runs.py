@@ -188,14 +188,14 @@ def pin(run_id: RunId, index: MessageIndex, as_json: AsJson = False) -> None:
     """Keep a message in the model's window from the next call on, however long the run
     goes on; the pinned messages count against the context budget."""
     state = with_run(run_id, lambda run: run.pin(index))
-    output(state, as_json, Text(f"run {run_id} pins messages {_listed(state.pinned)}"))
+    output(state, as_json, Text(f"run {run_id}'s pinned messages: {_listed(state.pinned)}"))
 
 
 @commands.command(rich_help_panel=Panel.RUNS)
 def unpin(run_id: RunId, index: MessageIndex, as_json: AsJson = False) -> None:
     """Let a pinned message leave the model's window as the others do."""
     state = with_run(run_id, lambda run: run.unpin(index))
-    output(state, as_json, Text(f"run {run_id} pins messages {_listed(state.pinned)}"))
+    output(state, as_json, Text(f"run {run_id}'s pinned messages: {_listed(state.pinned)}"))
 
 
 def _listed(indexes: list[int]) -> str:
