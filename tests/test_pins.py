@@ -12,10 +12,13 @@ import pytest
 from tarry.client import RunHandle, TarryError
 from tarry.contracts import Act, ErrorCode, Phase
 from tarry.testing.scripted_model import call, say
+from tests.cli import Cli
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
+from tests.http_api import Api
 from tests.test_big_messages import KiB, text
 from tests.test_bounded_memory import SMALL_BUDGET, answer
+from tests.test_http_api import error_of
 
 WAITING = {Phase.WAITING_USER}
 PINNED_TURN = 3
@@ -173,3 +176,32 @@ async def test_a_pin_and_an_unpin_are_in_the_audit_trail_under_who_did_them(
         (Act.UNPIN, f"unpinned message {PINNED}"),
     ]
     assert {r.by for r in trail.records if r.act is Act.PIN} == {agent.tarry.caller.user}
+
+
+async def test_tarry_pin_and_unpin_say_which_messages_the_run_pins(agent: Agent) -> None:
+    agent.model.add(say("hello"))
+    cli = Cli.of(agent)
+    run = await cli.start("remember this")
+    await run.wait_for(WAITING, TIMEOUT)
+
+    pinned = await cli.ok("pin", run.id, "0")
+    unpinned = await cli.ok("unpin", run.id, "0")
+    refused = await cli("unpin", run.id, "0")
+
+    assert pinned == f"run {run.id}'s pinned messages: 0\n"
+    assert unpinned == f"run {run.id}'s pinned messages: none\n"
+    assert "PIN_UNKNOWN_MESSAGE" in refused.err
+
+
+async def test_the_api_pins_and_unpins_a_message_and_refuses_one_the_run_lacks(api: Api) -> None:
+    api.agent.model.add(say("hello"))
+    run_id = await api.start("remember this")
+    await api.run(run_id).wait_for(WAITING, TIMEOUT)
+
+    pinned = await api.http.post(f"/v1/runs/{run_id}/pins", json={"message": 1})
+    unknown = await api.http.post(f"/v1/runs/{run_id}/pins", json={"message": 9})
+    unpinned = await api.http.delete(f"/v1/runs/{run_id}/pins", params={"message": 1})
+
+    assert (pinned.status_code, pinned.json()["pinned"]) == (200, [1]), pinned.text
+    assert error_of(unknown) == (409, ErrorCode.PIN_UNKNOWN_MESSAGE)
+    assert (unpinned.status_code, unpinned.json().get("pinned", [])) == (200, [])
