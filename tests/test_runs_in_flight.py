@@ -34,6 +34,7 @@ from tarry.contracts import (
     TOOL_CATALOGUE_ACTIVITY,
     Act,
     AuditRecord,
+    ChatMessage,
     DecisionRecord,
     Door,
     ErrorCode,
@@ -41,6 +42,7 @@ from tarry.contracts import (
     ForkOrigin,
     NotifyEvent,
     Phase,
+    PinnedMessage,
     ReplyPolicy,
     TranscriptPageIndexRef,
     UserInput,
@@ -126,6 +128,12 @@ def asked_queued_and_failed() -> dict[str, Any]:
                     Guardrail(name="g", on="input", check="pii", verdict="block").model_dump(
                         mode="json"
                     )
+                ],
+                "context_budgets": {"default": 100_000, "big": 400_000},
+                "pins": [
+                    PinnedMessage(
+                        index=3, message=ChatMessage(role="user", content="the brief")
+                    ).model_dump(mode="json")
                 ],
             }
         )
