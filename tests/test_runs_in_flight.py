@@ -240,9 +240,10 @@ def test_the_previous_builds_worker_reads_a_hand_over_written_by_this_one() -> N
     read = previous.WorkflowInput.model_validate_json(json.dumps(encoded(input)))
 
     # All but what that build does not know: the wait's and the chain's starts (a wait
-    # span starts anew; the root span starts at the next hand-over to this build), and the
-    # worker's guardrails (it has none to apply).
-    unknown = {"wait", "started", "guardrails"}
+    # span starts anew; the root span starts at the next hand-over to this build), the
+    # worker's guardrails (it has none to apply), and its profiles' context budgets and the
+    # run's pins (it sends its model none).
+    unknown = {"wait", "started", "guardrails", "context_budgets", "pins"}
     assert read.memory.model_dump(mode="json") == {
         k: v for k, v in flat.items() if k not in unknown
     }
