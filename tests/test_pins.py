@@ -5,6 +5,7 @@ pin and unpin is in the audit trail."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -185,10 +186,12 @@ async def test_tarry_pin_and_unpin_say_which_messages_the_run_pins(agent: Agent)
     await run.wait_for(WAITING, TIMEOUT)
 
     pinned = await cli.ok("pin", run.id, "0")
+    status = await cli.ok("status", run.id)
     unpinned = await cli.ok("unpin", run.id, "0")
     refused = await cli("unpin", run.id, "0")
 
     assert pinned == f"run {run.id}'s pinned messages: 0\n"
+    assert re.search(r"pinned +messages 0\n", status), status
     assert unpinned == f"run {run.id}'s pinned messages: none\n"
     assert "PIN_UNKNOWN_MESSAGE" in refused.err
 
