@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from temporalio.converter import DataConverter, StorageDriver
 from temporalio.exceptions import ApplicationError
 
-from tarry.contracts import ChatMessage, ContextRef, ErrorCode, ToolDefinition
+from tarry.contracts import ChatMessage, ContextRef, ErrorCode, ToolDefinition, estimate_tokens
 from tarry.temporal.storage import FileStorageDriver, load_model, store_model
 
 _CACHED_CONVERSATIONS = 256
@@ -159,11 +159,6 @@ def fit_to_budget(messages: Sequence[ChatMessage], budget: int) -> list[ChatMess
         kept.append(group)
         used += cost
     return [m for group in reversed(kept) for m in group]
-
-
-def estimate_tokens(message: ChatMessage) -> int:
-    """About four characters of JSON per token: close enough to budget by, no tokenizer."""
-    return len(json.dumps(message.for_model(), ensure_ascii=False)) // 4 + 1
 
 
 def _key(ref: ContextRef) -> str:

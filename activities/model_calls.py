@@ -18,7 +18,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities import anthropic_messages, metrics, openai_chat, traces
 from activities.circuits import Circuits, provider_down
-from activities.context import ContextStore, estimate_tokens, fit_to_budget
+from activities.context import ContextStore, fit_to_budget
 from activities.provider import ModelCall, error
 from activities.response_cache import ResponseCache
 from activities.sendable import sendable
@@ -32,6 +32,8 @@ from tarry.contracts import (
     ErrorCode,
     LlmRequest,
     LlmResponse,
+    PinnedMessage,
+    estimate_tokens,
 )
 
 _ADAPTERS: dict[Provider, Callable[[httpx.AsyncClient, ModelCall], Awaitable[LlmResponse]]] = {
@@ -109,10 +111,12 @@ class ModelClient:
                 CatalogueRequest(tools=request.tools, require_approval=request.require_approval)
             )
         system = [ChatMessage(role="system", content=request.system)] if request.system else []
-        budget = profile.context_budget - sum(estimate_tokens(m) for m in system)
+        pinned = [p.message for p in request.pins]
+        budget = profile.context_budget - sum(estimate_tokens(m) for m in [*system, *pinned])
+        window = fit_to_budget(conversation.messages, budget)
         # What the model wrote, made valid for the provider: a bad call of its own
         # must not make every later request fail (`activities/sendable.py`).
-        sent = sendable(fit_to_budget(conversation.messages, budget))
+        sent = sendable([*_left_out(request.pins, conversation.count - len(window)), *window])
         call = ModelCall(
             name=request.profile,
             profile=profile,
@@ -139,7 +143,7 @@ class ModelClient:
             answer.gated_tools = {t.name: t.parameters for t in tools if t.needs_approval}
             answer.non_idempotent_tools = [t.name for t in tools if not t.idempotent]
         answer.context = context
-        answer.sent_messages = len(sent)
+        answer.sent_messages = len(window)  # the pins before it are not the window
         return answer
 
     async def _ask(self, call: ModelCall, request: LlmRequest) -> LlmResponse:
@@ -159,3 +163,9 @@ class ModelClient:
                     await cache.put(name, call, answer)
             traces.answered(span, profile, answer)
         return answer
+
+
+def _left_out(pins: list[PinnedMessage], window_start: int) -> list[ChatMessage]:
+    """The pinned messages before the window (its first message is the stored
+    conversation's `window_start`), in transcript order: those in it are sent there."""
+    return [p.message for p in sorted(pins, key=lambda p: p.index) if p.index < window_start]

@@ -178,6 +178,7 @@ class ToolHost:
         agents: Mapping[str, AgentSpec] | None = None,
         notify_events: Sequence[NotifyEvent] = (),
         guardrails: Sequence[Guardrail] = (),
+        context_budgets: Mapping[str, int] | None = None,
     ) -> None:
         """`model_queues`: the task queue of each model profile that has its own, which
         a run resolves with its tools (`Catalogue`); `profiles`: the names of the worker's
@@ -189,7 +190,8 @@ class ToolHost:
         `notify_events`: the stop points the worker's `[[notify]]` entries want, which a
         run learns with its tools (the catalogue is all a run learns of the worker);
         `guardrails`: the worker's `[[guardrail]]` entries, which a run learns the same way
-        and applies before its own."""
+        and applies before its own; `context_budgets`: each profile's, which a run learns
+        too, to refuse pins that would fill its model's window."""
         self._root = workspace_root
         self._template = workspace_template
         self._tools: dict[str, Tool] = {}
@@ -200,6 +202,7 @@ class ToolHost:
         self._agents = dict(agents or {})
         self._notify_events = list(notify_events)
         self._guardrails = list(guardrails)
+        self._context_budgets = dict(context_budgets or {})
         self.payload_limit: int | None = None
         """The largest payload the worker's data converter puts in history, which a run
         learns with its tools: set once the worker's client is known (`TarryPlugin`)."""
@@ -296,6 +299,7 @@ class ToolHost:
             notify_events=self._notify_events,
             payload_limit=self.payload_limit,
             guardrails=self._guardrails,
+            context_budgets=self._context_budgets,
         )
 
     @activity.defn(name=CATALOGUE_CHECK_ACTIVITY)

@@ -659,6 +659,8 @@ async def test_help_groups_the_commands_in_a_panel_per_command_group(cli: Cli) -
             "chat",
             "pause",
             "reply-policy",
+            "pin",
+            "unpin",
             "stop",
             "fork",
             "resume",

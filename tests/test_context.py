@@ -16,7 +16,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from activities.context import ContextStore, estimate_tokens, fit_to_budget
+from activities.context import ContextStore, fit_to_budget
 from tarry.client import Tarry
 from tarry.config.settings import ModelProfile, TarrySettings
 from tarry.contracts import (
@@ -30,6 +30,7 @@ from tarry.contracts import (
     ToolCall,
     ToolDefinition,
     TranscriptPage,
+    estimate_tokens,
 )
 from tarry.testing.scripted_model import ScriptedModel, ScriptedToolCall, calls, say
 from tests.conftest import CANARY_KEY, FAST_TIMEOUTS, Agent

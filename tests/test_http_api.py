@@ -730,6 +730,7 @@ async def test_the_openapi_document_describes_every_route(api: Api) -> None:
         "/v1/runs/{run_id}/retry",
         "/v1/runs/{run_id}/model",
         "/v1/runs/{run_id}/reply-policy",
+        "/v1/runs/{run_id}/pins",
         "/v1/runs/{run_id}/pause",
         "/v1/runs/{run_id}/stop",
         "/v1/runs/{run_id}/resume",

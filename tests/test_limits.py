@@ -22,7 +22,7 @@ from tarry.contracts import AgentSpec, Budget, ErrorCode, Mode, Phase
 from tarry.testing.scripted_model import say
 from tests.cli import Cli
 from tests.conftest import Agent
-from tests.deadline import deadline
+from tests.deadline import TIMEOUT, deadline
 from tests.eval_dataset import write_dataset
 from tests.http_api import Api, api_client
 from tests.test_http_api import error_of
@@ -92,7 +92,7 @@ async def erins_run_shared_with_alice(agent: Agent) -> str:
     agent.model.add(say("Hello."))
     async with people(agent, ERIN) as erin:
         run_id = await erin.start("hi", share={"alice": "write"})
-        await erin.run(run_id).wait_for({Phase.WAITING_USER})
+        await erin.run(run_id).wait_for({Phase.WAITING_USER}, TIMEOUT)
     return run_id
 
 

@@ -34,6 +34,7 @@ from tarry.contracts import (
     TOOL_CATALOGUE_ACTIVITY,
     Act,
     AuditRecord,
+    ChatMessage,
     DecisionRecord,
     Door,
     ErrorCode,
@@ -41,6 +42,7 @@ from tarry.contracts import (
     ForkOrigin,
     NotifyEvent,
     Phase,
+    PinnedMessage,
     ReplyPolicy,
     TranscriptPageIndexRef,
     UserInput,
@@ -126,6 +128,12 @@ def asked_queued_and_failed() -> dict[str, Any]:
                     Guardrail(name="g", on="input", check="pii", verdict="block").model_dump(
                         mode="json"
                     )
+                ],
+                "context_budgets": {"default": 100_000, "big": 400_000},
+                "pins": [
+                    PinnedMessage(
+                        index=3, message=ChatMessage(role="user", content="the brief")
+                    ).model_dump(mode="json")
                 ],
             }
         )
@@ -232,9 +240,10 @@ def test_the_previous_builds_worker_reads_a_hand_over_written_by_this_one() -> N
     read = previous.WorkflowInput.model_validate_json(json.dumps(encoded(input)))
 
     # All but what that build does not know: the wait's and the chain's starts (a wait
-    # span starts anew; the root span starts at the next hand-over to this build), and the
-    # worker's guardrails (it has none to apply).
-    unknown = {"wait", "started", "guardrails"}
+    # span starts anew; the root span starts at the next hand-over to this build), the
+    # worker's guardrails (it has none to apply), and its profiles' context budgets and the
+    # run's pins (it sends its model none).
+    unknown = {"wait", "started", "guardrails", "context_budgets", "pins"}
     assert read.memory.model_dump(mode="json") == {
         k: v for k, v in flat.items() if k not in unknown
     }

@@ -112,6 +112,7 @@ class TarryPlugin(SimplePlugin):
             self.settings.agents() if agents is None else agents,
             self._notifier.events,
             self.settings.guardrails(),
+            {name: p.context_budget for name, p in self._profiles.items()},
         )
         self._interceptors = tracing_interceptors(self.settings)
         super().__init__(

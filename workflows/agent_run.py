@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         Mode,
         PauseRequest,
         Phase,
+        PinRequest,
         RunInput,
         RunResult,
         RunState,
@@ -64,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
         hand_over,
         output,
         pages,
+        pins,
         stages,
         tool_calls,
         traces,
@@ -322,6 +324,28 @@ class AgentRunWorkflow:
     @set_reply_policy.validator
     def _validate_set_reply_policy(self, change: audit.PolicyArg) -> None:
         if problem := self._m.ended_problem():
+            raise problem
+
+    @workflow.update
+    def pin(self, request: PinRequest) -> RunState:
+        """Keeps a message in the model's window from the next call on (`workflows.pins`)."""
+        pins.pin(self._m, request)
+        return self.state()
+
+    @pin.validator
+    def _validate_pin(self, request: PinRequest) -> None:
+        if problem := pins.pin_problem(self._m, self._input, request):
+            raise problem
+
+    @workflow.update
+    def unpin(self, request: PinRequest) -> RunState:
+        """Lets a pinned message leave the model's window as the others do."""
+        pins.unpin(self._m, request)
+        return self.state()
+
+    @unpin.validator
+    def _validate_unpin(self, request: PinRequest) -> None:
+        if problem := pins.unpin_problem(self._m, request):
             raise problem
 
     @workflow.query

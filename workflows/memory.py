@@ -36,6 +36,7 @@ from tarry.contracts import (
     LlmResponse,
     PendingApproval,
     Phase,
+    PinnedMessage,
     ReplyPolicy,
     RunInput,
     RunResult,
@@ -46,7 +47,7 @@ from tarry.contracts import (
     input_problem,
     reply_problem,
 )
-from tarry.contracts._omit import when_none
+from tarry.contracts._omit import when_empty, when_none
 from tarry.contracts.compatibility import UNIQUE_CALL_IDS
 from tarry.contracts.ledger import DailyCaps
 from workflows.memory_groups import (
@@ -93,12 +94,12 @@ _WRITTEN_FLAT = (
     "output", "error", "warning", "pause_requested", "paused_by", "stop_reason", "stopped_by",
     "stop_requested", "stops", "guards", "approvals", "events", "budget", "model_failure",
     "retry_requested", "model", "forked_from", "agents", "reply_policy", "remembered", "audit",
-    "wait", "started", "guardrails", "spend",
+    "wait", "started", "guardrails", "spend", "context_budgets", "pins",
 )  # fmt: skip
 """The memory's fields as the build before the groups wrote them, in its order: the shape
 every hand-over is written in, for a worker of that build to read (see `_flat`); and
-`wait`, `started` and `guardrails` (the catalogue's), added since, which that build leaves
-aside as it does any field it does not know."""
+`wait`, `started`, `spend`, `pins` and the catalogue's `guardrails` and `context_budgets`,
+added since, which that build leaves aside as it does any field it does not know."""
 _WRITTEN_AT = {"inbox": ("inbox", "queued")} | {
     name: _GROUP_OF[name] for name in _WRITTEN_FLAT if name in _GROUP_OF
 }
@@ -147,6 +148,9 @@ class RunMemory(BaseModel):
     lasts from there to its end (`workflows.traces`); null in memories of older builds."""
     spend: SpendMark | None = Field(default=None, exclude_if=when_none)
     """The run's account with its owner's spend ledger; null without daily caps."""
+    pins: list[PinnedMessage] = Field(default=[], exclude_if=when_empty)
+    """The run's pinned messages, copied, in transcript order (`workflows.pins`): handed
+    over with the rest, since the messages themselves may be in pages by then."""
     audit: list[AuditRecord] = []
     """The audit records of this segment of the run's chain (`workflows.audit`): each
     hand-over passes them on in its own argument and starts the next segment empty."""
@@ -324,6 +328,7 @@ class RunMemory(BaseModel):
             on_reply_while_running=self.requests.reply_policy,
             parent=self.agents.parent,
             waiting_on=next(iter(self.agents.waiting), None),
+            pinned=[p.index for p in self.pins],
         )
 
     def result(self) -> RunResult:

@@ -308,6 +308,9 @@ class RunCatalogue(BaseModel):
     guardrails: list[Guardrail] = Field(default=[], exclude_if=when_empty)
     """The worker's guardrails (`Catalogue.guardrails`), learnt with the tools: the run
     applies them before its own (`workflows.guardrails`)."""
+    context_budgets: dict[str, int] = Field(default={}, exclude_if=when_empty)
+    """Each profile's context budget (`Catalogue.context_budgets`), learnt with the tools:
+    the run's pins stay within its profile's (`workflows.pins`)."""
 
     def queue_of(self, profile: str | None) -> str | None:
         """The task queue of the model calls of `profile` (`Requests.model`, which

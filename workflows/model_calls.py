@@ -27,7 +27,7 @@ from tarry.contracts import (
 )
 from tarry.contracts.compatibility import ASK_ON_MODEL_FAILURE
 from tarry.contracts.guardrails import GuardCheck, GuardPoint
-from workflows import guardrails
+from workflows import guardrails, pins
 from workflows.details import llm_summary
 from workflows.fallback import TurnFallback, is_down
 from workflows.memory import RunMemory, WorkflowInput
@@ -126,6 +126,7 @@ def _request_for(memory: RunMemory, input: WorkflowInput, fallback: TurnFallback
         fallback_of=fallback.fallback_of(own),
         circuit=not fallback.exhausted,
         private=input.sensitive or any(g.check is GuardCheck.PII for g in run_guardrails),
+        pins=pins.sent(m),
     )
     return request
 

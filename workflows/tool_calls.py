@@ -66,6 +66,7 @@ async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
     memory.catalogue.profiles = catalogue.profiles
     memory.catalogue.payload_limit = catalogue.payload_limit
     memory.catalogue.guardrails = catalogue.guardrails
+    memory.catalogue.context_budgets = catalogue.context_budgets
     memory.agents.specs = catalogue.agents
     notifications.learn(memory, catalogue)
     # A conversation stored before the catalogue lacks the tools: the next call starts

@@ -79,6 +79,9 @@ _STATUS = {
     ErrorCode.APPROVAL_NOTHING_PENDING: HTTPStatus.CONFLICT,
     # Which message is a user's is the run's state, as which call is pending is.
     ErrorCode.FORK_POINT_INVALID: HTTPStatus.CONFLICT,
+    ErrorCode.PIN_UNKNOWN_MESSAGE: HTTPStatus.CONFLICT,
+    ErrorCode.PIN_INVALID: HTTPStatus.CONFLICT,
+    ErrorCode.PINS_OVER_BUDGET: HTTPStatus.CONFLICT,
     ErrorCode.APPROVAL_UNKNOWN_CALL: HTTPStatus.CONFLICT,
     ErrorCode.APPROVAL_ALREADY_DECIDED: HTTPStatus.CONFLICT,
     ErrorCode.APPROVAL_INVALID_ARGUMENTS: HTTPStatus.CONFLICT,

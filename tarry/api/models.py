@@ -274,6 +274,11 @@ class ReplyPolicyRequest(BaseModel):
     """What a reply does from now on that arrives while the agent works."""
 
 
+class PinBody(BaseModel):
+    message: int = Field(ge=0)
+    """The transcript index of the message to keep in the model's window."""
+
+
 class ModelRequest(BaseModel):
     profile: Annotated[str, Field(json_schema_extra={"minLength": 1, "pattern": r"\S"})]
     """The name of a model profile the worker has (`TARRY_MODELS`)."""

@@ -49,6 +49,7 @@ from tarry.api.models import (
     ForkRequest,
     MessageRequest,
     ModelRequest,
+    PinBody,
     ReplyPolicyRequest,
     RunId,
     RunList,
@@ -323,6 +324,26 @@ async def set_reply_policy(
     """Change what a reply does that arrives while the agent works (`queue`,
     `interrupt`, `reject`): the state at once."""
     state = await tarry.get(run_id).set_reply_policy(body.on_reply_while_running)
+    return await _view(tarry, run_id, state, caller)
+
+
+@router.post("/{run_id}/pins", dependencies=JSON_ONLY, responses=error_answers(*WRITE))
+async def pin(run_id: RunId, body: PinBody, caller: CallerOf, tarry: ActingOf) -> RunView:
+    """Keep a message in the model's window from the next call on, across pages and
+    hand-overs: the state at once, `pinned` listing it. 409 `PIN_UNKNOWN_MESSAGE` for a
+    message the run does not have, `PIN_INVALID` for a tool's result, `PINS_OVER_BUDGET`
+    when the pinned messages alone would be more than the run's context budget."""
+    state = await tarry.get(run_id).pin(body.message)
+    return await _view(tarry, run_id, state, caller)
+
+
+@router.delete("/{run_id}/pins", responses=error_answers(*WRITE))
+async def unpin(
+    run_id: RunId, message: Annotated[int, Query(ge=0)], caller: CallerOf, tarry: ActingOf
+) -> RunView:
+    """Let a pinned message leave the model's window as the others do: the state at
+    once; 409 `PIN_UNKNOWN_MESSAGE` for a message that is not pinned."""
+    state = await tarry.get(run_id).unpin(message)
     return await _view(tarry, run_id, state, caller)
 
 

@@ -205,6 +205,8 @@ def state_text(run_id: str, state: RunState, children: list[str] | None = None) 
         "messages": str(state.message_count),
         "pending": f"{state.pending_inputs} replies",
     }
+    if state.pinned:
+        rows["pinned"] = "messages " + ", ".join(map(str, state.pinned))
     if approval:
         rows["approvals"] = "\n".join(pending_line(p) for p in state.pending_approvals)
     if state.retrying:

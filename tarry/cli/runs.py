@@ -1,5 +1,5 @@
 """The "Runs" commands: start a run, talk to it, set what a reply does while it works,
-pause, stop and resume it."""
+pin its messages in the model's window, pause, stop and resume it."""
 
 from __future__ import annotations
 
@@ -173,6 +173,33 @@ def reply_policy(
     state = with_run(run_id, lambda run: run.set_reply_policy(policy))
     said = f"a reply to run {run_id} while it works now: {state.on_reply_while_running}"
     output(state, as_json, Text(said))
+
+
+MessageIndex = Annotated[
+    int,
+    typer.Argument(
+        metavar="MESSAGE", min=0, help="The message's index, from 0, as `tarry show` counts."
+    ),
+]
+
+
+@commands.command(rich_help_panel=Panel.RUNS)
+def pin(run_id: RunId, index: MessageIndex, as_json: AsJson = False) -> None:
+    """Keep a message in the model's window from the next call on, however long the run
+    goes on; the pinned messages count against the context budget."""
+    state = with_run(run_id, lambda run: run.pin(index))
+    output(state, as_json, Text(f"run {run_id}'s pinned messages: {_listed(state.pinned)}"))
+
+
+@commands.command(rich_help_panel=Panel.RUNS)
+def unpin(run_id: RunId, index: MessageIndex, as_json: AsJson = False) -> None:
+    """Let a pinned message leave the model's window as the others do."""
+    state = with_run(run_id, lambda run: run.unpin(index))
+    output(state, as_json, Text(f"run {run_id}'s pinned messages: {_listed(state.pinned)}"))
+
+
+def _listed(indexes: list[int]) -> str:
+    return ", ".join(map(str, indexes)) or "none"
 
 
 @commands.command(rich_help_panel=Panel.RUNS)

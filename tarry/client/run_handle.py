@@ -41,6 +41,7 @@ from tarry.contracts import (
     ModelSwitch,
     PauseRequest,
     Phase,
+    PinRequest,
     ReplyPolicy,
     ReplyPolicyChange,
     Retrying,
@@ -210,6 +211,26 @@ class RunHandle:
         `set_reply_policy` update); the state at once."""
         change = ReplyPolicyChange(policy=policy, by=self.caller.user, door=self.caller.door)
         return await self._delivery.update("set_reply_policy", change)
+
+    async def pin(self, index: int) -> RunState:
+        """Keeps transcript message `index` in the model's window from the next call on,
+        across pages and hand-overs (the `pin` update); the state at once. A message the
+        run has moved into a page is read from the store and sent with the pin. The run
+        refuses `PIN_UNKNOWN_MESSAGE`, `PIN_INVALID` (a tool's result) and
+        `PINS_OVER_BUDGET` (its pins alone would be more than its context budget)."""
+        answer = await self._transcript(index, 1)
+        stored = bool(answer.stored) or answer.index is not None
+        message = (await self._messages_of(answer, enough=1))[0] if stored else None
+        request = PinRequest(
+            index=index, message=message, by=self.caller.user, door=self.caller.door
+        )
+        return await self._delivery.update("pin", request)
+
+    async def unpin(self, index: int) -> RunState:
+        """Lets message `index` leave the model's window as the others do (the `unpin`
+        update); `PIN_UNKNOWN_MESSAGE` when it is not pinned."""
+        request = PinRequest(index=index, by=self.caller.user, door=self.caller.door)
+        return await self._delivery.update("unpin", request)
 
     async def pause(self) -> None:
         """Asks the run to wait for a person at its next turn boundary (the `pause`

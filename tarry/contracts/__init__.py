@@ -97,6 +97,7 @@ from tarry.contracts.messages import (
     TranscriptQuery,
     Usage,
     UserInput,
+    estimate_tokens,
 )
 from tarry.contracts.names import (
     AGENT_TOOL_PREFIX,
@@ -137,6 +138,7 @@ from tarry.contracts.names import (
     Share,
     WaitingFor,
 )
+from tarry.contracts.pins import PinnedMessage, PinRequest
 from tarry.contracts.run import (
     AgentArguments,
     AgentReport,
@@ -237,6 +239,8 @@ __all__ = [
     "PauseRequest",
     "PendingApproval",
     "Phase",
+    "PinRequest",
+    "PinnedMessage",
     "PointScore",
     "Rate",
     "ReplyPolicy",
@@ -272,6 +276,7 @@ __all__ = [
     "Verdict",
     "WaitingFor",
     "approvers_of",
+    "estimate_tokens",
     "input_problem",
     "may_decide",
     "reply_problem",

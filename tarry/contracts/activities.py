@@ -12,6 +12,7 @@ from tarry.contracts._omit import when_empty, when_none
 from tarry.contracts.guardrails import Guardrail, GuardrailHit
 from tarry.contracts.messages import ChatMessage, DecisionRecord, PendingApproval, Usage
 from tarry.contracts.names import ErrorCode, ErrorInfo, NotifyEvent, Phase, WaitingFor
+from tarry.contracts.pins import PinnedMessage
 from tarry.contracts.run import AgentSpec, RunInput, Sampling
 
 __all__ = [
@@ -112,6 +113,10 @@ class Catalogue(BaseModel):
     guardrails: list[Guardrail] = Field(default=[], exclude_if=when_empty)
     """The worker's `[[guardrail]]` entries: the run applies them before its own, and
     keeps them, so a later change of the config never changes a recorded run."""
+    context_budgets: dict[str, int] = Field(default={}, exclude_if=when_empty)
+    """Each model profile's context budget (`ModelProfile.context_budget`), in estimated
+    tokens: a run refuses a pin that would make its pins alone more than its profile's
+    (`PINS_OVER_BUDGET`). Empty in answers recorded before pins: not checked then."""
 
     @model_validator(mode="before")
     @classmethod
@@ -166,6 +171,10 @@ class LlmRequest(BaseModel):
     private: bool = Field(default=False, exclude_if=lambda v: not v)
     """The run is sensitive, or under a `pii` guardrail: the call neither reads nor writes
     the response cache."""
+    pins: list[PinnedMessage] = Field(default=[], exclude_if=when_empty)
+    """The run's pinned messages (`tarry.contracts.pins`): each one the window leaves
+    out is sent before it, and all of them count against the context budget. Left out
+    while empty, so a run without pins sends what it sent before."""
 
 
 class LlmResponse(BaseModel):

@@ -3,6 +3,7 @@ format, replies, decisions and stops, and the transcript as queries answer it.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal, Self
@@ -34,6 +35,7 @@ __all__ = [
     "TranscriptQuery",
     "Usage",
     "UserInput",
+    "estimate_tokens",
 ]
 
 
@@ -111,6 +113,12 @@ class ChatMessage(BaseModel):
         if self.interrupted:
             message["content"] = f"{self.content or ''} {INTERRUPTED_NOTE}".lstrip()
         return message
+
+
+def estimate_tokens(message: ChatMessage) -> int:
+    """About four characters of JSON per token: close enough to budget by, no tokenizer.
+    The model call fits its window by it, and a run counts its pins by it."""
+    return len(json.dumps(message.for_model(), ensure_ascii=False)) // 4 + 1
 
 
 class Usage(BaseModel):

@@ -267,6 +267,15 @@ class ErrorCode(StrEnum):
     FORK_POINT_INVALID = "FORK_POINT_INVALID"
     """A fork `at` a message that is not one of the run's user messages: the error lists
     the positions of those."""
+    PIN_UNKNOWN_MESSAGE = "PIN_UNKNOWN_MESSAGE"
+    """A pin of a message the run does not have (past its last), or an unpin of one it has
+    not pinned: nothing changes; the run's `message_count` and `pinned` say what there is."""
+    PIN_INVALID = "PIN_INVALID"
+    """A pin of a message a model cannot be sent alone: a tool's result, or a message with
+    no text (an answer that only calls tools). Pin the answer that reads the result."""
+    PINS_OVER_BUDGET = "PINS_OVER_BUDGET"
+    """A pin that would make the run's pinned messages alone more than its model profile's
+    context budget: nothing is pinned; unpin another, or pin a shorter message."""
     RETRY_NOT_WAITING = "RETRY_NOT_WAITING"
     """A `retry` of a run that is not waiting for its model: reply to it instead."""
     APPROVAL_NOTHING_PENDING = "APPROVAL_NOTHING_PENDING"

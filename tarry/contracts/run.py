@@ -373,6 +373,9 @@ class RunState(BaseModel):
     waiting_on: str | None = Field(default=None, exclude_if=when_none)
     """With `waiting_for: "agent"`: the sub-agent's run that waits for a person; answer
     that run (by this id) and this one goes on."""
+    pinned: list[int] = Field(default=[], exclude_if=when_empty)
+    """The transcript indexes of the messages pinned in the model's window, in order
+    (`tarry.contracts.pins`)."""
 
 
 class RunResult(BaseModel):

@@ -509,6 +509,7 @@ function addMessage(message, index) {
   if (message.role === "assistant") renderMarkdown(body, message.content || "");
   else body.textContent = message.content || "";
   item.append(body);
+  if (message.content) item.append(pinButton(index)); // a tool's result is never pinned alone
   if (message.interrupted) item.append(el("div", "muted small", "interrupted"));
   guardrailMarks(item, message);
   for (const call of message.tool_calls || []) {
@@ -522,6 +523,37 @@ function addMessage(message, index) {
   }
   list.append(item);
   followEnd();
+}
+
+// A message pinned stays in the model's window however long the run goes on (the API's
+// `/pins`): its button says whether it is, as the run's state last said.
+function pinButton(index) {
+  const button = el("button", "pin small", "Pin");
+  button.dataset.index = String(index);
+  button.title = "Keep this message in the model's window";
+  button.addEventListener("click", () => togglePin(index));
+  showPin(button);
+  return button;
+}
+
+function showPin(button) {
+  const on = ((current.state && current.state.pinned) || []).includes(Number(button.dataset.index));
+  button.textContent = on ? "📌 Pinned" : "Pin";
+  button.classList.toggle("pinned", on);
+  button.setAttribute("aria-pressed", String(on));
+  button.hidden = !current.mayWrite || ended(current.state);
+}
+
+async function togglePin(index) {
+  const view = current;
+  const on = ((view.state && view.state.pinned) || []).includes(index);
+  const path = `/v1/runs/${encodeURIComponent(view.id)}/pins`;
+  try {
+    const state = on ? await api("DELETE", `${path}?message=${index}`) : await api("POST", path, { message: index });
+    if (view === current) showStatus(state);
+  } catch (error) {
+    if (view === current) notice(error.message); // PINS_OVER_BUDGET says what to do
+  }
 }
 
 // Under a message a guardrail changed: "⛨ guardrail 'no-pii' redacted (card, email): reason".
@@ -601,6 +633,7 @@ function showStatus(state) {
   showModelFailing(state);
   showBudget(state);
   showTree(state);
+  for (const button of $("transcript").querySelectorAll("button.pin")) showPin(button);
 }
 
 // "model unreachable, attempt 5, next in 16 s", as `tarry status` words it.
