@@ -54,7 +54,7 @@ from tests.conftest import HISTORIES, Agent
 from tests.faults import patch_ids
 from workflows import waits
 from workflows.memory import RunMemory, WorkflowInput
-from workflows.memory_groups import Budgets, Delegations, QueuedInput
+from workflows.memory_groups import Budgets, Delegations, QueuedInput, SpendMark
 
 HANDED_OVER = Path(__file__).parent / "fixtures" / "handed_over_before_the_catalogue.json"
 BEFORE_THE_GROUPS = Path(__file__).parent / "fixtures" / "handed_over_before_the_groups.json"
@@ -129,6 +129,7 @@ def asked_queued_and_failed() -> dict[str, Any]:
                         mode="json"
                     )
                 ],
+                "spend": SpendMark(calls=4, last_tokens=1200).model_dump(mode="json"),
                 "context_budgets": {"default": 100_000, "big": 400_000},
                 "pins": [
                     PinnedMessage(
@@ -241,9 +242,10 @@ def test_the_previous_builds_worker_reads_a_hand_over_written_by_this_one() -> N
 
     # All but what that build does not know: the wait's and the chain's starts (a wait
     # span starts anew; the root span starts at the next hand-over to this build), the
-    # worker's guardrails (it has none to apply), and its profiles' context budgets and the
-    # run's pins (it sends its model none).
-    unknown = {"wait", "started", "guardrails", "context_budgets", "pins"}
+    # worker's guardrails (it has none to apply), the run's account with its spend ledger
+    # (it keeps none), and its profiles' context budgets and the run's pins (it sends its
+    # model none).
+    unknown = {"wait", "started", "guardrails", "spend", "context_budgets", "pins"}
     assert read.memory.model_dump(mode="json") == {
         k: v for k, v in flat.items() if k not in unknown
     }
