@@ -7,19 +7,30 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic import SecretStr
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from temporalio.client import Client
 
-from tarry.contracts import Phase
+from tarry.api import ApiServer, create_app
+from tarry.client import Tarry
+from tarry.config.settings import TarrySettings
+from tarry.contracts import Phase, WaitingFor
 from tarry.testing.scripted_model import say
 from tests.browser import chromium, needs_chromium
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT
 from tests.http_api import Api
+from tests.test_cli_approvals import until_state
 from tests.test_guardrail_asks import SECRETS
-from tests.test_inbox import first, open_run, texts, until
+from tests.test_guardrails import sent_to_model
+from tests.test_inbox import first, open_run, page_text, texts, until
+from tests.test_notifications import ACTION_KEY, ALICE, Receiver, notifying
+from tests.test_notifications import receiver as receiver  # a fixture, which tests name
 
 pytestmark = needs_chromium
 CARD, EMAIL = "4111 1111 1111 1111", "jane.doe@example.com"
@@ -78,3 +89,39 @@ async def test_an_approver_edits_a_held_reply_in_the_inbox_and_the_model_gets_th
     assert texts(browser, ".message.user .guardrail") == [
         f"⛨ guardrail 'ask-secrets' asked: edited by {me} (deny): secrets need a person's eye"
     ]
+
+
+async def test_an_action_link_allows_a_held_reply_where_it_is_clicked(
+    agent_factory: Any, temporal: Client, tmp_path: Path, receiver: Receiver, browser: WebDriver
+) -> None:
+    settings = TarrySettings(
+        tarry_action_key=SecretStr(ACTION_KEY), tarry_api_tokens=[SecretStr(f"alice:{ALICE}")]
+    )
+    async with ApiServer(create_app(Tarry(temporal), settings), "127.0.0.1", 0) as server:
+        agent = await notifying(
+            agent_factory,
+            tmp_path,
+            receiver,
+            ["waiting_for_approval"],
+            entry={"to": "alice"},
+            tarry_action_key=ACTION_KEY,
+            tarry_public_url=server.url,
+        )
+        agent.model.add(say("Noted."))
+        run = await agent.start(
+            "the secret is 42", guardrails=[{**SECRETS, "approvers": ["alice"]}]
+        )
+        await receiver.until_taken(1)
+        [pending] = receiver.delivered[0].json["pending_approvals"]
+
+        await asyncio.to_thread(browser.get, pending["links"]["approve"])
+        confirm = await until(lambda: first(browser, "main.action form button"), "the button")
+        assert confirm.text == "Allow"
+        await asyncio.to_thread(confirm.click)
+        shown = await until(
+            lambda: (text := page_text(browser)) and "Allowed" in text and text, "the answer"
+        )
+        await until_state(run, lambda s: s.waiting_for is WaitingFor.INPUT)
+
+    assert "Allowed text guardrail-1 as alice" in shown, shown
+    assert "the secret is 42" in sent_to_model(agent)

@@ -110,15 +110,18 @@ def actions_router() -> APIRouter:
         try:
             action = verify(token, settings.action_key(), time.time())
             await _may_decide(tarry, settings, policy, action)
+            before = await tarry.get(action.run_id).state()
             state = await _decide(tarry, settings, action)
         except TarryError as e:
             return _refusal(e)
-        done = "Approved" if action.approve else "Rejected"
+        done, what = ("Approved" if action.approve else "Rejected"), "call"
+        if any(p.call_id == action.call_id and p.guardrail for p in before.pending_approvals):
+            done, what = ("Allowed" if action.approve else "Blocked"), "text"
         waiting = (
             f", waiting for {wait_kind(state.waiting_for).waits_for}" if state.waiting_for else ""
         )
         body = (
-            f"<p>{done} call <code>{_e(action.call_id)}</code> as"
+            f"<p>{done} {what} <code>{_e(action.call_id)}</code> as"
             f" <strong>{_e(action.user)}</strong>. The run is {_e(state.phase)}{_e(waiting)}:"
             f' <a href="/#/runs/{_e(action.run_id)}">open it</a>.</p>'
         )
