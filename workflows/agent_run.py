@@ -63,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
         hand_over,
         output,
         pages,
+        search_index,
         stages,
         tool_calls,
         traces,
@@ -107,6 +108,7 @@ class AgentRunWorkflow:
                 self._phases.fail(refused)
         while not m.phase.ended:
             if m.phase is Phase.WAITING_USER:
+                await search_index.index_new(m)  # the answer it waits on, before the wait
                 await workflow.wait_condition(
                     lambda: waits.goes_on(m) or m.requests.stop or self._hand_over_due()
                 )
@@ -118,6 +120,7 @@ class AgentRunWorkflow:
                     continue
                 self._phases.enter(Phase.RUNNING)
             await self._step()
+        await search_index.index_new(m)
         # A `send` caller is owed its answer before the run closes; an observer's poll
         # is answered now and a new one waits for the run to close.
         self._stream.detach_pollers()

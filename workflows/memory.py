@@ -91,12 +91,12 @@ _WRITTEN_FLAT = (
     "output", "error", "warning", "pause_requested", "paused_by", "stop_reason", "stopped_by",
     "stop_requested", "stops", "guards", "approvals", "events", "budget", "model_failure",
     "retry_requested", "model", "forked_from", "agents", "reply_policy", "remembered", "audit",
-    "wait", "started", "guardrails",
+    "wait", "started", "guardrails", "search_index", "indexed",
 )  # fmt: skip
 """The memory's fields as the build before the groups wrote them, in its order: the shape
 every hand-over is written in, for a worker of that build to read (see `_flat`); and
-`wait`, `started` and `guardrails` (the catalogue's), added since, which that build leaves
-aside as it does any field it does not know."""
+`wait`, `started`, `guardrails` (the catalogue's), `search_index` and `indexed`, added
+since, which that build leaves aside as it does any field it does not know."""
 _WRITTEN_AT = {"inbox": ("inbox", "queued")} | {
     name: _GROUP_OF[name] for name in _WRITTEN_FLAT if name in _GROUP_OF
 }

@@ -241,6 +241,9 @@ class Conversation(BaseModel):
     usage: Usage = Usage()
     last_assistant_text: str | None = None
     output: str | None = None
+    indexed: int = Field(default=0, exclude_if=lambda v: not v)
+    """How many of the first messages the run has handed to the search index
+    (`workflows.search_index`); 0 on a worker without one."""
 
     @property
     def paged(self) -> int:
@@ -282,6 +285,9 @@ class RunCatalogue(BaseModel):
     guardrails: list[Guardrail] = Field(default=[], exclude_if=when_empty)
     """The worker's guardrails (`Catalogue.guardrails`), learnt with the tools: the run
     applies them before its own (`workflows.guardrails`)."""
+    search_index: bool = Field(default=False, exclude_if=lambda v: not v)
+    """Whether the worker has a search index (`Catalogue.search_index`), learnt with the
+    tools: the run indexes its messages (`workflows.search_index`)."""
 
     def queue_of(self, profile: str | None) -> str | None:
         """The task queue of the model calls of `profile` (`Requests.model`, which

@@ -21,11 +21,13 @@ from workflows import (
     pages,
     previews,
     result_limit,
+    search_index,
     tool_calls,
 )
 from workflows.stage import AskModel, ModelOutcome, RunScope, RunTool, Stage, ToolStep
 
 STAGES: tuple[Stage, ...] = (
+    search_index.INDEXING,
     budgets.HOLD,
     tool_calls.REPEAT,
     pages.PAGING,

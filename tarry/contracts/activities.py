@@ -112,6 +112,9 @@ class Catalogue(BaseModel):
     guardrails: list[Guardrail] = Field(default=[], exclude_if=when_empty)
     """The worker's `[[guardrail]]` entries: the run applies them before its own, and
     keeps them, so a later change of the config never changes a recorded run."""
+    search_index: bool = Field(default=False, exclude_if=lambda v: not v)
+    """Whether the worker indexes messages for search (`TARRY_SEARCH_INDEX`): the run
+    then hands it each message it writes (`workflows.search_index`)."""
 
     @model_validator(mode="before")
     @classmethod
