@@ -3,35 +3,19 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from temporalio import activity
 
 from tarry.contracts.search import INDEX_ACTIVITY, IndexRequest
-from tarry.search import SearchStore, open_store
+from tarry.search import StoreOpener
 
 
 class Indexer:
-    """Hosts the index activity over the store at `location`, opened at its first use
-    (a worker that never indexes never opens it) and closed with the worker."""
+    """Hosts the index activity over the worker's store (`TARRY_SEARCH_INDEX`)."""
 
     def __init__(self, location: str) -> None:
-        self._location = location
-        self._store: SearchStore | None = None
-        self._opening = asyncio.Lock()
-
-    async def store(self) -> SearchStore:
-        async with self._opening:
-            if self._store is None:
-                self._store = await open_store(self._location)
-            return self._store
+        self.stores = StoreOpener(location)
 
     @activity.defn(name=INDEX_ACTIVITY)
     async def index_messages(self, request: IndexRequest) -> int:
         """Indexes the messages not indexed yet; answers how many were new."""
-        return await (await self.store()).index(request)
-
-    async def aclose(self) -> None:
-        if self._store is not None:
-            await self._store.close()
-            self._store = None
+        return await (await self.stores.store()).index(request)

@@ -3,19 +3,27 @@ search index (`workflows.search_index`); a worker without one indexes nothing.""
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import Client
 
 from tarry.contracts import Phase
 from tarry.contracts.search import INDEX_ACTIVITY
 from tarry.search import SearchQuery, open_store
-from tarry.testing.scripted_model import call, say
+from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT
+from tests.faults import CrashRig, wait_until
 
 WAITING = {Phase.WAITING_USER}
+PENDING_ACTIVITY_STATE_STARTED = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
 
 AgentFactory = Callable[..., Awaitable[Agent]]
 
@@ -114,3 +122,56 @@ async def test_a_run_hands_the_index_its_messages_once_per_turn_and_wait(
     # The prompt beside the first call, the call and its result beside the second, the
     # answer before the wait.
     assert activities[INDEX_ACTIVITY] == 3
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[ScriptedModel]:
+    async with ScriptedModel() as scripted:
+        yield scripted
+
+
+@pytest.fixture
+async def rig(temporal: Client, model: ScriptedModel, tmp_path: Path) -> AsyncIterator[CrashRig]:
+    """Worker processes that index into `tmp_path/search.db`."""
+    crash_rig = CrashRig(
+        temporal,
+        model.base_url,
+        tmp_path / "workspaces",
+        tmp_path / "logs",
+        env={"TARRY_SEARCH_INDEX": str(tmp_path / "search.db")},
+    )
+    yield crash_rig
+    await crash_rig.close()
+
+
+async def indexing(client: Client, run_id: str) -> bool:
+    """Whether a worker has started the run's index activity and not finished it."""
+    pending = (await client.get_workflow_handle(run_id).describe()).raw_description
+    return any(
+        a.activity_type.name == INDEX_ACTIVITY and a.state == PENDING_ACTIVITY_STATE_STARTED
+        for a in pending.pending_activities
+    )
+
+
+async def test_a_worker_killed_while_indexing_loses_no_message_and_doubles_none(
+    rig: CrashRig, model: ScriptedModel, tmp_path: Path
+) -> None:
+    model.add(say("the answer"))
+    first = await rig.worker()
+    # A writer holding the index: the worker's index activity waits on it, mid-request.
+    holder = sqlite3.connect(tmp_path / "search.db", isolation_level=None)
+    holder.execute("PRAGMA journal_mode=WAL")
+    holder.execute("BEGIN IMMEDIATE")
+    run = await rig.start("the question")
+    await wait_until(lambda: indexing(rig.client, run.id), what="the run indexing")
+
+    await first.kill()
+    holder.execute("ROLLBACK")
+    holder.close()
+    await rig.worker()
+    async with asyncio.timeout(TIMEOUT):
+        await run.wait_for(WAITING, TIMEOUT)
+        while await indexed(tmp_path / "search.db", run.id) != [0, 1]:
+            await asyncio.sleep(0.1)
+
+    assert await indexed(tmp_path / "search.db", run.id) == [0, 1]

@@ -183,7 +183,7 @@ class TarryPlugin(SimplePlugin):
         stopped."""
         await self._http.aclose()
         if self._indexer is not None:
-            await self._indexer.aclose()
+            await self._indexer.stores.aclose()
         for source in self._sources:
             await source.aclose()
         for interceptor in self._interceptors:

@@ -37,7 +37,8 @@ from tarry.contracts.search import (
 from workflows.memory import RunMemory
 from workflows.stage import AskModel, ModelOutcome, RunScope, Stage
 
-ATTEMPT = timedelta(seconds=30)
+ATTEMPT = timedelta(seconds=10)
+"""Indexing a turn's messages takes milliseconds: past this its worker is taken for dead."""
 GIVE_UP_AFTER = timedelta(minutes=10)
 _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))
 

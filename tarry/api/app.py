@@ -41,6 +41,7 @@ from tarry.api.me import me_router
 from tarry.api.models import Health
 from tarry.api.parts import AppParts, TarryOf
 from tarry.api.schedules import schedules_router
+from tarry.api.search import search_router
 from tarry.api.timeline import timeline_router
 from tarry.api.waits import waits_router
 from tarry.client import Tarry
@@ -59,6 +60,7 @@ HEALTH_TIMEOUT = timedelta(seconds=2)
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     yield
     await app.state.parts.feeds.aclose()
+    await app.state.parts.search.aclose()
 
 
 def create_app(
@@ -123,6 +125,7 @@ def _api() -> APIRouter:
         evals_router(),
         waits_router(),
         me_router(),
+        search_router(),
     ):
         api.include_router(router, dependencies=guarded)
     api.include_router(_docs_router())  # the API's description: no data, the same everywhere

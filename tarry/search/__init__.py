@@ -19,7 +19,9 @@ from tarry.search.store import (
     SearchHit,
     SearchQuery,
     SearchStore,
+    StoreOpener,
     open_store,
+    since_of,
 )
 
 __all__ = [
@@ -30,5 +32,7 @@ __all__ = [
     "SearchHit",
     "SearchQuery",
     "SearchStore",
+    "StoreOpener",
     "open_store",
+    "since_of",
 ]

@@ -58,7 +58,7 @@ class SqliteStore(SearchStore):
             db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("PRAGMA busy_timeout=10000")
+            db.execute("PRAGMA busy_timeout=5000")
             _upgrade(db, path, version)
             return db
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from tarry.contracts import ErrorCode
 from tarry.contracts.search import IndexedMessage, IndexedRun, IndexRequest, SearchHit
+from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
 from tarry.core.ownership import Policy, principals
 
@@ -20,7 +23,9 @@ __all__ = [
     "SearchHit",
     "SearchQuery",
     "SearchStore",
+    "StoreOpener",
     "open_store",
+    "since_of",
     "words_of",
 ]
 
@@ -99,3 +104,59 @@ async def open_store(location: str) -> SearchStore:
     from tarry.search.sqlite import SqliteStore
 
     return await SqliteStore.open(Path(location))
+
+
+class StoreOpener:
+    """One process's store at `location`, opened at its first use (a worker that never
+    indexes, a server never searched, never opens it) and kept until `aclose`."""
+
+    def __init__(self, location: str | None) -> None:
+        self._location = location
+        self._store: SearchStore | None = None
+        self._opening = asyncio.Lock()
+
+    async def store(self) -> SearchStore:
+        """The store; `SEARCH_UNAVAILABLE` when there is none or it cannot be opened."""
+        if self._location is None:
+            raise TarryError(
+                ErrorCode.SEARCH_UNAVAILABLE,
+                "this deployment keeps no search index: set TARRY_SEARCH_INDEX (a SQLite"
+                " file's path) for its workers and its API alike; `tarry dev` sets it",
+            )
+        async with self._opening:
+            if self._store is None:
+                try:
+                    self._store = await open_store(self._location)
+                except Exception as e:
+                    raise TarryError(
+                        ErrorCode.SEARCH_UNAVAILABLE,
+                        f"the search index {self._location} cannot be opened"
+                        f" ({type(e).__name__}: {e})",
+                    ) from None
+            return self._store
+
+    async def aclose(self) -> None:
+        if self._store is not None:
+            await self._store.close()
+            self._store = None
+
+
+_AGO = re.compile(r"(\d+)([mhdw])")
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def since_of(text: str, now: datetime | None = None) -> datetime:
+    """A `--since`: a time ago (`30m`, `12h`, `7d`, `2w`), or an ISO 8601 date or time
+    (UTC unless it says); `INPUT_INVALID` otherwise."""
+    if found := _AGO.fullmatch(text.strip()):
+        ago = timedelta(**{_UNITS[found.group(2)]: int(found.group(1))})
+        return (now or datetime.now(UTC)) - ago
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise TarryError(
+            ErrorCode.INPUT_INVALID,
+            f"--since {text!r}: not a time ago (30m, 12h, 7d, 2w) or an ISO 8601 date or"
+            " time (2026-11-01)",
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
