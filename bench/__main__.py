@@ -4,8 +4,8 @@ the targets they show.
 scripts/bench                 everything, at full size (over an hour on 2 cores)
 scripts/bench --quick         small sizes, a few minutes
 scripts/bench --only turns    one benchmark: turns, reply, busy, long, parked, stream, startup,
-                              cache, stream-stall, guardrails; cold: only the parked runs' cold
-                              line
+                              cache, stream-stall, guardrails, search; cold: only the parked
+                              runs' cold line
 
 Tarry's rows use the shipped settings; set `TARRY_WORKFLOW_CACHE` (or any `TARRY_*`
 worker setting) in the environment to measure others.
@@ -28,6 +28,7 @@ from bench import (
     parked_runs,
     prompt_cache,
     reply_latency,
+    search,
     startup,
     stream_history,
     stream_stall,
@@ -40,12 +41,13 @@ from tarry.temporal.entrypoint import run_main
 
 SECTIONS = (
     "turns", "reply", "busy", "long", "parked", "cold", "stream", "startup", "cache",
-    "stream-stall", "guardrails",
+    "stream-stall", "guardrails", "search",
 )  # fmt: skip
 """The five results in their order (`parked` with its cold line, which `cold` runs
 alone), then the stream's history, start-up (`tarry dev`'s, then a command's), the
 input a long run pays for with prompt caching, and how long one streamed answer holds the
-worker's loop, and what guardrails add to a turn."""
+worker's loop, what guardrails add to a turn, and what search indexing adds to one and how
+fast a search answers."""
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -87,6 +89,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.stall_text_bytes = 400_000 if quick else 4_000_000
     args.stall_file_bytes = 300_000 if quick else 3_000_000
     args.guardrail_turns = 5 if quick else 30
+    args.search_turns = 5 if quick else 30
+    args.search_messages = 2_000 if quick else 100_000
     args.parked = args.parked or (200 if quick else 10_000)
     args.samples = args.samples or (20 if quick else 200)
     args.cold_replies = args.cold_replies or (50 if quick else 1_000)
@@ -144,6 +148,9 @@ async def main(args: argparse.Namespace) -> int:
             await stream_stall.run(args.stall_text_bytes, args.stall_file_bytes, root)
         if "guardrails" in args.only:
             found += targets.guardrails(await guardrails.run(args.guardrail_turns, root))
+        if "search" in args.only:
+            searched = await search.run(args.search_turns, args.search_messages, root)
+            found += targets.search(searched)
     if found:
         console.print(targets.render(found))
     return 0

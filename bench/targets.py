@@ -11,6 +11,7 @@ from rich.table import Table
 
 from bench import cold_replies, long_run, parked_runs, reply_latency, throughput, turn_overhead
 from bench import guardrails as guardrails_bench
+from bench import search as search_bench
 from bench.rig import percentile, table
 
 GB_IN_MIB = 1e9 / 2**20
@@ -179,6 +180,15 @@ def guardrails(result: guardrails_bench.Result) -> list[Target]:
     """Issue 56's: a turn with a `pii` guardrail on input and output costs at most 1.15x
     a turn with none."""
     return [Target("turn with pii guardrails x none", result.ratio, 1.15)]
+
+
+def search(result: search_bench.Result) -> list[Target]:
+    """Issue 59's: indexing costs a turn at most 1.05x, and a lexical search's p99 at
+    100,000 messages stays under 50 ms."""
+    return [
+        Target("turn with a search index x none", result.ratio, 1.05),
+        Target(f"lexical search p99 at {result.messages:,}", result.p99() * 1000, 50, "ms"),
+    ]
 
 
 def render(targets: Sequence[Target]) -> Table:

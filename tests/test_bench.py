@@ -15,6 +15,7 @@ from bench import (
     parked_runs,
     prompt_cache,
     reply_latency,
+    search,
     stream_stall,
     targets,
     throughput,
@@ -156,3 +157,17 @@ async def test_quick_guardrails_times_turns_with_and_without_and_prints_the_rati
     assert "pii on input and output" in captured.get()
     [target] = targets.guardrails(result)
     assert target.measured == result.ratio
+
+
+async def test_quick_search_times_turns_with_and_without_an_index_and_searches(
+    tmp_path: Path,
+) -> None:
+    with console.capture() as captured:
+        result = await search.run(2, 500, tmp_path)
+
+    assert min(result.plain, result.indexed) > 0
+    assert all(len(times) == search.SEARCHES for times in result.lexical.values())
+    assert "turn, every message indexed" in captured.get()
+    ratio, p99 = targets.search(result)
+    assert ratio.measured == result.ratio
+    assert p99.measured == result.p99() * 1000
