@@ -3,13 +3,15 @@ one: SQLite in a temporary file."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tarry.contracts.search import IndexedMessage, IndexedRun, IndexRequest
-from tarry.search import SearchStore, open_store
+from tarry.contracts.search import IndexedMessage, IndexedRun, IndexRequest, SearchHit
+from tarry.search import SearchQuery, SearchStore, open_store
+from tests.deadline import TIMEOUT
 
 OpenStore = Callable[[], Awaitable[SearchStore]]
 
@@ -45,3 +47,16 @@ def request(
         for i, text in enumerate(texts, start)
     ]
     return IndexRequest(run=run, messages=messages)
+
+
+async def until_found(path: Path, text: str, count: int = 1) -> list[SearchHit]:
+    """The hits of `text` in the SQLite index at `path`, once there are `count`: a run
+    indexes beside what it does, so a message is found a moment after the run shows it."""
+    store = await open_store(str(path))
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            while len(hits := await store.search(SearchQuery(text))) < count:
+                await asyncio.sleep(0.05)
+        return hits
+    finally:
+        await store.close()

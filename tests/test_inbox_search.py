@@ -18,6 +18,7 @@ from tests.browser import chromium, needs_chromium
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT
 from tests.http_api import Api
+from tests.search_stores import until_found
 from tests.test_inbox import as_person, first, script, until
 from tests.test_owners import ALICE, BOB, people_api, with_people
 
@@ -47,7 +48,7 @@ async def api(
         yield api
 
 
-async def alices_long_run(api: Api) -> str:
+async def alices_long_run(api: Api, index: Path) -> str:
     """Alice's run of four answers, the second of which says `WORD`."""
     answers = ["First answer.", f"The trip to {WORD} is booked.", "Third.", "Fourth."]
     api.agent.model.add(*map(say, answers))
@@ -57,6 +58,7 @@ async def alices_long_run(api: Api) -> str:
         await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
         await run.reply(reply)
     await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    await until_found(index, "fourth")
     return run_id
 
 
@@ -66,9 +68,9 @@ async def search_for(browser: WebDriver, text: str) -> None:
 
 
 async def test_a_person_finds_a_message_and_jumps_to_it_in_its_run(
-    browser: WebDriver, api: Api
+    browser: WebDriver, api: Api, tmp_path: Path
 ) -> None:
-    run_id = await alices_long_run(api)
+    run_id = await alices_long_run(api, tmp_path / "search.db")
     await as_person(browser, api, ALICE)
 
     await search_for(browser, WORD)
@@ -89,9 +91,9 @@ async def test_a_person_finds_a_message_and_jumps_to_it_in_its_run(
 
 
 async def test_another_user_finds_nothing_of_a_run_they_may_not_read(
-    browser: WebDriver, api: Api
+    browser: WebDriver, api: Api, tmp_path: Path
 ) -> None:
-    await alices_long_run(api)
+    await alices_long_run(api, tmp_path / "search.db")
     await as_person(browser, api, BOB)
 
     await search_for(browser, WORD)

@@ -19,6 +19,7 @@ from tests.cli import agent_env
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.gated_writes import OVERWRITE, gated_write
+from tests.search_stores import until_found
 from tests.test_run_ids import BAD_IDS
 
 TARRY = Path(sys.executable).parent / "tarry"
@@ -200,6 +201,7 @@ async def test_an_mcp_client_finds_a_message_by_its_words(
     agent.model.add(say("The zanzibar trip is booked."))
     run = await agent.start("book it")
     await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    await until_found(tmp_path / "search.db", "zanzibar")
 
     async with mcp_client(agent, payload_store, env={"TARRY_SEARCH_INDEX": index}) as client:
         hits = await use(client, "search_messages", text="zanzibar trip")

@@ -18,6 +18,7 @@ from tests.cli import Cli
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT
 from tests.http_api import Api
+from tests.search_stores import until_found
 from tests.test_http_api_people import as_
 from tests.test_oidc import tarry_mcp_http
 from tests.test_owners import BOB, CAROL, CONFIG, ERIN, people_api, with_people
@@ -51,11 +52,12 @@ async def api(
         yield api
 
 
-async def alices_run(agent: Agent, api: Api) -> str:
-    """Alice's run, shared with carol to read, which has said `WORD`."""
+async def alices_run(agent: Agent, api: Api, index: Path) -> str:
+    """Alice's run, shared with carol to read, which has said `WORD` (and it is indexed)."""
     agent.model.add(say(f"The trip to {WORD.title()} is booked."))
     run_id = await api.start("book the trip", share={"carol": "read"})
     await agent.tarry.get(run_id).wait_for(WAITING, TIMEOUT)
+    await until_found(index, WORD)
     return run_id
 
 
@@ -66,8 +68,10 @@ async def found_by(api: Api, token: str, q: str = WORD) -> list[dict[str, Any]]:
     return hits
 
 
-async def test_the_api_finds_a_message_by_a_word_for_its_owner(indexed: Agent, api: Api) -> None:
-    run_id = await alices_run(indexed, api)
+async def test_the_api_finds_a_message_by_a_word_for_its_owner(
+    indexed: Agent, api: Api, index: Path
+) -> None:
+    run_id = await alices_run(indexed, api, index)
 
     response = await api.http.get("/v1/search", params={"q": WORD})
 
@@ -77,9 +81,9 @@ async def test_the_api_finds_a_message_by_a_word_for_its_owner(indexed: Agent, a
 
 
 async def test_the_api_finds_it_for_a_reader_and_an_admin_but_never_for_another_user(
-    indexed: Agent, api: Api
+    indexed: Agent, api: Api, index: Path
 ) -> None:
-    run_id = await alices_run(indexed, api)
+    run_id = await alices_run(indexed, api, index)
 
     assert [h["run_id"] for h in await found_by(api, CAROL)] == [run_id]
     assert [h["run_id"] for h in await found_by(api, ERIN)] == [run_id]
@@ -107,6 +111,7 @@ async def test_the_command_line_finds_the_message_and_rebuild_finds_the_same(
     await run.wait_for(WAITING, TIMEOUT)
     await run.reply(f"and a hotel in {WORD}")
     await run.wait_for(WAITING, TIMEOUT)
+    await until_found(index, "hotel", 2)
     cli = Cli.of(indexed, TARRY_SEARCH_INDEX=str(index))
 
     live = json.loads(await cli.ok("search", WORD, "--json"))
@@ -124,6 +129,7 @@ async def test_the_command_line_shows_the_hits_as_a_table(indexed: Agent, index:
     indexed.model.add(say(f"The trip to {WORD} is booked."))
     run = await indexed.start("book the trip")
     await run.wait_for(WAITING, TIMEOUT)
+    await until_found(index, WORD)
 
     out = await Cli.of(indexed, TARRY_SEARCH_INDEX=str(index)).ok("search", WORD, "--since", "1h")
 
@@ -159,7 +165,7 @@ async def mcp_http(
 async def test_mcp_finds_the_message_for_a_reader_and_nothing_for_another_user(
     indexed: Agent, api: Api, index: Path, payload_store: Path, tmp_path: Path
 ) -> None:
-    run_id = await alices_run(indexed, api)
+    run_id = await alices_run(indexed, api, index)
 
     async with mcp_http(api, index, payload_store, tmp_path) as url:
         async with mcp_as(url, CAROL) as client:

@@ -3,6 +3,7 @@ against each real store of `tests/search_stores.py`."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -148,3 +149,15 @@ async def test_a_sqlite_store_of_a_newer_schema_is_refused(tmp_path: Path) -> No
 
     with pytest.raises(RuntimeError, match="newer than this Tarry"):
         await open_store(str(path))
+
+
+async def test_two_processes_opening_a_new_sqlite_store_at_once_both_get_it(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "search.db")
+
+    stores = await asyncio.gather(*(open_store(path) for _ in range(4)))
+
+    assert [await s.schema_version() for s in stores] == [SCHEMA_VERSION] * 4
+    for opened in stores:
+        await opened.close()

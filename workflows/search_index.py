@@ -4,9 +4,12 @@
 The run learns that with its tools (`Catalogue.search_index`), so a run on a worker
 without one gives no command it gave before. It keeps how many of its messages it has
 handed to the index (`Conversation.indexed`) and hands on the rest at two moments:
-- while the model answers (`INDEXING`, the first stage, before paging can move them out
-  of memory): what the turn before wrote, and the replies it delivered;
+- as the model is asked (`INDEXING`, the first stage, before paging can move them out
+  of memory): what the turn before wrote (its answer's tool calls and their results),
+  with the replies it delivered;
 - when the run stops to wait for a reply, and when it ends: the answer it stopped on.
+The activity runs beside the run, which never waits for it but before a hand-over and
+at its end (`settled`), so a turn takes no longer for it.
 Every message not yet indexed is in memory then: the model's window, which paging keeps,
 begins at the latest call, and every message since is newer.
 
@@ -78,9 +81,20 @@ def _request(memory: RunMemory) -> IndexRequest | None:
     return IndexRequest(run=run, messages=messages)
 
 
-async def index_new(memory: RunMemory) -> None:
-    """Hands the index the messages written since it was last handed some."""
-    await _send(_request(memory))
+def index_soon(memory: RunMemory, pending: list[asyncio.Task[None]]) -> None:
+    """Hands the index the messages written since it was last handed some, beside what
+    the run does next: nothing the run does waits for the index, but a hand-over and the
+    run's end (`settled`). `pending`: the run's requests in flight."""
+    pending[:] = [task for task in pending if not task.done()]
+    if (request := _request(memory)) is not None:
+        pending.append(asyncio.create_task(_send(request)))
+
+
+async def settled(pending: list[asyncio.Task[None]]) -> None:
+    """Once every request in flight is answered: before a hand-over, which would leave
+    them behind, and before the run ends."""
+    await asyncio.gather(*pending)
+    pending.clear()
 
 
 async def _send(request: IndexRequest | None) -> None:
@@ -105,11 +119,13 @@ class Indexing(Stage):
     """Indexes what the turn before wrote while the model answers."""
 
     async def around_model(self, run: RunScope, ask: AskModel) -> ModelOutcome:
-        # Taken before the call: paging, inside it, may move older messages out.
-        if (request := _request(run.memory)) is None:
-            return await ask()
-        answer, _ = await asyncio.gather(ask(), _send(request))
-        return answer
+        # Taken before the call: paging, inside it, may move older messages out. Replies
+        # alone wait for the answer's request (the model's window keeps them): a chat's
+        # turn makes one request, not two.
+        c = run.memory.conversation
+        if any(m.role != "user" for m in c.messages_from(max(c.indexed, c.paged))):
+            index_soon(run.memory, run.phases.indexing)
+        return await ask()
 
 
 INDEXING = Indexing()

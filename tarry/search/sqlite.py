@@ -56,9 +56,9 @@ class SqliteStore(SearchStore):
         def connect() -> sqlite3.Connection:
             path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            db.execute("PRAGMA busy_timeout=5000")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("PRAGMA busy_timeout=5000")
             _upgrade(db, path, version)
             return db
 
@@ -102,8 +102,7 @@ class SqliteStore(SearchStore):
         if not words:
             return []
         sql = [
-            "SELECT m.run_id, m.idx, m.role, m.at, r.agent, -bm25(messages_fts),",
-            " snippet(messages_fts, 0, '[', ']', '…', 16)",
+            "SELECT m.run_id, m.idx, m.role, m.at, r.agent, -messages_fts.rank, m.id",
             " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid",
             " JOIN runs r ON r.run_id = m.run_id WHERE messages_fts MATCH ?",
         ]
@@ -121,10 +120,21 @@ class SqliteStore(SearchStore):
                 f" n.run_id = m.run_id AND n.name IN ({', '.join('?' * len(names)) or 'NULL'})))"
             )
             args += [readable.user, *names]
-        sql.append(" ORDER BY bm25(messages_fts) LIMIT ?")
+        sql.append(" ORDER BY messages_fts.rank LIMIT ?")
         args.append(query.limit)
 
         def read(db: sqlite3.Connection) -> list[SearchHit]:
+            rows = db.execute("".join(sql), args).fetchall()
+            # The snippets of the best rows only: made in the query above, one would be
+            # made for every row that matched, before the sort: most of a common word's time.
+            ids = [row[-1] for row in rows]
+            snippets = dict(
+                db.execute(
+                    "SELECT rowid, snippet(messages_fts, 0, '[', ']', '…', 16) FROM messages_fts"
+                    f" WHERE messages_fts MATCH ? AND rowid IN ({', '.join('?' * len(ids))})",
+                    [args[0], *ids],
+                )
+            )
             return [
                 SearchHit(
                     run_id=run_id,
@@ -133,9 +143,9 @@ class SqliteStore(SearchStore):
                     at=datetime.fromtimestamp(at, UTC),
                     agent=agent,
                     score=score,
-                    snippet=snippet,
+                    snippet=snippets[rowid],
                 )
-                for run_id, index, role, at, agent, score, snippet in db.execute("".join(sql), args)
+                for run_id, index, role, at, agent, score, rowid in rows
             ]
 
         return await self._run(read)
@@ -188,6 +198,8 @@ def _upgrade(db: sqlite3.Connection, path: Path, version: int) -> None:
         )
     for step in range(found + 1, version + 1):
         with _transaction(db):
+            if _version(db) >= step:  # another process opening it took this step first
+                continue
             for statement in _UPGRADES[step]:
                 db.execute(statement)
             db.execute(f"PRAGMA user_version = {step}")
