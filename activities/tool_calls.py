@@ -206,6 +206,8 @@ class ToolHost:
         self.payload_limit: int | None = None
         """The largest payload the worker's data converter puts in history, which a run
         learns with its tools: set once the worker's client is known (`TarryPlugin`)."""
+        self.search_index = False
+        """Whether the worker indexes runs' messages, which a run learns with its tools."""
         for t in tools:
             self.register(t)
 
@@ -300,6 +302,7 @@ class ToolHost:
             payload_limit=self.payload_limit,
             guardrails=self._guardrails,
             context_budgets=self._context_budgets,
+            search_index=self.search_index,
         )
 
     @activity.defn(name=CATALOGUE_CHECK_ACTIVITY)

@@ -4,8 +4,8 @@ the targets they show.
 scripts/bench                 everything, at full size (over an hour on 2 cores)
 scripts/bench --quick         small sizes, a few minutes
 scripts/bench --only turns    one benchmark: turns, reply, busy, long, parked, stream, startup,
-                              cache, stream-stall, guardrails, caps; cold: only the parked
-                              runs' cold line
+                              cache, stream-stall, guardrails, caps, search; cold: only the
+                              parked runs' cold line
 
 Tarry's rows use the shipped settings; set `TARRY_WORKFLOW_CACHE` (or any `TARRY_*`
 worker setting) in the environment to measure others.
@@ -28,6 +28,7 @@ from bench import (
     parked_runs,
     prompt_cache,
     reply_latency,
+    search,
     spend_caps,
     startup,
     stream_history,
@@ -41,12 +42,13 @@ from tarry.temporal.entrypoint import run_main
 
 SECTIONS = (
     "turns", "reply", "busy", "long", "parked", "cold", "stream", "startup", "cache",
-    "stream-stall", "guardrails", "caps",
+    "stream-stall", "guardrails", "caps", "search",
 )  # fmt: skip
 """The five results in their order (`parked` with its cold line, which `cold` runs
 alone), then the stream's history, start-up (`tarry dev`'s, then a command's), the
 input a long run pays for with prompt caching, and how long one streamed answer holds the
-worker's loop, what guardrails add to a turn, and what a daily cap does (its ledger)."""
+worker's loop, what guardrails add to a turn, what a daily cap does (its ledger), and what
+search indexing adds to a turn and how fast a search answers."""
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -89,6 +91,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.stall_file_bytes = 300_000 if quick else 3_000_000
     args.guardrail_turns = 5 if quick else 30
     args.caps_turns = 5 if quick else 30
+    args.search_turns = 5 if quick else 30
+    args.search_messages = 2_000 if quick else 100_000
     args.parked = args.parked or (200 if quick else 10_000)
     args.samples = args.samples or (20 if quick else 200)
     args.cold_replies = args.cold_replies or (50 if quick else 1_000)
@@ -148,6 +152,9 @@ async def main(args: argparse.Namespace) -> int:
             found += targets.guardrails(await guardrails.run(args.guardrail_turns, root))
         if "caps" in args.only:
             found += targets.spend_caps(await spend_caps.run(args.caps_turns, root))
+        if "search" in args.only:
+            searched = await search.run(args.search_turns, args.search_messages, root)
+            found += targets.search(searched)
     if found:
         console.print(targets.render(found))
     return 0

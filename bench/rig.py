@@ -76,17 +76,19 @@ def tarry_plugin(
     workflow_cache: int | None = None,
     stream: bool = True,
     provider: Provider = "openai",
+    search_index: str | None = None,
 ) -> TarryPlugin:
     """Tarry's worker parts with one `default` profile at `base_url` (asking for streamed
     answers unless `stream` is false, in `provider`'s dialect), conversations kept in the
     server's payload store, and `workflow_cache` runs kept in memory (None:
-    `shipped_cache()`)."""
+    `shipped_cache()`), indexing messages into `search_index` (None: no index)."""
     cache = shipped_cache() if workflow_cache is None else workflow_cache
     settings = TarrySettings(
         temporal_address=server.process.address,
         tarry_workspace_root=workspace_root,
         tarry_storage_dir=server.storage,
         tarry_workflow_cache=cache,
+        tarry_search_index=search_index,
     )
     profile = ModelProfile(provider=provider, base_url=base_url, model="scripted", stream=stream)
     return TarryPlugin(settings, profiles={"default": profile})
@@ -139,10 +141,14 @@ async def tarry_worker(
     workflow_cache: int | None = None,
     stream: bool = True,
     provider: Provider = "openai",
+    search_index: str | None = None,
 ) -> AsyncIterator[InProcessTarry]:
     """Tarry's own worker (`TarryPlugin`) in this process, on a task queue of its own,
-    keeping `workflow_cache` runs in memory between their tasks (None: `shipped_cache()`)."""
-    plugin = tarry_plugin(server, base_url, workspace_root, workflow_cache, stream, provider)
+    keeping `workflow_cache` runs in memory between their tasks (None: `shipped_cache()`),
+    indexing into `search_index` (None: no index)."""
+    plugin = tarry_plugin(
+        server, base_url, workspace_root, workflow_cache, stream, provider, search_index
+    )
     queue = f"bench-{uuid.uuid4().hex[:8]}"
     try:
         async with Worker(server.client, task_queue=queue, plugins=[plugin]):

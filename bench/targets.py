@@ -11,6 +11,7 @@ from rich.table import Table
 
 from bench import cold_replies, long_run, parked_runs, reply_latency, throughput, turn_overhead
 from bench import guardrails as guardrails_bench
+from bench import search as search_bench
 from bench import spend_caps as spend_caps_bench
 from bench.rig import percentile, table
 
@@ -186,6 +187,15 @@ def spend_caps(result: spend_caps_bench.Result) -> list[Target]:
     """Issue 58's: a turn of an owner with a daily cap costs at most 1.10x a turn
     without one."""
     return [Target("turn with a daily cap x none", result.ratio, 1.10)]
+
+
+def search(result: search_bench.Result) -> list[Target]:
+    """Issue 59's: indexing costs a turn at most 1.05x, and a lexical search's p99 at
+    100,000 messages stays under 50 ms."""
+    return [
+        Target("turn with a search index x none", result.ratio, 1.05),
+        Target(f"lexical search p99 at {result.messages:,}", result.p99() * 1000, 50, "ms"),
+    ]
 
 
 def render(targets: Sequence[Target]) -> Table:

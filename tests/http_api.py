@@ -120,8 +120,10 @@ async def serving(
 @asynccontextmanager
 async def served(agent: Agent, access: Access) -> AsyncIterator[Api]:
     """The API over `agent`'s client, with `access`, on a free loopback port."""
-    # On the machine of the worker's workspaces, as under `tarry dev`.
-    settings = access.settings.model_copy(update={"tarry_workspace_root": agent.workspace_root})
+    # On the machine of the worker's workspaces, with a search index, as under `tarry dev`.
+    index = str(agent.workspace_root.parent / "search.db")
+    update = {"tarry_workspace_root": agent.workspace_root, "tarry_search_index": index}
+    settings = access.settings.model_copy(update=update)
     async with (
         ApiServer(create_app(agent.tarry, settings), "127.0.0.1", 0) as server,
         api_client(server.url, access.token) as http,

@@ -15,6 +15,7 @@ from bench import (
     parked_runs,
     prompt_cache,
     reply_latency,
+    search,
     spend_caps,
     stream_stall,
     targets,
@@ -166,3 +167,17 @@ async def test_quick_spend_caps_prints_the_capped_turn_against_the_free_one(tmp_
     assert result.capped > 0
     assert "a daily cap" in captured.get()
     assert targets.spend_caps(result)[0].measured == result.ratio
+
+
+async def test_quick_search_times_turns_with_and_without_an_index_and_searches(
+    tmp_path: Path,
+) -> None:
+    with console.capture() as captured:
+        result = await search.run(2, 500, tmp_path)
+
+    assert min(result.plain, result.indexed) > 0
+    assert all(len(times) == search.SEARCHES for times in result.lexical.values())
+    assert "turn, every message indexed" in captured.get()
+    ratio, p99 = targets.search(result)
+    assert ratio.measured == result.ratio
+    assert p99.measured == result.p99() * 1000

@@ -664,6 +664,8 @@ async def test_help_groups_the_commands_in_a_panel_per_command_group(cli: Cli) -
             "stop",
             "fork",
             "resume",
+            "search",
+            "index",
         ],
         "Watching runs": ["status", "show", "watch", "list", "audit"],
         "Approvals and budget": ["approve", "budget", "limits"],

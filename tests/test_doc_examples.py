@@ -44,9 +44,11 @@ async def stack(
 ) -> AsyncIterator[Stack]:
     model = ScriptedModel(when_exhausted="echo")
     await model.start()
+    index = str(tmp_path_factory.mktemp("search") / "search.db")
     settings = TarrySettings.model_construct(
         tarry_workspace_root=tmp_path_factory.mktemp("workspaces"),
         tarry_storage_dir=payload_store,
+        tarry_search_index=index,
     )
     profile = ModelProfile(base_url=model.base_url, model="scripted", api_key=SecretStr(CANARY_KEY))
     plugin = TarryPlugin(
@@ -55,6 +57,7 @@ async def stack(
     address = temporal.service_client.config.target_host
     env = cli_env(address, TASK_QUEUE) | {
         "TARRY_STORAGE_DIR": str(payload_store),
+        "TARRY_SEARCH_INDEX": index,
         # The `tarry` and `temporal` commands of this environment come first.
         "PATH": f"{Path(sys.executable).parent}:{cli_env(address, TASK_QUEUE)['PATH']}",
     }

@@ -4,6 +4,7 @@
     <- tarry.core        the pure core: text, identities, ownership, errors, tool declarations
     <- tarry.config      the settings and the config file's tables
     <- tarry.temporal    the connection to Temporal, the payload codec and store
+    <- tarry.search      the search index of the runs' messages, and its stores
     <- tarry.client      the client: `Tarry`, a run's handle, schedules, datasets, evals
     <- tarry             the face (`tarry.*`, each name loaded on first use)
     <- tarry.api
@@ -49,9 +50,10 @@ CONTRACTS_AND_CORE = {"tarry.contracts", "tarry.core"}
 """What a workflow may import of `tarry`: pure, loading no client."""
 CONFIG = CONTRACTS_AND_CORE | {"tarry.config"}
 TEMPORAL = CONFIG | {"tarry.temporal"}
+SEARCH = CONFIG | {"tarry.search"}
 CLIENT = TEMPORAL | {"tarry.client", "tarry._lazy"}
 """The client, and the machinery of its face."""
-GROUND = CLIENT | {"tarry"}
+GROUND = CLIENT | SEARCH | {"tarry"}
 """The ground floor: every floor of `tarry` but its API, testing and command line."""
 MAY_IMPORT: dict[str, set[str]] = {
     "tarry._lazy": {"tarry._lazy"},
@@ -59,6 +61,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "tarry.core": CONTRACTS_AND_CORE,
     "tarry.config": CONFIG,
     "tarry.temporal": TEMPORAL,
+    "tarry.search": SEARCH,
     "tarry.client": CLIENT,
     "tarry": GROUND,  # the face: `__init__.py` names what the floors under it hold
     "tarry.testing": GROUND | {"workflows", "activities", "workers", "tarry.testing"},
@@ -94,6 +97,7 @@ SUB_PACKAGES = (
     "tarry.core",
     "tarry.config",
     "tarry.temporal",
+    "tarry.search",
     "tarry.client",
     "tarry.testing",
     "tarry.api",

@@ -19,6 +19,7 @@ from tests.cli import agent_env
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.gated_writes import OVERWRITE, gated_write
+from tests.search_stores import until_found
 from tests.test_run_ids import BAD_IDS
 
 TARRY = Path(sys.executable).parent / "tarry"
@@ -186,9 +187,27 @@ async def test_a_read_only_server_offers_only_the_tools_that_change_nothing(
         "list_schedules",
         "run_state",
         "run_transcript",
+        "search_messages",
         "waiting_runs",
     ]
     assert all(t.annotations and t.annotations.read_only_hint for t in tools)
+
+
+async def test_an_mcp_client_finds_a_message_by_its_words(
+    agent_factory: Any, payload_store: Path, tmp_path: Path
+) -> None:
+    index = str(tmp_path / "search.db")
+    agent = await agent_factory(worker_settings={"tarry_search_index": index})
+    agent.model.add(say("The zanzibar trip is booked."))
+    run = await agent.start("book it")
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    await until_found(tmp_path / "search.db", "zanzibar")
+
+    async with mcp_client(agent, payload_store, env={"TARRY_SEARCH_INDEX": index}) as client:
+        hits = await use(client, "search_messages", text="zanzibar trip")
+
+    assert [(h["run_id"], h["index"], h["role"]) for h in hits] == [(run.id, 1, "assistant")]
+    assert "[zanzibar] [trip]" in hits[0]["snippet"]
 
 
 async def test_the_server_reports_tarry_and_its_version(tarry_mcp: Client) -> None:

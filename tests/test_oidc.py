@@ -548,13 +548,15 @@ async def test_a_sign_in_configuration_mistake_is_one_line_and_exit_2(
 
 @asynccontextmanager
 async def tarry_mcp_http(
-    agent: Agent, payload_store: Path, tmp_path: Path, config: str
+    agent: Agent, payload_store: Path, tmp_path: Path, config: str, **more_env: str
 ) -> AsyncIterator[str]:
-    """`tarry mcp --http PORT` with the config file `config`, serving; its endpoint."""
+    """`tarry mcp --http PORT` with the config file `config` and `more_env`, serving; its
+    endpoint."""
     (tmp_path / "tarry.toml").write_text(config)
     env = agent_env(agent) | {
         "TARRY_STORAGE_DIR": str(payload_store),
         "TARRY_CONFIG": str(tmp_path / "tarry.toml"),
+        **more_env,
     }
     port = free_port()
     process = await asyncio.create_subprocess_exec(

@@ -136,6 +136,8 @@ def asked_queued_and_failed() -> dict[str, Any]:
                         index=3, message=ChatMessage(role="user", content="the brief")
                     ).model_dump(mode="json")
                 ],
+                "search_index": True,
+                "indexed": 3,
             }
         )
     )
@@ -244,8 +246,9 @@ def test_the_previous_builds_worker_reads_a_hand_over_written_by_this_one() -> N
     # span starts anew; the root span starts at the next hand-over to this build), the
     # worker's guardrails (it has none to apply), the run's account with its spend ledger
     # (it keeps none), and its profiles' context budgets and the run's pins (it sends its
-    # model none).
+    # model none), and whether it indexes its messages for search and how far (it does not).
     unknown = {"wait", "started", "guardrails", "spend", "context_budgets", "pins"}
+    unknown |= {"search_index", "indexed"}
     assert read.memory.model_dump(mode="json") == {
         k: v for k, v in flat.items() if k not in unknown
     }

@@ -44,6 +44,7 @@ from activities.model_calls import ModelClient
 from activities.notifications import Notifier
 from activities.pages import PageWriter
 from activities.response_cache import ResponseCache
+from activities.search_index import Indexer
 from activities.tool_calls import BUILTIN_TOOLS, Tool, ToolHost, ToolSource
 from tarry.config.settings import McpServer, ModelProfile, TarrySettings
 from tarry.contracts import AgentSpec
@@ -114,6 +115,12 @@ class TarryPlugin(SimplePlugin):
             self.settings.guardrails(),
             {name: p.context_budget for name, p in self._profiles.items()},
         )
+        self._indexer = (
+            None
+            if self.settings.tarry_search_index is None
+            else Indexer(self.settings.tarry_search_index)
+        )
+        self.tools.search_index = self._indexer is not None
         self._interceptors = tracing_interceptors(self.settings)
         super().__init__(
             "tarry.TarryPlugin",
@@ -158,6 +165,7 @@ class TarryPlugin(SimplePlugin):
             spend.reserve_spend,
             spend.settle_spend,
             *self.tools.activities(),
+            *([self._indexer.index_messages] if self._indexer else []),
         ]
         config["interceptors"] = [*config.get("interceptors", ()), *self._interceptors]
         s = self.settings
@@ -186,6 +194,8 @@ class TarryPlugin(SimplePlugin):
         stdio servers), and sends the spans not sent yet; call once the workers have
         stopped."""
         await self._http.aclose()
+        if self._indexer is not None:
+            await self._indexer.stores.aclose()
         for source in self._sources:
             await source.aclose()
         for interceptor in self._interceptors:

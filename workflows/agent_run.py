@@ -66,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
         output,
         pages,
         pins,
+        search_index,
         stages,
         tool_calls,
         traces,
@@ -110,6 +111,7 @@ class AgentRunWorkflow:
                 self._phases.fail(refused)
         while not m.phase.ended:
             if m.phase is Phase.WAITING_USER:
+                search_index.index_soon(m, self._phases.indexing)  # the answer it waits on
                 await workflow.wait_condition(
                     lambda: waits.goes_on(m) or m.requests.stop or self._hand_over_due()
                 )
@@ -121,6 +123,8 @@ class AgentRunWorkflow:
                     continue
                 self._phases.enter(Phase.RUNNING)
             await self._step()
+        search_index.index_soon(m, self._phases.indexing)
+        await search_index.settled(self._phases.indexing)
         # A `send` caller is owed its answer before the run closes; an observer's poll
         # is answered now and a new one waits for the run to close.
         self._stream.detach_pollers()
@@ -468,6 +472,7 @@ class AgentRunWorkflow:
         caller come while pages were written, or a memory too large to hand over, which
         waits for a person and is not tried again before the next turn."""
         m = self._m
+        await search_index.settled(self._phases.indexing)  # a hand-over leaves tasks behind
         refused = await hand_over.continue_as_new(m, self._input, self._stream, self._hand_over_due)
         if refused is not None:
             self._refused_hand_over = m.conversation.turn

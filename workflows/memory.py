@@ -94,12 +94,14 @@ _WRITTEN_FLAT = (
     "output", "error", "warning", "pause_requested", "paused_by", "stop_reason", "stopped_by",
     "stop_requested", "stops", "guards", "approvals", "events", "budget", "model_failure",
     "retry_requested", "model", "forked_from", "agents", "reply_policy", "remembered", "audit",
-    "wait", "started", "guardrails", "spend", "context_budgets", "pins",
+    "wait", "started", "guardrails", "spend", "context_budgets", "pins", "search_index",
+    "indexed",
 )  # fmt: skip
 """The memory's fields as the build before the groups wrote them, in its order: the shape
 every hand-over is written in, for a worker of that build to read (see `_flat`); and
-`wait`, `started`, `spend`, `pins` and the catalogue's `guardrails` and `context_budgets`,
-added since, which that build leaves aside as it does any field it does not know."""
+`wait`, `started`, `spend`, `pins`, `indexed` and the catalogue's `guardrails`,
+`context_budgets` and `search_index`, added since, which that build leaves aside as it
+does any field it does not know."""
 _WRITTEN_AT = {"inbox": ("inbox", "queued")} | {
     name: _GROUP_OF[name] for name in _WRITTEN_FLAT if name in _GROUP_OF
 }

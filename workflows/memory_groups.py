@@ -267,6 +267,9 @@ class Conversation(BaseModel):
     usage: Usage = Usage()
     last_assistant_text: str | None = None
     output: str | None = None
+    indexed: int = Field(default=0, exclude_if=lambda v: not v)
+    """How many of the first messages the run has handed to the search index
+    (`workflows.search_index`); 0 on a worker without one."""
 
     @property
     def paged(self) -> int:
@@ -311,6 +314,9 @@ class RunCatalogue(BaseModel):
     context_budgets: dict[str, int] = Field(default={}, exclude_if=when_empty)
     """Each profile's context budget (`Catalogue.context_budgets`), learnt with the tools:
     the run's pins stay within its profile's (`workflows.pins`)."""
+    search_index: bool = Field(default=False, exclude_if=lambda v: not v)
+    """Whether the worker has a search index (`Catalogue.search_index`), learnt with the
+    tools: the run indexes its messages (`workflows.search_index`)."""
 
     def queue_of(self, profile: str | None) -> str | None:
         """The task queue of the model calls of `profile` (`Requests.model`, which

@@ -34,6 +34,8 @@ class Phases:
         self.outbox = notifications.Outbox()
         self.reports: list[asyncio.Task[None]] = []
         """A sub-agent's reports to its parent in flight (`agents.report`)."""
+        self.indexing: list[asyncio.Task[None]] = []
+        """Messages on their way to the search index (`search_index.index_soon`)."""
         self.callers = 0
         """Callers owed the next stop point (`owed`)."""
 

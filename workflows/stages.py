@@ -21,12 +21,14 @@ from workflows import (
     pages,
     previews,
     result_limit,
+    search_index,
     spend,
     tool_calls,
 )
 from workflows.stage import AskModel, ModelOutcome, RunScope, RunTool, Stage, ToolStep
 
 STAGES: tuple[Stage, ...] = (
+    search_index.INDEXING,
     budgets.HOLD,
     spend.SPEND,
     tool_calls.REPEAT,

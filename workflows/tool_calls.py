@@ -32,7 +32,7 @@ from tarry.contracts import (
     ToolInvocation,
     ToolResult,
 )
-from workflows import agents, approval_rules, notifications
+from workflows import agents, approval_rules, notifications, search_index
 from workflows.details import tool_summary
 from workflows.memory import RunMemory, WorkflowInput, call_fingerprint
 from workflows.model_calls import error_of
@@ -69,6 +69,7 @@ async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
     memory.catalogue.context_budgets = catalogue.context_budgets
     memory.agents.specs = catalogue.agents
     notifications.learn(memory, catalogue)
+    search_index.learn(memory, catalogue)
     # A conversation stored before the catalogue lacks the tools: the next call starts
     # a new one, sending the conversation and the tools whole once.
     memory.conversation.context = None

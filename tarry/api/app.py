@@ -42,6 +42,7 @@ from tarry.api.me import me_router
 from tarry.api.models import Health
 from tarry.api.parts import AppParts, TarryOf
 from tarry.api.schedules import schedules_router
+from tarry.api.search import search_router
 from tarry.api.timeline import timeline_router
 from tarry.api.waits import waits_router
 from tarry.client import Tarry
@@ -60,6 +61,7 @@ HEALTH_TIMEOUT = timedelta(seconds=2)
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     yield
     await app.state.parts.feeds.aclose()
+    await app.state.parts.search.aclose()
 
 
 def create_app(
@@ -125,6 +127,7 @@ def _api() -> APIRouter:
         waits_router(),
         me_router(),
         limits_router(),
+        search_router(),
     ):
         api.include_router(router, dependencies=guarded)
     api.include_router(_docs_router())  # the API's description: no data, the same everywhere

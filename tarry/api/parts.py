@@ -22,6 +22,7 @@ from tarry.api.signin import SignIn
 from tarry.client import Tarry
 from tarry.config.settings import TarrySettings
 from tarry.core.ownership import Policy
+from tarry.search import StoreOpener
 
 __all__ = ["AppParts", "FeedsOf", "PartsOf", "PolicyOf", "SettingsOf", "TarryOf", "parts_of"]
 
@@ -39,13 +40,17 @@ class AppParts:
     """Who may use which runs (`tarry.core.ownership`)."""
     quotas: UserQuotas
     """Each user's starts and open streams against `[api.limits]`."""
+    search: StoreOpener
+    """The search index (`TARRY_SEARCH_INDEX`), opened at the first search."""
     keyed_starts: KeyedStarts = field(default_factory=KeyedStarts)
     """The run each Idempotency-Key started."""
 
     @classmethod
     def of(cls, tarry: Tarry, settings: TarrySettings) -> AppParts:
         quotas = UserQuotas(settings.api_table().limits)
-        return cls(tarry, Feeds(tarry), settings, SignIn.of(settings), settings.policy(), quotas)
+        search = StoreOpener(settings.tarry_search_index)
+        policy = settings.policy()
+        return cls(tarry, Feeds(tarry), settings, SignIn.of(settings), policy, quotas, search)
 
     def install(self, app: FastAPI) -> None:
         """Puts these parts where `parts_of` finds them for `app`'s requests."""

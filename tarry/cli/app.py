@@ -23,6 +23,7 @@ from tarry.cli import (
     model,
     runs,
     schedule,
+    search,
     serve,
     watching,
 )
@@ -38,7 +39,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 # In the order `tarry --help` shows their panels.
-for group in (runs, watching, approvals, model, local, serve):
+for group in (runs, search, watching, approvals, model, local, serve):
     app.add_typer(group.commands)
 app.add_typer(schedule.commands, rich_help_panel=Panel.SCHEDULES)  # `tarry schedule ...`
 app.add_typer(dataset.commands, rich_help_panel=Panel.EVALUATION)  # `tarry dataset ...`

@@ -283,10 +283,11 @@ def _workspace_root(settings: TarrySettings, data_dir: Path) -> Path:
 
 
 def _storage_in(settings: TarrySettings, data_dir: Path) -> TarrySettings:
-    """Large payloads are kept with the server's data, unless TARRY_STORAGE_DIR says where."""
-    if "tarry_storage_dir" in settings.model_fields_set:
-        return settings
-    return settings.model_copy(update={"tarry_storage_dir": data_dir / "payloads"})
+    """Large payloads and the search index go with the server's data, unless set."""
+    payloads, index = data_dir / "payloads", str(data_dir / "search.db")
+    defaults = {"tarry_storage_dir": payloads, "tarry_search_index": index}
+    chosen = settings.model_fields_set
+    return settings.model_copy(update={k: v for k, v in defaults.items() if k not in chosen})
 
 
 def _profiles(settings: TarrySettings, scripted: ScriptedModel | None) -> dict[str, ModelProfile]:

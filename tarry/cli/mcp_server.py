@@ -42,6 +42,7 @@ from tarry.contracts import (
 from tarry.contracts.guardrails import Guardrail
 from tarry.core.identities import Caller
 from tarry.core.ownership import Policy
+from tarry.search import Readable, SearchQuery, StoreOpener
 
 __all__ = ["build_server"]
 
@@ -68,11 +69,12 @@ def build_server(
     *,
     read_only: bool = False,
     policy: Policy | None = None,
+    search: StoreOpener | None = None,
 ) -> MCPServer:
     """The server, connecting to Temporal with `connect` at its first tool call;
     `read_only`: only the tools that change nothing (state, transcript, waiting runs);
     `policy`: who may use which runs, for the callers the HTTP transport signs in (over
-    stdio the local user is an operator, as the CLI is)."""
+    stdio the local user is an operator, as the CLI is); `search`: the search index."""
     connection: list[Tarry] = []
 
     async def tarry(ctx: Context) -> Tarry:
@@ -299,6 +301,23 @@ def build_server(
 
         async def work() -> Any:
             return [json_of(s) for s in await (await tarry(ctx)).list_schedules(readable(ctx))]
+
+        return await answer(work)
+
+    @server.tool(annotations=READS)
+    async def search_messages(
+        ctx: Context, text: str, agent: str | None = None, limit: Limit = 20
+    ) -> CallToolResult:
+        """The messages of every run with all the words of `text`, best first: each its
+        run, its index in the transcript (`run_transcript` from there) and a snippet,
+        the words in `[` `]`; `agent`: only that sub-agent's runs."""
+
+        async def work() -> Any:
+            caller = _caller_of(ctx)
+            mine = None if caller is None or policy is None else Readable.of(policy, caller)
+            store = await (search or StoreOpener(None)).store()
+            hits = await store.search(SearchQuery(text, agent=agent, readable=mine, limit=limit))
+            return [json_of(hit) for hit in hits]
 
         return await answer(work)
 

@@ -10,6 +10,7 @@ import typer
 
 from tarry.cli.common import FLAG, CliError, Panel, connect, fail, run_command
 from tarry.cli.stopping import stop_signals, unless_stopped
+from tarry.search import StoreOpener
 from tarry.temporal.entrypoint import settings_or_exit
 
 commands = typer.Typer()
@@ -100,7 +101,12 @@ def mcp_command(
     except ModuleNotFoundError as e:
         fail(f"tarry mcp needs the mcp extra ({e.name} is missing): pip install 'tarry[mcp]'")
     settings = settings_or_exit()  # refused now, not at the first tool call
-    server = build_server(lambda: connect(settings), read_only=read_only, policy=settings.policy())
+    server = build_server(
+        lambda: connect(settings),
+        read_only=read_only,
+        policy=settings.policy(),
+        search=StoreOpener(settings.tarry_search_index),
+    )
     if http is None:
         run_command(server.run_stdio_async())
     else:

@@ -148,6 +148,11 @@ class TarrySettings(BaseSettings):
     """Where payloads over the threshold and the conversations model calls extend are kept,
     by SHA-256; every process of a deployment must see the same directory (`tarry dev
     --data-dir D` uses `D/payloads`)."""
+    tarry_search_index: str | None = None
+    """The search index of every run's messages (`tarry search`): a SQLite file's path
+    (`tarry dev --data-dir D` uses `D/search.db`). Unset: no index, and runs index
+    nothing. Workers write it and the API and command line read it, so all of a
+    deployment's processes name the same one."""
     tarry_datasets_dir: Path = Path(".tarry/datasets")
     """Where `tarry dataset create` keeps evaluation datasets, `NAME/N.runs.jsonl` beside
     `NAME/N.json`; every process of a deployment that creates or reads datasets (`tarry

@@ -117,6 +117,9 @@ class Catalogue(BaseModel):
     """Each model profile's context budget (`ModelProfile.context_budget`), in estimated
     tokens: a run refuses a pin that would make its pins alone more than its profile's
     (`PINS_OVER_BUDGET`). Empty in answers recorded before pins: not checked then."""
+    search_index: bool = Field(default=False, exclude_if=lambda v: not v)
+    """Whether the worker indexes messages for search (`TARRY_SEARCH_INDEX`): the run
+    then hands it each message it writes (`workflows.search_index`)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -332,6 +332,9 @@ class ErrorCode(StrEnum):
     RUN_BUSY = "RUN_BUSY"
     """A reply while the agent works, to a run whose `on_reply_while_running` is `reject`:
     nothing entered the run; send it again once the run waits."""
+    SEARCH_UNAVAILABLE = "SEARCH_UNAVAILABLE"
+    """A search where the deployment keeps no search index (`TARRY_SEARCH_INDEX` unset), or
+    its index cannot be opened: set it for the workers and the API alike (`tarry dev` does)."""
     RUN_NOT_SERVED = "RUN_NOT_SERVED"
     """No worker polls the run's task queue, so it cannot answer: start `tarry worker` or
     `tarry dev`."""

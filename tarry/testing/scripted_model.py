@@ -48,6 +48,7 @@ from tarry.testing.script import (
     pieces,
     say,
 )
+from tarry.testing.scripted_embeddings import embeddings_handler
 from tarry.testing.scripted_moderation import moderation_handler
 
 __all__ = [
@@ -390,6 +391,7 @@ class ScriptedModel:
         app.router.add_post("/v1/messages", self._messages)
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/moderations", moderation_handler())
+        app.router.add_post("/v1/embeddings", embeddings_handler())
         # handler_cancellation: a client that hangs up cancels its handler, so a
         # cancelled activity shows up as a cancelled request. A short shutdown
         # timeout keeps close() from waiting out long delays.

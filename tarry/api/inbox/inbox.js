@@ -301,7 +301,7 @@ function runPage(id) {
   };
 }
 
-async function openRun(id) {
+async function openRun(id, message = null) {
   current.abort.abort();
   const view = (current = runPage(id));
   show("run");
@@ -319,7 +319,7 @@ async function openRun(id) {
     }
     view.seen = state.events;
     showState(state);
-    scrollToEnd(); // opened: its newest message
+    if (message === null || !showFound(message)) scrollToEnd(); // opened: its newest message
     follow(view, state.events);
     pollState(view);
     followTimeline(view); // when the person keeps it open from run to run
@@ -495,6 +495,7 @@ function addMessage(message, index) {
     if (decision) box.append(el("div", `small decision ${decision.approved ? "approved" : "rejected"}`, decisionText(decision)));
     guardrailMarks(box, message);
     const result = el("details", "result");
+    result.dataset.index = index;
     const failed = /^\{"ok":\s*false/.test(message.content || "");
     result.append(el("summary", failed ? "failed" : "", failed ? "✗ result" : "✓ result"));
     result.append(el("pre", "", prettyJson(message.content || "")));
@@ -503,6 +504,7 @@ function addMessage(message, index) {
     return;
   }
   const item = el("li", `message ${message.role}`);
+  item.dataset.index = index;
   const user = message.by || "you";
   item.append(el("div", "who", message.role === "user" ? user : message.role === "assistant" ? "agent" : message.role));
   const body = el("div", "body");
@@ -1225,9 +1227,53 @@ async function startRun() {
   }
 }
 
+// A message a search found: in sight and marked, the page no longer following the end.
+function showFound(index) {
+  const found = $("transcript").querySelector(`[data-index="${index}"]`);
+  if (!found) return false;
+  if (found.tagName === "DETAILS") found.open = true;
+  found.classList.add("found");
+  found.scrollIntoView({ block: "center" });
+  pinned = false;
+  return true;
+}
+
+// The search box: the messages with all its words, of the runs this person may read,
+// each a link to the message in its run.
+async function searchMessages() {
+  const text = $("search-text").value.trim();
+  $("search-results").hidden = !text;
+  if (!text) return;
+  const list = $("search-hits");
+  try {
+    const { hits } = await api("GET", `/v1/search?q=${encodeURIComponent(text)}&limit=50`);
+    list.replaceChildren(...hits.map(searchHit));
+    $("search-empty").hidden = hits.length > 0;
+  } catch (error) {
+    list.replaceChildren();
+    $("search-empty").hidden = true;
+    notice(error.message);
+  }
+}
+
+function searchHit(hit) {
+  const item = el("li", "hit");
+  item.dataset.runId = hit.run_id;
+  item.dataset.index = hit.index;
+  const link = el("a");
+  link.href = `#/runs/${encodeURIComponent(hit.run_id)}/messages/${hit.index}`;
+  link.append(el("div", "small muted", `${hit.run_id} · #${hit.index} · ${hit.role}`));
+  const snippet = el("div", "snippet");
+  // The matched words come in [ ]: bold, as text (a snippet is never HTML).
+  hit.snippet.split(/[\[\]]/).forEach((part, i) => snippet.append(i % 2 ? el("b", "", part) : document.createTextNode(part)));
+  link.append(snippet);
+  item.append(link);
+  return item;
+}
+
 function route() {
-  const match = location.hash.match(/^#\/runs\/(.+)$/);
-  if (match) openRun(decodeURIComponent(match[1]));
+  const match = location.hash.match(/^#\/runs\/(.+?)(?:\/messages\/(\d+))?$/);
+  if (match) openRun(decodeURIComponent(match[1]), match[2] === undefined ? null : Number(match[2]));
   else if (location.hash === "#/new") show("start");
   else {
     current.abort.abort();
@@ -1272,6 +1318,14 @@ function wire() {
     switchModel();
   });
   $("new-run-button").addEventListener("click", () => (location.hash = "#/new"));
+  $("search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    searchMessages();
+  });
+  $("search-close").addEventListener("click", () => {
+    $("search-text").value = "";
+    searchMessages();
+  });
   $("start-form").addEventListener("submit", (event) => {
     event.preventDefault();
     startRun();

@@ -1,0 +1,84 @@
+"""What the search index is written with and what it answers: imported from this module.
+
+The `index_messages` activity takes an `IndexRequest`: a run (`IndexedRun`: who may read
+it, as its search attributes say) and its messages not yet indexed, each named by the
+run and its transcript index, which never change (a hand-over keeps the numbering). The
+store keeps one row per name, so a retried or replayed request indexes nothing twice.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel
+
+from tarry.contracts.messages import ChatMessage
+
+__all__ = [
+    "INDEX_ACTIVITY",
+    "IndexRequest",
+    "IndexedMessage",
+    "IndexedRun",
+    "SearchHit",
+    "agent_of",
+    "indexed_text",
+]
+
+INDEX_ACTIVITY = "index_messages"
+
+_SUB_AGENT = re.compile(r":([A-Za-z0-9_.-]+)-[0-9]+$")
+"""A sub-agent's run id, `LEAD:AGENT-N` (`workflows.agents.child_id`)."""
+
+
+def agent_of(run_id: str) -> str | None:
+    """The sub-agent whose run `run_id` is; None: a run of its own."""
+    found = _SUB_AGENT.search(run_id)
+    return found.group(1) if found else None
+
+
+def indexed_text(message: ChatMessage) -> str:
+    """What of `message` search finds it by: its text and its tool calls' names and
+    arguments."""
+    calls = [f"{c.function.name} {c.function.arguments}" for c in message.tool_calls or ()]
+    return "\n".join(part for part in (message.content, *calls) if part)
+
+
+class IndexedRun(BaseModel):
+    """A run as the index knows it: its owner and the names that may read it (its
+    readers and writers), set once at its start, and its sub-agent's name."""
+
+    run_id: str
+    owner: str | None = None
+    readers: list[str] = []
+    agent: str | None = None
+
+
+class IndexedMessage(BaseModel):
+    """One message of a run's transcript: `index` is its place in the transcript."""
+
+    index: int
+    role: Literal["system", "user", "assistant", "tool"]
+    text: str
+    at: datetime
+    """When the run wrote it (the workflow's time), or, rebuilt, when its run started."""
+
+
+class IndexRequest(BaseModel):
+    run: IndexedRun
+    messages: list[IndexedMessage]
+
+
+class SearchHit(BaseModel):
+    """One message a search found: where it is (run, transcript index) and its snippet,
+    the matched words in `[` `]`."""
+
+    run_id: str
+    index: int
+    role: str
+    snippet: str
+    at: datetime
+    agent: str | None = None
+    score: float
+    """Higher is better; comparable within one search only."""

@@ -1,0 +1,38 @@
+"""Search across runs: an index of every run's messages, lexical always, and the one
+interface (`SearchStore`) its stores keep: SQLite with FTS5 under the data directory
+(`sqlite.py`), for `tarry dev` and one machine.
+
+The index is never the only copy of anything: it holds what the runs' histories and
+transcript pages hold, written as messages are written (the `index_messages` activity,
+idempotent by message id: a run and a transcript index) and rebuilt from them (`tarry
+index rebuild`). Results follow ownership and shares as runs do: each run's owner and
+the names that may read it are indexed with it (a run's are set once, at its start), and
+a search names the caller's principals, so a run they may not read never appears, nor a
+snippet of it. It stands on the configuration, as the client does.
+"""
+
+from tarry.search.store import (
+    SCHEMA_VERSION,
+    IndexedMessage,
+    IndexedRun,
+    Readable,
+    SearchHit,
+    SearchQuery,
+    SearchStore,
+    StoreOpener,
+    open_store,
+    since_of,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "IndexedMessage",
+    "IndexedRun",
+    "Readable",
+    "SearchHit",
+    "SearchQuery",
+    "SearchStore",
+    "StoreOpener",
+    "open_store",
+    "since_of",
+]

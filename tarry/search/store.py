@@ -1,0 +1,162 @@
+"""The interface every search store keeps, and how a location opens one."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from tarry.contracts import ErrorCode
+from tarry.contracts.search import IndexedMessage, IndexedRun, IndexRequest, SearchHit
+from tarry.core.errors import TarryError
+from tarry.core.identities import Caller
+from tarry.core.ownership import Policy, principals
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "IndexedMessage",
+    "IndexedRun",
+    "Readable",
+    "SearchHit",
+    "SearchQuery",
+    "SearchStore",
+    "StoreOpener",
+    "open_store",
+    "since_of",
+    "words_of",
+]
+
+SCHEMA_VERSION = 1
+"""The index's schema, kept in the store; a store of an older one is upgraded when it
+opens (each store's `_UPGRADES`), one of a newer one refused."""
+
+_WORD = re.compile(r"\w+")
+
+
+def words_of(text: str) -> list[str]:
+    """The words of a query, as each store matches them (all of them, in any order):
+    punctuation is no operator, so what a person types cannot be a syntax error."""
+    return _WORD.findall(text.lower())
+
+
+@dataclass(frozen=True)
+class Readable:
+    """The runs a caller may read: their own (`user`), and those whose readers name one
+    of `names` (theirs and their groups', `ownership.principals`)."""
+
+    user: str
+    names: frozenset[str]
+
+    @classmethod
+    def of(cls, policy: Policy, caller: Caller) -> Readable | None:
+        """What `caller` may read under `policy`; None: every run."""
+        if policy.sees_all(caller):
+            return None
+        return cls(caller.user, frozenset(principals(caller)))
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    text: str
+    since: datetime | None = None
+    """Messages written at or after this; None: any."""
+    agent: str | None = None
+    """Only the runs of this sub-agent; None: every run."""
+    readable: Readable | None = None
+    """Only the runs a caller may read; None: every run (an operator's command line)."""
+    limit: int = 20
+
+
+class SearchStore(ABC):
+    """An index of the runs' messages. Indexing a message already indexed (the same run
+    and transcript index) changes nothing."""
+
+    @abstractmethod
+    async def index(self, request: IndexRequest) -> int:
+        """Indexes `request`'s messages and records its run; answers how many were new."""
+
+    @abstractmethod
+    async def search(self, query: SearchQuery) -> list[SearchHit]:
+        """The messages with every word of `query.text`, best first; none for no words."""
+
+    @abstractmethod
+    async def count(self) -> int:
+        """How many messages are indexed."""
+
+    @abstractmethod
+    async def clear(self) -> None:
+        """Forgets every run and message (a rebuild starts from nothing)."""
+
+    @abstractmethod
+    async def schema_version(self) -> int:
+        """The version of the schema the store holds."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+
+async def open_store(location: str) -> SearchStore:
+    """The store at `location` (`TARRY_SEARCH_INDEX`): a SQLite file's path, created
+    with its schema if there is none, or upgraded to `SCHEMA_VERSION`."""
+    from tarry.search.sqlite import SqliteStore
+
+    return await SqliteStore.open(Path(location))
+
+
+class StoreOpener:
+    """One process's store at `location`, opened at its first use (a worker that never
+    indexes, a server never searched, never opens it) and kept until `aclose`."""
+
+    def __init__(self, location: str | None) -> None:
+        self._location = location
+        self._store: SearchStore | None = None
+        self._opening = asyncio.Lock()
+
+    async def store(self) -> SearchStore:
+        """The store; `SEARCH_UNAVAILABLE` when there is none or it cannot be opened."""
+        if self._location is None:
+            raise TarryError(
+                ErrorCode.SEARCH_UNAVAILABLE,
+                "this deployment keeps no search index: set TARRY_SEARCH_INDEX (a SQLite"
+                " file's path) for its workers and its API alike; `tarry dev` sets it",
+            )
+        async with self._opening:
+            if self._store is None:
+                try:
+                    self._store = await open_store(self._location)
+                except Exception as e:
+                    raise TarryError(
+                        ErrorCode.SEARCH_UNAVAILABLE,
+                        f"the search index {self._location} cannot be opened"
+                        f" ({type(e).__name__}: {e})",
+                    ) from None
+            return self._store
+
+    async def aclose(self) -> None:
+        if self._store is not None:
+            await self._store.close()
+            self._store = None
+
+
+_AGO = re.compile(r"(\d+)([mhdw])")
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def since_of(text: str, now: datetime | None = None) -> datetime:
+    """A `--since`: a time ago (`30m`, `12h`, `7d`, `2w`), or an ISO 8601 date or time
+    (UTC unless it says); `INPUT_INVALID` otherwise."""
+    if found := _AGO.fullmatch(text.strip()):
+        ago = timedelta(**{_UNITS[found.group(2)]: int(found.group(1))})
+        return (now or datetime.now(UTC)) - ago
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise TarryError(
+            ErrorCode.INPUT_INVALID,
+            f"--since {text!r}: not a time ago (30m, 12h, 7d, 2w) or an ISO 8601 date or"
+            " time (2026-11-01)",
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
