@@ -19,7 +19,6 @@ from typing import TypeVar
 from temporalio import activity
 from temporalio.service import RPCError, RPCStatusCode
 
-from tarry.client.ledger import ledger_start
 from tarry.config.tables import ANTHROPIC_MAX_TOKENS, ModelProfile
 from tarry.contracts import Usage
 from tarry.contracts.ledger import (
@@ -35,6 +34,7 @@ from tarry.contracts.ledger import (
     day_of,
     ledger_id,
 )
+from tarry.temporal.ledger import ledger_start
 
 __all__ = ["SpendBook"]
 

@@ -141,7 +141,8 @@ async def test_a_decision_on_a_held_text_by_someone_outside_its_approvers_is_403
     assert decided.status_code == 200, decided.text
     [reply] = [m for m in await transcript(api, run_id) if m["role"] == "user"]
     assert reply["content"] == "the number is withheld"
-    assert reply["guardrails"][0]["decision"] == {"allowed": True, "edited": True, "by": "bob"}
+    decision = {"allowed": True, "edited": True, "by": "bob", "asked_as": "guardrail-1"}
+    assert reply["guardrails"][0]["decision"] == decision
 
 
 async def test_a_group_among_the_approvers_lets_its_members_decide(api: Api) -> None:

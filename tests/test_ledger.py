@@ -18,7 +18,6 @@ from temporalio.worker import Replayer
 
 from tarry.api import ApiServer, create_app
 from tarry.client import RunHandle, Tarry
-from tarry.client.ledger import ledger_start
 from tarry.config.settings import load_settings
 from tarry.contracts import ErrorCode, Phase, RunInput, RunState, Sampling, Usage, WaitingFor
 from tarry.contracts.ledger import (
@@ -35,6 +34,7 @@ from tarry.contracts.ledger import (
 )
 from tarry.core.identities import Caller
 from tarry.core.limits import Limits
+from tarry.temporal.ledger import ledger_start
 from tarry.testing.scripted_model import ScriptedModel, say
 from tests.cli import Cli
 from tests.conftest import FAST_TIMEOUTS, Agent, worker_process

@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from tarry.api.auth import CallerOf
-from tarry.api.errors import ErrorBody
+from tarry.api.errors import AUTH, error_answers
 from tarry.api.parts import PolicyOf, SettingsOf, TarryOf
 from tarry.client.ledger import raise_cap, raise_problem
 from tarry.contracts.ledger import CapRaise, LedgerState
@@ -27,10 +27,7 @@ def limits_router() -> APIRouter:
 
     @router.post(
         "/{user}/raise",
-        responses={
-            HTTPStatus.FORBIDDEN: {"model": ErrorBody},
-            HTTPStatus.UNPROCESSABLE_ENTITY: {"model": ErrorBody},
-        },
+        responses=error_answers(*AUTH, HTTPStatus.FORBIDDEN, HTTPStatus.UNPROCESSABLE_ENTITY),
     )
     async def raise_daily_cap(
         user: str,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from pydantic import BaseModel
@@ -18,7 +18,6 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from tarry.cli.common import AsJson, Panel, console, emit, run_command, with_tarry
-from tarry.client import Tarry, TarryError
 from tarry.contracts import WORKFLOW_TYPE
 from tarry.contracts.search import (
     IndexedMessage,
@@ -28,9 +27,13 @@ from tarry.contracts.search import (
     agent_of,
     indexed_text,
 )
+from tarry.core.errors import TarryError
 from tarry.core.ownership import RunAccess
 from tarry.search import SearchQuery, SearchStore, StoreOpener, since_of
 from tarry.temporal.entrypoint import settings_or_exit
+
+if TYPE_CHECKING:
+    from tarry.client import Tarry
 
 __all__ = ["commands", "rebuild"]
 

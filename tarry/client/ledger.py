@@ -1,49 +1,22 @@
 """A person's spend ledger of the day (`tarry.contracts.ledger`), from outside a run:
-the start that finds or begins it, an admin's raise of the cap, and its totals."""
+an admin's raise of the cap, and its totals (its start is `tarry.temporal.ledger`'s)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
-
-from temporalio.client import Client, WithStartWorkflowOperation
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.client import Client
 
 from tarry.contracts import ErrorCode
 from tarry.contracts.ledger import (
-    LEDGER_WORKFLOW,
     RAISE_UPDATE,
     CapRaise,
     LedgerState,
-    day_of,
-    ledger_id,
 )
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
 from tarry.core.ownership import Policy
+from tarry.temporal.ledger import ledger_start
 
-__all__ = ["ledger_start", "raise_cap", "raise_problem"]
-
-LEDGER_SUMMARY = "Tarry's spend ledger of {owner} on {day}, not a run"
-
-
-def ledger_start(
-    owner: str, time_zone: str, task_queue: str, now: datetime | None = None
-) -> WithStartWorkflowOperation[Any, LedgerState]:
-    """The start of `owner`'s ledger of the day `now` falls on in `time_zone`, or the
-    ledger itself when it runs already (update-with-start: whoever comes first starts it,
-    and nobody's update is lost to the race)."""
-    day, ends = day_of(time_zone, now or datetime.now(UTC))
-    return WithStartWorkflowOperation(
-        LEDGER_WORKFLOW,
-        LedgerState(owner=owner, day=day, day_ends=ends),
-        id=ledger_id(owner, day),
-        task_queue=task_queue,
-        result_type=LedgerState,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-        static_summary=LEDGER_SUMMARY.format(owner=owner, day=day),
-    )
+__all__ = ["raise_cap", "raise_problem"]
 
 
 def raise_problem(caller: Caller, policy: Policy, raised: CapRaise) -> TarryError | None:
