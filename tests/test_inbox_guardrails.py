@@ -11,14 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from temporalio.client import Client
 
-from tarry.api import ApiServer, create_app
-from tarry.client import Tarry
-from tarry.config.settings import TarrySettings
 from tarry.contracts import Phase, WaitingFor
 from tarry.testing.scripted_model import say
 from tests.browser import chromium, needs_chromium
@@ -29,7 +25,7 @@ from tests.test_cli_approvals import until_state
 from tests.test_guardrail_asks import SECRETS
 from tests.test_guardrails import sent_to_model
 from tests.test_inbox import first, open_run, page_text, texts, until
-from tests.test_notifications import ACTION_KEY, ALICE, Receiver, notifying
+from tests.test_notifications import Receiver, linking
 from tests.test_notifications import receiver as receiver  # a fixture, which tests name
 
 pytestmark = needs_chromium
@@ -94,23 +90,10 @@ async def test_an_approver_edits_a_held_reply_in_the_inbox_and_the_model_gets_th
 async def test_an_action_link_allows_a_held_reply_where_it_is_clicked(
     agent_factory: Any, temporal: Client, tmp_path: Path, receiver: Receiver, browser: WebDriver
 ) -> None:
-    settings = TarrySettings(
-        tarry_action_key=SecretStr(ACTION_KEY), tarry_api_tokens=[SecretStr(f"alice:{ALICE}")]
-    )
-    async with ApiServer(create_app(Tarry(temporal), settings), "127.0.0.1", 0) as server:
-        agent = await notifying(
-            agent_factory,
-            tmp_path,
-            receiver,
-            ["waiting_for_approval"],
-            entry={"to": "alice"},
-            tarry_action_key=ACTION_KEY,
-            tarry_public_url=server.url,
-        )
+    async with linking(agent_factory, temporal, tmp_path, receiver) as (agent, _):
         agent.model.add(say("Noted."))
-        run = await agent.start(
-            "the secret is 42", guardrails=[{**SECRETS, "approvers": ["alice"]}]
-        )
+        rail = {**SECRETS, "approvers": ["alice"]}
+        run = await agent.start("the secret is 42", guardrails=[rail])
         await receiver.until_taken(1)
         [pending] = receiver.delivered[0].json["pending_approvals"]
 

@@ -14,6 +14,7 @@ import hmac
 import json
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -438,10 +439,12 @@ class Linked:
     http: httpx.AsyncClient
 
 
-@pytest.fixture
-async def linked(
+@asynccontextmanager
+async def linking(
     agent_factory: Any, temporal: Client, tmp_path: Path, receiver: Receiver
-) -> AsyncIterator[Linked]:
+) -> AsyncIterator[tuple[Agent, httpx.AsyncClient]]:
+    """An API that takes alice's token, and an agent whose runs are alice's and whose
+    worker tells `receiver` of each wait for a decision, with action links to that API."""
     # The API takes tokens: the links need none.
     settings = TarrySettings(
         tarry_action_key=SecretStr(ACTION_KEY), tarry_api_tokens=[SecretStr(f"alice:{ALICE}")]
@@ -459,6 +462,14 @@ async def linked(
             tarry_action_key=ACTION_KEY,
             tarry_public_url=server.url,
         )
+        yield agent, http
+
+
+@pytest.fixture
+async def linked(
+    agent_factory: Any, temporal: Client, tmp_path: Path, receiver: Receiver
+) -> AsyncIterator[Linked]:
+    async with linking(agent_factory, temporal, tmp_path, receiver) as (agent, http):
         agent.model.add(call("write_file", WRITE, id="w1"), say("written"))
         run = await agent.start("write the plan", require_approval=["write_file"])
         await receiver.until_taken(1)
