@@ -221,9 +221,10 @@ max_tokens_per_day = 1000
 """
 
 
-async def test_a_run_started_through_the_api_carries_its_caller_s_cap_and_only_admins_raise_it(
+async def test_a_run_started_through_the_api_waits_at_its_caller_s_cap_until_an_admin_raises_it(
     agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The run names no `max_tokens`: its call may take 4,096 tokens, past alice's 1,000."""
     config = tmp_path / "tarry.toml"
     alice = person("alice")
     config.write_text(API_CONFIG.format(alice=alice))
@@ -233,15 +234,18 @@ async def test_a_run_started_through_the_api_carries_its_caller_s_cap_and_only_a
     async with ApiServer(app, "127.0.0.1", 0) as server:
         async with api_client(server.url, "alice-token-0123456789") as alice_http:
             run_id = (await alice_http.post("/v1/runs", json={"prompt": "hi"})).json()["id"]
-            await agent.tarry.get(run_id).wait_for(WAITING, TIMEOUT)
+            capped = await agent.tarry.get(run_id).wait_for(WAITING, TIMEOUT)
             refused = await alice_http.post(f"/v1/limits/{alice}/raise", json={"max_tokens": 5000})
         async with api_client(server.url, "erin-token-0123456789a") as erin_http:
             raised = await erin_http.post(f"/v1/limits/{alice}/raise", json={"max_tokens": 5000})
+    answered = await until_waiting_for_input(agent.tarry.get(run_id))
 
-    assert (await ledger_of(agent.tarry.client, alice)).spent.tokens == 350
+    assert capped.waiting_for is WaitingFor.BUDGET
     assert error_of(refused) == (403, ErrorCode.NOT_ALLOWED)
     assert raised.status_code == 200
     assert raised.json()["raised"]["max_tokens"] == 5000
+    assert answered.last_assistant_text == "hello"
+    assert (await ledger_of(agent.tarry.client, alice)).spent.tokens == 350
 
 
 async def test_a_reservation_never_settled_lapses_and_a_late_settlement_still_counts(
