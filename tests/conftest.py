@@ -32,6 +32,7 @@ from tarry.temporal.entrypoint import exit_now
 from tarry.temporal.servers import add_search_attributes, find_binary
 from tarry.testing import ScriptedAgent, start_dev_server
 from tarry.testing.scripted_model import ScriptedModel
+from tests import pglite_server
 from tests.deadline import HEARTBEAT, deadline
 from tests.faults import replay
 from tests.scheduling import HELD, pytest_xdist_make_scheduler  # noqa: F401 (a hook)
@@ -292,6 +293,21 @@ async def temporal(converter: DataConverter) -> AsyncIterator[Client]:
     env = await start_dev_server(converter)
     yield env.client
     await env.shutdown()
+
+
+@pytest.fixture(scope="session")
+async def pglite() -> AsyncIterator[str]:
+    """The URL of this worker's PostgreSQL with pgvector (`tests/pglite_server.py`),
+    started at its first use; skipped where PGlite is not installed."""
+    if reason := pglite_server.missing():
+        pytest.skip(reason)
+    port = processes.free_port()
+    server = await pglite_server.start_pglite(port)
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        server.terminate()
+        await server.wait()
 
 
 @pytest.fixture(scope="session")

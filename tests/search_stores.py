@@ -1,28 +1,72 @@
 """The search stores the specs run against (`tests/test_search_store.py`), each a real
-one: SQLite in a temporary file."""
+one: SQLite in a temporary file, and PostgreSQL with pgvector (PGlite, this pytest
+worker's `pglite` server, emptied for each test)."""
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psycopg
+import pytest
+
 from tarry.contracts.search import IndexedMessage, IndexedRun, IndexRequest, SearchHit
 from tarry.search import SearchQuery, SearchStore, open_store
+from tarry.search.postgres import PostgresStore
+from tarry.search.sqlite import SqliteStore
+from tarry.search.store import POSTGRES
 from tests.deadline import TIMEOUT
+from tests.pglite_server import fresh_database
 
 OpenStore = Callable[[], Awaitable[SearchStore]]
 
-STORES = ("sqlite",)
+STORES = ("sqlite", "postgres")
+
+
+def location_of(request: pytest.FixtureRequest, directory: Path) -> str:
+    """The location of a store of the kind `request.param` names (one of `STORES`)."""
+    if request.param == "postgres":
+        url: str = request.getfixturevalue("pglite")
+        return url
+    assert request.param == "sqlite", request.param
+    return str(directory / "search.db")
+
+
+async def empty(location: str) -> None:
+    """Makes the store at `location` empty of everything, its schema too."""
+    if location.startswith(POSTGRES):
+        await fresh_database(location)
+    else:
+        await asyncio.to_thread(Path(location).unlink, missing_ok=True)
+
+
+async def open_at(location: str, version: int) -> SearchStore:
+    """The store at `location`, brought to `version` only (older than Tarry's)."""
+    if location.startswith(POSTGRES):
+        return await PostgresStore.open(location, version=version)
+    return await SqliteStore.open(Path(location), version=version)
+
+
+async def mark_version(location: str, version: int) -> None:
+    """Writes `version` as the schema version of the store at `location`, as a newer
+    Tarry would have left it."""
+    if location.startswith(POSTGRES):
+        async with await psycopg.AsyncConnection.connect(location, autocommit=True) as db:
+            await db.execute("UPDATE search_schema SET version = %s", (version,))
+    else:
+        with closing(sqlite3.connect(location)) as db:
+            db.execute(f"PRAGMA user_version = {version}")
 
 
 @asynccontextmanager
-async def store_of(kind: str, directory: Path) -> AsyncIterator[SearchStore]:
-    """A new, empty store of `kind`, closed after."""
-    assert kind == "sqlite", kind
-    store = await open_store(str(directory / "search.db"))
+async def store_of(location: str) -> AsyncIterator[SearchStore]:
+    """A new, empty store at `location`, closed after."""
+    await empty(location)
+    store = await open_store(location)
     try:
         yield store
     finally:

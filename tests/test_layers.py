@@ -81,8 +81,10 @@ LIBRARY = (*GROUND, "workflows", "activities", "workers")
 """The layers `pip install tarry` installs without extras: a client and a worker."""
 OPTIONAL = re.compile(
     r"activities\.mcp_\w+|activities\.guardrail_pii|workers\.tracing|workers\.trace_content"
+    r"|tarry\.search\.postgres"
 )
-"""Library modules that need an extra, loaded only by a worker configured to need it."""
+"""Library modules that need an extra, loaded only by a worker configured to need it (the
+PostgreSQL search store: only by a process whose `TARRY_SEARCH_INDEX` is a URL)."""
 CLI_MODULE_LINES = 350
 """The most lines a module of the command line may have: one module per command group,
 not every command in one file."""

@@ -4,7 +4,6 @@ against each real store of `tests/search_stores.py`."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,15 +11,27 @@ from pathlib import Path
 import pytest
 
 from tarry.search import SCHEMA_VERSION, Readable, SearchQuery, SearchStore, open_store
-from tarry.search.sqlite import SqliteStore
-from tests.search_stores import STORES, request, store_of
+from tests.search_stores import (
+    STORES,
+    empty,
+    location_of,
+    mark_version,
+    open_at,
+    request,
+    store_of,
+)
 
 CARL = Readable("carl", frozenset({"carl", "group:ops"}))
 
 
 @pytest.fixture(params=STORES)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SearchStore]:
-    async with store_of(request.param, tmp_path) as opened:
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return location_of(request, tmp_path)
+
+
+@pytest.fixture
+async def store(location: str) -> AsyncIterator[SearchStore]:
+    async with store_of(location) as opened:
         yield opened
 
 
@@ -130,12 +141,12 @@ async def test_a_store_carries_its_schema_version(store: SearchStore) -> None:
     assert await store.schema_version() == SCHEMA_VERSION
 
 
-async def test_an_older_sqlite_store_is_upgraded_with_its_messages(tmp_path: Path) -> None:
-    path = tmp_path / "search.db"
-    old = await SqliteStore.open(path, version=SCHEMA_VERSION - 1)
+async def test_an_older_store_is_upgraded_when_it_opens(location: str) -> None:
+    await empty(location)
+    old = await open_at(location, SCHEMA_VERSION - 1)
     await old.close()
 
-    upgraded = await open_store(str(path))
+    upgraded = await open_store(location)
     await upgraded.index(request("r1", "launch"))
 
     assert await upgraded.schema_version() == SCHEMA_VERSION
@@ -143,20 +154,19 @@ async def test_an_older_sqlite_store_is_upgraded_with_its_messages(tmp_path: Pat
     await upgraded.close()
 
 
-async def test_a_sqlite_store_of_a_newer_schema_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "search.db"
-    sqlite3.connect(path).execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+async def test_a_store_of_a_newer_schema_is_refused(location: str) -> None:
+    await empty(location)
+    await (await open_store(location)).close()
+    await mark_version(location, SCHEMA_VERSION + 1)
 
     with pytest.raises(RuntimeError, match="newer than this Tarry"):
-        await open_store(str(path))
+        await open_store(location)
 
 
-async def test_two_processes_opening_a_new_sqlite_store_at_once_both_get_it(
-    tmp_path: Path,
-) -> None:
-    path = str(tmp_path / "search.db")
+async def test_two_processes_opening_a_new_store_at_once_both_get_it(location: str) -> None:
+    await empty(location)
 
-    stores = await asyncio.gather(*(open_store(path) for _ in range(4)))
+    stores = await asyncio.gather(*(open_store(location) for _ in range(4)))
 
     assert [await s.schema_version() for s in stores] == [SCHEMA_VERSION] * 4
     for opened in stores:

@@ -150,8 +150,9 @@ class TarrySettings(BaseSettings):
     --data-dir D` uses `D/payloads`)."""
     tarry_search_index: str | None = None
     """The search index of every run's messages (`tarry search`): a SQLite file's path
-    (`tarry dev --data-dir D` uses `D/search.db`). Unset: no index, and runs index
-    nothing. Workers write it and the API and command line read it, so all of a
+    (`tarry dev --data-dir D` uses `D/search.db`), or a PostgreSQL database's URL
+    (`postgresql://USER:PASSWORD@HOST/DATABASE`, with the `postgres` extra) for a team.
+    Unset: no index, and runs index nothing. Workers write it and the API and command line read it, so all of a
     deployment's processes name the same one."""
     tarry_datasets_dir: Path = Path(".tarry/datasets")
     """Where `tarry dataset create` keeps evaluation datasets, `NAME/N.runs.jsonl` beside

@@ -1,6 +1,7 @@
 """Search across runs: an index of every run's messages, lexical always, and the one
 interface (`SearchStore`) its stores keep: SQLite with FTS5 under the data directory
-(`sqlite.py`), for `tarry dev` and one machine.
+(`sqlite.py`), for `tarry dev` and one machine; PostgreSQL with its own full-text search
+(`postgres.py`, the `postgres` extra), for a team. `open_store` picks one by location.
 
 The index is never the only copy of anything: it holds what the runs' histories and
 transcript pages hold, written as messages are written (the `index_messages` activity,

@@ -25,6 +25,7 @@ __all__ = [
     "SearchStore",
     "StoreOpener",
     "open_store",
+    "shown",
     "since_of",
     "words_of",
 ]
@@ -98,12 +99,31 @@ class SearchStore(ABC):
     async def close(self) -> None: ...
 
 
+POSTGRES = ("postgresql://", "postgres://")
+"""How a location that names a PostgreSQL database begins (libpq's URLs)."""
+
+
 async def open_store(location: str) -> SearchStore:
-    """The store at `location` (`TARRY_SEARCH_INDEX`): a SQLite file's path, created
-    with its schema if there is none, or upgraded to `SCHEMA_VERSION`."""
+    """The store at `location` (`TARRY_SEARCH_INDEX`): a PostgreSQL database's URL
+    (`postgresql://USER:PASSWORD@HOST/DATABASE`), or else a SQLite file's path; created
+    with its schema if there is none, or upgraded to `SCHEMA_VERSION`. Each store's
+    module is imported here: a deployment on one needs nothing of the other."""
+    if location.startswith(POSTGRES):
+        from tarry.search.postgres import PostgresStore
+
+        return await PostgresStore.open(location)
     from tarry.search.sqlite import SqliteStore
 
     return await SqliteStore.open(Path(location))
+
+
+_USER_PASSWORD = re.compile(r"(://[^:/@]*):[^@/]*@")
+_PASSWORD_PARAMETER = re.compile(r"([?&]password=)[^&]*")
+
+
+def shown(location: str) -> str:
+    """`location` as a message may show it: a URL's password left out."""
+    return _PASSWORD_PARAMETER.sub(r"\1…", _USER_PASSWORD.sub(r"\1@", location))
 
 
 class StoreOpener:
@@ -121,7 +141,8 @@ class StoreOpener:
             raise TarryError(
                 ErrorCode.SEARCH_UNAVAILABLE,
                 "this deployment keeps no search index: set TARRY_SEARCH_INDEX (a SQLite"
-                " file's path) for its workers and its API alike; `tarry dev` sets it",
+                " file's path, or a postgresql:// URL) for its workers and its API alike;"
+                " `tarry dev` sets it",
             )
         async with self._opening:
             if self._store is None:
@@ -130,7 +151,7 @@ class StoreOpener:
                 except Exception as e:
                     raise TarryError(
                         ErrorCode.SEARCH_UNAVAILABLE,
-                        f"the search index {self._location} cannot be opened"
+                        f"the search index {shown(self._location)} cannot be opened"
                         f" ({type(e).__name__}: {e})",
                     ) from None
             return self._store

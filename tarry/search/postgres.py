@@ -1,0 +1,218 @@
+"""The team's store: PostgreSQL, its words in a `tsvector` column with a GIN index.
+
+Each store (a worker's, an API server's) keeps one connection, used by one request at a
+time (`_lock`), each request one transaction: a worker killed mid-request leaves the
+index as it was before it. One connection a process is what the index needs (a write is
+one statement per table, a search one query) and what the suite's server allows: PGlite
+(tests/pglite/serve.mjs) is one backend that runs its clients' queries one at a time and
+refuses connections past the number it was started with. A connection the server
+dropped is opened again at the next request; the request that found it dropped fails,
+and its activity's retry or the person's next search goes through.
+
+Words are Postgres's `simple` configuration: lower-cased, unstemmed, no stop words, as
+SQLite's `unicode61` tokenizer makes them, so a query matches the same messages on both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import UTC
+from typing import Any, LiteralString, TypeVar
+
+from psycopg import AsyncConnection
+
+from tarry.contracts.search import IndexRequest, SearchHit
+from tarry.search.store import SCHEMA_VERSION, SearchQuery, SearchStore, shown, words_of
+
+__all__ = ["PostgresStore"]
+
+T = TypeVar("T")
+Connection = AsyncConnection[tuple[Any, ...]]
+
+_UPGRADES: dict[int, tuple[LiteralString, ...]] = {
+    1: (
+        "CREATE TABLE search_schema (version integer NOT NULL)",
+        "INSERT INTO search_schema (version) VALUES (0)",
+        "CREATE TABLE runs (run_id text PRIMARY KEY, owner text, agent text)",
+        "CREATE TABLE run_readers (run_id text NOT NULL, name text NOT NULL,"
+        " PRIMARY KEY (run_id, name))",
+        "CREATE INDEX run_readers_by_name ON run_readers (name)",
+        "CREATE TABLE messages (id bigserial PRIMARY KEY, run_id text NOT NULL,"
+        " idx integer NOT NULL, role text NOT NULL, text text NOT NULL,"
+        " at timestamptz NOT NULL, words tsvector NOT NULL"
+        " GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED, UNIQUE (run_id, idx))",
+        "CREATE INDEX messages_by_words ON messages USING gin (words)",
+    ),
+}
+"""The statements that bring a store of version N-1 to N; version 0 is an empty database
+(or schema): step 1 makes the table that keeps the version."""
+
+_UPGRADING = 0x7461727279
+"""The advisory lock that processes opening one database at once take in turn, so one
+of them takes each upgrade step and the others find it taken."""
+
+_HEADLINE = "StartSel=[, StopSel=], MaxFragments=1, MaxWords=16, MinWords=6, FragmentDelimiter=…"
+"""ts_headline's options: a short excerpt around the words, each marked `[word]`, as the
+SQLite store's `snippet` marks them."""
+
+
+class PostgresStore(SearchStore):
+    def __init__(self, location: str, connection: Connection) -> None:
+        self._location = location
+        self._db = connection
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, location: str, *, version: int = SCHEMA_VERSION) -> PostgresStore:
+        """The store in the database at `location` (a `postgresql://` URL), brought to
+        `version` (a test may ask for an older one)."""
+        db = await _connect(location)
+        try:
+            await _upgrade(db, location, version)
+        except BaseException:
+            await db.close()
+            raise
+        return cls(location, db)
+
+    async def _run(self, work: Callable[[Connection], Awaitable[T]]) -> T:
+        """`work` in one transaction on the store's connection, opened again if the
+        server dropped it."""
+        async with self._lock:
+            if self._db.closed:
+                self._db = await _connect(self._location)
+            async with self._db.transaction():
+                return await work(self._db)
+
+    async def index(self, request: IndexRequest) -> int:
+        run = request.run
+        messages = request.messages
+
+        async def write(db: Connection) -> int:
+            await db.execute(
+                "INSERT INTO runs (run_id, owner, agent) VALUES (%s, %s, %s)"
+                " ON CONFLICT (run_id) DO NOTHING",
+                (run.run_id, run.owner, run.agent),
+            )
+            await db.execute(
+                "INSERT INTO run_readers (run_id, name) SELECT %s, unnest(%s::text[])"
+                " ON CONFLICT DO NOTHING",
+                (run.run_id, run.readers),
+            )
+            written = await db.execute(
+                "INSERT INTO messages (run_id, idx, role, text, at)"
+                " SELECT %s, * FROM unnest(%s::integer[], %s::text[], %s::text[],"
+                " %s::timestamptz[]) ON CONFLICT (run_id, idx) DO NOTHING",
+                (
+                    run.run_id,
+                    [m.index for m in messages],
+                    [m.role for m in messages],
+                    [m.text for m in messages],
+                    [m.at for m in messages],
+                ),
+            )
+            return max(written.rowcount, 0)
+
+        return await self._run(write)
+
+    async def search(self, query: SearchQuery) -> list[SearchHit]:
+        words = words_of(query.text)
+        if not words:
+            return []
+        where = ["m.words @@ q.query"]
+        args: list[object] = [" & ".join(f"'{w}'" for w in words)]
+        if query.since is not None:
+            where.append("m.at >= %s")
+            args.append(query.since)
+        if query.agent is not None:
+            where.append("r.agent = %s")
+            args.append(query.agent)
+        if (readable := query.readable) is not None:
+            where.append(
+                "(r.owner = %s OR EXISTS (SELECT 1 FROM run_readers n"
+                " WHERE n.run_id = m.run_id AND n.name = ANY(%s)))"
+            )
+            args += [readable.user, sorted(readable.names)]
+        args.append(query.limit)
+        # The headlines of the best rows only: made in the inner query, one would be made
+        # for every row that matched, before the sort.
+        sql = (
+            "SELECT best.run_id, best.idx, best.role, best.at, best.agent, best.score,"
+            f" ts_headline('simple', best.text, best.query, '{_HEADLINE}')"
+            " FROM (SELECT m.run_id, m.idx, m.role, m.at, r.agent, m.text, q.query,"
+            " ts_rank(m.words, q.query) AS score"
+            " FROM (SELECT to_tsquery('simple', %s) AS query) q, messages m"
+            " JOIN runs r ON r.run_id = m.run_id"
+            f" WHERE {' AND '.join(where)}"
+            " ORDER BY score DESC, m.id LIMIT %s) best ORDER BY best.score DESC"
+        )
+
+        async def read(db: Connection) -> list[SearchHit]:
+            rows = await (await db.execute(sql, args)).fetchall()
+            return [
+                SearchHit(
+                    run_id=run_id,
+                    index=index,
+                    role=role,
+                    at=at.astimezone(UTC),
+                    agent=agent,
+                    score=score,
+                    snippet=snippet,
+                )
+                for run_id, index, role, at, agent, score, snippet in rows
+            ]
+
+        return await self._run(read)
+
+    async def count(self) -> int:
+        async def count(db: Connection) -> int:
+            row = await (await db.execute("SELECT count(*) FROM messages")).fetchone()
+            return int(row[0]) if row else 0
+
+        return await self._run(count)
+
+    async def clear(self) -> None:
+        async def clear(db: Connection) -> None:
+            await db.execute("TRUNCATE messages, run_readers, runs")
+
+        await self._run(clear)
+
+    async def schema_version(self) -> int:
+        return await self._run(_version)
+
+    async def close(self) -> None:
+        async with self._lock:
+            await self._db.close()
+
+
+async def _connect(location: str) -> Connection:
+    # Autocommit: each request's transaction is `_run`'s own, and nothing is left open
+    # between requests (on PGlite, an open transaction holds every other client back).
+    return await AsyncConnection.connect(location, autocommit=True)
+
+
+async def _version(db: Connection) -> int:
+    row = await (await db.execute("SELECT to_regclass('search_schema') IS NOT NULL")).fetchone()
+    if not (row and row[0]):
+        return 0
+    row = await (await db.execute("SELECT version FROM search_schema")).fetchone()
+    return int(row[0]) if row else 0
+
+
+async def _upgrade(db: Connection, location: str, version: int) -> None:
+    """Brings the store to `version`, one transaction per step; refuses a newer one."""
+    found = await _version(db)
+    if found > SCHEMA_VERSION:
+        raise RuntimeError(
+            f"the search index {shown(location)} has schema version {found},"
+            f" newer than this Tarry's {SCHEMA_VERSION}: upgrade Tarry, or rebuild the"
+            " index (`tarry index rebuild`)"
+        )
+    for step in range(found + 1, version + 1):
+        async with db.transaction():
+            await db.execute("SELECT pg_advisory_xact_lock(%s)", (_UPGRADING,))
+            if await _version(db) >= step:  # another process opening it took this step first
+                continue
+            for statement in _UPGRADES[step]:
+                await db.execute(statement)
+            await db.execute("UPDATE search_schema SET version = %s", (step,))
