@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, closing
+from contextlib import asynccontextmanager, closing, suppress
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -71,6 +72,41 @@ async def store_of(location: str) -> AsyncIterator[SearchStore]:
         yield store
     finally:
         await store.close()
+
+
+@asynccontextmanager
+async def dropping_proxy(url: str) -> AsyncIterator[tuple[str, Callable[[], None]]]:
+    """A TCP proxy on loopback to the server of the `postgresql://` `url`: the URL
+    through it, and what drops every connection it carries, as a restarted server or a
+    network's idle timeout does."""
+    target = urlsplit(url)
+    carried: list[asyncio.StreamWriter] = []
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with suppress(ConnectionError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def carry(client: asyncio.StreamReader, to_client: asyncio.StreamWriter) -> None:
+        server, to_server = await asyncio.open_connection(target.hostname, target.port)
+        carried.extend((to_client, to_server))
+        await asyncio.gather(pipe(client, to_server), pipe(server, to_client))
+
+    def drop() -> None:
+        for writer in carried:
+            writer.transport.abort()
+        carried.clear()
+
+    proxy = await asyncio.start_server(carry, "127.0.0.1", 0)
+    port = proxy.sockets[0].getsockname()[1]
+    try:
+        yield urlunsplit(target._replace(netloc=f"{target.username}@127.0.0.1:{port}")), drop
+    finally:
+        drop()
+        proxy.close()
+        await proxy.wait_closed()
 
 
 def request(

@@ -61,6 +61,7 @@ def install_args(command: str) -> list[str]:
 def test_the_services_of_a_cluster_are_all_there() -> None:
     assert set(SERVICES) == {
         "postgresql",
+        "search-db",
         "temporal-schema",
         "temporal",
         "temporal-setup",
@@ -76,7 +77,8 @@ def test_every_image_is_pinned_to_a_version_tag() -> None:
         repository, _, tag = image.rpartition(":")
         assert repository, f"{name}: {image} has no tag"
         assert "/" not in tag, f"{name}: {image} has no tag"
-        assert re.fullmatch(r"\d+(\.\d+)*", tag), f"{name}: {image} is not a version tag"
+        # pgvector's images name both versions: the extension's, then Postgres's major.
+        assert re.fullmatch(r"\d+(\.\d+)*(-pg\d+)?", tag), f"{name}: {image} is not a version tag"
 
 
 def test_the_server_is_the_plain_image_not_the_deprecated_auto_setup() -> None:
@@ -109,7 +111,7 @@ def test_depends_on_waits_for_health_or_completion() -> None:
                 "service_completed_successfully" if dependency in ONE_SHOT else "service_healthy"
             )
             assert how == {"condition": wanted}, f"{name} -> {dependency}"
-    assert set(SERVICES["worker"]["depends_on"]) == {"temporal-setup"}
+    assert set(SERVICES["worker"]["depends_on"]) == {"temporal-setup", "search-db"}
 
 
 def test_the_schema_job_sets_up_both_databases_with_the_sql_tool() -> None:
@@ -130,6 +132,15 @@ def test_the_worker_is_built_from_the_dockerfile_and_configured_from_the_environ
         assert name in env
         assert env[name] is None, f"{name} should be passed through, not set"
     assert environment("temporal-setup")["NAMESPACE"] == env["TEMPORAL_NAMESPACE"]
+
+
+def test_the_workers_search_index_is_the_search_database_with_pgvector() -> None:
+    database = SERVICES["search-db"]
+    assert database["image"].startswith("pgvector/pgvector:")
+    db = environment("search-db")
+    url = f"postgresql://{db['POSTGRES_USER']}:{db['POSTGRES_PASSWORD']}@search-db:5432/{db['POSTGRES_DB']}"
+
+    assert environment("worker")["TARRY_SEARCH_INDEX"] == url
 
 
 def test_the_search_attributes_created_are_exactly_tarrys() -> None:

@@ -8,11 +8,23 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from tarry.search import SCHEMA_VERSION, Readable, SearchQuery, SearchStore, open_store
+from tarry.cli.processes import free_port
+from tarry.contracts import ErrorCode
+from tarry.core.errors import TarryError
+from tarry.search import (
+    SCHEMA_VERSION,
+    Readable,
+    SearchQuery,
+    SearchStore,
+    StoreOpener,
+    open_store,
+)
 from tests.search_stores import (
     STORES,
+    dropping_proxy,
     empty,
     location_of,
     mark_version,
@@ -171,3 +183,29 @@ async def test_two_processes_opening_a_new_store_at_once_both_get_it(location: s
     assert [await s.schema_version() for s in stores] == [SCHEMA_VERSION] * 4
     for opened in stores:
         await opened.close()
+
+
+async def test_an_index_that_cannot_be_opened_is_named_without_its_password() -> None:
+    port = free_port()  # nothing listens there
+    opener = StoreOpener(f"postgresql://tarry:hunter2@127.0.0.1:{port}/tarry_search")
+
+    with pytest.raises(TarryError) as raised:
+        await opener.store()
+
+    assert raised.value.code is ErrorCode.SEARCH_UNAVAILABLE
+    assert f"postgresql://tarry@127.0.0.1:{port}/tarry_search" in str(raised.value)
+    assert "hunter2" not in str(raised.value)
+
+
+async def test_a_postgres_store_whose_connection_dropped_connects_again(pglite: str) -> None:
+    async with store_of(pglite) as direct, dropping_proxy(pglite) as (proxied, drop):
+        store = await open_store(proxied)
+        await direct.index(request("r1", "launch"))
+        drop()
+
+        with pytest.raises(psycopg.OperationalError):
+            await store.search(SearchQuery("launch"))
+        hits = await store.search(SearchQuery("launch"))
+
+        assert [h.run_id for h in hits] == ["r1"]
+        await store.close()

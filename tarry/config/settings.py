@@ -152,8 +152,8 @@ class TarrySettings(BaseSettings):
     """The search index of every run's messages (`tarry search`): a SQLite file's path
     (`tarry dev --data-dir D` uses `D/search.db`), or a PostgreSQL database's URL
     (`postgresql://USER:PASSWORD@HOST/DATABASE`, with the `postgres` extra) for a team.
-    Unset: no index, and runs index nothing. Workers write it and the API and command line read it, so all of a
-    deployment's processes name the same one."""
+    Unset: no index, and runs index nothing. Workers write it and the API and command
+    line read it, so all of a deployment's processes name the same one."""
     tarry_datasets_dir: Path = Path(".tarry/datasets")
     """Where `tarry dataset create` keeps evaluation datasets, `NAME/N.runs.jsonl` beside
     `NAME/N.json`; every process of a deployment that creates or reads datasets (`tarry
