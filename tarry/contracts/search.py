@@ -81,4 +81,6 @@ class SearchHit(BaseModel):
     at: datetime
     agent: str | None = None
     score: float
-    """Higher is better; comparable within one search only."""
+    """Higher is better; comparable within one search only: the store's text rank, or in
+    a hybrid search the reciprocal rank fusion of its words' and its meaning's ranks
+    (`tarry.search.fused`)."""

@@ -1,7 +1,9 @@
 """Search across runs: an index of every run's messages, lexical always, and the one
 interface (`SearchStore`) its stores keep: SQLite with FTS5 under the data directory
 (`sqlite.py`), for `tarry dev` and one machine; PostgreSQL with its own full-text search
-(`postgres.py`, the `postgres` extra), for a team. `open_store` picks one by location.
+and pgvector (`postgres.py`, the `postgres` extra), for a team. `open_store` picks one by
+location. With an embedding profile, the messages' embeddings too, and search is hybrid:
+by words and by meaning, fused by rank (`fused`).
 
 The index is never the only copy of anything: it holds what the runs' histories and
 transcript pages hold, written as messages are written (the `index_messages` activity,
@@ -13,7 +15,9 @@ snippet of it. It stands on the configuration, as the client does.
 """
 
 from tarry.search.store import (
+    RRF_K,
     SCHEMA_VERSION,
+    DimensionMismatch,
     IndexedMessage,
     IndexedRun,
     Readable,
@@ -21,12 +25,16 @@ from tarry.search.store import (
     SearchQuery,
     SearchStore,
     StoreOpener,
+    Vector,
+    fused,
     open_store,
     since_of,
 )
 
 __all__ = [
+    "RRF_K",
     "SCHEMA_VERSION",
+    "DimensionMismatch",
     "IndexedMessage",
     "IndexedRun",
     "Readable",
@@ -34,6 +42,8 @@ __all__ = [
     "SearchQuery",
     "SearchStore",
     "StoreOpener",
+    "Vector",
+    "fused",
     "open_store",
     "since_of",
 ]

@@ -16,14 +16,21 @@ SQLite's `unicode61` tokenizer makes them, so a query matches the same messages 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC
 from typing import Any, LiteralString, TypeVar
 
 from psycopg import AsyncConnection
 
 from tarry.contracts.search import IndexRequest, SearchHit
-from tarry.search.store import SCHEMA_VERSION, SearchQuery, SearchStore, shown, words_of
+from tarry.search.store import (
+    SCHEMA_VERSION,
+    SearchQuery,
+    SearchStore,
+    Vector,
+    shown,
+    words_of,
+)
 
 __all__ = ["PostgresStore"]
 
@@ -84,7 +91,8 @@ class PostgresStore(SearchStore):
             async with self._db.transaction():
                 return await work(self._db)
 
-    async def index(self, request: IndexRequest) -> int:
+    async def index(self, request: IndexRequest, vectors: Sequence[Vector] | None = None) -> int:
+        # Vectors are kept from the next commit on (pgvector); until then words alone.
         run = request.run
         messages = request.messages
 
@@ -163,6 +171,9 @@ class PostgresStore(SearchStore):
             ]
 
         return await self._run(read)
+
+    async def dimensions(self) -> int | None:
+        return None
 
     async def count(self) -> int:
         async def count(db: Connection) -> int:

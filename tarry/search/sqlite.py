@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
 from tarry.contracts.search import IndexRequest, SearchHit
-from tarry.search.store import SCHEMA_VERSION, SearchQuery, SearchStore, words_of
+from tarry.search.store import SCHEMA_VERSION, SearchQuery, SearchStore, Vector, words_of
 
 __all__ = ["SqliteStore"]
 
@@ -71,7 +71,8 @@ class SqliteStore(SearchStore):
 
         return await asyncio.to_thread(locked)
 
-    async def index(self, request: IndexRequest) -> int:
+    async def index(self, request: IndexRequest, vectors: Sequence[Vector] | None = None) -> int:
+        # Vectors are kept from the next commit on (sqlite-vec); until then words alone.
         run = request.run
 
         def write(db: sqlite3.Connection) -> int:
@@ -149,6 +150,9 @@ class SqliteStore(SearchStore):
             ]
 
         return await self._run(read)
+
+    async def dimensions(self) -> int | None:
+        return None
 
     async def count(self) -> int:
         return await self._run(

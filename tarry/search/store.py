@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,7 +17,9 @@ from tarry.core.identities import Caller
 from tarry.core.ownership import Policy, principals
 
 __all__ = [
+    "RRF_K",
     "SCHEMA_VERSION",
+    "DimensionMismatch",
     "IndexedMessage",
     "IndexedRun",
     "Readable",
@@ -24,6 +27,8 @@ __all__ = [
     "SearchQuery",
     "SearchStore",
     "StoreOpener",
+    "Vector",
+    "fused",
     "open_store",
     "shown",
     "since_of",
@@ -69,19 +74,73 @@ class SearchQuery:
     readable: Readable | None = None
     """Only the runs a caller may read; None: every run (an operator's command line)."""
     limit: int = 20
+    embedding: Vector | None = None
+    """`text`'s embedding by the embedding profile the messages were embedded with (the
+    API server and the command line embed the query where the search happens); given,
+    the search is hybrid (`SearchStore.search`); None: lexical."""
+
+
+Vector = Sequence[float]
+"""An embedding: as many floats as the store's `dimensions`."""
+
+RRF_K = 60
+"""Reciprocal rank fusion's constant: a hit's score is the sum, over the rankings it is
+in, of `1 / (RRF_K + rank)`, rank 1 the best (Cormack et al., 2009)."""
+
+
+class DimensionMismatch(ValueError):
+    """Vectors (or a query's embedding) of another length than the store's: the embedding
+    profile changed since the store was filled. `tarry index rebuild` starts it anew."""
+
+
+def fused(rankings: Sequence[Sequence[SearchHit]], limit: int) -> list[SearchHit]:
+    """The hits of several rankings of one search (each best first), by reciprocal rank
+    fusion (`RRF_K`): a hit in both ranks above one in either alone at the same place.
+    A hit's first ranking gives its snippet (the lexical one, with the matched words)."""
+    scores: dict[tuple[str, int], float] = {}
+    hits: dict[tuple[str, int], SearchHit] = {}
+    for ranking in rankings:
+        for rank, hit in enumerate(ranking, start=1):
+            key = (hit.run_id, hit.index)
+            scores[key] = scores.get(key, 0.0) + 1.0 / (RRF_K + rank)
+            hits.setdefault(key, hit)
+    best = sorted(scores, key=lambda key: -scores[key])[:limit]
+    return [hits[key].model_copy(update={"score": scores[key]}) for key in best]
 
 
 class SearchStore(ABC):
-    """An index of the runs' messages. Indexing a message already indexed (the same run
-    and transcript index) changes nothing."""
+    """An index of the runs' messages, and of their embeddings when an embedding profile
+    is configured. Indexing a message already indexed (the same run and transcript
+    index) changes nothing, its vector included."""
 
     @abstractmethod
-    async def index(self, request: IndexRequest) -> int:
-        """Indexes `request`'s messages and records its run; answers how many were new."""
+    async def index(self, request: IndexRequest, vectors: Sequence[Vector] | None = None) -> int:
+        """Indexes `request`'s messages and records its run; answers how many were new.
+
+        `vectors`: the messages' embeddings, one per message of `request.messages` in
+        its order, made by the index activity (they never enter a run's history); None:
+        no embedding profile, the messages are found by their words alone. The first
+        vectors a store holds fix its `dimensions`; others: `DimensionMismatch`."""
 
     @abstractmethod
     async def search(self, query: SearchQuery) -> list[SearchHit]:
-        """The messages with every word of `query.text`, best first; none for no words."""
+        """The messages `query` finds, best first, at most `query.limit`; none for a
+        text without words.
+
+        Lexical (no `query.embedding`): the messages with every word of `query.text`;
+        `score` is the store's text rank (higher is better). Hybrid (an embedding): also
+        those among the `query.limit` nearest by cosine distance that the query's filters
+        (since, agent, readable) keep, ranked by `fused` (`score` is the fusion's), a
+        message found by meaning alone with the start of its text as its snippet. A store
+        that holds no vectors yet answers the lexical hits; an embedding of another length
+        than its `dimensions`: `DimensionMismatch` (a search must not quietly lose its
+        meaning)."""
+
+    @abstractmethod
+    async def dimensions(self) -> int | None:
+        """The length of the store's vectors, fixed by the first it was given and kept
+        in it (a `vec0` or `vector(n)` column needs it); None: it holds none. `clear`
+        forgets it, so a rebuild under another embedding profile takes its length."""
 
     @abstractmethod
     async def count(self) -> int:
