@@ -1,25 +1,23 @@
-"""The search stores the specs run against (`tests/test_search_store.py`), each a real
-one: SQLite in a temporary file."""
+"""The stores the specs run against (`tests/test_search_store.py`,
+`tests/test_memory_store.py`), each a real one: SQLite in a temporary file."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 from tarry.contracts.search import IndexedMessage, IndexedRun, IndexRequest, SearchHit
-from tarry.search import SearchQuery, SearchStore, open_store
+from tarry.search import IndexStore, SearchQuery, open_store
 from tests.deadline import TIMEOUT
-
-OpenStore = Callable[[], Awaitable[SearchStore]]
 
 STORES = ("sqlite",)
 
 
 @asynccontextmanager
-async def store_of(kind: str, directory: Path) -> AsyncIterator[SearchStore]:
+async def store_of(kind: str, directory: Path) -> AsyncIterator[IndexStore]:
     """A new, empty store of `kind`, closed after."""
     assert kind == "sqlite", kind
     store = await open_store(str(directory / "search.db"))

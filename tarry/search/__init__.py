@@ -1,6 +1,7 @@
 """Search across runs: an index of every run's messages, lexical always, and the one
 interface (`SearchStore`) its stores keep: SQLite with FTS5 under the data directory
-(`sqlite.py`), for `tarry dev` and one machine.
+(`sqlite.py`), for `tarry dev` and one machine. The same store keeps the agents'
+memories (`MemoryStore`, `memory_store.py`): together, an `IndexStore`.
 
 The index is never the only copy of anything: it holds what the runs' histories and
 transcript pages hold, written as messages are written (the `index_messages` activity,
@@ -15,6 +16,8 @@ from tarry.search.store import (
     SCHEMA_VERSION,
     IndexedMessage,
     IndexedRun,
+    IndexStore,
+    MemoryStore,
     Readable,
     SearchHit,
     SearchQuery,
@@ -26,8 +29,10 @@ from tarry.search.store import (
 
 __all__ = [
     "SCHEMA_VERSION",
+    "IndexStore",
     "IndexedMessage",
     "IndexedRun",
+    "MemoryStore",
     "Readable",
     "SearchHit",
     "SearchQuery",

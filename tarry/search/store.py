@@ -1,4 +1,5 @@
-"""The interface every search store keeps, and how a location opens one."""
+"""The interface every search store keeps, and how a location opens one: a store there
+keeps the index of the runs' messages and the memories (`IndexStore`)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,14 @@ from tarry.contracts.search import IndexedMessage, IndexedRun, IndexRequest, Sea
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
 from tarry.core.ownership import Policy, principals
+from tarry.search.memory_store import MemoryStore
 
 __all__ = [
     "SCHEMA_VERSION",
+    "IndexStore",
     "IndexedMessage",
     "IndexedRun",
+    "MemoryStore",
     "Readable",
     "SearchHit",
     "SearchQuery",
@@ -29,9 +33,10 @@ __all__ = [
     "words_of",
 ]
 
-SCHEMA_VERSION = 1
-"""The index's schema, kept in the store; a store of an older one is upgraded when it
-opens (each store's `_UPGRADES`), one of a newer one refused."""
+SCHEMA_VERSION = 2
+"""The store's schema (1: the index; 2: and the memories), kept in the store; a store of
+an older one is upgraded when it opens (each store's `_UPGRADES`), one of a newer one
+refused."""
 
 _WORD = re.compile(r"\w+")
 
@@ -98,7 +103,12 @@ class SearchStore(ABC):
     async def close(self) -> None: ...
 
 
-async def open_store(location: str) -> SearchStore:
+class IndexStore(SearchStore, MemoryStore):
+    """What a location (`TARRY_SEARCH_INDEX`) holds: the index and the memories, in one
+    store with one schema version."""
+
+
+async def open_store(location: str) -> IndexStore:
     """The store at `location` (`TARRY_SEARCH_INDEX`): a SQLite file's path, created
     with its schema if there is none, or upgraded to `SCHEMA_VERSION`."""
     from tarry.search.sqlite import SqliteStore
@@ -112,10 +122,10 @@ class StoreOpener:
 
     def __init__(self, location: str | None) -> None:
         self._location = location
-        self._store: SearchStore | None = None
+        self._store: IndexStore | None = None
         self._opening = asyncio.Lock()
 
-    async def store(self) -> SearchStore:
+    async def store(self) -> IndexStore:
         """The store; `SEARCH_UNAVAILABLE` when there is none or it cannot be opened."""
         if self._location is None:
             raise TarryError(
