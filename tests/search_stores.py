@@ -1,12 +1,13 @@
-"""The search stores the specs run against (`tests/test_search_store.py`), each a real
-one: SQLite in a temporary file, and PostgreSQL with pgvector (PGlite, this pytest
-worker's `pglite` server, emptied for each test)."""
+"""The stores the specs run against (`tests/test_search_store.py`,
+`tests/test_memory_store.py`), each a real one: SQLite in a temporary file, and
+PostgreSQL with pgvector (PGlite, this pytest worker's `pglite` server, emptied for each
+test)."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, closing, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,14 +17,12 @@ import psycopg
 import pytest
 
 from tarry.contracts.search import IndexedMessage, IndexedRun, IndexRequest, SearchHit
-from tarry.search import SearchQuery, SearchStore, open_store
+from tarry.search import IndexStore, SearchQuery, open_store
 from tarry.search.postgres import PostgresStore
 from tarry.search.sqlite import SqliteStore
 from tarry.search.store import POSTGRES
 from tests.deadline import TIMEOUT
 from tests.pglite_server import fresh_database
-
-OpenStore = Callable[[], Awaitable[SearchStore]]
 
 STORES = ("sqlite", "postgres")
 
@@ -45,7 +44,7 @@ async def empty(location: str) -> None:
         await asyncio.to_thread(Path(location).unlink, missing_ok=True)
 
 
-async def open_at(location: str, version: int) -> SearchStore:
+async def open_at(location: str, version: int) -> IndexStore:
     """The store at `location`, brought to `version` only (older than Tarry's)."""
     if location.startswith(POSTGRES):
         return await PostgresStore.open(location, version=version)
@@ -64,7 +63,7 @@ async def mark_version(location: str, version: int) -> None:
 
 
 @asynccontextmanager
-async def store_of(location: str) -> AsyncIterator[SearchStore]:
+async def store_of(location: str) -> AsyncIterator[IndexStore]:
     """A new, empty store at `location`, closed after."""
     await empty(location)
     store = await open_store(location)

@@ -3,7 +3,8 @@ interface (`SearchStore`) its stores keep: SQLite with FTS5 under the data direc
 (`sqlite.py`), for `tarry dev` and one machine; PostgreSQL with its own full-text search
 and pgvector (`postgres.py`, the `postgres` extra), for a team. `open_store` picks one by
 location. With an embedding profile, the messages' embeddings too, and search is hybrid:
-by words and by meaning, fused by rank (`fused`).
+by words and by meaning, fused by rank (`fused`). The same store keeps the agents'
+memories (`MemoryStore`, `memory_store.py`): together, an `IndexStore`.
 
 The index is never the only copy of anything: it holds what the runs' histories and
 transcript pages hold, written as messages are written (the `index_messages` activity,
@@ -20,6 +21,8 @@ from tarry.search.store import (
     DimensionMismatch,
     IndexedMessage,
     IndexedRun,
+    IndexStore,
+    MemoryStore,
     Readable,
     SearchHit,
     SearchQuery,
@@ -35,8 +38,10 @@ __all__ = [
     "RRF_K",
     "SCHEMA_VERSION",
     "DimensionMismatch",
+    "IndexStore",
     "IndexedMessage",
     "IndexedRun",
+    "MemoryStore",
     "Readable",
     "SearchHit",
     "SearchQuery",

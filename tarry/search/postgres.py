@@ -1,4 +1,5 @@
-"""The team's store: PostgreSQL, its words in a `tsvector` column with a GIN index.
+"""The team's store: PostgreSQL, its words in `tsvector` columns with GIN indexes: the
+index of the runs' messages, and the memories, in tables of their own.
 
 Each store (a worker's, an API server's) keeps one connection, used by one request at a
 time (`_lock`), each request one transaction: a worker killed mid-request leaves the
@@ -16,17 +17,18 @@ SQLite's `unicode61` tokenizer makes them, so a query matches the same messages 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from datetime import UTC, datetime
 from typing import Any, LiteralString, TypeVar
 
 from psycopg import AsyncConnection
 
+from tarry.contracts.memories import Memory, NewMemory, Provenance
 from tarry.contracts.search import IndexRequest, SearchHit
 from tarry.search.store import (
     SCHEMA_VERSION,
+    IndexStore,
     SearchQuery,
-    SearchStore,
     Vector,
     shown,
     words_of,
@@ -51,6 +53,18 @@ _UPGRADES: dict[int, tuple[LiteralString, ...]] = {
         " GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED, UNIQUE (run_id, idx))",
         "CREATE INDEX messages_by_words ON messages USING gin (words)",
     ),
+    2: (
+        # `words`: the text's and the tags' (kept by `remember` and `edit`, as a generated
+        # column may not use array_to_string); a deleted memory's are NULL, so no recall
+        # can find it.
+        "CREATE TABLE memories (n bigserial PRIMARY KEY, id text NOT NULL UNIQUE,"
+        " text text NOT NULL, tags text[] NOT NULL, scope text NOT NULL, run_id text,"
+        " turn integer, approved_by text, created timestamptz NOT NULL,"
+        " edited timestamptz, edited_by text, deleted timestamptz, deleted_by text,"
+        " words tsvector)",
+        "CREATE INDEX memories_by_scope ON memories (scope, created)",
+        "CREATE INDEX memories_by_words ON memories USING gin (words)",
+    ),
 }
 """The statements that bring a store of version N-1 to N; version 0 is an empty database
 (or schema): step 1 makes the table that keeps the version."""
@@ -64,7 +78,13 @@ _HEADLINE = "StartSel=[, StopSel=], MaxFragments=1, MaxWords=16, MinWords=6, Fra
 SQLite store's `snippet` marks them."""
 
 
-class PostgresStore(SearchStore):
+_MEMORY = (
+    "SELECT m.id, m.text, m.tags, m.scope, m.run_id, m.turn, m.approved_by, m.created,"
+    " m.edited, m.edited_by, m.deleted, m.deleted_by FROM memories m"
+)
+
+
+class PostgresStore(IndexStore):
     def __init__(self, location: str, connection: Connection) -> None:
         self._location = location
         self._db = connection
@@ -188,12 +208,148 @@ class PostgresStore(SearchStore):
 
         await self._run(clear)
 
+    async def remember(self, memory: NewMemory) -> Memory:
+        source = memory.provenance
+
+        async def write(db: Connection) -> Memory:
+            await db.execute(
+                "INSERT INTO memories (id, text, tags, scope, run_id, turn, approved_by,"
+                " created) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                (
+                    memory.id,
+                    memory.text,
+                    memory.tags,
+                    memory.scope,
+                    source.run_id,
+                    source.turn,
+                    source.approved_by,
+                    datetime.now(UTC),
+                ),
+            )
+            await _reword(db, memory.id)
+            return (await _memories(db, " WHERE m.id = %s", [memory.id]))[0]
+
+        return await self._run(write)
+
+    async def recall(
+        self, query: str, scopes: Collection[str] | None, limit: int = 10
+    ) -> list[Memory]:
+        words = words_of(query)
+        where, args = _in_scopes(scopes)
+        if not words:
+            rest = f"{where} ORDER BY m.created DESC, m.n DESC LIMIT %s"
+            return await self._run(lambda db: _memories(db, rest, [*args, limit]))
+        # Any word, best first: a question's other words ("who", "the") need not be in it.
+        rest = (
+            f", to_tsquery('simple', %s) q{where} AND m.words @@ q"
+            " ORDER BY ts_rank(m.words, q) DESC, m.n DESC LIMIT %s"
+        )
+        matched = " | ".join(f"'{w}'" for w in words)
+        return await self._run(lambda db: _memories(db, rest, [matched, *args, limit]))
+
+    async def get(self, memory_id: str) -> Memory | None:
+        found = await self._run(lambda db: _memories(db, " WHERE m.id = %s", [memory_id]))
+        return found[0] if found else None
+
+    async def list_memories(
+        self, scopes: Collection[str] | None, limit: int = 100, *, deleted: bool = False
+    ) -> list[Memory]:
+        where, args = _in_scopes(scopes, deleted=deleted)
+        rest = f"{where} ORDER BY m.created DESC, m.n DESC LIMIT %s"
+        return await self._run(lambda db: _memories(db, rest, [*args, limit]))
+
+    async def edit(
+        self, memory_id: str, by: str, *, text: str | None = None, tags: list[str] | None = None
+    ) -> Memory | None:
+        async def write(db: Connection) -> Memory | None:
+            await db.execute(
+                "UPDATE memories SET text = coalesce(%s, text), tags = coalesce(%s, tags),"
+                " edited = %s, edited_by = %s WHERE id = %s AND deleted IS NULL",
+                (text, tags, datetime.now(UTC), by, memory_id),
+            )
+            await _reword(db, memory_id)
+            found = await _memories(db, " WHERE m.id = %s AND m.deleted IS NULL", [memory_id])
+            return found[0] if found else None
+
+        return await self._run(write)
+
+    async def forget(self, memory_id: str, by: str) -> Memory | None:
+        async def write(db: Connection) -> Memory | None:
+            await db.execute(
+                "UPDATE memories SET deleted = %s, deleted_by = %s, words = NULL"
+                " WHERE id = %s AND deleted IS NULL",
+                (datetime.now(UTC), by, memory_id),
+            )
+            found = await _memories(db, " WHERE m.id = %s", [memory_id])
+            return found[0] if found else None
+
+        return await self._run(write)
+
     async def schema_version(self) -> int:
         return await self._run(_version)
 
     async def close(self) -> None:
         async with self._lock:
             await self._db.close()
+
+
+def _in_scopes(
+    scopes: Collection[str] | None, *, deleted: bool = False
+) -> tuple[str, list[object]]:
+    """The WHERE clause that keeps the memories of `scopes` (None: all), and its values."""
+    clauses = [] if deleted else ["m.deleted IS NULL"]
+    args: list[object] = []
+    if scopes is not None:
+        clauses.append("m.scope = ANY(%s)")
+        args.append(sorted(scopes))
+    return (f" WHERE {' AND '.join(clauses)}" if clauses else " WHERE true"), args
+
+
+async def _reword(db: Connection, memory_id: str) -> None:
+    """Keeps the words of the memory `memory_id` that `recall` finds: its text's and its
+    tags' (a deleted one's stay NULL)."""
+    await db.execute(
+        "UPDATE memories SET words = to_tsvector('simple', text || ' '"
+        " || array_to_string(tags, ' ')) WHERE id = %s AND deleted IS NULL",
+        (memory_id,),
+    )
+
+
+async def _memories(db: Connection, rest: str, args: list[object]) -> list[Memory]:
+    """The memories `_MEMORY` + `rest` selects, as the store's answers."""
+    rows = await (await db.execute(_MEMORY + rest, args)).fetchall()
+    return [_memory(*row) for row in rows]
+
+
+def _memory(
+    id: str,
+    text: str,
+    tags: list[str],
+    scope: str,
+    run_id: str | None,
+    turn: int | None,
+    approved_by: str | None,
+    created: datetime,
+    edited: datetime | None,
+    edited_by: str | None,
+    deleted: datetime | None,
+    deleted_by: str | None,
+) -> Memory:
+    def moment(at: datetime | None) -> datetime | None:
+        return None if at is None else at.astimezone(UTC)
+
+    return Memory(
+        id=id,
+        text=text,
+        tags=tags,
+        scope=scope,
+        provenance=Provenance(run_id=run_id, turn=turn, approved_by=approved_by),
+        created=created.astimezone(UTC),
+        edited=moment(edited),
+        edited_by=edited_by,
+        deleted=moment(deleted),
+        deleted_by=deleted_by,
+    )
 
 
 async def _connect(location: str) -> Connection:

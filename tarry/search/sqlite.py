@@ -1,4 +1,5 @@
-"""The embedded store: one SQLite file under the data directory, its words in FTS5.
+"""The embedded store: one SQLite file under the data directory, its words in FTS5: the
+index of the runs' messages, and the memories, in tables of their own.
 
 SQLite's calls block, so each runs in a thread, one at a time (`_lock`): a worker's
 index activities and a server's searches share one connection. Writes are one
@@ -9,15 +10,17 @@ worker killed mid-request leaves the index as it was before it.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
+from tarry.contracts.memories import Memory, NewMemory, Provenance
 from tarry.contracts.search import IndexRequest, SearchHit
-from tarry.search.store import SCHEMA_VERSION, SearchQuery, SearchStore, Vector, words_of
+from tarry.search.store import SCHEMA_VERSION, IndexStore, SearchQuery, Vector, words_of
 
 __all__ = ["SqliteStore"]
 
@@ -40,11 +43,32 @@ _UPGRADES: dict[int, tuple[str, ...]] = {
         " INSERT INTO messages_fts (messages_fts, rowid, text)"
         " VALUES ('delete', old.id, old.text); END",
     ),
+    2: (
+        "CREATE TABLE memories (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,"
+        " text TEXT NOT NULL, tags TEXT NOT NULL, scope TEXT NOT NULL, run_id TEXT,"
+        " turn INTEGER, approved_by TEXT, created REAL NOT NULL, edited REAL,"
+        " edited_by TEXT, deleted REAL, deleted_by TEXT)",
+        "CREATE INDEX memories_by_scope ON memories (scope, created)",
+        "CREATE VIRTUAL TABLE memories_fts USING fts5(text, tags, tokenize='unicode61')",
+        "CREATE TRIGGER memory_kept AFTER INSERT ON memories BEGIN"
+        " INSERT INTO memories_fts (rowid, text, tags) VALUES (new.n, new.text, new.tags); END",
+        # A deleted memory leaves the words, so no recall can find it.
+        "CREATE TRIGGER memory_changed AFTER UPDATE ON memories BEGIN"
+        " DELETE FROM memories_fts WHERE rowid = old.n;"
+        " INSERT INTO memories_fts (rowid, text, tags) SELECT new.n, new.text, new.tags"
+        " WHERE new.deleted IS NULL; END",
+    ),
 }
 """The statements that bring a store of version N-1 to N; version 0 is an empty file."""
 
 
-class SqliteStore(SearchStore):
+_MEMORY = (
+    "SELECT m.id, m.text, m.tags, m.scope, m.run_id, m.turn, m.approved_by, m.created,"
+    " m.edited, m.edited_by, m.deleted, m.deleted_by FROM memories m"
+)
+
+
+class SqliteStore(IndexStore):
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._db = connection
         self._lock = threading.Lock()
@@ -167,6 +191,96 @@ class SqliteStore(SearchStore):
 
         await self._run(clear)
 
+    async def remember(self, memory: NewMemory) -> Memory:
+        source = memory.provenance
+
+        def write(db: sqlite3.Connection) -> Memory:
+            with _transaction(db):
+                db.execute(
+                    "INSERT INTO memories (id, text, tags, scope, run_id, turn, approved_by,"
+                    " created) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                    (
+                        memory.id,
+                        memory.text,
+                        json.dumps(memory.tags),
+                        memory.scope,
+                        source.run_id,
+                        source.turn,
+                        source.approved_by,
+                        datetime.now(UTC).timestamp(),
+                    ),
+                )
+                return _memories(db, " WHERE m.id = ?", [memory.id])[0]
+
+        return await self._run(write)
+
+    async def recall(
+        self, query: str, scopes: Collection[str] | None, limit: int = 10
+    ) -> list[Memory]:
+        words = words_of(query)
+        where, args = _in_scopes(scopes)
+        if not words:
+            return await self._run(
+                lambda db: _memories(
+                    db, f"{where} ORDER BY m.created DESC, m.n DESC LIMIT ?", [*args, limit]
+                )
+            )
+        # Any word, best first: a question's other words ("who", "the") need not be in it.
+        sql = (
+            f" JOIN memories_fts ON memories_fts.rowid = m.n{where}"
+            " AND memories_fts MATCH ? ORDER BY memories_fts.rank LIMIT ?"
+        )
+        matched = " OR ".join(f'"{w}"' for w in words)
+        return await self._run(lambda db: _memories(db, sql, [*args, matched, limit]))
+
+    async def get(self, memory_id: str) -> Memory | None:
+        found = await self._run(lambda db: _memories(db, " WHERE m.id = ?", [memory_id]))
+        return found[0] if found else None
+
+    async def list_memories(
+        self, scopes: Collection[str] | None, limit: int = 100, *, deleted: bool = False
+    ) -> list[Memory]:
+        where, args = _in_scopes(scopes, deleted=deleted)
+        return await self._run(
+            lambda db: _memories(
+                db, f"{where} ORDER BY m.created DESC, m.n DESC LIMIT ?", [*args, limit]
+            )
+        )
+
+    async def edit(
+        self, memory_id: str, by: str, *, text: str | None = None, tags: list[str] | None = None
+    ) -> Memory | None:
+        def write(db: sqlite3.Connection) -> Memory | None:
+            with _transaction(db):
+                db.execute(
+                    "UPDATE memories SET text = coalesce(?, text), tags = coalesce(?, tags),"
+                    " edited = ?, edited_by = ? WHERE id = ? AND deleted IS NULL",
+                    (
+                        text,
+                        None if tags is None else json.dumps(tags),
+                        datetime.now(UTC).timestamp(),
+                        by,
+                        memory_id,
+                    ),
+                )
+                found = _memories(db, " WHERE m.id = ? AND m.deleted IS NULL", [memory_id])
+                return found[0] if found else None
+
+        return await self._run(write)
+
+    async def forget(self, memory_id: str, by: str) -> Memory | None:
+        def write(db: sqlite3.Connection) -> Memory | None:
+            with _transaction(db):
+                db.execute(
+                    "UPDATE memories SET deleted = ?, deleted_by = ?"
+                    " WHERE id = ? AND deleted IS NULL",
+                    (datetime.now(UTC).timestamp(), by, memory_id),
+                )
+                found = _memories(db, " WHERE m.id = ?", [memory_id])
+                return found[0] if found else None
+
+        return await self._run(write)
+
     async def schema_version(self) -> int:
         return await self._run(_version)
 
@@ -186,6 +300,53 @@ class _transaction:
 
     def __exit__(self, kind: object, *_: object) -> None:
         self._db.execute("ROLLBACK" if kind is not None else "COMMIT")
+
+
+def _in_scopes(
+    scopes: Collection[str] | None, *, deleted: bool = False
+) -> tuple[str, list[object]]:
+    """The WHERE clause that keeps the memories of `scopes` (None: all), and its values."""
+    clauses = [] if deleted else ["m.deleted IS NULL"]
+    names = sorted(scopes) if scopes is not None else None
+    if names is not None:
+        clauses.append(f"m.scope IN ({', '.join('?' * len(names)) or 'NULL'})")
+    return (f" WHERE {' AND '.join(clauses)}" if clauses else ""), list(names or ())
+
+
+def _memories(db: sqlite3.Connection, rest: str, args: list[object]) -> list[Memory]:
+    """The memories `_MEMORY` + `rest` selects, as the store's answers."""
+    return [_memory(*row) for row in db.execute(_MEMORY + rest, args)]
+
+
+def _memory(
+    id: str,
+    text: str,
+    tags: str,
+    scope: str,
+    run_id: str | None,
+    turn: int | None,
+    approved_by: str | None,
+    created: float,
+    edited: float | None,
+    edited_by: str | None,
+    deleted: float | None,
+    deleted_by: str | None,
+) -> Memory:
+    def moment(at: float | None) -> datetime | None:
+        return None if at is None else datetime.fromtimestamp(at, UTC)
+
+    return Memory(
+        id=id,
+        text=text,
+        tags=json.loads(tags),
+        scope=scope,
+        provenance=Provenance(run_id=run_id, turn=turn, approved_by=approved_by),
+        created=datetime.fromtimestamp(created, UTC),
+        edited=moment(edited),
+        edited_by=edited_by,
+        deleted=moment(deleted),
+        deleted_by=deleted_by,
+    )
 
 
 def _version(db: sqlite3.Connection) -> int:

@@ -1,4 +1,5 @@
-"""The interface every search store keeps, and how a location opens one."""
+"""The interface every search store keeps, and how a location opens one: a store there
+keeps the index of the runs' messages and the memories (`IndexStore`)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,16 @@ from tarry.contracts.search import IndexedMessage, IndexedRun, IndexRequest, Sea
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
 from tarry.core.ownership import Policy, principals
+from tarry.search.memory_store import MemoryStore
 
 __all__ = [
     "RRF_K",
     "SCHEMA_VERSION",
     "DimensionMismatch",
+    "IndexStore",
     "IndexedMessage",
     "IndexedRun",
+    "MemoryStore",
     "Readable",
     "SearchHit",
     "SearchQuery",
@@ -35,9 +39,10 @@ __all__ = [
     "words_of",
 ]
 
-SCHEMA_VERSION = 1
-"""The index's schema, kept in the store; a store of an older one is upgraded when it
-opens (each store's `_UPGRADES`), one of a newer one refused."""
+SCHEMA_VERSION = 2
+"""The store's schema (1: the index; 2: and the memories), kept in the store; a store of
+an older one is upgraded when it opens (each store's `_UPGRADES`), one of a newer one
+refused."""
 
 _WORD = re.compile(r"\w+")
 
@@ -158,11 +163,16 @@ class SearchStore(ABC):
     async def close(self) -> None: ...
 
 
+class IndexStore(SearchStore, MemoryStore):
+    """What a location (`TARRY_SEARCH_INDEX`) holds: the index and the memories, in one
+    store with one schema version."""
+
+
 POSTGRES = ("postgresql://", "postgres://")
 """How a location that names a PostgreSQL database begins (libpq's URLs)."""
 
 
-async def open_store(location: str) -> SearchStore:
+async def open_store(location: str) -> IndexStore:
     """The store at `location` (`TARRY_SEARCH_INDEX`): a PostgreSQL database's URL
     (`postgresql://USER:PASSWORD@HOST/DATABASE`), or else a SQLite file's path; created
     with its schema if there is none, or upgraded to `SCHEMA_VERSION`. Each store's
@@ -191,10 +201,10 @@ class StoreOpener:
 
     def __init__(self, location: str | None) -> None:
         self._location = location
-        self._store: SearchStore | None = None
+        self._store: IndexStore | None = None
         self._opening = asyncio.Lock()
 
-    async def store(self) -> SearchStore:
+    async def store(self) -> IndexStore:
         """The store; `SEARCH_UNAVAILABLE` when there is none or it cannot be opened."""
         if self._location is None:
             raise TarryError(

@@ -1,0 +1,65 @@
+"""The interface every memory store keeps: the memories of `tarry.contracts.memories`.
+
+Memories live beside the search index, in the same store (one location,
+`TARRY_SEARCH_INDEX`, one connection, one schema version and upgrade path), yet behind an
+interface of their own: the index is a copy of the runs, cleared and rebuilt at will
+(`SearchStore.clear`), while the memory store is the only copy of its memories, so
+nothing of the index's touches them; and a door that reads memories needs nothing else.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection
+
+from tarry.contracts.memories import Memory, NewMemory
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore(ABC):
+    """Memories, each in one scope (a user, `group:NAME`, `agent:NAME`). A deleted memory
+    is kept, marked, for its provenance, but `recall` and `list_memories` never answer it
+    and `edit` and `forget` leave it as it is. `scopes` of None: every scope (an admin,
+    an operator's command line)."""
+
+    @abstractmethod
+    async def remember(self, memory: NewMemory) -> Memory:
+        """Keeps `memory`; one of the same id already kept (a retried write) is answered
+        as it is, unchanged."""
+
+    @abstractmethod
+    async def recall(
+        self, query: str, scopes: Collection[str] | None, limit: int = 10
+    ) -> list[Memory]:
+        """The memories of `scopes` with any word of `query` in their text or tags, best
+        first; for a query of no words, the newest."""
+
+    @abstractmethod
+    async def get(self, memory_id: str) -> Memory | None:
+        """The memory `memory_id`, deleted or not; None: there is none."""
+
+    @abstractmethod
+    async def list_memories(
+        self, scopes: Collection[str] | None, limit: int = 100, *, deleted: bool = False
+    ) -> list[Memory]:
+        """The memories of `scopes`, newest first; with `deleted`, the deleted ones too."""
+
+    @abstractmethod
+    async def edit(
+        self, memory_id: str, by: str, *, text: str | None = None, tags: list[str] | None = None
+    ) -> Memory | None:
+        """Sets the text or tags (None: as they are) of the memory `memory_id`, noting
+        `by` and when; None: there is none, or it was deleted."""
+
+    @abstractmethod
+    async def forget(self, memory_id: str, by: str) -> Memory | None:
+        """Marks the memory `memory_id` deleted by `by`, and answers it; one deleted
+        before is answered as it was; None: there is none."""
+
+    @abstractmethod
+    async def schema_version(self) -> int:
+        """The version of the schema the store holds."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
