@@ -27,9 +27,12 @@ from tarry.contracts.memories import Memory, NewMemory, Provenance
 from tarry.contracts.search import IndexRequest, SearchHit
 from tarry.search.store import (
     SCHEMA_VERSION,
+    DimensionMismatch,
     IndexStore,
     SearchQuery,
     Vector,
+    fused,
+    opening,
     shown,
     words_of,
 )
@@ -52,6 +55,11 @@ _UPGRADES: dict[int, tuple[LiteralString, ...]] = {
         " at timestamptz NOT NULL, words tsvector NOT NULL"
         " GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED, UNIQUE (run_id, idx))",
         "CREATE INDEX messages_by_words ON messages USING gin (words)",
+        # The messages' embeddings, of the length the first fix (`_fix_dimensions`, which
+        # makes their HNSW index: a column of no length takes any, an index needs one).
+        "CREATE EXTENSION IF NOT EXISTS vector",
+        "CREATE TABLE message_vectors (id bigint PRIMARY KEY"
+        " REFERENCES messages (id) ON DELETE CASCADE, embedding vector NOT NULL)",
     ),
     2: (
         # `words`: the text's and the tags' (kept by `remember` and `edit`, as a generated
@@ -73,7 +81,7 @@ _UPGRADING = 0x7461727279
 """The advisory lock that processes opening one database at once take in turn, so one
 of them takes each upgrade step and the others find it taken."""
 
-_HEADLINE = "StartSel=[, StopSel=], MaxFragments=1, MaxWords=16, MinWords=6, FragmentDelimiter=…"
+_HEADLINE = "StartSel=[, StopSel=], MaxWords=16, MinWords=8"
 """ts_headline's options: a short excerpt around the words, each marked `[word]`, as the
 SQLite store's `snippet` marks them."""
 
@@ -112,11 +120,14 @@ class PostgresStore(IndexStore):
                 return await work(self._db)
 
     async def index(self, request: IndexRequest, vectors: Sequence[Vector] | None = None) -> int:
-        # Vectors are kept from the next commit on (pgvector); until then words alone.
         run = request.run
         messages = request.messages
+        if vectors is not None and len(vectors) != len(messages):
+            raise ValueError(f"{len(vectors)} vectors for {len(messages)} messages")
 
         async def write(db: Connection) -> int:
+            if vectors:
+                await _fix_dimensions(db, {len(v) for v in vectors})
             await db.execute(
                 "INSERT INTO runs (run_id, owner, agent) VALUES (%s, %s, %s)"
                 " ON CONFLICT (run_id) DO NOTHING",
@@ -130,7 +141,7 @@ class PostgresStore(IndexStore):
             written = await db.execute(
                 "INSERT INTO messages (run_id, idx, role, text, at)"
                 " SELECT %s, * FROM unnest(%s::integer[], %s::text[], %s::text[],"
-                " %s::timestamptz[]) ON CONFLICT (run_id, idx) DO NOTHING",
+                " %s::timestamptz[]) ON CONFLICT (run_id, idx) DO NOTHING RETURNING idx, id",
                 (
                     run.run_id,
                     [m.index for m in messages],
@@ -139,7 +150,21 @@ class PostgresStore(IndexStore):
                     [m.at for m in messages],
                 ),
             )
-            return max(written.rowcount, 0)
+            new: dict[int, int] = dict(await written.fetchall())
+            if vectors and new:
+                # The new messages' vectors only: one indexed before keeps its own.
+                kept = [
+                    (new[m.index], _literal(v))
+                    for m, v in zip(messages, vectors, strict=True)
+                    if m.index in new
+                ]
+                await db.execute(
+                    "INSERT INTO message_vectors (id, embedding)"
+                    " SELECT id, embedding::vector FROM unnest(%s::bigint[], %s::text[])"
+                    " AS v (id, embedding)",
+                    ([id for id, _ in kept], [vector for _, vector in kept]),
+                )
+            return len(new)
 
         return await self._run(write)
 
@@ -147,53 +172,26 @@ class PostgresStore(IndexStore):
         words = words_of(query.text)
         if not words:
             return []
-        where = ["m.words @@ q.query"]
-        args: list[object] = [" & ".join(f"'{w}'" for w in words)]
-        if query.since is not None:
-            where.append("m.at >= %s")
-            args.append(query.since)
-        if query.agent is not None:
-            where.append("r.agent = %s")
-            args.append(query.agent)
-        if (readable := query.readable) is not None:
-            where.append(
-                "(r.owner = %s OR EXISTS (SELECT 1 FROM run_readers n"
-                " WHERE n.run_id = m.run_id AND n.name = ANY(%s)))"
-            )
-            args += [readable.user, sorted(readable.names)]
-        args.append(query.limit)
-        # The headlines of the best rows only: made in the inner query, one would be made
-        # for every row that matched, before the sort.
-        sql = (
-            "SELECT best.run_id, best.idx, best.role, best.at, best.agent, best.score,"
-            f" ts_headline('simple', best.text, best.query, '{_HEADLINE}')"
-            " FROM (SELECT m.run_id, m.idx, m.role, m.at, r.agent, m.text, q.query,"
-            " ts_rank(m.words, q.query) AS score"
-            " FROM (SELECT to_tsquery('simple', %s) AS query) q, messages m"
-            " JOIN runs r ON r.run_id = m.run_id"
-            f" WHERE {' AND '.join(where)}"
-            " ORDER BY score DESC, m.id LIMIT %s) best ORDER BY best.score DESC"
-        )
+        where, args = _filters(query)
+        matched = " & ".join(f"'{w}'" for w in words)
 
         async def read(db: Connection) -> list[SearchHit]:
-            rows = await (await db.execute(sql, args)).fetchall()
-            return [
-                SearchHit(
-                    run_id=run_id,
-                    index=index,
-                    role=role,
-                    at=at.astimezone(UTC),
-                    agent=agent,
-                    score=score,
-                    snippet=snippet,
+            lexical = await _lexical(db, matched, where, args, query.limit)
+            if query.embedding is None or (dimensions := await _dimensions(db)) is None:
+                return lexical
+            if len(query.embedding) != dimensions:
+                raise DimensionMismatch(
+                    f"the query's embedding has {len(query.embedding)} dimensions, the"
+                    f" index's vectors {dimensions}: the embedding profile changed since"
+                    " they were made; `tarry index rebuild` makes them anew"
                 )
-                for run_id, index, role, at, agent, score, snippet in rows
-            ]
+            near = await _semantic(db, query.embedding, dimensions, where, args, query.limit)
+            return fused([lexical, near], query.limit)
 
         return await self._run(read)
 
     async def dimensions(self) -> int | None:
-        return None
+        return await self._run(_dimensions)
 
     async def count(self) -> int:
         async def count(db: Connection) -> int:
@@ -204,7 +202,8 @@ class PostgresStore(IndexStore):
 
     async def clear(self) -> None:
         async def clear(db: Connection) -> None:
-            await db.execute("TRUNCATE messages, run_readers, runs")
+            await db.execute("TRUNCATE message_vectors, messages, run_readers, runs")
+            await db.execute("DROP INDEX IF EXISTS message_vectors_near")
 
         await self._run(clear)
 
@@ -291,6 +290,134 @@ class PostgresStore(IndexStore):
     async def close(self) -> None:
         async with self._lock:
             await self._db.close()
+
+
+_HIT = "m.run_id, m.idx, m.role, m.at, r.agent"
+"""What a query selects of a hit, before its score and its snippet (`_hit`)."""
+
+
+def _filters(query: SearchQuery) -> tuple[str, list[object]]:
+    """The conditions of `query` besides its words and meaning (`AND ...`, on messages
+    `m` and runs `r`), and their values."""
+    where: list[str] = []
+    args: list[object] = []
+    if query.since is not None:
+        where.append(" AND m.at >= %s")
+        args.append(query.since)
+    if query.agent is not None:
+        where.append(" AND r.agent = %s")
+        args.append(query.agent)
+    if (readable := query.readable) is not None:
+        where.append(
+            " AND (r.owner = %s OR EXISTS (SELECT 1 FROM run_readers n"
+            " WHERE n.run_id = m.run_id AND n.name = ANY(%s)))"
+        )
+        args += [readable.user, sorted(readable.names)]
+    return "".join(where), args
+
+
+async def _lexical(
+    db: Connection, matched: str, where: str, args: list[object], limit: int
+) -> list[SearchHit]:
+    """The `limit` messages with every word of `matched` (a tsquery) that the filters keep,
+    best first (`ts_rank`), each with its words marked."""
+    # The headlines of the best rows only: made in the inner query, one would be made for
+    # every row that matched, before the sort.
+    sql = (
+        f"SELECT {_HIT.replace('m.', 'best.').replace('r.', 'best.')}, best.score,"
+        f" ts_headline('simple', best.text, best.query, '{_HEADLINE}'), best.text"
+        f" FROM (SELECT {_HIT}, m.text, q.query, ts_rank(m.words, q.query) AS score"
+        " FROM (SELECT to_tsquery('simple', %s) AS query) q, messages m"
+        f" JOIN runs r ON r.run_id = m.run_id WHERE m.words @@ q.query{where}"
+        " ORDER BY score DESC, m.id LIMIT %s) best ORDER BY best.score DESC"
+    )
+    rows = await (await db.execute(sql, [matched, *args, limit])).fetchall()
+    return [
+        _hit(run_id, index, role, at, agent, score, _excerpt(headline, text))
+        for run_id, index, role, at, agent, score, headline, text in rows
+    ]
+
+
+def _excerpt(headline: str, text: str) -> str:
+    """`headline` (a part of `text`, its words marked) with `…` where it leaves `text`
+    out, before or after, as SQLite's `snippet` shows it."""
+    shown = " ".join(headline.replace("[", "").replace("]", "").split())
+    whole = " ".join(text.split())
+    before = "" if whole.startswith(shown) else "…"
+    after = "" if whole.endswith(shown) else "…"
+    return f"{before}{headline}{after}"
+
+
+async def _semantic(
+    db: Connection,
+    embedding: Vector,
+    dimensions: int,
+    where: str,
+    args: list[object],
+    limit: int,
+) -> list[SearchHit]:
+    """The `limit` messages nearest `embedding` by cosine distance that the filters keep,
+    nearest first, each with the start of its text. The HNSW index's scan goes on past
+    the nearest it first finds until enough pass the filters (pgvector 0.8's iterative
+    scan, in order): a caller who may read few of many runs still finds theirs."""
+    await db.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+    near = f"v.embedding::vector({dimensions}) <=> %s::vector({dimensions})"
+    sql = (
+        f"SELECT {_HIT}, 1 - ({near}), m.text FROM message_vectors v"
+        " JOIN messages m ON m.id = v.id JOIN runs r ON r.run_id = m.run_id"
+        f" WHERE true{where} ORDER BY {near} LIMIT %s"
+    )
+    vector = _literal(embedding)
+    rows = await (await db.execute(sql, [vector, *args, vector, limit])).fetchall()
+    return [
+        _hit(run_id, index, role, at, agent, score, opening(text))
+        for run_id, index, role, at, agent, score, text in rows
+    ]
+
+
+def _hit(
+    run_id: str, index: int, role: str, at: datetime, agent: str | None, score: float, snippet: str
+) -> SearchHit:
+    return SearchHit(
+        run_id=run_id,
+        index=index,
+        role=role,
+        at=at.astimezone(UTC),
+        agent=agent,
+        score=score,
+        snippet=snippet,
+    )
+
+
+def _literal(vector: Vector) -> str:
+    """`vector` as pgvector reads a `vector` from text."""
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+async def _dimensions(db: Connection) -> int | None:
+    """The length of the store's vectors: that of any (they all have it); None: none."""
+    row = await (
+        await db.execute("SELECT vector_dims(embedding) FROM message_vectors LIMIT 1")
+    ).fetchone()
+    return int(row[0]) if row else None
+
+
+async def _fix_dimensions(db: Connection, lengths: set[int]) -> None:
+    """Checks that vectors of `lengths` fit the store, fixing its dimensions with the first
+    (and making their HNSW index, which needs them); `DimensionMismatch` for any other."""
+    dimensions = await _dimensions(db)
+    if dimensions is None and len(lengths) == 1:
+        [dimensions] = lengths
+        await db.execute(
+            "CREATE INDEX IF NOT EXISTS message_vectors_near ON message_vectors"
+            f" USING hnsw ((embedding::vector({dimensions})) vector_cosine_ops)"
+        )
+    if lengths - {dimensions}:
+        raise DimensionMismatch(
+            f"vectors of {sorted(lengths)} dimensions for an index of {dimensions}: the"
+            " embedding profile changed since it was filled; `tarry index rebuild` makes"
+            " every vector anew"
+        )
 
 
 def _in_scopes(

@@ -34,6 +34,7 @@ __all__ = [
     "Vector",
     "fused",
     "open_store",
+    "opening",
     "shown",
     "since_of",
     "words_of",
@@ -111,6 +112,18 @@ def fused(rankings: Sequence[Sequence[SearchHit]], limit: int) -> list[SearchHit
             hits.setdefault(key, hit)
     best = sorted(scores, key=lambda key: -scores[key])[:limit]
     return [hits[key].model_copy(update={"score": scores[key]}) for key in best]
+
+
+SNIPPET_CHARACTERS = 120
+"""The most characters of a message found by meaning alone that its snippet shows."""
+
+
+def opening(text: str) -> str:
+    """The snippet of a message found by meaning alone: its first characters, on one line."""
+    flat = " ".join(text.split())
+    if len(flat) <= SNIPPET_CHARACTERS:
+        return flat
+    return flat[:SNIPPET_CHARACTERS].rsplit(" ", 1)[0] + "…"
 
 
 class SearchStore(ABC):
