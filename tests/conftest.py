@@ -23,6 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from activities.tool_calls import Tool
+from bench import pglite
 from tarry.cli import processes
 from tarry.client import RunHandle
 from tarry.config.settings import DEFAULT_WORKFLOW_CACHE, McpServer, ModelProfile, TarrySettings
@@ -32,7 +33,6 @@ from tarry.temporal.entrypoint import exit_now
 from tarry.temporal.servers import add_search_attributes, find_binary
 from tarry.testing import ScriptedAgent, start_dev_server
 from tarry.testing.scripted_model import ScriptedModel
-from tests import pglite_server
 from tests.deadline import HEARTBEAT, deadline
 from tests.faults import replay
 from tests.scheduling import HELD, pytest_xdist_make_scheduler  # noqa: F401 (a hook)
@@ -296,18 +296,13 @@ async def temporal(converter: DataConverter) -> AsyncIterator[Client]:
 
 
 @pytest.fixture(scope="session")
-async def pglite() -> AsyncIterator[str]:
-    """The URL of this worker's PostgreSQL with pgvector (`tests/pglite_server.py`),
-    started at its first use; skipped where PGlite is not installed."""
-    if reason := pglite_server.missing():
-        pytest.skip(reason)
-    port = processes.free_port()
-    server = await pglite_server.start_pglite(port)
-    try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        server.terminate()
-        await server.wait()
+async def pglite_url() -> AsyncIterator[str]:
+    """The URL of this worker's PostgreSQL with pgvector (`bench/pglite.py`), started at
+    its first use; skipped where PGlite is not installed (`scripts/test` installs it)."""
+    if reason := pglite.missing():
+        pytest.skip(f"the PostgreSQL tests need PGlite: {reason}")
+    async with pglite.pglite(processes.free_port(), started_within=deadline(60)) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """The stores the specs run against (`tests/test_search_store.py`,
 `tests/test_memory_store.py`), each a real one: SQLite in a temporary file, and
-PostgreSQL with pgvector (PGlite, this pytest worker's `pglite` server, emptied for each
-test)."""
+PostgreSQL with pgvector (PGlite, this pytest worker's `pglite_url` server, emptied for
+each test)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from tarry.search.postgres import PostgresStore
 from tarry.search.sqlite import SqliteStore
 from tarry.search.store import POSTGRES
 from tests.deadline import TIMEOUT
-from tests.pglite_server import fresh_database
 
 STORES = ("sqlite", "postgres")
 
@@ -30,16 +29,19 @@ STORES = ("sqlite", "postgres")
 def location_of(request: pytest.FixtureRequest, directory: Path) -> str:
     """The location of a store of the kind `request.param` names (one of `STORES`)."""
     if request.param == "postgres":
-        url: str = request.getfixturevalue("pglite")
+        url: str = request.getfixturevalue("pglite_url")
         return url
     assert request.param == "sqlite", request.param
     return str(directory / "search.db")
 
 
 async def empty(location: str) -> None:
-    """Makes the store at `location` empty of everything, its schema too."""
+    """Makes the store at `location` empty of everything, its schema too: a PostgreSQL
+    database's `public` schema, and all in it, is made anew."""
     if location.startswith(POSTGRES):
-        await fresh_database(location)
+        async with await psycopg.AsyncConnection.connect(location, autocommit=True) as db:
+            await db.execute("DROP SCHEMA public CASCADE")
+            await db.execute("CREATE SCHEMA public")
     else:
         await asyncio.to_thread(Path(location).unlink, missing_ok=True)
 

@@ -197,8 +197,8 @@ async def test_an_index_that_cannot_be_opened_is_named_without_its_password() ->
     assert "hunter2" not in str(raised.value)
 
 
-async def test_a_postgres_store_whose_connection_dropped_connects_again(pglite: str) -> None:
-    async with store_of(pglite) as direct, dropping_proxy(pglite) as (proxied, drop):
+async def test_a_postgres_store_whose_connection_dropped_connects_again(pglite_url: str) -> None:
+    async with store_of(pglite_url) as direct, dropping_proxy(pglite_url) as (proxied, drop):
         store = await open_store(proxied)
         await direct.index(request("r1", "launch"))
         drop()

@@ -1,6 +1,6 @@
 // One PGlite database in memory, with pgvector, served over the Postgres wire protocol
 // on 127.0.0.1: `node serve.mjs PORT CONNECTIONS` prints `listening PORT` once it
-// answers, and serves until SIGTERM or SIGINT (tests/pglite_server.py starts it).
+// answers, and serves until SIGTERM or SIGINT (bench/pglite.py starts it).
 //
 // PGlite is one Postgres backend in one process. pglite-socket lets CONNECTIONS clients
 // connect at once (a client past them is refused, "Too many connections") and runs their
