@@ -4,10 +4,12 @@ search answers at 100,000 messages.
 - Turns: the same chat on a worker that indexes every message and on one with no index,
   alternating on one dev server and one scripted model, so the ratio is of the same
   minute's machine.
-- Searches: a SQLite index filled with `messages` messages of 1,000 runs of 20 owners (the
+- Searches: an index filled with `messages` messages of 1,000 runs of 20 owners (the
   words drawn from a vocabulary of 5,000, the same every time), then searches of one and
   two words, as an operator (every run) and as one owner (the runs they may read): p50
-  and p99 of each.
+  and p99 of each, on each store: SQLite, and PostgreSQL (PGlite's, `bench/pglite.py`:
+  one WebAssembly backend under Node, not a Postgres server's processes, so its times
+  bound a real server's from above rather than stand for them).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from statistics import median, quantiles
 
 from rich.table import Table
 
+from bench.pglite import pglite
 from bench.rig import InProcessTarry, console, dev_server, ms, ratio, table, tarry_worker
+from tarry.cli.processes import free_port
 from tarry.contracts import Phase, RunInput
 from tarry.contracts.search import IndexedMessage, IndexedRun, IndexRequest
 from tarry.search import Readable, SearchQuery, SearchStore, open_store
@@ -48,25 +52,37 @@ class Result:
     indexed: float
     """Seconds per turn, every message indexed."""
     messages: int
-    lexical: dict[str, list[float]]
-    """Seconds per search, by the kind of search."""
+    lexical: dict[str, dict[str, list[float]]]
+    """Seconds per search, by store (`STORES`), then by the kind of search."""
 
     @property
     def ratio(self) -> float:
         return self.indexed / self.plain
 
-    def p99(self) -> float:
-        """The slowest kind's 99th percentile."""
-        return max(_percentile(times, 99) for times in self.lexical.values())
+    def p99(self, store: str) -> float:
+        """The slowest kind's 99th percentile on `store`."""
+        return max(_percentile(times, 99) for times in self.lexical[store].values())
+
+
+STORES = ("SQLite", "PostgreSQL")
+PGLITE_STARTS_WITHIN = 120.0
+"""Seconds PGlite may take to answer (a few on an idle machine)."""
 
 
 def _percentile(times: list[float], n: int) -> float:
     return quantiles(times, n=100, method="inclusive")[n - 1] if len(times) > 1 else times[0]
 
 
-async def run(turns: int, messages: int, root: Path) -> Result:
+async def run(turns: int, messages: int, root: Path, postgres: str | None = None) -> Result:
+    """The turns, then the searches on each store; `postgres`: the URL of an empty
+    PostgreSQL database to fill (None: a PGlite server of the bench's own)."""
     plain, indexed = await _turns(turns, root)
-    lexical = await _searches(messages, root / "search-bench.db")
+    lexical = {"SQLite": await _searches(messages, str(root / "search-bench.db"))}
+    if postgres is None:
+        async with pglite(free_port(), PGLITE_STARTS_WITHIN) as url:
+            lexical["PostgreSQL"] = await _searches(messages, url)
+    else:
+        lexical["PostgreSQL"] = await _searches(messages, postgres)
     result = Result(plain, indexed, messages, lexical)
     console.print(render(turns, result))
     return result
@@ -128,9 +144,9 @@ async def fill(store: SearchStore, messages: int) -> list[str]:
     return words
 
 
-async def _searches(messages: int, path: Path) -> dict[str, list[float]]:
-    """Times searches of each kind over a new index at `path` of `messages` messages."""
-    store = await open_store(str(path))
+async def _searches(messages: int, location: str) -> dict[str, list[float]]:
+    """Times searches of each kind over a new index at `location` of `messages` messages."""
+    store = await open_store(location)
     try:
         words = await fill(store, messages)
         draw = random.Random(7)
@@ -157,7 +173,7 @@ async def _searches(messages: int, path: Path) -> dict[str, list[float]]:
 def render(turns: int, result: Result) -> Table:
     t = table(
         f"Search: {turns}-turn chats (medians of {PAIRS} rounds), then {SEARCHES} searches"
-        f" of each kind over {result.messages:,} messages (SQLite)",
+        f" of each kind over {result.messages:,} messages, on each store",
         "what", "ms", "p50 ms", "p99 ms", "x (r) no index",
     )  # fmt: skip
     t.add_row("(r) turn, no index", ms(result.plain), "", "", "1.00x")
@@ -168,6 +184,13 @@ def render(turns: int, result: Result) -> Table:
         "",
         ratio(result.indexed, result.plain),
     )
-    for kind, times in result.lexical.items():
-        t.add_row(f"search: {kind}", "", ms(_percentile(times, 50)), ms(_percentile(times, 99)), "")
+    for store, kinds in result.lexical.items():
+        for kind, times in kinds.items():
+            t.add_row(
+                f"{store} search: {kind}",
+                "",
+                ms(_percentile(times, 50)),
+                ms(_percentile(times, 99)),
+                "",
+            )
     return t

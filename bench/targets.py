@@ -191,10 +191,18 @@ def spend_caps(result: spend_caps_bench.Result) -> list[Target]:
 
 def search(result: search_bench.Result) -> list[Target]:
     """Issue 59's: indexing costs a turn at most 1.05x, and a lexical search's p99 at
-    100,000 messages stays under 50 ms."""
+    100,000 messages stays under 50 ms, on each store."""
     return [
         Target("turn with a search index x none", result.ratio, 1.05),
-        Target(f"lexical search p99 at {result.messages:,}", result.p99() * 1000, 50, "ms"),
+        *(
+            Target(
+                f"lexical search p99 at {result.messages:,} ({store})",
+                result.p99(store) * 1000,
+                50,
+                "ms",
+            )
+            for store in search_bench.STORES
+        ),
     ]
 
 

@@ -23,6 +23,7 @@ from bench import (
     turn_overhead,
 )
 from bench.rig import CONFIGS, console
+from tests.search_stores import empty
 
 
 async def test_quick_turn_overhead_prints_a_row_for_each_way(tmp_path: Path) -> None:
@@ -169,15 +170,20 @@ async def test_quick_spend_caps_prints_the_capped_turn_against_the_free_one(tmp_
     assert targets.spend_caps(result)[0].measured == result.ratio
 
 
-async def test_quick_search_times_turns_with_and_without_an_index_and_searches(
-    tmp_path: Path,
+async def test_quick_search_times_turns_with_and_without_an_index_and_searches_each_store(
+    tmp_path: Path, pglite_url: str
 ) -> None:
+    await empty(pglite_url)
     with console.capture() as captured:
-        result = await search.run(2, 500, tmp_path)
+        result = await search.run(2, 500, tmp_path, postgres=pglite_url)
 
     assert min(result.plain, result.indexed) > 0
-    assert all(len(times) == search.SEARCHES for times in result.lexical.values())
+    assert list(result.lexical) == list(search.STORES)
+    for kinds in result.lexical.values():
+        assert all(len(times) == search.SEARCHES for times in kinds.values())
     assert "turn, every message indexed" in captured.get()
-    ratio, p99 = targets.search(result)
+    assert "PostgreSQL search: one word, every run" in captured.get()
+    ratio, sqlite_p99, postgres_p99 = targets.search(result)
     assert ratio.measured == result.ratio
-    assert p99.measured == result.p99() * 1000
+    assert sqlite_p99.measured == result.p99("SQLite") * 1000
+    assert postgres_p99.measured == result.p99("PostgreSQL") * 1000
