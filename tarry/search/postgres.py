@@ -5,7 +5,7 @@ Each store (a worker's, an API server's) keeps one connection, used by one reque
 time (`_lock`), each request one transaction: a worker killed mid-request leaves the
 index as it was before it. One connection a process is what the index needs (a write is
 one statement per table, a search one query) and what the suite's server allows: PGlite
-(tests/pglite/serve.mjs) is one backend that runs its clients' queries one at a time and
+(scripts/pglite/serve.mjs) is one backend that runs its clients' queries one at a time and
 refuses connections past the number it was started with. A connection the server
 dropped is opened again at the next request; the request that found it dropped fails,
 and its activity's retry or the person's next search goes through.
@@ -79,7 +79,8 @@ _UPGRADES: dict[int, tuple[LiteralString, ...]] = {
 
 _UPGRADING = 0x7461727279
 """The advisory lock that processes opening one database at once take in turn, so one
-of them takes each upgrade step and the others find it taken."""
+of them takes each upgrade step and the others find it taken; and that the first vectors'
+writers take, so one of them fixes the store's dimensions."""
 
 _HEADLINE = "StartSel=[, StopSel=], MaxWords=16, MinWords=8"
 """ts_headline's options: a short excerpt around the words, each marked `[word]`, as the
@@ -406,6 +407,10 @@ async def _fix_dimensions(db: Connection, lengths: set[int]) -> None:
     """Checks that vectors of `lengths` fit the store, fixing its dimensions with the first
     (and making their HNSW index, which needs them); `DimensionMismatch` for any other."""
     dimensions = await _dimensions(db)
+    if dimensions is None:
+        # The first vectors: one process at a time fixes the length (and makes the index).
+        await db.execute("SELECT pg_advisory_xact_lock(%s)", (_UPGRADING,))
+        dimensions = await _dimensions(db)
     if dimensions is None and len(lengths) == 1:
         [dimensions] = lengths
         await db.execute(
