@@ -130,10 +130,11 @@ def request(
     return IndexRequest(run=run, messages=messages)
 
 
-async def until_found(path: Path, text: str, count: int = 1) -> list[SearchHit]:
-    """The hits of `text` in the SQLite index at `path`, once there are `count`: a run
-    indexes beside what it does, so a message is found a moment after the run shows it."""
-    store = await open_store(str(path))
+async def until_found(location: Path | str, text: str, count: int = 1) -> list[SearchHit]:
+    """The hits of `text` in the index at `location` (a SQLite file's path or a database's
+    URL), once there are `count`: a run indexes beside what it does, so a message is found
+    a moment after the run shows it."""
+    store = await open_store(str(location))
     try:
         async with asyncio.timeout(TIMEOUT):
             while len(hits := await store.search(SearchQuery(text))) < count:

@@ -21,7 +21,7 @@ from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT
 from tests.faults import CrashRig, wait_until
-from tests.search_stores import until_found
+from tests.search_stores import STORES, empty, location_of, until_found
 
 WAITING = {Phase.WAITING_USER}
 PENDING_ACTIVITY_STATE_STARTED = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
@@ -53,15 +53,27 @@ async def activities_of(agent: Agent, run_id: str) -> list[str]:
     ]
 
 
+@pytest.fixture(params=STORES)
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return location_of(request, tmp_path)
+
+
+@pytest.fixture
+async def empty_index(location: str) -> str:
+    """An empty store's location, of each kind (`tests/search_stores.STORES`)."""
+    await empty(location)
+    return location
+
+
 async def test_a_runs_answer_is_found_once_the_run_waits_on_it(
-    agent_factory: AgentFactory, tmp_path: Path
+    agent_factory: AgentFactory, empty_index: str
 ) -> None:
-    agent = await indexed_agent(agent_factory, tmp_path / "search.db")
+    agent = await agent_factory(worker_settings={"tarry_search_index": empty_index})
     agent.model.add(say("The pricing page is ready."))
     run = await agent.start("make the pricing page")
     await run.wait_for(WAITING, TIMEOUT)
 
-    hits = await until_found(tmp_path / "search.db", "pricing", 2)
+    hits = await until_found(empty_index, "pricing", 2)
 
     assert {(h.run_id, h.index, h.role) for h in hits} == {
         (run.id, 0, "user"),
