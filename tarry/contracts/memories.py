@@ -28,6 +28,7 @@ __all__ = [
     "ForgetArguments",
     "Memory",
     "MemoryAccess",
+    "MemoryEdit",
     "NewMemory",
     "Provenance",
     "RecallArguments",
@@ -122,3 +123,11 @@ class Memory(NewMemory):
     """Who last edited its text or tags."""
     deleted: datetime | None = None
     deleted_by: str | None = None
+
+
+class MemoryEdit(BaseModel):
+    """A person's edit of a memory (`tarry memory edit`, `PATCH /v1/memories/{id}`):
+    what it names replaces the memory's own; null keeps it."""
+
+    text: str | None = Field(default=None, min_length=1, max_length=MEMORY_TEXT_LIMIT)
+    tags: list[str] | None = None
