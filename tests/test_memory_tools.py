@@ -14,6 +14,7 @@ import pytest
 from tarry.client import RunHandle, Tarry, TarryError
 from tarry.contracts import ErrorCode, Phase, RunInput, WaitingFor
 from tarry.contracts.memories import Memory, Provenance
+from tarry.contracts.timeline import SpanKind, SpanStatus
 from tarry.core.identities import Caller
 from tarry.search import open_store
 from tarry.testing.scripted_model import call, say
@@ -97,6 +98,18 @@ async def test_a_later_run_of_the_owner_recalls_it(agent: Agent, index: Path) ->
 
     assert memory["text"] == FACT
     assert memory["id"] == (await memories(index))[0].id
+
+
+async def test_a_recall_is_a_tool_call_in_the_runs_timeline(agent: Agent) -> None:
+    await remembered_by_alice(agent)
+    agent.model.add(call("recall", {"query": "blog"}, id="r1"), say("Done."))
+    run = await start(person(agent, "alice"), agent, "what do you know?", memory_access="read")
+    await run.wait_for(WAITING, TIMEOUT)
+
+    timeline = await run.timeline()
+
+    [span] = [s for s in timeline.spans if s.name.startswith("recall")]
+    assert (span.kind, span.name, span.status) == (SpanKind.TOOL, "recall blog", SpanStatus.OK)
 
 
 async def test_a_run_of_another_user_never_recalls_it(agent: Agent) -> None:
