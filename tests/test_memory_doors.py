@@ -155,6 +155,17 @@ async def test_a_run_in_another_persons_memory_scope_is_refused(api: Api) -> Non
     assert response.json()["error"]["code"] == ErrorCode.NOT_ALLOWED
 
 
+async def test_a_schedule_of_runs_in_another_persons_memory_scope_is_refused(api: Api) -> None:
+    input = {"prompt": "hi", "memory_access": "read", "memory_scope": "bob"}
+
+    response = await api.http.post(
+        "/v1/schedules", json={"name": "nightly", "every": "1d", "input": input}
+    )
+
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == ErrorCode.NOT_ALLOWED
+
+
 async def test_a_run_in_the_callers_groups_memory_scope_starts(api: Api) -> None:
     body = {"prompt": "", "memory_access": "read", "memory_scope": "group:ops"}
 

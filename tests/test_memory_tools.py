@@ -12,14 +12,15 @@ from typing import Any
 import pytest
 
 from tarry.client import RunHandle, Tarry, TarryError
-from tarry.contracts import ErrorCode, Phase, RunInput, WaitingFor
-from tarry.contracts.memories import Memory, Provenance
+from tarry.contracts import AgentSpec, ErrorCode, Phase, RunInput, WaitingFor
+from tarry.contracts.memories import Memory, NewMemory, Provenance
 from tarry.contracts.timeline import SpanKind, SpanStatus
 from tarry.core.identities import Caller
 from tarry.search import open_store
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent, tool_result
 from tests.deadline import TIMEOUT
+from tests.test_sub_agents import child_of
 
 WAITING = {Phase.WAITING_USER}
 FACT = "Priya owns the blog"
@@ -209,6 +210,44 @@ async def test_the_memory_setting_decides_the_tools_offered(
 
     tools = [t["function"]["name"] for t in agent.model.requests[-1].body.get("tools", [])]
     assert [t for t in tools if t in ("remember", "recall", "forget")] == offered
+
+
+async def test_a_run_naming_its_tools_still_offers_its_memory_tools(agent: Agent) -> None:
+    agent.model.add(say("Hello."))
+    run = await agent.start("hi", tools=["read_file"], memory_access="read")
+    await run.wait_for(WAITING, TIMEOUT)
+
+    tools = [t["function"]["name"] for t in agent.model.requests[-1].body["tools"]]
+    assert tools == ["read_file", "recall", "finish"]
+
+
+async def test_a_sub_agent_recalls_the_memories_of_the_scope_its_definition_names(
+    agent_factory: Callable[..., Awaitable[Agent]], index: Path
+) -> None:
+    researcher = AgentSpec(
+        description="Knows the team.", memory_access="read", memory_scope="agent:researcher"
+    )
+    team: Agent = await agent_factory(
+        agents={"researcher": researcher}, worker_settings={"tarry_search_index": str(index)}
+    )
+    store = await open_store(str(index))
+    await store.remember(NewMemory(id="m1", text=FACT, scope="agent:researcher"))
+    await store.close()
+    team.model.add_conversation(
+        "Who owns the blog?",
+        call("agent__researcher", {"task": "Look up the blog's owner."}, id="a1"),
+        say("Priya."),
+    )
+    team.model.add_conversation(
+        "Look up the blog's owner.", call("recall", {"query": "blog"}, id="r1"), say("Priya.")
+    )
+
+    lead = await team.start("Who owns the blog?", agents=["researcher"])
+    await lead.wait_for(WAITING, TIMEOUT)
+
+    child = await child_of(team, lead)
+    [message] = [m for m in await child.transcript() if m.tool_call_id == "r1"]
+    assert [m["text"] for m in tool_result(message)["data"]] == [FACT]
 
 
 async def test_a_worker_without_a_memory_store_refuses_a_run_with_memory(
