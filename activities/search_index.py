@@ -12,8 +12,8 @@ from tarry.search import StoreOpener
 class Indexer:
     """Hosts the index activity over the worker's store (`TARRY_SEARCH_INDEX`)."""
 
-    def __init__(self, location: str) -> None:
-        self.stores = StoreOpener(location)
+    def __init__(self, stores: StoreOpener) -> None:
+        self.stores = stores
 
     @activity.defn(name=INDEX_ACTIVITY)
     async def index_messages(self, request: IndexRequest) -> int:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from pydantic_core import to_jsonable_python
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -47,6 +47,13 @@ from tarry.contracts import (
     ToolResult,
 )
 from tarry.contracts.guardrails import Guardrail
+from tarry.contracts.memories import (
+    MEMORY_TOOLS,
+    ForgetArguments,
+    MemoryAccess,
+    RecallArguments,
+    RememberArguments,
+)
 from tarry.contracts.previews import PREVIEW_ACTIVITY, Preview, PreviewCall, PreviewRequest
 from tarry.core.limits import Limits
 from tarry.core.previews import arguments_preview, file_change, file_state
@@ -214,6 +221,8 @@ class ToolHost:
     def register(self, tool: Tool) -> None:
         if tool.name == FINISH_TOOL:
             raise ValueError(f"{FINISH_TOOL!r} is reserved: the workflow handles it itself")
+        if tool.name in MEMORY_TOOLS:
+            raise ValueError(f"{tool.name!r} is reserved: a run's memory tool (memory_access)")
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
@@ -226,17 +235,21 @@ class ToolHost:
         self, request: CatalogueRequest, listed: Iterable[ToolDefinition] = ()
     ) -> list[ToolDefinition]:
         """The tools a run may use (`request.tools`, None: all): the registered ones in
-        registration order, then `listed` (the sources'), `finish` last; gated: those the
-        run names (`*`: all) and those that need approval of their own."""
+        registration order, then `listed` (the sources'), the memory tools its
+        `memory_access` offers, `finish` last; gated: those the run names (`*`: all) and
+        those that need approval of their own."""
         allowed, gated = request.tools, request.require_approval
-        offered = [*(t.definition() for t in self._tools.values()), *listed]
+        offered = [
+            t
+            for t in [*(t.definition() for t in self._tools.values()), *listed]
+            if allowed is None or t.name in allowed
+        ]
         return [
             *(
                 t.model_copy(
                     update={"needs_approval": t.needs_approval or "*" in gated or t.name in gated}
                 )
-                for t in offered
-                if allowed is None or t.name in allowed
+                for t in [*offered, *_memory_tools(request.memory)]
             ),
             _FINISH,
         ]
@@ -346,7 +359,12 @@ class ToolHost:
         model profile this worker lacks (with the names there are), `MODEL_NOT_ALLOWED`
         when an agent's profile is outside `request.models`; None when it may start."""
         listed = [t.name for listing in listings for t in listing.tools]
-        names = [*self.names, *listed, *(AGENT_TOOL_PREFIX + name for name in request.agents)]
+        names = [
+            *self.names,
+            *listed,
+            *(AGENT_TOOL_PREFIX + name for name in request.agents),
+            *request.memory.tools(),
+        ]
         # A typo in `require_approval` would otherwise switch a gate off without a word.
         if unknown := self.unknown(request, names):
             why = "".join(f"; {reason}" for listing in listings for reason in listing.unavailable)
@@ -361,6 +379,13 @@ class ToolHost:
                 code=ErrorCode.LLM_UNKNOWN_PROFILE,
                 message=f"no model profile {request.profile!r} on this worker; "
                 f"configured: {', '.join(self._profiles)}",
+            )
+        if request.memory is not MemoryAccess.OFF and not self.search_index:
+            return ErrorInfo(
+                code=ErrorCode.SEARCH_UNAVAILABLE,
+                message=f"memory_access {request.memory.value!r}: this worker keeps no memory"
+                " store; set TARRY_SEARCH_INDEX (a SQLite file's path) for it, or start the run"
+                " with memory off",
             )
         if unknown_agents := sorted(set(request.agents) - set(self._agents)):
             return ErrorInfo(
@@ -415,6 +440,24 @@ def _agent_tool(agent: tuple[str, AgentSpec]) -> ToolDefinition:
         parameters=AgentArguments.model_json_schema(),
         idempotent=False,
     )
+
+
+_MEMORY_ARGUMENTS: tuple[type[BaseModel], ...] = (
+    RememberArguments,
+    RecallArguments,
+    ForgetArguments,
+)
+_MEMORY_TOOLS = {
+    name: ToolDefinition(
+        name=name, description=arguments.__doc__ or "", parameters=arguments.model_json_schema()
+    )
+    for name, arguments in zip(MEMORY_TOOLS, _MEMORY_ARGUMENTS, strict=True)
+}
+
+
+def _memory_tools(access: MemoryAccess) -> list[ToolDefinition]:
+    """The memory tools `access` offers (`activities.memories` runs their calls)."""
+    return [_MEMORY_TOOLS[name] for name in access.tools()]
 
 
 def _parse_arguments(tool: Tool, text: str) -> dict[str, Any]:

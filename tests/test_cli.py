@@ -674,6 +674,7 @@ async def test_help_groups_the_commands_in_a_panel_per_command_group(cli: Cli) -
         "Servers": ["serve", "mcp"],
         "Schedules": ["schedule"],
         "Evaluation": ["dataset", "eval"],
+        "Memory": ["memory"],
     }
 
 

@@ -40,6 +40,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from activities.context import ContextStore
 from activities.guardrail_checks import GuardrailChecks, GuardrailFunction
 from activities.ledger import SpendBook
+from activities.memories import MemoryTools
 from activities.model_calls import ModelClient
 from activities.notifications import Notifier
 from activities.pages import PageWriter
@@ -48,6 +49,7 @@ from activities.search_index import Indexer
 from activities.tool_calls import BUILTIN_TOOLS, Tool, ToolHost, ToolSource
 from tarry.config.settings import McpServer, ModelProfile, TarrySettings
 from tarry.contracts import AgentSpec
+from tarry.search import StoreOpener
 from tarry.temporal.codec import data_converter
 from tarry.temporal.pages import PageStore
 from tarry.temporal.storage import payload_limit, storage_driver
@@ -115,12 +117,12 @@ class TarryPlugin(SimplePlugin):
             self.settings.guardrails(),
             {name: p.context_budget for name, p in self._profiles.items()},
         )
-        self._indexer = (
-            None
-            if self.settings.tarry_search_index is None
-            else Indexer(self.settings.tarry_search_index)
-        )
-        self.tools.search_index = self._indexer is not None
+        index = self.settings.tarry_search_index
+        self._stores = None if index is None else StoreOpener(index)
+        """The index and the memories (`TARRY_SEARCH_INDEX`): one store, opened once."""
+        self._indexer = None if self._stores is None else Indexer(self._stores)
+        self._memories = None if self._stores is None else MemoryTools(self._stores)
+        self.tools.search_index = self._stores is not None
         self._interceptors = tracing_interceptors(self.settings)
         super().__init__(
             "tarry.TarryPlugin",
@@ -166,6 +168,7 @@ class TarryPlugin(SimplePlugin):
             spend.settle_spend,
             *self.tools.activities(),
             *([self._indexer.index_messages] if self._indexer else []),
+            *(self._memories.activities() if self._memories else []),
         ]
         config["interceptors"] = [*config.get("interceptors", ()), *self._interceptors]
         s = self.settings
@@ -194,8 +197,8 @@ class TarryPlugin(SimplePlugin):
         stdio servers), and sends the spans not sent yet; call once the workers have
         stopped."""
         await self._http.aclose()
-        if self._indexer is not None:
-            await self._indexer.stores.aclose()
+        if self._stores is not None:
+            await self._stores.aclose()
         for source in self._sources:
             await source.aclose()
         for interceptor in self._interceptors:

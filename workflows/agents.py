@@ -209,8 +209,9 @@ def _child_input(
     spec: AgentSpec, parent_input: WorkflowInput, task: str, parent: str, budget: Budget | None
 ) -> WorkflowInput:
     """The child run's input: the agent's settings; the parent's timeouts, approvers,
-    approval rules, guardrails (before the agent's own), sensitive mark and budget left
-    (the person's policy covers the tree); and the task as its prompt, sent by the parent."""
+    approval rules, guardrails (before the agent's own), sensitive mark, memory scope
+    (unless the agent names its own) and budget left (the person's policy covers the
+    tree); and the task as its prompt, sent by the parent."""
     return WorkflowInput(
         prompt=task,
         system=spec.system,
@@ -227,6 +228,8 @@ def _child_input(
         approval_rules=parent_input.approval_rules,
         guardrails=[*parent_input.guardrails, *spec.guardrails],
         sensitive=parent_input.sensitive,
+        memory_access=spec.memory_access,
+        memory_scope=spec.memory_scope or parent_input.memory_scope,
         budget=budget,
         started_by=parent,
         door=Door.RULE,  # the run's own act: its model's call of `agent__NAME`

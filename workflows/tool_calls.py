@@ -19,6 +19,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from tarry.contracts import (
     FINISH_TOOL,
     MCP_TOOL_ACTIVITY,
+    OWNER_ATTRIBUTE,
     TOOL_CATALOGUE_ACTIVITY,
     Catalogue,
     CatalogueRequest,
@@ -27,6 +28,7 @@ from tarry.contracts import (
     ErrorInfo,
     FinishArguments,
     McpInvocation,
+    MemoryInvocation,
     ToolCall,
     ToolDefinition,
     ToolInvocation,
@@ -108,7 +110,19 @@ async def execute(step: ToolStep) -> ToolResult:
         run_id=workspace, call_id=call.id, arguments=arguments, decision=decision
     )
     activity, summary = name, tool_summary(name, arguments)
-    if tool.server is not None:  # an MCP server's tool: history names the server and tool
+    if name in input.memory_access.tools():  # a memory tool: whose memories, and from where
+        if (scope := memory_scope(input)) is None:
+            return ToolResult.failure(
+                ErrorCode.TOOL_FAILED,
+                "this run has no owner, so no memories of its own: start it with a memory_scope",
+            )
+        invocation = MemoryInvocation(
+            **invocation.model_dump(),
+            run=workflow.info().workflow_id,
+            scope=scope,
+            turn=memory.conversation.turn,
+        )
+    elif tool.server is not None:  # an MCP server's tool: history names the server and tool
         activity = MCP_TOOL_ACTIVITY
         remote = tool.remote_name or name
         invocation = McpInvocation(**invocation.model_dump(), server=tool.server, tool=remote)
@@ -141,6 +155,11 @@ async def execute(step: ToolStep) -> ToolResult:
             )
         return ToolResult(ok=False, error=error_of(e, default=ErrorCode.TOOL_FAILED))
     return result
+
+
+def memory_scope(input: WorkflowInput) -> str | None:
+    """Whose memories the run's memory tools touch: its `memory_scope`, or its owner."""
+    return input.memory_scope or workflow.info().typed_search_attributes.get(OWNER_ATTRIBUTE)
 
 
 def _known_failure(e: ActivityError) -> ErrorInfo | None:

@@ -39,6 +39,7 @@ from tarry.api.errors import BodyLimit, install_error_handlers
 from tarry.api.evals import evals_router
 from tarry.api.ledger import limits_router
 from tarry.api.me import me_router
+from tarry.api.memories import memories_router
 from tarry.api.models import Health
 from tarry.api.parts import AppParts, TarryOf
 from tarry.api.schedules import schedules_router
@@ -128,6 +129,7 @@ def _api() -> APIRouter:
         me_router(),
         limits_router(),
         search_router(),
+        memories_router(),
     ):
         api.include_router(router, dependencies=guarded)
     api.include_router(_docs_router())  # the API's description: no data, the same everywhere

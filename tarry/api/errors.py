@@ -114,6 +114,7 @@ _STATUS = {
     ErrorCode.ACTION_LINK_EXPIRED: HTTPStatus.GONE,
     ErrorCode.RUN_NOT_SERVED: HTTPStatus.SERVICE_UNAVAILABLE,
     ErrorCode.SEARCH_UNAVAILABLE: HTTPStatus.SERVICE_UNAVAILABLE,
+    ErrorCode.MEMORY_NOT_FOUND: HTTPStatus.NOT_FOUND,
     # The workers fail the run's task: an upstream failing, which a retry does not mend.
     ErrorCode.RUN_TASK_FAILING: HTTPStatus.BAD_GATEWAY,
     ErrorCode.TEMPORAL_UNAVAILABLE: HTTPStatus.SERVICE_UNAVAILABLE,

@@ -41,6 +41,7 @@ from tarry.api.keyed_starts import (
     retried_start,
     start_request,
 )
+from tarry.api.memories import refuse_foreign_scope
 from tarry.api.models import (
     Accepted,
     BudgetRequest,
@@ -170,6 +171,7 @@ async def start_run(
     `IDEMPOTENCY_KEY_REUSED`."""
     run_id = body.id or (idempotent_run_id(caller, idempotency_key) if idempotency_key else None)
     input = RunInput.model_validate(body.model_dump(exclude={"id"}))
+    refuse_foreign_scope(policy, caller, input)
     request = start_request(idempotency_key, body) if idempotency_key else None
     if request is not None and run_id is not None:
         await parts.keyed_starts.refuse_another(tarry, caller, request["key"], run_id)

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Response
 from tarry.api.access import BODY_REQUIRED, JSON_ONLY
 from tarry.api.auth import CallerOf
 from tarry.api.errors import AUTH, READ, WRITE, error_answers
+from tarry.api.memories import refuse_foreign_scope
 from tarry.api.models import (
     Accepted,
     EmptyRequest,
@@ -46,14 +47,15 @@ def schedules_router() -> APIRouter:
         responses=error_answers(*WRITE),
     )
     async def create_schedule(
-        body: ScheduleRequest, caller: CallerOf, tarry: TarryOf
+        body: ScheduleRequest, caller: CallerOf, tarry: TarryOf, policy: PolicyOf
     ) -> ScheduleView:
         """Create a schedule that starts `input` as run `NAME-<time>` at the times of
         `cron` or `every`; while its last run is open (waiting for a person, say), it
         starts none unless `overlap` says otherwise. 409 `SCHEDULE_EXISTS` for a name
         taken; 422 `SCHEDULE_INVALID` for a cron expression or time zone Temporal cannot
         read. The runs check their tools and model profile as they start; their prompt
-        is the caller's."""
+        is the caller's, and so is their memory scope (403 `NOT_ALLOWED` for another's)."""
+        refuse_foreign_scope(policy, caller, body.input)
         schedule = await tarry.acting_as(caller).create_schedule(
             body.name,
             body.input,

@@ -20,6 +20,7 @@ from tarry.cli import (
     evals,
     limits,
     local,
+    memory,
     model,
     runs,
     schedule,
@@ -45,6 +46,7 @@ app.add_typer(schedule.commands, rich_help_panel=Panel.SCHEDULES)  # `tarry sche
 app.add_typer(dataset.commands, rich_help_panel=Panel.EVALUATION)  # `tarry dataset ...`
 app.add_typer(evals.commands, rich_help_panel=Panel.EVALUATION)  # `tarry eval ...`
 app.add_typer(limits.commands, rich_help_panel=Panel.APPROVALS)  # `tarry limits raise`
+app.add_typer(memory.commands)  # `tarry memory ...`
 
 
 def _show_version(show: bool) -> None:

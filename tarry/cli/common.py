@@ -56,6 +56,7 @@ class Panel(StrEnum):
     SERVERS = "Servers"
     SCHEDULES = "Schedules"
     EVALUATION = "Evaluation"
+    MEMORY = "Memory"
 
 
 RunId = Annotated[

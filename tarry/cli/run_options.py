@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from tarry.cli.common import fail, one_of, read
 from tarry.contracts import ApprovalDefault, Budget, Mode, ReplyPolicy, RunInput, Sampling
+from tarry.contracts.memories import MemoryAccess
 from tarry.core.text import shorten
 
 Prompt = Annotated[
@@ -111,6 +112,23 @@ GuardrailsOption = Annotated[
         " patterns, deny, kinds, fail_open, approvers, timeout}.",
     ),
 ]
+MemoryOption = Annotated[
+    str,
+    typer.Option(
+        "--memory",
+        metavar="off|read|read-write",
+        help="Memory across runs: read offers the tool recall; read-write remember and"
+        " forget too (gate them with --rule remember:ask).",
+    ),
+]
+MemoryScopeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--memory-scope",
+        metavar="SCOPE",
+        help="Whose memories: a user, group:NAME or agent:NAME; the run's owner if not given.",
+    ),
+]
 ReplyPolicyOption = Annotated[
     str,
     typer.Option(
@@ -191,6 +209,8 @@ def run_input(
     rules: Path | None,
     guardrail: list[str] | None = None,
     guardrails: Path | None = None,
+    memory: str = MemoryAccess.OFF,
+    memory_scope: str | None = None,
 ) -> RunInput:
     """The run input the run options give; a bad one is one error line, exit code 2."""
     try:
@@ -215,6 +235,8 @@ def run_input(
             ),
             approval_rules=[*_json_list("--rules", rules), *map(_rule, rule or [])],
             guardrails=[*_json_list("--guardrails", guardrails), *map(_guardrail, guardrail or [])],
+            memory_access=one_of("--memory", memory, MemoryAccess),
+            memory_scope=memory_scope,
         )
     except ValidationError as e:
         fail(_validation_message(e), exit_code=2)

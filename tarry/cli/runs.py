@@ -35,6 +35,8 @@ from tarry.cli.run_options import (
     MaxCostOption,
     MaxTokensOption,
     MaxTurnsOption,
+    MemoryOption,
+    MemoryScopeOption,
     ModelOption,
     ModeOption,
     Prompt,
@@ -48,6 +50,7 @@ from tarry.cli.run_options import (
     run_input,
 )
 from tarry.contracts import ApprovalDefault, Mode, Phase, ReplyPolicy, RunState
+from tarry.contracts.memories import MemoryAccess
 
 if TYPE_CHECKING:
     from tarry.client import RunHandle, Tarry
@@ -69,6 +72,8 @@ def start(
     rules: RulesOption = None,
     guardrail: GuardrailOption = None,
     guardrails: GuardrailsOption = None,
+    memory: MemoryOption = MemoryAccess.OFF,
+    memory_scope: MemoryScopeOption = None,
     approval_timeout: ApprovalTimeoutOption = None,
     approval_default: ApprovalDefaultOption = ApprovalDefault.REJECT,
     max_turns: MaxTurnsOption = DEFAULT_MAX_TURNS,
@@ -102,6 +107,8 @@ def start(
         rules=rules,
         guardrail=guardrail,
         guardrails=guardrails,
+        memory=memory,
+        memory_scope=memory_scope,
     )
     check_id(run_id)
 

@@ -50,6 +50,7 @@ from tarry.contracts import (
     reserved_id_problem,
     run_id_problem,
 )
+from tarry.contracts.memories import MemoryAccess
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
 from tarry.core.ownership import access_attributes, carried
@@ -97,7 +98,8 @@ async def start_run(
         raise TarryError(ErrorCode.RUN_ID_INVALID, problem)
     input = admitted(caller, input)
     named_profile = input.model != RunInput.model_fields["model"].default
-    if input.tools is not None or input.require_approval or input.agents or named_profile:
+    asks = input.tools is not None or input.require_approval or input.agents or named_profile
+    if asks or input.memory_access is not MemoryAccess.OFF:  # a store the workers may lack
         await refuse_unknown_names(client, task_queue, input, run_id, caller)
     summary = summary_of(input.prompt)
     # The workflow's own input: a fork's origin and first messages are not `RunInput`'s.
@@ -226,8 +228,9 @@ async def refuse_unknown_names(
     client: Client, task_queue: str, input: RunInput, run_id: str, caller: Caller
 ) -> None:
     """Raises `TOOL_NOT_FOUND` or `LLM_UNKNOWN_PROFILE` when the workers have no tool,
-    agent or model profile of a name `input` gives, and `MODEL_NOT_ALLOWED` when one of
-    its agents runs on a profile outside `caller`'s limits, before anything starts: their own
+    agent or model profile of a name `input` gives, `MODEL_NOT_ALLOWED` when one of
+    its agents runs on a profile outside `caller`'s limits, and `SEARCH_UNAVAILABLE` when
+    it has memory tools and they keep no memory store, before anything starts: their own
     answer, through a short `CatalogueCheck` workflow (not a run, so a refused start
     leaves no failed run in `tarry list` or the inbox), waited for as long as a worker
     polls. With none for `WORKER_GRACE`, or one that does not answer in

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from tarry.contracts._omit import when_empty, when_none
 from tarry.contracts.guardrails import Guardrail, GuardrailHit
+from tarry.contracts.memories import MemoryAccess
 from tarry.contracts.messages import ChatMessage, DecisionRecord, PendingApproval, Usage
 from tarry.contracts.names import ErrorCode, ErrorInfo, NotifyEvent, Phase, WaitingFor
 from tarry.contracts.pins import PinnedMessage
@@ -23,6 +24,7 @@ __all__ = [
     "LlmRequest",
     "LlmResponse",
     "McpInvocation",
+    "MemoryInvocation",
     "Notification",
     "ToolDefinition",
     "ToolInvocation",
@@ -76,6 +78,11 @@ class CatalogueRequest(BaseModel):
     """The model profiles (globs) the person starting the run may use (`[limits]`): a
     sub-agent on another is refused, `MODEL_NOT_ALLOWED`. Null: any (a run's own
     request, which the client checked before it started)."""
+    memory: MemoryAccess = Field(
+        default=MemoryAccess.OFF, exclude_if=lambda v: v is MemoryAccess.OFF
+    )
+    """The memory tools the run offers (`RunInput.memory_access`): a worker that keeps no
+    memory store refuses it (`SEARCH_UNAVAILABLE`)."""
 
     @classmethod
     def of(cls, input: RunInput) -> CatalogueRequest:
@@ -85,6 +92,7 @@ class CatalogueRequest(BaseModel):
             require_approval=input.require_approval,
             profile=input.model,
             agents=input.agents,
+            memory=input.memory_access,
         )
 
 
@@ -221,6 +229,17 @@ class McpInvocation(ToolInvocation):
 
     server: str
     tool: str
+
+
+class MemoryInvocation(ToolInvocation):
+    """The input of the `remember`, `recall` and `forget` activities: a memory tool's call,
+    with what the run knows of it and the store does not."""
+
+    run: str
+    """The run whose call it is (a sub-agent's own id; `run_id` is its lead's workspace)."""
+    scope: str
+    """The run's memory scope (`RunInput.memory_scope`, or its owner): whose memories."""
+    turn: int
 
 
 class ToolResult(BaseModel):

@@ -14,16 +14,83 @@ search index beside it, it is not rebuilt from the runs.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
-__all__ = ["AGENT_PREFIX", "MEMORY_TEXT_LIMIT", "Memory", "NewMemory", "Provenance"]
+__all__ = [
+    "AGENT_PREFIX",
+    "FORGET_TOOL",
+    "MEMORY_TEXT_LIMIT",
+    "MEMORY_TOOLS",
+    "RECALL_TOOL",
+    "REMEMBER_TOOL",
+    "ForgetArguments",
+    "Memory",
+    "MemoryAccess",
+    "MemoryEdit",
+    "NewMemory",
+    "Provenance",
+    "RecallArguments",
+    "RememberArguments",
+    "scope_problem",
+]
 
 AGENT_PREFIX = "agent:"
 """The scope of an agent's memories: `agent:NAME`, the sub-agent's name."""
 
 MEMORY_TEXT_LIMIT = 4000
 """The most characters one memory holds: a fact, not a document."""
+
+
+REMEMBER_TOOL, RECALL_TOOL, FORGET_TOOL = "remember", "recall", "forget"
+MEMORY_TOOLS = (REMEMBER_TOOL, RECALL_TOOL, FORGET_TOOL)
+"""The memory tools a run offers (`RunInput.memory_access`), each run by the activity named
+after it: a worker's own tool may not take these names."""
+
+
+class MemoryAccess(StrEnum):
+    """A run's `memory_access`: which memory tools it offers its model."""
+
+    OFF = "off"
+    """None (the default)."""
+    READ = "read"
+    """`recall` alone."""
+    READ_WRITE = "read-write"
+    """`recall`, `remember` and `forget`."""
+
+    def tools(self) -> tuple[str, ...]:
+        return {self.OFF: (), self.READ: (RECALL_TOOL,)}.get(self, MEMORY_TOOLS)
+
+
+def scope_problem(scope: str) -> str | None:
+    """Why `scope` names no memory scope (a user, `group:NAME`, `agent:NAME`); None if it
+    does. Scopes are compared as they are written, so no spaces around one."""
+    bare = scope.removeprefix("group:").removeprefix(AGENT_PREFIX)
+    if not bare.strip() or bare != bare.strip() or not scope.isprintable():
+        return f"{scope!r} is no memory scope: give a user, group:NAME or agent:NAME"
+    return None
+
+
+class RememberArguments(BaseModel):
+    """Remember a fact for later runs: something worth knowing next time, in one or two
+    sentences. A person may have to approve it first."""
+
+    text: str = Field(min_length=1, max_length=MEMORY_TEXT_LIMIT, description="The fact.")
+    tags: list[str] = Field(default=[], description="Words to find it by, such as 'people'.")
+
+
+class RecallArguments(BaseModel):
+    """Recall what earlier runs remembered: the memories with any word of the query,
+    best first (an empty query: the newest)."""
+
+    query: str = Field(description="Words the memory may hold, such as 'blog owner'.")
+
+
+class ForgetArguments(BaseModel):
+    """Forget a memory that is wrong or no longer true: it is never recalled again."""
+
+    id: str = Field(min_length=1, description="The memory's id, as `recall` gave it.")
 
 
 class Provenance(BaseModel):
@@ -56,3 +123,11 @@ class Memory(NewMemory):
     """Who last edited its text or tags."""
     deleted: datetime | None = None
     deleted_by: str | None = None
+
+
+class MemoryEdit(BaseModel):
+    """A person's edit of a memory (`tarry memory edit`, `PATCH /v1/memories/{id}`):
+    what it names replaces the memory's own; null keeps it."""
+
+    text: str | None = Field(default=None, min_length=1, max_length=MEMORY_TEXT_LIMIT)
+    tags: list[str] | None = None

@@ -335,6 +335,9 @@ class ErrorCode(StrEnum):
     SEARCH_UNAVAILABLE = "SEARCH_UNAVAILABLE"
     """A search where the deployment keeps no search index (`TARRY_SEARCH_INDEX` unset), or
     its index cannot be opened: set it for the workers and the API alike (`tarry dev` does)."""
+    MEMORY_NOT_FOUND = "MEMORY_NOT_FOUND"
+    """No memory has that id, or none the caller may see (their own scope's and their
+    groups'; admins: all): `tarry memory list` shows those there are."""
     RUN_NOT_SERVED = "RUN_NOT_SERVED"
     """No worker polls the run's task queue, so it cannot answer: start `tarry worker` or
     `tarry dev`."""

@@ -13,6 +13,7 @@ from tarry.contracts._omit import when_empty, when_none, when_queue
 from tarry.contracts.approval_rules import ApprovalRule
 from tarry.contracts.audit import AuditRecord, Door
 from tarry.contracts.guardrails import Guardrail
+from tarry.contracts.memories import MemoryAccess, scope_problem
 from tarry.contracts.messages import ChatMessage, PendingApproval, Usage
 from tarry.contracts.names import (
     ApprovalDefault,
@@ -42,6 +43,16 @@ __all__ = [
     "Timeouts",
     "principal_problem",
 ]
+
+
+def _off(access: MemoryAccess) -> bool:
+    return access is MemoryAccess.OFF
+
+
+def _scope(scope: str | None) -> str | None:
+    if scope is not None and (problem := scope_problem(scope)):
+        raise ValueError(f"memory_scope: {problem}")
+    return scope
 
 
 class Sampling(BaseModel):
@@ -212,11 +223,25 @@ class RunInput(Closed):
     """The run handles what must not be kept beyond it: its model calls neither read nor
     write the response cache (`ModelProfile.cache`), as under a `pii` guardrail. Left out
     while false, so inputs from before it encode as they did."""
+    memory_access: MemoryAccess = Field(default=MemoryAccess.OFF, exclude_if=_off)
+    """The memory tools the run offers (`tarry.contracts.memories`): none, `recall`
+    (`read`), or `recall`, `remember` and `forget` (`read-write`). Their calls are tool
+    calls like any other: approval gates, rules and approvers apply. Left out while off,
+    so inputs from before it encode as they did."""
+    memory_scope: str | None = Field(default=None, exclude_if=when_none)
+    """Whose memories the run reads and writes: a user, `group:NAME` or `agent:NAME`;
+    null: its owner's. The API lets a caller name only their own scope and their groups'
+    (admins any)."""
 
     @field_validator("output_schema")
     @classmethod
     def _a_json_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
         return _json_schema(schema)
+
+    @field_validator("memory_scope")
+    @classmethod
+    def _a_scope(cls, scope: str | None) -> str | None:
+        return _scope(scope)
 
     @field_validator("share")
     @classmethod
@@ -272,11 +297,21 @@ class AgentSpec(BaseModel):
     guardrails: list[Guardrail] = Field(default=[], exclude_if=when_empty)
     """The child run's own guardrails, after those of the run that delegates to it
     (`RunInput.guardrails`, which cover its whole tree). Left out while empty."""
+    memory_access: MemoryAccess = Field(default=MemoryAccess.OFF, exclude_if=_off)
+    """The child run's memory tools (`RunInput.memory_access`). Left out while off."""
+    memory_scope: str | None = Field(default=None, exclude_if=when_none)
+    """The child run's memory scope, `agent:NAME` for memories of the agent's own, shared
+    by everyone whose runs delegate to it; null: the lead's."""
 
     @field_validator("output_schema")
     @classmethod
     def _a_json_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
         return _json_schema(schema)
+
+    @field_validator("memory_scope")
+    @classmethod
+    def _a_scope(cls, scope: str | None) -> str | None:
+        return _scope(scope)
 
 
 class AgentArguments(BaseModel):

@@ -12,9 +12,31 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Collection
 
+from tarry.contracts import ErrorCode
 from tarry.contracts.memories import Memory, NewMemory
+from tarry.core.errors import TarryError
+from tarry.core.identities import Caller
+from tarry.core.ownership import Policy, principals
 
-__all__ = ["MemoryStore"]
+__all__ = ["MemoryStore", "memory_scopes", "visible"]
+
+
+def memory_scopes(policy: Policy, caller: Caller) -> frozenset[str] | None:
+    """The scopes whose memories `caller` may list, read, edit and delete: their own and
+    their groups'; None: every scope (an admin, or a deployment of one person)."""
+    return None if policy.sees_all(caller) else frozenset(principals(caller))
+
+
+def visible(memory: Memory | None, memory_id: str, scopes: frozenset[str] | None) -> Memory:
+    """`memory` if it is one of `scopes`; `MEMORY_NOT_FOUND` otherwise, whether or not
+    it exists, so that no one learns of another's memory by its id."""
+    if memory is None or (scopes is not None and memory.scope not in scopes):
+        raise TarryError(
+            ErrorCode.MEMORY_NOT_FOUND,
+            f"no memory {memory_id!r} of yours: `tarry memory list` (or GET /v1/memories)"
+            " shows those you may see",
+        )
+    return memory
 
 
 class MemoryStore(ABC):

@@ -911,14 +911,16 @@ function approvalCard(pending) {
   // A text a guardrail holds (`pending.guardrail`) is decided as a call is: allowed,
   // edited (`{"text": ...}`) or blocked.
   const held = pending.guardrail;
+  // A memory to keep (`remember`) is edited as its text: what the owner approves is kept.
+  const memory = !held && pending.tool === "remember" && typeof pending.arguments?.text === "string";
   const card = el("div", held ? "approval guardrail-ask" : "approval");
   card.dataset.callId = pending.call_id;
   if (held) card.append(el("div", "approval-title", heldLine(pending)), flaggedView(pending));
   else card.append(el("div", "approval-title", `${pending.tool} wants to run`), previewView(pending));
   const args = el("textarea", "approval-arguments");
-  args.value = held ? pending.arguments.text : prettyJson(pending.arguments_text);
+  args.value = held || memory ? pending.arguments.text : prettyJson(pending.arguments_text);
   args.rows = Math.min(12, args.value.split("\n").length + 1);
-  args.setAttribute("aria-label", held ? "the text (edit to change it)" : "arguments (edit to change them)");
+  args.setAttribute("aria-label", held || memory ? "the text (edit to change it)" : "arguments (edit to change them)");
   const reason = el("input", "approval-reason");
   reason.placeholder = `reason (told to the agent when you ${held ? "block" : "reject"})`;
   const deadline = el("div", "muted small deadline");
@@ -934,7 +936,11 @@ function approvalCard(pending) {
   const reject = el("button", "danger reject", held ? "Block" : "Reject");
   approve.type = remember.type = reject.type = "button";
   const original = args.value;
-  const edited = () => (args.value === original ? null : held ? JSON.stringify({ text: args.value }) : args.value);
+  const edited = () => {
+    if (args.value === original) return null;
+    if (held) return JSON.stringify({ text: args.value });
+    return memory ? JSON.stringify({ ...pending.arguments, text: args.value }) : args.value;
+  };
   approve.addEventListener("click", () => decide(card, pending.call_id, true, reason.value, edited()));
   remember.addEventListener("click", () => decide(card, pending.call_id, true, reason.value, edited(), "run"));
   reject.addEventListener("click", () => decide(card, pending.call_id, false, reason.value, null));
@@ -951,7 +957,8 @@ function approvalCard(pending) {
   }
   // The arguments as JSON, to edit: what the call would do is the preview above.
   const edit = el("details", "approval-edit");
-  edit.append(el("summary", "muted small", held ? "Edit the text" : "Edit the arguments"), args);
+  const editWhat = held ? "Edit the text" : memory ? "Edit the memory" : "Edit the arguments";
+  edit.append(el("summary", "muted small", editWhat), args);
   card.append(edit, reason, deadline, actions);
   return card;
 }
@@ -1131,7 +1138,7 @@ function followEnd() {
 }
 
 function show(section) {
-  for (const id of ["run", "start", "welcome"]) $(id).hidden = id !== section;
+  for (const id of ["run", "start", "memories", "welcome"]) $(id).hidden = id !== section;
 }
 
 function names(text) {
@@ -1275,6 +1282,7 @@ function route() {
   const match = location.hash.match(/^#\/runs\/(.+?)(?:\/messages\/(\d+))?$/);
   if (match) openRun(decodeURIComponent(match[1]), match[2] === undefined ? null : Number(match[2]));
   else if (location.hash === "#/new") show("start");
+  else if (location.hash === "#/memories") showMemories(); // memories.js
   else {
     current.abort.abort();
     current = runPage(null);
