@@ -34,7 +34,7 @@ __all__ = [
     "words_of",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The index's schema, kept in the store; a store of an older one is upgraded when it
 opens (each store's `_UPGRADES`), one of a newer one refused."""
 
