@@ -118,7 +118,9 @@ class TarryPlugin(SimplePlugin):
         self._indexer = (
             None
             if self.settings.tarry_search_index is None
-            else Indexer(self.settings.tarry_search_index)
+            else Indexer(
+                self.settings.tarry_search_index, self.settings.embedding_profile(), self._http
+            )
         )
         self.tools.search_index = self._indexer is not None
         self._interceptors = tracing_interceptors(self.settings)

@@ -40,6 +40,7 @@ from tarry.config.tables import (
     PROFILE_DEFAULTS,
     AgentTable,
     ApiTable,
+    EmbeddingProfile,
     McpServer,
     ModelProfile,
     NotifyTarget,
@@ -63,6 +64,7 @@ __all__ = [
     "AgentTable",
     "ConfigError",
     "ConfigFile",
+    "EmbeddingProfile",
     "McpServer",
     "ModelProfile",
     "NotifyTarget",
@@ -153,6 +155,11 @@ class TarrySettings(BaseSettings):
     (`tarry dev --data-dir D` uses `D/search.db`). Unset: no index, and runs index
     nothing. Workers write it and the API and command line read it, so all of a
     deployment's processes name the same one."""
+    tarry_embedding: EmbeddingProfile | None = None
+    """The embedding model of semantic search, as JSON (`{"base_url": ..., "model":
+    ...}`), before the config file's `[embedding]`; none of either: search is lexical.
+    Workers embed messages with it and the API and command line queries, so every
+    process of a deployment names the same one (`tarry dev` its scripted model's)."""
     tarry_datasets_dir: Path = Path(".tarry/datasets")
     """Where `tarry dataset create` keeps evaluation datasets, `NAME/N.runs.jsonl` beside
     `NAME/N.json`; every process of a deployment that creates or reads datasets (`tarry
@@ -457,6 +464,11 @@ class TarrySettings(BaseSettings):
     def mcp_servers(self) -> dict[str, McpServer]:
         """The config file's `[mcp_servers.NAME]` tables."""
         return dict(self._file.mcp_servers)
+
+    def embedding_profile(self) -> EmbeddingProfile | None:
+        """The embedding model of semantic search: `TARRY_EMBEDDING`, else the config
+        file's `[embedding]`; None: search is lexical."""
+        return self.tarry_embedding or self._file.embedding
 
     def agents(self) -> dict[str, AgentSpec]:
         """The config file's `[agents.NAME]` tables: the sub-agents runs may delegate to."""

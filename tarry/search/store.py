@@ -6,15 +6,19 @@ import asyncio
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
+
+from tarry.config.tables import EmbeddingProfile
 from tarry.contracts import ErrorCode
 from tarry.contracts.search import IndexedMessage, IndexedRun, IndexRequest, SearchHit
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
 from tarry.core.ownership import Policy, principals
+from tarry.search.embed import Embedder, EmbeddingFailed
 
 __all__ = [
     "RRF_K",
@@ -167,12 +171,34 @@ async def open_store(location: str) -> SearchStore:
 
 class StoreOpener:
     """One process's store at `location`, opened at its first use (a worker that never
-    indexes, a server never searched, never opens it) and kept until `aclose`."""
+    indexes, a server never searched, never opens it) and kept until `aclose`; with an
+    `embedding` profile, its searches are hybrid (`search`)."""
 
-    def __init__(self, location: str | None) -> None:
+    def __init__(self, location: str | None, embedding: EmbeddingProfile | None = None) -> None:
         self._location = location
         self._store: SearchStore | None = None
         self._opening = asyncio.Lock()
+        self._embedder = Embedder(embedding) if embedding is not None else None
+
+    async def search(self, query: SearchQuery) -> list[SearchHit]:
+        """`query`'s hits, its text embedded first with the embedding profile (a hybrid
+        search); `SEARCH_UNAVAILABLE` when the store cannot be opened, the query cannot be
+        embedded, or the index's vectors are another profile's."""
+        store = await self.store()
+        if self._embedder is not None and words_of(query.text):
+            try:
+                [vector] = (await self._embedder.embed([query.text])).vectors
+            except (EmbeddingFailed, httpx.HTTPError) as e:
+                raise TarryError(
+                    ErrorCode.SEARCH_UNAVAILABLE,
+                    f"the query cannot be embedded for semantic search ({type(e).__name__}:"
+                    f" {e}); is the embedding model ([embedding], TARRY_EMBEDDING) up?",
+                ) from None
+            query = replace(query, embedding=vector)
+        try:
+            return await store.search(query)
+        except DimensionMismatch as e:
+            raise TarryError(ErrorCode.SEARCH_UNAVAILABLE, str(e)) from None
 
     async def store(self) -> SearchStore:
         """The store; `SEARCH_UNAVAILABLE` when there is none or it cannot be opened."""
@@ -195,6 +221,8 @@ class StoreOpener:
             return self._store
 
     async def aclose(self) -> None:
+        if self._embedder is not None:
+            await self._embedder.aclose()
         if self._store is not None:
             await self._store.close()
             self._store = None
