@@ -160,6 +160,12 @@ class TarrySettings(BaseSettings):
     ...}`), before the config file's `[embedding]`; none of either: search is lexical.
     Workers embed messages with it and the API and command line queries, so every
     process of a deployment names the same one (`tarry dev` its scripted model's)."""
+    tarry_api_url: str | None = None
+    """An HTTP API (`http://host:8000`) the command line's `tarry search` goes through, as
+    the person `TARRY_API_TOKEN` is: they find only the runs they may read. Unset: it
+    reads the search index itself, as an operator, every run."""
+    tarry_api_token: SecretStr | None = None
+    """The bearer token `tarry search` sends to `TARRY_API_URL`."""
     tarry_datasets_dir: Path = Path(".tarry/datasets")
     """Where `tarry dataset create` keeps evaluation datasets, `NAME/N.runs.jsonl` beside
     `NAME/N.json`; every process of a deployment that creates or reads datasets (`tarry
