@@ -64,17 +64,14 @@ async def test_messages_are_found_by_meaning_across_hand_overs_and_pages(
 ) -> None:
     index = tmp_path / "search.db"
     agent = await embedding_agent(agent_factory, index, embeddings, context_budget=SMALL_BUDGET)
-    agent.model.add(
-        say("Priya owns the company blog."),
-        *(say(f"noted item {n}") for n in range(5)),
-        say("Rahul sends the invoices."),
-    )
+    answers = [*(f"noted item {n}" for n in range(5)), "Rahul sends the invoices."]
+    agent.model.add(say("Priya owns the company blog."), *(say(text) for text in answers))
     run = await agent.start("tell me about the team", continue_as_new_after_turns=2)
-    for n in range(6):
-        await run.wait_for(WAITING, TIMEOUT)
+    await run.wait_for(WAITING, TIMEOUT)
+    for n, answered in enumerate(answers):
         await run.reply(f"another item {n}")
+        await until_found(index, answered)  # the turn's answer: the run waits again
     state = await run.wait_for(WAITING, TIMEOUT)
-    await until_found(index, "Rahul")
     assert len(await agent.histories(run)) > 2  # it handed over
     assert (await answer(agent, run.id)).stored  # and paged its first messages out
 
