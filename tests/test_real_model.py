@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from pathlib import Path
@@ -24,7 +23,7 @@ from tests.cli import Cli
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.eval_dataset import write_dataset
-from tests.llama_server import gguf_path
+from tests.llama_server import gguf_path, start_llama
 
 pytest.importorskip("xllamacpp", reason="the real-model tests need xllamacpp")
 if gguf_path() is None:
@@ -46,17 +45,6 @@ ANSWERED = ASK_AFTER + deadline(30)
 """The bound on a wait for the real model's answer: past the run's own ask-after time, so
 a model that keeps failing shows as `waiting_for: "model"`, not as a timeout."""
 WAITING = {Phase.WAITING_USER}
-
-
-async def start_llama(port: int) -> asyncio.subprocess.Process:
-    """`tests.llama_server` on `port`, once it serves."""
-    server = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.llama_server", str(port), stdout=asyncio.subprocess.PIPE
-    )
-    assert server.stdout is not None
-    line = await asyncio.wait_for(server.stdout.readline(), timeout=deadline(60))
-    assert line.startswith(b"listening"), line
-    return server
 
 
 @pytest.fixture(scope="module")

@@ -125,6 +125,31 @@ async def test_the_command_line_finds_the_message_and_rebuild_finds_the_same(
     ]
 
 
+async def test_the_command_line_pointed_at_the_api_finds_only_what_its_person_may_read(
+    indexed: Agent, api: Api, index: Path
+) -> None:
+    run_id = await alices_run(indexed, api, index)
+
+    def over_api(token: str) -> Cli:
+        return Cli.of(indexed, TARRY_API_URL=api.url, TARRY_API_TOKEN=token)
+
+    carols = json.loads(await over_api(CAROL).ok("search", WORD, "--json"))
+    bobs = json.loads(await over_api(BOB).ok("search", WORD, "--json"))
+
+    assert [h["run_id"] for h in carols] == [run_id]
+    assert bobs == []
+
+
+async def test_the_command_line_with_a_token_the_api_refuses_says_so(
+    indexed: Agent, api: Api
+) -> None:
+    cli = Cli.of(indexed, TARRY_API_URL=api.url, TARRY_API_TOKEN="not-a-token-of-anyone")
+
+    result = await cli("search", WORD)
+
+    result.assert_one_error_line("error: UNAUTHORIZED: the API answered:")
+
+
 async def test_the_command_line_shows_the_hits_as_a_table(indexed: Agent, index: Path) -> None:
     indexed.model.add(say(f"The trip to {WORD} is booked."))
     run = await indexed.start("book the trip")

@@ -19,12 +19,7 @@ from tests.search_stores import STORES, location_of, request, store_of
 CARL = Readable("carl", frozenset({"carl"}))
 
 
-VECTOR_STORES = tuple(kind for kind in STORES if kind != "sqlite")
-"""The stores that keep vectors on this branch: SQLite's (sqlite-vec) are feat/semantic's
-(7ec7133), whose specs these are; merged, every store of `STORES` runs them."""
-
-
-@pytest.fixture(params=VECTOR_STORES)
+@pytest.fixture(params=STORES)
 def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return location_of(request, tmp_path)
 

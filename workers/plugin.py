@@ -120,7 +120,11 @@ class TarryPlugin(SimplePlugin):
         index = self.settings.tarry_search_index
         self._stores = None if index is None else StoreOpener(index)
         """The index and the memories (`TARRY_SEARCH_INDEX`): one store, opened once."""
-        self._indexer = None if self._stores is None else Indexer(self._stores)
+        self._indexer = (
+            None
+            if self._stores is None
+            else Indexer(self._stores, self.settings.embedding_profile(), self._http)
+        )
         self._memories = None if self._stores is None else MemoryTools(self._stores)
         self.tools.search_index = self._stores is not None
         self._interceptors = tracing_interceptors(self.settings)

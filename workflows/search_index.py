@@ -31,6 +31,7 @@ from temporalio.exceptions import ActivityError
 from tarry.contracts import OWNER_ATTRIBUTE, READERS_ATTRIBUTE, WRITERS_ATTRIBUTE, Catalogue
 from tarry.contracts.search import (
     INDEX_ACTIVITY,
+    IndexAnswer,
     IndexedMessage,
     IndexedRun,
     IndexRequest,
@@ -41,7 +42,8 @@ from workflows.memory import RunMemory
 from workflows.stage import AskModel, ModelOutcome, RunScope, Stage
 
 ATTEMPT = timedelta(seconds=10)
-"""Indexing a turn's messages takes milliseconds: past this its worker is taken for dead."""
+"""Indexing a turn's messages takes milliseconds, and embedding them (an embedding
+profile's) one short model call: past this its worker is taken for dead."""
 GIVE_UP_AFTER = timedelta(minutes=10)
 _RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(minutes=1))
 
@@ -87,7 +89,7 @@ def index_soon(memory: RunMemory, pending: list[asyncio.Task[None]]) -> None:
     run's end (`settled`). `pending`: the run's requests in flight."""
     pending[:] = [task for task in pending if not task.done()]
     if (request := _request(memory)) is not None:
-        pending.append(asyncio.create_task(_send(request)))
+        pending.append(asyncio.create_task(_send(memory, request)))
 
 
 async def settled(pending: list[asyncio.Task[None]]) -> None:
@@ -97,13 +99,13 @@ async def settled(pending: list[asyncio.Task[None]]) -> None:
     pending.clear()
 
 
-async def _send(request: IndexRequest | None) -> None:
-    if request is None:
-        return
+async def _send(memory: RunMemory, request: IndexRequest) -> None:
+    """Indexes `request`; what embedding it used counts against the run's budget."""
     try:
-        await workflow.execute_activity(
+        answer = await workflow.execute_activity(
             INDEX_ACTIVITY,
             request,
+            result_type=IndexAnswer,
             start_to_close_timeout=ATTEMPT,
             schedule_to_close_timeout=GIVE_UP_AFTER,
             retry_policy=_RETRY,
@@ -113,6 +115,9 @@ async def _send(request: IndexRequest | None) -> None:
         workflow.logger.warning(
             "messages not indexed (%s); `tarry index rebuild` indexes them", e.cause or e
         )
+        return
+    if answer.usage is not None:
+        memory.conversation.usage += answer.usage
 
 
 class Indexing(Stage):

@@ -48,7 +48,7 @@ class AppParts:
     @classmethod
     def of(cls, tarry: Tarry, settings: TarrySettings) -> AppParts:
         quotas = UserQuotas(settings.api_table().limits)
-        search = StoreOpener(settings.tarry_search_index)
+        search = StoreOpener(settings.tarry_search_index, settings.embedding_profile())
         policy = settings.policy()
         return cls(tarry, Feeds(tarry), settings, SignIn.of(settings), policy, quotas, search)
 

@@ -41,13 +41,13 @@ def search_router() -> APIRouter:
         caller: CallerOf,
         parts: PartsOf,
     ) -> SearchResults:
-        """The messages with every word of `q`, best first, of the runs the caller may
-        read (`[api] visibility`); `since`: written at or after it; `agent`: only that
+        """The messages with every word of `q` (and, with an embedding profile, those near
+        it in meaning: hybrid ranking), best first, of the runs the caller may read
+        (`[api] visibility`); `since`: written at or after it; `agent`: only that
         sub-agent's runs. 503 `SEARCH_UNAVAILABLE` where the deployment keeps no index."""
-        store = await parts.search.store()
         query = SearchQuery(
             q, since, agent, readable=Readable.of(parts.policy, caller), limit=limit
         )
-        return SearchResults(hits=await store.search(query))
+        return SearchResults(hits=await parts.search.search(query))
 
     return router

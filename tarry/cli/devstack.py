@@ -163,6 +163,8 @@ async def dev_stack(
             )
             await scripted.start()
             stack.push_async_callback(scripted.close)
+            if settings.embedding_profile() is None:  # semantic search by its embeddings
+                settings = settings.model_copy(update={"tarry_embedding": scripted.embeddings})
         queue = settings.tarry_task_queue
         if isolate_on_reuse and server is None:
             queue = f"{queue}-{uuid.uuid4().hex[:8]}"
@@ -212,7 +214,7 @@ async def serve_dev(settings: TarrySettings, data_dir: Path, guide_tour: str | N
                 )
                 summary = [*stack.summary(), _api_line(stack.settings, api), *found.lines]
                 if guide_tour is not None:
-                    summary.append(_tour_line(guide_tour, played=stack.scripted is not None))
+                    summary.append(tour.line(guide_tour, played=stack.scripted is not None))
                 for line in [*summary, *(f"problem: {p}" for p in found.problems)]:
                     print(line, flush=True)
                 print("Ctrl-C to stop.", flush=True)
@@ -222,14 +224,6 @@ async def serve_dev(settings: TarrySettings, data_dir: Path, guide_tour: str | N
             print(f"error: {e}", file=sys.stderr, flush=True)
             return 1
     return 0
-
-
-def _tour_line(name: str, *, played: bool) -> str:
-    """Where the guide's tour is told, or why it is not played: only the offline model
-    plays scripts."""
-    if not played:
-        return f"Tour       {name}: not played, a model is configured (unset OPENAI_*)"
-    return f"Tour       {name}: {tour.TOURS[name]}, 'Try it offline'"
 
 
 @asynccontextmanager

@@ -308,15 +308,16 @@ def build_server(
     async def search_messages(
         ctx: Context, text: str, agent: str | None = None, limit: Limit = 20
     ) -> CallToolResult:
-        """The messages of every run with all the words of `text`, best first: each its
-        run, its index in the transcript (`run_transcript` from there) and a snippet,
-        the words in `[` `]`; `agent`: only that sub-agent's runs."""
+        """The messages of every run with all the words of `text` (and, with an embedding
+        profile, those near it in meaning), best first: each its run, its index in the
+        transcript (`run_transcript` from there) and a snippet, the words in `[` `]`;
+        `agent`: only that sub-agent's runs."""
 
         async def work() -> Any:
             caller = _caller_of(ctx)
             mine = None if caller is None or policy is None else Readable.of(policy, caller)
-            store = await (search or StoreOpener(None)).store()
-            hits = await store.search(SearchQuery(text, agent=agent, readable=mine, limit=limit))
+            query = SearchQuery(text, agent=agent, readable=mine, limit=limit)
+            hits = await (search or StoreOpener(None)).search(query)
             return [json_of(hit) for hit in hits]
 
         return await answer(work)

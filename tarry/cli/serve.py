@@ -105,7 +105,7 @@ def mcp_command(
         lambda: connect(settings),
         read_only=read_only,
         policy=settings.policy(),
-        search=StoreOpener(settings.tarry_search_index),
+        search=StoreOpener(settings.tarry_search_index, settings.embedding_profile()),
     )
     if http is None:
         run_command(server.run_stdio_async())

@@ -17,6 +17,7 @@ from tarry.config.limits import LimitsTable
 from tarry.config.tables import (
     AgentTable,
     ApiTable,
+    EmbeddingProfile,
     McpServer,
     ModelProfile,
     NotifyTarget,
@@ -49,6 +50,8 @@ class ConfigFile(BaseModel):
     limits: LimitsTable | None = None
     """`[limits]`: what each person may use and spend (`tarry.config.limits`); none:
     nothing is limited."""
+    embedding: EmbeddingProfile | None = None
+    """`[embedding]`: the embedding model of semantic search; none: search is lexical."""
 
     @field_validator("profiles")
     @classmethod

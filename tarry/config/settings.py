@@ -40,6 +40,7 @@ from tarry.config.tables import (
     PROFILE_DEFAULTS,
     AgentTable,
     ApiTable,
+    EmbeddingProfile,
     McpServer,
     ModelProfile,
     NotifyTarget,
@@ -63,6 +64,7 @@ __all__ = [
     "AgentTable",
     "ConfigError",
     "ConfigFile",
+    "EmbeddingProfile",
     "McpServer",
     "ModelProfile",
     "NotifyTarget",
@@ -154,6 +156,17 @@ class TarrySettings(BaseSettings):
     (`postgresql://USER:PASSWORD@HOST/DATABASE`, with the `postgres` extra) for a team.
     Unset: no index, and runs index nothing. Workers write it and the API and command
     line read it, so all of a deployment's processes name the same one."""
+    tarry_embedding: EmbeddingProfile | None = None
+    """The embedding model of semantic search, as JSON (`{"base_url": ..., "model":
+    ...}`), before the config file's `[embedding]`; none of either: search is lexical.
+    Workers embed messages with it and the API and command line queries, so every
+    process of a deployment names the same one (`tarry dev` its scripted model's)."""
+    tarry_api_url: str | None = None
+    """An HTTP API (`http://host:8000`) the command line's `tarry search` goes through, as
+    the person `TARRY_API_TOKEN` is: they find only the runs they may read. Unset: it
+    reads the search index itself, as an operator, every run."""
+    tarry_api_token: SecretStr | None = None
+    """The bearer token `tarry search` sends to `TARRY_API_URL`."""
     tarry_datasets_dir: Path = Path(".tarry/datasets")
     """Where `tarry dataset create` keeps evaluation datasets, `NAME/N.runs.jsonl` beside
     `NAME/N.json`; every process of a deployment that creates or reads datasets (`tarry
@@ -458,6 +471,11 @@ class TarrySettings(BaseSettings):
     def mcp_servers(self) -> dict[str, McpServer]:
         """The config file's `[mcp_servers.NAME]` tables."""
         return dict(self._file.mcp_servers)
+
+    def embedding_profile(self) -> EmbeddingProfile | None:
+        """The embedding model of semantic search: `TARRY_EMBEDDING`, else the config
+        file's `[embedding]`; None: search is lexical."""
+        return self.tarry_embedding or self._file.embedding
 
     def agents(self) -> dict[str, AgentSpec]:
         """The config file's `[agents.NAME]` tables: the sub-agents runs may delegate to."""

@@ -33,6 +33,7 @@ __all__ = [
     "PROFILE_DEFAULTS",
     "AgentTable",
     "ApiTable",
+    "EmbeddingProfile",
     "McpServer",
     "ModelProfile",
     "NotifyTarget",
@@ -141,6 +142,33 @@ class ModelProfile(Sampling):
         self.base_url = self.base_url or defaults["base_url"]
         self.model = self.model or defaults["model"]
         return self
+
+
+class EmbeddingProfile(BaseModel):
+    """The embedding model semantic search asks (`[embedding]`, or `TARRY_EMBEDDING` as
+    JSON): an OpenAI-compatible `/v1/embeddings` endpoint. Workers embed each message as
+    they index it, and the API and command line each query, with the same profile: a
+    vector means something only beside vectors of the same model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = PROFILE_DEFAULTS["openai"]["base_url"]
+    model: str = "text-embedding-3-small"
+    api_key: SecretStr | None = None
+    dimensions: int | None = Field(default=None, gt=0)
+    """The vectors' length, asked of models that can shorten them (OpenAI's
+    `text-embedding-3`); none: the model's own. Changing it, or the model, needs `tarry
+    index rebuild`: the index holds vectors of one length."""
+    request_timeout: float = Field(default=30.0, gt=0)
+    """Seconds one HTTP call may take."""
+    batch: int = Field(default=64, ge=1)
+    """Texts embedded in one request."""
+    max_characters: int = Field(default=8000, ge=1)
+    """The start of a longer text is what is embedded: a model embeds so many tokens at
+    most (OpenAI's 8,191; a llama.cpp server its batch's), and a message's meaning is
+    mostly in its beginning. Its words are all indexed all the same."""
+    price: float = Field(default=0.0, ge=0)
+    """US dollars per million input tokens, to estimate each call's cost (`Usage.cost_usd`)."""
 
 
 def fallback_problem(profiles: dict[str, ModelProfile]) -> str | None:

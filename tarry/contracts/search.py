@@ -12,12 +12,13 @@ import re
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
-from tarry.contracts.messages import ChatMessage
+from tarry.contracts.messages import ChatMessage, Usage
 
 __all__ = [
     "INDEX_ACTIVITY",
+    "IndexAnswer",
     "IndexRequest",
     "IndexedMessage",
     "IndexedRun",
@@ -68,6 +69,22 @@ class IndexedMessage(BaseModel):
 class IndexRequest(BaseModel):
     run: IndexedRun
     messages: list[IndexedMessage]
+
+
+class IndexAnswer(BaseModel):
+    """The index activity's answer: how many of the messages were new, and what embedding
+    them used (an embedding profile's), which counts against the run's budget. The
+    vectors stay on the worker: a run's history never holds them."""
+
+    new: int = 0
+    usage: Usage | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_a_count(cls, value: object) -> object:
+        """The activity answered the count alone before embeddings: a recorded history's
+        answer still reads."""
+        return {"new": value} if isinstance(value, int) else value
 
 
 class SearchHit(BaseModel):

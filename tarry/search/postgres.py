@@ -73,6 +73,8 @@ _UPGRADES: dict[int, tuple[LiteralString, ...]] = {
         "CREATE INDEX memories_by_scope ON memories (scope, created)",
         "CREATE INDEX memories_by_words ON memories USING gin (words)",
     ),
+    # SQLite's 3 keeps its vectors' length; here `message_vectors` has kept it since 1.
+    3: (),
 }
 """The statements that bring a store of version N-1 to N; version 0 is an empty database
 (or schema): step 1 makes the table that keeps the version."""

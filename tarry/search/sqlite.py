@@ -1,10 +1,16 @@
 """The embedded store: one SQLite file under the data directory, its words in FTS5: the
-index of the runs' messages, and the memories, in tables of their own.
+index of the runs' messages, its embeddings, when it is given some, in a `vec0` table of
+`sqlite-vec`, and the memories, in tables of their own.
 
 SQLite's calls block, so each runs in a thread, one at a time (`_lock`): a worker's
 index activities and a server's searches share one connection. Writes are one
 transaction per request, in WAL mode, so a reader never waits for a writer and a
 worker killed mid-request leaves the index as it was before it.
+
+`sqlite-vec` is a loadable extension, and some Pythons' `sqlite3` cannot load one (pyenv's
+and python.org's builds leave it out): there the store uses `pysqlite3`'s, a `sqlite3` of
+its own that can. Without either, the store keeps words alone, and vectors are refused
+with what to install.
 """
 
 from __future__ import annotations
@@ -12,15 +18,26 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import struct
 import threading
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from types import ModuleType
+from typing import TypeVar, cast
 
 from tarry.contracts.memories import Memory, NewMemory, Provenance
 from tarry.contracts.search import IndexRequest, SearchHit
-from tarry.search.store import SCHEMA_VERSION, IndexStore, SearchQuery, Vector, words_of
+from tarry.search.store import (
+    SCHEMA_VERSION,
+    DimensionMismatch,
+    IndexStore,
+    SearchQuery,
+    Vector,
+    fused,
+    opening,
+    words_of,
+)
 
 __all__ = ["SqliteStore"]
 
@@ -58,8 +75,48 @@ _UPGRADES: dict[int, tuple[str, ...]] = {
         " INSERT INTO memories_fts (rowid, text, tags) SELECT new.n, new.text, new.tags"
         " WHERE new.deleted IS NULL; END",
     ),
+    # The length of the store's vectors; their `vec0` table is made with the first.
+    3: ("CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",),
 }
 """The statements that bring a store of version N-1 to N; version 0 is an empty file."""
+
+NEAREST = 4096
+"""The most nearest neighbours one `vec0` query asks for (sqlite-vec's own bound): a
+search keeps those its filters allow, and scans every vector those allow when that
+leaves it short (a caller who may read few of many runs)."""
+
+
+def _driver() -> ModuleType:
+    """The `sqlite3` to connect with: the standard library's where it loads extensions,
+    else `pysqlite3`'s where it is installed."""
+    if hasattr(sqlite3.Connection, "enable_load_extension"):
+        return sqlite3
+    try:
+        from pysqlite3 import dbapi2  # type: ignore[import-untyped]
+    except ImportError:
+        return sqlite3
+    return cast(ModuleType, dbapi2)
+
+
+def _vectors_problem(db: sqlite3.Connection) -> str | None:
+    """Loads `sqlite-vec` into `db`; what keeps it from loading, None when it did."""
+    try:
+        import sqlite_vec  # type: ignore[import-untyped]
+
+        db.enable_load_extension(True)
+        sqlite_vec.load(db)
+        db.enable_load_extension(False)
+    except (ImportError, AttributeError) as e:
+        return (
+            f"semantic search needs sqlite-vec loaded into SQLite ({type(e).__name__}: {e}):"
+            " install the sqlite-vec package, and pysqlite3-binary where Python's sqlite3"
+            " cannot load extensions"
+        )
+    return None
+
+
+def _blob(vector: Vector) -> bytes:
+    return struct.pack(f"{len(vector)}f", *vector)
 
 
 _MEMORY = (
@@ -69,24 +126,27 @@ _MEMORY = (
 
 
 class SqliteStore(IndexStore):
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    def __init__(self, connection: sqlite3.Connection, vectors_problem: str | None) -> None:
         self._db = connection
         self._lock = threading.Lock()
+        self._vectors_problem = vectors_problem
 
     @classmethod
     async def open(cls, path: Path, *, version: int = SCHEMA_VERSION) -> SqliteStore:
         """The store in `path`, brought to `version` (a test may ask for an older one)."""
 
-        def connect() -> sqlite3.Connection:
+        def connect() -> SqliteStore:
             path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            db: sqlite3.Connection = _driver().connect(
+                str(path), check_same_thread=False, isolation_level=None
+            )
             db.execute("PRAGMA busy_timeout=5000")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             _upgrade(db, path, version)
-            return db
+            return cls(db, _vectors_problem(db))
 
-        return cls(await asyncio.to_thread(connect))
+        return await asyncio.to_thread(connect)
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         def locked() -> T:
@@ -96,8 +156,14 @@ class SqliteStore(IndexStore):
         return await asyncio.to_thread(locked)
 
     async def index(self, request: IndexRequest, vectors: Sequence[Vector] | None = None) -> int:
-        # Vectors are kept from the next commit on (sqlite-vec); until then words alone.
         run = request.run
+        if vectors is not None:
+            if self._vectors_problem is not None:
+                raise RuntimeError(self._vectors_problem)
+            if len(vectors) != len(request.messages):
+                raise ValueError(
+                    f"{len(vectors)} vectors for {len(request.messages)} messages: one each"
+                )
 
         def write(db: sqlite3.Connection) -> int:
             with _transaction(db):
@@ -110,15 +176,24 @@ class SqliteStore(IndexStore):
                     "INSERT INTO run_readers (run_id, name) VALUES (?, ?) ON CONFLICT DO NOTHING",
                     [(run.run_id, name) for name in run.readers],
                 )
-                written = db.executemany(
-                    "INSERT INTO messages (run_id, idx, role, text, at) VALUES (?, ?, ?, ?, ?)"
-                    " ON CONFLICT (run_id, idx) DO NOTHING",
-                    [
-                        (run.run_id, m.index, m.role, m.text, m.at.timestamp())
-                        for m in request.messages
-                    ],
-                )
-                return max(written.rowcount, 0)
+                rows = [
+                    (run.run_id, m.index, m.role, m.text, m.at.timestamp())
+                    for m in request.messages
+                ]
+                if vectors is None:
+                    written = db.executemany(_INSERT_MESSAGE, rows)
+                    return max(written.rowcount, 0)
+                _fix_dimensions(db, {len(v) for v in vectors})
+                new = 0
+                for row, vector in zip(rows, vectors, strict=True):
+                    # A message indexed before keeps its vector: RETURNING names new rows only.
+                    for (rowid,) in db.execute(f"{_INSERT_MESSAGE} RETURNING id", row).fetchall():
+                        db.execute(
+                            "INSERT INTO messages_vec (rowid, embedding) VALUES (?, ?)",
+                            (rowid, _blob(vector)),
+                        )
+                        new += 1
+                return new
 
         return await self._run(write)
 
@@ -126,68 +201,36 @@ class SqliteStore(IndexStore):
         words = words_of(query.text)
         if not words:
             return []
-        sql = [
-            "SELECT m.run_id, m.idx, m.role, m.at, r.agent, -messages_fts.rank, m.id",
-            " FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid",
-            " JOIN runs r ON r.run_id = m.run_id WHERE messages_fts MATCH ?",
-        ]
-        args: list[object] = [" ".join(f'"{w}"' for w in words)]
-        if query.since is not None:
-            sql.append(" AND m.at >= ?")
-            args.append(query.since.timestamp())
-        if query.agent is not None:
-            sql.append(" AND r.agent = ?")
-            args.append(query.agent)
-        if (readable := query.readable) is not None:
-            names = sorted(readable.names)
-            sql.append(
-                " AND (r.owner = ? OR EXISTS (SELECT 1 FROM run_readers n WHERE"
-                f" n.run_id = m.run_id AND n.name IN ({', '.join('?' * len(names)) or 'NULL'})))"
-            )
-            args += [readable.user, *names]
-        sql.append(" ORDER BY messages_fts.rank LIMIT ?")
-        args.append(query.limit)
+        match = " ".join(f'"{w}"' for w in words)
+        where, args = _filters(query)
 
         def read(db: sqlite3.Connection) -> list[SearchHit]:
-            rows = db.execute("".join(sql), args).fetchall()
-            # The snippets of the best rows only: made in the query above, one would be
-            # made for every row that matched, before the sort: most of a common word's time.
-            ids = [row[-1] for row in rows]
-            snippets = dict(
-                db.execute(
-                    "SELECT rowid, snippet(messages_fts, 0, '[', ']', '…', 16) FROM messages_fts"
-                    f" WHERE messages_fts MATCH ? AND rowid IN ({', '.join('?' * len(ids))})",
-                    [args[0], *ids],
+            lexical = _lexical(db, match, where, args, query.limit)
+            if query.embedding is None or (dimensions := _dimensions(db)) is None:
+                return lexical
+            if len(query.embedding) != dimensions:
+                raise DimensionMismatch(
+                    f"the query's embedding has {len(query.embedding)} dimensions, the"
+                    f" index's vectors {dimensions}: the embedding profile changed since"
+                    " they were made; `tarry index rebuild` makes them anew"
                 )
-            )
-            return [
-                SearchHit(
-                    run_id=run_id,
-                    index=index,
-                    role=role,
-                    at=datetime.fromtimestamp(at, UTC),
-                    agent=agent,
-                    score=score,
-                    snippet=snippets[rowid],
-                )
-                for run_id, index, role, at, agent, score, rowid in rows
-            ]
+            semantic = _semantic(db, _blob(query.embedding), where, args, query.limit)
+            return fused([lexical, semantic], query.limit)
 
         return await self._run(read)
 
     async def dimensions(self) -> int | None:
-        return None
+        return await self._run(_dimensions)
 
     async def count(self) -> int:
-        return await self._run(
-            lambda db: int(db.execute("SELECT count(*) FROM messages").fetchone()[0])
-        )
+        return await self._run(lambda db: _count(db, "messages"))
 
     async def clear(self) -> None:
         def clear(db: sqlite3.Connection) -> None:
             with _transaction(db):
-                for table in ("messages", "run_readers", "runs"):
+                for table in ("messages", "run_readers", "runs", "settings"):
                     db.execute(f"DELETE FROM {table}")
+                db.execute("DROP TABLE IF EXISTS messages_vec")
 
         await self._run(clear)
 
@@ -286,6 +329,120 @@ class SqliteStore(IndexStore):
 
     async def close(self) -> None:
         await self._run(lambda db: db.close())
+
+
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (run_id, idx, role, text, at) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT (run_id, idx) DO NOTHING"
+)
+_HIT = "m.run_id, m.idx, m.role, m.at, r.agent"
+
+
+def _filters(query: SearchQuery) -> tuple[str, list[object]]:
+    """The conditions on a message `m` of a run `r` that `query` keeps, and their values."""
+    sql: list[str] = []
+    args: list[object] = []
+    if query.since is not None:
+        sql.append(" AND m.at >= ?")
+        args.append(query.since.timestamp())
+    if query.agent is not None:
+        sql.append(" AND r.agent = ?")
+        args.append(query.agent)
+    if (readable := query.readable) is not None:
+        names = sorted(readable.names)
+        sql.append(
+            " AND (r.owner = ? OR EXISTS (SELECT 1 FROM run_readers n WHERE"
+            f" n.run_id = m.run_id AND n.name IN ({', '.join('?' * len(names)) or 'NULL'})))"
+        )
+        args += [readable.user, *names]
+    return "".join(sql), args
+
+
+def _hit(row: tuple[str, int, str, float, str | None], score: float, snippet: str) -> SearchHit:
+    run_id, index, role, at, agent = row
+    at_utc = datetime.fromtimestamp(at, UTC)
+    return SearchHit(
+        run_id=run_id, index=index, role=role, at=at_utc, agent=agent, score=score, snippet=snippet
+    )
+
+
+def _lexical(
+    db: sqlite3.Connection, match: str, where: str, args: list[object], limit: int
+) -> list[SearchHit]:
+    """The messages with every word of `match`, by FTS5's rank."""
+    rows = db.execute(
+        f"SELECT {_HIT}, -messages_fts.rank, m.id FROM messages_fts"
+        " JOIN messages m ON m.id = messages_fts.rowid JOIN runs r ON r.run_id = m.run_id"
+        f" WHERE messages_fts MATCH ?{where} ORDER BY messages_fts.rank LIMIT ?",
+        [match, *args, limit],
+    ).fetchall()
+    # The snippets of the best rows only: made in the query above, one would be made for
+    # every row that matched, before the sort: most of a common word's time.
+    ids = [row[-1] for row in rows]
+    snippets = dict(
+        db.execute(
+            "SELECT rowid, snippet(messages_fts, 0, '[', ']', '…', 16) FROM messages_fts"
+            f" WHERE messages_fts MATCH ? AND rowid IN ({', '.join('?' * len(ids))})",
+            [match, *ids],
+        )
+    )
+    return [_hit(row[:5], row[5], snippets[row[6]]) for row in rows]
+
+
+def _semantic(
+    db: sqlite3.Connection, embedding: bytes, where: str, args: list[object], limit: int
+) -> list[SearchHit]:
+    """The `limit` messages nearest `embedding` by cosine distance that the filters keep:
+    among the `NEAREST` nearest of all, or, when those leave too few and there are more,
+    among every message the filters keep."""
+    near = min(NEAREST, max(limit * 20, 100))
+    # MATERIALIZED: else SQLite moves the filter on `distance` into the KNN query, which
+    # sqlite-vec refuses.
+    nearest = (
+        "WITH near AS MATERIALIZED (SELECT rowid, distance FROM messages_vec"
+        f" WHERE embedding MATCH ? AND k = {near}) SELECT {_HIT}, near.distance, m.text FROM near"
+        " JOIN messages m ON m.id = near.rowid JOIN runs r ON r.run_id = m.run_id"
+        f" WHERE near.distance IS NOT NULL{where} ORDER BY near.distance LIMIT ?"
+    )
+    rows = db.execute(nearest, [embedding, *args, limit]).fetchall()
+    if len(rows) < limit and _count(db, "messages_vec") > near:
+        # Not `distance`: that names vec0's own column, null outside a KNN query.
+        rows = db.execute(
+            f"SELECT {_HIT}, vec_distance_cosine(v.embedding, ?) AS apart, m.text"
+            " FROM messages m JOIN runs r ON r.run_id = m.run_id"
+            " JOIN messages_vec v ON v.rowid = m.id"
+            f" WHERE apart IS NOT NULL{where} ORDER BY apart LIMIT ?",
+            [embedding, *args, limit],
+        ).fetchall()
+    return [_hit(row[:5], 1.0 - row[5], opening(row[6])) for row in rows]
+
+
+def _count(db: sqlite3.Connection, table: str) -> int:
+    return int(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+def _dimensions(db: sqlite3.Connection) -> int | None:
+    found = db.execute("SELECT value FROM settings WHERE name = 'dimensions'").fetchone()
+    return int(found[0]) if found else None
+
+
+def _fix_dimensions(db: sqlite3.Connection, lengths: set[int]) -> None:
+    """Checks that vectors of `lengths` fit the store, fixing its dimensions with the first
+    (and making their `vec0` table); `DimensionMismatch` for any other length."""
+    dimensions = _dimensions(db)
+    if dimensions is None and len(lengths) == 1:
+        [dimensions] = lengths
+        db.execute("INSERT INTO settings (name, value) VALUES ('dimensions', ?)", (dimensions,))
+        db.execute(
+            "CREATE VIRTUAL TABLE messages_vec USING"
+            f" vec0(embedding float[{dimensions}] distance_metric=cosine)"
+        )
+    if lengths - {dimensions}:
+        raise DimensionMismatch(
+            f"vectors of {sorted(lengths)} dimensions for an index of {dimensions}: the"
+            " embedding profile changed since it was filled; `tarry index rebuild` makes"
+            " every vector anew"
+        )
 
 
 class _transaction:

@@ -7,15 +7,19 @@ import asyncio
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
+
+from tarry.config.tables import EmbeddingProfile
 from tarry.contracts import ErrorCode
 from tarry.contracts.search import IndexedMessage, IndexedRun, IndexRequest, SearchHit
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
 from tarry.core.ownership import Policy, principals
+from tarry.search.embed import Embedder, EmbeddingFailed
 from tarry.search.memory_store import MemoryStore
 
 __all__ = [
@@ -40,10 +44,10 @@ __all__ = [
     "words_of",
 ]
 
-SCHEMA_VERSION = 2
-"""The store's schema (1: the index; 2: and the memories), kept in the store; a store of
-an older one is upgraded when it opens (each store's `_UPGRADES`), one of a newer one
-refused."""
+SCHEMA_VERSION = 3
+"""The store's schema (1: the index; 2: and the memories; 3: and the length of its
+messages' embeddings), kept in the store; a store of an older one is upgraded when it
+opens (each store's `_UPGRADES`), one of a newer one refused."""
 
 _WORD = re.compile(r"\w+")
 
@@ -210,12 +214,34 @@ def shown(location: str) -> str:
 
 class StoreOpener:
     """One process's store at `location`, opened at its first use (a worker that never
-    indexes, a server never searched, never opens it) and kept until `aclose`."""
+    indexes, a server never searched, never opens it) and kept until `aclose`; with an
+    `embedding` profile, its searches are hybrid (`search`)."""
 
-    def __init__(self, location: str | None) -> None:
+    def __init__(self, location: str | None, embedding: EmbeddingProfile | None = None) -> None:
         self._location = location
         self._store: IndexStore | None = None
         self._opening = asyncio.Lock()
+        self._embedder = Embedder(embedding) if embedding is not None else None
+
+    async def search(self, query: SearchQuery) -> list[SearchHit]:
+        """`query`'s hits, its text embedded first with the embedding profile (a hybrid
+        search); `SEARCH_UNAVAILABLE` when the store cannot be opened, the query cannot be
+        embedded, or the index's vectors are another profile's."""
+        store = await self.store()
+        if self._embedder is not None and words_of(query.text):
+            try:
+                [vector] = (await self._embedder.embed([query.text])).vectors
+            except (EmbeddingFailed, httpx.HTTPError) as e:
+                raise TarryError(
+                    ErrorCode.SEARCH_UNAVAILABLE,
+                    f"the query cannot be embedded for semantic search ({type(e).__name__}:"
+                    f" {e}); is the embedding model ([embedding], TARRY_EMBEDDING) up?",
+                ) from None
+            query = replace(query, embedding=vector)
+        try:
+            return await store.search(query)
+        except DimensionMismatch as e:
+            raise TarryError(ErrorCode.SEARCH_UNAVAILABLE, str(e)) from None
 
     async def store(self) -> IndexStore:
         """The store; `SEARCH_UNAVAILABLE` when there is none or it cannot be opened."""
@@ -239,6 +265,8 @@ class StoreOpener:
             return self._store
 
     async def aclose(self) -> None:
+        if self._embedder is not None:
+            await self._embedder.aclose()
         if self._store is not None:
             await self._store.close()
             self._store = None

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from aiohttp import web
 from multidict import CIMultiDict
 
+from tarry.config.tables import EmbeddingProfile
 from tarry.contracts import ErrorCode, FunctionCall, ToolCall, Usage
 from tarry.contracts.guardrails import WITHHELD_NOTE
 from tarry.testing import anthropic_wire
@@ -421,6 +422,11 @@ class ScriptedModel:
         if not self._runner.addresses:
             raise RuntimeError("scripted model is not started")
         return f"{self.root_url}/v1"
+
+    @property
+    def embeddings(self) -> EmbeddingProfile:
+        """An embedding profile of this model's deterministic embeddings (`tarry dev`'s)."""
+        return EmbeddingProfile(base_url=self.base_url, model="scripted")
 
     @property
     def root_url(self) -> str:

@@ -37,6 +37,14 @@ TOURS = {
 guide whose "Try it offline" section gives its commands."""
 
 
+def line(name: str, *, played: bool) -> str:
+    """`tarry dev`'s line of where the guide's tour `name` is told, or why it is not
+    played: only the offline model plays scripts."""
+    if not played:
+        return f"Tour       {name}: not played, a model is configured (unset OPENAI_*)"
+    return f"Tour       {name}: {TOURS[name]}, 'Try it offline'"
+
+
 def script(name: str | None = None) -> Script:
     """The tour's script file, as the offline model plays it; with a guide's tour
     `name`, that tour's conversations too."""

@@ -1,0 +1,101 @@
+"""Semantic search of runs' messages: a worker with an embedding profile embeds every
+message as it indexes it (the `embed` model task, inside the index activity), what that
+costs counts against the run's budget, and a search embeds its query with the same
+profile. Here the scripted model's deterministic embeddings (texts that share words are
+near); `tests/test_search_llama.py` does it with llama.cpp's."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from tarry.config.tables import EmbeddingProfile
+from tarry.contracts import Phase
+from tarry.contracts.search import IndexAnswer
+from tarry.search import SearchQuery, StoreOpener
+from tarry.testing.scripted_model import ScriptedModel, say
+from tests.conftest import Agent
+from tests.deadline import TIMEOUT
+from tests.faults import wait_until
+from tests.search_stores import until_found
+from tests.test_bounded_memory import SMALL_BUDGET, answer
+
+WAITING = {Phase.WAITING_USER}
+PRICE = 1_000.0
+"""Dollars per million embedded tokens: the chat profile has no prices, so every cent a
+run spends here is its embeddings'."""
+
+AgentFactory = Callable[..., Awaitable[Agent]]
+
+
+@pytest.fixture
+async def embeddings() -> AsyncIterator[EmbeddingProfile]:
+    """An embedding profile at a scripted model of its own."""
+    model = ScriptedModel()
+    await model.start()
+    try:
+        yield EmbeddingProfile(base_url=model.base_url, model="scripted", price=PRICE)
+    finally:
+        await model.close()
+
+
+async def embedding_agent(
+    agent_factory: AgentFactory, index: Path, embeddings: EmbeddingProfile, **profile: object
+) -> Agent:
+    settings = {"tarry_search_index": str(index), "tarry_embedding": embeddings.model_dump()}
+    made: Agent = await agent_factory(worker_settings=settings, **profile)
+    return made
+
+
+async def searched(index: Path, embeddings: EmbeddingProfile | None, text: str) -> list[str]:
+    """The run ids and transcript indexes `text` finds, best first, as `tarry search`
+    with the same embedding profile would."""
+    opener = StoreOpener(str(index), embeddings)
+    try:
+        return [f"{h.run_id}#{h.index}" for h in await opener.search(SearchQuery(text))]
+    finally:
+        await opener.aclose()
+
+
+async def test_messages_are_found_by_meaning_across_hand_overs_and_pages(
+    agent_factory: AgentFactory, tmp_path: Path, embeddings: EmbeddingProfile
+) -> None:
+    index = tmp_path / "search.db"
+    agent = await embedding_agent(agent_factory, index, embeddings, context_budget=SMALL_BUDGET)
+    answers = [*(f"noted item {n}" for n in range(5)), "Rahul sends the invoices."]
+    agent.model.add(say("Priya owns the company blog."), *(say(text) for text in answers))
+    run = await agent.start("tell me about the team", continue_as_new_after_turns=2)
+    await run.wait_for(WAITING, TIMEOUT)
+    for n, answered in enumerate(answers):
+        await run.reply(f"another item {n}")
+        await until_found(index, answered)  # the turn's answer: the run waits again
+    state = await run.wait_for(WAITING, TIMEOUT)
+    assert len(await agent.histories(run)) > 2  # it handed over
+    assert (await answer(agent, run.id)).stored  # and paged its first messages out
+
+    assert await searched(index, None, "blog ownership") == []
+    assert (await searched(index, embeddings, "blog ownership"))[0] == f"{run.id}#1"
+    last = state.message_count - 1
+    assert (await searched(index, embeddings, "invoices billing"))[0] == f"{run.id}#{last}"
+
+
+async def test_embedding_a_runs_messages_counts_against_its_usage(
+    agent_factory: AgentFactory, tmp_path: Path, embeddings: EmbeddingProfile
+) -> None:
+    agent = await embedding_agent(agent_factory, tmp_path / "search.db", embeddings)
+    agent.model.add(say("The pricing page is ready."))
+    run = await agent.start("make the pricing page")
+    await run.wait_for(WAITING, TIMEOUT)
+
+    async def charged() -> bool:
+        return (await run.state()).usage.cost_usd > 0
+
+    await wait_until(charged, what="the embeddings' cost in the run's usage")
+    # "make the pricing page", "The pricing page is ready.": 9 words, a token each.
+    assert (await run.state()).usage.cost_usd == pytest.approx(9 * PRICE / 1_000_000)
+
+
+def test_an_index_answer_recorded_before_embeddings_still_reads() -> None:
+    assert IndexAnswer.model_validate(3) == IndexAnswer(new=3)
