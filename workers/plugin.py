@@ -37,6 +37,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig, WorkerDeploymentConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from activities import slots
 from activities.context import ContextStore
 from activities.guardrail_checks import GuardrailChecks, GuardrailFunction
 from activities.ledger import SpendBook
@@ -58,6 +59,7 @@ from workflows.audit_acts import AuditActWorkflow
 from workflows.catalogue_check import CatalogueCheckWorkflow
 from workflows.eval_run import EvalRunWorkflow
 from workflows.ledger import SpendLedger
+from workflows.run_slots import RunSlots
 
 __all__ = ["BUILTIN_TOOLS", "McpExtraMissing", "TarryPlugin"]
 
@@ -131,6 +133,7 @@ class TarryPlugin(SimplePlugin):
                 EvalRunWorkflow,
                 AuditActWorkflow,
                 SpendLedger,
+                RunSlots,
             ],
             workflow_runner=workflows_passed_through,
         )
@@ -164,6 +167,8 @@ class TarryPlugin(SimplePlugin):
             self._guardrails.check_guardrails,
             spend.reserve_spend,
             spend.settle_spend,
+            slots.acquire,
+            slots.release,
             *self.tools.activities(),
             *([self._indexer.index_messages] if self._indexer else []),
         ]

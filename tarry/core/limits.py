@@ -28,6 +28,7 @@ from typing import Any
 
 from tarry.contracts import Budget, ErrorCode, RunInput
 from tarry.contracts.ledger import DailyCaps
+from tarry.contracts.slots import RunCap
 from tarry.core.errors import TarryError
 
 __all__ = [
@@ -84,6 +85,17 @@ class Limits:
             max_cost_usd=self.max_cost_usd_per_day,
             max_tokens=self.max_tokens_per_day,
             time_zone=self.time_zone,
+        )
+
+    def run_cap(self, owner: str) -> RunCap | None:
+        """The `max_concurrent_runs` `owner`'s runs carry to their slots
+        (`tarry.contracts.slots`); None when it is not set: such runs hold no slot."""
+        if self.max_concurrent_runs is None:
+            return None
+        return RunCap(
+            owner=owner,
+            max_runs=self.max_concurrent_runs,
+            queue=self.at_max_concurrent_runs is ConcurrencyPolicy.QUEUE,
         )
 
     def model_problem(self, profile: str, what: str = "the run") -> TarryError | None:
