@@ -224,6 +224,55 @@ async def test_many_starts_at_once_run_exactly_the_cap_and_lose_none(
     assert states  # every run reached a stop point
 
 
+# --- Schedules ------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def triggered(agent: Agent, caller: Caller) -> AsyncIterator[RunHandle]:
+    """The run a schedule created by `caller` starts when triggered (the schedule and
+    the run go again after)."""
+    tarry = agent.tarry.acting_as(caller)
+    run_input = RunInput(prompt="nightly", timeouts=agent.timeouts)
+    schedule = await tarry.create_schedule(f"capped-{uuid.uuid4().hex[:6]}", run_input, every="9h")
+    try:
+        await schedule.trigger()
+        async with asyncio.timeout(TIMEOUT):
+            while not (started := (await schedule.describe()).recent_runs):
+                await asyncio.sleep(0.2)
+        run = tarry.get(started[0])
+        agent.runs.append(run)
+        yield run
+    finally:
+        await schedule.delete()
+
+
+async def test_a_schedule_s_run_waits_for_a_slot_as_its_creator_s_start_would(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("first"))
+    alice = capped(person("alice"), 1)
+    first = await start_as(agent, alice, "one")
+    await first.wait_for(WAITING, TIMEOUT)
+
+    async with triggered(agent, alice) as run:
+        state = await until(run, WaitingFor.SLOT)
+
+    assert state.warning is ErrorCode.TOO_MANY_RUNS
+
+
+async def test_a_schedule_s_run_reserves_its_calls_on_its_creator_s_daily_cap(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("nightly answer"))
+    alice = Caller(person("alice"), limits=Limits(max_tokens_per_day=100_000))
+
+    async with triggered(agent, alice) as run:
+        await run.wait_for(WAITING, TIMEOUT)
+        history = await agent.history_json(run)
+
+    assert "reserve_spend" in history
+
+
 # --- Doors ---------------------------------------------------------------------------
 
 TOKEN = "dora-token-0123456789ab"

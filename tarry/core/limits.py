@@ -119,11 +119,12 @@ class Limits:
         budget = self.admitted_budget(input.budget)
         return input if budget == input.budget else input.model_copy(update={"budget": budget})
 
-    def admitted_budget(self, asked: Budget | None) -> Budget | None:
-        """The budget of a run that asks for `asked`: each limit it leaves out is
-        `max_run_budget`'s; 403 `BUDGET_NOT_ALLOWED` for one above it."""
+    def admitted_budget(self, asked: Budget | None, what: str = "the run") -> Budget | None:
+        """The budget of a run (or of what `what` names: an eval) that asks for `asked`:
+        each limit it leaves out is `max_run_budget`'s; 403 `BUDGET_NOT_ALLOWED` for one
+        above it."""
         given = asked or Budget()
-        if problem := self.budget_problem(given, "the run asks for a budget"):
+        if problem := self.budget_problem(given, f"{what} asks for a budget"):
             raise problem
         filled = Budget(
             max_total_tokens=given.max_total_tokens or self.max_run_tokens,
