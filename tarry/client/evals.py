@@ -96,7 +96,8 @@ async def start_eval(
     `owner`'s, through `door`, readable by whoever may read the eval. `limits`: the
     owner's (`tarry.core.limits`): a candidate or judge profile outside them is refused,
     `MODEL_NOT_ALLOWED`, and a budget over their `max_run_budget` `BUDGET_NOT_ALLOWED`,
-    before anything starts; an eval that names no budget has that one, as a run does."""
+    before anything starts; an eval that names no budget has that one, and its calls
+    reserve on the owner's daily caps, as a run's do."""
     if input.scorer is AnswerScorer.JUDGE and input.judge is None:
         raise TarryError(ErrorCode.EVAL_INVALID, "the judge scorer needs a judge model profile")
     for profile, what in ((input.model, "the eval"), (input.judge, "the eval's judge")):
@@ -104,7 +105,7 @@ async def start_eval(
             raise refused
     if limits is not None:
         budget = limits.admitted_budget(input.budget, "the eval")
-        input = input if budget == input.budget else input.model_copy(update={"budget": budget})
+        input = input.model_copy(update={"budget": budget, "spend": limits.daily_caps(owner)})
     attributes = TypedSearchAttributes(
         [
             SearchAttributePair(PHASE_ATTRIBUTE, Phase.RUNNING.value),
