@@ -185,6 +185,23 @@ async def test_a_terminated_run_s_slot_is_freed_by_the_next_start_that_meets_the
     assert (await second.wait_for(WAITING, TIMEOUT)).last_assistant_text == "second"
 
 
+async def test_a_resumption_past_the_cap_under_refuse_is_too_many_runs_and_the_run_stays_ended(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("done"), say("second"))
+    alice = capped(person("alice"), 1, REFUSE)
+    ended = await start_as(agent, alice, "one", mode=Mode.TASK)
+    await ended.result()
+    other = await start_as(agent, alice, "two")
+    await other.wait_for(WAITING, TIMEOUT)
+
+    with pytest.raises(TarryError) as refused:
+        await ended.resume()
+
+    assert refused.value.code is ErrorCode.TOO_MANY_RUNS
+    assert (await ended.state()).phase is Phase.COMPLETED
+
+
 # --- Many at once ----------------------------------------------------------------------
 
 

@@ -108,7 +108,7 @@ async def start_run(
     if fork is not None:
         payload = {**as_dict(payload), "fork": fork.model_dump(mode="json")}
     summary = summary_of(input.prompt)
-    async with slot_at_the_door(client, task_queue, caller, run_id):
+    async with slot_at_the_door(client, task_queue, run_cap(caller), run_id):
         try:
             return await client.start_workflow(
                 WORKFLOW_TYPE,
@@ -174,10 +174,10 @@ async def start_with_message(
 
     delivery = Delivery(client, client.get_workflow_handle(run_id, result_type=RunResult))
     update_id = f"{update}-{message.id}" if message.id else None
-    async with slot_at_the_door(client, task_queue, caller, run_id) as slot:
+    async with slot_at_the_door(client, task_queue, run_cap(caller), run_id) as slot:
         state = await delivery.update_with_start(update, message, operation, id=update_id)
         slot.started = state is not None
-        return state
+    return state
 
 
 async def start_resumption(
@@ -193,21 +193,24 @@ async def start_resumption(
         resumption: dict[str, Any] = await ended.query("resumption", result_type=dict[str, Any])
         memo = await description.memo()
         summary = memo.get(SUMMARY_MEMO, "")
-        return await client.start_workflow(
-            WORKFLOW_TYPE,
-            resumption,
-            id=ended.id,
-            task_queue=description.task_queue,
-            result_type=RunResult,
-            static_summary=summary or None,
-            # All of it: what the request that started the run left there too.
-            memo={**memo, SUMMARY_MEMO: summary},
-            # Its owner and share stay; a resumption by an admin does not take it.
-            search_attributes=carried(description.typed_search_attributes),
-            # Who resumes it, for its trail, in the same request as the start.
-            start_signal=RESUMED_SIGNAL,
-            start_signal_args=[acting],
-        )
+        # The owner's cap as the run carries it: a resumption past it is refused, as a start.
+        cap = RunCap.model_validate(resumption["slots"]) if resumption.get("slots") else None
+        async with slot_at_the_door(client, description.task_queue, cap, ended.id):
+            return await client.start_workflow(
+                WORKFLOW_TYPE,
+                resumption,
+                id=ended.id,
+                task_queue=description.task_queue,
+                result_type=RunResult,
+                static_summary=summary or None,
+                # All of it: what the request that started the run left there too.
+                memo={**memo, SUMMARY_MEMO: summary},
+                # Its owner and share stay; a resumption by an admin does not take it.
+                search_attributes=carried(description.typed_search_attributes),
+                # Who resumes it, for its trail, in the same request as the start.
+                start_signal=RESUMED_SIGNAL,
+                start_signal_args=[acting],
+            )
 
 
 def with_start_key(
@@ -310,16 +313,21 @@ class DoorSlot:
         self.cap, self.taken, self.started = cap, taken, True
 
 
+def run_cap(caller: Caller) -> RunCap | None:
+    """The `max_concurrent_runs` a run `caller` starts carries; None: not capped."""
+    return None if caller.limits is None else caller.limits.run_cap(caller.user)
+
+
 @contextlib.asynccontextmanager
 async def slot_at_the_door(
-    client: Client, task_queue: str, caller: Caller, run_id: str
+    client: Client, task_queue: str, cap: RunCap | None, run_id: str
 ) -> AsyncIterator[DoorSlot]:
-    """Under `at_max_concurrent_runs = "refuse"`: run `run_id`'s slot, taken before it
-    starts, so a start past the caller's `max_concurrent_runs` is refused
-    (`TOO_MANY_RUNS`) and nothing starts; the run's own ask is then a repeat. Freed
-    again when the start fails or starts nothing. Under `queue` (or without the cap)
-    nothing is taken here: the run asks itself, and waits (`workflows.slots`)."""
-    cap = None if caller.limits is None else caller.limits.run_cap(caller.user)
+    """Under `at_max_concurrent_runs = "refuse"` (`cap.queue` False): run `run_id`'s
+    slot, taken before it starts (or is resumed), so a start past its owner's
+    `max_concurrent_runs` is refused (`TOO_MANY_RUNS`) and nothing starts; the run's own
+    ask is then a repeat. Freed again when the start fails or starts nothing. Under
+    `queue` (or without the cap) nothing is taken here: the run asks itself, and waits
+    (`workflows.slots`)."""
     if cap is None or cap.queue:
         yield DoorSlot(None, taken=False)
         return
