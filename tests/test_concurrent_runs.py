@@ -28,7 +28,7 @@ from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
 from tarry.core.limits import ConcurrencyPolicy, Limits
 from tarry.testing.scripted_model import say
-from tests.cli import Cli
+from tests.cli import Cli, until_listed
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.http_api import Api, api_client
@@ -100,6 +100,27 @@ async def test_a_start_past_the_cap_waits_for_a_slot_without_calling_the_model(
     assert state.error is not None
     assert f"{alice.user} has 1 runs open, at their max_concurrent_runs of 1" in state.error.message
     assert len(agent.model.requests) == 1
+
+
+async def test_the_command_line_shows_a_queued_run_waiting_for_a_slot_and_lists_it(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("first"))
+    alice = capped(person("alice"), 1)
+    first = await start_as(agent, alice, "one")
+    await first.wait_for(WAITING, TIMEOUT)
+    queued = await start_as(agent, alice, "two")
+    await until(queued, WaitingFor.SLOT)
+    await until_listed(agent.tarry.client, "TarryWaitingFor = 'slot'", queued.id)
+    cli = Cli.of(agent)
+
+    status = await cli.ok("status", queued.id)
+    listed = await cli.ok("list", "--waiting-for", "slot")
+
+    assert "slot" in status
+    assert "TOO_MANY_RUNS" in status
+    assert queued.id in listed
+    assert first.id not in listed
 
 
 async def test_a_queued_run_makes_its_first_call_when_one_of_the_owner_s_runs_is_stopped(
