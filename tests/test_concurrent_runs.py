@@ -153,6 +153,22 @@ async def test_a_completed_run_frees_its_slot_for_the_next(agent: Agent) -> None
     assert (await until(queued, WaitingFor.INPUT)).last_assistant_text == "next"
 
 
+async def test_a_cap_raised_in_the_config_lets_the_first_in_line_go_before_a_newcomer(
+    agent: Agent,
+) -> None:
+    agent.model.add(say("first"), say("second"))
+    owner = person("alice")
+    first = await start_as(agent, capped(owner, 1), "one")
+    await first.wait_for(WAITING, TIMEOUT)
+    queued = await start_as(agent, capped(owner, 1), "two")
+    await until(queued, WaitingFor.SLOT)
+
+    newcomer = await start_as(agent, capped(owner, 2), "three")
+
+    assert (await until(queued, WaitingFor.INPUT)).last_assistant_text == "second"
+    assert (await until(newcomer, WaitingFor.SLOT)).warning is ErrorCode.TOO_MANY_RUNS
+
+
 async def test_a_run_stopped_while_queued_leaves_the_line(agent: Agent) -> None:
     agent.model.add(say("first"))
     owner = person("alice")

@@ -83,6 +83,7 @@ class RunSlots:
         s.max_runs = asked.cap.max_runs
         for run_id in asked.gone:
             self._free(run_id)
+        self._promote()  # a cap raised in the config lets those in line go first
         run_id = asked.run_id
         if run_id in s.holders:
             return self._answer(granted=True, held_before=True)
@@ -113,6 +114,11 @@ class RunSlots:
         s.holders.pop(run_id, None)
         with contextlib.suppress(ValueError):
             s.queue.remove(run_id)
+        self._promote()
+
+    def _promote(self) -> None:
+        """Gives the first in line the slots there is room for, and has them told."""
+        s = self._s
         while s.queue and len(s.holders) < s.max_runs:
             first = s.queue.pop(0)
             s.holders[first] = workflow.now()
