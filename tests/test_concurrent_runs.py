@@ -33,6 +33,7 @@ from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.http_api import Api, api_client
 from tests.test_http_api import error_of
+from tests.test_mcp_server import error_code, mcp_client
 from workers.plugin import workflows_passed_through
 from workflows.agent_run import AgentRunWorkflow
 from workflows.run_slots import RunSlots
@@ -391,6 +392,16 @@ async def test_the_command_line_exits_2_for_a_start_past_the_cap(
 
     assert result.code == 2
     result.assert_one_error_line(f"error: TOO_MANY_RUNS: {dora} has 1 runs open")
+
+
+async def test_an_mcp_start_past_the_cap_is_a_too_many_runs_tool_error(
+    agent: Agent, config: Path, dora: str, payload_store: Path, open_run: RunHandle
+) -> None:
+    env = {"TARRY_USER": dora, "TARRY_CONFIG": str(config)}
+    async with mcp_client(agent, payload_store, env=env) as client:
+        refused = await client.call_tool("start_run", {"prompt": "hi"})
+
+    assert error_code(refused) == ErrorCode.TOO_MANY_RUNS
 
 
 # --- Without the cap -----------------------------------------------------------------
