@@ -134,8 +134,10 @@ def waits_page() -> str:
     ]
     for module in MODULES:
         kind: WaitKind = module.KIND
-        ended = (
-            ", ".join(map(_ending, kind.ends)) or "what ends the wait of the run `waiting_on` names"
+        ended = ", ".join(map(_ending, kind.ends)) or (
+            "what ends the wait of the run `waiting_on` names"
+            if kind.delegated
+            else "the end of one of its owner's other runs"
         )
         notify = f"`{kind.notify}`" if kind.notify else "none"
         said = _one_line(kind.hint.format_map(_HINT_FIELDS))

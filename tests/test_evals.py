@@ -24,6 +24,7 @@ from tarry.contracts import (
     Verdict,
 )
 from tarry.core.eval_scoring import closeness, judge_prompt, wilson
+from tarry.core.limits import Limits
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.cli import Cli, until_listed
 from tests.conftest import CANARY_KEY, Agent
@@ -32,6 +33,7 @@ from tests.eval_dataset import DISAGREED, agree_on_all, agree_on_three, write_da
 from tests.http_api import Api
 from tests.test_datasets import EDITED, PLAN, decided_run
 from tests.test_http_api import error_of
+from tests.test_ledger import ledger_of, person
 from tests.test_owners import agui_body
 
 
@@ -324,3 +326,42 @@ async def test_status_shows_an_eval_s_progress_while_it_runs(
     assert (midway.done, midway.total) == (False, 4)
     assert 1 <= midway.scored < 4
     assert (final.done, final.scored) == (True, 4)
+
+
+# --- Under the owner's daily caps (issue 58) ---------------------------------------------
+
+
+async def capped_eval(agent: Agent, dataset: Path, owner: str, cap: int) -> EvalReport:
+    """An eval of `owner`'s, one point at a time, under a daily cap of `cap` tokens."""
+    points = load_points(str(dataset), agent.tarry.datasets.store)
+    input = EvalInput(dataset="decisions", points=points, model="default", concurrency=1)
+    limits = Limits(max_tokens_per_day=cap)
+    tarry = agent.tarry
+    handle = await start_eval(tarry.client, tarry.task_queue, owner, input, limits=limits)
+    return await wait_report(handle)
+
+
+async def test_an_eval_s_calls_are_reserved_and_settled_on_its_owner_s_daily_cap(
+    agent: Agent, dataset: Path
+) -> None:
+    agree_on_three(agent.model)
+    owner = person("ana")
+
+    report = await capped_eval(agent, dataset, owner, cap=1_000_000)
+
+    ledger = await ledger_of(agent.tarry.client, owner)
+    assert report.scored == 4
+    assert ledger.spent.tokens == 4 * 25  # each point's answer: 25 tokens
+    assert ledger.open == {}
+
+
+async def test_an_eval_at_its_owner_s_daily_cap_asks_no_further_point(
+    agent: Agent, dataset: Path
+) -> None:
+    agree_on_three(agent.model)
+
+    # The first call may take 4,096 tokens (no `max_tokens`): more than the cap.
+    report = await capped_eval(agent, dataset, person("ana"), cap=1_000)
+
+    assert report.stopped == "spend_cap"
+    assert agent.model.requests == []

@@ -15,11 +15,15 @@ from pydantic import SecretStr
 from temporalio.client import Client
 
 from tarry.cli.processes import free_port
+from tarry.client import RunHandle
 from tarry.config.settings import ConfigFile, ModelProfile
-from tarry.contracts import Mode, Phase, SpanKind, WaitingFor
+from tarry.contracts import Mode, Phase, RunInput, SpanKind, WaitingFor
+from tarry.core.identities import Caller
+from tarry.core.limits import Limits
 from tarry.testing.scripted_model import ScriptedModel, fail, say
 from tests.conftest import CANARY_KEY, Agent
 from tests.deadline import TIMEOUT, deadline
+from tests.test_ledger import ledger_of, person, used
 from tests.test_metrics import metered, samples, scrape
 
 COOL_DOWN = deadline(4)
@@ -159,3 +163,38 @@ def test_a_fallback_naming_no_profile_is_refused_at_load() -> None:
 def test_a_profile_falling_back_to_itself_is_refused_at_load() -> None:
     with pytest.raises(ValueError, match=r"\[profiles.fast\] falls back to itself"):
         ConfigFile.model_validate({"profiles": {"fast": {"fallback": ["fast"]}}})
+
+
+# --- Under the owner's limits (issue 58, item 4) ---------------------------------------
+
+
+async def start_as(agent: Agent, limits: Limits, prompt: str) -> RunHandle:
+    caller = Caller(person("alice"), limits=limits)
+    run_input = RunInput(prompt=prompt, mode=Mode.TASK, timeouts=agent.timeouts)
+    return await agent.tarry.acting_as(caller).start(run_input)
+
+
+async def test_a_fallback_outside_the_owner_s_models_is_passed_over(
+    agent: Agent, backup: ScriptedModel
+) -> None:
+    agent.model.add(fail(503), fail(503), say("On my own."))
+    backup.add(say("From the backup."))
+
+    run = await start_as(agent, Limits(models=("default",)), "hello")
+
+    assert (await run.result()).output == "On my own."
+    assert backup.requests == []
+
+
+async def test_a_fallback_s_call_is_reserved_and_settled_on_the_owner_s_ledger(
+    agent: Agent, backup: ScriptedModel
+) -> None:
+    agent.model.add(fail(503), fail(503))
+    backup.add(say("From the backup.", usage=used(300, 50)))
+
+    run = await start_as(agent, Limits(max_tokens_per_day=100_000), "hello")
+
+    assert (await run.result()).output == "From the backup."
+    ledger = await ledger_of(agent.tarry.client, run.caller.user)
+    assert ledger.spent.tokens == 350
+    assert ledger.open == {}

@@ -269,6 +269,18 @@ async def test_an_eval_on_a_profile_outside_them_exits_2_and_starts_nothing(
     assert agent.model.requests == []
 
 
+async def test_an_eval_over_their_max_run_budget_exits_2_and_starts_nothing(
+    alices_cli: Cli, agent: Agent, tmp_path: Path
+) -> None:
+    dataset = write_dataset(tmp_path / "points.jsonl")
+
+    result = await alices_cli("eval", str(dataset), "--model", "cheap", "--max-tokens", "6000")
+
+    assert result.code == 2
+    result.assert_one_error_line("error: BUDGET_NOT_ALLOWED: the eval asks for a budget")
+    assert agent.model.requests == []
+
+
 async def test_an_mcp_start_outside_them_is_a_model_not_allowed_tool_error(
     agent: Agent, config: Path, payload_store: Path
 ) -> None:

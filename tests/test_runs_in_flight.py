@@ -54,7 +54,7 @@ from tests.conftest import HISTORIES, Agent
 from tests.faults import patch_ids
 from workflows import waits
 from workflows.memory import RunMemory, WorkflowInput
-from workflows.memory_groups import Budgets, Delegations, QueuedInput, SpendMark
+from workflows.memory_groups import Budgets, Delegations, QueuedInput, SlotMark, SpendMark
 
 HANDED_OVER = Path(__file__).parent / "fixtures" / "handed_over_before_the_catalogue.json"
 BEFORE_THE_GROUPS = Path(__file__).parent / "fixtures" / "handed_over_before_the_groups.json"
@@ -138,6 +138,7 @@ def asked_queued_and_failed() -> dict[str, Any]:
                 ],
                 "search_index": True,
                 "indexed": 3,
+                "slot": SlotMark(held=True).model_dump(mode="json"),
             }
         )
     )
@@ -246,9 +247,11 @@ def test_the_previous_builds_worker_reads_a_hand_over_written_by_this_one() -> N
     # span starts anew; the root span starts at the next hand-over to this build), the
     # worker's guardrails (it has none to apply), the run's account with its spend ledger
     # (it keeps none), and its profiles' context budgets and the run's pins (it sends its
-    # model none), and whether it indexes its messages for search and how far (it does not).
+    # model none), whether it indexes its messages for search and how far (it does not),
+    # and its slot among its owner's runs (it releases none: the slot is freed once the
+    # run has closed, by the next start that meets the cap, `workflows.run_slots`).
     unknown = {"wait", "started", "guardrails", "spend", "context_budgets", "pins"}
-    unknown |= {"search_index", "indexed"}
+    unknown |= {"search_index", "indexed", "slot"}
     assert read.memory.model_dump(mode="json") == {
         k: v for k, v in flat.items() if k not in unknown
     }

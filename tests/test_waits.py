@@ -51,9 +51,11 @@ def test_every_kind_s_hint_names_only_what_the_cli_fills_in() -> None:
         assert "tarry " in kind.hint or kind.delegated, f"{kind.kind}: no command to run"
 
 
-def test_every_kind_is_ended_by_a_message_to_the_run_or_is_another_run_s_wait() -> None:
+def test_every_kind_is_ended_by_a_message_to_the_run_or_by_another_run() -> None:
     for kind in KINDS:
-        assert bool(kind.ends) != kind.delegated, kind.kind
+        # A slot is freed by the end of one of the owner's other runs, whichever it is.
+        by_another_run = kind.delegated or kind.kind is WaitingFor.SLOT
+        assert bool(kind.ends) != by_another_run, kind.kind
     assert wait_kind(WaitingFor.AGENT).delegated
 
 
@@ -70,10 +72,10 @@ def test_a_paused_run_is_told_of_as_one_waiting_for_a_reply() -> None:
     assert wait_kind(WaitingFor.PAUSED).ends == wait_kind(WaitingFor.INPUT).ends
 
 
-def test_no_receiver_hears_of_a_failing_model_or_a_sub_agent_s_wait() -> None:
+def test_no_receiver_hears_of_a_failing_model_a_sub_agent_s_wait_or_a_queued_run() -> None:
     told = {kind.kind for kind in KINDS if kind.notify is not None}
 
-    assert set(WaitingFor) - told == {WaitingFor.MODEL, WaitingFor.AGENT}
+    assert set(WaitingFor) - told == {WaitingFor.MODEL, WaitingFor.AGENT, WaitingFor.SLOT}
 
 
 def test_a_wait_s_trace_span_is_named_after_its_kind() -> None:

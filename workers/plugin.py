@@ -37,6 +37,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig, WorkerDeploymentConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from activities import slots
 from activities.context import ContextStore
 from activities.guardrail_checks import GuardrailChecks, GuardrailFunction
 from activities.ledger import SpendBook
@@ -60,6 +61,7 @@ from workflows.audit_acts import AuditActWorkflow
 from workflows.catalogue_check import CatalogueCheckWorkflow
 from workflows.eval_run import EvalRunWorkflow
 from workflows.ledger import SpendLedger
+from workflows.run_slots import RunSlots
 
 __all__ = ["BUILTIN_TOOLS", "McpExtraMissing", "TarryPlugin"]
 
@@ -137,6 +139,7 @@ class TarryPlugin(SimplePlugin):
                 EvalRunWorkflow,
                 AuditActWorkflow,
                 SpendLedger,
+                RunSlots,
             ],
             workflow_runner=workflows_passed_through,
         )
@@ -170,6 +173,8 @@ class TarryPlugin(SimplePlugin):
             self._guardrails.check_guardrails,
             spend.reserve_spend,
             spend.settle_spend,
+            slots.acquire,
+            slots.release,
             *self.tools.activities(),
             *([self._indexer.index_messages] if self._indexer else []),
             *(self._memories.activities() if self._memories else []),

@@ -57,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         CATALOGUE_AT_START,
     )
     from tarry.contracts.ledger import SPEND_ROOM_SIGNAL
+    from tarry.contracts.slots import SLOT_FREE_SIGNAL
     from workflows import (
         agents,
         approvals,
@@ -67,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
         pages,
         pins,
         search_index,
+        slots,
         stages,
         tool_calls,
         traces,
@@ -123,6 +125,7 @@ class AgentRunWorkflow:
                     continue
                 self._phases.enter(Phase.RUNNING)
             await self._step()
+        await slots.release(m, self._input)  # however it ended: the owner's next run starts
         search_index.index_soon(m, self._phases.indexing)
         await search_index.settled(self._phases.indexing)
         # A `send` caller is owed its answer before the run closes; an observer's poll
@@ -202,6 +205,13 @@ class AgentRunWorkflow:
         (`workflows.spend`): it asks again."""
         if self._m.spend is not None:
             self._m.spend.room = True
+
+    @workflow.signal(name=SLOT_FREE_SIGNAL)
+    def slot_free(self) -> None:
+        """The owner's slots gave this queued run a slot (`workflows.slots`): it asks
+        again, granted."""
+        if self._m.slot is not None:
+            self._m.slot.free = True
 
     @workflow.signal
     def wake(self) -> None:

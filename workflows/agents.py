@@ -235,6 +235,8 @@ def _child_input(
         door=Door.RULE,  # the run's own act: its model's call of `agent__NAME`
         parent=parent,
         spend=parent_input.spend,  # the tree's calls count on the same person's day
+        models=parent_input.models,  # and its fallbacks are the person's to use
+        # No `slots`: a child is part of its parent's run, which holds the slot.
     )
 
 

@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         ChatMessage,
         DecisionPoint,
         ErrorCode,
+        ErrorInfo,
         EvalInput,
         EvalReport,
         LlmRequest,
@@ -43,12 +44,26 @@ with workflow.unsafe.imports_passed_through():
     )
     from tarry.contracts.datasets import GuardrailAsk
     from tarry.contracts.guardrails import GUARDRAILS_ACTIVITY, Guarded, GuardRequest
+    from tarry.contracts.ledger import ReserveRequest
     from tarry.core import eval_scoring
+    from workflows import spend
     from workflows.budgets import exceeded
     from workflows.guardrails import CHECK_RETRY, CHECK_TIMEOUT
     from workflows.model_calls import LLM_RETRY, error_of
 
 BUDGET_STOP = "budget"
+SPEND_CAP_STOP = "spend_cap"
+
+
+class SpendCapped(Exception):
+    """The owner's ledger refused a point's call: their daily cap is reached."""
+
+    def __init__(self, refusal: str | None) -> None:
+        super().__init__(refusal)
+        self.error = ErrorInfo(
+            code=ErrorCode.SPEND_CAP_REACHED,
+            message=refusal or "the owner's daily cap is reached",
+        )
 
 
 @workflow.defn(name=EVAL_WORKFLOW)
@@ -68,6 +83,8 @@ class EvalRunWorkflow:
         started: list[asyncio.Task[None]] = []
         for index, point in enumerate(input.points):
             await workflow.wait_condition(lambda: len(in_flight) < input.concurrency)
+            if self._stopped is not None:  # the owner's daily cap
+                break
             if exceeded(input.budget, self._spent()):
                 self._stopped = BUDGET_STOP
                 break
@@ -139,6 +156,10 @@ class EvalRunWorkflow:
             score.error = error_of(e, default=ErrorCode.LLM_HTTP_ERROR)
             self._scores[point.id] = score
             return
+        except SpendCapped as e:
+            score.error = e.error
+            self._scores[point.id] = score
+            return
         score.latency_ms = (workflow.now() - started).total_seconds() * 1000
         score.usage = answer.usage
         score.candidate_calls = answer.message.tool_calls or []
@@ -149,6 +170,8 @@ class EvalRunWorkflow:
                 score.agrees = await self._answer_agrees(index, point, score)
             except ActivityError as e:
                 score.error = error_of(e, default=ErrorCode.LLM_HTTP_ERROR)
+            except SpendCapped as e:  # the judge's call
+                score.error = e.error
             score.score = float(score.agrees)
         elif point.proposal is not None:
             score.agrees, score.score = eval_scoring.call_score(
@@ -213,6 +236,33 @@ class EvalRunWorkflow:
         return eval_scoring.judge_passes(verdict.message.content)
 
     async def _ask(self, activity_id: str, request: LlmRequest) -> LlmResponse:
+        """The call, reserved on the owner's ledger first when the eval carries their
+        daily caps (each call keyed by the eval's id and its activity's: the points' calls
+        run at once, and a run's key is one call after another); `SpendCapped` at the
+        cap, after which no further point is asked."""
+        i = self._input
+        assert i is not None
+        if i.spend is None:
+            return await self._call(activity_id, request)
+        reservation = ReserveRequest(
+            caps=i.spend,
+            run_id=f"{workflow.info().workflow_id}/{activity_id}",
+            call=1,
+            profile=request.profile,
+            lease=i.timeouts.llm_retry_window + spend.LEASE_MARGIN,
+        )
+        granted = await spend.reserve(reservation)
+        if not granted.granted:
+            self._stopped = SPEND_CAP_STOP
+            raise SpendCapped(granted.refusal)
+        answer: LlmResponse | None = None
+        try:
+            answer = await self._call(activity_id, request)
+            return answer
+        finally:
+            await spend.settle(granted, reservation, spend.spent_by(answer))
+
+    async def _call(self, activity_id: str, request: LlmRequest) -> LlmResponse:
         i = self._input
         assert i is not None
         t = i.timeouts

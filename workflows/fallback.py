@@ -10,6 +10,11 @@ without a fallback is (an outage then ends in `waiting_for: model`, as without o
 next turn begins with its own profile: the worker sends it to the fallback at once while
 the circuit is open, and back to its own profile after the cool-down.
 
+A fallback outside the run owner's allowed profiles (`WorkflowInput.models`, their
+`[limits] models`) is passed over, as one the worker lacks is. A fallback's call is made
+inside the turn's reservation on the owner's spend ledger (`workflows.spend` wraps the
+whole turn's call) and settled with what it used.
+
 A run whose profile names no fallback never meets `LLM_PROVIDER_DOWN`, so it gives the
 commands it gave before fallbacks.
 """
@@ -21,6 +26,7 @@ from dataclasses import dataclass
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from tarry.contracts import ErrorCode
+from tarry.core.limits import allows
 
 
 @dataclass
@@ -31,6 +37,8 @@ class TurnFallback:
     """The fallback profiles not asked yet; None: the own profile is not down."""
     asking: str | None = None
     """The fallback being asked; None: the run's own profile."""
+    allowed: list[str] | None = None
+    """The globs of the profiles the run's owner may use; None: any."""
 
     @property
     def exhausted(self) -> bool:
@@ -48,7 +56,7 @@ class TurnFallback:
         with none left, the own profile again. The one place that picks a fallback, so
         the one where a rule on which profiles a run may use belongs."""
         if self.left is None:
-            self.left = _fallback_named(failure)
+            self.left = [p for p in _fallback_named(failure) if allows(self.allowed, p)]
         self.asking = self.left.pop(0) if self.left else None
 
 

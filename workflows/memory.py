@@ -50,6 +50,7 @@ from tarry.contracts import (
 from tarry.contracts._omit import when_empty, when_none
 from tarry.contracts.compatibility import UNIQUE_CALL_IDS
 from tarry.contracts.ledger import DailyCaps
+from tarry.contracts.slots import RunCap
 from workflows.memory_groups import (
     Approvals,
     Budgets,
@@ -60,6 +61,7 @@ from workflows.memory_groups import (
     Inbox,
     Requests,
     RunCatalogue,
+    SlotMark,
     SpendMark,
 )
 
@@ -95,11 +97,11 @@ _WRITTEN_FLAT = (
     "stop_requested", "stops", "guards", "approvals", "events", "budget", "model_failure",
     "retry_requested", "model", "forked_from", "agents", "reply_policy", "remembered", "audit",
     "wait", "started", "guardrails", "spend", "context_budgets", "pins", "search_index",
-    "indexed",
+    "indexed", "slot",
 )  # fmt: skip
 """The memory's fields as the build before the groups wrote them, in its order: the shape
 every hand-over is written in, for a worker of that build to read (see `_flat`); and
-`wait`, `started`, `spend`, `pins`, `indexed` and the catalogue's `guardrails`,
+`wait`, `started`, `spend`, `pins`, `indexed`, `slot` and the catalogue's `guardrails`,
 `context_budgets` and `search_index`, added since, which that build leaves aside as it
 does any field it does not know."""
 _WRITTEN_AT = {"inbox": ("inbox", "queued")} | {
@@ -150,6 +152,8 @@ class RunMemory(BaseModel):
     lasts from there to its end (`workflows.traces`); null in memories of older builds."""
     spend: SpendMark | None = Field(default=None, exclude_if=when_none)
     """The run's account with its owner's spend ledger; null without daily caps."""
+    slot: SlotMark | None = Field(default=None, exclude_if=when_none)
+    """The run's place among its owner's slots; null without a concurrent-run cap."""
     pins: list[PinnedMessage] = Field(default=[], exclude_if=when_empty)
     """The run's pinned messages, copied, in transcript order (`workflows.pins`): handed
     over with the rest, since the messages themselves may be in pages by then."""
@@ -393,6 +397,8 @@ class RunMemory(BaseModel):
                 "events": EventLog(published=self.conversation.message_count),
                 # The ended run's result holds its records.
                 "audit": [],
+                # It released its slot as it ended: the resumed run asks for one again.
+                "slot": None,
             }
         )
 
@@ -412,6 +418,12 @@ class WorkflowInput(RunInput):
     """The owner's daily caps, set by the door that started the run from its caller's
     limits (`tarry.core.limits`): not part of `RunInput`, so no caller names their own.
     Null: the run touches no ledger (`workflows.spend`)."""
+    slots: RunCap | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The owner's `max_concurrent_runs`, set as `spend` is. Null: the run holds no
+    slot (`workflows.slots`)."""
+    models: list[str] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The owner's allowed model profiles (`[limits] models` globs), set as `spend` is:
+    a fallback outside them is passed over (`workflows.fallback`). Null: any."""
     audit: list[AuditRecord] = Field(default=[], exclude_if=lambda v: not v)
     """In a hand-over: the audit records of the segment it closes (`workflows.audit`),
     which the run keeps in its history only, not in its memory."""
@@ -434,7 +446,7 @@ class WorkflowInput(RunInput):
 
     def run_input(self) -> RunInput:
         """The input as its caller sent it, without what the workflow adds."""
-        exclude = {"memory", "fork", "parent", "audit", "spend"}
+        exclude = {"memory", "fork", "parent", "audit", "spend", "slots", "models"}
         return RunInput.model_validate(self.model_dump(exclude=exclude))
 
 

@@ -153,6 +153,18 @@ class SpendMark(BaseModel):
     """The ledger said there may be room (`SPEND_ROOM_SIGNAL`): ask again."""
 
 
+class SlotMark(BaseModel):
+    """The run's place among its owner's slots (`workflows.slots`): only a run whose
+    input carries a `max_concurrent_runs` cap has one."""
+
+    held: bool = False
+    """It holds a slot: released when the run ends."""
+    queued: ErrorInfo | None = None
+    """`TOO_MANY_RUNS`, saying how many runs are open, while the run waits for a slot."""
+    free: bool = False
+    """The slots said one is its now (`SLOT_FREE_SIGNAL`): ask again."""
+
+
 class Delegations(BaseModel):
     """The sub-agents a run may delegate to, and its children that run now."""
 

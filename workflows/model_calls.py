@@ -56,7 +56,7 @@ async def ask(run: RunScope) -> LlmResponse | ErrorInfo | None:
     policy is `queue`, under which `interrupting()` is never true."""
     m, input, stream = run.memory, run.input, run.stream
     bad_responses_left = input.bad_response_attempts
-    fallback = TurnFallback()
+    fallback = TurnFallback(allowed=input.models)
     while True:
         if m.interrupting():  # the reply that cut the last call short, or came before this one
             m.deliver_inbox()

@@ -62,20 +62,42 @@ class SpendCap(Stage):
         if granted is None:
             return None  # stopped while it waited
         outcome = await ask()
-        usage = outcome.usage if isinstance(outcome, LlmResponse) else None
-        used = Spend(tokens=usage.total_tokens, cost_usd=usage.cost_usd) if usage else Spend()
+        used = spent_by(outcome)
         mark.last_tokens = used.tokens or mark.last_tokens
-        settled = Settlement(
-            ledger=granted.ledger, run_id=request.run_id, call=request.call, used=used
-        )
-        await workflow.execute_activity(
-            SETTLE_ACTIVITY,
-            settled,
-            start_to_close_timeout=LEDGER_CALL,
-            retry_policy=LEDGER_RETRY,
-            summary=f"settle call {request.call}",
-        )
+        await settle(granted, request, used)
         return outcome
+
+
+async def reserve(request: ReserveRequest) -> ReserveAnswer:
+    """The ledger's answer to `request` (an eval's points ask once, a run again while
+    refused: `_reserved`)."""
+    answer: ReserveAnswer = await workflow.execute_activity(
+        RESERVE_ACTIVITY,
+        request,
+        result_type=ReserveAnswer,
+        start_to_close_timeout=LEDGER_CALL,
+        retry_policy=LEDGER_RETRY,
+        summary=f"reserve call {request.call}",
+    )
+    return answer
+
+
+async def settle(granted: ReserveAnswer, request: ReserveRequest, used: Spend) -> None:
+    """The call of `request`, granted, settled on its ledger with what it `used`."""
+    settled = Settlement(ledger=granted.ledger, run_id=request.run_id, call=request.call, used=used)
+    await workflow.execute_activity(
+        SETTLE_ACTIVITY,
+        settled,
+        start_to_close_timeout=LEDGER_CALL,
+        retry_policy=LEDGER_RETRY,
+        summary=f"settle call {request.call}",
+    )
+
+
+def spent_by(outcome: ModelOutcome) -> Spend:
+    """What a model call used: nothing for one that failed or was cut short."""
+    usage = outcome.usage if isinstance(outcome, LlmResponse) else None
+    return Spend(tokens=usage.total_tokens, cost_usd=usage.cost_usd) if usage else Spend()
 
 
 async def _reserved(run: RunScope, request: ReserveRequest) -> ReserveAnswer | None:
@@ -86,14 +108,7 @@ async def _reserved(run: RunScope, request: ReserveRequest) -> ReserveAnswer | N
     assert mark is not None
     while True:
         mark.room = False
-        answer: ReserveAnswer = await workflow.execute_activity(
-            RESERVE_ACTIVITY,
-            request,
-            result_type=ReserveAnswer,
-            start_to_close_timeout=LEDGER_CALL,
-            retry_policy=LEDGER_RETRY,
-            summary=f"reserve call {request.call}",
-        )
+        answer = await reserve(request)
         if answer.granted:
             if mark.capped is not None:
                 if m.error is mark.capped:

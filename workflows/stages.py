@@ -22,6 +22,7 @@ from workflows import (
     previews,
     result_limit,
     search_index,
+    slots,
     spend,
     tool_calls,
 )
@@ -30,6 +31,7 @@ from workflows.stage import AskModel, ModelOutcome, RunScope, RunTool, Stage, To
 STAGES: tuple[Stage, ...] = (
     search_index.INDEXING,
     budgets.HOLD,
+    slots.SLOTS,
     spend.SPEND,
     tool_calls.REPEAT,
     pages.PAGING,

@@ -119,6 +119,10 @@ _STATUS = {
     ErrorCode.RUN_TASK_FAILING: HTTPStatus.BAD_GATEWAY,
     ErrorCode.TEMPORAL_UNAVAILABLE: HTTPStatus.SERVICE_UNAVAILABLE,
     ErrorCode.QUOTA_EXCEEDED: HTTPStatus.TOO_MANY_REQUESTS,
+    # Too many of the caller's runs open (`[limits] max_concurrent_runs`): the same
+    # start succeeds once one ends, as a rate limit's does; no `Retry-After`, since
+    # when a run ends is a person's matter.
+    ErrorCode.TOO_MANY_RUNS: HTTPStatus.TOO_MANY_REQUESTS,
 }
 
 

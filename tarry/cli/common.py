@@ -93,9 +93,11 @@ RUN_BUSY_ADVICE = (
 API's field, not the option."""
 
 
-LIMITS_REFUSALS = frozenset({ErrorCode.MODEL_NOT_ALLOWED, ErrorCode.BUDGET_NOT_ALLOWED})
-"""Refusals by the config's `[limits]`: the same command meets them until the config
-changes, so they exit 2, as a bad setting does, not 1, as a run's state may."""
+LIMITS_REFUSALS = frozenset(
+    {ErrorCode.MODEL_NOT_ALLOWED, ErrorCode.BUDGET_NOT_ALLOWED, ErrorCode.TOO_MANY_RUNS}
+)
+"""Refusals by the config's `[limits]`: they exit 2, as a bad setting does, not 1, as a
+run's state may (a script tells them apart: `TOO_MANY_RUNS` passes once a run ends)."""
 
 
 def run_command(main: Coroutine[Any, Any, T]) -> T:

@@ -265,7 +265,7 @@ def view(report: EvalReport) -> Group:
     """The report for people: agreement per tool, spend, and every disagreement."""
     progress = "done" if report.done else "running"
     if report.stopped:
-        progress = f"stopped on its {report.stopped}"
+        progress = f"stopped on its {report.stopped.replace('_', ' ')}"  # spend cap
     gate = ""
     if report.min_agreement is not None:
         passed = report.overall.agreement >= report.min_agreement

@@ -95,12 +95,17 @@ async def start_eval(
     may read it (`tarry.core.ownership`). Its start is recorded in the audit trail as
     `owner`'s, through `door`, readable by whoever may read the eval. `limits`: the
     owner's (`tarry.core.limits`): a candidate or judge profile outside them is refused,
-    `MODEL_NOT_ALLOWED`, before anything starts."""
+    `MODEL_NOT_ALLOWED`, and a budget over their `max_run_budget` `BUDGET_NOT_ALLOWED`,
+    before anything starts; an eval that names no budget has that one, and its calls
+    reserve on the owner's daily caps, as a run's do."""
     if input.scorer is AnswerScorer.JUDGE and input.judge is None:
         raise TarryError(ErrorCode.EVAL_INVALID, "the judge scorer needs a judge model profile")
     for profile, what in ((input.model, "the eval"), (input.judge, "the eval's judge")):
         if limits and profile and (refused := limits.model_problem(profile, what)):
             raise refused
+    if limits is not None:
+        budget = limits.admitted_budget(input.budget, "the eval")
+        input = input.model_copy(update={"budget": budget, "spend": limits.daily_caps(owner)})
     attributes = TypedSearchAttributes(
         [
             SearchAttributePair(PHASE_ATTRIBUTE, Phase.RUNNING.value),

@@ -41,6 +41,7 @@ from tarry.client.starting import (
     start_run,
     start_with_message,
     started_by,
+    workflow_input,
 )
 from tarry.config.settings import TarrySettings
 from tarry.contracts import (
@@ -191,7 +192,7 @@ class Tarry:
         access = access_attributes(self.caller.user, input)
         action = temporal_schedule(
             name,
-            input,
+            workflow_input(self.caller, input),  # its runs carry their creator's caps
             timing,
             overlap,
             task_queue=self.task_queue,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from temporalio.client import Client, ScheduleActionStartWorkflow, ScheduleDescription
 from temporalio.common import TypedSearchAttributes
@@ -14,6 +15,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.client.audit import record_act
 from tarry.client.schedules import ScheduleView, schedule_name_problem
+from tarry.client.starting import LIMITS_CARRIED
 from tarry.contracts import SUMMARY_MEMO, WORKFLOW_TYPE, Act, ErrorCode, OtherAct, RunInput
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
@@ -42,7 +44,9 @@ class ScheduleHandle:
         schedule of Tarry's runs has."""
         description, action = await self._described()
         # The action's input as the schedule keeps it: payloads, encoded as a run's are.
-        [input] = await self._client.data_converter.decode(action.args, [RunInput])
+        [args] = await self._client.data_converter.decode(action.args, [dict[str, Any]])
+        # Without what the runs carry of their creator's limits (`workflow_input`).
+        input = RunInput.model_validate({k: v for k, v in args.items() if k not in LIMITS_CARRIED})
         return await ScheduleView.of_description(description, input, SUMMARY_MEMO)
 
     async def access(self) -> RunAccess:

@@ -174,7 +174,7 @@ class Timing(BaseModel):
 
 def temporal_schedule(
     name: str,
-    input: RunInput,
+    input: RunInput | dict[str, Any],
     timing: Timing,
     overlap: Overlap,
     *,

@@ -9,9 +9,10 @@ this room needs neither of theirs.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -51,13 +52,16 @@ from tarry.contracts import (
     run_id_problem,
 )
 from tarry.contracts.memories import MemoryAccess
+from tarry.contracts.slots import RunCap, SlotRelease, SlotRequest
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
 from tarry.core.ownership import access_attributes, carried
 from tarry.core.text import summary_of
+from tarry.temporal.slots import acquire_slot, release_slot
 
 __all__ = [
     "ID_REUSE",
+    "LIMITS_CARRIED",
     "RunWorkflow",
     "admitted",
     "checked_id",
@@ -101,31 +105,32 @@ async def start_run(
     asks = input.tools is not None or input.require_approval or input.agents or named_profile
     if asks or input.memory_access is not MemoryAccess.OFF:  # a store the workers may lack
         await refuse_unknown_names(client, task_queue, input, run_id, caller)
-    summary = summary_of(input.prompt)
     # The workflow's own input: a fork's origin and first messages are not `RunInput`'s.
     payload = workflow_input(caller, input)
     if fork is not None:
         payload = {**as_dict(payload), "fork": fork.model_dump(mode="json")}
-    try:
-        return await client.start_workflow(
-            WORKFLOW_TYPE,
-            payload,
-            id=run_id,
-            task_queue=task_queue,
-            result_type=RunResult,
-            id_reuse_policy=ID_REUSE,
-            # The UI's run list shows this, so runs can be told apart at a glance.
-            static_summary=summary,
-            # `tarry list` reads it here: list results carry a memo, not the summary.
-            memo={**(memo or {}), SUMMARY_MEMO: summary},
-            search_attributes=with_start_key(access_attributes(caller.user, input), start_key),
-        )
-    except WorkflowAlreadyStartedError:
-        raise TarryError(
-            ErrorCode.RUN_EXISTS,
-            f"a run with id {run_id!r} exists already; choose another id, or go on with"
-            " that run (`tarry resume` when it has ended)",
-        ) from None
+    summary = summary_of(input.prompt)
+    async with slot_at_the_door(client, task_queue, run_cap(caller), run_id):
+        try:
+            return await client.start_workflow(
+                WORKFLOW_TYPE,
+                payload,
+                id=run_id,
+                task_queue=task_queue,
+                result_type=RunResult,
+                id_reuse_policy=ID_REUSE,
+                # The UI's run list shows this, so runs can be told apart at a glance.
+                static_summary=summary,
+                # `tarry list` reads it here: list results carry a memo, not the summary.
+                memo={**(memo or {}), SUMMARY_MEMO: summary},
+                search_attributes=with_start_key(access_attributes(caller.user, input), start_key),
+            )
+        except WorkflowAlreadyStartedError:
+            raise TarryError(
+                ErrorCode.RUN_EXISTS,
+                f"a run with id {run_id!r} exists already; choose another id, or go on with"
+                " that run (`tarry resume` when it has ended)",
+            ) from None
 
 
 async def start_with_message(
@@ -171,7 +176,10 @@ async def start_with_message(
 
     delivery = Delivery(client, client.get_workflow_handle(run_id, result_type=RunResult))
     update_id = f"{update}-{message.id}" if message.id else None
-    return await delivery.update_with_start(update, message, operation, id=update_id)
+    async with slot_at_the_door(client, task_queue, run_cap(caller), run_id) as slot:
+        state = await delivery.update_with_start(update, message, operation, id=update_id)
+        slot.started = state is not None
+    return state
 
 
 async def start_resumption(
@@ -187,21 +195,24 @@ async def start_resumption(
         resumption: dict[str, Any] = await ended.query("resumption", result_type=dict[str, Any])
         memo = await description.memo()
         summary = memo.get(SUMMARY_MEMO, "")
-        return await client.start_workflow(
-            WORKFLOW_TYPE,
-            resumption,
-            id=ended.id,
-            task_queue=description.task_queue,
-            result_type=RunResult,
-            static_summary=summary or None,
-            # All of it: what the request that started the run left there too.
-            memo={**memo, SUMMARY_MEMO: summary},
-            # Its owner and share stay; a resumption by an admin does not take it.
-            search_attributes=carried(description.typed_search_attributes),
-            # Who resumes it, for its trail, in the same request as the start.
-            start_signal=RESUMED_SIGNAL,
-            start_signal_args=[acting],
-        )
+        # The owner's cap as the run carries it: a resumption past it is refused, as a start.
+        cap = RunCap.model_validate(resumption["slots"]) if resumption.get("slots") else None
+        async with slot_at_the_door(client, description.task_queue, cap, ended.id):
+            return await client.start_workflow(
+                WORKFLOW_TYPE,
+                resumption,
+                id=ended.id,
+                task_queue=description.task_queue,
+                result_type=RunResult,
+                static_summary=summary or None,
+                # All of it: what the request that started the run left there too.
+                memo={**memo, SUMMARY_MEMO: summary},
+                # Its owner and share stay; a resumption by an admin does not take it.
+                search_attributes=carried(description.typed_search_attributes),
+                # Who resumes it, for its trail, in the same request as the start.
+                start_signal=RESUMED_SIGNAL,
+                start_signal_args=[acting],
+            )
 
 
 def with_start_key(
@@ -275,13 +286,66 @@ def admitted(caller: Caller, input: RunInput) -> RunInput:
 
 
 def workflow_input(caller: Caller, input: RunInput) -> RunInput | dict[str, Any]:
-    """The workflow's argument for `input` started by `caller`: with the caller's daily
-    caps (`WorkflowInput.spend`) when they have any, so the run reserves each model call
-    on their ledger; `input` itself otherwise, as before the ledger."""
-    caps = None if caller.limits is None else caller.limits.daily_caps(caller.user)
-    if caps is None:
+    """The workflow's argument for `input` started by `caller`: with what the run
+    carries of the caller's limits when they have any (`WorkflowInput.spend`: their
+    daily caps, so the run reserves each model call on their ledger; `slots`: their
+    `max_concurrent_runs`; `models`: the profiles its fallbacks may use); `input`
+    itself otherwise, as before limits."""
+    limits = caller.limits
+    if limits is None:
         return input
-    return {**input.model_dump(mode="json"), "spend": caps.model_dump(mode="json")}
+    carried: dict[str, Any] = {}
+    if (caps := limits.daily_caps(caller.user)) is not None:
+        carried["spend"] = caps.model_dump(mode="json")
+    if (cap := limits.run_cap(caller.user)) is not None:
+        carried["slots"] = cap.model_dump(mode="json")
+    if limits.models is not None:
+        carried["models"] = list(limits.models)
+    return {**input.model_dump(mode="json"), **carried} if carried else input
+
+
+LIMITS_CARRIED = ("spend", "slots", "models")
+"""The fields `workflow_input` adds to a run's input from its starter's limits."""
+
+
+class DoorSlot:
+    """A slot its door took for a run (`slot_at_the_door`); `started` False once the
+    start turns out to have started nothing (the id was taken)."""
+
+    def __init__(self, cap: RunCap | None, taken: bool) -> None:
+        self.cap, self.taken, self.started = cap, taken, True
+
+
+def run_cap(caller: Caller) -> RunCap | None:
+    """The `max_concurrent_runs` a run `caller` starts carries; None: not capped."""
+    return None if caller.limits is None else caller.limits.run_cap(caller.user)
+
+
+@contextlib.asynccontextmanager
+async def slot_at_the_door(
+    client: Client, task_queue: str, cap: RunCap | None, run_id: str
+) -> AsyncIterator[DoorSlot]:
+    """Under `at_max_concurrent_runs = "refuse"` (`cap.queue` False): run `run_id`'s
+    slot, taken before it starts (or is resumed), so a start past its owner's
+    `max_concurrent_runs` is refused (`TOO_MANY_RUNS`) and nothing starts; the run's own
+    ask is then a repeat. Freed again when the start fails or starts nothing. Under
+    `queue` (or without the cap) nothing is taken here: the run asks itself, and waits
+    (`workflows.slots`)."""
+    if cap is None or cap.queue:
+        yield DoorSlot(None, taken=False)
+        return
+    answer = await acquire_slot(client, SlotRequest(cap=cap, run_id=run_id), task_queue)
+    if not answer.granted:
+        raise TarryError(ErrorCode.TOO_MANY_RUNS, cap.refusal(answer.open))
+    slot = DoorSlot(cap, taken=not answer.held_before)
+    try:
+        yield slot
+    except BaseException:
+        slot.started = False
+        raise
+    finally:
+        if slot.taken and not slot.started:
+            await release_slot(client, SlotRelease(owner=cap.owner, run_id=run_id))
 
 
 def as_dict(payload: RunInput | dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from tarry.contracts._closed import NOT_A_BOOLEAN
 from tarry.contracts._omit import when_empty, when_none
 from tarry.contracts.datasets import DecisionPoint, Label, Verdict
 from tarry.contracts.guardrails import Guardrail, GuardrailHit
+from tarry.contracts.ledger import DailyCaps
 from tarry.contracts.messages import ToolCall, Usage
 from tarry.contracts.names import ErrorInfo
 from tarry.contracts.run import Budget, Timeouts
@@ -78,6 +79,10 @@ class EvalInput(BaseModel):
     """How many points are asked at once."""
     budget: Budget | None = Field(default=None, exclude_if=when_none)
     """Once the candidate's calls have spent it, no further point is asked."""
+    spend: DailyCaps | None = Field(default=None, exclude_if=when_none)
+    """The owner's daily caps (`[limits]`), set by `start_eval` from their limits: each
+    model call reserves on their ledger of the day, as a run's does; at the cap no
+    further point is asked (`stopped: "spend_cap"`). Null: no ledger."""
     tolerance: dict[str, Annotated[float, Field(ge=0, le=1)]] = {}
     """Per tool: the closeness of arguments (`tarry.client.evals.closeness`) at which a call
     counts as the same; a tool not named needs JSON-equal arguments (1.0)."""
@@ -178,7 +183,7 @@ class EvalReport(BaseModel):
     errors: int
     done: bool
     stopped: str | None = None
-    """Why points were left unasked: `budget`."""
+    """Why points were left unasked: `budget`, or `spend_cap` (the owner's daily cap)."""
     overall: Rate
     per_tool: dict[str, Rate]
     per_guardrail: dict[str, GuardrailRate] = Field(default={}, exclude_if=when_empty)

@@ -143,6 +143,9 @@ class WaitingFor(StrEnum):
     answering that run lets this one go on."""
     PAUSED = "paused"
     """A person paused the run (`paused_by` names them): a reply lets it go on."""
+    SLOT = "slot"
+    """Queued: its owner has `max_concurrent_runs` runs open (`[limits]`); it makes its
+    first model call once one of them ends. `error` (`TOO_MANY_RUNS`) says how many."""
 
 
 DECIDED_WAITS = frozenset({WaitingFor.APPROVAL, WaitingFor.GUARDRAIL})
@@ -312,6 +315,10 @@ class ErrorCode(StrEnum):
     max_cost_usd_per_day`, `max_tokens_per_day`): it waits (`waiting_for: budget`),
     without calling, until an admin raises the cap or the day ends; the message names
     whose cap it is."""
+    TOO_MANY_RUNS = "TOO_MANY_RUNS"
+    """A start past its owner's `max_concurrent_runs` (`[limits]`), under
+    `at_max_concurrent_runs = "refuse"`: nothing starts (429; start it again once one of
+    their runs ends). Under `queue`, a queued run's `error` while it waits for a slot."""
     MODEL_NOT_ALLOWED = "MODEL_NOT_ALLOWED"
     """A start, a schedule, a fork, an eval, a sub-agent or a `set_model` naming a model
     profile outside the caller's `models` (`[limits]`): nothing starts or changes. A run

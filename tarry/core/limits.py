@@ -28,6 +28,7 @@ from typing import Any
 
 from tarry.contracts import Budget, ErrorCode, RunInput
 from tarry.contracts.ledger import DailyCaps
+from tarry.contracts.slots import RunCap
 from tarry.core.errors import TarryError
 
 __all__ = [
@@ -86,6 +87,17 @@ class Limits:
             time_zone=self.time_zone,
         )
 
+    def run_cap(self, owner: str) -> RunCap | None:
+        """The `max_concurrent_runs` `owner`'s runs carry to their slots
+        (`tarry.contracts.slots`); None when it is not set: such runs hold no slot."""
+        if self.max_concurrent_runs is None:
+            return None
+        return RunCap(
+            owner=owner,
+            max_runs=self.max_concurrent_runs,
+            queue=self.at_max_concurrent_runs is ConcurrencyPolicy.QUEUE,
+        )
+
     def model_problem(self, profile: str, what: str = "the run") -> TarryError | None:
         """403 `MODEL_NOT_ALLOWED` when `profile` (which `what` names) is outside `models`."""
         if allows(self.models, profile):
@@ -107,11 +119,12 @@ class Limits:
         budget = self.admitted_budget(input.budget)
         return input if budget == input.budget else input.model_copy(update={"budget": budget})
 
-    def admitted_budget(self, asked: Budget | None) -> Budget | None:
-        """The budget of a run that asks for `asked`: each limit it leaves out is
-        `max_run_budget`'s; 403 `BUDGET_NOT_ALLOWED` for one above it."""
+    def admitted_budget(self, asked: Budget | None, what: str = "the run") -> Budget | None:
+        """The budget of a run (or of what `what` names: an eval) that asks for `asked`:
+        each limit it leaves out is `max_run_budget`'s; 403 `BUDGET_NOT_ALLOWED` for one
+        above it."""
         given = asked or Budget()
-        if problem := self.budget_problem(given, "the run asks for a budget"):
+        if problem := self.budget_problem(given, f"{what} asks for a budget"):
             raise problem
         filled = Budget(
             max_total_tokens=given.max_total_tokens or self.max_run_tokens,

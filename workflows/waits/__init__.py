@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from temporalio import workflow
 
 from tarry.contracts import Phase, WaitingFor
-from workflows.waits import agent, approval, budget, guardrail, input, model, paused
+from workflows.waits import agent, approval, budget, guardrail, input, model, paused, slot
 from workflows.waits.wait import Wait
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ WAITS: tuple[Wait, ...] = (
     approval.WAIT,
     agent.WAIT,
     model.WAIT,
+    slot.WAIT,
     budget.WAIT,
     paused.WAIT,
     input.WAIT,
