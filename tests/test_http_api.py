@@ -750,6 +750,7 @@ async def test_the_openapi_document_describes_every_route(api: Api) -> None:
         "/v1/wait-kinds",
         "/v1/limits/{user}/raise",
         "/v1/search",
+        "/v1/usage",
         "/v1/me",
         "/v1/actions/{token}",
         "/healthz",
