@@ -255,6 +255,31 @@ async def test_the_guardrails_tour_holds_the_legal_threat_until_alice_allows_it(
     )
 
 
+async def as_alice_with_the_tours_config(command: str, dev: Dev) -> None:
+    """What the caps guide asks of the commands' terminal: the tour's config (whose caps
+    the CLI, the door that starts a run, reads) and alice as the person."""
+    config = tour.config("caps")
+    assert config is not None
+    dev.env.update(TARRY_CONFIG=str(config), TARRY_USER="alice")
+
+
+async def test_the_caps_tour_waits_at_alices_cap_until_an_admin_raises_it(
+    tmp_path: Path,
+) -> None:
+    played = await play("caps", tmp_path, before=as_alice_with_the_tours_config)
+    run = played.variables["RUN"]
+    capped = played.step("tarry status")
+
+    assert all(r.code == 0 for r in played.ran), played.ran
+    assert capped.state.waiting_for is WaitingFor.BUDGET
+    assert capped.state.warning == "SPEND_CAP_REACHED"
+    assert "alice's daily cap" in capped.output
+    assert "alice" in played.step("tarry usage").output
+    assert played.states[run].waiting_for is WaitingFor.INPUT
+    assert played.states[run].usage.total_tokens == 2600  # both answers, each once
+    assert (played.states[run].last_assistant_text or "").startswith("Added: we hired")
+
+
 @pytest.mark.parametrize("name", sorted(tour.TOURS))
 def test_a_tours_script_answers_its_first_prompt(name: str) -> None:
     _, commands = guide_tour(name)

@@ -752,6 +752,7 @@ async def test_the_openapi_document_describes_every_route(api: Api) -> None:
         "/v1/search",
         "/v1/memories",
         "/v1/memories/{memory_id}",
+        "/v1/usage",
         "/v1/me",
         "/v1/actions/{token}",
         "/healthz",

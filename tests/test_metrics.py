@@ -11,8 +11,10 @@ import httpx
 from temporalio.client import Client
 
 from tarry.cli.processes import free_port
+from tarry.client import Tarry
 from tarry.config.settings import Prices, TarrySettings
-from tarry.contracts import Mode, Phase, Usage
+from tarry.contracts import Mode, Phase, RunInput, Usage
+from tarry.core.identities import Caller
 from tarry.testing.scripted_model import call, say
 from tests.deadline import TIMEOUT, deadline
 from workers.telemetry import worker_runtime
@@ -110,3 +112,29 @@ async def test_the_metrics_endpoint_labels_a_call_the_response_cache_answered(
     assert samples(text, "tarry_model_calls_total", outcome="ok", cached="false") == [1]
     assert samples(text, "tarry_model_calls_total", outcome="ok", cached="true") == [1]
     assert samples(text, "tarry_model_cost_usd_sum", cached="true") == [0]
+
+
+async def test_the_metrics_endpoint_counts_each_persons_tokens_and_cost_by_model(
+    temporal: Client, agent_factory: Any
+) -> None:
+    port = free_port()
+    client = await metered(temporal, port)
+    agent = await agent_factory(client=client, prices=Prices(input=2.0, output=10.0))
+    agent.model.add(
+        say("One.", usage=Usage(prompt_tokens=100, completion_tokens=20, total_tokens=120)),
+        say("Two.", usage=Usage(prompt_tokens=200, completion_tokens=10, total_tokens=210)),
+    )
+    alice = Tarry(agent.tarry.client, agent.tarry.task_queue, Caller("alice"))
+    bob = Tarry(agent.tarry.client, agent.tarry.task_queue, Caller("bob"))
+    for tarry in (alice, bob):
+        run = await tarry.start(RunInput(prompt="hello", timeouts=agent.timeouts))
+        await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+
+    text = await scrape(f"http://127.0.0.1:{port}/metrics", until='user="bob"')
+
+    alices, bobs = {"user": "alice", "model": "default"}, {"user": "bob", "model": "default"}
+    assert samples(text, "tarry_user_tokens_total", kind="prompt", **alices) == [100]
+    assert samples(text, "tarry_user_tokens_total", kind="completion", **alices) == [20]
+    assert samples(text, "tarry_user_tokens_total", kind="prompt", **bobs) == [200]
+    (cost,) = samples(text, "tarry_user_cost_usd_sum", **bobs)
+    assert round(cost, 6) == 0.0005  # 200 * $2/M + 10 * $10/M

@@ -17,10 +17,12 @@ from temporalio.common import SearchAttributeUpdate
 from tarry.contracts import (
     COST_ATTRIBUTE,
     MODEL_ATTRIBUTE,
+    OWNER_ATTRIBUTE,
     PHASE_ATTRIBUTE,
     SUMMARY_MEMO,
     TURNS_ATTRIBUTE,
     WAITING_FOR_ATTRIBUTE,
+    LlmResponse,
     RunInput,
 )
 from tarry.contracts.compatibility import TITLE_FROM_FIRST_MESSAGE
@@ -59,6 +61,24 @@ def count_phase(memory: RunMemory) -> None:
     workflow.metric_meter().create_counter("tarry_run_phases", "Phases runs entered").add(
         1, {"phase": memory.phase.value, "waiting_for": waiting_for.value if waiting_for else ""}
     )
+
+
+def count_usage(profile: str, answer: LlmResponse) -> None:
+    """`tarry_user_tokens_total{user, model, kind}` and `tarry_user_cost_usd{user, model}`
+    (a histogram: counters take whole numbers, and its `_sum` is the cost): what each
+    person's runs spent on each profile, whether or not caps are configured. `user` is the
+    run's owner (empty for a run without one); a cached answer adds nothing. Recorded by
+    the workflow, which knows its owner; the SDK records nothing while a run replays."""
+    if answer.cached:
+        return
+    owner = workflow.info().typed_search_attributes.get(OWNER_ATTRIBUTE) or ""
+    meter = workflow.metric_meter().with_additional_attributes({"user": owner, "model": profile})
+    tokens = meter.create_counter("tarry_user_tokens", "Tokens of model calls, by person")
+    tokens.add(answer.usage.prompt_tokens, {"kind": "prompt"})
+    tokens.add(answer.usage.completion_tokens, {"kind": "completion"})
+    meter.create_histogram_float(
+        "tarry_user_cost_usd", "Estimated cost of model calls, by person", "usd"
+    ).record(answer.usage.cost_usd)
 
 
 def llm_summary(turn: int, profile: str, fallback_of: str | None = None) -> str:

@@ -28,7 +28,7 @@ from tarry.contracts import (
 from tarry.contracts.compatibility import ASK_ON_MODEL_FAILURE
 from tarry.contracts.guardrails import GuardCheck, GuardPoint
 from workflows import guardrails, pins
-from workflows.details import llm_summary
+from workflows.details import count_usage, llm_summary
 from workflows.fallback import TurnFallback, is_down
 from workflows.memory import RunMemory, WorkflowInput
 from workflows.stage import RunScope
@@ -66,7 +66,9 @@ async def ask(run: RunScope) -> LlmResponse | ErrorInfo | None:
         stream.begin_turn(m, request.turn)
         try:
             queue = m.catalogue.queue_of(fallback.asking or m.requests.model)
-            return await _call_model(request, input, queue, functools.partial(_cut, m))
+            answer = await _call_model(request, input, queue, functools.partial(_cut, m))
+            count_usage(request.profile, answer)
+            return answer
         except ActivityError as e:
             if is_down(e):  # only a profile with a fallback is ever down
                 fallback.down(e)

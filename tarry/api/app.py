@@ -45,6 +45,7 @@ from tarry.api.parts import AppParts, TarryOf
 from tarry.api.schedules import schedules_router
 from tarry.api.search import search_router
 from tarry.api.timeline import timeline_router
+from tarry.api.usage import usage_router
 from tarry.api.waits import waits_router
 from tarry.client import Tarry
 from tarry.config.settings import TarrySettings
@@ -130,6 +131,7 @@ def _api() -> APIRouter:
         limits_router(),
         search_router(),
         memories_router(),
+        usage_router(),
     ):
         api.include_router(router, dependencies=guarded)
     api.include_router(_docs_router())  # the API's description: no data, the same everywhere

@@ -26,6 +26,7 @@ from tarry.cli import (
     schedule,
     search,
     serve,
+    usage,
     watching,
 )
 from tarry.cli.common import FLAG, Panel
@@ -40,7 +41,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 # In the order `tarry --help` shows their panels.
-for group in (runs, search, watching, approvals, model, local, serve):
+for group in (runs, search, watching, approvals, usage, model, local, serve):
     app.add_typer(group.commands)
 app.add_typer(schedule.commands, rich_help_panel=Panel.SCHEDULES)  # `tarry schedule ...`
 app.add_typer(dataset.commands, rich_help_panel=Panel.EVALUATION)  # `tarry dataset ...`

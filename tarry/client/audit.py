@@ -51,7 +51,7 @@ from tarry.contracts import (
 from tarry.contracts.audit import AUDIT_LIMIT
 from tarry.core.errors import TarryError
 
-__all__ = ["AUDIT_LIMIT", "find_audit", "record_act"]
+__all__ = ["AUDIT_LIMIT", "find_audit", "record_act", "visibility_time"]
 
 _READERS = 8
 """Segments read at once."""
@@ -82,14 +82,14 @@ def audit_query(
         if problem := run_id_problem(run):
             raise TarryError(ErrorCode.RUN_ID_INVALID, problem)
         query += f" AND WorkflowId = '{run}'"
-    if since is not None and (at := _visible(since)) is not None:
+    if since is not None and (at := visibility_time(since)) is not None:
         query += f" AND (ExecutionStatus = 'Running' OR CloseTime >= '{at}')"
     if readable is not None:
         query += f" AND {readable}"
     return query
 
 
-def _visible(moment: datetime) -> str | None:
+def visibility_time(moment: datetime) -> str | None:
     """`moment` as visibility reads a time (UTC, RFC 3339); None for one before any run
     or at the very ends of the calendar, where no clause is needed (the records are
     filtered by time as they are read anyway)."""

@@ -8,9 +8,9 @@ everything else. `workspace/` holds the files a new run's workspace starts with 
 to read.
 
 The guides' tours (`TOURS`: approvers, rules, sub-agents, forking, interrupting,
-guardrails), each played with `tarry dev --tour NAME`, are script files beside it,
+guardrails, daily caps), each played with `tarry dev --tour NAME`, are script files beside it,
 `NAME.json`; a tour that needs the workers' config (the teams tour's sub-agent, the
-guardrails tour's guardrails) has its `NAME.toml` too.
+guardrails tour's guardrails, the caps tour's `[limits]`) has its `NAME.toml` too.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ TOURS = {
     "fork": "docs/guides/forking.md",
     "interrupt": "docs/guides/replies.md",
     "guardrails": "docs/guides/guardrails.md",
+    "caps": "docs/guides/budgets.md",
 }
 """The guides' tours, each the offline model's with `tarry dev --tour NAME`, and the
 guide whose "Try it offline" section gives its commands."""
