@@ -9,8 +9,8 @@ Every run upserts `TarryOwner`, `TarryModel`, `TarryCostUsd` and `TarryTurns` as
 for all of them. What that costs in detail, the cost guide writes down:
 
 - a run counts on the day its latest segment started (in `[limits] time_zone`), and under
-  the profile it names last (a `set_model` moves its whole cost; a fallback's calls count
-  under the run's own profile);
+  the profile it started with (`TarryModel`: its calls after a `set_model`, and a
+  fallback's, count there too);
 - its cost is as of its latest phase change;
 - a sub-agent's spend is in its parent's (the tree's one budget), so only runs of their
   own are counted;
