@@ -13,11 +13,13 @@ from typing import Any
 
 import pytest
 
-from tarry.contracts import ErrorCode
+from tarry.contracts import ErrorCode, Phase
 from tarry.contracts.memories import NewMemory, Provenance
 from tarry.search import open_store
+from tarry.testing.scripted_model import say
 from tests.cli import Cli
 from tests.conftest import Agent
+from tests.deadline import TIMEOUT
 from tests.http_api import Api
 from tests.test_http_api_people import as_
 from tests.test_memory_tools import recalled, remembered_by_alice
@@ -163,6 +165,19 @@ async def test_a_schedule_of_runs_in_another_persons_memory_scope_is_refused(api
     )
 
     assert response.status_code == 403
+    assert response.json()["error"]["code"] == ErrorCode.NOT_ALLOWED
+
+
+async def test_a_fork_of_a_run_in_another_persons_memory_scope_is_refused(api: Api) -> None:
+    api.agent.model.add(say("Hello."))
+    body = {"prompt": "hi", "memory_access": "read", "share": {"bob": "write"}}
+    started = await api.http.post("/v1/runs", json=body | {"memory_scope": "alice"})
+    run_id = started.json()["id"]
+    await api.agent.tarry.get(run_id).wait_for({Phase.WAITING_USER}, TIMEOUT)
+
+    response = await api.http.post(f"/v1/runs/{run_id}/fork", json={"at": 0}, headers=as_(BOB))
+
+    assert response.status_code == 403, response.text
     assert response.json()["error"]["code"] == ErrorCode.NOT_ALLOWED
 
 

@@ -11,6 +11,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator
 from http import HTTPStatus
@@ -472,11 +473,15 @@ async def resume(
     dependencies=STARTING,
     responses=error_answers(*STARTS),
 )
-async def fork(run_id: RunId, body: ForkRequest, caller: CallerOf, tarry: ActingOf) -> Started:
+async def fork(
+    run_id: RunId, body: ForkRequest, caller: CallerOf, tarry: ActingOf, policy: PolicyOf
+) -> Started:
     """Start a new run that branches off this one at user message `at`, with `text`
     in its place: this run's input and its conversation before that message, started
-    by the caller. This run is untouched; open and ended runs both fork."""
-    run = await tarry.get(run_id).fork(body.at, body.text, run_id=body.id)
+    by the caller (403 `NOT_ALLOWED` when its memory scope is not theirs). This run is
+    untouched; open and ended runs both fork."""
+    admit = functools.partial(refuse_foreign_scope, policy, caller)
+    run = await tarry.get(run_id).fork(body.at, body.text, run_id=body.id, admit=admit)
     state = await run.served_state()
     return Started(id=run.id, state=StateView.of(state, caller) if state else None)
 

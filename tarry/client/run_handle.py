@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncGenerator, Collection
+from collections.abc import AsyncGenerator, Callable, Collection
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, timedelta
 from typing import Any, Literal
@@ -414,14 +414,20 @@ class RunHandle:
             return await self._handle.result()
 
     async def fork(
-        self, at: int, text: str | None = None, *, run_id: str | None = None
+        self,
+        at: int,
+        text: str | None = None,
+        *,
+        run_id: str | None = None,
+        admit: Callable[[RunInput], None] | None = None,
     ) -> RunHandle:
         """Starts a new run that branches off this one at message `at` (a user message,
         counted from 0 as in `transcript()`): this run's input, its conversation before
         that message, and then the message again, or `text` in its place. This run is
         untouched and goes on; open and ended runs both fork. `run_id` defaults to
         `<this id>-fork-<short uuid>`. Raises `FORK_POINT_INVALID` when message `at` is
-        not a user message."""
+        not a user message; `admit` may refuse this run's input for the fork's starter
+        (a server's rules: a memory scope not theirs) by raising."""
         if text is not None:
             text = user_input(text, None, self.caller).text
         transcript = await self.transcript()
@@ -439,6 +445,8 @@ class RunHandle:
                 f" {', '.join(map(str, users)) or 'none yet'}",
             )
         input = await self._delivery.query("run_input", RunInput)
+        if admit is not None:
+            admit(input)
         prompt = text if text is not None else transcript[at].content or ""
         fork = Fork(run_id=self.id, at=at, transcript=transcript[:at])
         queue = (await self.describe()).task_queue

@@ -1,7 +1,7 @@
 """Memories: what an agent keeps across runs, and a person approves, reads, edits and deletes.
 
 A memory is a short text with tags, in one scope: a person's (their user name), a
-group's (`group:NAME`) or an agent's (`agent:NAME`). A run whose `memory` setting is
+group's (`group:NAME`) or an agent's (`agent:NAME`). A run whose `memory_access` is
 `read` recalls the memories of its scope; `read-write` also remembers and forgets. Each
 memory keeps where it came from (`Provenance`: the run, the turn, who approved it), and
 a deleted one is kept, marked, so that its provenance still shows, but never recalled,
@@ -100,7 +100,8 @@ class Provenance(BaseModel):
     turn: int | None = None
     """The run's turn (its model call's number) whose tool call wrote it."""
     approved_by: str | None = None
-    """Who approved the call that wrote it; None: no gate asked anyone."""
+    """Who approved the call that wrote it (`DecisionRecord.user`: a person, or `rule N`
+    for one of the run's approval rules); None: no gate asked anyone."""
 
 
 class NewMemory(BaseModel):
