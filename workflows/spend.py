@@ -65,6 +65,8 @@ class SpendCap(Stage):
         usage = outcome.usage if isinstance(outcome, LlmResponse) else None
         used = Spend(tokens=usage.total_tokens, cost_usd=usage.cost_usd) if usage else Spend()
         mark.last_tokens = used.tokens or mark.last_tokens
+        if mark.unsettled is not None:  # the embeddings since the last call, with this one
+            used, mark.unsettled = used + mark.unsettled, None
         settled = Settlement(
             ledger=granted.ledger, run_id=request.run_id, call=request.call, used=used
         )
