@@ -22,6 +22,8 @@ from tests.faults import wait_until
 from tests.search_stores import until_found
 from tests.test_bounded_memory import SMALL_BUDGET, answer
 from tests.test_ledger import ledger_of, person, start_as, used, with_cap
+from tests.test_owners import ALICE, BOB, people_api, with_people
+from tests.test_search_doors import found_by
 
 WAITING = {Phase.WAITING_USER}
 PRICE = 1_000.0
@@ -80,6 +82,29 @@ async def test_messages_are_found_by_meaning_across_hand_overs_and_pages(
     assert (await searched(index, embeddings, "blog ownership"))[0] == f"{run.id}#1"
     last = state.message_count - 1
     assert (await searched(index, embeddings, "invoices billing"))[0] == f"{run.id}#{last}"
+
+
+async def test_through_the_api_another_user_finds_nothing_by_meaning_either(
+    agent_factory: AgentFactory,
+    tmp_path: Path,
+    embeddings: EmbeddingProfile,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    index = tmp_path / "search.db"
+    agent = await embedding_agent(agent_factory, index, embeddings)
+    with_people(tmp_path, monkeypatch)
+    monkeypatch.setenv("TARRY_SEARCH_INDEX", str(index))
+    monkeypatch.setenv("TARRY_EMBEDDING", embeddings.model_dump_json())
+    agent.model.add(say("Priya owns the company blog."))
+    async with people_api(agent) as api:
+        run_id = await api.start("tell me about the team")  # alice's
+        await until_found(index, "Priya")
+
+        alices = await found_by(api, ALICE, "blog ownership")
+        bobs = await found_by(api, BOB, "blog ownership")
+
+    assert alices[0]["run_id"] == run_id
+    assert bobs == []
 
 
 async def test_embedding_a_runs_messages_counts_against_its_usage(
