@@ -21,6 +21,9 @@ from tests.deadline import TIMEOUT
 from tests.faults import wait_until
 from tests.search_stores import until_found
 from tests.test_bounded_memory import SMALL_BUDGET, answer
+from tests.test_ledger import ledger_of, person, start_as, used, with_cap
+from tests.test_owners import ALICE, BOB, people_api, with_people
+from tests.test_search_doors import found_by
 
 WAITING = {Phase.WAITING_USER}
 PRICE = 1_000.0
@@ -81,6 +84,29 @@ async def test_messages_are_found_by_meaning_across_hand_overs_and_pages(
     assert (await searched(index, embeddings, "invoices billing"))[0] == f"{run.id}#{last}"
 
 
+async def test_through_the_api_another_user_finds_nothing_by_meaning_either(
+    agent_factory: AgentFactory,
+    tmp_path: Path,
+    embeddings: EmbeddingProfile,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    index = tmp_path / "search.db"
+    agent = await embedding_agent(agent_factory, index, embeddings)
+    with_people(tmp_path, monkeypatch)
+    monkeypatch.setenv("TARRY_SEARCH_INDEX", str(index))
+    monkeypatch.setenv("TARRY_EMBEDDING", embeddings.model_dump_json())
+    agent.model.add(say("Priya owns the company blog."))
+    async with people_api(agent) as api:
+        run_id = await api.start("tell me about the team")  # alice's
+        await until_found(index, "Priya")
+
+        alices = await found_by(api, ALICE, "blog ownership")
+        bobs = await found_by(api, BOB, "blog ownership")
+
+    assert alices[0]["run_id"] == run_id
+    assert bobs == []
+
+
 async def test_embedding_a_runs_messages_counts_against_its_usage(
     agent_factory: AgentFactory, tmp_path: Path, embeddings: EmbeddingProfile
 ) -> None:
@@ -95,6 +121,27 @@ async def test_embedding_a_runs_messages_counts_against_its_usage(
     await wait_until(charged, what="the embeddings' cost in the run's usage")
     # "make the pricing page", "The pricing page is ready.": 9 words, a token each.
     assert (await run.state()).usage.cost_usd == pytest.approx(9 * PRICE / 1_000_000)
+
+
+async def test_a_capped_runs_embeddings_reach_its_owners_ledger_with_its_next_call(
+    agent_factory: AgentFactory, tmp_path: Path, embeddings: EmbeddingProfile
+) -> None:
+    agent = await embedding_agent(agent_factory, tmp_path / "search.db", embeddings)
+    agent.model.add(
+        say("The pricing page is ready.", usage=used(10, 5)), say("Done.", usage=used(20, 5))
+    )
+    alice = person("alice")
+    run = await start_as(agent, with_cap(alice, cap=100_000), "make the pricing page")
+    await run.wait_for(WAITING, TIMEOUT)
+
+    async def embedded() -> bool:  # the prompt and the answer: 9 words, a token each
+        return (await run.state()).usage.total_tokens == 15 + 9
+
+    await wait_until(embedded, what="the first turn's embeddings in the run's usage")
+    await run.reply("thanks")
+    await until_found(tmp_path / "search.db", "Done")
+
+    assert (await ledger_of(agent.tarry.client, alice)).spent.tokens == 15 + 9 + 25
 
 
 def test_an_index_answer_recorded_before_embeddings_still_reads() -> None:

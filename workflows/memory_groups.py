@@ -32,9 +32,10 @@ from tarry.contracts import (
     UserInput,
     WaitingFor,
 )
-from tarry.contracts._omit import when_empty
+from tarry.contracts._omit import when_empty, when_none
 from tarry.contracts.compatibility import REPLY_IDS_WINDOW
 from tarry.contracts.guardrails import Guardrail
+from tarry.contracts.ledger import Spend
 
 REPLY_IDS_KEPT = 100
 """How many of the latest replies' ids a run keeps to know a retry (`Inbox.seen_ids`):
@@ -151,6 +152,10 @@ class SpendMark(BaseModel):
     """`SPEND_CAP_REACHED`, naming whose cap, while the run waits for room."""
     room: bool = False
     """The ledger said there may be room (`SPEND_ROOM_SIGNAL`): ask again."""
+    unsettled: Spend | None = Field(default=None, exclude_if=when_none)
+    """What embedding the run's messages used since the last settlement (the index
+    activity's answers, `workflows.search_index`): the next call's settlement adds it.
+    Left out while none, so a run without embeddings hands over as it did."""
 
 
 class SlotMark(BaseModel):

@@ -1,5 +1,8 @@
 """Every message a run writes goes into the search index (`tarry.search`), by the
-`index_messages` activity, only on a worker with an index (`TARRY_SEARCH_INDEX`).
+`index_messages` activity, only on a worker with an index (`TARRY_SEARCH_INDEX`). With
+an embedding profile the activity embeds them too, and answers what that used: it counts
+in the run's usage (so against its budget) and, for a run with daily caps, on its
+owner's ledger with the next model call's settlement (`workflows.spend`).
 
 The run learns that with its tools (`Catalogue.search_index`), so a run on a worker
 without one gives no command it gave before. It keeps how many of its messages it has
@@ -29,6 +32,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from tarry.contracts import OWNER_ATTRIBUTE, READERS_ATTRIBUTE, WRITERS_ATTRIBUTE, Catalogue
+from tarry.contracts.ledger import Spend
 from tarry.contracts.search import (
     INDEX_ACTIVITY,
     IndexAnswer,
@@ -116,8 +120,11 @@ async def _send(memory: RunMemory, request: IndexRequest) -> None:
             "messages not indexed (%s); `tarry index rebuild` indexes them", e.cause or e
         )
         return
-    if answer.usage is not None:
-        memory.conversation.usage += answer.usage
+    if (usage := answer.usage) is not None:
+        memory.conversation.usage += usage
+        if (mark := memory.spend) is not None:  # a capped run's: its next call settles it
+            spent = Spend(tokens=usage.total_tokens, cost_usd=usage.cost_usd)
+            mark.unsettled = spent if mark.unsettled is None else mark.unsettled + spent
 
 
 class Indexing(Stage):

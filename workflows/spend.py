@@ -64,6 +64,8 @@ class SpendCap(Stage):
         outcome = await ask()
         used = spent_by(outcome)
         mark.last_tokens = used.tokens or mark.last_tokens
+        if mark.unsettled is not None:  # the embeddings since the last call, with this one
+            used, mark.unsettled = used + mark.unsettled, None
         await settle(granted, request, used)
         return outcome
 
