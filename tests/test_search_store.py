@@ -209,3 +209,24 @@ async def test_a_postgres_store_whose_connection_dropped_connects_again(pglite_u
 
         assert [h.run_id for h in hits] == ["r1"]
         await store.close()
+
+
+async def test_stores_of_several_processes_index_and_search_at_once(location: str) -> None:
+    await empty(location)
+    stores = [await open_store(location) for _ in range(4)]
+
+    async def work(store: SearchStore, n: int) -> list[list[str]]:
+        found = []
+        for round in range(10):
+            await store.index(request(f"r{n}-{round}", f"launch{n} round{round}"))
+            found.append([h.run_id for h in await store.search(SearchQuery(f"launch{n}"))])
+        return found
+
+    results = await asyncio.gather(*(work(store, n) for n, store in enumerate(stores)))
+
+    for n, found in enumerate(results):
+        assert [sorted(runs) for runs in found] == [
+            sorted(f"r{n}-{r}" for r in range(upto + 1)) for upto in range(10)
+        ]
+    for store in stores:
+        await store.close()
