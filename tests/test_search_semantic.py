@@ -25,13 +25,13 @@ VECTOR_STORES = tuple(kind for kind in STORES if kind != "sqlite")
 
 
 @pytest.fixture(params=VECTOR_STORES)
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def index_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return location_of(request, tmp_path)
 
 
 @pytest.fixture
-async def store(location: str) -> AsyncIterator[SearchStore]:
-    async with store_of(location) as opened:
+async def store(index_location: str) -> AsyncIterator[SearchStore]:
+    async with store_of(index_location) as opened:
         yield opened
 
 
