@@ -6,10 +6,10 @@ pgvector package; PGlite's npm packages do. `scripts/_pglite.sh` installs them
 so nothing downloads while they run.
 
 The suite starts one server per pytest worker (`tests/conftest.py`'s `pglite`), in
-memory; the search bench one of its own. PGlite is one Postgres backend: it runs its
-clients' queries one at a time, and while one client is in a transaction, only its
-(`serve.mjs`); so its times are of one WebAssembly backend, not of a Postgres server's
-processes."""
+memory; the search bench one of its own. PGlite is one Postgres backend and session: it
+runs its clients' protocol messages one at a time, and while one client is in a
+transaction, only its (`serve.mjs` says what follows); so its times are of one
+WebAssembly backend, not of a Postgres server's processes."""
 
 from __future__ import annotations
 

@@ -33,6 +33,7 @@ from tarry.temporal.entrypoint import exit_now
 from tarry.temporal.servers import add_search_attributes, find_binary
 from tarry.testing import ScriptedAgent, start_dev_server
 from tarry.testing.scripted_model import ScriptedModel
+from tests import search_stores
 from tests.deadline import HEARTBEAT, deadline
 from tests.faults import replay
 from tests.scheduling import HELD, pytest_xdist_make_scheduler  # noqa: F401 (a hook)
@@ -303,6 +304,13 @@ async def pglite_url() -> AsyncIterator[str]:
         pytest.skip(f"the PostgreSQL tests need PGlite: {reason}")
     async with pglite.pglite(processes.free_port(), started_within=deadline(60)) as url:
         yield url
+
+
+@pytest.fixture(params=search_stores.STORES)
+def index_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The location of a search and memory store of each kind (`tests/search_stores.py`):
+    a test that takes it runs once on each."""
+    return search_stores.location_of(request, tmp_path)
 
 
 @pytest.fixture(scope="session")

@@ -39,7 +39,7 @@ async def empty(location: str) -> None:
     """Makes the store at `location` empty of everything, its schema too: a PostgreSQL
     database's `public` schema, and all in it, is made anew."""
     if location.startswith(POSTGRES):
-        async with await psycopg.AsyncConnection.connect(location, autocommit=True) as db:
+        async with await psycopg.AsyncConnection.connect(location) as db:
             await db.execute("DROP SCHEMA public CASCADE")
             await db.execute("CREATE SCHEMA public")
     else:
@@ -57,7 +57,7 @@ async def mark_version(location: str, version: int) -> None:
     """Writes `version` as the schema version of the store at `location`, as a newer
     Tarry would have left it."""
     if location.startswith(POSTGRES):
-        async with await psycopg.AsyncConnection.connect(location, autocommit=True) as db:
+        async with await psycopg.AsyncConnection.connect(location) as db:
             await db.execute("UPDATE search_schema SET version = %s", (version,))
     else:
         with closing(sqlite3.connect(location)) as db:

@@ -4,23 +4,17 @@ each real store of `tests/search_stores.py` (a store keeps the index and the mem
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from tarry.contracts.memories import NewMemory, Provenance
 from tarry.search import SCHEMA_VERSION, IndexStore, MemoryStore, SearchQuery, open_store
-from tests.search_stores import STORES, empty, location_of, open_at, request, store_of
-
-
-@pytest.fixture(params=STORES)
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return location_of(request, tmp_path)
+from tests.search_stores import empty, open_at, request, store_of
 
 
 @pytest.fixture
-async def store(location: str) -> AsyncIterator[IndexStore]:
-    async with store_of(location) as opened:
+async def store(index_location: str) -> AsyncIterator[IndexStore]:
+    async with store_of(index_location) as opened:
         yield opened
 
 
@@ -194,13 +188,13 @@ async def test_clearing_the_index_keeps_the_memories(store: IndexStore) -> None:
     assert [m.id for m in await store.recall("blog", {"ann"})] == ["m1"]
 
 
-async def test_a_store_of_the_index_alone_is_upgraded_to_keep_memories(location: str) -> None:
-    await empty(location)
-    old = await open_at(location, 1)
+async def test_a_store_of_the_index_alone_is_upgraded_to_keep_memories(index_location: str) -> None:
+    await empty(index_location)
+    old = await open_at(index_location, 1)
     await old.index(request("r1", "the blog"))
     await old.close()
 
-    upgraded = await open_store(location)
+    upgraded = await open_store(index_location)
     await upgraded.remember(memory("m1", "Priya owns the blog"))
 
     assert await upgraded.schema_version() == SCHEMA_VERSION

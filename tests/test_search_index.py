@@ -21,7 +21,7 @@ from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT
 from tests.faults import CrashRig, wait_until
-from tests.search_stores import STORES, empty, location_of, until_found
+from tests.search_stores import empty, until_found
 
 WAITING = {Phase.WAITING_USER}
 PENDING_ACTIVITY_STATE_STARTED = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
@@ -53,16 +53,11 @@ async def activities_of(agent: Agent, run_id: str) -> list[str]:
     ]
 
 
-@pytest.fixture(params=STORES)
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return location_of(request, tmp_path)
-
-
 @pytest.fixture
-async def empty_index(location: str) -> str:
+async def empty_index(index_location: str) -> str:
     """An empty store's location, of each kind (`tests/search_stores.STORES`)."""
-    await empty(location)
-    return location
+    await empty(index_location)
+    return index_location
 
 
 async def test_a_runs_answer_is_found_once_the_run_waits_on_it(

@@ -7,26 +7,20 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
 from tarry.contracts.search import IndexRequest, SearchHit
 from tarry.search import RRF_K, DimensionMismatch, Readable, SearchQuery, SearchStore, fused
 from tarry.testing.scripted_embeddings import embedding_of
-from tests.search_stores import STORES, location_of, request, store_of
+from tests.search_stores import request, store_of
 
 CARL = Readable("carl", frozenset({"carl"}))
 
 
-@pytest.fixture(params=STORES)
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return location_of(request, tmp_path)
-
-
 @pytest.fixture
-async def store(location: str) -> AsyncIterator[SearchStore]:
-    async with store_of(location) as opened:
+async def store(index_location: str) -> AsyncIterator[SearchStore]:
+    async with store_of(index_location) as opened:
         yield opened
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -23,10 +22,8 @@ from tarry.search import (
     open_store,
 )
 from tests.search_stores import (
-    STORES,
     dropping_proxy,
     empty,
-    location_of,
     mark_version,
     open_at,
     request,
@@ -36,14 +33,9 @@ from tests.search_stores import (
 CARL = Readable("carl", frozenset({"carl", "group:ops"}))
 
 
-@pytest.fixture(params=STORES)
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return location_of(request, tmp_path)
-
-
 @pytest.fixture
-async def store(location: str) -> AsyncIterator[SearchStore]:
-    async with store_of(location) as opened:
+async def store(index_location: str) -> AsyncIterator[SearchStore]:
+    async with store_of(index_location) as opened:
         yield opened
 
 
@@ -153,12 +145,12 @@ async def test_a_store_carries_its_schema_version(store: SearchStore) -> None:
     assert await store.schema_version() == SCHEMA_VERSION
 
 
-async def test_an_older_store_is_upgraded_when_it_opens(location: str) -> None:
-    await empty(location)
-    old = await open_at(location, SCHEMA_VERSION - 1)
+async def test_an_older_store_is_upgraded_when_it_opens(index_location: str) -> None:
+    await empty(index_location)
+    old = await open_at(index_location, SCHEMA_VERSION - 1)
     await old.close()
 
-    upgraded = await open_store(location)
+    upgraded = await open_store(index_location)
     await upgraded.index(request("r1", "launch"))
 
     assert await upgraded.schema_version() == SCHEMA_VERSION
@@ -166,19 +158,19 @@ async def test_an_older_store_is_upgraded_when_it_opens(location: str) -> None:
     await upgraded.close()
 
 
-async def test_a_store_of_a_newer_schema_is_refused(location: str) -> None:
-    await empty(location)
-    await (await open_store(location)).close()
-    await mark_version(location, SCHEMA_VERSION + 1)
+async def test_a_store_of_a_newer_schema_is_refused(index_location: str) -> None:
+    await empty(index_location)
+    await (await open_store(index_location)).close()
+    await mark_version(index_location, SCHEMA_VERSION + 1)
 
     with pytest.raises(RuntimeError, match="newer than this Tarry"):
-        await open_store(location)
+        await open_store(index_location)
 
 
-async def test_two_processes_opening_a_new_store_at_once_both_get_it(location: str) -> None:
-    await empty(location)
+async def test_two_processes_opening_a_new_store_at_once_both_get_it(index_location: str) -> None:
+    await empty(index_location)
 
-    stores = await asyncio.gather(*(open_store(location) for _ in range(4)))
+    stores = await asyncio.gather(*(open_store(index_location) for _ in range(4)))
 
     assert [await s.schema_version() for s in stores] == [SCHEMA_VERSION] * 4
     for opened in stores:
@@ -208,4 +200,25 @@ async def test_a_postgres_store_whose_connection_dropped_connects_again(pglite_u
         hits = await store.search(SearchQuery("launch"))
 
         assert [h.run_id for h in hits] == ["r1"]
+        await store.close()
+
+
+async def test_stores_of_several_processes_index_and_search_at_once(index_location: str) -> None:
+    await empty(index_location)
+    stores = [await open_store(index_location) for _ in range(4)]
+
+    async def work(store: SearchStore, n: int) -> list[list[str]]:
+        found = []
+        for round in range(10):
+            await store.index(request(f"r{n}-{round}", f"launch{n} round{round}"))
+            found.append([h.run_id for h in await store.search(SearchQuery(f"launch{n}"))])
+        return found
+
+    results = await asyncio.gather(*(work(store, n) for n, store in enumerate(stores)))
+
+    for n, found in enumerate(results):
+        assert [sorted(runs) for runs in found] == [
+            sorted(f"r{n}-{r}" for r in range(upto + 1)) for upto in range(10)
+        ]
+    for store in stores:
         await store.close()

@@ -4,11 +4,16 @@ index of the runs' messages, and the memories, in tables of their own.
 Each store (a worker's, an API server's) keeps one connection, used by one request at a
 time (`_lock`), each request one transaction: a worker killed mid-request leaves the
 index as it was before it. One connection a process is what the index needs (a write is
-one statement per table, a search one query) and what the suite's server allows: PGlite
-(scripts/pglite/serve.mjs) is one backend that runs its clients' queries one at a time and
-refuses connections past the number it was started with. A connection the server
-dropped is opened again at the next request; the request that found it dropped fails,
-and its activity's retry or the person's next search goes through.
+one statement per table, a search one or two queries), and the connection's use keeps
+to what the suite's server allows. PGlite (scripts/pglite/serve.mjs) is one Postgres
+session that pglite-socket shares among at most the clients it was started for (it
+refuses more): it runs their protocol messages one at a time, in arrival order, except
+that while one client is in a transaction only its messages run. So every statement
+here runs inside a transaction (`_run`, `_upgrade`): outside one, another client's
+message could fall between a statement's Parse and its Execute. Nothing is left in the
+session: no prepared statement (`_connect`), no setting but `SET LOCAL`. A connection
+the server dropped is opened again at the next request; the request that found it
+dropped fails, and its activity's retry or the person's next search goes through.
 
 Words are Postgres's `simple` configuration: lower-cased, unstemmed, no stop words, as
 SQLite's `unicode61` tokenizer makes them, so a query matches the same messages on both.
@@ -489,7 +494,10 @@ def _memory(
 async def _connect(location: str) -> Connection:
     # Autocommit: each request's transaction is `_run`'s own, and nothing is left open
     # between requests (on PGlite, an open transaction holds every other client back).
-    return await AsyncConnection.connect(location, autocommit=True)
+    # No server-side prepared statements (psycopg prepares a query run 5 times): PGlite's
+    # clients share its one session, where one's `_pg3_0` is another's (as a pooler's in
+    # transaction mode share theirs).
+    return await AsyncConnection.connect(location, autocommit=True, prepare_threshold=None)
 
 
 async def _version(db: Connection) -> int:
@@ -502,7 +510,8 @@ async def _version(db: Connection) -> int:
 
 async def _upgrade(db: Connection, location: str, version: int) -> None:
     """Brings the store to `version`, one transaction per step; refuses a newer one."""
-    found = await _version(db)
+    async with db.transaction():  # as every statement of the store's (the module's doc)
+        found = await _version(db)
     if found > SCHEMA_VERSION:
         raise RuntimeError(
             f"the search index {shown(location)} has schema version {found},"
