@@ -88,7 +88,7 @@ def _vectors_problem(db: sqlite3.Connection) -> str | None:
         db.enable_load_extension(True)
         sqlite_vec.load(db)
         db.enable_load_extension(False)
-    except (ImportError, AttributeError) as e:
+    except Exception as e:  # not installed, no loading here, a build for another machine
         return (
             f"semantic search needs sqlite-vec loaded into SQLite ({type(e).__name__}: {e}):"
             " install the sqlite-vec package, and pysqlite3-binary where Python's sqlite3"
@@ -184,6 +184,8 @@ class SqliteStore(SearchStore):
             lexical = _lexical(db, match, where, args, query.limit)
             if query.embedding is None or (dimensions := _dimensions(db)) is None:
                 return lexical
+            if self._vectors_problem is not None:  # vectors another machine wrote
+                raise RuntimeError(self._vectors_problem)
             if len(query.embedding) != dimensions:
                 raise DimensionMismatch(
                     f"the query's embedding has {len(query.embedding)} dimensions, the"
