@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from tarry.cli.processes import free_port
+from tarry.config.settings import TarrySettings
 from tarry.config.tables import EmbeddingProfile
 from tarry.contracts import ErrorCode, Phase
 from tarry.contracts.search import IndexAnswer
 from tarry.core.errors import TarryError
 from tarry.search import SearchQuery, StoreOpener
+from tarry.temporal.codec import data_converter
 from tarry.testing.scripted_model import ScriptedModel, say
 from tests.cli import Cli
 from tests.conftest import Agent
@@ -177,5 +179,11 @@ async def test_a_query_the_embedding_model_cannot_embed_is_search_unavailable(
     assert "cannot be embedded" in refused.value.message
 
 
-def test_an_index_answer_recorded_before_embeddings_still_reads() -> None:
-    assert IndexAnswer.model_validate(3) == IndexAnswer(new=3)
+async def test_an_index_answer_recorded_before_embeddings_still_reads() -> None:
+    """The activity answered a count alone before: a recorded history's result decodes
+    as the workflow now asks for it."""
+    converter = data_converter(TarrySettings.model_construct())
+
+    [answered] = await converter.decode(await converter.encode([3]), [IndexAnswer])
+
+    assert answered == IndexAnswer(new=3)
