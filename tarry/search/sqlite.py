@@ -293,7 +293,8 @@ def _semantic(
         f" WHERE near.distance IS NOT NULL{where} ORDER BY near.distance LIMIT ?"
     )
     rows = db.execute(nearest, [embedding, *args, limit]).fetchall()
-    if len(rows) < limit and _count(db, "messages_vec") > near:
+    # Counted in vec0's own table of rowids: `count(*)` of `messages_vec` reads every vector.
+    if len(rows) < limit and _count(db, "messages_vec_rowids") > near:
         # Not `distance`: that names vec0's own column, null outside a KNN query.
         rows = db.execute(
             f"SELECT {_HIT}, vec_distance_cosine(v.embedding, ?) AS apart, m.text"
