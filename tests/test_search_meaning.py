@@ -11,11 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from tarry.cli.processes import free_port
+from tarry.config.settings import TarrySettings
 from tarry.config.tables import EmbeddingProfile
-from tarry.contracts import Phase
+from tarry.contracts import ErrorCode, Phase
 from tarry.contracts.search import IndexAnswer
+from tarry.core.errors import TarryError
 from tarry.search import SearchQuery, StoreOpener
+from tarry.temporal.codec import data_converter
 from tarry.testing.scripted_model import ScriptedModel, say
+from tests.cli import Cli
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT
 from tests.faults import wait_until
@@ -144,5 +149,41 @@ async def test_a_capped_runs_embeddings_reach_its_owners_ledger_with_its_next_ca
     assert (await ledger_of(agent.tarry.client, alice)).spent.tokens == 15 + 9 + 25
 
 
-def test_an_index_answer_recorded_before_embeddings_still_reads() -> None:
-    assert IndexAnswer.model_validate(3) == IndexAnswer(new=3)
+async def test_a_rebuilt_index_finds_by_meaning_what_live_indexing_found(
+    agent_factory: AgentFactory, tmp_path: Path, embeddings: EmbeddingProfile
+) -> None:
+    index = tmp_path / "search.db"
+    agent = await embedding_agent(agent_factory, index, embeddings)
+    agent.model.add(say("Priya owns the company blog."))
+    await agent.start("tell me about the team")
+    await until_found(index, "Priya")
+    live = await searched(index, embeddings, "blog ownership")
+    cli = Cli.of(agent, TARRY_SEARCH_INDEX=str(index), TARRY_EMBEDDING=embeddings.model_dump_json())
+
+    await cli.ok("index", "rebuild")
+
+    assert await searched(index, embeddings, "blog ownership") == live
+
+
+async def test_a_query_the_embedding_model_cannot_embed_is_search_unavailable(
+    tmp_path: Path,
+) -> None:
+    nobody = EmbeddingProfile(base_url=f"http://127.0.0.1:{free_port()}/v1")
+    opener = StoreOpener(str(tmp_path / "search.db"), nobody)
+
+    with pytest.raises(TarryError) as refused:
+        await opener.search(SearchQuery("launch plans"))
+    await opener.aclose()
+
+    assert refused.value.code is ErrorCode.SEARCH_UNAVAILABLE
+    assert "cannot be embedded" in refused.value.message
+
+
+async def test_an_index_answer_recorded_before_embeddings_still_reads() -> None:
+    """The activity answered a count alone before: a recorded history's result decodes
+    as the workflow now asks for it."""
+    converter = data_converter(TarrySettings.model_construct())
+
+    [answered] = await converter.decode(await converter.encode([3]), [IndexAnswer])
+
+    assert answered == IndexAnswer(new=3)
