@@ -20,6 +20,7 @@ import json
 import sqlite3
 import struct
 import threading
+import time
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,6 +41,9 @@ from tarry.search.store import (
 )
 
 __all__ = ["SqliteStore"]
+
+_BUSY_WAIT_MS = 5000
+"""How long a connection waits for another's lock before it gives up."""
 
 T = TypeVar("T")
 
@@ -137,11 +141,12 @@ class SqliteStore(IndexStore):
 
         def connect() -> SqliteStore:
             path.parent.mkdir(parents=True, exist_ok=True)
-            db: sqlite3.Connection = _driver().connect(
+            driver = _driver()
+            db: sqlite3.Connection = driver.connect(
                 str(path), check_same_thread=False, isolation_level=None
             )
-            db.execute("PRAGMA busy_timeout=5000")
-            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(f"PRAGMA busy_timeout={_BUSY_WAIT_MS}")
+            _into_wal(db, driver.OperationalError)
             db.execute("PRAGMA synchronous=NORMAL")
             _upgrade(db, path, version)
             return cls(db, _vectors_problem(db))
@@ -515,6 +520,21 @@ def _memory(
 
 def _version(db: sqlite3.Connection) -> int:
     return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _into_wal(db: sqlite3.Connection, locked: type[Exception]) -> None:
+    """Puts the file in WAL mode. Two processes opening a new file at once can meet here,
+    and SQLite answers "database is locked" to the second at once, without its busy
+    handler: it asks again for as long as the busy timeout lasts."""
+    for _ in range(_BUSY_WAIT_MS // 50):
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except locked as e:  # the driver's OperationalError
+            if "locked" not in str(e):
+                raise
+            time.sleep(0.05)
+    db.execute("PRAGMA journal_mode=WAL")
 
 
 def _upgrade(db: sqlite3.Connection, path: Path, version: int) -> None:
