@@ -34,6 +34,7 @@ from tarry.contracts import (
     TOOL_CATALOGUE_ACTIVITY,
     Act,
     AuditRecord,
+    AuthNeed,
     ChatMessage,
     DecisionRecord,
     Door,
@@ -138,6 +139,9 @@ def asked_queued_and_failed() -> dict[str, Any]:
                 ],
                 "search_index": True,
                 "indexed": 3,
+                "auth_needed": [
+                    AuthNeed(server="tickets", person="ann", call_id="c-1").model_dump(mode="json")
+                ],
             }
         )
     )
@@ -246,9 +250,10 @@ def test_the_previous_builds_worker_reads_a_hand_over_written_by_this_one() -> N
     # span starts anew; the root span starts at the next hand-over to this build), the
     # worker's guardrails (it has none to apply), the run's account with its spend ledger
     # (it keeps none), and its profiles' context budgets and the run's pins (it sends its
-    # model none), and whether it indexes its messages for search and how far (it does not).
+    # model none), whether it indexes its messages for search and how far (it does not),
+    # and the calls that wait for a person to connect (it has no OAuth servers).
     unknown = {"wait", "started", "guardrails", "spend", "context_budgets", "pins"}
-    unknown |= {"search_index", "indexed"}
+    unknown |= {"search_index", "indexed", "auth_needed"}
     assert read.memory.model_dump(mode="json") == {
         k: v for k, v in flat.items() if k not in unknown
     }

@@ -32,7 +32,8 @@ from tarry.contracts import (
     ToolInvocation,
     ToolResult,
 )
-from workflows import agents, approval_rules, notifications, search_index
+from tarry.core.ownership import RunAccess
+from workflows import agents, approval_rules, auth_waits, notifications, search_index
 from workflows.details import tool_summary
 from workflows.memory import RunMemory, WorkflowInput, call_fingerprint
 from workflows.model_calls import error_of
@@ -111,7 +112,10 @@ async def execute(step: ToolStep) -> ToolResult:
     if tool.server is not None:  # an MCP server's tool: history names the server and tool
         activity = MCP_TOOL_ACTIVITY
         remote = tool.remote_name or name
-        invocation = McpInvocation(**invocation.model_dump(), server=tool.server, tool=remote)
+        owner = RunAccess.of(workflow.info().typed_search_attributes).owner
+        invocation = McpInvocation(
+            **invocation.model_dump(), server=tool.server, tool=remote, owner=owner
+        )
         summary = tool_summary(f"{tool.server}: {remote}", arguments)
     summary = approval_rules.summary_of(summary, decision)
     # A quick tool's call nobody decided on is a local activity: no activity task to
@@ -131,6 +135,12 @@ async def execute(step: ToolStep) -> ToolResult:
             summary=summary,
         )
     except ActivityError as e:
+        if (grant := auth_waits.needed(e)) is not None:
+            if await auth_waits.connected(step.run, call.id, *grant):
+                return await execute(step)  # connected: the call runs with the new grant
+            return ToolResult.failure(
+                ErrorCode.TOOL_REJECTED, "the run was stopped while the call waited to connect"
+            )
         if tool.server is not None and (known := _known_failure(e)) is not None:
             return ToolResult(ok=False, error=known)
         if not tool.idempotent:
@@ -187,6 +197,7 @@ def record(
                 decision=m.approvals.settle(call.id),
                 blocks=result.blocks,
                 guardrails=result.guardrails,
+                acting_for=result.acting_for,
             )
         )
         name = call.function.name

@@ -40,6 +40,7 @@ from tarry.api.evals import evals_router
 from tarry.api.ledger import limits_router
 from tarry.api.me import me_router
 from tarry.api.models import Health
+from tarry.api.oauth import callback_router, connect_router
 from tarry.api.parts import AppParts, TarryOf
 from tarry.api.schedules import schedules_router
 from tarry.api.search import search_router
@@ -128,10 +129,12 @@ def _api() -> APIRouter:
         me_router(),
         limits_router(),
         search_router(),
+        connect_router(),
     ):
         api.include_router(router, dependencies=guarded)
     api.include_router(_docs_router())  # the API's description: no data, the same everywhere
     api.include_router(actions_router())  # the link's token is its own guard
+    api.include_router(callback_router())  # the flow's state is its own guard
     api.add_api_route(
         "/healthz",
         _healthz,

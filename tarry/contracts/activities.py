@@ -221,6 +221,9 @@ class McpInvocation(ToolInvocation):
 
     server: str
     tool: str
+    owner: str | None = Field(default=None, exclude_if=when_none)
+    """The run's owner: whose grant the call carries to a server with `auth = "oauth"`
+    and `token = "owner"` (`token = "approver"`: the decision's `user`)."""
 
 
 class ToolResult(BaseModel):
@@ -235,6 +238,9 @@ class ToolResult(BaseModel):
     guardrails: list[GuardrailHit] = Field(default=[], exclude_if=when_empty)
     """The guardrails that redacted or blocked the result (`workflows.guardrails`),
     kept on the tool message (`ChatMessage.guardrails`); never set by a tool."""
+    acting_for: str | None = Field(default=None, exclude_if=when_none)
+    """The person whose own grant the call carried (`auth = "oauth"`): kept on the tool
+    message (`ChatMessage.acting_for`), its span and audit; never the token."""
 
     @classmethod
     def success(cls, data: Any) -> ToolResult:

@@ -1,0 +1,138 @@
+"""`/v1/oauth`: the connect link of a run that waits for a person's account
+(`waiting_for: auth`) and the authorization server's callback.
+
+`connect/{run}/{server}` (signed in): the person the run waits for, and no one else, is
+sent to the server's authorization page, with a `state` and a PKCE verifier kept in the
+connections store, bound to them and the run, good for `CONNECT_TTL` seconds. `callback`
+is its own guard, as an action link is: the state is taken once (a replayed callback
+finds none), its code is traded for the grant, stored sealed, and the run is told.
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from tarry.api.auth import CallerOf
+from tarry.api.errors import AUTH, error_answers
+from tarry.api.parts import PartsOf
+from tarry.connections import oauth
+from tarry.connections.store import ConnectionStore, PendingConnect
+from tarry.contracts import ErrorCode
+from tarry.core.errors import TarryError
+
+__all__ = ["CALLBACK_PATH", "CONNECT_TTL", "callback_router", "connect_router"]
+
+CONNECT_TTL = 600.0
+"""Seconds a connect flow may take, from the link to the callback."""
+CALLBACK_PATH = "/v1/oauth/callback"
+RunId = Annotated[str, Path(min_length=1, max_length=200)]
+Server = Annotated[str, Path(min_length=1, max_length=200)]
+
+
+def _store(parts: PartsOf) -> ConnectionStore:
+    if parts.connections is None:
+        raise TarryError(
+            ErrorCode.CONNECTIONS_UNAVAILABLE,
+            "this deployment keeps no connections: set TARRY_CONNECTIONS_KEY for the API"
+            " and its workers alike",
+        )
+    return parts.connections
+
+
+def _refused(message: str) -> TarryError:
+    return TarryError(ErrorCode.CONNECT_REFUSED, message)
+
+
+def connect_router() -> APIRouter:
+    router = APIRouter(prefix="/v1/oauth", tags=["connections"])
+    refusals = (*AUTH, HTTPStatus.FORBIDDEN, HTTPStatus.UNPROCESSABLE_ENTITY)
+
+    @router.get(
+        "/connect/{run_id}/{server}",
+        responses=error_answers(*refusals),
+        response_class=RedirectResponse,
+        status_code=HTTPStatus.FOUND,
+    )
+    async def connect(
+        run_id: RunId, server: Server, request: Request, caller: CallerOf, parts: PartsOf
+    ) -> RedirectResponse:
+        """Sends the person the run waits for to `server`'s authorization page; 403
+        `CONNECT_REFUSED` for anyone else, or a run that waits for no such grant."""
+        store = _store(parts)
+        state = await parts.tarry.get(run_id).state()
+        if not any(
+            need.server == server and need.person == caller.user for need in state.auth_needed
+        ):
+            raise _refused(f"run {run_id} waits for no grant of yours to {server!r}")
+        config = parts.settings.mcp_servers().get(server)
+        if config is None or config.url is None or config.auth != "oauth":
+            raise _refused(f'no MCP server {server!r} with `auth = "oauth"` is configured here')
+        # Where people reach the API: its public URL, else the address this request came to.
+        base = parts.settings.tarry_public_url or str(request.base_url)
+        redirect_uri = base.rstrip("/") + CALLBACK_PATH
+        try:
+            endpoints = await oauth.discover(config.url)
+            client_id, secret = config.client_id, config.client_secret
+            if client_id is None:
+                client_id, secret = await oauth.register(endpoints, redirect_uri)
+        except (oauth.ConnectFailed, OSError) as e:
+            raise _refused(f"the authorization server of {server!r} cannot be used: {e}") from e
+        url, flow, verifier = oauth.authorization_url(
+            endpoints, client_id, redirect_uri, config.scopes
+        )
+        pending = PendingConnect(
+            person=caller.user,
+            server=server,
+            run_id=run_id,
+            verifier=verifier,
+            redirect_uri=redirect_uri,
+            token_endpoint=endpoints.token_endpoint,
+            client_id=client_id,
+            client_secret=secret,
+        )
+        await store.begin(flow, pending, CONNECT_TTL)
+        return RedirectResponse(url, status_code=HTTPStatus.FOUND)
+
+    return router
+
+
+def callback_router() -> APIRouter:
+    router = APIRouter(prefix="/v1/oauth", tags=["connections"])
+
+    @router.get(
+        "/callback",
+        responses=error_answers(HTTPStatus.FORBIDDEN, HTTPStatus.SERVICE_UNAVAILABLE),
+        response_class=HTMLResponse,
+    )
+    async def callback(
+        parts: PartsOf,
+        state: Annotated[str, Query(min_length=1, max_length=200)],
+        code: Annotated[str | None, Query(max_length=4096)] = None,
+        error: Annotated[str | None, Query(max_length=200)] = None,
+    ) -> HTMLResponse:
+        """Finishes a connect: the flow of `state`, once, its code traded for the grant;
+        the run that waited is told. 403 `CONNECT_REFUSED` for a state unknown, used or
+        expired, or a refusal at the authorization server."""
+        store = _store(parts)
+        pending = await store.take(state)
+        if pending is None:
+            raise _refused("this connect link is unknown, used already or expired: open a new one")
+        if error is not None or code is None:
+            raise _refused(f"the authorization server did not grant access ({error})")
+        try:
+            grant = await oauth.exchange(pending, code)
+        except (oauth.ConnectFailed, OSError) as e:
+            raise _refused(f"the grant could not be made: {e}") from e
+        await store.save(pending.person, pending.server, grant)
+        run = parts.tarry.get(pending.run_id)
+        await run.connected(pending.server, pending.person)
+        return HTMLResponse(
+            f"<!doctype html><title>Connected</title><p>Connected {pending.server}"
+            f" for {pending.person}: run {pending.run_id} goes on.</p>"
+        )
+
+    return router

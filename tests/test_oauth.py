@@ -1,0 +1,291 @@
+"""Tools that act as the person who asked (issue 60): an MCP server with `auth = "oauth"`
+gets each call with a person's own grant. Real parts: an OpenID provider from PyPI
+(`oidc-provider-mock`, Authlib's server underneath) on a free port, and an MCP server
+over streamable HTTP that requires bearer tokens and checks each one at that provider
+(`tests/mcp_oauth_server.py`), saying whose account a call acts as."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import httpx
+import oidc_provider_mock
+import pytest
+from cryptography.fernet import Fernet
+
+from tarry.config.settings import load_settings
+from tarry.connections.store import ConnectionStore, Grant
+from tarry.contracts import ErrorCode, Phase, WaitingFor
+from tarry.testing.scripted_model import call, say
+from tests.conftest import Agent
+from tests.deadline import TIMEOUT, deadline
+from tests.http_api import Access, Api, served
+from tests.test_http_api_people import ALICE, BOB, as_
+from tests.test_mcp_tools import tool_messages
+
+SERVER = Path(__file__).parent / "mcp_oauth_server.py"
+KEY = Fernet.generate_key().decode()
+
+
+@dataclass
+class Provider:
+    """The authorization server, and a way through its consent page without a browser."""
+
+    url: str
+
+    async def consent(self, http: httpx.AsyncClient, authorize_url: str, sub: str) -> str:
+        """Signs in as `sub` at the consent page and agrees: where the provider then
+        sends the browser (the client's redirect URI, with a code)."""
+        page = await http.get(authorize_url)
+        assert page.status_code == 200, page.text
+        agreed = await http.post(authorize_url, data={"sub": sub})
+        assert agreed.status_code == 302, agreed.text
+        return agreed.headers["location"]
+
+    async def service_token(self) -> str:
+        """An access token of the service account the worker lists tools with."""
+        redirect = "http://127.0.0.1/listing"
+        query = f"response_type=code&client_id=lister&redirect_uri={redirect}&scope=openid"
+        async with httpx.AsyncClient() as http:
+            back = await self.consent(http, f"{self.url}/oauth2/authorize?{query}", "service")
+            code = parse_qs(urlparse(back).query)["code"][0]
+            answer = await http.post(
+                f"{self.url}/oauth2/token",
+                data={"grant_type": "authorization_code", "code": code, "redirect_uri": redirect},
+                auth=("lister", "secret"),
+            )
+        token: str = answer.json()["access_token"]
+        return token
+
+    async def revoke(self, sub: str) -> None:
+        async with httpx.AsyncClient() as http:
+            await http.post(f"{self.url}/users/{sub}/revoke-tokens")
+
+
+@pytest.fixture
+def provider() -> Iterator[Provider]:
+    with oidc_provider_mock.run_server_in_thread() as server:
+        yield Provider(f"http://localhost:{server.server_port}")
+
+
+@pytest.fixture
+async def secure(provider: Provider) -> AsyncIterator[str]:
+    """The MCP server that requires the provider's tokens: its URL."""
+    port = _free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(SERVER), "--port", str(port), "--issuer", provider.url,
+        stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    async with asyncio.timeout(deadline(30)):
+        while True:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                await asyncio.sleep(0.1)
+                continue
+            writer.close()
+            break
+    yield f"http://127.0.0.1:{port}/mcp"
+    process.kill()
+    await process.wait()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+@dataclass
+class Setup:
+    agent: Agent
+    api: Api
+    provider: Provider
+    store: ConnectionStore
+
+
+@pytest.fixture
+async def setup(
+    agent_factory: Any,
+    provider: Provider,
+    secure: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[Setup]:
+    """alice and bob on the API, a worker whose `secure` server takes the run owner's
+    grant, and the connections store both share."""
+    service = await provider.service_token()
+    config = tmp_path / "tarry.toml"
+    config.write_text(
+        f'[api]\nvisibility = "team"\n[api.users]\nalice = "{ALICE}"\nbob = "{BOB}"\n'
+        f'[mcp_servers.secure]\nurl = "{secure}"\nauth = "oauth"\n'
+        f'headers = {{ Authorization = "Bearer {service}" }}\n'
+    )
+    db = tmp_path / "connections.db"
+    monkeypatch.setenv("TARRY_CONFIG", str(config))
+    monkeypatch.setenv("TARRY_CONNECTIONS_KEY", KEY)
+    monkeypatch.setenv("TARRY_CONNECTIONS_DB", str(db))
+    settings = load_settings()
+    agent = await agent_factory(
+        mcp_servers=settings.mcp_servers(),
+        worker_settings={"tarry_connections_key": KEY, "tarry_connections_db": db},
+    )
+    store = ConnectionStore(db, KEY)
+    async with served(agent, Access(settings, ALICE)) as api:
+        yield Setup(agent, api, provider, store)
+    store.close()
+
+
+async def waiting_for_auth(api: Api, run_id: str) -> dict[str, Any]:
+    async with asyncio.timeout(deadline(TIMEOUT)):
+        while True:
+            state: dict[str, Any] = (await api.http.get(f"/v1/runs/{run_id}")).json()
+            if state.get("waiting_for") == WaitingFor.AUTH:
+                return state
+            await asyncio.sleep(0.1)
+
+
+async def connect(setup: Setup, run_id: str, person: str = "alice") -> str:
+    """Alice opens her connect link and consents: the callback URL the provider sent
+    her browser to (already followed)."""
+    link = await setup.api.http.get(f"/v1/oauth/connect/{run_id}/secure")
+    assert link.status_code == 302, link.text
+    async with httpx.AsyncClient() as browser:
+        callback = await setup.provider.consent(browser, link.headers["location"], person)
+        finished = await browser.get(callback)
+    assert finished.status_code == 200, finished.text
+    return callback
+
+
+def whoami_run(agent: Agent) -> None:
+    agent.model.add(call("secure__whoami", {}), say("done"))
+
+
+async def test_a_call_needing_alice_s_grant_waits_for_auth_then_runs_as_alice(
+    setup: Setup,
+) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+
+    state = await waiting_for_auth(setup.api, run_id)
+    assert state["auth_needed"] == [
+        {"server": "secure", "person": "alice", "call_id": state["auth_needed"][0]["call_id"]}
+    ]
+    await connect(setup, run_id)
+
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    (message,) = tool_messages(await run.transcript())
+    assert '"acting as alice"' in message.content
+    assert message.acting_for == "alice"
+    assert (await run.state()).auth_needed == []
+
+
+async def test_bob_opening_alice_s_connect_link_is_refused(setup: Setup) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+
+    answer = await setup.api.http.get(f"/v1/oauth/connect/{run_id}/secure", headers=as_(BOB))
+
+    assert answer.status_code == 403
+    assert answer.json()["error"]["code"] == ErrorCode.CONNECT_REFUSED
+
+
+async def test_a_replayed_callback_is_refused(setup: Setup) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    callback = await connect(setup, run_id)
+
+    async with httpx.AsyncClient() as browser:
+        again = await browser.get(callback)
+
+    assert again.status_code == 403
+    assert again.json()["error"]["code"] == ErrorCode.CONNECT_REFUSED
+
+
+async def test_an_expired_grant_is_refreshed_before_the_call(setup: Setup) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    await connect(setup, run_id)
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    grant = await setup.store.grant("alice", "secure")
+    assert grant is not None
+    # Parked long enough for the access token to expire (its expiry moved into the past).
+    await setup.store.save("alice", "secure", Grant(**{**grant.__dict__, "expires_at": 1.0}))
+
+    setup.agent.model.add(call("secure__whoami", {}), say("still done"))
+    await run.send("and now?")
+
+    messages = tool_messages(await run.transcript())
+    assert '"acting as alice"' in messages[-1].content
+    fresh = await setup.store.grant("alice", "secure")
+    assert fresh is not None
+    assert fresh.access_token != grant.access_token
+
+
+async def test_a_grant_revoked_at_the_provider_puts_the_run_back_to_waiting_for_auth(
+    setup: Setup,
+) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    await connect(setup, run_id)
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    await setup.provider.revoke("alice")
+
+    setup.agent.model.add(call("secure__whoami", {}), say("again"))
+    await run.reply("and now?")
+
+    state = await waiting_for_auth(setup.api, run_id)
+    assert state["auth_needed"][0]["person"] == "alice"
+    assert await setup.store.grant("alice", "secure") is None
+
+
+async def test_the_token_appears_nowhere_in_history_or_the_api_s_answers(setup: Setup) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    await connect(setup, run_id)
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    grant = await setup.store.grant("alice", "secure")
+    assert grant is not None
+    assert grant.refresh_token is not None
+
+    history = await setup.agent.tarry.client.get_workflow_handle(run_id).fetch_history()
+    answers = [
+        (await setup.api.http.get(path)).text
+        for path in (f"/v1/runs/{run_id}", f"/v1/runs/{run_id}/transcript")
+    ]
+    for secret in (grant.access_token, grant.refresh_token):
+        assert secret not in history.to_json()
+        assert all(secret not in answer for answer in answers)
+
+
+async def test_the_store_seals_every_token_it_writes(tmp_path: Path) -> None:
+    store = ConnectionStore(tmp_path / "c.db", KEY)
+    grant = Grant(
+        access_token="access-0123456789", refresh_token="refresh-0123456789",
+        token_endpoint="http://as/token", client_id="tarry",
+    )  # fmt: skip
+    await store.save("alice", "secure", grant)
+    store.close()
+
+    raw = b"".join([p.read_bytes() for p in tmp_path.glob("c.db*")])  # noqa: ASYNC240
+    assert b"access-0123456789" not in raw
+    assert b"refresh-0123456789" not in raw
+    assert "access-0123456789" not in repr(grant)
