@@ -114,20 +114,27 @@ class Setup:
 
 
 @pytest.fixture
+def token_mode() -> str:
+    """Whose grant the `secure` server's calls take (`[mcp_servers.secure] token`)."""
+    return "owner"
+
+
+@pytest.fixture
 async def setup(
     agent_factory: Any,
     provider: Provider,
     secure: str,
+    token_mode: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Setup]:
-    """alice and bob on the API, a worker whose `secure` server takes the run owner's
-    grant, and the connections store both share."""
+    """alice and bob on the API, a worker whose `secure` server takes the grant of
+    `token_mode` (the run's owner's), and the connections store both share."""
     service = await provider.service_token()
     config = tmp_path / "tarry.toml"
     config.write_text(
         f'[api]\nvisibility = "team"\n[api.users]\nalice = "{ALICE}"\nbob = "{BOB}"\n'
-        f'[mcp_servers.secure]\nurl = "{secure}"\nauth = "oauth"\n'
+        f'[mcp_servers.secure]\nurl = "{secure}"\nauth = "oauth"\ntoken = "{token_mode}"\n'
         f'headers = {{ Authorization = "Bearer {service}" }}\n'
     )
     db = tmp_path / "connections.db"
@@ -154,10 +161,10 @@ async def waiting_for_auth(api: Api, run_id: str) -> dict[str, Any]:
             await asyncio.sleep(0.1)
 
 
-async def connect(setup: Setup, run_id: str, person: str = "alice") -> str:
-    """Alice opens her connect link and consents: the callback URL the provider sent
-    her browser to (already followed)."""
-    link = await setup.api.http.get(f"/v1/oauth/connect/{run_id}/secure")
+async def connect(setup: Setup, run_id: str, person: str = "alice", token: str = ALICE) -> str:
+    """`person` (alice) opens her connect link and consents: the callback URL the provider
+    sent her browser to (already followed)."""
+    link = await setup.api.http.get(f"/v1/oauth/connect/{run_id}/secure", headers=as_(token))
     assert link.status_code == 302, link.text
     async with httpx.AsyncClient() as browser:
         callback = await setup.provider.consent(browser, link.headers["location"], person)
@@ -188,6 +195,71 @@ async def test_a_call_needing_alice_s_grant_waits_for_auth_then_runs_as_alice(
     assert '"acting as alice"' in message.content
     assert message.acting_for == "alice"
     assert (await run.state()).auth_needed == []
+
+
+@pytest.mark.parametrize("token_mode", ["approver"])
+async def test_with_approver_the_call_runs_with_the_approving_person_s_grant(
+    setup: Setup,
+) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start(
+        "who am I there?", require_approval=["secure__whoami"], approvers={"*": ["bob"]}
+    )
+    call_id = await pending_call(setup.api, run_id)
+
+    decided = await setup.api.http.post(
+        f"/v1/runs/{run_id}/approvals", json={"call_id": call_id, "approved": True},
+        headers=as_(BOB),
+    )  # fmt: skip
+
+    assert decided.status_code == 200, decided.text
+    state = await waiting_for_auth(setup.api, run_id)
+    assert [need["person"] for need in state["auth_needed"]] == ["bob"]
+    await connect(setup, run_id, "bob", BOB)
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    (message,) = tool_messages(await run.transcript())
+    assert '"acting as bob"' in message.content
+    trail = await setup.agent.tarry.audit(run=run_id)
+    acts = [(r.act, r.by) for r in trail.records]
+    assert ("decision", "bob") in acts
+    assert ("connect", "bob") in acts
+
+
+async def test_a_worker_restarted_between_consent_and_call_runs_the_call_once(
+    setup: Setup,
+) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    link = await setup.api.http.get(f"/v1/oauth/connect/{run_id}/secure")
+    await setup.agent.stop_worker()
+
+    async with httpx.AsyncClient() as browser:  # consented while no worker runs
+        callback = await setup.provider.consent(browser, link.headers["location"], "alice")
+        assert (await browser.get(callback)).status_code == 200
+    await setup.agent.add_worker()
+
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    (message,) = tool_messages(await run.transcript())
+    assert '"acting as alice"' in message.content
+    history = await setup.agent.tarry.client.get_workflow_handle(run_id).fetch_history()
+    scheduled = [
+        e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "mcp_tool"
+    ]  # fmt: skip
+    assert len(scheduled) == 2  # the call that found no grant, and the one that ran
+
+
+async def pending_call(api: Api, run_id: str) -> str:
+    async with asyncio.timeout(deadline(TIMEOUT)):
+        while True:
+            state = (await api.http.get(f"/v1/runs/{run_id}")).json()
+            if state.get("pending_approvals"):
+                call_id: str = state["pending_approvals"][0]["call_id"]
+                return call_id
+            await asyncio.sleep(0.1)
 
 
 async def test_bob_opening_alice_s_connect_link_is_refused(setup: Setup) -> None:

@@ -21,8 +21,9 @@ from tarry.api.errors import AUTH, error_answers
 from tarry.api.parts import PartsOf
 from tarry.connections import oauth
 from tarry.connections.store import ConnectionStore, PendingConnect
-from tarry.contracts import ErrorCode
+from tarry.contracts import Door, ErrorCode
 from tarry.core.errors import TarryError
+from tarry.core.identities import Caller
 
 __all__ = ["CALLBACK_PATH", "CONNECT_TTL", "callback_router", "connect_router"]
 
@@ -128,7 +129,8 @@ def callback_router() -> APIRouter:
         except (oauth.ConnectFailed, OSError) as e:
             raise _refused(f"the grant could not be made: {e}") from e
         await store.save(pending.person, pending.server, grant)
-        run = parts.tarry.get(pending.run_id)
+        # The person the flow was bound to connects, through the link's door.
+        run = parts.tarry.get(pending.run_id, Caller(user=pending.person, door=Door.LINK))
         await run.connected(pending.server, pending.person)
         return HTMLResponse(
             f"<!doctype html><title>Connected</title><p>Connected {pending.server}"
