@@ -28,6 +28,8 @@ from tests.deadline import TIMEOUT, deadline
 from tests.http_api import Access, Api, served
 from tests.test_http_api_people import ALICE, BOB, as_
 from tests.test_mcp_tools import tool_messages
+from tests.test_notifications import Receiver, entry
+from tests.test_notifications import receiver as receiver  # the fixture
 
 SERVER = Path(__file__).parent / "mcp_oauth_server.py"
 KEY = Fernet.generate_key().decode()
@@ -111,6 +113,8 @@ class Setup:
     api: Api
     provider: Provider
     store: ConnectionStore
+    receiver: Receiver
+    """Told of every `waiting_for_auth` stop point (`[[notify]]`)."""
 
 
 @pytest.fixture
@@ -125,6 +129,7 @@ async def setup(
     provider: Provider,
     secure: str,
     token_mode: str,
+    receiver: Receiver,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Setup]:
@@ -136,6 +141,7 @@ async def setup(
         f'[api]\nvisibility = "team"\n[api.users]\nalice = "{ALICE}"\nbob = "{BOB}"\n'
         f'[mcp_servers.secure]\nurl = "{secure}"\nauth = "oauth"\ntoken = "{token_mode}"\n'
         f'headers = {{ Authorization = "Bearer {service}" }}\n'
+        + entry(receiver.url, ["waiting_for_auth"])
     )
     db = tmp_path / "connections.db"
     monkeypatch.setenv("TARRY_CONFIG", str(config))
@@ -148,7 +154,7 @@ async def setup(
     )
     store = ConnectionStore(db, KEY)
     async with served(agent, Access(settings, ALICE)) as api:
-        yield Setup(agent, api, provider, store)
+        yield Setup(agent, api, provider, store, receiver)
     store.close()
 
 
@@ -283,7 +289,7 @@ async def test_a_replayed_callback_is_refused(setup: Setup) -> None:
         again = await browser.get(callback)
 
     assert again.status_code == 403
-    assert again.json()["error"]["code"] == ErrorCode.CONNECT_REFUSED
+    assert ErrorCode.CONNECT_REFUSED in again.text
 
 
 async def test_an_expired_grant_is_refreshed_before_the_call(setup: Setup) -> None:
@@ -346,6 +352,23 @@ async def test_the_token_appears_nowhere_in_history_or_the_api_s_answers(setup: 
     for secret in (grant.access_token, grant.refresh_token):
         assert secret not in history.to_json()
         assert all(secret not in answer for answer in answers)
+        assert all(secret.encode() not in told.body for told in setup.receiver.tries)
+
+
+async def test_the_notification_of_a_wait_for_auth_carries_the_person_s_connect_link(
+    setup: Setup,
+) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+
+    await setup.receiver.until_taken()
+
+    told = setup.receiver.delivered[0].json
+    assert told["event"] == "waiting_for_auth"
+    assert told["summary"] == "Waits for alice to connect secure."
+    [need] = told["auth_needed"]
+    assert need["connect"].endswith(f"/v1/oauth/connect/{run_id}/secure")
 
 
 async def test_the_store_seals_every_token_it_writes(tmp_path: Path) -> None:

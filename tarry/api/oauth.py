@@ -10,6 +10,7 @@ finds none), its code is traded for the grant, stored sealed, and the run is tol
 
 from __future__ import annotations
 
+import html
 from http import HTTPStatus
 from typing import Annotated
 
@@ -17,8 +18,9 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from tarry.api.auth import CallerOf
-from tarry.api.errors import AUTH, error_answers
-from tarry.api.parts import PartsOf
+from tarry.api.errors import AUTH, error_answers, status_of
+from tarry.api.models import RunId
+from tarry.api.parts import AppParts, PartsOf
 from tarry.connections import oauth
 from tarry.connections.store import ConnectionStore, PendingConnect
 from tarry.contracts import Door, ErrorCode
@@ -30,11 +32,10 @@ __all__ = ["CALLBACK_PATH", "CONNECT_TTL", "callback_router", "connect_router"]
 CONNECT_TTL = 600.0
 """Seconds a connect flow may take, from the link to the callback."""
 CALLBACK_PATH = "/v1/oauth/callback"
-RunId = Annotated[str, Path(min_length=1, max_length=200)]
 Server = Annotated[str, Path(min_length=1, max_length=200)]
 
 
-def _store(parts: PartsOf) -> ConnectionStore:
+def _store(parts: AppParts) -> ConnectionStore:
     if parts.connections is None:
         raise TarryError(
             ErrorCode.CONNECTIONS_UNAVAILABLE,
@@ -103,10 +104,11 @@ def connect_router() -> APIRouter:
 
 def callback_router() -> APIRouter:
     router = APIRouter(prefix="/v1/oauth", tags=["connections"])
+    page = {"content": {"text/html": {}}, "description": "a page naming the error code"}
 
     @router.get(
         "/callback",
-        responses=error_answers(HTTPStatus.FORBIDDEN, HTTPStatus.SERVICE_UNAVAILABLE),
+        responses={HTTPStatus.FORBIDDEN: page, HTTPStatus.SERVICE_UNAVAILABLE: page},
         response_class=HTMLResponse,
     )
     async def callback(
@@ -116,25 +118,35 @@ def callback_router() -> APIRouter:
         error: Annotated[str | None, Query(max_length=200)] = None,
     ) -> HTMLResponse:
         """Finishes a connect: the flow of `state`, once, its code traded for the grant;
-        the run that waited is told. 403 `CONNECT_REFUSED` for a state unknown, used or
-        expired, or a refusal at the authorization server."""
-        store = _store(parts)
-        pending = await store.take(state)
-        if pending is None:
-            raise _refused("this connect link is unknown, used already or expired: open a new one")
-        if error is not None or code is None:
-            raise _refused(f"the authorization server did not grant access ({error})")
+        the run that waited is told. A page, as the browser the authorization server sent
+        here shows it: 403 `CONNECT_REFUSED` for a state unknown, used or expired, or a
+        refusal at the authorization server."""
         try:
-            grant = await oauth.exchange(pending, code)
-        except (oauth.ConnectFailed, OSError) as e:
-            raise _refused(f"the grant could not be made: {e}") from e
-        await store.save(pending.person, pending.server, grant)
-        # The person the flow was bound to connects, through the link's door.
-        run = parts.tarry.get(pending.run_id, Caller(user=pending.person, door=Door.LINK))
-        await run.connected(pending.server, pending.person)
-        return HTMLResponse(
-            f"<!doctype html><title>Connected</title><p>Connected {pending.server}"
-            f" for {pending.person}: run {pending.run_id} goes on.</p>"
-        )
+            said = await _finish(parts, state, code, error)
+        except TarryError as e:
+            said = f"<code>{html.escape(e.code)}</code>: {html.escape(e.message)}"
+            return HTMLResponse(_PAGE.format(said), status_code=status_of(e.code))
+        return HTMLResponse(_PAGE.format(html.escape(said)))
 
     return router
+
+
+_PAGE = "<!doctype html><meta charset=utf-8><title>Tarry: connect</title><p>{}</p>"
+
+
+async def _finish(parts: AppParts, state: str, code: str | None, error: str | None) -> str:
+    store = _store(parts)
+    pending = await store.take(state)
+    if pending is None:
+        raise _refused("this connect link is unknown, used already or expired: open a new one")
+    if error is not None or code is None:
+        raise _refused(f"the authorization server did not grant access ({error})")
+    try:
+        grant = await oauth.exchange(pending, code)
+    except (oauth.ConnectFailed, OSError) as e:
+        raise _refused(f"the grant could not be made: {e}") from e
+    await store.save(pending.person, pending.server, grant)
+    # The person the flow was bound to connects, through the link's door.
+    run = parts.tarry.get(pending.run_id, Caller(user=pending.person, door=Door.LINK))
+    await run.connected(pending.server, pending.person)
+    return f"Connected {pending.server} for {pending.person}: run {pending.run_id} goes on."

@@ -13,7 +13,7 @@ from tarry.contracts.guardrails import Guardrail, GuardrailHit
 from tarry.contracts.messages import ChatMessage, DecisionRecord, PendingApproval, Usage
 from tarry.contracts.names import ErrorCode, ErrorInfo, NotifyEvent, Phase, WaitingFor
 from tarry.contracts.pins import PinnedMessage
-from tarry.contracts.run import AgentSpec, RunInput, Sampling
+from tarry.contracts.run import AgentSpec, AuthNeed, RunInput, Sampling
 
 __all__ = [
     "Catalogue",
@@ -277,6 +277,9 @@ class Notification(BaseModel):
     phase: Phase
     waiting_for: WaitingFor | None = None
     pending_approvals: list[PendingApproval] = []
+    auth_needed: list[AuthNeed] = Field(default=[], exclude_if=when_empty)
+    """With `waiting_for: auth`: who must connect which server (each one's `connect`
+    link in the payload)."""
     summary: str = ""
     """One short paragraph for a person: what the run said last, what it wants to run,
     how it ended."""
