@@ -752,6 +752,8 @@ async def test_the_openapi_document_describes_every_route(api: Api) -> None:
         "/v1/search",
         "/v1/oauth/connect/{run_id}/{server}",
         "/v1/oauth/callback",
+        "/v1/connections",
+        "/v1/connections/{server}",
         "/v1/me",
         "/v1/actions/{token}",
         "/healthz",

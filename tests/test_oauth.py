@@ -355,6 +355,29 @@ async def test_the_token_appears_nowhere_in_history_or_the_api_s_answers(setup: 
         assert all(secret.encode() not in told.body for told in setup.receiver.tries)
 
 
+async def test_alice_lists_and_revokes_her_connection_and_the_next_call_waits_for_auth(
+    setup: Setup,
+) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    await connect(setup, run_id)
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+
+    listed = (await setup.api.http.get("/v1/connections")).json()["connections"]
+    by_bob = await setup.api.http.delete("/v1/connections/secure?person=alice", headers=as_(BOB))
+    revoked = await setup.api.http.delete("/v1/connections/secure")
+
+    assert [(c["person"], c["server"]) for c in listed] == [("alice", "secure")]
+    assert by_bob.status_code == 403
+    assert revoked.status_code == 204
+    setup.agent.model.add(call("secure__whoami", {}), say("again"))
+    await run.reply("and now?")
+    state = await waiting_for_auth(setup.api, run_id)
+    assert state["auth_needed"][0]["person"] == "alice"
+
+
 async def test_the_notification_of_a_wait_for_auth_carries_the_person_s_connect_link(
     setup: Setup,
 ) -> None:

@@ -40,7 +40,7 @@ from tarry.api.evals import evals_router
 from tarry.api.ledger import limits_router
 from tarry.api.me import me_router
 from tarry.api.models import Health
-from tarry.api.oauth import callback_router, connect_router
+from tarry.api.oauth import callback_router, connect_router, connections_router
 from tarry.api.parts import AppParts, TarryOf
 from tarry.api.schedules import schedules_router
 from tarry.api.search import search_router
@@ -130,6 +130,7 @@ def _api() -> APIRouter:
         limits_router(),
         search_router(),
         connect_router(),
+        connections_router(),
     ):
         api.include_router(router, dependencies=guarded)
     api.include_router(_docs_router())  # the API's description: no data, the same everywhere

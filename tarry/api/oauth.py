@@ -11,11 +11,13 @@ finds none), its code is traded for the grant, stored sealed, and the run is tol
 from __future__ import annotations
 
 import html
+from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
+from pydantic import BaseModel
 
 from tarry.api.auth import CallerOf
 from tarry.api.errors import AUTH, error_answers, status_of
@@ -27,7 +29,13 @@ from tarry.contracts import Door, ErrorCode
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
 
-__all__ = ["CALLBACK_PATH", "CONNECT_TTL", "callback_router", "connect_router"]
+__all__ = [
+    "CALLBACK_PATH",
+    "CONNECT_TTL",
+    "callback_router",
+    "connect_router",
+    "connections_router",
+]
 
 CONNECT_TTL = 600.0
 """Seconds a connect flow may take, from the link to the callback."""
@@ -100,6 +108,77 @@ def connect_router() -> APIRouter:
         return RedirectResponse(url, status_code=HTTPStatus.FOUND)
 
     return router
+
+
+class ConnectionView(BaseModel):
+    """A person's grant to a server, as people see it: never a token."""
+
+    person: str
+    server: str
+    connected_at: datetime
+
+
+class Connections(BaseModel):
+    connections: list[ConnectionView]
+
+
+def connections_router() -> APIRouter:
+    router = APIRouter(prefix="/v1/connections", tags=["connections"])
+    refusals = (*AUTH, HTTPStatus.FORBIDDEN, HTTPStatus.UNPROCESSABLE_ENTITY)
+
+    @router.get("", responses=error_answers(*refusals))
+    async def list_connections(
+        caller: CallerOf,
+        parts: PartsOf,
+        person: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    ) -> Connections:
+        """The caller's connections; an admin's: `person`'s, or everyone's."""
+        who = _whose(caller, parts, person, everyone=True)
+        found = await _store(parts).connections(who)
+        views = [
+            ConnectionView(
+                person=c.person,
+                server=c.server,
+                connected_at=datetime.fromtimestamp(c.connected_at, UTC),
+            )
+            for c in found
+        ]
+        return Connections(connections=views)
+
+    @router.delete(
+        "/{server}",
+        responses=error_answers(*refusals, HTTPStatus.NOT_FOUND),
+        status_code=HTTPStatus.NO_CONTENT,
+    )
+    async def revoke_connection(
+        server: Server,
+        caller: CallerOf,
+        parts: PartsOf,
+        person: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    ) -> None:
+        """Forgets the caller's grant to `server` (an admin: `person`'s): no call uses it
+        again, not even one already scheduled. 404 `CONNECTION_NOT_FOUND` for none."""
+        who = _whose(caller, parts, person, everyone=False)
+        assert who is not None
+        if not await _store(parts).revoke(who, server):
+            raise TarryError(
+                ErrorCode.CONNECTION_NOT_FOUND, f"{who} has no connection to {server!r}"
+            )
+
+    return router
+
+
+def _whose(caller: Caller, parts: AppParts, person: str | None, *, everyone: bool) -> str | None:
+    """Whose connections a request is about: the caller's own, or (an admin only) those
+    of `person`, or everyone's (None) where `everyone` allows it."""
+    admin = parts.policy.is_admin(caller)
+    if person is not None and person != caller.user and not admin:
+        raise TarryError(
+            ErrorCode.NOT_ALLOWED, "only an admin may see or revoke another's connections"
+        )
+    if person is None and not (admin and everyone):
+        return caller.user
+    return person
 
 
 def callback_router() -> APIRouter:

@@ -345,6 +345,8 @@ class ErrorCode(StrEnum):
     CONNECT_REFUSED = "CONNECT_REFUSED"
     """A connect link or OAuth callback that cannot be used: another person's, a state
     unknown, used already or expired, or a run that no longer waits for that grant."""
+    CONNECTION_NOT_FOUND = "CONNECTION_NOT_FOUND"
+    """A revoke of a connection the person does not have: `tarry connections` lists theirs."""
     CONNECTIONS_UNAVAILABLE = "CONNECTIONS_UNAVAILABLE"
     """The deployment keeps no connections store (`TARRY_CONNECTIONS_KEY` unset): set it,
     the same for the workers and the API."""
