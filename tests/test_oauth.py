@@ -23,6 +23,7 @@ from tarry.config.settings import load_settings
 from tarry.connections.store import ConnectionStore, Grant
 from tarry.contracts import ErrorCode, Phase, WaitingFor
 from tarry.testing.scripted_model import call, say
+from tests.cli import Cli
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.http_api import Access, Api, served
@@ -392,6 +393,26 @@ async def test_the_notification_of_a_wait_for_auth_carries_the_person_s_connect_
     assert told["summary"] == "Waits for alice to connect secure."
     [need] = told["auth_needed"]
     assert need["connect"].endswith(f"/v1/oauth/connect/{run_id}/secure")
+
+
+async def test_tarry_connections_lists_and_revokes_a_person_s_grant(
+    cli: Cli, tmp_path: Path
+) -> None:
+    db = tmp_path / "connections.db"
+    cli.env |= {"TARRY_CONNECTIONS_KEY": KEY, "TARRY_CONNECTIONS_DB": str(db)}
+    store = ConnectionStore(db, KEY)
+    grant = Grant(access_token="a-0123456789", token_endpoint="http://as/t", client_id="c")
+    await store.save("alice", "secure", grant)
+
+    listed = await cli.ok("connections", "list")
+    revoked = await cli.ok("connections", "revoke", "secure", "--person", "alice")
+
+    assert "alice" in listed
+    assert "secure" in listed
+    assert "a-0123456789" not in listed
+    assert "Revoked alice's connection to secure." in revoked
+    assert await store.grant("alice", "secure") is None
+    store.close()
 
 
 async def test_the_store_seals_every_token_it_writes(tmp_path: Path) -> None:
