@@ -162,11 +162,12 @@ class Notifier:
         ]
         data["links"] = {"run": f"{base}/#/runs/{quote(notification.run_id, safe='')}"}
         # The connect link works only for the person it names, signed in: no secret in it.
-        data["auth_needed"] = [
-            {**need.model_dump(mode="json"), "connect": base + need.connect_path(run)}
-            for need in notification.auth_needed
-            for run in [quote(notification.run_id, safe="")]
-        ]
+        run = quote(notification.run_id, safe="")
+        if needs := notification.auth_needed:
+            data["auth_needed"] = [
+                {**need.model_dump(mode="json"), "connect": base + need.connect_path(run)}
+                for need in needs
+            ]
         return data
 
     def _may_read(self, notification: Notification, target: NotifyTarget) -> bool:
@@ -254,7 +255,7 @@ def _slack(notification: Notification, payload: dict[str, Any]) -> dict[str, Any
         if links:
             buttons.append(_button(f"{yes} {call['tool']}", links["approve"], "primary"))
             buttons.append(_button(f"{no} {call['tool']}", links["reject"], "danger"))
-    for need in payload["auth_needed"]:
+    for need in payload.get("auth_needed", []):
         buttons.append(_button(f"Connect {need['server']}", need["connect"], "primary"))
     text = f"*{_escape(title)}*\n{_escape(notification.summary)}"
     return {

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,17 +18,23 @@ from urllib.parse import parse_qs, urlparse
 import httpx
 import oidc_provider_mock
 import pytest
+import werkzeug.serving
 from cryptography.fernet import Fernet
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from tarry.config.settings import load_settings
 from tarry.connections.store import ConnectionStore, Grant
 from tarry.contracts import ErrorCode, Phase, WaitingFor
 from tarry.testing.scripted_model import call, say
+from tests.browser import needs_chromium
 from tests.cli import Cli
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.http_api import Access, Api, served
 from tests.test_http_api_people import ALICE, BOB, as_
+from tests.test_inbox import browser as browser  # the fixture
+from tests.test_inbox import first, open_run, script, until
 from tests.test_mcp_tools import tool_messages
 from tests.test_notifications import Receiver, entry
 from tests.test_notifications import receiver as receiver  # the fixture
@@ -73,8 +80,14 @@ class Provider:
 
 @pytest.fixture
 def provider() -> Iterator[Provider]:
-    with oidc_provider_mock.run_server_in_thread() as server:
-        yield Provider(f"http://localhost:{server.server_port}")
+    """The provider on 127.0.0.1 (its own helper binds `localhost`, which Chromium may
+    reach over IPv6 first), served by a thread of its own."""
+    server = werkzeug.serving.make_server("127.0.0.1", 0, oidc_provider_mock.app(), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
+    thread.start()
+    yield Provider(f"http://127.0.0.1:{server.server_port}")
+    server.shutdown()
+    thread.join()
 
 
 @pytest.fixture
@@ -267,6 +280,30 @@ async def pending_call(api: Api, run_id: str) -> str:
                 call_id: str = state["pending_approvals"][0]["call_id"]
                 return call_id
             await asyncio.sleep(0.1)
+
+
+@needs_chromium
+async def test_alice_connects_from_the_inbox_consents_in_chromium_and_the_call_runs_as_her(
+    setup: Setup, browser: WebDriver
+) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    await asyncio.to_thread(browser.get, setup.api.url + "/")
+    await script(browser, "localStorage.setItem('tarry-token', arguments[0])", ALICE)
+    await open_run(browser, setup.api, run_id)
+
+    button = await until(lambda: first(browser, "#run-connect .connect-button"), "Connect")
+    assert button.text == "Connect secure"
+    await asyncio.to_thread(button.click)
+    sub = await until(lambda: first(browser, "input[name=sub]"), "the consent page")
+    await asyncio.to_thread(sub.send_keys, "alice", Keys.ENTER)
+    await until(lambda: "Connected secure for alice" in browser.page_source, "the callback")
+
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    (message,) = tool_messages(await run.transcript())
+    assert '"acting as alice"' in message.content  # the MCP server saw alice
 
 
 async def test_bob_opening_alice_s_connect_link_is_refused(setup: Setup) -> None:

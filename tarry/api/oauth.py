@@ -59,7 +59,7 @@ def _refused(message: str) -> TarryError:
 
 def connect_router() -> APIRouter:
     router = APIRouter(prefix="/v1/oauth", tags=["connections"])
-    refusals = (*AUTH, HTTPStatus.FORBIDDEN, HTTPStatus.UNPROCESSABLE_ENTITY)
+    refusals = (*AUTH, HTTPStatus.FORBIDDEN, HTTPStatus.NOT_FOUND, HTTPStatus.UNPROCESSABLE_ENTITY)
 
     @router.get(
         "/connect/{run_id}/{server}",
@@ -72,42 +72,59 @@ def connect_router() -> APIRouter:
     ) -> RedirectResponse:
         """Sends the person the run waits for to `server`'s authorization page; 403
         `CONNECT_REFUSED` for anyone else, or a run that waits for no such grant."""
-        store = _store(parts)
-        state = await parts.tarry.get(run_id).state()
-        if not any(
-            need.server == server and need.person == caller.user for need in state.auth_needed
-        ):
-            raise _refused(f"run {run_id} waits for no grant of yours to {server!r}")
-        config = parts.settings.mcp_servers().get(server)
-        if config is None or config.url is None or config.auth != "oauth":
-            raise _refused(f'no MCP server {server!r} with `auth = "oauth"` is configured here')
-        # Where people reach the API: its public URL, else the address this request came to.
-        base = parts.settings.tarry_public_url or str(request.base_url)
-        redirect_uri = base.rstrip("/") + CALLBACK_PATH
-        try:
-            endpoints = await oauth.discover(config.url)
-            client_id, secret = config.client_id, config.client_secret
-            if client_id is None:
-                client_id, secret = await oauth.register(endpoints, redirect_uri)
-        except (oauth.ConnectFailed, OSError) as e:
-            raise _refused(f"the authorization server of {server!r} cannot be used: {e}") from e
-        url, flow, verifier = oauth.authorization_url(
-            endpoints, client_id, redirect_uri, config.scopes
-        )
-        pending = PendingConnect(
-            person=caller.user,
-            server=server,
-            run_id=run_id,
-            verifier=verifier,
-            redirect_uri=redirect_uri,
-            token_endpoint=endpoints.token_endpoint,
-            client_id=client_id,
-            client_secret=secret,
-        )
-        await store.begin(flow, pending, CONNECT_TTL)
+        url = await _begin(parts, request, caller, run_id, server)
         return RedirectResponse(url, status_code=HTTPStatus.FOUND)
 
+    @router.post("/connect/{run_id}/{server}", responses=error_answers(*refusals))
+    async def begin_connect(
+        run_id: RunId, server: Server, request: Request, caller: CallerOf, parts: PartsOf
+    ) -> ConnectStarted:
+        """The link's flow, for a page that signs its requests (the inbox): the
+        authorization page's URL, for the page to go to."""
+        return ConnectStarted(url=await _begin(parts, request, caller, run_id, server))
+
     return router
+
+
+class ConnectStarted(BaseModel):
+    url: str
+    """The authorization server's page to send the person to."""
+
+
+async def _begin(
+    parts: AppParts, request: Request, caller: Caller, run_id: str, server: str
+) -> str:
+    """Starts `caller`'s connect to `server` for run `run_id`: the authorization URL."""
+    store = _store(parts)
+    state = await parts.tarry.get(run_id).state()
+    if not any(need.server == server and need.person == caller.user for need in state.auth_needed):
+        raise _refused(f"run {run_id} waits for no grant of yours to {server!r}")
+    config = parts.settings.mcp_servers().get(server)
+    if config is None or config.url is None or config.auth != "oauth":
+        raise _refused(f'no MCP server {server!r} with `auth = "oauth"` is configured here')
+    # Where people reach the API: its public URL, else the address this request came to.
+    base = parts.settings.tarry_public_url or str(request.base_url)
+    redirect_uri = base.rstrip("/") + CALLBACK_PATH
+    try:
+        endpoints = await oauth.discover(config.url)
+        client_id, secret = config.client_id, config.client_secret
+        if client_id is None:
+            client_id, secret = await oauth.register(endpoints, redirect_uri)
+    except (oauth.ConnectFailed, OSError) as e:
+        raise _refused(f"the authorization server of {server!r} cannot be used: {e}") from e
+    url, flow, verifier = oauth.authorization_url(endpoints, client_id, redirect_uri, config.scopes)
+    pending = PendingConnect(
+        person=caller.user,
+        server=server,
+        run_id=run_id,
+        verifier=verifier,
+        redirect_uri=redirect_uri,
+        token_endpoint=endpoints.token_endpoint,
+        client_id=client_id,
+        client_secret=secret,
+    )
+    await store.begin(flow, pending, CONNECT_TTL)
+    return url
 
 
 class ConnectionView(BaseModel):
