@@ -7,6 +7,7 @@ over streamable HTTP that requires bearer tokens and checks each one at that pro
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -41,6 +42,7 @@ from tests.test_notifications import receiver as receiver  # the fixture
 
 SERVER = Path(__file__).parent / "mcp_oauth_server.py"
 KEY = Fernet.generate_key().decode()
+PROVIDER_LOGGERS = ("authlib", "werkzeug", "oidc_provider_mock")
 
 
 @dataclass
@@ -371,7 +373,10 @@ async def test_a_grant_revoked_at_the_provider_puts_the_run_back_to_waiting_for_
     assert await setup.store.grant("alice", "secure") is None
 
 
-async def test_the_token_appears_nowhere_in_history_or_the_api_s_answers(setup: Setup) -> None:
+async def test_the_token_appears_nowhere_in_history_logs_notifications_or_api_answers(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)  # the worker's, the API's and the clients' own
     whoami_run(setup.agent)
     run_id = await setup.api.start("who am I there?")
     await waiting_for_auth(setup.api, run_id)
@@ -387,10 +392,13 @@ async def test_the_token_appears_nowhere_in_history_or_the_api_s_answers(setup: 
         (await setup.api.http.get(path)).text
         for path in (f"/v1/runs/{run_id}", f"/v1/runs/{run_id}/transcript")
     ]
+    # The authorization server's own logs (it runs in the test's process) tell its tokens.
+    ours = [r for r in caplog.records if not r.name.startswith(PROVIDER_LOGGERS)]
     for secret in (grant.access_token, grant.refresh_token):
         assert secret not in history.to_json()
         assert all(secret not in answer for answer in answers)
         assert all(secret.encode() not in told.body for told in setup.receiver.tries)
+        assert not [r.name for r in ours if secret in r.getMessage()]
 
 
 async def test_alice_lists_and_revokes_her_connection_and_the_next_call_waits_for_auth(
