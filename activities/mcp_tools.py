@@ -85,6 +85,7 @@ def tool_definition(server: str, config: McpServer, tool: Tool) -> ToolDefinitio
         local=bool(hints.read_only_hint and hints.idempotent_hint),
         server=server,
         remote_name=tool.name,
+        acts_as=config.token if config.auth == "oauth" and config.token != "service" else None,
     )
 
 

@@ -36,7 +36,7 @@ from tests.http_api import Access, Api, served
 from tests.test_http_api_people import ALICE, BOB, as_
 from tests.test_inbox import browser as browser  # the fixture
 from tests.test_inbox import first, open_run, script, until
-from tests.test_mcp_tools import tool_messages
+from tests.test_mcp_tools import activity_summaries, tool_messages
 from tests.test_notifications import Receiver, entry
 from tests.test_notifications import receiver as receiver  # the fixture
 
@@ -242,6 +242,9 @@ async def test_with_approver_the_call_runs_with_the_approving_person_s_grant(
     await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
     (message,) = tool_messages(await run.transcript())
     assert '"acting as bob"' in message.content
+    summaries = [s for kind, s in await activity_summaries(setup.agent, run) if kind == "mcp_tool"]
+    assert len(summaries) == 2  # the call that found no grant, and the one that ran
+    assert all("(as bob)" in summary for summary in summaries)
     trail = await setup.agent.tarry.audit(run=run_id)
     acts = [(r.act, r.by) for r in trail.records]
     assert ("decision", "bob") in acts

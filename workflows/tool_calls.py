@@ -23,6 +23,7 @@ from tarry.contracts import (
     Catalogue,
     CatalogueRequest,
     ChatMessage,
+    DecisionRecord,
     ErrorCode,
     ErrorInfo,
     FinishArguments,
@@ -117,6 +118,8 @@ async def execute(step: ToolStep) -> ToolResult:
             **invocation.model_dump(), server=tool.server, tool=remote, owner=owner
         )
         summary = tool_summary(f"{tool.server}: {remote}", arguments)
+        if tool.acts_as is not None:  # whose grant it takes, the person's name, never a token
+            summary = f"{summary} (as {_acting_for(tool.acts_as, owner, decision)})"
     summary = approval_rules.summary_of(summary, decision)
     # A quick tool's call nobody decided on is a local activity: no activity task to
     # schedule and hand back, the server round trip that would dwarf a call answering in
@@ -151,6 +154,13 @@ async def execute(step: ToolStep) -> ToolResult:
             )
         return ToolResult(ok=False, error=error_of(e, default=ErrorCode.TOOL_FAILED))
     return result
+
+
+def _acting_for(acts_as: str, owner: str | None, decision: DecisionRecord | None) -> str:
+    """The person whose grant a call takes, as `activities.mcp_grants.person_of` picks."""
+    if acts_as == "approver":
+        return decision.user or "nobody" if decision is not None else "nobody"
+    return owner or "nobody"
 
 
 def _known_failure(e: ActivityError) -> ErrorInfo | None:

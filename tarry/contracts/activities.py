@@ -4,7 +4,7 @@ catalogue and notifications."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -54,6 +54,9 @@ class ToolDefinition(BaseModel):
     tool of the worker's own, run by the activity named after it."""
     remote_name: str | None = Field(default=None, exclude_if=when_none)
     """The tool's name on its MCP server; `name` is `SERVER__TOOL`, shortened."""
+    acts_as: Literal["owner", "approver"] | None = Field(default=None, exclude_if=when_none)
+    """Whose own grant a call carries (`auth = "oauth"`): the run's owner's, or the
+    approving person's; null: the server's shared headers. Named in the call's summary."""
     local: bool = Field(default=False, exclude_if=when_empty)
     """Quick and read-only: a call that waits for no decision runs as a local activity,
     inside the run's own workflow task, saving the server round trip of an activity task.
