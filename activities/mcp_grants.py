@@ -35,11 +35,11 @@ def auth_required(server: str, person: str | None, why: str) -> ApplicationError
 
 
 def person_of(config: McpServer, invocation: McpInvocation) -> str | None:
-    """Whose grant the call carries: the run's owner, or the person who approved the call
-    (`token = "approver"`); None for a call nobody approved."""
-    if config.token == "approver":
-        decision = invocation.decision
-        return decision.user if decision is not None and decision.approved else None
+    """Whose grant the call carries: the person who approved the call (`token =
+    "approver"`), or else the run's owner (a call no person decided on, too)."""
+    decision = invocation.decision
+    if config.token == "approver" and decision is not None and decision.user is not None:
+        return decision.user
     return invocation.owner
 
 
@@ -59,7 +59,7 @@ class Grants:
                 non_retryable=True,
             )
         if person is None:
-            raise auth_required(server, person, "nobody approved the call whose grant it takes")
+            raise auth_required(server, person, "the run names no owner whose grant it takes")
         grant = await self._store.grant(person, server)
         if grant is None:
             raise auth_required(server, person, f"{person} has not connected it")

@@ -93,7 +93,7 @@ def summary_of(memory: RunMemory, event: NotifyEvent) -> str:
         )
     elif event is NotifyEvent.WAITING_FOR_AUTH:
         who = "; ".join(
-            f"{n.person or 'the approver'} to connect {n.server}" for n in memory.auth_needed
+            f"{n.person or 'someone'} to connect {n.server}" for n in memory.auth_needed
         )
         text = f"Waits for {who}."
     elif event is NotifyEvent.ENDED:

@@ -158,8 +158,8 @@ async def execute(step: ToolStep) -> ToolResult:
 
 def _acting_for(acts_as: str, owner: str | None, decision: DecisionRecord | None) -> str:
     """The person whose grant a call takes, as `activities.mcp_grants.person_of` picks."""
-    if acts_as == "approver":
-        return decision.user or "nobody" if decision is not None else "nobody"
+    if acts_as == "approver" and decision is not None and decision.user is not None:
+        return decision.user
     return owner or "nobody"
 
 

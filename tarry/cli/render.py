@@ -318,7 +318,7 @@ def print_stop_line(
 def connect_lines(run_id: str, state: RunState) -> list[str]:
     """Who must connect which server, and the API path of their connect link."""
     return [
-        f"{need.person or 'the approver'} to {need.server}: {need.connect_path(run_id)}"
+        f"{need.person or 'someone'} to {need.server}: {need.connect_path(run_id)}"
         for need in state.auth_needed
     ]
 

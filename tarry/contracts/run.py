@@ -335,7 +335,7 @@ class AuthNeed(BaseModel):
 
     server: str
     person: str | None
-    """Whose grant the call needs; None: the call's approver, and nobody approved it."""
+    """Whose grant the call needs; None: a run that names no owner."""
     call_id: str
 
     def connect_path(self, run_id: str) -> str:
