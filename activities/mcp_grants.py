@@ -76,6 +76,10 @@ class Grants:
             grant = current
         return grant.access_token
 
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
     async def refused(self, server: str, person: str) -> ApplicationError:
         """The server refused the person's token (revoked at its authorization server):
         the grant is forgotten, and the failure that makes the run wait is returned."""

@@ -242,6 +242,7 @@ class McpHost:
     async def aclose(self) -> None:
         """Closes every session (and stops every stdio server); once workers stopped."""
         await asyncio.gather(*(c.retire() for c in self._connections.values()))
+        self._grants.close()
 
 
 async def _every_page(connection: Connection) -> list[Tool]:

@@ -63,6 +63,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     yield
     await app.state.parts.feeds.aclose()
     await app.state.parts.search.aclose()
+    if (connections := app.state.parts.connections) is not None:
+        connections.close()
 
 
 def create_app(
