@@ -11,7 +11,7 @@ import logging
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -20,6 +20,7 @@ import httpx
 import oidc_provider_mock
 import pytest
 import werkzeug.serving
+from aiohttp import web
 from cryptography.fernet import Fernet
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -125,12 +126,46 @@ def _free_port() -> int:
 
 @dataclass
 class Setup:
+    otlp: OtlpReceiver
     agent: Agent
     api: Api
     provider: Provider
     store: ConnectionStore
     receiver: Receiver
     """Told of every `waiting_for_auth` stop point (`[[notify]]`)."""
+
+
+@dataclass
+class OtlpReceiver:
+    """A local OTLP/HTTP receiver: the bodies of the trace exports it was sent."""
+
+    url: str = ""
+    bodies: list[bytes] = field(default_factory=list)
+
+    async def take(self, request: web.Request) -> web.Response:
+        self.bodies.append(await request.read())
+        return web.Response()
+
+
+@pytest.fixture
+async def otlp() -> AsyncIterator[OtlpReceiver]:
+    receiver = OtlpReceiver()
+    app = web.Application()
+    app.router.add_post("/v1/traces", receiver.take)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    receiver.url = f"http://{host}:{port}/v1/traces"
+    yield receiver
+    await runner.cleanup()
+
+
+@pytest.fixture
+def traced() -> bool:
+    """Whether the worker traces runs, with their content, to the `otlp` receiver."""
+    return False
 
 
 @pytest.fixture
@@ -146,6 +181,8 @@ async def setup(
     secure: str,
     token_mode: str,
     receiver: Receiver,
+    otlp: OtlpReceiver,
+    traced: bool,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Setup]:
@@ -164,13 +201,17 @@ async def setup(
     monkeypatch.setenv("TARRY_CONNECTIONS_KEY", KEY)
     monkeypatch.setenv("TARRY_CONNECTIONS_DB", str(db))
     settings = load_settings()
+    tracing: dict[str, Any] = {}
+    if traced:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", otlp.url)
+        tracing = {"tarry_tracing": True, "tarry_trace_content": True}
     agent = await agent_factory(
         mcp_servers=settings.mcp_servers(),
-        worker_settings={"tarry_connections_key": KEY, "tarry_connections_db": db},
+        worker_settings={"tarry_connections_key": KEY, "tarry_connections_db": db, **tracing},
     )
     store = ConnectionStore(db, KEY)
     async with served(agent, Access(settings, ALICE)) as api:
-        yield Setup(agent, api, provider, store, receiver)
+        yield Setup(otlp, agent, api, provider, store, receiver)
     store.close()
 
 
@@ -425,6 +466,26 @@ async def test_alice_lists_and_revokes_her_connection_and_the_next_call_waits_fo
     await run.reply("and now?")
     state = await waiting_for_auth(setup.api, run_id)
     assert state["auth_needed"][0]["person"] == "alice"
+
+
+@pytest.mark.parametrize("traced", [True])
+async def test_the_trace_names_whose_grant_a_call_took_and_holds_no_token(setup: Setup) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    await connect(setup, run_id)
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    grant = await setup.store.grant("alice", "secure")
+    assert grant is not None
+
+    await setup.agent.stop_worker()  # its spans are sent as it stops
+
+    exported = b"".join(setup.otlp.bodies)
+    assert b"tarry.tool.acting_for" in exported
+    assert b"acting as alice" in exported  # the content is traced, the result with it
+    assert grant.access_token.encode() not in exported
+    assert (grant.refresh_token or "-").encode() not in exported
 
 
 async def test_the_notification_of_a_wait_for_auth_carries_the_person_s_connect_link(
