@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tarry.config.settings import McpServer
 
-__all__ = ["Connection", "ServerDown"]
+__all__ = ["Connection", "ServerDown", "session_as"]
 
 _CLOSE_TIMEOUT = 5.0
 """Seconds a closing session may take; a server that hangs must not hang the worker."""
@@ -76,6 +76,29 @@ class Connection:
         http = httpx2.AsyncClient(headers=config.headers, timeout=httpx2.Timeout(30, read=300))
         async with http, Client(streamable_http_client(config.url, http_client=http)) as client:
             yield client
+
+
+@asynccontextmanager
+async def session_as(
+    config: McpServer, bearer: str, refused: Callable[[], None]
+) -> AsyncIterator[Client]:
+    """A session of its own for one call with a person's token (`auth = "oauth"`): never
+    shared, so one person's grant carries no other person's call. `refused` is called
+    when the server answers 401 (the token was revoked at its authorization server)."""
+
+    async def seen(response: httpx2.Response) -> None:
+        if response.status_code == 401:
+            refused()
+
+    assert config.url is not None  # McpServer validates: OAuth is for a URL
+    headers = {**config.headers, "Authorization": f"Bearer {bearer}"}
+    http = httpx2.AsyncClient(
+        headers=headers,
+        timeout=httpx2.Timeout(30, read=300),
+        event_hooks={"response": [seen]},
+    )
+    async with http, Client(streamable_http_client(config.url, http_client=http)) as client:
+        yield client
 
 
 class _Live:

@@ -39,7 +39,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import metrics, traces
-from activities.mcp_connections import Connection, ServerDown
+from activities.mcp_connections import Connection, ServerDown, session_as
+from activities.mcp_grants import Grants, person_of
 from activities.sendable import provider_name
 from activities.tool_calls import ToolListing
 from tarry.config.settings import McpServer
@@ -84,6 +85,7 @@ def tool_definition(server: str, config: McpServer, tool: Tool) -> ToolDefinitio
         local=bool(hints.read_only_hint and hints.idempotent_hint),
         server=server,
         remote_name=tool.name,
+        acts_as=config.token if config.auth == "oauth" and config.token != "service" else None,
     )
 
 
@@ -131,8 +133,9 @@ def _decoded_size(base64_text: str) -> int:
 class McpHost:
     """The worker's MCP servers: a `ToolSource` for `activities.tool_calls.ToolHost`."""
 
-    def __init__(self, servers: Mapping[str, McpServer]) -> None:
+    def __init__(self, servers: Mapping[str, McpServer], grants: Grants | None = None) -> None:
         self._configs = dict(servers)
+        self._grants = grants or Grants(None)
         self._connections = {name: Connection(name, c) for name, c in servers.items()}
 
     async def listing(self) -> ToolListing:
@@ -198,25 +201,48 @@ class McpHost:
             return ToolResult.failure(
                 ErrorCode.TOOL_INVALID_ARGUMENTS, "arguments must be a JSON object"
             )
+        config = self._configs[server]
+        if config.auth == "oauth" and config.token != "service":
+            return await self._call_as(invocation, config, arguments)
         client = await _reach(connection)
         try:
             result = await client.call_tool(tool, arguments)
         except Exception as e:
-            if isinstance(e, MCPError) and not _broken(e):
-                return ToolResult.failure(
-                    ErrorCode.TOOL_FAILED,
-                    f"MCP server {server!r} refused {tool}: {e.message}",
-                    {"server": server, "tool": tool, "code": e.code},
-                )
+            if (refusal := _refusal(server, tool, e)) is not None:
+                return refusal
             await connection.retire()
-            raise ApplicationError(
-                f"MCP server {server!r} went away during {tool}: {e}", type=CONNECTION_LOST
-            ) from e
+            raise _lost(server, tool, e) from e
         return tool_result(server, tool, result)
+
+    async def _call_as(
+        self, invocation: McpInvocation, config: McpServer, arguments: dict[str, Any]
+    ) -> ToolResult:
+        """A call with a person's own grant, in a session of its own; `AUTH_REQUIRED`
+        (the run waits for them to connect) when they have none that works."""
+        server, tool = invocation.server, invocation.tool
+        person = person_of(config, invocation)
+        bearer = await self._grants.bearer(server, person)
+        refused = False
+
+        def mark_refused() -> None:
+            nonlocal refused
+            refused = True
+
+        try:
+            async with session_as(config, bearer, mark_refused) as client:
+                result = await client.call_tool(tool, arguments)
+        except Exception as e:
+            if refused and person is not None:
+                raise await self._grants.refused(server, person) from None
+            if (refusal := _refusal(server, tool, e)) is not None:
+                return refusal
+            raise _lost(server, tool, e) from None
+        return tool_result(server, tool, result).model_copy(update={"acting_for": person})
 
     async def aclose(self) -> None:
         """Closes every session (and stops every stdio server); once workers stopped."""
         await asyncio.gather(*(c.retire() for c in self._connections.values()))
+        self._grants.close()
 
 
 async def _every_page(connection: Connection) -> list[Tool]:
@@ -234,6 +260,23 @@ async def _every_page(connection: Connection) -> list[Tool]:
         tools.extend(page.tools)
         if (cursor := page.next_cursor) is None:
             return tools
+
+
+def _refusal(server: str, tool: str, e: Exception) -> ToolResult | None:
+    """The model's `TOOL_FAILED` for an error reply over a session that still works."""
+    if not isinstance(e, MCPError) or _broken(e):
+        return None
+    return ToolResult.failure(
+        ErrorCode.TOOL_FAILED,
+        f"MCP server {server!r} refused {tool}: {e.message}",
+        {"server": server, "tool": tool, "code": e.code},
+    )
+
+
+def _lost(server: str, tool: str, e: Exception) -> ApplicationError:
+    return ApplicationError(
+        f"MCP server {server!r} went away during {tool}: {e}", type=CONNECTION_LOST
+    )
 
 
 def _broken(e: Exception) -> bool:

@@ -56,6 +56,7 @@ _TITLES = {
     NotifyEvent.WAITING_FOR_INPUT: "waits for a reply",
     NotifyEvent.WAITING_FOR_APPROVAL: "waits for an approval",
     NotifyEvent.WAITING_FOR_BUDGET: "waits for its budget to be raised",
+    NotifyEvent.WAITING_FOR_AUTH: "waits for a person to connect their account",
     NotifyEvent.ENDED: "has ended",
 }
 
@@ -160,6 +161,13 @@ class Notifier:
             for call in notification.pending_approvals
         ]
         data["links"] = {"run": f"{base}/#/runs/{quote(notification.run_id, safe='')}"}
+        # The connect link works only for the person it names, signed in: no secret in it.
+        run = quote(notification.run_id, safe="")
+        if needs := notification.auth_needed:
+            data["auth_needed"] = [
+                {**need.model_dump(mode="json"), "connect": base + need.connect_path(run)}
+                for need in needs
+            ]
         return data
 
     def _may_read(self, notification: Notification, target: NotifyTarget) -> bool:
@@ -247,6 +255,8 @@ def _slack(notification: Notification, payload: dict[str, Any]) -> dict[str, Any
         if links:
             buttons.append(_button(f"{yes} {call['tool']}", links["approve"], "primary"))
             buttons.append(_button(f"{no} {call['tool']}", links["reject"], "danger"))
+    for need in payload.get("auth_needed", []):
+        buttons.append(_button(f"Connect {need['server']}", need["connect"], "primary"))
     text = f"*{_escape(title)}*\n{_escape(notification.summary)}"
     return {
         "text": f"{title}: {notification.summary}",

@@ -180,6 +180,8 @@ def tool_ended(span: Span | None, result: ToolResult) -> None:
     if span is None or _recorder is None:
         return
     attributes: Attributes = {"tarry.tool.ok": result.ok}
+    if result.acting_for is not None:
+        attributes["tarry.tool.acting_for"] = result.acting_for
     if result.error is not None:
         attributes["error.type"] = result.error.code
     if _recorder.content:

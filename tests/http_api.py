@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from cryptography.fernet import Fernet
 from httpx_sse import aconnect_sse
 from pydantic import SecretStr
 
@@ -122,7 +123,13 @@ async def served(agent: Agent, access: Access) -> AsyncIterator[Api]:
     """The API over `agent`'s client, with `access`, on a free loopback port."""
     # On the machine of the worker's workspaces, with a search index, as under `tarry dev`.
     index = str(agent.workspace_root.parent / "search.db")
-    update = {"tarry_workspace_root": agent.workspace_root, "tarry_search_index": index}
+    update: dict[str, Any] = {
+        "tarry_workspace_root": agent.workspace_root,
+        "tarry_search_index": index,
+    }
+    if access.settings.tarry_connections_key is None:  # and a connections store
+        update["tarry_connections_db"] = agent.workspace_root.parent / "connections.db"
+        update["tarry_connections_key"] = SecretStr(Fernet.generate_key().decode())
     settings = access.settings.model_copy(update=update)
     async with (
         ApiServer(create_app(agent.tarry, settings), "127.0.0.1", 0) as server,

@@ -668,7 +668,7 @@ async def test_help_groups_the_commands_in_a_panel_per_command_group(cli: Cli) -
             "index",
         ],
         "Watching runs": ["status", "show", "watch", "list", "audit"],
-        "Approvals and budget": ["approve", "budget", "usage", "limits"],
+        "Approvals and budget": ["approve", "budget", "usage", "limits", "connections"],
         "Model": ["retry", "model"],
         "Local stack": ["dev", "worker", "scripted-model", "demo", "doctor"],
         "Servers": ["serve", "mcp"],

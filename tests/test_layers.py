@@ -5,6 +5,7 @@
     <- tarry.config      the settings and the config file's tables
     <- tarry.temporal    the connection to Temporal, the payload codec and store
     <- tarry.search      the search index of the runs' messages, and its stores
+    <- tarry.connections people's grants to OAuth servers, and the OAuth flows
     <- tarry.client      the client: `Tarry`, a run's handle, schedules, datasets, evals
     <- tarry             the face (`tarry.*`, each name loaded on first use)
     <- tarry.api
@@ -51,9 +52,10 @@ CONTRACTS_AND_CORE = {"tarry.contracts", "tarry.core"}
 CONFIG = CONTRACTS_AND_CORE | {"tarry.config"}
 TEMPORAL = CONFIG | {"tarry.temporal"}
 SEARCH = CONFIG | {"tarry.search"}
+CONNECTIONS = CONFIG | {"tarry.connections"}
 CLIENT = TEMPORAL | {"tarry.client", "tarry._lazy"}
 """The client, and the machinery of its face."""
-GROUND = CLIENT | SEARCH | {"tarry"}
+GROUND = CLIENT | SEARCH | CONNECTIONS | {"tarry"}
 """The ground floor: every floor of `tarry` but its API, testing and command line."""
 MAY_IMPORT: dict[str, set[str]] = {
     "tarry._lazy": {"tarry._lazy"},
@@ -62,6 +64,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "tarry.config": CONFIG,
     "tarry.temporal": TEMPORAL,
     "tarry.search": SEARCH,
+    "tarry.connections": CONNECTIONS,
     "tarry.client": CLIENT,
     "tarry": GROUND,  # the face: `__init__.py` names what the floors under it hold
     "tarry.testing": GROUND | {"workflows", "activities", "workers", "tarry.testing"},
@@ -82,9 +85,12 @@ LIBRARY = (*GROUND, "workflows", "activities", "workers")
 OPTIONAL = re.compile(
     r"activities\.mcp_\w+|activities\.guardrail_pii|workers\.tracing|workers\.trace_content"
     r"|tarry\.search\.postgres"
+    r"|tarry\.connections\.oauth"
 )
 """Library modules that need an extra, loaded only by a worker configured to need it (the
-PostgreSQL search store: only by a process whose `TARRY_SEARCH_INDEX` is a URL)."""
+PostgreSQL search store: only by a process whose `TARRY_SEARCH_INDEX` is a URL;
+`tarry.connections.oauth` loads the `mcp` extra's OAuth models inside the flows that need
+them, which only a deployment with an OAuth MCP server runs)."""
 CLI_MODULE_LINES = 350
 """The most lines a module of the command line may have: one module per command group,
 not every command in one file."""
@@ -100,6 +106,7 @@ SUB_PACKAGES = (
     "tarry.config",
     "tarry.temporal",
     "tarry.search",
+    "tarry.connections",
     "tarry.client",
     "tarry.testing",
     "tarry.api",

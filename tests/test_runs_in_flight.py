@@ -34,6 +34,7 @@ from tarry.contracts import (
     TOOL_CATALOGUE_ACTIVITY,
     Act,
     AuditRecord,
+    AuthNeed,
     ChatMessage,
     DecisionRecord,
     Door,
@@ -139,6 +140,9 @@ def asked_queued_and_failed() -> dict[str, Any]:
                 "search_index": True,
                 "indexed": 3,
                 "slot": SlotMark(held=True).model_dump(mode="json"),
+                "auth_needed": [
+                    AuthNeed(server="tickets", person="ann", call_id="c-1").model_dump(mode="json")
+                ],
             }
         )
     )
@@ -249,9 +253,10 @@ def test_the_previous_builds_worker_reads_a_hand_over_written_by_this_one() -> N
     # (it keeps none), and its profiles' context budgets and the run's pins (it sends its
     # model none), whether it indexes its messages for search and how far (it does not),
     # and its slot among its owner's runs (it releases none: the slot is freed once the
-    # run has closed, by the next start that meets the cap, `workflows.run_slots`).
+    # run has closed, by the next start that meets the cap, `workflows.run_slots`), and
+    # the calls that wait for a person to connect (it has no OAuth servers).
     unknown = {"wait", "started", "guardrails", "spend", "context_budgets", "pins"}
-    unknown |= {"search_index", "indexed", "slot"}
+    unknown |= {"search_index", "indexed", "slot", "auth_needed"}
     assert read.memory.model_dump(mode="json") == {
         k: v for k, v in flat.items() if k not in unknown
     }

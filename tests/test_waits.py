@@ -13,7 +13,7 @@ from mcp import Client
 from rich.console import Console
 
 from tarry.cli.render import print_stop_line, state_text
-from tarry.contracts import Need, NotifyEvent, Phase, RunState, WaitingFor
+from tarry.contracts import AuthNeed, Need, NotifyEvent, Phase, RunState, WaitingFor
 from tarry.contracts.waits import KINDS, WAIT_KINDS, wait_kind
 from tests.cli import Cli
 from tests.http_api import Api
@@ -87,6 +87,15 @@ def test_status_shows_what_a_paused_run_waits_for_and_who_paused_it() -> None:
 
     assert "waiting for  paused" in rows
     assert "paused by    alice" in rows
+
+
+def test_status_and_the_stop_line_give_the_connect_link_of_a_run_waiting_for_auth() -> None:
+    need = AuthNeed(server="tickets", person="alice", call_id="c-1")
+    waiting = RunState(phase=Phase.WAITING_USER, waiting_for=WaitingFor.AUTH, auth_needed=[need])
+    link = "alice to tickets: /v1/oauth/connect/run-1/tickets"
+
+    assert f"connect      {link}" in state_text("run-1", waiting).plain.splitlines()
+    assert f"connect: {link}" in stop_line(waiting, run_id="run-1").splitlines()
 
 
 def test_the_stop_line_leaves_a_wait_for_a_reply_unsaid_unless_asked() -> None:

@@ -98,7 +98,7 @@ class TarryPlugin(SimplePlugin):
     ) -> None:
         self.settings = settings or TarrySettings()
         servers = self.settings.mcp_servers() if mcp_servers is None else mcp_servers
-        self._sources = [_mcp_host(servers)] if servers else []
+        self._sources = [_mcp_host(servers, self.settings)] if servers else []
         self._profiles = dict(self.settings.model_profiles() if profiles is None else profiles)
         queues = {name: p.task_queue for name, p in self._profiles.items() if p.task_queue}
         self._http = httpx.AsyncClient(verify=_system_tls())
@@ -252,17 +252,23 @@ def workflows_passed_through(runner: WorkflowRunner | None) -> WorkflowRunner:
     return dataclasses.replace(runner, restrictions=restrictions)
 
 
-def _mcp_host(servers: Mapping[str, McpServer]) -> ToolSource:
+def _mcp_host(servers: Mapping[str, McpServer], settings: TarrySettings) -> ToolSource:
     """The MCP servers' tool source, from the `mcp` extra: a worker without MCP servers
     never imports it, so `pip install tarry` still serves runs."""
     try:
+        from activities.mcp_grants import Grants
         from activities.mcp_tools import McpHost
+        from tarry.connections.store import ConnectionStore
     except ImportError as e:
         raise McpExtraMissing(
             f"MCP servers are configured ({', '.join(servers)}) but the mcp extra is "
             f"missing ({e.name} cannot be imported); install it with: pip install 'tarry[mcp]'"
         ) from e
-    return McpHost(servers)
+    key = settings.tarry_connections_key
+    store = None
+    if key is not None and any(s.auth == "oauth" for s in servers.values()):
+        store = ConnectionStore(settings.tarry_connections_db, key.get_secret_value())
+    return McpHost(servers, Grants(store))
 
 
 @functools.cache

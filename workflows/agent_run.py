@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         AuditRecord,
         BudgetRaise,
         ChatMessage,
+        Connected,
         Decision,
         ErrorCode,
         ErrorInfo,
@@ -62,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
         agents,
         approvals,
         audit,
+        auth_waits,
         budgets,
         hand_over,
         output,
@@ -187,6 +189,11 @@ class AgentRunWorkflow:
             workflow.logger.warning("approve signal ignored: %s", problem.message)
             return
         approvals.record(self._m, decision, "signal", workflow.now())
+
+    @workflow.signal
+    def connected(self, signal: Connected) -> None:
+        """A person connected the account a tool call waits for (`auth_waits`)."""
+        auth_waits.record(self._m, signal)
 
     @workflow.signal
     def agent_status(self, report: AgentReport) -> None:

@@ -28,6 +28,7 @@ from temporalio.exceptions import ApplicationError
 
 from tarry.contracts import (
     AuditRecord,
+    AuthNeed,
     ChatMessage,
     ErrorCode,
     ErrorInfo,
@@ -97,13 +98,13 @@ _WRITTEN_FLAT = (
     "stop_requested", "stops", "guards", "approvals", "events", "budget", "model_failure",
     "retry_requested", "model", "forked_from", "agents", "reply_policy", "remembered", "audit",
     "wait", "started", "guardrails", "spend", "context_budgets", "pins", "search_index",
-    "indexed", "slot",
+    "indexed", "slot", "auth_needed",
 )  # fmt: skip
 """The memory's fields as the build before the groups wrote them, in its order: the shape
 every hand-over is written in, for a worker of that build to read (see `_flat`); and
-`wait`, `started`, `spend`, `pins`, `indexed`, `slot` and the catalogue's `guardrails`,
-`context_budgets` and `search_index`, added since, which that build leaves aside as it
-does any field it does not know."""
+`wait`, `started`, `spend`, `pins`, `indexed`, `slot`, `auth_needed` and the catalogue's
+`guardrails`, `context_budgets` and `search_index`, added since, which that build leaves
+aside as it does any field it does not know."""
 _WRITTEN_AT = {"inbox": ("inbox", "queued")} | {
     name: _GROUP_OF[name] for name in _WRITTEN_FLAT if name in _GROUP_OF
 }
@@ -157,6 +158,9 @@ class RunMemory(BaseModel):
     pins: list[PinnedMessage] = Field(default=[], exclude_if=when_empty)
     """The run's pinned messages, copied, in transcript order (`workflows.pins`): handed
     over with the rest, since the messages themselves may be in pages by then."""
+    auth_needed: list[AuthNeed] = Field(default=[], exclude_if=when_empty)
+    """The tool calls waiting for a person to connect their account (`workflows.auth_waits`),
+    handed over with the rest."""
     audit: list[AuditRecord] = []
     """The audit records of this segment of the run's chain (`workflows.audit`): each
     hand-over passes them on in its own argument and starts the next segment empty."""
@@ -335,6 +339,7 @@ class RunMemory(BaseModel):
             parent=self.agents.parent,
             waiting_on=next(iter(self.agents.waiting), None),
             pinned=[p.index for p in self.pins],
+            auth_needed=self.auth_needed,
         )
 
     def result(self) -> RunResult:

@@ -91,6 +91,11 @@ def summary_of(memory: RunMemory, event: NotifyEvent) -> str:
             f"Spent its budget ({usage.total_tokens} tokens, ${usage.cost_usd:.2f});"
             " raise it to go on."
         )
+    elif event is NotifyEvent.WAITING_FOR_AUTH:
+        who = "; ".join(
+            f"{n.person or 'someone'} to connect {n.server}" for n in memory.auth_needed
+        )
+        text = f"Waits for {who}."
     elif event is NotifyEvent.ENDED:
         text = _how_it_ended(memory)
     else:
@@ -143,6 +148,7 @@ class Outbox:
             phase=memory.phase,
             waiting_for=waits.recorded(memory),
             pending_approvals=[_short(p) for p in memory.undecided()],
+            auth_needed=memory.auth_needed,
             summary=summary_of(memory, event),
             owner=access.owner,
             readers=sorted(access.readers),

@@ -84,6 +84,7 @@ class Phases:
             m.phase is Phase.WAITING_USER
             and not m.undecided()
             and not m.agents.waiting
+            and not m.auth_needed
             and not m.requests.stop
         ):
             self.enter(Phase.RUNNING)

@@ -24,6 +24,7 @@ from tarry.contracts import (
     Catalogue,
     CatalogueRequest,
     ChatMessage,
+    DecisionRecord,
     ErrorCode,
     ErrorInfo,
     FinishArguments,
@@ -34,7 +35,8 @@ from tarry.contracts import (
     ToolInvocation,
     ToolResult,
 )
-from workflows import agents, approval_rules, notifications, search_index
+from tarry.core.ownership import RunAccess
+from workflows import agents, approval_rules, auth_waits, notifications, search_index
 from workflows.details import tool_summary
 from workflows.memory import RunMemory, WorkflowInput, call_fingerprint
 from workflows.model_calls import error_of
@@ -125,8 +127,13 @@ async def execute(step: ToolStep) -> ToolResult:
     elif tool.server is not None:  # an MCP server's tool: history names the server and tool
         activity = MCP_TOOL_ACTIVITY
         remote = tool.remote_name or name
-        invocation = McpInvocation(**invocation.model_dump(), server=tool.server, tool=remote)
+        owner = RunAccess.of(workflow.info().typed_search_attributes).owner
+        invocation = McpInvocation(
+            **invocation.model_dump(), server=tool.server, tool=remote, owner=owner
+        )
         summary = tool_summary(f"{tool.server}: {remote}", arguments)
+        if tool.acts_as is not None:  # whose grant it takes, the person's name, never a token
+            summary = f"{summary} (as {_acting_for(tool.acts_as, owner, decision)})"
     summary = approval_rules.summary_of(summary, decision)
     # A quick tool's call nobody decided on is a local activity: no activity task to
     # schedule and hand back, the server round trip that would dwarf a call answering in
@@ -145,6 +152,12 @@ async def execute(step: ToolStep) -> ToolResult:
             summary=summary,
         )
     except ActivityError as e:
+        if (grant := auth_waits.needed(e)) is not None:
+            if await auth_waits.connected(step.run, call.id, *grant):
+                return await execute(step)  # connected: the call runs with the new grant
+            return ToolResult.failure(
+                ErrorCode.TOOL_REJECTED, "the run was stopped while the call waited to connect"
+            )
         if tool.server is not None and (known := _known_failure(e)) is not None:
             return ToolResult(ok=False, error=known)
         if not tool.idempotent:
@@ -160,6 +173,13 @@ async def execute(step: ToolStep) -> ToolResult:
 def memory_scope(input: WorkflowInput) -> str | None:
     """Whose memories the run's memory tools touch: its `memory_scope`, or its owner."""
     return input.memory_scope or workflow.info().typed_search_attributes.get(OWNER_ATTRIBUTE)
+
+
+def _acting_for(acts_as: str, owner: str | None, decision: DecisionRecord | None) -> str:
+    """The person whose grant a call takes, as `activities.mcp_grants.person_of` picks."""
+    if acts_as == "approver" and decision is not None and decision.user is not None:
+        return decision.user
+    return owner or "nobody"
 
 
 def _known_failure(e: ActivityError) -> ErrorInfo | None:
@@ -206,6 +226,7 @@ def record(
                 decision=m.approvals.settle(call.id),
                 blocks=result.blocks,
                 guardrails=result.guardrails,
+                acting_for=result.acting_for,
             )
         )
         name = call.function.name

@@ -41,6 +41,7 @@ from tarry.api.ledger import limits_router
 from tarry.api.me import me_router
 from tarry.api.memories import memories_router
 from tarry.api.models import Health
+from tarry.api.oauth import callback_router, connect_router, connections_router
 from tarry.api.parts import AppParts, TarryOf
 from tarry.api.schedules import schedules_router
 from tarry.api.search import search_router
@@ -64,6 +65,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     yield
     await app.state.parts.feeds.aclose()
     await app.state.parts.search.aclose()
+    if (connections := app.state.parts.connections) is not None:
+        connections.close()
 
 
 def create_app(
@@ -132,10 +135,13 @@ def _api() -> APIRouter:
         search_router(),
         memories_router(),
         usage_router(),
+        connect_router(),
+        connections_router(),
     ):
         api.include_router(router, dependencies=guarded)
     api.include_router(_docs_router())  # the API's description: no data, the same everywhere
     api.include_router(actions_router())  # the link's token is its own guard
+    api.include_router(callback_router())  # the flow's state is its own guard
     api.add_api_route(
         "/healthz",
         _healthz,

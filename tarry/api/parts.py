@@ -21,6 +21,7 @@ from tarry.api.quotas import UserQuotas
 from tarry.api.signin import SignIn
 from tarry.client import Tarry
 from tarry.config.settings import TarrySettings
+from tarry.connections.store import ConnectionStore
 from tarry.core.ownership import Policy
 from tarry.search import StoreOpener
 
@@ -44,13 +45,28 @@ class AppParts:
     """The search index (`TARRY_SEARCH_INDEX`), opened at the first search."""
     keyed_starts: KeyedStarts = field(default_factory=KeyedStarts)
     """The run each Idempotency-Key started."""
+    connections: ConnectionStore | None = None
+    """People's grants to OAuth servers (`TARRY_CONNECTIONS_KEY`); None: none kept."""
 
     @classmethod
     def of(cls, tarry: Tarry, settings: TarrySettings) -> AppParts:
         quotas = UserQuotas(settings.api_table().limits)
         search = StoreOpener(settings.tarry_search_index, settings.embedding_profile())
         policy = settings.policy()
-        return cls(tarry, Feeds(tarry), settings, SignIn.of(settings), policy, quotas, search)
+        key = settings.tarry_connections_key
+        connections = None
+        if key is not None:
+            connections = ConnectionStore(settings.tarry_connections_db, key.get_secret_value())
+        return cls(
+            tarry,
+            Feeds(tarry),
+            settings,
+            SignIn.of(settings),
+            policy,
+            quotas,
+            search,
+            connections=connections,
+        )
 
     def install(self, app: FastAPI) -> None:
         """Puts these parts where `parts_of` finds them for `app`'s requests."""

@@ -16,6 +16,7 @@ import typer
 
 from tarry.cli import (
     approvals,
+    connections,
     dataset,
     evals,
     limits,
@@ -48,6 +49,7 @@ app.add_typer(dataset.commands, rich_help_panel=Panel.EVALUATION)  # `tarry data
 app.add_typer(evals.commands, rich_help_panel=Panel.EVALUATION)  # `tarry eval ...`
 app.add_typer(limits.commands, rich_help_panel=Panel.APPROVALS)  # `tarry limits raise`
 app.add_typer(memory.commands)  # `tarry memory ...`
+app.add_typer(connections.commands)  # `tarry connections list|revoke`
 
 
 def _show_version(show: bool) -> None:

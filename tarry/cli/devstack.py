@@ -277,9 +277,10 @@ def _workspace_root(settings: TarrySettings, data_dir: Path) -> Path:
 
 
 def _storage_in(settings: TarrySettings, data_dir: Path) -> TarrySettings:
-    """Large payloads and the search index go with the server's data, unless set."""
+    """Payloads, the search index and connections go with the server's data, unless set."""
     payloads, index = data_dir / "payloads", str(data_dir / "search.db")
     defaults = {"tarry_storage_dir": payloads, "tarry_search_index": index}
+    defaults["tarry_connections_db"] = data_dir / "connections.db"
     chosen = settings.model_fields_set
     return settings.model_copy(update={k: v for k, v in defaults.items() if k not in chosen})
 

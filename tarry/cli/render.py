@@ -209,6 +209,8 @@ def state_text(run_id: str, state: RunState, children: list[str] | None = None) 
         rows["pinned"] = "messages " + ", ".join(map(str, state.pinned))
     if approval:
         rows["approvals"] = "\n".join(pending_line(p) for p in state.pending_approvals)
+    if state.auth_needed:
+        rows["connect"] = "\n".join(connect_lines(run_id, state))
     if state.retrying:
         rows["retrying"] = retrying_text(state.retrying)
     rows |= {"warning": str(state.warning or "-"), "error": error}
@@ -309,6 +311,16 @@ def print_stop_line(
         # A decision's calls are listed above, or asked about by the caller.
         if kind and kind.kind not in DECIDED_WAITS and (reply or not kind.quiet):
             console.print(Text(_stop_hint(kind, state, run_id), style="yellow"), soft_wrap=True)
+        for line in connect_lines(run_id or "RUN", state):
+            console.print(Text(f"connect: {line}", style="yellow"), soft_wrap=True)
+
+
+def connect_lines(run_id: str, state: RunState) -> list[str]:
+    """Who must connect which server, and the API path of their connect link."""
+    return [
+        f"{need.person or 'someone'} to {need.server}: {need.connect_path(run_id)}"
+        for need in state.auth_needed
+    ]
 
 
 def _stop_hint(kind: WaitKind, state: RunState, run_id: str | None = None) -> str:

@@ -34,6 +34,7 @@ from tarry.contracts import (
     Acting,
     BudgetRaise,
     ChatMessage,
+    Connected,
     Decision,
     ErrorCode,
     ErrorInfo,
@@ -245,6 +246,13 @@ class RunHandle:
         after `STOP_GRACE`, naming who stopped it (`tarry.client.stopping`)."""
         request = StopRequest(reason=reason, **self._acting().model_dump())
         await stop_run(self._client, self._handle, request)
+
+    async def connected(self, server: str, person: str) -> None:
+        """Tells the run that `person` connected their account to `server` (the
+        `connected` signal, the API's OAuth callback's): the calls that waited run."""
+        signal = Connected(server=server, person=person, **self._acting().model_dump())
+        async with self._errors():
+            await self._handle.signal("connected", signal)
 
     def _acting(self) -> Acting:
         """Who sends what carries nothing else: this handle's caller, and their door."""

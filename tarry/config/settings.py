@@ -167,6 +167,13 @@ class TarrySettings(BaseSettings):
     reads the search index itself, as an operator, every run."""
     tarry_api_token: SecretStr | None = None
     """The bearer token `tarry search` sends to `TARRY_API_URL`."""
+    tarry_connections_db: Path = Path(".tarry/connections.db")
+    """People's grants to OAuth servers (`[mcp_servers.NAME] auth = "oauth"`) and the
+    connect flows under way: a SQLite file every worker and API process of a deployment
+    shares (`tarry dev --data-dir D` uses `D/connections.db`)."""
+    tarry_connections_key: SecretStr | None = None
+    """The Fernet key the connections store seals every token with; the same for every
+    process. Unset: no OAuth servers can be used (their calls fail, naming this)."""
     tarry_datasets_dir: Path = Path(".tarry/datasets")
     """Where `tarry dataset create` keeps evaluation datasets, `NAME/N.runs.jsonl` beside
     `NAME/N.json`; every process of a deployment that creates or reads datasets (`tarry

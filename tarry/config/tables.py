@@ -207,6 +207,20 @@ class McpServer(BaseModel):
     destructive_needs_approval: bool = True
     """A tool annotated `destructiveHint: true` waits for a person's decision; false
     lets this server's destructive tools run like any other."""
+    auth: Literal["headers", "oauth"] = "headers"
+    """`headers`: the `headers` above, one identity for everyone. `oauth`: each call
+    carries a person's own grant (see `token`), found by the server's protected-resource
+    metadata and given at a connect link; a run whose person has not connected waits for
+    it (`waiting_for: auth`)."""
+    scopes: list[str] = []
+    """The scopes a connect asks for (`auth = "oauth"`); none: the server's default."""
+    token: Literal["owner", "approver", "service"] = "owner"
+    """Whose grant a call carries: the run's owner, the person who approved the call,
+    or nobody's (`service`: the `headers`, as without OAuth)."""
+    client_id: str | None = None
+    """A client registered beforehand at the authorization server; unset: registered
+    dynamically (RFC 7591) at the first connect."""
+    client_secret: str | None = None
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServer:

@@ -4,7 +4,7 @@ catalogue and notifications."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -14,7 +14,7 @@ from tarry.contracts.memories import MemoryAccess
 from tarry.contracts.messages import ChatMessage, DecisionRecord, PendingApproval, Usage
 from tarry.contracts.names import ErrorCode, ErrorInfo, NotifyEvent, Phase, WaitingFor
 from tarry.contracts.pins import PinnedMessage
-from tarry.contracts.run import AgentSpec, RunInput, Sampling
+from tarry.contracts.run import AgentSpec, AuthNeed, RunInput, Sampling
 
 __all__ = [
     "Catalogue",
@@ -56,6 +56,9 @@ class ToolDefinition(BaseModel):
     tool of the worker's own, run by the activity named after it."""
     remote_name: str | None = Field(default=None, exclude_if=when_none)
     """The tool's name on its MCP server; `name` is `SERVER__TOOL`, shortened."""
+    acts_as: Literal["owner", "approver"] | None = Field(default=None, exclude_if=when_none)
+    """Whose own grant a call carries (`auth = "oauth"`): the run's owner's, or the
+    approving person's; null: the server's shared headers. Named in the call's summary."""
     local: bool = Field(default=False, exclude_if=when_empty)
     """Quick and read-only: a call that waits for no decision runs as a local activity,
     inside the run's own workflow task, saving the server round trip of an activity task.
@@ -229,6 +232,9 @@ class McpInvocation(ToolInvocation):
 
     server: str
     tool: str
+    owner: str | None = Field(default=None, exclude_if=when_none)
+    """The run's owner: whose grant the call carries to a server with `auth = "oauth"`
+    and `token = "owner"` (`token = "approver"`: the decision's `user`)."""
 
 
 class MemoryInvocation(ToolInvocation):
@@ -254,6 +260,9 @@ class ToolResult(BaseModel):
     guardrails: list[GuardrailHit] = Field(default=[], exclude_if=when_empty)
     """The guardrails that redacted or blocked the result (`workflows.guardrails`),
     kept on the tool message (`ChatMessage.guardrails`); never set by a tool."""
+    acting_for: str | None = Field(default=None, exclude_if=when_none)
+    """The person whose own grant the call carried (`auth = "oauth"`): kept on the tool
+    message (`ChatMessage.acting_for`), its span and audit; never the token."""
 
     @classmethod
     def success(cls, data: Any) -> ToolResult:
@@ -290,6 +299,9 @@ class Notification(BaseModel):
     phase: Phase
     waiting_for: WaitingFor | None = None
     pending_approvals: list[PendingApproval] = []
+    auth_needed: list[AuthNeed] = Field(default=[], exclude_if=when_empty)
+    """With `waiting_for: auth`: who must connect which server (each one's `connect`
+    link in the payload)."""
     summary: str = ""
     """One short paragraph for a person: what the run said last, what it wants to run,
     how it ended."""

@@ -90,6 +90,9 @@ class Act(StrEnum):
     SCHEDULE_UNPAUSE = "schedule_unpause"
     SCHEDULE_TRIGGER = "schedule_trigger"
     SCHEDULE_DELETE = "schedule_delete"
+    CONNECT = "connect"
+    """A person connected their account to an MCP server a call waited for (`what`
+    names the server; never a token)."""
     EVAL = "eval"
     """An eval's start (its record names it in `eval`)."""
 

@@ -96,6 +96,9 @@ class ChatMessage(BaseModel):
     guardrails: list[GuardrailHit] = Field(default=[], exclude_if=when_empty)
     """Transcript metadata: the guardrails that redacted or blocked this message's text
     (`content` is what they let through); not sent to the model."""
+    acting_for: str | None = Field(default=None, exclude_if=when_none)
+    """Transcript metadata on an MCP tool's message: the person whose own grant the call
+    carried (`auth = "oauth"`); not sent to the model."""
     profile: str | None = Field(default=None, exclude_if=when_none)
     """Transcript metadata on an answer: the profile that wrote it, when it was a fallback
     of the run's own (`ModelProfile.fallback`); not sent to the model."""
@@ -108,7 +111,16 @@ class ChatMessage(BaseModel):
         message = self.model_dump(
             mode="json",
             exclude_none=True,
-            exclude={"decision", "interrupted", "blocks", "by", "guardrails", "profile", "cached"},
+            exclude={
+                "decision",
+                "interrupted",
+                "blocks",
+                "by",
+                "guardrails",
+                "profile",
+                "cached",
+                "acting_for",
+            },
         )
         if self.interrupted:
             message["content"] = f"{self.content or ''} {INTERRUPTED_NOTE}".lstrip()

@@ -146,6 +146,10 @@ class WaitingFor(StrEnum):
     SLOT = "slot"
     """Queued: its owner has `max_concurrent_runs` runs open (`[limits]`); it makes its
     first model call once one of them ends. `error` (`TOO_MANY_RUNS`) says how many."""
+    AUTH = "auth"
+    """A tool call needs a person's grant to an MCP server they have not given, or that
+    stopped working (`auth_needed` names the server and the person): their connect link
+    lets the call run."""
 
 
 DECIDED_WAITS = frozenset({WaitingFor.APPROVAL, WaitingFor.GUARDRAIL})
@@ -170,6 +174,8 @@ class NotifyEvent(StrEnum):
     WAITING_FOR_INPUT = "waiting_for_input"
     WAITING_FOR_APPROVAL = "waiting_for_approval"
     WAITING_FOR_BUDGET = "waiting_for_budget"
+    WAITING_FOR_AUTH = "waiting_for_auth"
+    """A tool call waits for a person to connect their account (`waiting_for: auth`)."""
     ENDED = "ended"
     """Completed or failed."""
 
@@ -339,6 +345,18 @@ class ErrorCode(StrEnum):
     RUN_BUSY = "RUN_BUSY"
     """A reply while the agent works, to a run whose `on_reply_while_running` is `reject`:
     nothing entered the run; send it again once the run waits."""
+    AUTH_REQUIRED = "AUTH_REQUIRED"
+    """A tool of an MCP server with `auth = "oauth"` needs a person's grant they have not
+    given (or whose refresh failed, or that was revoked): the run waits for them to connect
+    (`waiting_for: auth`, with a connect link) rather than fail."""
+    CONNECT_REFUSED = "CONNECT_REFUSED"
+    """A connect link or OAuth callback that cannot be used: another person's, a state
+    unknown, used already or expired, or a run that no longer waits for that grant."""
+    CONNECTION_NOT_FOUND = "CONNECTION_NOT_FOUND"
+    """A revoke of a connection the person does not have: `tarry connections` lists theirs."""
+    CONNECTIONS_UNAVAILABLE = "CONNECTIONS_UNAVAILABLE"
+    """The deployment keeps no connections store (`TARRY_CONNECTIONS_KEY` unset): set it,
+    the same for the workers and the API."""
     SEARCH_UNAVAILABLE = "SEARCH_UNAVAILABLE"
     """A search where the deployment keeps no search index (`TARRY_SEARCH_INDEX` unset), or
     its index cannot be opened: set it for the workers and the API alike (`tarry dev` does)."""

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tarry.contracts._closed import NOT_A_BOOLEAN, Closed
 from tarry.contracts._omit import when_empty, when_none, when_queue
 from tarry.contracts.approval_rules import ApprovalRule
-from tarry.contracts.audit import AuditRecord, Door
+from tarry.contracts.audit import Acting, AuditRecord, Door
 from tarry.contracts.guardrails import Guardrail
 from tarry.contracts.memories import MemoryAccess, scope_problem
 from tarry.contracts.messages import ChatMessage, PendingApproval, Usage
@@ -363,6 +363,30 @@ class Fork(ForkOrigin):
     """Left out of the input the run hands over: its memory holds the messages then."""
 
 
+class AuthNeed(BaseModel):
+    """A tool call that waits for a person to connect their account to an MCP server
+    (`auth = "oauth"`): the run waits with `waiting_for: "auth"` until they do (the API's
+    `connect` link, then its OAuth callback), or a stop."""
+
+    server: str
+    person: str | None
+    """Whose grant the call needs; None: a run that names no owner."""
+    call_id: str
+
+    def connect_path(self, run_id: str) -> str:
+        """The connect link's path on the HTTP API (`tarry.api.oauth`): opened by the
+        person, signed in, it sends them to the server's authorization page."""
+        return f"/v1/oauth/connect/{run_id}/{self.server}"
+
+
+class Connected(Acting):
+    """The `connected` signal: `person` connected their account to `server` (the API's
+    OAuth callback sends it); the calls that waited for that grant run."""
+
+    server: str
+    person: str
+
+
 class RunState(BaseModel):
     """What the `state` query answers: small, whatever the length of the run."""
 
@@ -411,6 +435,9 @@ class RunState(BaseModel):
     pinned: list[int] = Field(default=[], exclude_if=when_empty)
     """The transcript indexes of the messages pinned in the model's window, in order
     (`tarry.contracts.pins`)."""
+    auth_needed: list[AuthNeed] = Field(default=[], exclude_if=when_empty)
+    """With `waiting_for: "auth"`: the grants the run waits for, each a person to connect
+    to a server at its `connect` link."""
 
 
 class RunResult(BaseModel):

@@ -21,7 +21,17 @@ from typing import TYPE_CHECKING
 from temporalio import workflow
 
 from tarry.contracts import Phase, WaitingFor
-from workflows.waits import agent, approval, budget, guardrail, input, model, paused, slot
+from workflows.waits import (
+    agent,
+    approval,
+    auth,
+    budget,
+    guardrail,
+    input,
+    model,
+    paused,
+    slot,
+)
 from workflows.waits.wait import Wait
 
 if TYPE_CHECKING:
@@ -30,6 +40,7 @@ if TYPE_CHECKING:
 WAITS: tuple[Wait, ...] = (
     guardrail.WAIT,
     approval.WAIT,
+    auth.WAIT,
     agent.WAIT,
     model.WAIT,
     slot.WAIT,

@@ -295,6 +295,7 @@ function runPage(id) {
     calls: new Map(),
     children: [], // the sub-agent runs it started, as the API last listed them
     treeDrawn: "", // what its tree of sub-agents last drew
+    connectDrawn: "", // the connects it waits for, as last drawn (`showConnect`)
     mayWrite: true, // whether this page's person may change the run (the API's `may_write`)
     timeline: null, // its timeline as last read, when and its rows (`drawTimeline`)
     timelineFollowed: false, // whether `followTimeline` reads it already
@@ -635,6 +636,7 @@ function showStatus(state) {
   showModelFailing(state);
   showBudget(state);
   showTree(state);
+  showConnect(state);
   for (const button of $("transcript").querySelectorAll("button.pin")) showPin(button);
 }
 
@@ -724,6 +726,41 @@ async function switchModel() {
     notice(`The run now asks model profile ${state.model}; Retry to ask it.`);
   } catch (error) {
     if (view === current) notice(error.message);
+  }
+}
+
+// --- A wait for a person to connect their account ------------------------------------
+
+// A tool call that needs a person's own grant to an MCP server: a Connect button for each,
+// which asks the API for the authorization page (it refuses anyone but that person) and
+// goes there; the server's callback tells the run, and the call runs.
+function showConnect(state) {
+  const needs = state.phase === "WaitingUser" ? state.auth_needed || [] : [];
+  const drawn = JSON.stringify(needs);
+  if (drawn === current.connectDrawn) return;
+  current.connectDrawn = drawn;
+  const box = $("run-connect");
+  box.replaceChildren(
+    ...needs.map((need) => {
+      const line = el("div", "connect-need", `${need.person} must connect ${need.server}. `);
+      const button = el("button", "connect-button", `Connect ${need.server}`);
+      button.addEventListener("click", () => connectTo(need.server, button));
+      line.append(button);
+      return line;
+    }),
+  );
+  box.hidden = needs.length === 0;
+}
+
+async function connectTo(server, button) {
+  button.disabled = true;
+  try {
+    const path = `/v1/oauth/connect/${encodeURIComponent(current.id)}/${encodeURIComponent(server)}`;
+    const { url } = await api("POST", path);
+    window.location.assign(url);
+  } catch (error) {
+    button.disabled = false;
+    notice(error.message);
   }
 }
 

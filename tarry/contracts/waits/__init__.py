@@ -12,6 +12,7 @@ from tarry.contracts.names import WaitingFor
 from tarry.contracts.waits import (
     agent,
     approval,
+    auth,
     budget,
     guardrail,
     input,
@@ -23,7 +24,7 @@ from tarry.contracts.waits.kind import Ending, WaitKind
 
 __all__ = ["KINDS", "MODULES", "WAIT_KINDS", "Ending", "WaitKind", "wait_kind"]
 
-MODULES = (input, approval, guardrail, budget, model, agent, paused, slot)
+MODULES = (input, approval, guardrail, budget, model, agent, paused, slot, auth)
 """Each kind's module, whose docstring says what the wait is and whose `KIND` is its
 record, in the order the doors list them."""
 KINDS: tuple[WaitKind, ...] = tuple(module.KIND for module in MODULES)

@@ -1,0 +1,88 @@
+"""Whose grant an MCP call carries, for a server with `auth = "oauth"`: the person's
+stored grant (`tarry.connections`), refreshed first when it has expired, so a run parked
+for weeks calls with a live token. No grant, a refused refresh, or a token the server
+refuses: the call fails with `AUTH_REQUIRED`, naming the server and the person (never
+the token), and the run waits for them to connect (`workflows.auth_waits`).
+
+Needs the `mcp` extra, as `activities.mcp_tools`, which uses it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from temporalio.exceptions import ApplicationError
+
+from tarry.config.settings import McpServer
+from tarry.connections import oauth
+from tarry.connections.store import ConnectionStore
+from tarry.contracts import ErrorCode, McpInvocation
+
+__all__ = ["Grants", "auth_required"]
+
+log = logging.getLogger("tarry.mcp")
+
+
+def auth_required(server: str, person: str | None, why: str) -> ApplicationError:
+    """The failure the workflow turns into a wait for `person` to connect to `server`."""
+    who = person or "nobody"
+    return ApplicationError(
+        f"MCP server {server!r} needs {who}'s grant: {why}; connect to go on",
+        {"server": server, "person": person},
+        type=ErrorCode.AUTH_REQUIRED,
+        non_retryable=True,
+    )
+
+
+def person_of(config: McpServer, invocation: McpInvocation) -> str | None:
+    """Whose grant the call carries: the person who approved the call (`token =
+    "approver"`), or else the run's owner (a call no person decided on, too)."""
+    decision = invocation.decision
+    if config.token == "approver" and decision is not None and decision.user is not None:
+        return decision.user
+    return invocation.owner
+
+
+class Grants:
+    """The worker's side of the connections store: live access tokens for calls."""
+
+    def __init__(self, store: ConnectionStore | None) -> None:
+        self._store = store
+
+    async def bearer(self, server: str, person: str | None) -> str:
+        """`person`'s live access token for `server`, refreshed if it expired."""
+        if self._store is None:
+            raise ApplicationError(
+                f"MCP server {server!r} uses OAuth but this worker keeps no connections:"
+                " set TARRY_CONNECTIONS_KEY (and TARRY_CONNECTIONS_DB) as the API has them",
+                type=ErrorCode.CONNECTIONS_UNAVAILABLE,
+                non_retryable=True,
+            )
+        if person is None:
+            raise auth_required(server, person, "the run names no owner whose grant it takes")
+        grant = await self._store.grant(person, server)
+        if grant is None:
+            raise auth_required(server, person, f"{person} has not connected it")
+        if grant.expired():
+            fresh = await oauth.refresh(grant)
+            if fresh is None:
+                await self._store.revoke(person, server)
+                raise auth_required(server, person, "the grant expired and could not be refreshed")
+            if await self._store.refreshed(person, server, grant, fresh):
+                log.info("refreshed %s's grant to MCP server %r", person, server)
+            current = await self._store.grant(person, server)  # another's refresh, or a revoke
+            if current is None:
+                raise auth_required(server, person, f"{person} revoked it")
+            grant = current
+        return grant.access_token
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+    async def refused(self, server: str, person: str) -> ApplicationError:
+        """The server refused the person's token (revoked at its authorization server):
+        the grant is forgotten, and the failure that makes the run wait is returned."""
+        if self._store is not None:
+            await self._store.revoke(person, server)
+        return auth_required(server, person, "the server refused the grant (revoked?)")

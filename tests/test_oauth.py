@@ -1,0 +1,539 @@
+"""Tools that act as the person who asked (issue 60): an MCP server with `auth = "oauth"`
+gets each call with a person's own grant. Real parts: an OpenID provider from PyPI
+(`oidc-provider-mock`, Authlib's server underneath) on a free port, and an MCP server
+over streamable HTTP that requires bearer tokens and checks each one at that provider
+(`tests/mcp_oauth_server.py`), saying whose account a call acts as."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import httpx
+import oidc_provider_mock
+import pytest
+import werkzeug.serving
+from aiohttp import web
+from cryptography.fernet import Fernet
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from tarry.config.settings import load_settings
+from tarry.connections.store import ConnectionStore, Grant
+from tarry.contracts import ErrorCode, Phase, WaitingFor
+from tarry.testing.scripted_model import call, say
+from tests.browser import needs_chromium
+from tests.cli import Cli
+from tests.conftest import Agent
+from tests.deadline import TIMEOUT, deadline
+from tests.http_api import Access, Api, served
+from tests.test_http_api_people import ALICE, BOB, as_
+from tests.test_inbox import browser as browser  # the fixture
+from tests.test_inbox import first, open_run, script, until
+from tests.test_mcp_tools import activity_summaries, tool_messages
+from tests.test_notifications import Receiver, entry
+from tests.test_notifications import receiver as receiver  # the fixture
+
+SERVER = Path(__file__).parent / "mcp_oauth_server.py"
+KEY = Fernet.generate_key().decode()
+PROVIDER_LOGGERS = ("authlib", "werkzeug", "oidc_provider_mock")
+
+
+@dataclass
+class Provider:
+    """The authorization server, and a way through its consent page without a browser."""
+
+    url: str
+
+    async def consent(self, http: httpx.AsyncClient, authorize_url: str, sub: str) -> str:
+        """Signs in as `sub` at the consent page and agrees: where the provider then
+        sends the browser (the client's redirect URI, with a code)."""
+        page = await http.get(authorize_url)
+        assert page.status_code == 200, page.text
+        agreed = await http.post(authorize_url, data={"sub": sub})
+        assert agreed.status_code == 302, agreed.text
+        return agreed.headers["location"]
+
+    async def service_token(self) -> str:
+        """An access token of the service account the worker lists tools with."""
+        redirect = "http://127.0.0.1/listing"
+        query = f"response_type=code&client_id=lister&redirect_uri={redirect}&scope=openid"
+        async with httpx.AsyncClient() as http:
+            back = await self.consent(http, f"{self.url}/oauth2/authorize?{query}", "service")
+            code = parse_qs(urlparse(back).query)["code"][0]
+            answer = await http.post(
+                f"{self.url}/oauth2/token",
+                data={"grant_type": "authorization_code", "code": code, "redirect_uri": redirect},
+                auth=("lister", "secret"),
+            )
+        token: str = answer.json()["access_token"]
+        return token
+
+    async def revoke(self, sub: str) -> None:
+        async with httpx.AsyncClient() as http:
+            await http.post(f"{self.url}/users/{sub}/revoke-tokens")
+
+
+@pytest.fixture
+def provider() -> Iterator[Provider]:
+    """The provider on 127.0.0.1 (its own helper binds `localhost`, which Chromium may
+    reach over IPv6 first), served by a thread of its own."""
+    server = werkzeug.serving.make_server("127.0.0.1", 0, oidc_provider_mock.app(), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
+    thread.start()
+    yield Provider(f"http://127.0.0.1:{server.server_port}")
+    server.shutdown()
+    thread.join()
+
+
+@pytest.fixture
+async def secure(provider: Provider) -> AsyncIterator[str]:
+    """The MCP server that requires the provider's tokens: its URL."""
+    port = _free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(SERVER), "--port", str(port), "--issuer", provider.url,
+        stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    async with asyncio.timeout(deadline(30)):
+        while True:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                await asyncio.sleep(0.1)
+                continue
+            writer.close()
+            break
+    yield f"http://127.0.0.1:{port}/mcp"
+    process.kill()
+    await process.wait()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+@dataclass
+class Setup:
+    otlp: OtlpReceiver
+    agent: Agent
+    api: Api
+    provider: Provider
+    store: ConnectionStore
+    receiver: Receiver
+    """Told of every `waiting_for_auth` stop point (`[[notify]]`)."""
+
+
+@dataclass
+class OtlpReceiver:
+    """A local OTLP/HTTP receiver: the bodies of the trace exports it was sent."""
+
+    url: str = ""
+    bodies: list[bytes] = field(default_factory=list)
+
+    async def take(self, request: web.Request) -> web.Response:
+        self.bodies.append(await request.read())
+        return web.Response()
+
+
+@pytest.fixture
+async def otlp() -> AsyncIterator[OtlpReceiver]:
+    receiver = OtlpReceiver()
+    app = web.Application()
+    app.router.add_post("/v1/traces", receiver.take)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    receiver.url = f"http://{host}:{port}/v1/traces"
+    yield receiver
+    await runner.cleanup()
+
+
+@pytest.fixture
+def traced() -> bool:
+    """Whether the worker traces runs, with their content, to the `otlp` receiver."""
+    return False
+
+
+@pytest.fixture
+def token_mode() -> str:
+    """Whose grant the `secure` server's calls take (`[mcp_servers.secure] token`)."""
+    return "owner"
+
+
+@pytest.fixture
+async def setup(
+    agent_factory: Any,
+    provider: Provider,
+    secure: str,
+    token_mode: str,
+    receiver: Receiver,
+    otlp: OtlpReceiver,
+    traced: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[Setup]:
+    """alice and bob on the API, a worker whose `secure` server takes the grant of
+    `token_mode` (the run's owner's), and the connections store both share."""
+    service = await provider.service_token()
+    config = tmp_path / "tarry.toml"
+    config.write_text(
+        f'[api]\nvisibility = "team"\n[api.users]\nalice = "{ALICE}"\nbob = "{BOB}"\n'
+        f'[mcp_servers.secure]\nurl = "{secure}"\nauth = "oauth"\ntoken = "{token_mode}"\n'
+        f'headers = {{ Authorization = "Bearer {service}" }}\n'
+        + entry(receiver.url, ["waiting_for_auth"])
+    )
+    db = tmp_path / "connections.db"
+    monkeypatch.setenv("TARRY_CONFIG", str(config))
+    monkeypatch.setenv("TARRY_CONNECTIONS_KEY", KEY)
+    monkeypatch.setenv("TARRY_CONNECTIONS_DB", str(db))
+    settings = load_settings()
+    tracing: dict[str, Any] = {}
+    if traced:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", otlp.url)
+        tracing = {"tarry_tracing": True, "tarry_trace_content": True}
+    agent = await agent_factory(
+        mcp_servers=settings.mcp_servers(),
+        worker_settings={"tarry_connections_key": KEY, "tarry_connections_db": db, **tracing},
+    )
+    store = ConnectionStore(db, KEY)
+    async with served(agent, Access(settings, ALICE)) as api:
+        yield Setup(otlp, agent, api, provider, store, receiver)
+    store.close()
+
+
+async def waiting_for_auth(api: Api, run_id: str) -> dict[str, Any]:
+    async with asyncio.timeout(deadline(TIMEOUT)):
+        while True:
+            state: dict[str, Any] = (await api.http.get(f"/v1/runs/{run_id}")).json()
+            if state.get("waiting_for") == WaitingFor.AUTH:
+                return state
+            await asyncio.sleep(0.1)
+
+
+async def connect(setup: Setup, run_id: str, person: str = "alice", token: str = ALICE) -> str:
+    """`person` (alice) opens her connect link and consents: the callback URL the provider
+    sent her browser to (already followed)."""
+    link = await setup.api.http.get(f"/v1/oauth/connect/{run_id}/secure", headers=as_(token))
+    assert link.status_code == 302, link.text
+    async with httpx.AsyncClient() as browser:
+        callback = await setup.provider.consent(browser, link.headers["location"], person)
+        finished = await browser.get(callback)
+    assert finished.status_code == 200, finished.text
+    return callback
+
+
+def whoami_run(agent: Agent) -> None:
+    agent.model.add(call("secure__whoami", {}), say("done"))
+
+
+async def test_a_call_needing_alice_s_grant_waits_for_auth_then_runs_as_alice(
+    setup: Setup,
+) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+
+    state = await waiting_for_auth(setup.api, run_id)
+    assert state["auth_needed"] == [
+        {"server": "secure", "person": "alice", "call_id": state["auth_needed"][0]["call_id"]}
+    ]
+    await connect(setup, run_id)
+
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    (message,) = tool_messages(await run.transcript())
+    assert '"acting as alice"' in message.content
+    assert message.acting_for == "alice"
+    assert (await run.state()).auth_needed == []
+
+
+@pytest.mark.parametrize("token_mode", ["approver"])
+async def test_with_approver_the_call_runs_with_the_approving_person_s_grant(
+    setup: Setup,
+) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start(
+        "who am I there?", require_approval=["secure__whoami"], approvers={"*": ["bob"]}
+    )
+    call_id = await pending_call(setup.api, run_id)
+
+    decided = await setup.api.http.post(
+        f"/v1/runs/{run_id}/approvals", json={"call_id": call_id, "approved": True},
+        headers=as_(BOB),
+    )  # fmt: skip
+
+    assert decided.status_code == 200, decided.text
+    state = await waiting_for_auth(setup.api, run_id)
+    assert [need["person"] for need in state["auth_needed"]] == ["bob"]
+    await connect(setup, run_id, "bob", BOB)
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    (message,) = tool_messages(await run.transcript())
+    assert '"acting as bob"' in message.content
+    summaries = [s for kind, s in await activity_summaries(setup.agent, run) if kind == "mcp_tool"]
+    assert len(summaries) == 2  # the call that found no grant, and the one that ran
+    assert all("(as bob)" in summary for summary in summaries)
+    trail = await setup.agent.tarry.audit(run=run_id)
+    acts = [(r.act, r.by) for r in trail.records]
+    assert ("decision", "bob") in acts
+    assert ("connect", "bob") in acts
+
+
+async def test_a_worker_restarted_between_consent_and_call_runs_the_call_once(
+    setup: Setup,
+) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    link = await setup.api.http.get(f"/v1/oauth/connect/{run_id}/secure")
+    await setup.agent.stop_worker()
+
+    async with httpx.AsyncClient() as browser:  # consented while no worker runs
+        callback = await setup.provider.consent(browser, link.headers["location"], "alice")
+        assert (await browser.get(callback)).status_code == 200
+    await setup.agent.add_worker()
+
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    (message,) = tool_messages(await run.transcript())
+    assert '"acting as alice"' in message.content
+    history = await setup.agent.tarry.client.get_workflow_handle(run_id).fetch_history()
+    scheduled = [
+        e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "mcp_tool"
+    ]  # fmt: skip
+    assert len(scheduled) == 2  # the call that found no grant, and the one that ran
+
+
+async def pending_call(api: Api, run_id: str) -> str:
+    async with asyncio.timeout(deadline(TIMEOUT)):
+        while True:
+            state = (await api.http.get(f"/v1/runs/{run_id}")).json()
+            if state.get("pending_approvals"):
+                call_id: str = state["pending_approvals"][0]["call_id"]
+                return call_id
+            await asyncio.sleep(0.1)
+
+
+@needs_chromium
+async def test_alice_connects_from_the_inbox_consents_in_chromium_and_the_call_runs_as_her(
+    setup: Setup, browser: WebDriver
+) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    await asyncio.to_thread(browser.get, setup.api.url + "/")
+    await script(browser, "localStorage.setItem('tarry-token', arguments[0])", ALICE)
+    await open_run(browser, setup.api, run_id)
+
+    button = await until(lambda: first(browser, "#run-connect .connect-button"), "Connect")
+    assert button.text == "Connect secure"
+    await asyncio.to_thread(button.click)
+    sub = await until(lambda: first(browser, "input[name=sub]"), "the consent page")
+    await asyncio.to_thread(sub.send_keys, "alice", Keys.ENTER)
+    await until(lambda: "Connected secure for alice" in browser.page_source, "the callback")
+
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    (message,) = tool_messages(await run.transcript())
+    assert '"acting as alice"' in message.content  # the MCP server saw alice
+
+
+async def test_bob_opening_alice_s_connect_link_is_refused(setup: Setup) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+
+    answer = await setup.api.http.get(f"/v1/oauth/connect/{run_id}/secure", headers=as_(BOB))
+
+    assert answer.status_code == 403
+    assert answer.json()["error"]["code"] == ErrorCode.CONNECT_REFUSED
+
+
+async def test_a_replayed_callback_is_refused(setup: Setup) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    callback = await connect(setup, run_id)
+
+    async with httpx.AsyncClient() as browser:
+        again = await browser.get(callback)
+
+    assert again.status_code == 403
+    assert ErrorCode.CONNECT_REFUSED in again.text
+
+
+async def test_an_expired_grant_is_refreshed_before_the_call(setup: Setup) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    await connect(setup, run_id)
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    grant = await setup.store.grant("alice", "secure")
+    assert grant is not None
+    # Parked long enough for the access token to expire (its expiry moved into the past).
+    await setup.store.save("alice", "secure", Grant(**{**grant.__dict__, "expires_at": 1.0}))
+
+    setup.agent.model.add(call("secure__whoami", {}), say("still done"))
+    await run.send("and now?")
+
+    messages = tool_messages(await run.transcript())
+    assert '"acting as alice"' in messages[-1].content
+    fresh = await setup.store.grant("alice", "secure")
+    assert fresh is not None
+    assert fresh.access_token != grant.access_token
+
+
+async def test_a_grant_revoked_at_the_provider_puts_the_run_back_to_waiting_for_auth(
+    setup: Setup,
+) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    await connect(setup, run_id)
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    await setup.provider.revoke("alice")
+
+    setup.agent.model.add(call("secure__whoami", {}), say("again"))
+    await run.reply("and now?")
+
+    state = await waiting_for_auth(setup.api, run_id)
+    assert state["auth_needed"][0]["person"] == "alice"
+    assert await setup.store.grant("alice", "secure") is None
+
+
+async def test_the_token_appears_nowhere_in_history_logs_notifications_or_api_answers(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)  # the worker's, the API's and the clients' own
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    await connect(setup, run_id)
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    grant = await setup.store.grant("alice", "secure")
+    assert grant is not None
+    assert grant.refresh_token is not None
+
+    history = await setup.agent.tarry.client.get_workflow_handle(run_id).fetch_history()
+    answers = [
+        (await setup.api.http.get(path)).text
+        for path in (f"/v1/runs/{run_id}", f"/v1/runs/{run_id}/transcript")
+    ]
+    # The authorization server's own logs (it runs in the test's process) tell its tokens.
+    ours = [r for r in caplog.records if not r.name.startswith(PROVIDER_LOGGERS)]
+    for secret in (grant.access_token, grant.refresh_token):
+        assert secret not in history.to_json()
+        assert all(secret not in answer for answer in answers)
+        assert all(secret.encode() not in told.body for told in setup.receiver.tries)
+        assert not [r.name for r in ours if secret in r.getMessage()]
+
+
+async def test_alice_lists_and_revokes_her_connection_and_the_next_call_waits_for_auth(
+    setup: Setup,
+) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    await connect(setup, run_id)
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+
+    listed = (await setup.api.http.get("/v1/connections")).json()["connections"]
+    by_bob = await setup.api.http.delete("/v1/connections/secure?person=alice", headers=as_(BOB))
+    revoked = await setup.api.http.delete("/v1/connections/secure")
+
+    assert [(c["person"], c["server"]) for c in listed] == [("alice", "secure")]
+    assert by_bob.status_code == 403
+    assert revoked.status_code == 204
+    setup.agent.model.add(call("secure__whoami", {}), say("again"))
+    await run.reply("and now?")
+    state = await waiting_for_auth(setup.api, run_id)
+    assert state["auth_needed"][0]["person"] == "alice"
+
+
+@pytest.mark.parametrize("traced", [True])
+async def test_the_trace_names_whose_grant_a_call_took_and_holds_no_token(setup: Setup) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    await connect(setup, run_id)
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    grant = await setup.store.grant("alice", "secure")
+    assert grant is not None
+
+    await setup.agent.stop_worker()  # its spans are sent as it stops
+
+    exported = b"".join(setup.otlp.bodies)
+    assert b"tarry.tool.acting_for" in exported
+    assert b"acting as alice" in exported  # the content is traced, the result with it
+    assert grant.access_token.encode() not in exported
+    assert (grant.refresh_token or "-").encode() not in exported
+
+
+async def test_the_notification_of_a_wait_for_auth_carries_the_person_s_connect_link(
+    setup: Setup,
+) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+
+    await setup.receiver.until_taken()
+
+    told = setup.receiver.delivered[0].json
+    assert told["event"] == "waiting_for_auth"
+    assert told["summary"] == "Waits for alice to connect secure."
+    [need] = told["auth_needed"]
+    assert need["connect"].endswith(f"/v1/oauth/connect/{run_id}/secure")
+
+
+async def test_tarry_connections_lists_and_revokes_a_person_s_grant(
+    cli: Cli, tmp_path: Path
+) -> None:
+    db = tmp_path / "connections.db"
+    cli.env |= {"TARRY_CONNECTIONS_KEY": KEY, "TARRY_CONNECTIONS_DB": str(db)}
+    store = ConnectionStore(db, KEY)
+    grant = Grant(access_token="a-0123456789", token_endpoint="http://as/t", client_id="c")
+    await store.save("alice", "secure", grant)
+
+    listed = await cli.ok("connections", "list")
+    revoked = await cli.ok("connections", "revoke", "secure", "--person", "alice")
+
+    assert "alice" in listed
+    assert "secure" in listed
+    assert "a-0123456789" not in listed
+    assert "Revoked alice's connection to secure." in revoked
+    assert await store.grant("alice", "secure") is None
+    store.close()
+
+
+async def test_the_store_seals_every_token_it_writes(tmp_path: Path) -> None:
+    store = ConnectionStore(tmp_path / "c.db", KEY)
+    grant = Grant(
+        access_token="access-0123456789", refresh_token="refresh-0123456789",
+        token_endpoint="http://as/token", client_id="tarry",
+    )  # fmt: skip
+    await store.save("alice", "secure", grant)
+    store.close()
+
+    raw = b"".join([p.read_bytes() for p in tmp_path.glob("c.db*")])  # noqa: ASYNC240
+    assert b"access-0123456789" not in raw
+    assert b"refresh-0123456789" not in raw
+    assert "access-0123456789" not in repr(grant)
