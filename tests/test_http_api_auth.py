@@ -216,11 +216,11 @@ async def test_me_answers_the_user_a_token_names(
         )
 
     assert response.status_code == 200
-    assert response.json() == {"user": "alice", "groups": ["ops"]}
+    assert response.json() == {"user": "alice", "groups": ["ops"], "admin": False}
 
 
 async def test_without_tokens_every_request_is_the_local_user(agent: Agent) -> None:
     async with serving(agent) as api:
         response = await api.http.get("/v1/me")
 
-    assert response.json() == {"user": LOCAL_USER, "groups": []}
+    assert response.json() == {"user": LOCAL_USER, "groups": [], "admin": True}  # the one person

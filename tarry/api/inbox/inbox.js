@@ -891,8 +891,13 @@ function growTimeline(view) {
 
 // --- A spent budget -------------------------------------------------------------------
 
+// A run at its owner's daily cap (`SPEND_CAP_REACHED`) waits for budget too, but a bigger
+// run budget would not let it on: only an admin's raise of the cap (the Usage page) does.
 function showBudget(state) {
-  const waiting = state.phase === "WaitingUser" && state.waiting_for === "budget";
+  const stopped = state.phase === "WaitingUser" && state.waiting_for === "budget";
+  const capped = stopped && state.warning === "SPEND_CAP_REACHED";
+  const waiting = stopped && !capped;
+  $("cap-note").hidden = !capped;
   const form = $("budget-form");
   if (waiting) {
     const budget = state.budget || {};

@@ -18,18 +18,23 @@ function svg(tag, attributes, text) {
   return node;
 }
 
-async function report(by, days) {
+// The API's answer to `method path` with the inbox's token; its error's code and message thrown.
+async function api(method, path, body) {
   const token = localStorage.getItem(TOKEN_KEY);
   const headers = token ? { Authorization: `Bearer ${token}` } : {};
-  const since = new Date(Date.now() - days * 86400000).toISOString();
-  const query = new URLSearchParams({ by, since });
-  const response = await fetch(`/v1/usage?${query}`, { headers });
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const data = await response.json().catch(() => null);
   if (!response.ok) {
     const error = (data && data.error) || { code: `HTTP_${response.status}`, message: response.statusText };
     throw new Error(`${error.code}: ${error.message}`);
   }
   return data;
+}
+
+function report(by, days) {
+  const since = new Date(Date.now() - days * 86400000).toISOString();
+  return api("GET", `/v1/usage?${new URLSearchParams({ by, since })}`);
 }
 
 // One horizontal bar per row, longest for the most expensive, its cost and runs beside it.
@@ -60,6 +65,8 @@ async function show() {
     const charts = [...document.querySelectorAll(".usage-chart")];
     const reports = await Promise.all(charts.map((c) => report(c.dataset.by, days)));
     charts.forEach((c, n) => c.replaceChildren(chart(reports[n].rows)));
+    const people = reports[charts.findIndex((c) => c.dataset.by === "user")].rows;
+    $("cap-people").replaceChildren(...people.map((row) => new Option(row.key)));
     const total = reports[0].total;
     const whose = reports[0].users ? ` of ${reports[0].users.join(", ")}` : "";
     $("usage-total").textContent = `${usd(total.cost_usd)} in ${total.runs} runs${whose}, ${total.turns} turns`;
@@ -69,7 +76,49 @@ async function show() {
   }
 }
 
+// --- An admin raises a person's daily cap ----------------------------------------------
+// Only an admin (`GET /v1/me`) sees the form; the route refuses anyone else 403 anyway.
+
+async function showCapForm() {
+  const me = await api("GET", "/v1/me").catch(() => null);
+  $("cap-form").hidden = !(me && me.admin);
+}
+
+function nameCapButton() {
+  const user = $("cap-user").value.trim();
+  $("cap-button").textContent = user ? `Raise ${user}'s cap for today` : "Raise the cap for today";
+}
+
+async function raiseCap(event) {
+  event.preventDefault();
+  const user = $("cap-user").value.trim();
+  const tokens = $("cap-tokens").value.trim();
+  const cost = $("cap-cost").value.trim();
+  const raised = {};
+  if (tokens) raised.max_tokens = Number(tokens);
+  if (cost) raised.max_cost_usd = Number(cost);
+  if (!user || (!tokens && !cost)) {
+    $("cap-result").textContent = "Name the person and a new cap: tokens, dollars or both.";
+    return;
+  }
+  $("cap-button").disabled = true;
+  try {
+    const ledger = await api("POST", `/v1/limits/${encodeURIComponent(user)}/raise`, raised);
+    const caps = [];
+    if (ledger.raised.max_tokens) caps.push(`${ledger.raised.max_tokens} tokens`);
+    if (ledger.raised.max_cost_usd) caps.push(`$${ledger.raised.max_cost_usd}`);
+    $("cap-result").textContent = `${user}'s cap for ${ledger.day} is now ${caps.join(" and ")}: their waiting runs go on.`;
+  } catch (error) {
+    $("cap-result").textContent = error.message;
+  } finally {
+    $("cap-button").disabled = false;
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   $("usage-since").addEventListener("change", show);
+  $("cap-user").addEventListener("input", nameCapButton);
+  $("cap-form").addEventListener("submit", raiseCap);
   show();
+  showCapForm();
 });
