@@ -60,6 +60,14 @@ async def test_without_a_token_every_route_but_healthz_and_the_docs_is_401(api: 
         link = answers.pop((method, "/v1/actions/{token}"))
         assert link.status_code == 403, method
         assert ErrorCode.ACTION_LINK_INVALID in link.text
+    # A connect's callback is the authorization server's redirect of a browser: its
+    # single-use state is its own guard, and a state that is none connects nothing.
+    answers.pop(("GET", "/v1/oauth/callback"))
+    callback = await api.http.get(
+        "/v1/oauth/callback", params={"state": "none"}, headers={"Authorization": ""}
+    )
+    assert callback.status_code == 403
+    assert ErrorCode.CONNECT_REFUSED in callback.text
     assert len(answers) >= 11
     for route, response in answers.items():
         assert response.status_code == 401, route

@@ -148,13 +148,23 @@ async def test_routes_that_name_a_run_are_found_in_the_openapi_document(api: Api
     assert len(named) >= 12
 
 
+CONNECT = "/v1/oauth/connect/{run_id}/{server}"
+"""A connect to an OAuth server is the person's the run waits for, and no one else's: a
+reader or an admin of the run is refused it (`CONNECT_REFUSED`, `tests/test_oauth.py`)."""
+
+
+def at(path: str, run_id: str) -> str:
+    """`path` with `run_id`, and a server for a connect's."""
+    return path.format(run_id=run_id, server="tickets")
+
+
 async def test_another_user_s_private_run_is_404_on_every_route_that_names_it(api: Api) -> None:
     run_id = await alices_run(api)
 
     for method, path in await routes(api, "run_id"):
-        response = await ask(api, method, path.format(run_id=run_id), BOB)
+        response = await ask(api, method, at(path, run_id), BOB)
         assert error_of(response) == (404, ErrorCode.RUN_NOT_FOUND), (method, path)
-        unknown = await ask(api, method, path.format(run_id="run-nobody-has"), BOB)
+        unknown = await ask(api, method, at(path, "run-nobody-has"), BOB)
         assert response.json()["error"]["message"] == unknown.json()["error"]["message"].replace(
             "run-nobody-has", run_id
         ), "a hidden run answers as one that does not exist"
@@ -166,8 +176,10 @@ async def test_a_read_share_reads_every_route_and_is_403_on_every_change(api: Ap
     run_id = await alices_run(api)
 
     for method, path in await routes(api, "run_id"):
-        response = await ask(api, method, path.format(run_id=run_id), CAROL)
-        if method in READS:
+        response = await ask(api, method, at(path, run_id), CAROL)
+        if path == CONNECT:
+            assert error_of(response) == (403, ErrorCode.CONNECT_REFUSED), method
+        elif method in READS:
             assert response.status_code == 200, (method, path, response.text)
         else:
             assert error_of(response) == (403, ErrorCode.NOT_ALLOWED), (method, path)
@@ -192,8 +204,10 @@ async def test_an_admin_is_refused_on_no_route_that_names_a_run(api: Api) -> Non
 
     refusals = {}
     for method, path in await routes(api, "run_id"):
-        response = await ask(api, method, path.format(run_id=run_id), ERIN)
-        if response.status_code in (403, 404):
+        response = await ask(api, method, at(path, run_id), ERIN)
+        if path == CONNECT:
+            assert error_of(response) == (403, ErrorCode.CONNECT_REFUSED), method
+        elif response.status_code in (403, 404):
             refusals[(method, path)] = response.text
     assert refusals == {}
 

@@ -23,9 +23,10 @@ from tarry.api.auth import CallerOf
 from tarry.api.errors import AUTH, error_answers, status_of
 from tarry.api.models import RunId
 from tarry.api.parts import AppParts, PartsOf
+from tarry.api.rights import check_run
 from tarry.connections import oauth
 from tarry.connections.store import ConnectionStore, PendingConnect
-from tarry.contracts import Door, ErrorCode
+from tarry.contracts import WORKFLOW_TYPE, Door, ErrorCode, Need
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
 
@@ -94,8 +95,10 @@ class ConnectStarted(BaseModel):
 async def _begin(
     parts: AppParts, request: Request, caller: Caller, run_id: str, server: str
 ) -> str:
-    """Starts `caller`'s connect to `server` for run `run_id`: the authorization URL."""
-    store = _store(parts)
+    """Starts `caller`'s connect to `server` for run `run_id`: the authorization URL.
+    `RUN_NOT_FOUND` for a run they may not read, as at every other run route: a grant is
+    the waiting person's alone, but whether a run exists is no one else's to learn."""
+    await check_run(parts.tarry, parts.policy, caller, run_id, Need.READ, workflow=WORKFLOW_TYPE)
     state = await parts.tarry.get(run_id).state()
     if not any(need.server == server and need.person == caller.user for need in state.auth_needed):
         raise _refused(f"run {run_id} waits for no grant of yours to {server!r}")
@@ -123,7 +126,7 @@ async def _begin(
         client_id=client_id,
         client_secret=secret,
     )
-    await store.begin(flow, pending, CONNECT_TTL)
+    await _store(parts).begin(flow, pending, CONNECT_TTL)
     return url
 
 
