@@ -131,7 +131,8 @@ async def fill(store: SearchStore, messages: int) -> list[str]:
     now = datetime.now(UTC)
     per_run = max(1, messages // RUNS)
     for r in range(0, messages, per_run):
-        run = IndexedRun(run_id=f"run-{r // per_run}", owner=f"user-{r % OWNERS}")
+        number = r // per_run
+        run = IndexedRun(run_id=f"run-{number}", owner=f"user-{number % OWNERS}")
         batch: list[IndexedMessage] = []
         for i in range(min(per_run, messages - r)):
             text = " ".join(draw.choices(words, weights, k=WORDS_PER_MESSAGE))
