@@ -172,14 +172,15 @@ def _requests(words: list[str], messages: int) -> Iterator[IndexRequest]:
 
 
 async def _fill(
-    store: SearchStore, requests: Iterator[IndexRequest], messages: int, embedded: bool
+    store: SearchStore, requests: Iterator[IndexRequest], messages: int, with_embeddings: bool
 ) -> int:
     """Indexes `requests` until `messages` more are in (or none are left), with their
-    embeddings if `embedded`; answers how many it indexed."""
+    embeddings if `with_embeddings`; answers how many it indexed."""
     filled = 0
     while filled < messages and (request := next(requests, None)) is not None:
         texts = [m.text for m in request.messages]
-        await store.index(request, [embedding_of(t) for t in texts] if embedded else None)
+        vectors = [embedding_of(t) for t in texts] if with_embeddings else None
+        await store.index(request, vectors)
         filled += len(texts)
     return filled
 
@@ -187,7 +188,8 @@ async def _fill(
 def _queries(words: list[str], hybrid: bool) -> dict[str, Callable[[], SearchQuery]]:
     """Each kind of search, as the maker of its next query: lexical, one word or two over
     every run and one word over `OWNER`'s runs; hybrid (with the text's embedding), the
-    one-word kinds, as the lexical part is the same."""
+    one-word kinds, with the same words as the lexical ones, so the two differ by the
+    search by meaning alone."""
     draw = random.Random(7)
 
     def query(text: str, readable: Readable | None = None) -> SearchQuery:
@@ -230,9 +232,9 @@ async def _searches(location: str, messages: int, embedded: int) -> tuple[Search
     try:
         words = _vocabulary()
         requests = _requests(words, messages)
-        filled = await _fill(store, requests, embedded, embedded=True)
+        filled = await _fill(store, requests, embedded, with_embeddings=True)
         hybrid = Searches(filled, await _timed(store, _queries(words, hybrid=True)))
-        filled += await _fill(store, requests, messages - filled, embedded=False)
+        filled += await _fill(store, requests, messages - filled, with_embeddings=False)
         lexical = Searches(filled, await _timed(store, _queries(words, hybrid=False)))
         return lexical, hybrid
     finally:
