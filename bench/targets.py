@@ -190,18 +190,18 @@ def spend_caps(result: spend_caps_bench.Result) -> list[Target]:
 
 
 def search(result: search_bench.Result) -> list[Target]:
-    """Issue 59's: indexing costs a turn at most 1.05x, and a lexical search's p99 at
-    100,000 messages stays under 50 ms, on each store."""
+    """Issue 59's: indexing costs a turn at most 1.05x, and at 100,000 messages a search's
+    p99 stays under 50 ms lexical and under 150 ms hybrid, on each store (PGlite's hybrid
+    at the smaller size the bench can fill, `search_bench.PGLITE_EMBEDDED`)."""
     return [
         Target("turn with a search index x none", result.ratio, 1.05),
         *(
-            Target(
-                f"lexical search p99 at {result.messages:,} ({store})",
-                result.p99(store) * 1000,
-                50,
-                "ms",
-            )
+            Target(f"{way} search p99 at {s.messages:,} ({store})", s.p99 * 1000, limit, "ms")
             for store in search_bench.STORES
+            for way, s, limit in [
+                ("lexical", result.lexical[store], 50),
+                ("hybrid", result.hybrid[store], 150),
+            ]
         ),
     ]
 

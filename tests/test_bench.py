@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from bench import (
     cold_replies,
     command_startup,
@@ -171,19 +173,29 @@ async def test_quick_spend_caps_prints_the_capped_turn_against_the_free_one(tmp_
 
 
 async def test_quick_search_times_turns_with_and_without_an_index_and_searches_each_store(
-    tmp_path: Path, pglite_url: str
+    tmp_path: Path, pglite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await empty(pglite_url)
+    monkeypatch.setattr(search, "PGLITE_EMBEDDED", 200)  # below the 500: PGlite's own size
     with console.capture() as captured:
         result = await search.run(2, 500, tmp_path, postgres=pglite_url)
 
     assert min(result.plain, result.indexed) > 0
-    assert list(result.lexical) == list(search.STORES)
-    for kinds in result.lexical.values():
-        assert all(len(times) == search.SEARCHES for times in kinds.values())
-    assert "turn, every message indexed" in captured.get()
-    assert "PostgreSQL search: one word, every run" in captured.get()
-    ratio, sqlite_p99, postgres_p99 = targets.search(result)
-    assert ratio.measured == result.ratio
-    assert sqlite_p99.measured == result.p99("SQLite") * 1000
-    assert postgres_p99.measured == result.p99("PostgreSQL") * 1000
+    assert list(result.lexical) == list(result.hybrid) == list(search.STORES)
+    for searches in [*result.lexical.values(), *result.hybrid.values()]:
+        assert all(len(times) == search.SEARCHES for times in searches.times.values())
+    assert [s.messages for s in result.lexical.values()] == [500, 500]
+    assert [s.messages for s in result.hybrid.values()] == [500, 200]
+    printed = captured.get()
+    assert "turn, every message indexed" in printed
+    assert "PostgreSQL search: one word, every run" in printed
+    assert "SQLite hybrid search at 500 messages: one word, one owner's runs" in printed
+    assert "PostgreSQL hybrid search at 200 messages: one word, every run" in printed
+    found = {target.name: target.measured for target in targets.search(result)}
+    assert found == {
+        "turn with a search index x none": result.ratio,
+        "lexical search p99 at 500 (SQLite)": result.lexical["SQLite"].p99 * 1000,
+        "hybrid search p99 at 500 (SQLite)": result.hybrid["SQLite"].p99 * 1000,
+        "lexical search p99 at 500 (PostgreSQL)": result.lexical["PostgreSQL"].p99 * 1000,
+        "hybrid search p99 at 200 (PostgreSQL)": result.hybrid["PostgreSQL"].p99 * 1000,
+    }
