@@ -21,7 +21,7 @@ from temporalio.worker import Replayer
 from tarry.api import ApiServer, create_app
 from tarry.client import RunHandle
 from tarry.config.settings import load_settings
-from tarry.contracts import ErrorCode, Mode, Phase, RunInput, RunState, WaitingFor
+from tarry.contracts import ErrorCode, Mode, Phase, RunInput, WaitingFor
 from tarry.contracts.slots import SlotsState, slots_id
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
@@ -33,6 +33,7 @@ from tests.deadline import TIMEOUT, deadline
 from tests.http_api import Api, api_client
 from tests.test_http_api import error_of
 from tests.test_mcp_server import error_code, mcp_client
+from tests.waiting import until_waiting_for
 from workers.plugin import workflows_passed_through
 from workflows.agent_run import AgentRunWorkflow
 from workflows.run_slots import RunSlots
@@ -63,13 +64,6 @@ async def slots_of(client: Client, owner: str) -> SlotsState:
     return state
 
 
-async def until(run: RunHandle, waiting_for: WaitingFor) -> RunState:
-    async with asyncio.timeout(TIMEOUT):
-        while (state := await run.state()).waiting_for is not waiting_for:
-            await asyncio.sleep(0.1)
-    return state
-
-
 # --- Queue ---------------------------------------------------------------------------
 
 
@@ -82,7 +76,7 @@ async def test_a_start_past_the_cap_waits_for_a_slot_without_calling_the_model(
     await first.wait_for(WAITING, TIMEOUT)
 
     second = await start_as(agent, alice, "two")
-    state = await until(second, WaitingFor.SLOT)
+    state = await until_waiting_for(second, WaitingFor.SLOT)
 
     assert state.phase is Phase.WAITING_USER
     assert state.warning is ErrorCode.TOO_MANY_RUNS
@@ -99,7 +93,7 @@ async def test_the_command_line_shows_a_queued_run_waiting_for_a_slot_and_lists_
     first = await start_as(agent, alice, "one")
     await first.wait_for(WAITING, TIMEOUT)
     queued = await start_as(agent, alice, "two")
-    await until(queued, WaitingFor.SLOT)
+    await until_waiting_for(queued, WaitingFor.SLOT)
     await until_listed(agent.tarry.client, "TarryWaitingFor = 'slot'", queued.id)
     cli = Cli.of(agent)
 
@@ -120,11 +114,11 @@ async def test_a_queued_run_makes_its_first_call_when_one_of_the_owner_s_runs_is
     first = await start_as(agent, alice, "one")
     await first.wait_for(WAITING, TIMEOUT)
     second = await start_as(agent, alice, "two")
-    await until(second, WaitingFor.SLOT)
+    await until_waiting_for(second, WaitingFor.SLOT)
 
     await first.stop()
 
-    state = await until(second, WaitingFor.INPUT)
+    state = await until_waiting_for(second, WaitingFor.INPUT)
     assert state.last_assistant_text == "second"
     assert state.error is None
     assert state.warning is None
@@ -141,7 +135,7 @@ async def test_a_completed_run_frees_its_slot_for_the_next(agent: Agent) -> None
     queued = await start_as(agent, alice, "two")
 
     assert (await task.result()).phase is Phase.COMPLETED
-    assert (await until(queued, WaitingFor.INPUT)).last_assistant_text == "next"
+    assert (await until_waiting_for(queued, WaitingFor.INPUT)).last_assistant_text == "next"
 
 
 async def test_a_cap_raised_in_the_config_lets_the_first_in_line_go_before_a_newcomer(
@@ -152,12 +146,12 @@ async def test_a_cap_raised_in_the_config_lets_the_first_in_line_go_before_a_new
     first = await start_as(agent, capped(owner, 1), "one")
     await first.wait_for(WAITING, TIMEOUT)
     queued = await start_as(agent, capped(owner, 1), "two")
-    await until(queued, WaitingFor.SLOT)
+    await until_waiting_for(queued, WaitingFor.SLOT)
 
     newcomer = await start_as(agent, capped(owner, 2), "three")
 
-    assert (await until(queued, WaitingFor.INPUT)).last_assistant_text == "second"
-    assert (await until(newcomer, WaitingFor.SLOT)).warning is ErrorCode.TOO_MANY_RUNS
+    assert (await until_waiting_for(queued, WaitingFor.INPUT)).last_assistant_text == "second"
+    assert (await until_waiting_for(newcomer, WaitingFor.SLOT)).warning is ErrorCode.TOO_MANY_RUNS
 
 
 async def test_a_run_stopped_while_queued_leaves_the_line(agent: Agent) -> None:
@@ -167,7 +161,7 @@ async def test_a_run_stopped_while_queued_leaves_the_line(agent: Agent) -> None:
     first = await start_as(agent, alice, "one")
     await first.wait_for(WAITING, TIMEOUT)
     queued = await start_as(agent, alice, "two")
-    await until(queued, WaitingFor.SLOT)
+    await until_waiting_for(queued, WaitingFor.SLOT)
 
     await queued.stop()
 
@@ -300,7 +294,7 @@ async def test_a_schedule_s_run_waits_for_a_slot_as_its_creator_s_start_would(
     await first.wait_for(WAITING, TIMEOUT)
 
     async with triggered(agent, alice) as run:
-        state = await until(run, WaitingFor.SLOT)
+        state = await until_waiting_for(run, WaitingFor.SLOT)
 
     assert state.warning is ErrorCode.TOO_MANY_RUNS
 

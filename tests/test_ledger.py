@@ -19,7 +19,7 @@ from temporalio.worker import Replayer
 from tarry.api import ApiServer, create_app
 from tarry.client import RunHandle, Tarry
 from tarry.config.settings import load_settings
-from tarry.contracts import ErrorCode, Phase, RunInput, RunState, Sampling, Usage, WaitingFor
+from tarry.contracts import ErrorCode, Phase, RunInput, Sampling, Usage, WaitingFor
 from tarry.contracts.ledger import (
     LEDGER_WORKFLOW,
     RESERVE_UPDATE,
@@ -41,6 +41,7 @@ from tests.conftest import FAST_TIMEOUTS, Agent, worker_process
 from tests.deadline import TIMEOUT
 from tests.http_api import api_client
 from tests.test_http_api import error_of
+from tests.waiting import until_waiting_for
 from workers.plugin import workflows_passed_through
 from workflows.agent_run import AgentRunWorkflow
 from workflows.ledger import SpendLedger
@@ -66,13 +67,6 @@ async def start_as(agent: Agent, caller: Caller, prompt: str, **input: Any) -> R
     tarry = agent.tarry.acting_as(caller)
     run_input = RunInput(prompt=prompt, timeouts=agent.timeouts, sampling=SAMPLING, **input)
     return await tarry.start(run_input)
-
-
-async def until_waiting_for_input(run: RunHandle) -> RunState:
-    async with asyncio.timeout(TIMEOUT):
-        while (state := await run.state()).waiting_for is not WaitingFor.INPUT:
-            await asyncio.sleep(0.1)
-    return state
 
 
 def person(name: str) -> str:
@@ -122,7 +116,7 @@ async def test_two_runs_share_a_cap_the_next_call_past_it_waits_and_a_raise_lets
     await Cli.of(agent).ok("limits", "raise", alice, "--tokens", "5000")
 
     for run in (first, second):
-        state = await until_waiting_for_input(run)
+        state = await until_waiting_for(run, WaitingFor.INPUT)
         assert state.warning is None
         assert [m.content for m in await run.transcript()][2] == "again"
     ledger = await ledger_of(agent.tarry.client, alice)
@@ -238,7 +232,7 @@ async def test_a_run_started_through_the_api_waits_at_its_caller_s_cap_until_an_
             refused = await alice_http.post(f"/v1/limits/{alice}/raise", json={"max_tokens": 5000})
         async with api_client(server.url, "erin-token-0123456789a") as erin_http:
             raised = await erin_http.post(f"/v1/limits/{alice}/raise", json={"max_tokens": 5000})
-    answered = await until_waiting_for_input(agent.tarry.get(run_id))
+    answered = await until_waiting_for(agent.tarry.get(run_id), WaitingFor.INPUT)
 
     assert capped.waiting_for is WaitingFor.BUDGET
     assert error_of(refused) == (403, ErrorCode.NOT_ALLOWED)
