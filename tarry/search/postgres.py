@@ -80,6 +80,8 @@ _UPGRADES: dict[int, tuple[LiteralString, ...]] = {
     ),
     # SQLite's 3 keeps its vectors' length; here `message_vectors` has kept it since 1.
     3: (),
+    # SQLite's 4 copies its vectors a bit a dimension; here the HNSW index finds them.
+    4: (),
 }
 """The statements that bring a store of version N-1 to N; version 0 is an empty database
 (or schema): step 1 makes the table that keeps the version."""

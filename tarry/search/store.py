@@ -44,10 +44,11 @@ __all__ = [
     "words_of",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The store's schema (1: the index; 2: and the memories; 3: and the length of its
-messages' embeddings), kept in the store; a store of an older one is upgraded when it
-opens (each store's `_UPGRADES`), one of a newer one refused."""
+messages' embeddings; 4: on SQLite, their vectors in a plain table and a copy of one bit
+a dimension), kept in the store; a store of an older one is upgraded when it opens (each
+store's `_UPGRADES`), one of a newer one refused."""
 
 _WORD = re.compile(r"\w+")
 
