@@ -37,6 +37,7 @@ from tarry.search.store import (
     IndexStore,
     SearchQuery,
     Vector,
+    fuse,
     fused,
     opening,
     words_of,
@@ -109,6 +110,8 @@ _UPGRADES: dict[int, tuple[Step, ...]] = {
     # The length of the store's vectors; their `vec0` table is made with the first.
     3: ("CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",),
     4: (_vectors_in_two_forms,),
+    # The memories' embeddings: each its own length, read by recall alone (few a scope).
+    5: ("ALTER TABLE memories ADD COLUMN embedding BLOB",),
 }
 """The statements that bring a store of version N-1 to N; version 0 is an empty file."""
 
@@ -283,14 +286,15 @@ class SqliteStore(IndexStore):
 
         await self._run(clear)
 
-    async def remember(self, memory: NewMemory) -> Memory:
+    async def remember(self, memory: NewMemory, vector: Vector | None = None) -> Memory:
         source = memory.provenance
 
         def write(db: sqlite3.Connection) -> Memory:
             with _transaction(db):
                 db.execute(
                     "INSERT INTO memories (id, text, tags, scope, run_id, turn, approved_by,"
-                    " created) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                    " created, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (id) DO NOTHING",
                     (
                         memory.id,
                         memory.text,
@@ -300,6 +304,7 @@ class SqliteStore(IndexStore):
                         source.turn,
                         source.approved_by,
                         datetime.now(UTC).timestamp(),
+                        None if vector is None else _blob(vector),
                     ),
                 )
                 return memories(db, " WHERE m.id = ?", [memory.id])[0]
@@ -307,7 +312,11 @@ class SqliteStore(IndexStore):
         return await self._run(write)
 
     async def recall(
-        self, query: str, scopes: Collection[str] | None, limit: int = 10
+        self,
+        query: str,
+        scopes: Collection[str] | None,
+        limit: int = 10,
+        embedding: Vector | None = None,
     ) -> list[Memory]:
         words = words_of(query)
         where, args = in_scopes(scopes)
@@ -323,7 +332,22 @@ class SqliteStore(IndexStore):
             " AND memories_fts MATCH ? ORDER BY memories_fts.rank LIMIT ?"
         )
         matched = " OR ".join(f'"{w}"' for w in words)
-        return await self._run(lambda db: memories(db, sql, [*args, matched, limit]))
+        if embedding is None:
+            return await self._run(lambda db: memories(db, sql, [*args, matched, limit]))
+        if self._vectors_problem is not None:
+            raise RuntimeError(self._vectors_problem)
+        floats = _blob(embedding)
+        near = (
+            f"{where} AND length(m.embedding) = ?"
+            " ORDER BY vec_distance_cosine(m.embedding, ?), m.n DESC LIMIT ?"
+        )
+
+        def read(db: sqlite3.Connection) -> list[Memory]:
+            lexical = memories(db, sql, [*args, matched, limit])
+            semantic = memories(db, near, [*args, len(floats), floats, limit])
+            return [m for m, _ in fuse([lexical, semantic], lambda m: m.id, limit)]
+
+        return await self._run(read)
 
     async def get(self, memory_id: str) -> Memory | None:
         found = await self._run(lambda db: memories(db, " WHERE m.id = ?", [memory_id]))
@@ -340,16 +364,25 @@ class SqliteStore(IndexStore):
         )
 
     async def edit(
-        self, memory_id: str, by: str, *, text: str | None = None, tags: list[str] | None = None
+        self,
+        memory_id: str,
+        by: str,
+        *,
+        text: str | None = None,
+        tags: list[str] | None = None,
+        vector: Vector | None = None,
     ) -> Memory | None:
         def write(db: sqlite3.Connection) -> Memory | None:
             with _transaction(db):
                 db.execute(
                     "UPDATE memories SET text = coalesce(?, text), tags = coalesce(?, tags),"
-                    " edited = ?, edited_by = ? WHERE id = ? AND deleted IS NULL",
+                    " embedding = iif(?, ?, embedding), edited = ?, edited_by = ?"
+                    " WHERE id = ? AND deleted IS NULL",
                     (
                         text,
                         None if tags is None else json.dumps(tags),
+                        text is not None,  # a new text: its vector, or none
+                        None if vector is None else _blob(vector),
                         datetime.now(UTC).timestamp(),
                         by,
                         memory_id,
