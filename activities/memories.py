@@ -1,8 +1,10 @@
 """The memory tools' activities, `remember`, `recall` and `forget`, over the worker's
 memory store (`TARRY_SEARCH_INDEX`, `tarry.search.MemoryStore`).
 
-The run decides which of them it offers (`RunInput.memory_access`) and whose memories
-they touch (`MemoryInvocation.scope`); approval gates, rules and approvers have had
+With the worker's embedding profile (as the index's), a memory is kept with its text's
+embedding and `recall` ranks by words and by meaning (`MemoryStore.recall`); without, by
+words alone. The run decides which of them it offers (`RunInput.memory_access`) and whose
+memories they touch (`MemoryInvocation.scope`); approval gates, rules and approvers have had
 their say before an activity runs, and the arguments it gets are those the call was
 approved with (a person may have edited the text). As any tool's, what goes wrong is a
 failed result the model reads, not a failed activity.
@@ -45,6 +47,7 @@ class MemoryTools:
     """Hosts the memory tools' activities over the worker's store."""
 
     def __init__(self, stores: StoreOpener) -> None:
+        """`stores`: the worker's, with its embedding profile if it has one."""
         self._stores = stores
 
     def activities(self) -> list[Callable[..., Any]]:
@@ -56,6 +59,7 @@ class MemoryTools:
 
         async def remember(store: MemoryStore, args: RememberArguments) -> object:
             decided = invocation.decision
+            vector = await self._stores.embedding_of(args.text)
             kept = await store.remember(
                 NewMemory(
                     id=_memory_id(invocation),
@@ -67,7 +71,8 @@ class MemoryTools:
                         turn=invocation.turn,
                         approved_by=decided.user if decided is not None else None,
                     ),
-                )
+                ),
+                vector,
             )
             return _shown(kept)
 
@@ -78,7 +83,8 @@ class MemoryTools:
         """The memories of the run's scope that match the query, best first."""
 
         async def recall(store: MemoryStore, args: RecallArguments) -> object:
-            found = await store.recall(args.query, {invocation.scope}, RECALL_LIMIT)
+            embedding = await self._stores.embedding_of(args.query)
+            found = await store.recall(args.query, {invocation.scope}, RECALL_LIMIT, embedding)
             return [_shown(m) for m in found]
 
         return await _call(RECALL_TOOL, invocation, self._stores, RecallArguments, recall)

@@ -7,19 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, closing, suppress
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, closing, contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
+import sqlite_vec  # type: ignore[import-untyped]
 
 from tarry.contracts.search import IndexedMessage, IndexedRun, IndexRequest, SearchHit
 from tarry.search import IndexStore, SearchQuery, open_store
 from tarry.search.postgres import PostgresStore
-from tarry.search.sqlite import SqliteStore
+from tarry.search.sqlite import SqliteStore, driver
 from tarry.search.store import POSTGRES
 from tests.deadline import TIMEOUT
 
@@ -62,6 +63,16 @@ async def mark_version(location: str, version: int) -> None:
     else:
         with closing(sqlite3.connect(location)) as db:
             db.execute(f"PRAGMA user_version = {version}")
+
+
+@contextmanager
+def sqlite_with_vectors(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to the SQLite store at `path` with sqlite-vec loaded, in autocommit
+    mode, closed after: to write it as an older Tarry did."""
+    with closing(driver().connect(str(path), isolation_level=None)) as db:
+        db.enable_load_extension(True)
+        sqlite_vec.load(db)
+        yield db
 
 
 @asynccontextmanager

@@ -1,6 +1,7 @@
 """Memories in the inbox, in real headless Chromium: the owner edits the text of a memory
 the agent asks to keep, and the edited text is what is stored (issue 59, acceptance 2);
-the Memories page lists a person's memories, edits and deletes them."""
+the Memories page lists a person's memories, edits and deletes them; the New run form
+gives a run its memory settings."""
 
 from __future__ import annotations
 
@@ -12,16 +13,17 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tarry.contracts import Phase, WaitingFor
+from tarry.contracts import Phase, RunInput, WaitingFor
+from tarry.contracts.memories import MemoryAccess
 from tarry.testing.scripted_model import call, say
 from tests.browser import chromium, needs_chromium
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT
 from tests.http_api import Api
-from tests.test_inbox import as_person, first, open_run, texts, until
+from tests.test_inbox import as_person, fill, first, open_run, texts, title_is, until
 from tests.test_memory_doors import kept
 from tests.test_memory_tools import OWNER_ASKED, memories
-from tests.test_owners import ALICE, people_api, with_people
+from tests.test_owners import ALICE, ERIN, people_api, with_people
 
 pytestmark = needs_chromium
 
@@ -139,3 +141,53 @@ async def test_a_memory_deleted_on_the_memories_page_is_gone(
     await until(lambda: browser.find_element(By.ID, "memory-empty").is_displayed(), "no memory")
     [memory] = await memories(index)
     assert memory.deleted_by == "alice"
+
+
+async def test_a_person_starts_a_run_with_memory_from_the_new_run_form(
+    api: Api, browser: WebDriver, index: Path
+) -> None:
+    api.agent.model.add(call("remember", {"text": "Priya owns the blog"}, id="m1"), say("Noted."))
+    await as_person(browser, api, ERIN)  # an admin, whose group is admins
+    await asyncio.to_thread(browser.get, api.url + "/#/new")
+    await asyncio.to_thread(
+        fill,
+        browser,
+        {
+            "#start-prompt": "Remember the owner.",
+            "#start-memory": "read-write",
+            "#start-memory-scope": "group:admins",
+        },
+    )
+    await asyncio.to_thread(browser.find_element(By.ID, "start-button").click)
+    url = await until(lambda: "#/runs/" in browser.current_url and browser.current_url, "the run")
+    run_id = url.partition("#/runs/")[2]
+    await api.run(run_id).wait_for({Phase.WAITING_USER}, TIMEOUT)
+    workflow = api.agent.tarry.client.get_workflow_handle(run_id)
+    input = await workflow.query("run_input", result_type=RunInput)
+    await until(lambda: title_is(browser, run_id), "the run's page")
+
+    assert (input.memory_access, input.memory_scope) == (MemoryAccess.READ_WRITE, "group:admins")
+    [memory] = await memories(index)
+    assert (memory.text, memory.scope) == ("Priya owns the blog", "group:admins")
+
+
+async def test_the_new_run_form_refuses_another_persons_memory_scope_and_starts_nothing(
+    api: Api, browser: WebDriver
+) -> None:
+    await as_person(browser, api, ALICE)
+    await asyncio.to_thread(browser.get, api.url + "/#/new")
+    await asyncio.to_thread(
+        fill,
+        browser,
+        {
+            "#start-prompt": "What do you know?",
+            "#start-memory": "read",
+            "#start-memory-scope": "bob",
+        },
+    )
+    await asyncio.to_thread(browser.find_element(By.ID, "start-button").click)
+
+    error = await until(lambda: browser.find_element(By.ID, "start-error").text, "the error")
+    assert error.startswith("NOT_ALLOWED: memory_scope 'bob' is not yours")
+    assert browser.current_url.endswith("#/new")
+    assert api.agent.model.requests == []

@@ -1,6 +1,7 @@
 """People's doors to memories: `tarry memory list|show|edit|rm` (an operator's: every
 scope) and `/v1/memories` (a person's own scope's and their groups'; admins all), and a
-run's `memory_scope` checked by the same rule where the API starts it. Acceptance 1 of
+run's memory settings, its `memory_scope` checked by the same rule where the API and MCP
+start it (the inbox's New run form: `tests/test_inbox_memories.py`). Acceptance 1 of
 issue 59 end to end: written with its owner's approval, recalled in their later run and
 never in another user's, shown with its provenance, and no longer recalled once deleted."""
 
@@ -16,14 +17,17 @@ import pytest
 from tarry.contracts import ErrorCode, Phase
 from tarry.contracts.memories import NewMemory, Provenance
 from tarry.search import open_store
-from tarry.testing.scripted_model import say
+from tarry.testing.scripted_model import call, say
 from tests.cli import Cli
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT
 from tests.http_api import Api
 from tests.test_http_api_people import as_
-from tests.test_memory_tools import recalled, remembered_by_alice
-from tests.test_owners import BOB, CAROL, CONFIG, ERIN, people_api
+from tests.test_mcp_server import error_code, mcp_client, use
+from tests.test_memory_tools import memories, recalled, remembered_by_alice
+from tests.test_oidc import tarry_mcp_http
+from tests.test_owners import ALICE, BOB, CAROL, CONFIG, ERIN, people_api
+from tests.test_owners_doors import mcp_as
 
 GROUPS = CONFIG.replace('admins = ["erin"]', 'admins = ["erin"]\nops = ["bob", "carol"]')
 """`CONFIG`'s people, bob and carol in the group ops."""
@@ -187,6 +191,50 @@ async def test_a_run_in_the_callers_groups_memory_scope_starts(api: Api) -> None
     response = await api.http.post("/v1/runs", json=body, headers=as_(BOB))
 
     assert response.status_code == 201, response.text
+
+
+async def test_an_mcp_client_starts_a_run_that_remembers_in_the_memory_scope_it_names(
+    agent: Agent, index: Path, payload_store: Path
+) -> None:
+    agent.model.add(call("remember", {"text": "Priya owns the blog"}, id="m1"), say("Noted."))
+
+    async with mcp_client(agent, payload_store) as client:
+        started = await use(
+            client,
+            "start_run",
+            prompt="remember the owner",
+            memory_access="read-write",
+            memory_scope="group:ops",
+        )
+        agent.runs.append(agent.tarry.get(started["run_id"]))
+        await use(client, "run_state", run_id=started["run_id"], wait_seconds=TIMEOUT)
+
+    [memory] = await memories(index)
+    assert (memory.text, memory.scope) == ("Priya owns the blog", "group:ops")
+
+
+@pytest.mark.parametrize(
+    ("settings", "code"),
+    [
+        ({"memory_access": "read", "memory_scope": "bob"}, ErrorCode.NOT_ALLOWED),
+        ({"memory_access": "write"}, ErrorCode.INPUT_INVALID),
+        ({"memory_access": "read", "memory_scope": "group:"}, ErrorCode.INPUT_INVALID),
+    ],
+)
+async def test_mcp_refuses_memory_settings_with_the_apis_codes_and_starts_nothing(
+    api: Api, payload_store: Path, tmp_path: Path, settings: dict[str, str], code: ErrorCode
+) -> None:
+    (tmp_path / "mcp").mkdir()
+    async with (
+        tarry_mcp_http(api.agent, payload_store, tmp_path / "mcp", GROUPS) as url,
+        mcp_as(url, ALICE) as client,
+    ):
+        refused = await client.call_tool("start_run", {"prompt": "hi", **settings})
+        answered = await api.http.post("/v1/runs", json={"prompt": "hi", **settings})
+
+    assert error_code(refused) == code
+    assert answered.json()["error"]["code"] == code
+    assert api.agent.model.requests == []
 
 
 async def test_the_command_line_shows_edits_and_deletes_any_memory(

@@ -9,6 +9,7 @@ import pytest
 
 from tarry.contracts.memories import NewMemory, Provenance
 from tarry.search import SCHEMA_VERSION, IndexStore, MemoryStore, SearchQuery, open_store
+from tarry.testing.scripted_embeddings import embedding_of
 from tests.search_stores import empty, open_at, request, store_of
 
 
@@ -49,6 +50,62 @@ async def test_a_memory_remembered_twice_is_kept_once_as_first_written(store: Me
 
     assert again == first
     assert len(await store.list_memories(None)) == 1
+
+
+MEANT = "the release went smoothly"
+"""A memory with none of `MEANING`'s words, yet near it to the scripted embeddings, which
+hash words into 256 buckets: "release" and "went" land in the bucket of "database", with
+its sign, so to them the three mean one thing (`embedding_of`: cosine 0.67)."""
+MEANING = "database"
+
+
+async def remembered(store: MemoryStore, id: str, text: str, scope: str = "ann") -> None:
+    """Keeps `text` with its scripted embedding, as the `remember` tool does on a worker
+    with an embedding profile."""
+    await store.remember(memory(id, text, scope), embedding_of(text))
+
+
+async def test_with_an_embedding_a_memory_of_none_of_the_words_is_recalled_by_meaning(
+    store: MemoryStore,
+) -> None:
+    await remembered(store, "m1", "Priya owns the blog")
+    await remembered(store, "m2", MEANT)
+
+    by_words = await store.recall(MEANING, {"ann"})
+    by_meaning = await store.recall(MEANING, {"ann"}, embedding=embedding_of(MEANING))
+
+    assert by_words == []
+    assert by_meaning[0].text == MEANT
+
+
+async def test_a_memory_found_by_words_and_meaning_comes_before_one_found_by_meaning(
+    store: MemoryStore,
+) -> None:
+    await remembered(store, "m1", MEANT)
+    await remembered(store, "m2", "the database moved to the new server")
+
+    recalled = await store.recall(MEANING, {"ann"}, embedding=embedding_of(MEANING))
+
+    assert [m.id for m in recalled] == ["m2", "m1"]
+
+
+async def test_recall_by_meaning_keeps_to_its_scopes_and_leaves_deleted_memories(
+    store: MemoryStore,
+) -> None:
+    await remembered(store, "m1", MEANT, scope="bob")
+    await remembered(store, "m2", MEANT)
+    await store.forget("m2", by="ann")
+
+    assert await store.recall(MEANING, {"ann"}, embedding=embedding_of(MEANING)) == []
+
+
+async def test_an_edited_text_is_recalled_by_its_new_meaning(store: MemoryStore) -> None:
+    await remembered(store, "m1", "Priya owns the blog")
+
+    await store.edit("m1", "ann", text=MEANT, vector=embedding_of(MEANT))
+
+    [recalled] = await store.recall(MEANING, {"ann"}, embedding=embedding_of(MEANING))
+    assert recalled.text == MEANT
 
 
 async def test_recall_finds_a_memory_by_any_word_of_the_query(store: MemoryStore) -> None:

@@ -1,8 +1,8 @@
 """Semantic search of runs' messages: a worker with an embedding profile embeds every
 message as it indexes it (the `embed` model task, inside the index activity), what that
 costs counts against the run's budget, and a search embeds its query with the same
-profile. Here the scripted model's deterministic embeddings (texts that share words are
-near); `tests/test_search_llama.py` does it with llama.cpp's."""
+profile, as does a recall of memories. Here the scripted model's deterministic embeddings
+(texts that share words are near); `tests/test_search_llama.py` does it with llama.cpp's."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ from tests.faults import wait_until
 from tests.search_stores import until_found
 from tests.test_bounded_memory import SMALL_BUDGET, answer
 from tests.test_ledger import ledger_of, person, start_as, used, with_cap
+from tests.test_memory_store import MEANING, MEANT
+from tests.test_memory_tools import recalled, remembered_by_alice
 from tests.test_owners import ALICE, BOB, people_api, with_people
 from tests.test_search_doors import found_by
 
@@ -163,6 +165,18 @@ async def test_a_rebuilt_index_finds_by_meaning_what_live_indexing_found(
     await cli.ok("index", "rebuild")
 
     assert await searched(index, embeddings, "blog ownership") == live
+
+
+async def test_a_later_run_recalls_by_meaning_a_memory_of_none_of_its_querys_words(
+    agent_factory: AgentFactory, tmp_path: Path, embeddings: EmbeddingProfile
+) -> None:
+    """The worker embeds a memory as it keeps it, and a recall's query as it recalls."""
+    agent = await embedding_agent(agent_factory, tmp_path / "search.db", embeddings)
+    await remembered_by_alice(agent, MEANT)
+
+    [memory] = await recalled(agent, "alice", MEANING)
+
+    assert memory["text"] == MEANT
 
 
 async def test_a_query_the_embedding_model_cannot_embed_is_search_unavailable(

@@ -120,12 +120,12 @@ class TarryPlugin(SimplePlugin):
             {name: p.context_budget for name, p in self._profiles.items()},
         )
         index = self.settings.tarry_search_index
-        self._stores = None if index is None else StoreOpener(index)
-        """The index and the memories (`TARRY_SEARCH_INDEX`): one store, opened once."""
+        embedding = self.settings.embedding_profile()
+        self._stores = None if index is None else StoreOpener(index, embedding, self._http)
+        """The index and the memories (`TARRY_SEARCH_INDEX`): one store, opened once; its
+        embedding profile embeds the memories."""
         self._indexer = (
-            None
-            if self._stores is None
-            else Indexer(self._stores, self.settings.embedding_profile(), self._http)
+            None if self._stores is None else Indexer(self._stores, embedding, self._http)
         )
         self._memories = None if self._stores is None else MemoryTools(self._stores)
         self.tools.search_index = self._stores is not None

@@ -82,7 +82,10 @@ def memories_router() -> APIRouter:
         `MEMORY_NOT_FOUND` for none the caller may see, or a deleted one."""
         store, scopes = await parts.search.store(), memory_scopes(parts.policy, caller)
         visible(await store.get(memory_id), memory_id, scopes)
-        edited = await store.edit(memory_id, caller.user, text=change.text, tags=change.tags)
+        vector = None if change.text is None else await parts.search.embedding_of(change.text)
+        edited = await store.edit(
+            memory_id, caller.user, text=change.text, tags=change.tags, vector=vector
+        )
         return visible(edited, memory_id, scopes)
 
     @router.delete("/{memory_id}", responses=missing)

@@ -1,6 +1,6 @@
 """What `tarry mcp`'s tools answer: JSON, as text and as structured content, and, for a
 run waiting for a decision, each pending call's preview as a person reads it; or a tool
-error with the code every door uses."""
+error with the code every door uses; and a tool's arguments closed to those it takes."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 
 from tarry.cli.previews import pending_preview
 from tarry.client import TarryError
-from tarry.contracts import ErrorCode, PendingApproval
+from tarry.contracts import Closed, ErrorCode, PendingApproval
 from tarry.contracts.guardrails import held_line
 
-__all__ = ["answer", "calls_text", "error", "json_of"]
+__all__ = ["answer", "calls_text", "close_arguments", "error", "json_of"]
 
 
 def json_of(value: BaseModel) -> dict[str, Any]:
@@ -71,3 +72,14 @@ def error(code: ErrorCode | None, message: str) -> CallToolResult:
         structured_content={"code": code, "message": message},
         is_error=True,
     )
+
+
+def close_arguments(server: MCPServer, name: str) -> None:
+    """The tool `name` refuses an argument it does not take, naming the nearest one it
+    does (`Closed`), and its schema says so: the SDK drops such an argument without a
+    word, and a misspelled `require_approval` would start a run without its gate."""
+    tool = server._tool_manager.get_tool(name)
+    assert tool is not None, name
+    arguments = tool.fn_metadata.arg_model
+    tool.fn_metadata.arg_model = type(arguments.__name__, (Closed, arguments), {})
+    tool.parameters["additionalProperties"] = False

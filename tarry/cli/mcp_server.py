@@ -24,15 +24,15 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
+from tarry.api.memories import refuse_foreign_scope
 from tarry.api.rights import Need, check_decision, check_run
-from tarry.cli.mcp_answers import answer, json_of
+from tarry.cli.mcp_answers import answer, close_arguments, json_of
 from tarry.client import Tarry
 from tarry.client.run_list import find_runs
 from tarry.contracts import (
     WORKFLOW_TYPE,
     ApprovalDefault,
     ApprovalRule,
-    Closed,
     Door,
     Mode,
     Phase,
@@ -40,6 +40,7 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.contracts.guardrails import Guardrail
+from tarry.contracts.memories import MemoryAccess
 from tarry.core.identities import Caller
 from tarry.core.ownership import Policy
 from tarry.search import Readable, SearchQuery, StoreOpener
@@ -55,6 +56,9 @@ DECIDES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempoten
 """A decision lets an agent's gated call run (or not): a host should ask its user first."""
 Limit = Annotated[int, Field(ge=1, le=1000)]
 """How many runs a list gives at most: the HTTP API's bounds."""
+MemoryAccessName = Annotated[str, Field(json_schema_extra={"enum": list(MemoryAccess)})]
+"""`RunInput.memory_access`, its values in the schema, checked by `RunInput` (as the
+API's): another is `INPUT_INVALID`."""
 SOURCE = "mcp"
 """`Decision.source` of a decision taken through this server."""
 STOPS = {Phase.WAITING_USER, Phase.COMPLETED, Phase.FAILED}
@@ -136,6 +140,8 @@ def build_server(
         approval_default: Literal["reject", "approve"] = "reject",
         approval_rules: list[dict[str, Any]] | None = None,
         guardrails: list[dict[str, Any]] | None = None,
+        memory_access: MemoryAccessName = MemoryAccess.OFF,
+        memory_scope: str | None = None,
         run_id: str | None = None,
     ) -> CallToolResult:
         """Start an agent run; returns its id and state. `model` is the worker's model
@@ -146,8 +152,10 @@ def build_server(
         `{"regex": ...}`; `reject` needs a `reason`; `ask` asks a person); `guardrails` check
         what it reads and says, e.g. `{"name": "no-pii", "on": "input", "check": "pii",
         "verdict": "redact"}` (`on`: input, output, tool_result; `check`: pii, pattern,
-        moderation; `verdict`: redact, block); in `task` mode the run ends with its first
-        answer that calls no tool."""
+        moderation; `verdict`: redact, block); `memory_access` gives it memory tools (read:
+        recall; read-write: remember, recall, forget) over `memory_scope`'s memories (a
+        user, `group:NAME`, `agent:NAME`; null: yours); in `task` mode the run ends with
+        its first answer that calls no tool."""
 
         async def work() -> dict[str, Any]:
             input = RunInput(
@@ -161,14 +169,18 @@ def build_server(
                 approval_default=ApprovalDefault(approval_default),
                 approval_rules=[ApprovalRule.model_validate(r) for r in approval_rules or []],
                 guardrails=[Guardrail.model_validate(g) for g in guardrails or []],
+                memory_access=memory_access,
+                memory_scope=memory_scope,
             )
+            if (caller := _caller_of(ctx)) is not None and policy is not None:
+                refuse_foreign_scope(policy, caller, input)
             run = await (await tarry(ctx)).start(input, run_id=run_id)
             return {"run_id": run.id, "state": json_of(await run.state())}
 
         return await answer(work)
 
     if not read_only:
-        _closed_arguments(server, "start_run")
+        close_arguments(server, "start_run")
 
     @server.tool(annotations=READS)
     async def run_state(ctx: Context, run_id: str, wait_seconds: float = 0) -> CallToolResult:
@@ -330,14 +342,3 @@ def _caller_of(ctx: Context) -> Caller | None:
     request = ctx.request_context.request
     caller: Caller | None = getattr(getattr(request, "state", None), "caller", None)
     return caller
-
-
-def _closed_arguments(server: MCPServer, name: str) -> None:
-    """The tool `name` refuses an argument it does not take, naming the nearest one it
-    does (`Closed`), and its schema says so: the SDK drops such an argument without a
-    word, and a misspelled `require_approval` would start a run without its gate."""
-    tool = server._tool_manager.get_tool(name)
-    assert tool is not None, name
-    arguments = tool.fn_metadata.arg_model
-    tool.fn_metadata.arg_model = type(arguments.__name__, (Closed, arguments), {})
-    tool.parameters["additionalProperties"] = False

@@ -43,9 +43,17 @@ MemoryId = Annotated[
 ]
 
 
-def _with_store(action: Callable[[MemoryStore], Awaitable[T]]) -> T:
-    """`action` on the environment's memory store, its errors one line each."""
-    opener = StoreOpener(settings_or_exit().tarry_search_index)
+def _opener() -> StoreOpener:
+    """The environment's store, with its embedding profile (an edited text's vector)."""
+    settings = settings_or_exit()
+    return StoreOpener(settings.tarry_search_index, settings.embedding_profile())
+
+
+def _with_store(
+    action: Callable[[MemoryStore], Awaitable[T]], opener: StoreOpener | None = None
+) -> T:
+    """`action` on the environment's memory store (`opener`'s), its errors one line each."""
+    opener = opener or _opener()
 
     async def use() -> T:
         try:
@@ -134,12 +142,14 @@ def edit(
     except ValidationError as e:
         fail(f"--text: {e.errors()[0]['msg']}", exit_code=2)
     by = local_user(os.environ.get("TARRY_USER"))
+    opener = _opener()
 
     async def edited(store: MemoryStore) -> Memory:
-        done = await store.edit(memory_id, by, text=change.text, tags=change.tags)
+        vector = None if change.text is None else await opener.embedding_of(change.text)
+        done = await store.edit(memory_id, by, text=change.text, tags=change.tags, vector=vector)
         return _found(memory_id)(done)
 
-    memory = _with_store(edited)
+    memory = _with_store(edited, opener)
     output(memory, as_json, _details(memory))
 
 

@@ -10,7 +10,7 @@ nothing of the index's touches them; and a door that reads memories needs nothin
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from tarry.contracts import ErrorCode
 from tarry.contracts.memories import Memory, NewMemory
@@ -46,16 +46,24 @@ class MemoryStore(ABC):
     an operator's command line)."""
 
     @abstractmethod
-    async def remember(self, memory: NewMemory) -> Memory:
-        """Keeps `memory`; one of the same id already kept (a retried write) is answered
-        as it is, unchanged."""
+    async def remember(self, memory: NewMemory, vector: Sequence[float] | None = None) -> Memory:
+        """Keeps `memory`, and `vector`, its text's embedding (None: it is found by its
+        words alone); one of the same id already kept (a retried write) is answered as it
+        is, unchanged."""
 
     @abstractmethod
     async def recall(
-        self, query: str, scopes: Collection[str] | None, limit: int = 10
+        self,
+        query: str,
+        scopes: Collection[str] | None,
+        limit: int = 10,
+        embedding: Sequence[float] | None = None,
     ) -> list[Memory]:
         """The memories of `scopes` with any word of `query` in their text or tags, best
-        first; for a query of no words, the newest."""
+        first; for a query of no words, the newest. With `embedding`, `query`'s, also the
+        memories nearest it by the cosine of their vectors (those of its length), the two
+        rankings fused as a search's are (`fuse`): a memory of none of its words is
+        recalled by its meaning."""
 
     @abstractmethod
     async def get(self, memory_id: str) -> Memory | None:
@@ -69,10 +77,17 @@ class MemoryStore(ABC):
 
     @abstractmethod
     async def edit(
-        self, memory_id: str, by: str, *, text: str | None = None, tags: list[str] | None = None
+        self,
+        memory_id: str,
+        by: str,
+        *,
+        text: str | None = None,
+        tags: list[str] | None = None,
+        vector: Sequence[float] | None = None,
     ) -> Memory | None:
         """Sets the text or tags (None: as they are) of the memory `memory_id`, noting
-        `by` and when; None: there is none, or it was deleted."""
+        `by` and when; a new text, its `vector` too (None: none, found by its words
+        alone until it has one). None: there is none, or it was deleted."""
 
     @abstractmethod
     async def forget(self, memory_id: str, by: str) -> Memory | None:

@@ -36,6 +36,7 @@ from tarry.search.store import (
     IndexStore,
     SearchQuery,
     Vector,
+    fuse,
     fused,
     opening,
     shown,
@@ -80,6 +81,10 @@ _UPGRADES: dict[int, tuple[LiteralString, ...]] = {
     ),
     # SQLite's 3 keeps its vectors' length; here `message_vectors` has kept it since 1.
     3: (),
+    # SQLite's 4 copies its vectors a bit a dimension; here the HNSW index finds them.
+    4: (),
+    # The memories' embeddings: each its own length, read by recall alone (few a scope).
+    5: ("ALTER TABLE memories ADD COLUMN embedding vector",),
 }
 """The statements that bring a store of version N-1 to N; version 0 is an empty database
 (or schema): step 1 makes the table that keeps the version."""
@@ -215,13 +220,14 @@ class PostgresStore(IndexStore):
 
         await self._run(clear)
 
-    async def remember(self, memory: NewMemory) -> Memory:
+    async def remember(self, memory: NewMemory, vector: Vector | None = None) -> Memory:
         source = memory.provenance
 
         async def write(db: Connection) -> Memory:
             await db.execute(
                 "INSERT INTO memories (id, text, tags, scope, run_id, turn, approved_by,"
-                " created) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                " created, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::vector)"
+                " ON CONFLICT (id) DO NOTHING",
                 (
                     memory.id,
                     memory.text,
@@ -231,6 +237,7 @@ class PostgresStore(IndexStore):
                     source.turn,
                     source.approved_by,
                     datetime.now(UTC),
+                    None if vector is None else _literal(vector),
                 ),
             )
             await _reword(db, memory.id)
@@ -239,7 +246,11 @@ class PostgresStore(IndexStore):
         return await self._run(write)
 
     async def recall(
-        self, query: str, scopes: Collection[str] | None, limit: int = 10
+        self,
+        query: str,
+        scopes: Collection[str] | None,
+        limit: int = 10,
+        embedding: Vector | None = None,
     ) -> list[Memory]:
         words = words_of(query)
         where, args = _in_scopes(scopes)
@@ -252,7 +263,20 @@ class PostgresStore(IndexStore):
             " ORDER BY ts_rank(m.words, q) DESC, m.n DESC LIMIT %s"
         )
         matched = " | ".join(f"'{w}'" for w in words)
-        return await self._run(lambda db: _memories(db, rest, [matched, *args, limit]))
+        if embedding is None:
+            return await self._run(lambda db: _memories(db, rest, [matched, *args, limit]))
+        near = (
+            f"{where} AND vector_dims(m.embedding) = %s"
+            " ORDER BY m.embedding <=> %s::vector, m.n DESC LIMIT %s"
+        )
+
+        async def read(db: Connection) -> list[Memory]:
+            lexical = await _memories(db, rest, [matched, *args, limit])
+            nearest = [*args, len(embedding), _literal(embedding), limit]
+            semantic = await _memories(db, near, nearest)
+            return [m for m, _ in fuse([lexical, semantic], lambda m: m.id, limit)]
+
+        return await self._run(read)
 
     async def get(self, memory_id: str) -> Memory | None:
         found = await self._run(lambda db: _memories(db, " WHERE m.id = %s", [memory_id]))
@@ -266,13 +290,29 @@ class PostgresStore(IndexStore):
         return await self._run(lambda db: _memories(db, rest, [*args, limit]))
 
     async def edit(
-        self, memory_id: str, by: str, *, text: str | None = None, tags: list[str] | None = None
+        self,
+        memory_id: str,
+        by: str,
+        *,
+        text: str | None = None,
+        tags: list[str] | None = None,
+        vector: Vector | None = None,
     ) -> Memory | None:
         async def write(db: Connection) -> Memory | None:
+            # A new text: its vector, or none.
             await db.execute(
                 "UPDATE memories SET text = coalesce(%s, text), tags = coalesce(%s, tags),"
+                " embedding = CASE WHEN %s THEN %s::vector ELSE embedding END,"
                 " edited = %s, edited_by = %s WHERE id = %s AND deleted IS NULL",
-                (text, tags, datetime.now(UTC), by, memory_id),
+                (
+                    text,
+                    tags,
+                    text is not None,
+                    None if vector is None else _literal(vector),
+                    datetime.now(UTC),
+                    by,
+                    memory_id,
+                ),
             )
             await _reword(db, memory_id)
             found = await _memories(db, " WHERE m.id = %s AND m.deleted IS NULL", [memory_id])

@@ -1,6 +1,7 @@
 """The embedded store: one SQLite file under the data directory, its words in FTS5: the
-index of the runs' messages, its embeddings, when it is given some, in a `vec0` table of
-`sqlite-vec`, and the memories, in tables of their own.
+index of the runs' messages, its embeddings, when it is given some (their floats in a
+table, and a copy of one bit a dimension in a `vec0` table of `sqlite-vec`, searched
+first), and the memories, in tables of their own.
 
 SQLite's calls block, so each runs in a thread, one at a time (`_lock`): a worker's
 index activities and a server's searches share one connection. Writes are one
@@ -27,27 +28,54 @@ from pathlib import Path
 from types import ModuleType
 from typing import TypeVar, cast
 
-from tarry.contracts.memories import Memory, NewMemory, Provenance
+from tarry.contracts.memories import Memory, NewMemory
 from tarry.contracts.search import IndexRequest, SearchHit
+from tarry.search.sqlite_memories import in_scopes, memories
 from tarry.search.store import (
     SCHEMA_VERSION,
     DimensionMismatch,
     IndexStore,
     SearchQuery,
     Vector,
+    fuse,
     fused,
     opening,
     words_of,
 )
 
-__all__ = ["SqliteStore"]
+__all__ = ["SqliteStore", "driver"]
 
 _BUSY_WAIT_MS = 5000
 """How long a connection waits for another's lock before it gives up."""
 
 T = TypeVar("T")
 
-_UPGRADES: dict[int, tuple[str, ...]] = {
+Step = str | Callable[[sqlite3.Connection], None]
+"""A statement of an upgrade, or a function of the connection for one SQL cannot say."""
+
+
+def _vectors_in_two_forms(db: sqlite3.Connection) -> None:
+    """Step 4: the vectors the store holds (in `messages_vec`, `vec0` floats) move to a
+    plain table (`message_vectors`, read by id to re-rank) and a bit-a-dimension copy
+    (`messages_bits`, scanned first); a store with none makes the second with its first."""
+    db.execute("CREATE TABLE message_vectors (id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)")
+    if (dimensions := _dimensions(db)) is None:
+        return
+    try:
+        db.execute("INSERT INTO message_vectors SELECT rowid, embedding FROM messages_vec")
+        db.execute(_BITS_TABLE.format(bits=_bits_of(dimensions)))
+        for rowid, floats in db.execute("SELECT id, embedding FROM message_vectors").fetchall():
+            db.execute(_INSERT_BITS, (rowid, _padded(floats)))
+        db.execute("DROP TABLE messages_vec")
+    except Exception as e:  # the driver's OperationalError: no vec0, no vec_quantize_binary
+        raise RuntimeError(
+            f"the search index holds vectors, and upgrading it needs sqlite-vec ({e}):"
+            " install the sqlite-vec package, and pysqlite3-binary where Python's sqlite3"
+            " cannot load extensions"
+        ) from None
+
+
+_UPGRADES: dict[int, tuple[Step, ...]] = {
     1: (
         "CREATE TABLE runs (run_id TEXT PRIMARY KEY, owner TEXT, agent TEXT)",
         "CREATE TABLE run_readers (run_id TEXT NOT NULL, name TEXT NOT NULL,"
@@ -81,16 +109,24 @@ _UPGRADES: dict[int, tuple[str, ...]] = {
     ),
     # The length of the store's vectors; their `vec0` table is made with the first.
     3: ("CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",),
+    4: (_vectors_in_two_forms,),
+    # The memories' embeddings: each its own length, read by recall alone (few a scope).
+    5: ("ALTER TABLE memories ADD COLUMN embedding BLOB",),
 }
 """The statements that bring a store of version N-1 to N; version 0 is an empty file."""
 
 NEAREST = 4096
-"""The most nearest neighbours one `vec0` query asks for (sqlite-vec's own bound): a
-search keeps those its filters allow, and scans every vector those allow when that
-leaves it short (a caller who may read few of many runs)."""
+"""The most nearest neighbours one `vec0` query asks for (sqlite-vec's own bound)."""
+
+OVERSAMPLE = 5
+"""Candidates the bit pass finds per hit a search asks for, re-ranked by their floats:
+sqlite-vec's time grows with `k` as much as with the vectors it scans, so few."""
+
+_BITS_TABLE = "CREATE VIRTUAL TABLE messages_bits USING vec0(embedding bit[{bits}])"
+_INSERT_BITS = "INSERT INTO messages_bits (rowid, embedding) VALUES (?, vec_quantize_binary(?))"
 
 
-def _driver() -> ModuleType:
+def driver() -> ModuleType:
     """The `sqlite3` to connect with: the standard library's where it loads extensions,
     else `pysqlite3`'s where it is installed."""
     if hasattr(sqlite3.Connection, "enable_load_extension"):
@@ -123,10 +159,16 @@ def _blob(vector: Vector) -> bytes:
     return struct.pack(f"{len(vector)}f", *vector)
 
 
-_MEMORY = (
-    "SELECT m.id, m.text, m.tags, m.scope, m.run_id, m.turn, m.approved_by, m.created,"
-    " m.edited, m.edited_by, m.deleted, m.deleted_by FROM memories m"
-)
+def _bits_of(dimensions: int) -> int:
+    """The length of the bit copy of vectors of `dimensions`: a whole number of bytes."""
+    return -(-dimensions // 8) * 8
+
+
+def _padded(floats: bytes) -> bytes:
+    """A vector's floats with zeros to a whole number of bytes of bits, as
+    `vec_quantize_binary` takes them (a zero is a 0 bit, so the padding never differs)."""
+    dimensions = len(floats) // 4
+    return floats + bytes(4 * (_bits_of(dimensions) - dimensions))
 
 
 class SqliteStore(IndexStore):
@@ -141,15 +183,16 @@ class SqliteStore(IndexStore):
 
         def connect() -> SqliteStore:
             path.parent.mkdir(parents=True, exist_ok=True)
-            driver = _driver()
-            db: sqlite3.Connection = driver.connect(
+            sqlite = driver()
+            db: sqlite3.Connection = sqlite.connect(
                 str(path), check_same_thread=False, isolation_level=None
             )
             db.execute(f"PRAGMA busy_timeout={_BUSY_WAIT_MS}")
-            _into_wal(db, driver.OperationalError)
+            _into_wal(db, sqlite.OperationalError)
             db.execute("PRAGMA synchronous=NORMAL")
+            problem = _vectors_problem(db)  # before the upgrade: step 4 needs sqlite-vec
             _upgrade(db, path, version)
-            return cls(db, _vectors_problem(db))
+            return cls(db, problem)
 
         return await asyncio.to_thread(connect)
 
@@ -193,10 +236,12 @@ class SqliteStore(IndexStore):
                 for row, vector in zip(rows, vectors, strict=True):
                     # A message indexed before keeps its vector: RETURNING names new rows only.
                     for (rowid,) in db.execute(f"{_INSERT_MESSAGE} RETURNING id", row).fetchall():
+                        floats = _blob(vector)
                         db.execute(
-                            "INSERT INTO messages_vec (rowid, embedding) VALUES (?, ?)",
-                            (rowid, _blob(vector)),
+                            "INSERT INTO message_vectors (id, embedding) VALUES (?, ?)",
+                            (rowid, floats),
                         )
+                        db.execute(_INSERT_BITS, (rowid, _padded(floats)))
                         new += 1
                 return new
 
@@ -235,20 +280,21 @@ class SqliteStore(IndexStore):
     async def clear(self) -> None:
         def clear(db: sqlite3.Connection) -> None:
             with _transaction(db):
-                for table in ("messages", "run_readers", "runs", "settings"):
+                for table in ("message_vectors", "messages", "run_readers", "runs", "settings"):
                     db.execute(f"DELETE FROM {table}")
-                db.execute("DROP TABLE IF EXISTS messages_vec")
+                db.execute("DROP TABLE IF EXISTS messages_bits")
 
         await self._run(clear)
 
-    async def remember(self, memory: NewMemory) -> Memory:
+    async def remember(self, memory: NewMemory, vector: Vector | None = None) -> Memory:
         source = memory.provenance
 
         def write(db: sqlite3.Connection) -> Memory:
             with _transaction(db):
                 db.execute(
                     "INSERT INTO memories (id, text, tags, scope, run_id, turn, approved_by,"
-                    " created) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                    " created, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (id) DO NOTHING",
                     (
                         memory.id,
                         memory.text,
@@ -258,20 +304,25 @@ class SqliteStore(IndexStore):
                         source.turn,
                         source.approved_by,
                         datetime.now(UTC).timestamp(),
+                        None if vector is None else _blob(vector),
                     ),
                 )
-                return _memories(db, " WHERE m.id = ?", [memory.id])[0]
+                return memories(db, " WHERE m.id = ?", [memory.id])[0]
 
         return await self._run(write)
 
     async def recall(
-        self, query: str, scopes: Collection[str] | None, limit: int = 10
+        self,
+        query: str,
+        scopes: Collection[str] | None,
+        limit: int = 10,
+        embedding: Vector | None = None,
     ) -> list[Memory]:
         words = words_of(query)
-        where, args = _in_scopes(scopes)
+        where, args = in_scopes(scopes)
         if not words:
             return await self._run(
-                lambda db: _memories(
+                lambda db: memories(
                     db, f"{where} ORDER BY m.created DESC, m.n DESC LIMIT ?", [*args, limit]
                 )
             )
@@ -281,39 +332,63 @@ class SqliteStore(IndexStore):
             " AND memories_fts MATCH ? ORDER BY memories_fts.rank LIMIT ?"
         )
         matched = " OR ".join(f'"{w}"' for w in words)
-        return await self._run(lambda db: _memories(db, sql, [*args, matched, limit]))
+        if embedding is None:
+            return await self._run(lambda db: memories(db, sql, [*args, matched, limit]))
+        if self._vectors_problem is not None:
+            raise RuntimeError(self._vectors_problem)
+        floats = _blob(embedding)
+        near = (
+            f"{where} AND length(m.embedding) = ?"
+            " ORDER BY vec_distance_cosine(m.embedding, ?), m.n DESC LIMIT ?"
+        )
+
+        def read(db: sqlite3.Connection) -> list[Memory]:
+            lexical = memories(db, sql, [*args, matched, limit])
+            semantic = memories(db, near, [*args, len(floats), floats, limit])
+            return [m for m, _ in fuse([lexical, semantic], lambda m: m.id, limit)]
+
+        return await self._run(read)
 
     async def get(self, memory_id: str) -> Memory | None:
-        found = await self._run(lambda db: _memories(db, " WHERE m.id = ?", [memory_id]))
+        found = await self._run(lambda db: memories(db, " WHERE m.id = ?", [memory_id]))
         return found[0] if found else None
 
     async def list_memories(
         self, scopes: Collection[str] | None, limit: int = 100, *, deleted: bool = False
     ) -> list[Memory]:
-        where, args = _in_scopes(scopes, deleted=deleted)
+        where, args = in_scopes(scopes, deleted=deleted)
         return await self._run(
-            lambda db: _memories(
+            lambda db: memories(
                 db, f"{where} ORDER BY m.created DESC, m.n DESC LIMIT ?", [*args, limit]
             )
         )
 
     async def edit(
-        self, memory_id: str, by: str, *, text: str | None = None, tags: list[str] | None = None
+        self,
+        memory_id: str,
+        by: str,
+        *,
+        text: str | None = None,
+        tags: list[str] | None = None,
+        vector: Vector | None = None,
     ) -> Memory | None:
         def write(db: sqlite3.Connection) -> Memory | None:
             with _transaction(db):
                 db.execute(
                     "UPDATE memories SET text = coalesce(?, text), tags = coalesce(?, tags),"
-                    " edited = ?, edited_by = ? WHERE id = ? AND deleted IS NULL",
+                    " embedding = iif(?, ?, embedding), edited = ?, edited_by = ?"
+                    " WHERE id = ? AND deleted IS NULL",
                     (
                         text,
                         None if tags is None else json.dumps(tags),
+                        text is not None,  # a new text: its vector, or none
+                        None if vector is None else _blob(vector),
                         datetime.now(UTC).timestamp(),
                         by,
                         memory_id,
                     ),
                 )
-                found = _memories(db, " WHERE m.id = ? AND m.deleted IS NULL", [memory_id])
+                found = memories(db, " WHERE m.id = ? AND m.deleted IS NULL", [memory_id])
                 return found[0] if found else None
 
         return await self._run(write)
@@ -326,7 +401,7 @@ class SqliteStore(IndexStore):
                     " WHERE id = ? AND deleted IS NULL",
                     (datetime.now(UTC).timestamp(), by, memory_id),
                 )
-                found = _memories(db, " WHERE m.id = ?", [memory_id])
+                found = memories(db, " WHERE m.id = ?", [memory_id])
                 return found[0] if found else None
 
         return await self._run(write)
@@ -400,28 +475,30 @@ def _semantic(
     db: sqlite3.Connection, embedding: bytes, where: str, args: list[object], limit: int
 ) -> list[SearchHit]:
     """The `limit` messages nearest `embedding` by cosine distance that the filters keep:
-    among the `NEAREST` nearest of all, or, when those leave too few and there are more,
-    among every message the filters keep."""
-    near = min(NEAREST, max(limit * 20, 100))
-    # MATERIALIZED: else SQLite moves the filter on `distance` into the KNN query, which
-    # sqlite-vec refuses.
-    nearest = (
-        "WITH near AS MATERIALIZED (SELECT rowid, distance FROM messages_vec"
-        f" WHERE embedding MATCH ? AND k = {near}) SELECT {_HIT}, near.distance, m.text FROM near"
-        " JOIN messages m ON m.id = near.rowid JOIN runs r ON r.run_id = m.run_id"
-        f" WHERE near.distance IS NOT NULL{where} ORDER BY near.distance LIMIT ?"
-    )
-    rows = db.execute(nearest, [embedding, *args, limit]).fetchall()
-    # Counted in vec0's own table of rowids: `count(*)` of `messages_vec` reads every vector.
-    if len(rows) < limit and _count(db, "messages_vec_rowids") > near:
+    the bit copies nearest it by Hamming distance first (`OVERSAMPLE` a hit: a scan of
+    one bit a dimension, a 32nd of the floats), re-ranked by their floats; or, when the
+    filters leave too few of those and there are more, every message they keep."""
+    near = min(NEAREST, limit * OVERSAMPLE)
+    # MATERIALIZED: else SQLite moves the filters into the KNN query, which sqlite-vec
+    # refuses.
+    rows = db.execute(
+        "WITH near AS MATERIALIZED (SELECT rowid FROM messages_bits"
+        f" WHERE embedding MATCH vec_quantize_binary(?) AND k = {near})"
+        f" SELECT {_HIT}, vec_distance_cosine(v.embedding, ?) AS apart, m.text FROM near"
+        " JOIN message_vectors v ON v.id = near.rowid JOIN messages m ON m.id = near.rowid"
+        f" JOIN runs r ON r.run_id = m.run_id WHERE apart IS NOT NULL{where}"
+        " ORDER BY apart LIMIT ?",
+        [_padded(embedding), embedding, *args, limit],
+    ).fetchall()
+    # Counted in vec0's own table of rowids: `count(*)` of a table of vectors reads them.
+    if len(rows) < limit and _count(db, "messages_bits_rowids") > near:
         # The kept messages first, then their vectors (CROSS JOIN keeps that order):
-        # SQLite would otherwise read every vector and filter after (3 s at 100,000).
-        # Not `distance`: that names vec0's own column, null outside a KNN query.
+        # SQLite would otherwise read every vector and filter after.
         rows = db.execute(
             "WITH kept AS MATERIALIZED (SELECT m.id FROM messages m"
             f" JOIN runs r ON r.run_id = m.run_id WHERE 1{where})"
             f" SELECT {_HIT}, vec_distance_cosine(v.embedding, ?) AS apart, m.text"
-            " FROM kept CROSS JOIN messages_vec v ON v.rowid = kept.id"
+            " FROM kept CROSS JOIN message_vectors v ON v.id = kept.id"
             " JOIN messages m ON m.id = kept.id JOIN runs r ON r.run_id = m.run_id"
             " WHERE apart IS NOT NULL ORDER BY apart LIMIT ?",
             [*args, embedding, limit],
@@ -445,10 +522,7 @@ def _fix_dimensions(db: sqlite3.Connection, lengths: set[int]) -> None:
     if dimensions is None and len(lengths) == 1:
         [dimensions] = lengths
         db.execute("INSERT INTO settings (name, value) VALUES ('dimensions', ?)", (dimensions,))
-        db.execute(
-            "CREATE VIRTUAL TABLE messages_vec USING"
-            f" vec0(embedding float[{dimensions}] distance_metric=cosine)"
-        )
+        db.execute(_BITS_TABLE.format(bits=_bits_of(dimensions)))
     if lengths - {dimensions}:
         raise DimensionMismatch(
             f"vectors of {sorted(lengths)} dimensions for an index of {dimensions}: the"
@@ -469,53 +543,6 @@ class _transaction:
 
     def __exit__(self, kind: object, *_: object) -> None:
         self._db.execute("ROLLBACK" if kind is not None else "COMMIT")
-
-
-def _in_scopes(
-    scopes: Collection[str] | None, *, deleted: bool = False
-) -> tuple[str, list[object]]:
-    """The WHERE clause that keeps the memories of `scopes` (None: all), and its values."""
-    clauses = [] if deleted else ["m.deleted IS NULL"]
-    names = sorted(scopes) if scopes is not None else None
-    if names is not None:
-        clauses.append(f"m.scope IN ({', '.join('?' * len(names)) or 'NULL'})")
-    return (f" WHERE {' AND '.join(clauses)}" if clauses else ""), list(names or ())
-
-
-def _memories(db: sqlite3.Connection, rest: str, args: list[object]) -> list[Memory]:
-    """The memories `_MEMORY` + `rest` selects, as the store's answers."""
-    return [_memory(*row) for row in db.execute(_MEMORY + rest, args)]
-
-
-def _memory(
-    id: str,
-    text: str,
-    tags: str,
-    scope: str,
-    run_id: str | None,
-    turn: int | None,
-    approved_by: str | None,
-    created: float,
-    edited: float | None,
-    edited_by: str | None,
-    deleted: float | None,
-    deleted_by: str | None,
-) -> Memory:
-    def moment(at: float | None) -> datetime | None:
-        return None if at is None else datetime.fromtimestamp(at, UTC)
-
-    return Memory(
-        id=id,
-        text=text,
-        tags=json.loads(tags),
-        scope=scope,
-        provenance=Provenance(run_id=run_id, turn=turn, approved_by=approved_by),
-        created=datetime.fromtimestamp(created, UTC),
-        edited=moment(edited),
-        edited_by=edited_by,
-        deleted=moment(deleted),
-        deleted_by=deleted_by,
-    )
 
 
 def _version(db: sqlite3.Connection) -> int:
@@ -550,5 +577,8 @@ def _upgrade(db: sqlite3.Connection, path: Path, version: int) -> None:
             if _version(db) >= step:  # another process opening it took this step first
                 continue
             for statement in _UPGRADES[step]:
-                db.execute(statement)
+                if callable(statement):
+                    statement(db)
+                else:
+                    db.execute(statement)
             db.execute(f"PRAGMA user_version = {step}")

@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 
@@ -36,6 +37,7 @@ __all__ = [
     "SearchStore",
     "StoreOpener",
     "Vector",
+    "fuse",
     "fused",
     "open_store",
     "opening",
@@ -44,12 +46,14 @@ __all__ = [
     "words_of",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 5
 """The store's schema (1: the index; 2: and the memories; 3: and the length of its
-messages' embeddings), kept in the store; a store of an older one is upgraded when it
-opens (each store's `_UPGRADES`), one of a newer one refused."""
+messages' embeddings; 4: on SQLite, their vectors in a plain table and a copy of one bit
+a dimension; 5: the memories' embeddings), kept in the store; a store of an older one
+is upgraded when it opens (each store's `_UPGRADES`), one of a newer one refused."""
 
 _WORD = re.compile(r"\w+")
+T = TypeVar("T")
 
 
 def words_of(text: str) -> list[str]:
@@ -103,19 +107,28 @@ class DimensionMismatch(ValueError):
     profile changed since the store was filled. `tarry index rebuild` starts it anew."""
 
 
-def fused(rankings: Sequence[Sequence[SearchHit]], limit: int) -> list[SearchHit]:
-    """The hits of several rankings of one search (each best first), by reciprocal rank
-    fusion (`RRF_K`): a hit in both ranks above one in either alone at the same place.
-    A hit's first ranking gives its snippet (the lexical one, with the matched words)."""
-    scores: dict[tuple[str, int], float] = {}
-    hits: dict[tuple[str, int], SearchHit] = {}
+def fuse(
+    rankings: Sequence[Sequence[T]], key: Callable[[T], Hashable], limit: int
+) -> list[tuple[T, float]]:
+    """The items of several rankings (each best first), the same item in two named by
+    `key`, by reciprocal rank fusion (`RRF_K`), each with its score: an item in both ranks
+    above one in either alone at the same place. Its first ranking gives the item."""
+    scores: dict[Hashable, float] = {}
+    items: dict[Hashable, T] = {}
     for ranking in rankings:
-        for rank, hit in enumerate(ranking, start=1):
-            key = (hit.run_id, hit.index)
-            scores[key] = scores.get(key, 0.0) + 1.0 / (RRF_K + rank)
-            hits.setdefault(key, hit)
-    best = sorted(scores, key=lambda key: -scores[key])[:limit]
-    return [hits[key].model_copy(update={"score": scores[key]}) for key in best]
+        for rank, item in enumerate(ranking, start=1):
+            named = key(item)
+            scores[named] = scores.get(named, 0.0) + 1.0 / (RRF_K + rank)
+            items.setdefault(named, item)
+    best = sorted(scores, key=lambda named: -scores[named])[:limit]
+    return [(items[named], scores[named]) for named in best]
+
+
+def fused(rankings: Sequence[Sequence[SearchHit]], limit: int) -> list[SearchHit]:
+    """The hits of several rankings of one search, by `fuse`, `score` the fusion's: a
+    hit's first ranking gives its snippet (the lexical one, with the matched words)."""
+    best = fuse(rankings, lambda hit: (hit.run_id, hit.index), limit)
+    return [hit.model_copy(update={"score": score}) for hit, score in best]
 
 
 SNIPPET_CHARACTERS = 120
@@ -215,33 +228,46 @@ def shown(location: str) -> str:
 class StoreOpener:
     """One process's store at `location`, opened at its first use (a worker that never
     indexes, a server never searched, never opens it) and kept until `aclose`; with an
-    `embedding` profile, its searches are hybrid (`search`)."""
+    `embedding` profile (asked over `http`, a pool of the caller's, or one of its own),
+    its searches are hybrid (`search`), and it embeds memories (`embedding_of`)."""
 
-    def __init__(self, location: str | None, embedding: EmbeddingProfile | None = None) -> None:
+    def __init__(
+        self,
+        location: str | None,
+        embedding: EmbeddingProfile | None = None,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
         self._location = location
         self._store: IndexStore | None = None
         self._opening = asyncio.Lock()
-        self._embedder = Embedder(embedding) if embedding is not None else None
+        self._embedder = Embedder(embedding, http) if embedding is not None else None
 
     async def search(self, query: SearchQuery) -> list[SearchHit]:
         """`query`'s hits, its text embedded first with the embedding profile (a hybrid
         search); `SEARCH_UNAVAILABLE` when the store cannot be opened, the query cannot be
         embedded, or the index's vectors are another profile's."""
         store = await self.store()
-        if self._embedder is not None and words_of(query.text):
-            try:
-                [vector] = (await self._embedder.embed([query.text])).vectors
-            except (EmbeddingFailed, httpx.HTTPError) as e:
-                raise TarryError(
-                    ErrorCode.SEARCH_UNAVAILABLE,
-                    f"the query cannot be embedded for semantic search ({type(e).__name__}:"
-                    f" {e}); is the embedding model ([embedding], TARRY_EMBEDDING) up?",
-                ) from None
+        if (vector := await self.embedding_of(query.text)) is not None:
             query = replace(query, embedding=vector)
         try:
             return await store.search(query)
         except DimensionMismatch as e:
             raise TarryError(ErrorCode.SEARCH_UNAVAILABLE, str(e)) from None
+
+    async def embedding_of(self, text: str) -> Vector | None:
+        """`text`'s embedding by the embedding profile; None without one, or for a text
+        of no words; `SEARCH_UNAVAILABLE` when the model cannot embed it."""
+        if self._embedder is None or not words_of(text):
+            return None
+        try:
+            [vector] = (await self._embedder.embed([text])).vectors
+        except (EmbeddingFailed, httpx.HTTPError) as e:
+            raise TarryError(
+                ErrorCode.SEARCH_UNAVAILABLE,
+                f"{text[:40]!r} cannot be embedded for semantic search ({type(e).__name__}:"
+                f" {e}); is the embedding model ([embedding], TARRY_EMBEDDING) up?",
+            ) from None
+        return vector
 
     async def store(self) -> IndexStore:
         """The store; `SEARCH_UNAVAILABLE` when there is none or it cannot be opened."""

@@ -1204,6 +1204,8 @@ function startInput() {
     approvers: approversOf(),
     approval_rules: rulesOf(),
     on_reply_while_running: $("start-reply-policy").value,
+    memory_access: $("start-memory").value,
+    memory_scope: $("start-memory-scope").value.trim() || null,
   };
 }
 
