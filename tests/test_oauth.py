@@ -22,6 +22,7 @@ import pytest
 import werkzeug.serving
 from aiohttp import web
 from cryptography.fernet import Fernet
+from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
@@ -34,9 +35,9 @@ from tests.cli import Cli
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.http_api import Access, Api, served
-from tests.test_http_api_people import ALICE, BOB, as_
+from tests.test_http_api_people import ALICE, BOB, CAROL, as_
+from tests.test_inbox import as_person, first, open_run, script, until
 from tests.test_inbox import browser as browser  # the fixture
-from tests.test_inbox import first, open_run, script, until
 from tests.test_mcp_tools import activity_summaries, tool_messages
 from tests.test_notifications import Receiver, entry
 from tests.test_notifications import receiver as receiver  # the fixture
@@ -186,12 +187,13 @@ async def setup(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Setup]:
-    """alice and bob on the API, a worker whose `secure` server takes the grant of
-    `token_mode` (the run's owner's), and the connections store both share."""
+    """alice and bob on the API (carol its admin), a worker whose `secure` server takes
+    the grant of `token_mode` (the run's owner's), and the connections store both share."""
     service = await provider.service_token()
     config = tmp_path / "tarry.toml"
     config.write_text(
-        f'[api]\nvisibility = "team"\n[api.users]\nalice = "{ALICE}"\nbob = "{BOB}"\n'
+        f'[api]\nvisibility = "team"\nadmins = ["carol"]\n'
+        f'[api.users]\nalice = "{ALICE}"\nbob = "{BOB}"\ncarol = "{CAROL}"\n'
         f'[mcp_servers.secure]\nurl = "{secure}"\nauth = "oauth"\ntoken = "{token_mode}"\n'
         f'headers = {{ Authorization = "Bearer {service}" }}\n'
         + entry(receiver.url, ["waiting_for_auth"])
@@ -502,6 +504,154 @@ async def test_the_notification_of_a_wait_for_auth_carries_the_person_s_connect_
     assert told["summary"] == "Waits for alice to connect secure."
     [need] = told["auth_needed"]
     assert need["connect"].endswith(f"/v1/oauth/connect/{run_id}/secure")
+
+
+async def test_a_connection_is_listed_with_its_scopes_and_times_and_never_a_token(
+    setup: Setup,
+) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    await connect(setup, run_id)
+    grant = await setup.store.grant("alice", "secure")
+    assert grant is not None
+    assert grant.scope
+
+    answer = await setup.api.http.get("/v1/connections")
+
+    [listed] = answer.json()["connections"]
+    assert (listed["person"], listed["server"]) == ("alice", "secure")
+    assert listed["scopes"] == grant.scope.split()
+    assert listed["connected_at"]
+    assert listed["refreshed_at"] is None
+    assert grant.access_token not in answer.text
+
+
+async def test_an_admin_lists_everyone_s_connections_and_revokes_alice_s(setup: Setup) -> None:
+    await saved(setup.store, "alice")
+    await saved(setup.store, "bob")
+
+    listed = await setup.api.http.get("/v1/connections", headers=as_(CAROL))
+    revoked = await setup.api.http.delete(
+        "/v1/connections/secure", params={"person": "alice"}, headers=as_(CAROL)
+    )
+
+    people = [c["person"] for c in listed.json()["connections"]]
+    assert people == ["alice", "bob"]
+    assert revoked.status_code == 204
+    assert await setup.store.grant("alice", "secure") is None
+    assert await setup.store.grant("bob", "secure") is not None
+
+
+async def saved(store: ConnectionStore, person: str, scope: str = "openid") -> Grant:
+    """A grant of `person`'s to `secure`, stored as a connect stores it."""
+    grant = Grant(
+        access_token=f"{person}-access-0123456789", token_endpoint="http://as/token",
+        client_id="tarry", scope=scope,
+    )  # fmt: skip
+    await store.save(person, "secure", grant)
+    return grant
+
+
+async def test_a_refreshed_grant_keeps_when_it_was_connected_and_says_when_it_was_refreshed(
+    tmp_path: Path,
+) -> None:
+    store = ConnectionStore(tmp_path / "c.db", KEY)
+    old = await saved(store, "alice")
+    [connected] = await store.connections("alice")
+    new = Grant(**{**old.__dict__, "access_token": "alice-access-2", "scope": None})
+
+    assert await store.refreshed("alice", "secure", old, new)
+
+    [refreshed] = await store.connections("alice")
+    store.close()
+    assert refreshed.connected_at == connected.connected_at
+    assert connected.refreshed_at is None
+    assert refreshed.refreshed_at is not None
+    assert refreshed.refreshed_at >= connected.connected_at
+    assert refreshed.scope == "openid"  # a refresh that names no scope keeps the granted ones
+
+
+async def open_connections(browser: WebDriver, api: Api, token: str) -> None:
+    await as_person(browser, api, token)
+    await asyncio.to_thread(browser.get, api.url + "/#/connections")
+
+
+def connection_rows(browser: WebDriver) -> list[tuple[str, str]]:
+    """(person, server) of each row of the Connections page."""
+    found: list[list[str]] = browser.execute_script(
+        "return [...document.querySelectorAll('#connection-list .connection')]"
+        ".map((row) => [row.dataset.person, row.dataset.server])"
+    )
+    return [(person, server) for person, server in found]
+
+
+async def revoke_in_the_page(browser: WebDriver, person: str) -> None:
+    """Clicks Revoke on `person`'s row and agrees to the question."""
+    await asyncio.to_thread(browser.execute_script, "window.confirm = () => true")
+    row = await until(
+        lambda: first(browser, f"#connection-list .connection[data-person='{person}']"),
+        f"{person}'s connection",
+    )
+    await asyncio.to_thread(row.find_element(By.CSS_SELECTOR, "button.connection-revoke").click)
+
+
+@needs_chromium
+async def test_alice_revokes_her_connection_on_the_connections_page_and_the_next_call_waits(
+    setup: Setup, browser: WebDriver
+) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    await connect(setup, run_id)
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    grant = await setup.store.grant("alice", "secure")
+    assert grant is not None
+    await open_connections(browser, setup.api, ALICE)
+
+    row = await until(lambda: first(browser, "#connection-list .connection"), "her connection")
+    assert row.find_element(By.CSS_SELECTOR, ".connection-server").text == "secure"
+    assert row.find_element(By.CSS_SELECTOR, ".connection-scopes").text == grant.scope
+    assert row.find_element(By.CSS_SELECTOR, ".connection-refreshed").text == "never"
+    assert grant.access_token not in browser.page_source
+    await revoke_in_the_page(browser, "alice")
+
+    await until(lambda: browser.find_element(By.ID, "connection-empty").is_displayed(), "none")
+    assert await setup.store.grant("alice", "secure") is None
+    setup.agent.model.add(call("secure__whoami", {}), say("again"))
+    await run.reply("and now?")
+    state = await waiting_for_auth(setup.api, run_id)
+    assert [need["person"] for need in state["auth_needed"]] == ["alice"]
+
+
+@needs_chromium
+async def test_an_admin_sees_everyone_s_connections_on_the_page_and_revokes_bob_s(
+    setup: Setup, browser: WebDriver
+) -> None:
+    await saved(setup.store, "alice")
+    await saved(setup.store, "bob")
+    await open_connections(browser, setup.api, CAROL)
+
+    await until(lambda: len(connection_rows(browser)) == 2, "alice's and bob's connections")
+    await revoke_in_the_page(browser, "bob")
+
+    await until(lambda: connection_rows(browser) == [("alice", "secure")], "bob's gone")
+    assert await setup.store.grant("bob", "secure") is None
+    assert await setup.store.grant("alice", "secure") is not None
+
+
+@needs_chromium
+async def test_alice_sees_only_her_own_connections_on_the_page(
+    setup: Setup, browser: WebDriver
+) -> None:
+    await saved(setup.store, "alice")
+    await saved(setup.store, "bob")
+
+    await open_connections(browser, setup.api, ALICE)
+
+    await until(lambda: connection_rows(browser), "her connection")
+    assert connection_rows(browser) == [("alice", "secure")]
 
 
 async def test_tarry_connections_lists_and_revokes_a_person_s_grant(
