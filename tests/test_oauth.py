@@ -1,25 +1,22 @@
 """Tools that act as the person who asked (issue 60): an MCP server with `auth = "oauth"`
 gets each call with a person's own grant. Real parts: an OpenID provider from PyPI
 (`oidc-provider-mock`, Authlib's server underneath) on a free port, and an MCP server
-over streamable HTTP that requires bearer tokens and checks each one at that provider
-(`tests/mcp_oauth_server.py`), saying whose account a call acts as."""
+over streamable HTTP that requires bearer tokens and checks each one at that provider,
+saying whose account a call acts as (both `tarry.testing.oauth_servers`, which the
+offline tour runs too)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import sys
-import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 import httpx
-import oidc_provider_mock
 import pytest
-import werkzeug.serving
 from aiohttp import web
 from cryptography.fernet import Fernet
 from selenium.webdriver.common.by import By
@@ -29,6 +26,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from tarry.config.settings import load_settings
 from tarry.connections.store import ConnectionStore, Grant
 from tarry.contracts import ErrorCode, Phase, WaitingFor
+from tarry.testing import oauth_servers
 from tarry.testing.scripted_model import call, say
 from tests.browser import needs_chromium
 from tests.cli import Cli
@@ -42,40 +40,15 @@ from tests.test_mcp_tools import activity_summaries, tool_messages
 from tests.test_notifications import Receiver, entry
 from tests.test_notifications import receiver as receiver  # the fixture
 
-SERVER = Path(__file__).parent / "mcp_oauth_server.py"
 KEY = Fernet.generate_key().decode()
 PROVIDER_LOGGERS = ("authlib", "werkzeug", "oidc_provider_mock")
 
 
 @dataclass
 class Provider:
-    """The authorization server, and a way through its consent page without a browser."""
+    """The authorization server, whose tokens a test revokes."""
 
     url: str
-
-    async def consent(self, http: httpx.AsyncClient, authorize_url: str, sub: str) -> str:
-        """Signs in as `sub` at the consent page and agrees: where the provider then
-        sends the browser (the client's redirect URI, with a code)."""
-        page = await http.get(authorize_url)
-        assert page.status_code == 200, page.text
-        agreed = await http.post(authorize_url, data={"sub": sub})
-        assert agreed.status_code == 302, agreed.text
-        return agreed.headers["location"]
-
-    async def service_token(self) -> str:
-        """An access token of the service account the worker lists tools with."""
-        redirect = "http://127.0.0.1/listing"
-        query = f"response_type=code&client_id=lister&redirect_uri={redirect}&scope=openid"
-        async with httpx.AsyncClient() as http:
-            back = await self.consent(http, f"{self.url}/oauth2/authorize?{query}", "service")
-            code = parse_qs(urlparse(back).query)["code"][0]
-            answer = await http.post(
-                f"{self.url}/oauth2/token",
-                data={"grant_type": "authorization_code", "code": code, "redirect_uri": redirect},
-                auth=("lister", "secret"),
-            )
-        token: str = answer.json()["access_token"]
-        return token
 
     async def revoke(self, sub: str) -> None:
         async with httpx.AsyncClient() as http:
@@ -84,14 +57,8 @@ class Provider:
 
 @pytest.fixture
 def provider() -> Iterator[Provider]:
-    """The provider on 127.0.0.1 (its own helper binds `localhost`, which Chromium may
-    reach over IPv6 first), served by a thread of its own."""
-    server = werkzeug.serving.make_server("127.0.0.1", 0, oidc_provider_mock.app(), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
-    thread.start()
-    yield Provider(f"http://127.0.0.1:{server.server_port}")
-    server.shutdown()
-    thread.join()
+    with oauth_servers.authorization_server() as url:
+        yield Provider(url)
 
 
 @pytest.fixture
@@ -99,7 +66,8 @@ async def secure(provider: Provider) -> AsyncIterator[str]:
     """The MCP server that requires the provider's tokens: its URL."""
     port = _free_port()
     process = await asyncio.create_subprocess_exec(
-        sys.executable, str(SERVER), "--port", str(port), "--issuer", provider.url,
+        sys.executable, "-m", "tarry.testing.oauth_servers",
+        "--port", str(port), "--issuer", provider.url,
         stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
     async with asyncio.timeout(deadline(30)):
@@ -189,7 +157,7 @@ async def setup(
 ) -> AsyncIterator[Setup]:
     """alice and bob on the API (carol its admin), a worker whose `secure` server takes
     the grant of `token_mode` (the run's owner's), and the connections store both share."""
-    service = await provider.service_token()
+    service = await oauth_servers.service_token(provider.url)
     config = tmp_path / "tarry.toml"
     config.write_text(
         f'[api]\nvisibility = "team"\nadmins = ["carol"]\n'
@@ -232,7 +200,7 @@ async def connect(setup: Setup, run_id: str, person: str = "alice", token: str =
     link = await setup.api.http.get(f"/v1/oauth/connect/{run_id}/secure", headers=as_(token))
     assert link.status_code == 302, link.text
     async with httpx.AsyncClient() as browser:
-        callback = await setup.provider.consent(browser, link.headers["location"], person)
+        callback = await oauth_servers.consent(browser, link.headers["location"], person)
         finished = await browser.get(callback)
     assert finished.status_code == 200, finished.text
     return callback
@@ -304,7 +272,7 @@ async def test_a_worker_restarted_between_consent_and_call_runs_the_call_once(
     await setup.agent.stop_worker()
 
     async with httpx.AsyncClient() as browser:  # consented while no worker runs
-        callback = await setup.provider.consent(browser, link.headers["location"], "alice")
+        callback = await oauth_servers.consent(browser, link.headers["location"], "alice")
         assert (await browser.get(callback)).status_code == 200
     await setup.agent.add_worker()
 

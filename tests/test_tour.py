@@ -36,8 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 GETTING_STARTED = ROOT / "docs" / "getting-started.md"
 COMMAND_TIMEOUT = deadline(60)
-ASSIGNMENT = re.compile(r"(?P<name>[A-Za-z_]\w*)=\$\((?P<command>.+)\)$")
-"""`RUN=$(tarry start ...)`: a command whose output the later commands use."""
+ASSIGNMENT = re.compile(r"(?:export )?(?P<name>[A-Za-z_]\w*)=\$\((?P<command>.+)\)$")
+"""`RUN=$(tarry start ...)`: a command whose output the later commands use (`export X=$(...)`:
+the commands they run too; each line of a tour runs in a shell of its own, with them)."""
 TOLD = {"start", "watch", "send", "approve", "budget"}
 """The commands the tour is about, which the tests below follow."""
 

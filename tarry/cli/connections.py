@@ -86,10 +86,16 @@ def _when(seconds: float | None) -> str:
 @connection_commands.command("revoke")
 def revoke(
     server: Annotated[str, typer.Argument(metavar="SERVER", help="The MCP server's name.")],
-    person: Annotated[str, typer.Option("--person", metavar="USER", help="Whose grant.")],
+    person: Annotated[
+        str | None,
+        typer.Option(
+            "--person", metavar="USER", help="Whose grant; yours (TARRY_USER) if not given."
+        ),
+    ] = None,
 ) -> None:
     """Forget a person's grant to a server: no call uses it again, not even one already
     scheduled; their next call waits for them to connect again."""
+    person = person or settings_or_exit().local_caller().user
     if not _with_store(lambda store: store.revoke(person, server)):
         fail(f"CONNECTION_NOT_FOUND: {person} has no connection to {server!r}")
     console.print(f"Revoked {person}'s connection to {server}.")
