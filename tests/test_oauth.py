@@ -642,6 +642,23 @@ async def test_tarry_connections_lists_and_revokes_a_person_s_grant(
     store.close()
 
 
+async def test_tarry_connections_revoke_without_a_person_revokes_your_own(
+    cli: Cli, tmp_path: Path
+) -> None:
+    db = tmp_path / "connections.db"
+    cli.env |= {"TARRY_CONNECTIONS_KEY": KEY, "TARRY_CONNECTIONS_DB": str(db), "TARRY_USER": "bob"}
+    store = ConnectionStore(db, KEY)
+    await saved(store, "alice")
+    await saved(store, "bob")
+
+    revoked = await cli.ok("connections", "revoke", "secure")
+
+    assert "Revoked bob's connection to secure." in revoked
+    assert await store.grant("bob", "secure") is None
+    assert await store.grant("alice", "secure") is not None
+    store.close()
+
+
 async def test_the_store_seals_every_token_it_writes(tmp_path: Path) -> None:
     store = ConnectionStore(tmp_path / "c.db", KEY)
     grant = Grant(
