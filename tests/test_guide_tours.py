@@ -14,11 +14,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
-from tarry.cli import tour
+from tarry.cli import oauth_tour, tour
 from tarry.contracts import ChatMessage, ForkOrigin, Phase, RunState, WaitingFor
 from tarry.contracts.events import EventKind
+from tarry.testing import oauth_servers
 from tests.test_tour import (
     COMMAND_TIMEOUT,
     ROOT,
@@ -313,3 +315,50 @@ def test_the_teams_tour_refuses_to_replace_the_users_own_config(tmp_path: Path) 
 
     assert refused.returncode == 2
     assert "unset TARRY_CONFIG" in refused.stderr
+
+
+@dataclass
+class ConnectsAsAlice:
+    """What the OAuth guide asks of a person between its two `tarry watch`es: open the
+    connect link the first printed, sign in as alice at the authorization server and agree.
+    Through the API's connect and callback with httpx, as a browser follows them
+    (tests/test_oauth.py drives that consent in Chromium)."""
+
+    watched: int = 0
+
+    async def __call__(self, command: str, dev: Dev) -> None:
+        if not command.startswith("tarry watch"):
+            return
+        self.watched += 1
+        if self.watched != 2:
+            return
+        path = f"/v1/oauth/connect/{dev.env['RUN']}/{oauth_tour.SERVER}"
+        async with httpx.AsyncClient(timeout=COMMAND_TIMEOUT) as browser:
+            link = await browser.get(dev.api + path)
+            assert link.status_code == 302, link.text
+            callback = await oauth_servers.consent(browser, link.headers["location"], "alice")
+            finished = await browser.get(callback)
+        assert finished.status_code == 200, finished.text
+
+
+async def test_the_oauth_tour_runs_the_call_as_alice_once_connected_and_waits_again_once_revoked(
+    tmp_path: Path,
+) -> None:
+    played = await play("oauth", tmp_path, before=ConnectsAsAlice())
+    run = played.variables["RUN"]
+    waited, ran = [r for r in played.ran if r.command.startswith("tarry watch")]
+    results = [m.content for m in played.transcripts[run] if m.role == "tool"]
+
+    assert all(r.code == 0 for r in played.ran), played.ran
+    assert waited.state.waiting_for is WaitingFor.AUTH
+    assert f"/v1/oauth/connect/{run}/tickets" in waited.output
+    assert ran.state.waiting_for is WaitingFor.INPUT
+    [result] = results  # the call that ran; once revoked, the next waits
+    assert '"acting as alice"' in (result or "")  # the MCP server saw alice's grant
+    assert "acting as alice" in ran.output, ran.output
+    listed = played.step("tarry connections list").output
+    assert "tickets" in listed
+    assert "openid" in listed
+    assert "Revoked" in played.step("tarry connections revoke").output
+    assert played.states[run].waiting_for is WaitingFor.AUTH  # the next call, once revoked
+    assert "Tour       oauth: docs/guides/acting-as-a-person.md, 'Try it offline'" in played.banner

@@ -1,80 +1,54 @@
 """Tools that act as the person who asked (issue 60): an MCP server with `auth = "oauth"`
 gets each call with a person's own grant. Real parts: an OpenID provider from PyPI
 (`oidc-provider-mock`, Authlib's server underneath) on a free port, and an MCP server
-over streamable HTTP that requires bearer tokens and checks each one at that provider
-(`tests/mcp_oauth_server.py`), saying whose account a call acts as."""
+over streamable HTTP that requires bearer tokens and checks each one at that provider,
+saying whose account a call acts as (both `tarry.testing.oauth_servers`, which the
+offline tour runs too)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import sys
-import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 import httpx
-import oidc_provider_mock
 import pytest
-import werkzeug.serving
 from aiohttp import web
 from cryptography.fernet import Fernet
+from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from tarry.config.settings import load_settings
 from tarry.connections.store import ConnectionStore, Grant
 from tarry.contracts import ErrorCode, Phase, WaitingFor
+from tarry.testing import oauth_servers
 from tarry.testing.scripted_model import call, say
 from tests.browser import needs_chromium
 from tests.cli import Cli
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.http_api import Access, Api, served
-from tests.test_http_api_people import ALICE, BOB, as_
+from tests.test_http_api_people import ALICE, BOB, CAROL, as_
+from tests.test_inbox import as_person, first, open_run, script, until
 from tests.test_inbox import browser as browser  # the fixture
-from tests.test_inbox import first, open_run, script, until
 from tests.test_mcp_tools import activity_summaries, tool_messages
 from tests.test_notifications import Receiver, entry
 from tests.test_notifications import receiver as receiver  # the fixture
 
-SERVER = Path(__file__).parent / "mcp_oauth_server.py"
 KEY = Fernet.generate_key().decode()
 PROVIDER_LOGGERS = ("authlib", "werkzeug", "oidc_provider_mock")
 
 
 @dataclass
 class Provider:
-    """The authorization server, and a way through its consent page without a browser."""
+    """The authorization server, whose tokens a test revokes."""
 
     url: str
-
-    async def consent(self, http: httpx.AsyncClient, authorize_url: str, sub: str) -> str:
-        """Signs in as `sub` at the consent page and agrees: where the provider then
-        sends the browser (the client's redirect URI, with a code)."""
-        page = await http.get(authorize_url)
-        assert page.status_code == 200, page.text
-        agreed = await http.post(authorize_url, data={"sub": sub})
-        assert agreed.status_code == 302, agreed.text
-        return agreed.headers["location"]
-
-    async def service_token(self) -> str:
-        """An access token of the service account the worker lists tools with."""
-        redirect = "http://127.0.0.1/listing"
-        query = f"response_type=code&client_id=lister&redirect_uri={redirect}&scope=openid"
-        async with httpx.AsyncClient() as http:
-            back = await self.consent(http, f"{self.url}/oauth2/authorize?{query}", "service")
-            code = parse_qs(urlparse(back).query)["code"][0]
-            answer = await http.post(
-                f"{self.url}/oauth2/token",
-                data={"grant_type": "authorization_code", "code": code, "redirect_uri": redirect},
-                auth=("lister", "secret"),
-            )
-        token: str = answer.json()["access_token"]
-        return token
 
     async def revoke(self, sub: str) -> None:
         async with httpx.AsyncClient() as http:
@@ -83,14 +57,8 @@ class Provider:
 
 @pytest.fixture
 def provider() -> Iterator[Provider]:
-    """The provider on 127.0.0.1 (its own helper binds `localhost`, which Chromium may
-    reach over IPv6 first), served by a thread of its own."""
-    server = werkzeug.serving.make_server("127.0.0.1", 0, oidc_provider_mock.app(), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1})
-    thread.start()
-    yield Provider(f"http://127.0.0.1:{server.server_port}")
-    server.shutdown()
-    thread.join()
+    with oauth_servers.authorization_server() as url:
+        yield Provider(url)
 
 
 @pytest.fixture
@@ -98,7 +66,8 @@ async def secure(provider: Provider) -> AsyncIterator[str]:
     """The MCP server that requires the provider's tokens: its URL."""
     port = _free_port()
     process = await asyncio.create_subprocess_exec(
-        sys.executable, str(SERVER), "--port", str(port), "--issuer", provider.url,
+        sys.executable, "-m", "tarry.testing.oauth_servers",
+        "--port", str(port), "--issuer", provider.url,
         stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
     async with asyncio.timeout(deadline(30)):
@@ -186,12 +155,13 @@ async def setup(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Setup]:
-    """alice and bob on the API, a worker whose `secure` server takes the grant of
-    `token_mode` (the run's owner's), and the connections store both share."""
-    service = await provider.service_token()
+    """alice and bob on the API (carol its admin), a worker whose `secure` server takes
+    the grant of `token_mode` (the run's owner's), and the connections store both share."""
+    service = await oauth_servers.service_token(provider.url)
     config = tmp_path / "tarry.toml"
     config.write_text(
-        f'[api]\nvisibility = "team"\n[api.users]\nalice = "{ALICE}"\nbob = "{BOB}"\n'
+        f'[api]\nvisibility = "team"\nadmins = ["carol"]\n'
+        f'[api.users]\nalice = "{ALICE}"\nbob = "{BOB}"\ncarol = "{CAROL}"\n'
         f'[mcp_servers.secure]\nurl = "{secure}"\nauth = "oauth"\ntoken = "{token_mode}"\n'
         f'headers = {{ Authorization = "Bearer {service}" }}\n'
         + entry(receiver.url, ["waiting_for_auth"])
@@ -230,7 +200,7 @@ async def connect(setup: Setup, run_id: str, person: str = "alice", token: str =
     link = await setup.api.http.get(f"/v1/oauth/connect/{run_id}/secure", headers=as_(token))
     assert link.status_code == 302, link.text
     async with httpx.AsyncClient() as browser:
-        callback = await setup.provider.consent(browser, link.headers["location"], person)
+        callback = await oauth_servers.consent(browser, link.headers["location"], person)
         finished = await browser.get(callback)
     assert finished.status_code == 200, finished.text
     return callback
@@ -302,7 +272,7 @@ async def test_a_worker_restarted_between_consent_and_call_runs_the_call_once(
     await setup.agent.stop_worker()
 
     async with httpx.AsyncClient() as browser:  # consented while no worker runs
-        callback = await setup.provider.consent(browser, link.headers["location"], "alice")
+        callback = await oauth_servers.consent(browser, link.headers["location"], "alice")
         assert (await browser.get(callback)).status_code == 200
     await setup.agent.add_worker()
 
@@ -504,6 +474,154 @@ async def test_the_notification_of_a_wait_for_auth_carries_the_person_s_connect_
     assert need["connect"].endswith(f"/v1/oauth/connect/{run_id}/secure")
 
 
+async def test_a_connection_is_listed_with_its_scopes_and_times_and_never_a_token(
+    setup: Setup,
+) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    await connect(setup, run_id)
+    grant = await setup.store.grant("alice", "secure")
+    assert grant is not None
+    assert grant.scope
+
+    answer = await setup.api.http.get("/v1/connections")
+
+    [listed] = answer.json()["connections"]
+    assert (listed["person"], listed["server"]) == ("alice", "secure")
+    assert listed["scopes"] == grant.scope.split()
+    assert listed["connected_at"]
+    assert listed["refreshed_at"] is None
+    assert grant.access_token not in answer.text
+
+
+async def test_an_admin_lists_everyone_s_connections_and_revokes_alice_s(setup: Setup) -> None:
+    await saved(setup.store, "alice")
+    await saved(setup.store, "bob")
+
+    listed = await setup.api.http.get("/v1/connections", headers=as_(CAROL))
+    revoked = await setup.api.http.delete(
+        "/v1/connections/secure", params={"person": "alice"}, headers=as_(CAROL)
+    )
+
+    people = [c["person"] for c in listed.json()["connections"]]
+    assert people == ["alice", "bob"]
+    assert revoked.status_code == 204
+    assert await setup.store.grant("alice", "secure") is None
+    assert await setup.store.grant("bob", "secure") is not None
+
+
+async def saved(store: ConnectionStore, person: str, scope: str = "openid") -> Grant:
+    """A grant of `person`'s to `secure`, stored as a connect stores it."""
+    grant = Grant(
+        access_token=f"{person}-access-0123456789", token_endpoint="http://as/token",
+        client_id="tarry", scope=scope,
+    )  # fmt: skip
+    await store.save(person, "secure", grant)
+    return grant
+
+
+async def test_a_refreshed_grant_keeps_when_it_was_connected_and_says_when_it_was_refreshed(
+    tmp_path: Path,
+) -> None:
+    store = ConnectionStore(tmp_path / "c.db", KEY)
+    old = await saved(store, "alice")
+    [connected] = await store.connections("alice")
+    new = Grant(**{**old.__dict__, "access_token": "alice-access-2", "scope": None})
+
+    assert await store.refreshed("alice", "secure", old, new)
+
+    [refreshed] = await store.connections("alice")
+    store.close()
+    assert refreshed.connected_at == connected.connected_at
+    assert connected.refreshed_at is None
+    assert refreshed.refreshed_at is not None
+    assert refreshed.refreshed_at >= connected.connected_at
+    assert refreshed.scope == "openid"  # a refresh that names no scope keeps the granted ones
+
+
+async def open_connections(browser: WebDriver, api: Api, token: str) -> None:
+    await as_person(browser, api, token)
+    await asyncio.to_thread(browser.get, api.url + "/#/connections")
+
+
+def connection_rows(browser: WebDriver) -> list[tuple[str, str]]:
+    """(person, server) of each row of the Connections page."""
+    found: list[list[str]] = browser.execute_script(
+        "return [...document.querySelectorAll('#connection-list .connection')]"
+        ".map((row) => [row.dataset.person, row.dataset.server])"
+    )
+    return [(person, server) for person, server in found]
+
+
+async def revoke_in_the_page(browser: WebDriver, person: str) -> None:
+    """Clicks Revoke on `person`'s row and agrees to the question."""
+    await asyncio.to_thread(browser.execute_script, "window.confirm = () => true")
+    row = await until(
+        lambda: first(browser, f"#connection-list .connection[data-person='{person}']"),
+        f"{person}'s connection",
+    )
+    await asyncio.to_thread(row.find_element(By.CSS_SELECTOR, "button.connection-revoke").click)
+
+
+@needs_chromium
+async def test_alice_revokes_her_connection_on_the_connections_page_and_the_next_call_waits(
+    setup: Setup, browser: WebDriver
+) -> None:
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    await connect(setup, run_id)
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    grant = await setup.store.grant("alice", "secure")
+    assert grant is not None
+    await open_connections(browser, setup.api, ALICE)
+
+    row = await until(lambda: first(browser, "#connection-list .connection"), "her connection")
+    assert row.find_element(By.CSS_SELECTOR, ".connection-server").text == "secure"
+    assert row.find_element(By.CSS_SELECTOR, ".connection-scopes").text == grant.scope
+    assert row.find_element(By.CSS_SELECTOR, ".connection-refreshed").text == "never"
+    assert grant.access_token not in browser.page_source
+    await revoke_in_the_page(browser, "alice")
+
+    await until(lambda: browser.find_element(By.ID, "connection-empty").is_displayed(), "none")
+    assert await setup.store.grant("alice", "secure") is None
+    setup.agent.model.add(call("secure__whoami", {}), say("again"))
+    await run.reply("and now?")
+    state = await waiting_for_auth(setup.api, run_id)
+    assert [need["person"] for need in state["auth_needed"]] == ["alice"]
+
+
+@needs_chromium
+async def test_an_admin_sees_everyone_s_connections_on_the_page_and_revokes_bob_s(
+    setup: Setup, browser: WebDriver
+) -> None:
+    await saved(setup.store, "alice")
+    await saved(setup.store, "bob")
+    await open_connections(browser, setup.api, CAROL)
+
+    await until(lambda: len(connection_rows(browser)) == 2, "alice's and bob's connections")
+    await revoke_in_the_page(browser, "bob")
+
+    await until(lambda: connection_rows(browser) == [("alice", "secure")], "bob's gone")
+    assert await setup.store.grant("bob", "secure") is None
+    assert await setup.store.grant("alice", "secure") is not None
+
+
+@needs_chromium
+async def test_alice_sees_only_her_own_connections_on_the_page(
+    setup: Setup, browser: WebDriver
+) -> None:
+    await saved(setup.store, "alice")
+    await saved(setup.store, "bob")
+
+    await open_connections(browser, setup.api, ALICE)
+
+    await until(lambda: connection_rows(browser), "her connection")
+    assert connection_rows(browser) == [("alice", "secure")]
+
+
 async def test_tarry_connections_lists_and_revokes_a_person_s_grant(
     cli: Cli, tmp_path: Path
 ) -> None:
@@ -521,6 +639,23 @@ async def test_tarry_connections_lists_and_revokes_a_person_s_grant(
     assert "a-0123456789" not in listed
     assert "Revoked alice's connection to secure." in revoked
     assert await store.grant("alice", "secure") is None
+    store.close()
+
+
+async def test_tarry_connections_revoke_without_a_person_revokes_your_own(
+    cli: Cli, tmp_path: Path
+) -> None:
+    db = tmp_path / "connections.db"
+    cli.env |= {"TARRY_CONNECTIONS_KEY": KEY, "TARRY_CONNECTIONS_DB": str(db), "TARRY_USER": "bob"}
+    store = ConnectionStore(db, KEY)
+    await saved(store, "alice")
+    await saved(store, "bob")
+
+    revoked = await cli.ok("connections", "revoke", "secure")
+
+    assert "Revoked bob's connection to secure." in revoked
+    assert await store.grant("bob", "secure") is None
+    assert await store.grant("alice", "secure") is not None
     store.close()
 
 

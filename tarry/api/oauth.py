@@ -25,7 +25,7 @@ from tarry.api.models import RunId
 from tarry.api.parts import AppParts, PartsOf
 from tarry.api.rights import check_run
 from tarry.connections import oauth
-from tarry.connections.store import ConnectionStore, PendingConnect
+from tarry.connections.store import Connection, ConnectionStore, PendingConnect
 from tarry.contracts import WORKFLOW_TYPE, Door, ErrorCode, Need
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
@@ -135,7 +135,25 @@ class ConnectionView(BaseModel):
 
     person: str
     server: str
+    scopes: list[str]
+    """What the authorization server granted; empty when it did not say."""
     connected_at: datetime
+    refreshed_at: datetime | None
+    """When the worker last refreshed the grant; None: not since the person connected."""
+
+    @classmethod
+    def of(cls, connection: Connection) -> ConnectionView:
+        return cls(
+            person=connection.person,
+            server=connection.server,
+            scopes=(connection.scope or "").split(),
+            connected_at=datetime.fromtimestamp(connection.connected_at, UTC),
+            refreshed_at=(
+                None
+                if connection.refreshed_at is None
+                else datetime.fromtimestamp(connection.refreshed_at, UTC)
+            ),
+        )
 
 
 class Connections(BaseModel):
@@ -155,15 +173,7 @@ def connections_router() -> APIRouter:
         """The caller's connections; an admin's: `person`'s, or everyone's."""
         who = _whose(caller, parts, person, everyone=True)
         found = await _store(parts).connections(who)
-        views = [
-            ConnectionView(
-                person=c.person,
-                server=c.server,
-                connected_at=datetime.fromtimestamp(c.connected_at, UTC),
-            )
-            for c in found
-        ]
-        return Connections(connections=views)
+        return Connections(connections=[ConnectionView.of(c) for c in found])
 
     @router.delete(
         "/{server}",

@@ -114,7 +114,7 @@ def approve(
             return await run.decide(chosen, **options)
         return await judge(run, console, chosen, **options)
 
-    stop_point(with_run(run_id, decide), as_json=as_json)
+    stop_point(with_run(run_id, decide), run_id, as_json=as_json)
 
 
 async def _which(run: RunHandle, as_json: bool) -> str | None:

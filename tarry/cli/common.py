@@ -201,13 +201,14 @@ def output(data: Any, as_json: bool, view: RenderableType) -> None:
         console.print(view)
 
 
-def stop_point(state: RunState, *, as_json: bool = False) -> None:
-    """Where `send`, `approve`, `retry` and `watch` leave a run: its state as JSON or its
-    stop line; a failed run is an error, on stderr with a non-zero exit, as for any error."""
+def stop_point(state: RunState, run_id: str, *, as_json: bool = False) -> None:
+    """Where `send`, `approve`, `retry` and `watch` leave the run `run_id`: its state as
+    JSON or its stop line (whose commands and connect links name the run); a failed run
+    is an error, on stderr with a non-zero exit, as for any error."""
     if as_json:
         emit(state)
     elif state.phase is not Phase.FAILED:
-        print_stop_line(console, state)
+        print_stop_line(console, state, run_id=run_id)
     fail_if_failed(state)
 
 

@@ -60,7 +60,8 @@ def list_connections(
     ] = None,
     as_json: AsJson = False,
 ) -> None:
-    """Who connected which server, and when; never a token."""
+    """Who connected which server, with which scopes, when, and when the grant was last
+    refreshed; never a token."""
     found = _with_store(lambda store: store.connections(person))
     if as_json:
         emit([c.__dict__ for c in found])
@@ -68,20 +69,33 @@ def list_connections(
     if not found:
         console.print("Nobody has connected an OAuth server.")
         return
-    table = Table("person", "server", "connected", box=None)
+    table = Table("person", "server", "scopes", "connected", "refreshed", box=None)
     for c in found:
-        when = datetime.fromtimestamp(c.connected_at, UTC).isoformat(timespec="seconds")
-        table.add_row(c.person, c.server, when)
+        table.add_row(
+            c.person, c.server, c.scope or "-", _when(c.connected_at), _when(c.refreshed_at)
+        )
     console.print(table)
+
+
+def _when(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
 @connection_commands.command("revoke")
 def revoke(
     server: Annotated[str, typer.Argument(metavar="SERVER", help="The MCP server's name.")],
-    person: Annotated[str, typer.Option("--person", metavar="USER", help="Whose grant.")],
+    person: Annotated[
+        str | None,
+        typer.Option(
+            "--person", metavar="USER", help="Whose grant; yours (TARRY_USER) if not given."
+        ),
+    ] = None,
 ) -> None:
     """Forget a person's grant to a server: no call uses it again, not even one already
     scheduled; their next call waits for them to connect again."""
+    person = person or settings_or_exit().local_caller().user
     if not _with_store(lambda store: store.revoke(person, server)):
         fail(f"CONNECTION_NOT_FOUND: {person} has no connection to {server!r}")
     console.print(f"Revoked {person}'s connection to {server}.")

@@ -45,20 +45,21 @@ def dev(
     """
     from tarry.cli.devstack import serve_dev
 
-    if guide_tour is not None:
-        _use_tour_config(guide_tour)
+    if guide_tour is not None and guide_tour not in tour.TOURS:
+        fail(f"--tour {guide_tour!r}: choose one of {', '.join(tour.TOURS)}", exit_code=2)
+    if guide_tour == "oauth":  # its servers start first: its config names their ports
+        from tarry.cli.oauth_tour import serve_oauth_tour
+
+        raise typer.Exit(run_command(serve_oauth_tour(data_dir)))
+    if guide_tour is not None and (path := tour.config(guide_tour)) is not None:
+        use_tour_config(guide_tour, path)
     raise typer.Exit(run_command(serve_dev(settings_or_exit(), data_dir, guide_tour)))
 
 
-def _use_tour_config(name: str) -> None:
-    """Checks `--tour NAME`, and points TARRY_CONFIG at the tour's config file when it has
-    one (the teams tour's sub-agent), before the settings read it. A config of the user's
-    is not overridden behind their back: it is refused."""
-    if name not in tour.TOURS:
-        fail(f"--tour {name!r}: choose one of {', '.join(tour.TOURS)}", exit_code=2)
-    path = tour.config(name)
-    if path is None:
-        return
+def use_tour_config(name: str, path: Path) -> None:
+    """Points TARRY_CONFIG at the config file the tour `name` needs (the teams tour's
+    sub-agent), before the settings read it. A config of the user's is not overridden
+    behind their back: it is refused."""
     for variable in ("TARRY_CONFIG", "TARRY_MODELS_FILE"):
         if os.environ.get(variable):
             fail(f"--tour {name} brings its own config ({path}); unset {variable}", exit_code=2)

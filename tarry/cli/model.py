@@ -23,7 +23,7 @@ def retry(run_id: RunId, as_json: AsJson = False) -> None:
     answer = state.last_assistant_text
     if not as_json and state.waiting_for is not WaitingFor.MODEL and answer:
         console.print(message_text(ChatMessage(role="assistant", content=answer)))
-    stop_point(state, as_json=as_json)
+    stop_point(state, run_id, as_json=as_json)
 
 
 @commands.command(rich_help_panel=Panel.MODEL)

@@ -136,9 +136,9 @@ def send(run_id: RunId, text: Message, as_json: AsJson = False) -> None:
     """
     message = read(text)
     if as_json:
-        stop_point(with_run(run_id, lambda run: run.send(message)), as_json=True)
+        stop_point(with_run(run_id, lambda run: run.send(message)), run_id, as_json=True)
         return
-    stop_point(with_run(run_id, lambda run: exchange(run, message, console)))
+    stop_point(with_run(run_id, lambda run: exchange(run, message, console)), run_id)
 
 
 @commands.command("chat", rich_help_panel=Panel.RUNS)

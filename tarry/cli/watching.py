@@ -172,7 +172,7 @@ def watch(
     if as_json:
         fail_if_failed(state)
     else:
-        stop_point(state)
+        stop_point(state, run_id)
 
 
 @commands.command("list", rich_help_panel=Panel.WATCHING)

@@ -31,7 +31,8 @@ T = TypeVar("T")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS grants (
     person TEXT NOT NULL, server TEXT NOT NULL, secret BLOB NOT NULL,
-    connected_at REAL NOT NULL, PRIMARY KEY (person, server));
+    connected_at REAL NOT NULL, refreshed_at REAL, scope TEXT,
+    PRIMARY KEY (person, server));
 CREATE TABLE IF NOT EXISTS pending (
     state TEXT PRIMARY KEY, person TEXT NOT NULL, server TEXT NOT NULL,
     run_id TEXT NOT NULL, secret BLOB NOT NULL, expires_at REAL NOT NULL);
@@ -78,11 +79,16 @@ class PendingConnect:
 
 @dataclass(frozen=True)
 class Connection:
-    """What a person sees of a grant: the server and when it was made, never a token."""
+    """What a person sees of a grant: the server, what it allows and when it was made
+    and last refreshed, never a token."""
 
     person: str
     server: str
     connected_at: float
+    refreshed_at: float | None
+    """None: never refreshed since the person connected."""
+    scope: str | None
+    """The scopes the authorization server granted, space-separated; None: it did not say."""
 
 
 class ConnectionStore:
@@ -133,22 +139,30 @@ class ConnectionStore:
         return Grant(**self._open(rows[0][0])) if rows else None
 
     async def save(self, person: str, server: str, grant: Grant) -> None:
+        """Stores the grant a person just made (a connect), in place of any before it."""
         secret = self._seal(grant.__dict__)
         await self._run(
             lambda db: db.execute(
-                "INSERT INTO grants VALUES (?, ?, ?, ?) ON CONFLICT (person, server)"
-                " DO UPDATE SET secret = excluded.secret",
-                (person, server, secret, time.time()),
+                "INSERT OR REPLACE INTO grants VALUES (?, ?, ?, ?, NULL, ?)",
+                (person, server, secret, time.time(), grant.scope),
             )
         )
 
     async def refreshed(self, person: str, server: str, old: Grant, new: Grant) -> bool:
         """Stores `new` in place of `old` unless the grant changed meanwhile (revoked, or
-        refreshed by another process): whether it was stored."""
+        refreshed by another process): whether it was stored. The connection keeps when
+        it was made, and says when it was refreshed."""
         current = await self.grant(person, server)
         if current is None or current.access_token != old.access_token:
             return False
-        await self.save(person, server, new)
+        secret = self._seal(new.__dict__)
+        await self._run(
+            lambda db: db.execute(
+                "UPDATE grants SET secret = ?, refreshed_at = ?, scope = ?"
+                " WHERE person = ? AND server = ?",
+                (secret, time.time(), new.scope or old.scope, person, server),
+            )
+        )
         return True
 
     async def revoke(self, person: str, server: str) -> bool:
@@ -167,7 +181,8 @@ class ConnectionStore:
         where, args = ("WHERE person = ?", (person,)) if person is not None else ("", ())
         rows = await self._run(
             lambda db: db.execute(
-                f"SELECT person, server, connected_at FROM grants {where} ORDER BY person, server",
+                "SELECT person, server, connected_at, refreshed_at, scope FROM grants"
+                f" {where} ORDER BY person, server",
                 args,
             ).fetchall()
         )

@@ -1180,7 +1180,7 @@ function followEnd() {
 }
 
 function show(section) {
-  for (const id of ["run", "start", "memories", "welcome"]) $(id).hidden = id !== section;
+  for (const id of ["run", "start", "memories", "connections", "welcome"]) $(id).hidden = id !== section;
 }
 
 function names(text) {
@@ -1327,6 +1327,7 @@ function route() {
   if (match) openRun(decodeURIComponent(match[1]), match[2] === undefined ? null : Number(match[2]));
   else if (location.hash === "#/new") show("start");
   else if (location.hash === "#/memories") showMemories(); // memories.js
+  else if (location.hash === "#/connections") showConnections(); // connections.js
   else {
     current.abort.abort();
     current = runPage(null);

@@ -8,9 +8,11 @@ everything else. `workspace/` holds the files a new run's workspace starts with 
 to read.
 
 The guides' tours (`TOURS`: approvers, rules, sub-agents, forking, interrupting,
-guardrails, daily caps), each played with `tarry dev --tour NAME`, are script files beside it,
-`NAME.json`; a tour that needs the workers' config (the teams tour's sub-agent, the
-guardrails tour's guardrails, the caps tour's `[limits]`) has its `NAME.toml` too.
+guardrails, daily caps, OAuth), each played with `tarry dev --tour NAME`, are script files
+beside it, `NAME.json`; a tour that needs the workers' config (the teams tour's sub-agent,
+the guardrails tour's guardrails, the caps tour's `[limits]`) has its `NAME.toml` too. The
+OAuth tour's config names servers it starts itself, on ports known once they listen:
+`tarry.cli.oauth_tour` writes it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ TOURS = {
     "interrupt": "docs/guides/replies.md",
     "guardrails": "docs/guides/guardrails.md",
     "caps": "docs/guides/budgets.md",
+    "oauth": "docs/guides/acting-as-a-person.md",
 }
 """The guides' tours, each the offline model's with `tarry dev --tour NAME`, and the
 guide whose "Try it offline" section gives its commands."""
