@@ -17,14 +17,15 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from tarry.api import ApiServer, create_app
 from tarry.client import RunHandle
 from tarry.config.settings import load_settings
-from tarry.contracts import ErrorCode
+from tarry.contracts import ErrorCode, WaitingFor
 from tarry.testing.scripted_model import say
 from tests.browser import chromium, needs_chromium
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT
 from tests.http_api import Api, api_client
 from tests.test_inbox import as_person, first, until
-from tests.test_ledger import WAITING, person, until_waiting_for_input, used
+from tests.test_ledger import WAITING, person, used
+from tests.waiting import until_waiting_for
 
 pytestmark = needs_chromium
 
@@ -115,7 +116,7 @@ async def test_an_admin_raises_a_person_s_cap_on_the_usage_page_and_their_capped
         "the page never said the cap was raised",
     )
     said = browser.find_element(By.ID, "cap-result").text
-    answered = await until_waiting_for_input(capped.run)
+    answered = await until_waiting_for(capped.run, WaitingFor.INPUT)
 
     assert not alice_sees_a_form
     assert form
