@@ -17,6 +17,7 @@ from aiohttp import web
 
 from tarry import OAuth, Tool, ToolContext, tool
 from tarry.config.settings import ConfigError, ConfigFile, TarrySettings
+from tarry.connections.store import Grant
 from tarry.contracts import Phase
 from tarry.core.grants import ToolGrant
 from tarry.testing.scripted_model import call, say
@@ -164,6 +165,27 @@ async def test_with_approver_the_tool_calls_the_api_with_the_approving_person_s_
     acts = [(r.act, r.by) for r in trail.records]
     assert ("decision", "bob") in acts
     assert ("connect", "bob") in acts
+
+
+async def test_an_expired_grant_is_refreshed_before_the_tool_calls_the_api(setup: Setup) -> None:
+    setup.agent.model.add(call("whoami", {}), say("done"))
+    run_id = await setup.api.start("who am I in the directory?")
+    await waiting_for_auth(setup.api, run_id)
+    await connect(setup, run_id, PROVIDER)
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    grant = await setup.store.grant("alice", PROVIDER)
+    assert grant is not None
+    # Parked long enough for the access token to expire (its expiry moved into the past).
+    await setup.store.save("alice", PROVIDER, Grant(**{**grant.__dict__, "expires_at": 1.0}))
+
+    setup.agent.model.add(call("whoami", {}), say("still done"))
+    await run.send("and now?")
+
+    assert '"acting as alice"' in tool_messages(await run.transcript())[-1].content
+    fresh = await setup.store.grant("alice", PROVIDER)
+    assert fresh is not None
+    assert fresh.access_token != grant.access_token
 
 
 async def test_a_grant_revoked_at_the_provider_puts_the_run_back_to_waiting_for_auth(
