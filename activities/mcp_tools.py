@@ -39,8 +39,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import metrics, traces
+from activities.grants import Grants, person_of
 from activities.mcp_connections import Connection, ServerDown, session_as
-from activities.mcp_grants import Grants, person_of
 from activities.sendable import provider_name
 from activities.tool_calls import ToolListing
 from tarry.config.settings import McpServer
@@ -220,7 +220,7 @@ class McpHost:
         """A call with a person's own grant, in a session of its own; `AUTH_REQUIRED`
         (the run waits for them to connect) when they have none that works."""
         server, tool = invocation.server, invocation.tool
-        person = person_of(config, invocation)
+        person = person_of(config.token, invocation)
         bearer = await self._grants.bearer(server, person)
         refused = False
 
@@ -242,7 +242,6 @@ class McpHost:
     async def aclose(self) -> None:
         """Closes every session (and stops every stdio server); once workers stopped."""
         await asyncio.gather(*(c.retire() for c in self._connections.values()))
-        self._grants.close()
 
 
 async def _every_page(connection: Connection) -> list[Tool]:

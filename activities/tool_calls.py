@@ -28,6 +28,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import metrics, traces
+from activities.grants import Grants, person_of
 from activities.workspaces import make_workspace
 from tarry.contracts import (
     AGENT_TOOL_PREFIX,
@@ -55,6 +56,7 @@ from tarry.contracts.memories import (
     RememberArguments,
 )
 from tarry.contracts.previews import PREVIEW_ACTIVITY, Preview, PreviewCall, PreviewRequest
+from tarry.core.grants import ToolGrant
 from tarry.core.limits import Limits
 from tarry.core.previews import arguments_preview, file_change, file_state
 from tarry.core.tools import MAX_READ_BYTES, Tool, ToolContext, ToolError, tool
@@ -186,6 +188,7 @@ class ToolHost:
         notify_events: Sequence[NotifyEvent] = (),
         guardrails: Sequence[Guardrail] = (),
         context_budgets: Mapping[str, int] | None = None,
+        grants: Grants | None = None,
     ) -> None:
         """`model_queues`: the task queue of each model profile that has its own, which
         a run resolves with its tools (`Catalogue`); `profiles`: the names of the worker's
@@ -198,7 +201,8 @@ class ToolHost:
         run learns with its tools (the catalogue is all a run learns of the worker);
         `guardrails`: the worker's `[[guardrail]]` entries, which a run learns the same way
         and applies before its own; `context_budgets`: each profile's, which a run learns
-        too, to refuse pins that would fill its model's window."""
+        too, to refuse pins that would fill its model's window; `grants`: people's grants,
+        for the tools declared with `oauth` (`activities.grants`)."""
         self._root = workspace_root
         self._template = workspace_template
         self._tools: dict[str, Tool] = {}
@@ -210,6 +214,7 @@ class ToolHost:
         self._notify_events = list(notify_events)
         self._guardrails = list(guardrails)
         self._context_budgets = dict(context_budgets or {})
+        self._grants = grants or Grants(None)
         self.payload_limit: int | None = None
         """The largest payload the worker's data converter puts in history, which a run
         learns with its tools: set once the worker's client is known (`TarryPlugin`)."""
@@ -255,14 +260,32 @@ class ToolHost:
         ]
 
     async def invoke(self, name: str, invocation: ToolInvocation) -> ToolResult:
-        """Run one tool call; every failure of the call itself becomes a failed result."""
+        """Run one tool call; every failure of the call itself becomes a failed result.
+        A tool declared with `oauth` runs with its person's grant, and the call fails
+        with `AUTH_REQUIRED` (the run waits for them to connect) when they have none that
+        works: none stored, refresh refused, or an API answered it 401."""
         tool = self._tools.get(name)
         if tool is None:
             return ToolResult.failure(ErrorCode.TOOL_NOT_FOUND, f"no tool named {name!r}")
+        if tool.oauth is None:
+            return await self._run(tool, invocation, None)
+        provider = tool.oauth.provider
+        person = person_of(tool.oauth.token, invocation)
+        token = await self._grants.bearer(provider, person)
+        assert person is not None  # `bearer` found none for nobody
+        grant = ToolGrant(provider, person, token)
+        result = await self._run(tool, invocation, grant)
+        if grant.refused:
+            raise await self._grants.refused(provider, person)
+        return result.model_copy(update={"acting_for": person})
+
+    async def _run(
+        self, tool: Tool, invocation: ToolInvocation, grant: ToolGrant | None
+    ) -> ToolResult:
         try:
             kwargs = _parse_arguments(tool, invocation.arguments)
             if tool.context_param is not None:
-                kwargs[tool.context_param] = self._context(invocation)
+                kwargs[tool.context_param] = self._context(invocation, grant)
             if inspect.iscoroutinefunction(tool.fn):
                 data = await tool.fn(**kwargs)
             else:
@@ -419,14 +442,14 @@ class ToolHost:
 
         return activity.defn(name=name)(run_tool)
 
-    def _context(self, invocation: ToolInvocation) -> ToolContext:
+    def _context(self, invocation: ToolInvocation, grant: ToolGrant | None = None) -> ToolContext:
         # The run id names a directory directly under the root, so it must be one plain name.
         run_id = invocation.run_id
         if run_id in ("", ".", "..") or any(c in run_id for c in "/\\\0"):
             raise ToolError(ErrorCode.TOOL_FORBIDDEN, f"run id cannot name a workspace: {run_id!r}")
         workspace = self._root / run_id
         make_workspace(workspace, self._template)
-        return ToolContext(run_id, invocation.call_id, workspace, self._max_read_bytes)
+        return ToolContext(run_id, invocation.call_id, workspace, self._max_read_bytes, grant)
 
 
 def _agent_tool(agent: tuple[str, AgentSpec]) -> ToolDefinition:

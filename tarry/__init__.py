@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from tarry.contracts.events import EventKind, RunEvent
     from tarry.core.errors import TarryError
     from tarry.core.identities import Caller
-    from tarry.core.tools import Tool, ToolContext, ToolError, tool
+    from tarry.core.tools import OAuth, Tool, ToolContext, ToolError, tool
     from tarry.temporal.codec import EncryptionKeyError
     from tarry.temporal.connection import connect_temporal
 
@@ -66,6 +66,7 @@ __all__ = [
     "ForkOrigin",
     "Mode",
     "ModelProfile",
+    "OAuth",
     "Overlap",
     "Phase",
     "ReplyPolicy",
@@ -127,7 +128,7 @@ _HOMES = {
     "tarry.client.schedule_handle": ("ScheduleHandle",),
     "tarry.client.schedules": ("Overlap", "ScheduleSummary", "ScheduleView"),
     "tarry.config.settings": ("ModelProfile", "TarrySettings"),
-    "tarry.core.tools": ("Tool", "ToolContext", "ToolError", "tool"),
+    "tarry.core.tools": ("OAuth", "Tool", "ToolContext", "ToolError", "tool"),
 }
 
 if not TYPE_CHECKING:  # mypy reads the imports above, so a misspelt name stays an error

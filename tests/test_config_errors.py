@@ -107,8 +107,8 @@ async def test_an_unknown_table_lists_the_tables_there_are(tmp_path: Path) -> No
     line = refused(await start("python -m workers", tmp_path, "[telemetry]\nport = 1\n"))
 
     assert line.endswith("unknown key 'telemetry' at the top level; the keys are profiles, "
-                         "mcp_servers, agents, api, notify, guardrail, limits, "
-                         "embedding")  # fmt: skip
+                         "mcp_servers, oauth_providers, agents, api, notify, guardrail, "
+                         "limits, embedding")  # fmt: skip
 
 
 async def test_a_toml_syntax_error_names_the_file_line_and_column(tmp_path: Path) -> None:

@@ -10,61 +10,50 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from aiohttp import web
-from cryptography.fernet import Fernet
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tarry.config.settings import load_settings
 from tarry.connections.store import ConnectionStore, Grant
-from tarry.contracts import ErrorCode, Phase, WaitingFor
-from tarry.testing import oauth_servers
+from tarry.contracts import ErrorCode, Phase
 from tarry.testing.scripted_model import call, say
+from tests import oauth_parts
 from tests.browser import needs_chromium
 from tests.cli import Cli
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
-from tests.http_api import Access, Api, served
+from tests.http_api import Api
+from tests.oauth_parts import (
+    KEY,
+    PROVIDER_LOGGERS,
+    Parts,
+    Provider,
+    Setup,
+    free_port,
+    pending_call,
+    stack,
+    waiting_for_auth,
+)
+from tests.oauth_parts import otlp as otlp  # the fixtures
+from tests.oauth_parts import parts as parts
+from tests.oauth_parts import provider as provider
+from tests.oauth_parts import traced as traced
 from tests.test_http_api_people import ALICE, BOB, CAROL, as_
 from tests.test_inbox import as_person, first, open_run, script, until
 from tests.test_inbox import browser as browser  # the fixture
 from tests.test_mcp_tools import activity_summaries, tool_messages
-from tests.test_notifications import Receiver, entry
 from tests.test_notifications import receiver as receiver  # the fixture
-
-KEY = Fernet.generate_key().decode()
-PROVIDER_LOGGERS = ("authlib", "werkzeug", "oidc_provider_mock")
-
-
-@dataclass
-class Provider:
-    """The authorization server, whose tokens a test revokes."""
-
-    url: str
-
-    async def revoke(self, sub: str) -> None:
-        async with httpx.AsyncClient() as http:
-            await http.post(f"{self.url}/users/{sub}/revoke-tokens")
-
-
-@pytest.fixture
-def provider() -> Iterator[Provider]:
-    with oauth_servers.authorization_server() as url:
-        yield Provider(url)
 
 
 @pytest.fixture
 async def secure(provider: Provider) -> AsyncIterator[str]:
     """The MCP server that requires the provider's tokens: its URL."""
-    port = _free_port()
+    port = free_port()
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tarry.testing.oauth_servers",
         "--port", str(port), "--issuer", provider.url,
@@ -84,59 +73,6 @@ async def secure(provider: Provider) -> AsyncIterator[str]:
     await process.wait()
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
-
-
-@dataclass
-class Setup:
-    otlp: OtlpReceiver
-    agent: Agent
-    api: Api
-    provider: Provider
-    store: ConnectionStore
-    receiver: Receiver
-    """Told of every `waiting_for_auth` stop point (`[[notify]]`)."""
-
-
-@dataclass
-class OtlpReceiver:
-    """A local OTLP/HTTP receiver: the bodies of the trace exports it was sent."""
-
-    url: str = ""
-    bodies: list[bytes] = field(default_factory=list)
-
-    async def take(self, request: web.Request) -> web.Response:
-        self.bodies.append(await request.read())
-        return web.Response()
-
-
-@pytest.fixture
-async def otlp() -> AsyncIterator[OtlpReceiver]:
-    receiver = OtlpReceiver()
-    app = web.Application()
-    app.router.add_post("/v1/traces", receiver.take)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    receiver.url = f"http://{host}:{port}/v1/traces"
-    yield receiver
-    await runner.cleanup()
-
-
-@pytest.fixture
-def traced() -> bool:
-    """Whether the worker traces runs, with their content, to the `otlp` receiver."""
-    return False
-
-
 @pytest.fixture
 def token_mode() -> str:
     """Whose grant the `secure` server's calls take (`[mcp_servers.secure] token`)."""
@@ -144,66 +80,20 @@ def token_mode() -> str:
 
 
 @pytest.fixture
-async def setup(
-    agent_factory: Any,
-    provider: Provider,
-    secure: str,
-    token_mode: str,
-    receiver: Receiver,
-    otlp: OtlpReceiver,
-    traced: bool,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> AsyncIterator[Setup]:
-    """alice and bob on the API (carol its admin), a worker whose `secure` server takes
-    the grant of `token_mode` (the run's owner's), and the connections store both share."""
-    service = await oauth_servers.service_token(provider.url)
-    config = tmp_path / "tarry.toml"
-    config.write_text(
-        f'[api]\nvisibility = "team"\nadmins = ["carol"]\n'
-        f'[api.users]\nalice = "{ALICE}"\nbob = "{BOB}"\ncarol = "{CAROL}"\n'
+async def setup(parts: Parts, secure: str, token_mode: str) -> AsyncIterator[Setup]:
+    """A worker whose `secure` server takes the grant of `token_mode` (the run's
+    owner's), listing its tools as a service account."""
+    service = await parts.provider.service_token()
+    config = (
         f'[mcp_servers.secure]\nurl = "{secure}"\nauth = "oauth"\ntoken = "{token_mode}"\n'
         f'headers = {{ Authorization = "Bearer {service}" }}\n'
-        + entry(receiver.url, ["waiting_for_auth"])
     )
-    db = tmp_path / "connections.db"
-    monkeypatch.setenv("TARRY_CONFIG", str(config))
-    monkeypatch.setenv("TARRY_CONNECTIONS_KEY", KEY)
-    monkeypatch.setenv("TARRY_CONNECTIONS_DB", str(db))
-    settings = load_settings()
-    tracing: dict[str, Any] = {}
-    if traced:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", otlp.url)
-        tracing = {"tarry_tracing": True, "tarry_trace_content": True}
-    agent = await agent_factory(
-        mcp_servers=settings.mcp_servers(),
-        worker_settings={"tarry_connections_key": KEY, "tarry_connections_db": db, **tracing},
-    )
-    store = ConnectionStore(db, KEY)
-    async with served(agent, Access(settings, ALICE)) as api:
-        yield Setup(otlp, agent, api, provider, store, receiver)
-    store.close()
-
-
-async def waiting_for_auth(api: Api, run_id: str) -> dict[str, Any]:
-    async with asyncio.timeout(deadline(TIMEOUT)):
-        while True:
-            state: dict[str, Any] = (await api.http.get(f"/v1/runs/{run_id}")).json()
-            if state.get("waiting_for") == WaitingFor.AUTH:
-                return state
-            await asyncio.sleep(0.1)
+    async with stack(parts, config, lambda settings: {"mcp_servers": settings.mcp_servers()}) as s:
+        yield s
 
 
 async def connect(setup: Setup, run_id: str, person: str = "alice", token: str = ALICE) -> str:
-    """`person` (alice) opens her connect link and consents: the callback URL the provider
-    sent her browser to (already followed)."""
-    link = await setup.api.http.get(f"/v1/oauth/connect/{run_id}/secure", headers=as_(token))
-    assert link.status_code == 302, link.text
-    async with httpx.AsyncClient() as browser:
-        callback = await oauth_servers.consent(browser, link.headers["location"], person)
-        finished = await browser.get(callback)
-    assert finished.status_code == 200, finished.text
-    return callback
+    return await oauth_parts.connect(setup, run_id, "secure", person, token)
 
 
 def whoami_run(agent: Agent) -> None:
@@ -272,7 +162,7 @@ async def test_a_worker_restarted_between_consent_and_call_runs_the_call_once(
     await setup.agent.stop_worker()
 
     async with httpx.AsyncClient() as browser:  # consented while no worker runs
-        callback = await oauth_servers.consent(browser, link.headers["location"], "alice")
+        callback = await setup.provider.consent(browser, link.headers["location"], "alice")
         assert (await browser.get(callback)).status_code == 200
     await setup.agent.add_worker()
 
@@ -286,16 +176,6 @@ async def test_a_worker_restarted_between_consent_and_call_runs_the_call_once(
         and e.activity_task_scheduled_event_attributes.activity_type.name == "mcp_tool"
     ]  # fmt: skip
     assert len(scheduled) == 2  # the call that found no grant, and the one that ran
-
-
-async def pending_call(api: Api, run_id: str) -> str:
-    async with asyncio.timeout(deadline(TIMEOUT)):
-        while True:
-            state = (await api.http.get(f"/v1/runs/{run_id}")).json()
-            if state.get("pending_approvals"):
-                call_id: str = state["pending_approvals"][0]["call_id"]
-                return call_id
-            await asyncio.sleep(0.1)
 
 
 @needs_chromium

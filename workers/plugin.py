@@ -39,6 +39,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities import slots
 from activities.context import ContextStore
+from activities.grants import Grants
 from activities.guardrail_checks import GuardrailChecks, GuardrailFunction
 from activities.ledger import SpendBook
 from activities.memories import MemoryTools
@@ -48,7 +49,8 @@ from activities.pages import PageWriter
 from activities.response_cache import ResponseCache
 from activities.search_index import Indexer
 from activities.tool_calls import BUILTIN_TOOLS, Tool, ToolHost, ToolSource
-from tarry.config.settings import McpServer, ModelProfile, TarrySettings
+from tarry.config.settings import ConfigError, McpServer, ModelProfile, TarrySettings
+from tarry.connections.store import ConnectionStore
 from tarry.contracts import AgentSpec
 from tarry.search import StoreOpener
 from tarry.temporal.codec import data_converter
@@ -98,7 +100,10 @@ class TarryPlugin(SimplePlugin):
     ) -> None:
         self.settings = settings or TarrySettings()
         servers = self.settings.mcp_servers() if mcp_servers is None else mcp_servers
-        self._sources = [_mcp_host(servers, self.settings)] if servers else []
+        tools = tuple(tools)
+        self._grants = _grants(self.settings, servers, tools)
+        """People's grants, for the MCP servers and the tools that act as a person."""
+        self._sources = [_mcp_host(servers, self._grants)] if servers else []
         self._profiles = dict(self.settings.model_profiles() if profiles is None else profiles)
         queues = {name: p.task_queue for name, p in self._profiles.items() if p.task_queue}
         self._http = httpx.AsyncClient(verify=_system_tls())
@@ -118,6 +123,7 @@ class TarryPlugin(SimplePlugin):
             self._notifier.events,
             self.settings.guardrails(),
             {name: p.context_budget for name, p in self._profiles.items()},
+            self._grants,
         )
         index = self.settings.tarry_search_index
         embedding = self.settings.embedding_profile()
@@ -210,6 +216,7 @@ class TarryPlugin(SimplePlugin):
             await self._stores.aclose()
         for source in self._sources:
             await source.aclose()
+        self._grants.close()
         for interceptor in self._interceptors:
             if callable(shutdown := getattr(interceptor, "shutdown", None)):
                 await asyncio.to_thread(shutdown)  # `workers.tracing.RunTracing`
@@ -252,23 +259,38 @@ def workflows_passed_through(runner: WorkflowRunner | None) -> WorkflowRunner:
     return dataclasses.replace(runner, restrictions=restrictions)
 
 
-def _mcp_host(servers: Mapping[str, McpServer], settings: TarrySettings) -> ToolSource:
+def _mcp_host(servers: Mapping[str, McpServer], grants: Grants) -> ToolSource:
     """The MCP servers' tool source, from the `mcp` extra: a worker without MCP servers
     never imports it, so `pip install tarry` still serves runs."""
     try:
-        from activities.mcp_grants import Grants
         from activities.mcp_tools import McpHost
-        from tarry.connections.store import ConnectionStore
     except ImportError as e:
         raise McpExtraMissing(
             f"MCP servers are configured ({', '.join(servers)}) but the mcp extra is "
             f"missing ({e.name} cannot be imported); install it with: pip install 'tarry[mcp]'"
         ) from e
+    return McpHost(servers, grants)
+
+
+def _grants(
+    settings: TarrySettings, servers: Mapping[str, McpServer], tools: Iterable[Tool]
+) -> Grants:
+    """People's grants in the connections store, when an MCP server or a tool acts as a
+    person and the worker has the store's key (else every such call fails, naming it).
+    A tool that names an OAuth provider the config file lacks is refused here, at start,
+    rather than at its first call."""
+    needed = {t.name: t.oauth.provider for t in tools if t.oauth is not None}
+    providers = settings.oauth_providers() if needed else {}
+    for name, provider in needed.items():
+        if provider not in providers:
+            raise ConfigError(
+                f"tool {name!r} acts as a person with grants of {provider!r}, but the"
+                f" config file has no [oauth_providers.{provider}] table: add it"
+            )
     key = settings.tarry_connections_key
-    store = None
-    if key is not None and any(s.auth == "oauth" for s in servers.values()):
-        store = ConnectionStore(settings.tarry_connections_db, key.get_secret_value())
-    return McpHost(servers, Grants(store))
+    if key is None or not (needed or any(s.auth == "oauth" for s in servers.values())):
+        return Grants(None)
+    return Grants(ConnectionStore(settings.tarry_connections_db, key.get_secret_value()))
 
 
 @functools.cache

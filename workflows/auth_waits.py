@@ -1,6 +1,7 @@
-"""Tool calls that wait for a person to connect their account (`WaitingFor.AUTH`): an MCP
-server with `auth = "oauth"` whose call finds no working grant fails its activity with
-`AUTH_REQUIRED`, naming the server and the person; the run does not fail but waits,
+"""Tool calls that wait for a person to connect their account (`WaitingFor.AUTH`): a call
+of an MCP server with `auth = "oauth"`, or of a tool declared with `@tool(oauth=...)`,
+that finds no working grant fails its activity with `AUTH_REQUIRED`, naming the server
+(or provider) and the person; the run does not fail but waits,
 durably, for that person to connect (the API's callback sends `connected`), then runs the
 call again. A stop ends the wait.
 

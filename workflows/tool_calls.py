@@ -151,13 +151,15 @@ async def execute(step: ToolStep) -> ToolResult:
     elif tool.server is not None:  # an MCP server's tool: history names the server and tool
         activity = MCP_TOOL_ACTIVITY
         remote = tool.remote_name or name
-        owner = RunAccess.of(workflow.info().typed_search_attributes).owner
+        owner = _owner()
         invocation = McpInvocation(
             **invocation.model_dump(), server=tool.server, tool=remote, owner=owner
         )
         summary = tool_summary(f"{tool.server}: {remote}", arguments)
-        if tool.acts_as is not None:  # whose grant it takes, the person's name, never a token
-            summary = f"{summary} (as {_acting_for(tool.acts_as, owner, decision)})"
+    elif tool.acts_as is not None:  # a worker's tool that calls an API as a person
+        invocation = invocation.model_copy(update={"owner": _owner()})
+    if tool.acts_as is not None:  # whose grant it takes, the person's name, never a token
+        summary = f"{summary} (as {_acting_for(tool.acts_as, invocation.owner, decision)})"
     summary = approval_rules.summary_of(summary, decision)
     # A quick tool's call nobody decided on is a local activity: no activity task to
     # schedule and hand back, the server round trip that would dwarf a call answering in
@@ -199,8 +201,13 @@ def memory_scope(input: WorkflowInput) -> str | None:
     return input.memory_scope or workflow.info().typed_search_attributes.get(OWNER_ATTRIBUTE)
 
 
+def _owner() -> str | None:
+    """The run's owner, whose grant its calls carry unless an approver's is asked for."""
+    return RunAccess.of(workflow.info().typed_search_attributes).owner
+
+
 def _acting_for(acts_as: str, owner: str | None, decision: DecisionRecord | None) -> str:
-    """The person whose grant a call takes, as `activities.mcp_grants.person_of` picks."""
+    """The person whose grant a call takes, as `activities.grants.person_of` picks."""
     if acts_as == "approver" and decision is not None and decision.user is not None:
         return decision.user
     return owner or "nobody"

@@ -24,7 +24,9 @@ from tarry.api.errors import AUTH, error_answers, status_of
 from tarry.api.models import RunId
 from tarry.api.parts import AppParts, PartsOf
 from tarry.api.rights import check_run
+from tarry.config.tables import OAuthClient
 from tarry.connections import oauth
+from tarry.connections.oauth import Endpoints
 from tarry.connections.store import Connection, ConnectionStore, PendingConnect
 from tarry.contracts import WORKFLOW_TYPE, Door, ErrorCode, Need
 from tarry.core.errors import TarryError
@@ -102,14 +104,11 @@ async def _begin(
     state = await parts.tarry.get(run_id).state()
     if not any(need.server == server and need.person == caller.user for need in state.auth_needed):
         raise _refused(f"run {run_id} waits for no grant of yours to {server!r}")
-    config = parts.settings.mcp_servers().get(server)
-    if config is None or config.url is None or config.auth != "oauth":
-        raise _refused(f'no MCP server {server!r} with `auth = "oauth"` is configured here')
     # Where people reach the API: its public URL, else the address this request came to.
     base = parts.settings.tarry_public_url or str(request.base_url)
     redirect_uri = base.rstrip("/") + CALLBACK_PATH
     try:
-        endpoints = await oauth.discover(config.url)
+        config, endpoints = await _oauth_server(parts, server)
         client_id, secret = config.client_id, config.client_secret
         if client_id is None:
             client_id, secret = await oauth.register(endpoints, redirect_uri)
@@ -128,6 +127,21 @@ async def _begin(
     )
     await _store(parts).begin(flow, pending, CONNECT_TTL)
     return url
+
+
+async def _oauth_server(parts: AppParts, server: str) -> tuple[OAuthClient, Endpoints]:
+    """The client config of `server` and its endpoints: an MCP server with `auth =
+    "oauth"` (found from its protected-resource metadata) or an `[oauth_providers.NAME]`
+    (its issuer's, or its own); `CONNECT_REFUSED` for neither."""
+    mcp = parts.settings.mcp_servers().get(server)
+    if mcp is not None and mcp.url is not None and mcp.auth == "oauth":
+        return mcp, await oauth.discover(mcp.url)
+    if (provider := parts.settings.oauth_providers().get(server)) is not None:
+        return provider, await oauth.provider_endpoints(provider)
+    raise _refused(
+        f'no MCP server {server!r} with `auth = "oauth"` and no [oauth_providers.{server}]'
+        " is configured here"
+    )
 
 
 class ConnectionView(BaseModel):

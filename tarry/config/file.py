@@ -11,7 +11,14 @@ import types
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tarry.config.limits import LimitsTable
 from tarry.config.tables import (
@@ -21,6 +28,7 @@ from tarry.config.tables import (
     McpServer,
     ModelProfile,
     NotifyTarget,
+    OAuthProvider,
     fallback_problem,
 )
 from tarry.contracts.guardrails import Guardrail
@@ -40,6 +48,8 @@ class ConfigFile(BaseModel):
 
     profiles: dict[str, ModelProfile] = {}
     mcp_servers: dict[str, McpServer] = {}
+    oauth_providers: dict[str, OAuthProvider] = {}
+    """`[oauth_providers.NAME]`: authorization servers whose grants worker tools use."""
     agents: dict[str, AgentTable] = {}
     api: ApiTable = Field(default_factory=ApiTable)
     notify: list[NotifyTarget] = []
@@ -59,6 +69,16 @@ class ConfigFile(BaseModel):
         if problem := fallback_problem(profiles):
             raise ValueError(problem)
         return profiles
+
+    @model_validator(mode="after")
+    def _grant_names_distinct(self) -> ConfigFile:
+        # A person's grants are kept by this name: one name, one authorization server.
+        if shared := sorted(set(self.mcp_servers) & set(self.oauth_providers)):
+            raise ValueError(
+                f"{', '.join(shared)} names both an MCP server and an OAuth provider: grants"
+                " are kept by name, so rename one of them"
+            )
+        return self
 
     @classmethod
     def read(cls, path: Path) -> ConfigFile:

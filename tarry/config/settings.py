@@ -44,6 +44,7 @@ from tarry.config.tables import (
     McpServer,
     ModelProfile,
     NotifyTarget,
+    OAuthProvider,
     Prices,
     long_token,
     named_token,
@@ -68,6 +69,7 @@ __all__ = [
     "McpServer",
     "ModelProfile",
     "NotifyTarget",
+    "OAuthProvider",
     "Prices",
     "TarrySettings",
     "config_problem",
@@ -168,7 +170,8 @@ class TarrySettings(BaseSettings):
     tarry_api_token: SecretStr | None = None
     """The bearer token `tarry search` sends to `TARRY_API_URL`."""
     tarry_connections_db: Path = Path(".tarry/connections.db")
-    """People's grants to OAuth servers (`[mcp_servers.NAME] auth = "oauth"`) and the
+    """People's grants to OAuth servers (`[mcp_servers.NAME] auth = "oauth"`,
+    `[oauth_providers.NAME]`) and the
     connect flows under way: a SQLite file every worker and API process of a deployment
     shares (`tarry dev --data-dir D` uses `D/connections.db`)."""
     tarry_connections_key: SecretStr | None = None
@@ -478,6 +481,10 @@ class TarrySettings(BaseSettings):
     def mcp_servers(self) -> dict[str, McpServer]:
         """The config file's `[mcp_servers.NAME]` tables."""
         return dict(self._file.mcp_servers)
+
+    def oauth_providers(self) -> dict[str, OAuthProvider]:
+        """The config file's `[oauth_providers.NAME]` tables."""
+        return dict(self._file.oauth_providers)
 
     def embedding_profile(self) -> EmbeddingProfile | None:
         """The embedding model of semantic search: `TARRY_EMBEDDING`, else the config

@@ -37,6 +37,8 @@ __all__ = [
     "McpServer",
     "ModelProfile",
     "NotifyTarget",
+    "OAuthClient",
+    "OAuthProvider",
     "OidcTable",
     "Prices",
     "Provider",
@@ -187,7 +189,20 @@ def fallback_problem(profiles: dict[str, ModelProfile]) -> str | None:
     return None
 
 
-class McpServer(BaseModel):
+class OAuthClient(BaseModel):
+    """What Tarry is at an OAuth authorization server, and what a connect asks it for:
+    the fields an MCP server with `auth = "oauth"` and an `[oauth_providers.NAME]` share."""
+
+    scopes: list[str] = []
+    """The scopes a connect asks for; none: the server's default (its metadata's
+    `scopes_supported`)."""
+    client_id: str | None = None
+    """A client registered beforehand at the authorization server; unset: registered
+    dynamically (RFC 7591) at each connect, where the server offers it."""
+    client_secret: str | None = None
+
+
+class McpServer(OAuthClient):
     """An MCP server whose tools join the runs' catalogues as `NAME__TOOL`: a command the
     worker starts (stdio) or a URL (streamable HTTP). Its secrets (`env`, `headers`) stay
     on the worker: history only ever names the server."""
@@ -212,20 +227,48 @@ class McpServer(BaseModel):
     carries a person's own grant (see `token`), found by the server's protected-resource
     metadata and given at a connect link; a run whose person has not connected waits for
     it (`waiting_for: auth`)."""
-    scopes: list[str] = []
-    """The scopes a connect asks for (`auth = "oauth"`); none: the server's default."""
     token: Literal["owner", "approver", "service"] = "owner"
     """Whose grant a call carries: the run's owner, the person who approved the call,
     or nobody's (`service`: the `headers`, as without OAuth)."""
-    client_id: str | None = None
-    """A client registered beforehand at the authorization server; unset: registered
-    dynamically (RFC 7591) at the first connect."""
-    client_secret: str | None = None
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServer:
         if (self.command is None) == (self.url is None):
             raise ValueError("an MCP server needs either `command` (stdio) or `url` (HTTP)")
+        return self
+
+
+class OAuthProvider(OAuthClient):
+    """`[oauth_providers.NAME]`: an OAuth authorization server whose grants a worker's own
+    tools call HTTP APIs with, as a person (`@tool(oauth="NAME")`). People connect to it
+    at the same link, and runs wait for them the same way, as for an MCP server with
+    `auth = "oauth"`; `NAME` is what the connect link and `auth_needed` call it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    issuer: str | None = None
+    """The authorization server's issuer URL: its endpoints are read from its metadata
+    (RFC 8414, or OpenID discovery) at each connect."""
+    authorization_endpoint: str | None = None
+    """Without an `issuer`: where people consent (with `token_endpoint` and `client_id`)."""
+    token_endpoint: str | None = None
+    """Without an `issuer`: where codes are traded for grants and grants refreshed."""
+    resource: str | None = None
+    """The API the grant is for (RFC 8707 `resource`), for a server that asks for one."""
+
+    @model_validator(mode="after")
+    def _endpoints_known(self) -> OAuthProvider:
+        explicit = self.authorization_endpoint is not None and self.token_endpoint is not None
+        if (self.issuer is None) == (not explicit):
+            raise ValueError(
+                "an OAuth provider needs either `issuer` (its endpoints are discovered) or"
+                " both `authorization_endpoint` and `token_endpoint`"
+            )
+        if explicit and self.client_id is None:
+            raise ValueError(
+                "an OAuth provider without an `issuer` needs `client_id`: nothing tells"
+                " where it would register one"
+            )
         return self
 
 

@@ -1,13 +1,14 @@
 """The OAuth client side of a connection, as the MCP authorization spec has it: the MCP
 server's protected-resource metadata names its authorization server, whose metadata
 names the endpoints; a pre-registered client or dynamic registration; the authorization
-code flow with PKCE; refresh.
+code flow with PKCE; refresh. An `[oauth_providers.NAME]` that worker tools use names its
+authorization server itself (its issuer, or its endpoints); the flow is the same.
 
 The `mcp` SDK's models, discovery order and PKCE are used as they are. Its
 `OAuthClientProvider` is not: it runs the whole flow inside one process (a redirect
 handler, then a callback it awaits), where here the flow starts at the API's connect
 link, ends at its callback, possibly weeks into a run, and the worker that uses the grant
-is another process. Needs the `mcp` extra, which a deployment with MCP servers has.
+is another process. Needs the `mcp` extra, for every OAuth server, an MCP server's or not.
 """
 
 from __future__ import annotations
@@ -20,12 +21,21 @@ from urllib.parse import urlencode
 
 import httpx
 
+from tarry.config.tables import OAuthProvider
 from tarry.connections.store import Grant, PendingConnect
 
 if TYPE_CHECKING:
     from mcp.shared.auth import OAuthMetadata
 
-__all__ = ["ConnectFailed", "Endpoints", "authorization_url", "discover", "exchange", "refresh"]
+__all__ = [
+    "ConnectFailed",
+    "Endpoints",
+    "authorization_url",
+    "discover",
+    "exchange",
+    "provider_endpoints",
+    "refresh",
+]
 
 _TIMEOUT = httpx.Timeout(15)
 
@@ -41,10 +51,12 @@ class Endpoints:
     authorization_endpoint: str
     token_endpoint: str
     registration_endpoint: str | None
-    resource: str
+    resource: str | None
+    """The resource the grant is for (RFC 8707): the MCP server's; a provider's if its
+    config names one."""
     scopes: list[str]
-    """The scopes to ask for when the server's config names none, as the SDK picks them
-    (the resource's `scopes_supported`, else the authorization server's)."""
+    """The scopes to ask for when the config names none, as the SDK picks them (the
+    resource's `scopes_supported`, else the authorization server's)."""
 
 
 async def discover(server_url: str) -> Endpoints:
@@ -52,11 +64,10 @@ async def discover(server_url: str) -> Endpoints:
     metadata (RFC 9728), then the authorization server's metadata (RFC 8414, or OpenID
     discovery), in the order the SDK tries them."""
     from mcp.client.auth.utils import (
-        build_oauth_authorization_server_metadata_discovery_urls,
         build_protected_resource_metadata_discovery_urls,
         get_client_metadata_scopes,
     )
-    from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
+    from mcp.shared.auth import ProtectedResourceMetadata
 
     async with httpx.AsyncClient(timeout=_TIMEOUT) as http:
         resource = None
@@ -66,22 +77,55 @@ async def discover(server_url: str) -> Endpoints:
                 resource = ProtectedResourceMetadata.model_validate_json(answer.content)
                 break
         issuer = str(resource.authorization_servers[0]) if resource is not None else None
-        metadata: OAuthMetadata | None = None
-        for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, server_url):
-            answer = await http.get(url)
-            if answer.status_code == 200:
-                metadata = OAuthMetadata.model_validate_json(answer.content)
-                break
-    if metadata is None:
-        raise ConnectFailed(f"no authorization server metadata found for {server_url}")
+        metadata = await _metadata(http, issuer, server_url)
+    return _endpoints(
+        metadata,
+        resource=str(resource.resource) if resource is not None else server_url,
+        scopes=(get_client_metadata_scopes(None, resource, metadata) or "").split(),
+    )
+
+
+async def provider_endpoints(provider: OAuthProvider) -> Endpoints:
+    """The endpoints of an `[oauth_providers.NAME]`: its config's, or those its issuer's
+    metadata (RFC 8414, or OpenID discovery) names."""
+    if provider.issuer is None:
+        assert provider.authorization_endpoint is not None  # the table checks both are set
+        assert provider.token_endpoint is not None
+        return Endpoints(
+            authorization_endpoint=provider.authorization_endpoint,
+            token_endpoint=provider.token_endpoint,
+            registration_endpoint=None,
+            resource=provider.resource,
+            scopes=[],
+        )
+    from mcp.client.auth.utils import get_client_metadata_scopes
+
+    async with httpx.AsyncClient(timeout=_TIMEOUT) as http:
+        metadata = await _metadata(http, provider.issuer, provider.issuer)
+    scopes = get_client_metadata_scopes(None, None, metadata) or ""
+    return _endpoints(metadata, resource=provider.resource, scopes=scopes.split())
+
+
+async def _metadata(http: httpx.AsyncClient, issuer: str | None, server_url: str) -> OAuthMetadata:
+    """The authorization server's metadata, at the URLs the SDK tries in its order."""
+    from mcp.client.auth.utils import build_oauth_authorization_server_metadata_discovery_urls
+    from mcp.shared.auth import OAuthMetadata
+
+    for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, server_url):
+        answer = await http.get(url)
+        if answer.status_code == 200:
+            return OAuthMetadata.model_validate_json(answer.content)
+    raise ConnectFailed(f"no authorization server metadata found for {issuer or server_url}")
+
+
+def _endpoints(metadata: OAuthMetadata, resource: str | None, scopes: list[str]) -> Endpoints:
+    registration = metadata.registration_endpoint
     return Endpoints(
         authorization_endpoint=str(metadata.authorization_endpoint),
         token_endpoint=str(metadata.token_endpoint),
-        registration_endpoint=(
-            str(metadata.registration_endpoint) if metadata.registration_endpoint else None
-        ),
-        resource=str(resource.resource) if resource is not None else server_url,
-        scopes=(get_client_metadata_scopes(None, resource, metadata) or "").split(),
+        registration_endpoint=str(registration) if registration else None,
+        resource=resource,
+        scopes=scopes,
     )
 
 
@@ -127,8 +171,9 @@ def authorization_url(
         "state": state,
         "code_challenge": pkce.code_challenge,
         "code_challenge_method": "S256",
-        "resource": endpoints.resource,  # RFC 8707
     }
+    if endpoints.resource is not None:
+        query["resource"] = endpoints.resource  # RFC 8707
     if scopes := scopes or endpoints.scopes:
         query["scope"] = " ".join(scopes)
     return f"{endpoints.authorization_endpoint}?{urlencode(query)}", state, pkce.code_verifier

@@ -57,8 +57,9 @@ class ToolDefinition(BaseModel):
     remote_name: str | None = Field(default=None, exclude_if=when_none)
     """The tool's name on its MCP server; `name` is `SERVER__TOOL`, shortened."""
     acts_as: Literal["owner", "approver"] | None = Field(default=None, exclude_if=when_none)
-    """Whose own grant a call carries (`auth = "oauth"`): the run's owner's, or the
-    approving person's; null: the server's shared headers. Named in the call's summary."""
+    """Whose own grant a call carries (an MCP server's `auth = "oauth"`, a tool's
+    `@tool(oauth=...)`): the run's owner's, or the approving person's; null: nobody's (the
+    server's shared headers). Named in the call's summary."""
     local: bool = Field(default=False, exclude_if=when_empty)
     """Quick and read-only: a call that waits for no decision runs as a local activity,
     inside the run's own workflow task, saving the server round trip of an activity task.
@@ -225,6 +226,9 @@ class ToolInvocation(BaseModel):
     decision: DecisionRecord | None = Field(default=None, exclude_if=when_none)
     """How a gated call was approved, for its span (`activities.traces`): a call nobody
     had to decide on has none."""
+    owner: str | None = Field(default=None, exclude_if=when_none)
+    """The run's owner, for a call that carries a person's grant (`ToolDefinition.acts_as`):
+    whose it is with `owner` (with `approver`: the decision's `user`); null for others."""
 
 
 class McpInvocation(ToolInvocation):
@@ -232,9 +236,6 @@ class McpInvocation(ToolInvocation):
 
     server: str
     tool: str
-    owner: str | None = Field(default=None, exclude_if=when_none)
-    """The run's owner: whose grant the call carries to a server with `auth = "oauth"`
-    and `token = "owner"` (`token = "approver"`: the decision's `user`)."""
 
 
 class MemoryInvocation(ToolInvocation):

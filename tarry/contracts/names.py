@@ -152,9 +152,9 @@ class WaitingFor(StrEnum):
     """Queued: its owner has `max_concurrent_runs` runs open (`[limits]`); it makes its
     first model call once one of them ends. `error` (`TOO_MANY_RUNS`) says how many."""
     AUTH = "auth"
-    """A tool call needs a person's grant to an MCP server they have not given, or that
-    stopped working (`auth_needed` names the server and the person): their connect link
-    lets the call run."""
+    """A tool call needs a person's grant to an MCP server (or an OAuth provider a tool
+    uses) they have not given, or that stopped working (`auth_needed` names the server
+    and the person): their connect link lets the call run."""
 
 
 DECIDED_WAITS = frozenset({WaitingFor.APPROVAL, WaitingFor.GUARDRAIL})

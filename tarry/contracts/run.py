@@ -365,10 +365,12 @@ class Fork(ForkOrigin):
 
 class AuthNeed(BaseModel):
     """A tool call that waits for a person to connect their account to an MCP server
-    (`auth = "oauth"`): the run waits with `waiting_for: "auth"` until they do (the API's
-    `connect` link, then its OAuth callback), or a stop."""
+    (`auth = "oauth"`) or an OAuth provider a worker's tool uses (`[oauth_providers.NAME]`):
+    the run waits with `waiting_for: "auth"` until they do (the API's `connect` link, then
+    its OAuth callback), or a stop."""
 
     server: str
+    """The MCP server's name, or the provider's."""
     person: str | None
     """Whose grant the call needs; None: a run that names no owner."""
     call_id: str

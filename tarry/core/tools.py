@@ -14,14 +14,17 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, create_model
 
 from tarry.contracts import ErrorCode, ToolDefinition
 from tarry.contracts.previews import Preview
 
-__all__ = ["MAX_READ_BYTES", "Tool", "ToolContext", "ToolError", "tool"]
+if TYPE_CHECKING:
+    from tarry.core.grants import ToolGrant
+
+__all__ = ["MAX_READ_BYTES", "OAuth", "Tool", "ToolContext", "ToolError", "tool"]
 
 MAX_READ_BYTES = 1024 * 1024
 """The most a tool reads into one result by default (`TARRY_READ_FILE_MAX_BYTES`): a
@@ -54,6 +57,9 @@ class ToolContext:
     """This run's own directory, `<workspace_root>/<run_id>`."""
     max_read_bytes: int = MAX_READ_BYTES
     """The most a tool should read into one result (the worker's setting)."""
+    grant: ToolGrant | None = None
+    """The person's grant a tool declared with `oauth` calls its API with (an
+    `httpx.Auth`, `grant.client()`); None for any other tool, and in a preview."""
 
     def resolve(self, path: str) -> Path:
         """Confine a model-given path to the workspace, following symlinks."""
@@ -80,6 +86,17 @@ class ToolContext:
 
 
 @dataclass(frozen=True)
+class OAuth:
+    """A tool's need of a person's grant to an OAuth provider (`[oauth_providers.NAME]`),
+    and whose: the run's owner (`owner`), or the person who approved the call
+    (`approver`; the owner's where no person decided). A call finds it in
+    `ToolContext.grant`; a person who has not connected makes the run wait for them."""
+
+    provider: str
+    token: Literal["owner", "approver"] = "owner"
+
+
+@dataclass(frozen=True)
 class Tool:
     """A function the model may call, with the schema of its arguments."""
 
@@ -102,6 +119,8 @@ class Tool:
     """What a person deciding on a gated call is shown: called like the tool (the same
     arguments and `ToolContext`), as an activity, when the call is gated; it must change
     nothing. None: the call's arguments (`tarry.core.previews.arguments_preview`)."""
+    oauth: OAuth | None = None
+    """Each call carries a person's grant to this provider (`ToolContext.grant`)."""
 
     def __post_init__(self) -> None:
         # A local activity that its worker's death cut short runs again, unasked.
@@ -117,6 +136,7 @@ class Tool:
             idempotent=self.idempotent,
             needs_approval=self.approval,
             local=self.quick,
+            acts_as=None if self.oauth is None else self.oauth.token,
         )
 
 
@@ -128,6 +148,7 @@ def _make_tool(
     idempotent: bool,
     quick: bool,
     preview: Callable[..., Preview] | None = None,
+    oauth: str | OAuth | None = None,
 ) -> Tool:
     tool_name = name or fn.__name__
     # Resolve string annotations, keeping `Annotated` metadata such as descriptions.
@@ -150,8 +171,19 @@ def _make_tool(
         # The docstring's first paragraph, unwrapped: the rest is for programmers.
         paragraph = (inspect.getdoc(fn) or "").split("\n\n")[0]
         description = " ".join(paragraph.split())
+    if isinstance(oauth, str):
+        oauth = OAuth(oauth)
     return Tool(
-        tool_name, description, arguments, fn, context_param, approval, idempotent, quick, preview
+        tool_name,
+        description,
+        arguments,
+        fn,
+        context_param,
+        approval,
+        idempotent,
+        quick,
+        preview,
+        oauth,
     )
 
 
@@ -166,6 +198,7 @@ def tool(
     idempotent: bool = True,
     quick: bool = False,
     preview: Callable[..., Preview] | None = None,
+    oauth: str | OAuth | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -176,6 +209,7 @@ def tool(
     idempotent: bool = True,
     quick: bool = False,
     preview: Callable[..., Preview] | None = None,
+    oauth: str | OAuth | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a typed function a tool: `@tool` or `@tool(name=..., description=..., approval=True)`.
 
@@ -184,7 +218,10 @@ def tool(
     (a read-only tool that answers in milliseconds) runs ungated calls as local
     activities, a server round trip fewer per call; `preview=fn` shows a person deciding on
     a gated call what it would do (`fn` takes the tool's arguments and returns a
-    `Preview`: `write_file`'s is a diff)."""
+    `Preview`: `write_file`'s is a diff); `oauth="PROVIDER"` (or `OAuth("PROVIDER",
+    token="approver")`) makes each call carry a person's grant to that provider
+    (`ToolContext.grant`), and a run wait for them to connect when they have none."""
+    options = (approval, idempotent, quick, preview, oauth)
     if fn is not None:
-        return _make_tool(fn, name, description, approval, idempotent, quick, preview)
-    return lambda f: _make_tool(f, name, description, approval, idempotent, quick, preview)
+        return _make_tool(fn, name, description, *options)
+    return lambda f: _make_tool(f, name, description, *options)

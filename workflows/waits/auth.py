@@ -1,5 +1,6 @@
-"""Waiting for a person to connect their account to an MCP server a tool call needs
-(`auth_needed` names them); the call's own wait ends it (`workflows.auth_waits`)."""
+"""Waiting for a person to connect their account to an MCP server (or OAuth provider) a
+tool call needs (`auth_needed` names them); the call's own wait ends it
+(`workflows.auth_waits`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""A tool call needs a person's own grant to an MCP server (`auth = "oauth"`) that they
-have not given, or that stopped working (`RunState.auth_needed` names the server and the
-person): their connect link (the API's `/v1/oauth/connect/RUN/SERVER`, shown by `tarry
-status`, the inbox and the notification) runs the authorization flow, whose callback
-tells the run (`connected`), and the call runs."""
+"""A tool call needs a person's own grant to an MCP server (`auth = "oauth"`), or to an
+OAuth provider a worker's tool uses (`@tool(oauth=...)`), that they have not given, or
+that stopped working (`RunState.auth_needed` names the server and the person): their
+connect link (the API's `/v1/oauth/connect/RUN/SERVER`, shown by `tarry status`, the
+inbox and the notification) runs the authorization flow, whose callback tells the run
+(`connected`), and the call runs."""
 
 from tarry.contracts.audit import Act
 from tarry.contracts.names import Need, NotifyEvent, WaitingFor

@@ -1,10 +1,11 @@
-"""Whose grant an MCP call carries, for a server with `auth = "oauth"`: the person's
-stored grant (`tarry.connections`), refreshed first when it has expired, so a run parked
-for weeks calls with a live token. No grant, a refused refresh, or a token the server
-refuses: the call fails with `AUTH_REQUIRED`, naming the server and the person (never
-the token), and the run waits for them to connect (`workflows.auth_waits`).
+"""Whose grant a call carries, for an MCP server with `auth = "oauth"` and for a tool
+declared with `@tool(oauth=...)` alike: the person's stored grant (`tarry.connections`),
+refreshed first when it has expired, so a run parked for weeks calls with a live token.
+No grant, a refused refresh, or a token the server refuses: the call fails with
+`AUTH_REQUIRED`, naming the server (or provider) and the person (never the token), and
+the run waits for them to connect (`workflows.auth_waits`).
 
-Needs the `mcp` extra, as `activities.mcp_tools`, which uses it.
+A refresh needs the `mcp` extra's OAuth models (`tarry.connections.oauth`).
 """
 
 from __future__ import annotations
@@ -13,32 +14,32 @@ import logging
 
 from temporalio.exceptions import ApplicationError
 
-from tarry.config.settings import McpServer
 from tarry.connections import oauth
 from tarry.connections.store import ConnectionStore
-from tarry.contracts import ErrorCode, McpInvocation
+from tarry.contracts import ErrorCode, ToolInvocation
 
-__all__ = ["Grants", "auth_required"]
+__all__ = ["Grants", "auth_required", "person_of"]
 
-log = logging.getLogger("tarry.mcp")
+log = logging.getLogger("tarry.connections")
 
 
 def auth_required(server: str, person: str | None, why: str) -> ApplicationError:
-    """The failure the workflow turns into a wait for `person` to connect to `server`."""
+    """The failure the workflow turns into a wait for `person` to connect to `server` (an
+    MCP server, or an OAuth provider)."""
     who = person or "nobody"
     return ApplicationError(
-        f"MCP server {server!r} needs {who}'s grant: {why}; connect to go on",
+        f"{server!r} needs {who}'s grant: {why}; connect to go on",
         {"server": server, "person": person},
         type=ErrorCode.AUTH_REQUIRED,
         non_retryable=True,
     )
 
 
-def person_of(config: McpServer, invocation: McpInvocation) -> str | None:
+def person_of(token: str, invocation: ToolInvocation) -> str | None:
     """Whose grant the call carries: the person who approved the call (`token =
     "approver"`), or else the run's owner (a call no person decided on, too)."""
     decision = invocation.decision
-    if config.token == "approver" and decision is not None and decision.user is not None:
+    if token == "approver" and decision is not None and decision.user is not None:
         return decision.user
     return invocation.owner
 
@@ -53,7 +54,7 @@ class Grants:
         """`person`'s live access token for `server`, refreshed if it expired."""
         if self._store is None:
             raise ApplicationError(
-                f"MCP server {server!r} uses OAuth but this worker keeps no connections:"
+                f"{server!r} uses OAuth but this worker keeps no connections:"
                 " set TARRY_CONNECTIONS_KEY (and TARRY_CONNECTIONS_DB) as the API has them",
                 type=ErrorCode.CONNECTIONS_UNAVAILABLE,
                 non_retryable=True,
@@ -69,7 +70,7 @@ class Grants:
                 await self._store.revoke(person, server)
                 raise auth_required(server, person, "the grant expired and could not be refreshed")
             if await self._store.refreshed(person, server, grant, fresh):
-                log.info("refreshed %s's grant to MCP server %r", person, server)
+                log.info("refreshed %s's grant to %r", person, server)
             current = await self._store.grant(person, server)  # another's refresh, or a revoke
             if current is None:
                 raise auth_required(server, person, f"{person} revoked it")
