@@ -55,10 +55,12 @@ mode = "task"
 
 @pytest.fixture
 async def api(agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Api]:
-    """The API with `CONFIG`'s people (alice, bob, ...) and the `writer` agent."""
+    """The API with `CONFIG`'s people (alice, bob, ...) and the `writer` agent, on the
+    machine of the worker's workspaces."""
     config = tmp_path / "tarry.toml"
     config.write_text(CONFIG + AGENTS)
     monkeypatch.setenv("TARRY_CONFIG", str(config))
+    monkeypatch.setenv("TARRY_WORKSPACE_ROOT", str(agent.workspace_root))
     async with people_api(agent) as api:
         yield api
 
@@ -158,13 +160,18 @@ async def test_a_gated_call_is_asked_over_a2a_with_its_arguments_and_approved_wi
         task_id = asked[0].task.id
         api.run(task_id)
         decided = await streamed(alice, decision(task_id, decision="approve", call_id="w1"))
+        task = await alice.get_task(GetTaskRequest(id=task_id))
 
     question = asked[-1].status_update.status
     assert question.state == TaskState.TASK_STATE_INPUT_REQUIRED
     [asking] = get_data_parts(question.message.parts)
     assert asking["calls"] == [{"call_id": "w1", "tool": "write_file", "arguments": WRITE}]
     assert last_state(decided) == TaskState.TASK_STATE_COMPLETED
-    assert (api.agent.workspace_root / task_id / "plan.md").read_text() == "ship it"
+    output, files = task.artifacts
+    assert (output.name, get_artifact_text(output)) == ("output", "written")
+    assert [(f.filename, f.media_type, f.raw) for f in files.parts] == [
+        ("plan.md", "text/markdown", b"ship it")
+    ]
     trail = await api.agent.tarry.audit(run=task_id)
     decisions = [(r.by, r.door) for r in trail.records if r.act is Act.DECISION]
     assert decisions == [("alice", Door.A2A)]

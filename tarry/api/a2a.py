@@ -18,6 +18,7 @@ import binascii
 import contextlib
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from a2a.auth.user import User
 from a2a.server.context import ServerCallContext
@@ -143,6 +144,11 @@ class A2aCall:
             workflow=WORKFLOW_TYPE,
         )
 
+    @property
+    def workspace_root(self) -> Path | None:
+        """Where the runs' workspaces are, as the workers keep them on this machine."""
+        return self.parts.settings.tarry_workspace_root
+
     def start_input(self) -> RunInput:
         """How a new task's run starts: the agent definition's settings (the message is
         its first reply), as a lead's `agent__NAME` call starts its child."""
@@ -184,18 +190,19 @@ class _CallContexts(ServerCallContextBuilder):
 
 
 async def task(
-    tarry: Tarry, run_id: str, history_length: int | None = None, *, words: bool = True
+    call: A2aCall, run_id: str, history_length: int | None = None, *, words: bool = True
 ) -> Task:
     """Run `run_id` as a task: an open one from its state, an ended one from its result
-    (its output the artifact); with the conversation's `history_length` last messages
-    (None: all of them; `words` False: none)."""
-    run = tarry.get(run_id)
+    (its output and files the artifacts); with the conversation's `history_length` last
+    messages (None: all of them; `words` False: none)."""
+    run = call.tarry.get(run_id)
     description = await run.describe()
     if description.status is WorkflowExecutionStatus.RUNNING:
         status, artifacts = open_status(run_id, await run.state()), []
     else:
         result = await run.result()
-        status, artifacts = ended_status(run_id, result), artifacts_of(run_id, result)
+        status = ended_status(run_id, result)
+        artifacts = artifacts_of(run_id, result, call.workspace_root)
     history = history_of(run_id, await run.transcript()) if words and history_length != 0 else []
     return task_of(
         run_id, status, artifacts, history[-history_length:] if history_length else history
@@ -215,7 +222,7 @@ class RunsAsTasks(RequestHandler):
         call = call_of(context)
         async with a2a_errors():
             await call.check(params.id, Need.READ)
-            return await task(call.tarry, params.id, _history_length(params))
+            return await task(call, params.id, _history_length(params))
 
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext
@@ -226,7 +233,7 @@ class RunsAsTasks(RequestHandler):
         async with a2a_errors():
             if params.context_id:
                 await call.check(params.context_id, Need.READ)
-                found = await task(call.tarry, params.context_id, words=False)
+                found = await task(call, params.context_id, words=False)
                 return ListTasksResponse(tasks=[found], page_size=1, total_size=1)
             page = await find_runs(
                 call.parts.tarry.client,
@@ -257,7 +264,7 @@ class RunsAsTasks(RequestHandler):
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(CANCEL_PATIENCE):
                     await run.result()
-            return await task(call.tarry, params.id, words=False)
+            return await task(call, params.id, words=False)
 
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
@@ -268,7 +275,7 @@ class RunsAsTasks(RequestHandler):
         async with a2a_errors():
             wait = not params.configuration.return_immediately
             run_id = await _deliver(call, params.message, wait=wait)
-            return await task(call.tarry, run_id, _history_length(params))
+            return await task(call, run_id, _history_length(params))
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
@@ -290,7 +297,7 @@ class RunsAsTasks(RequestHandler):
         call = call_of(context)
         async with a2a_errors():
             await call.check(params.id, Need.READ)
-            current = await task(call.tarry, params.id, words=False)
+            current = await task(call, params.id, words=False)
             yield current
             if current.status.state in _TERMINAL:
                 return
@@ -386,7 +393,7 @@ async def _until_stop(
                 yield TaskStatusUpdateEvent(task_id=run_id, context_id=run_id, status=status)
                 return
             result = await call.tarry.get(run_id).result()
-            for artifact in artifacts_of(run_id, result):
+            for artifact in artifacts_of(run_id, result, call.workspace_root):
                 yield TaskArtifactUpdateEvent(
                     task_id=run_id, context_id=run_id, artifact=artifact, last_chunk=True
                 )

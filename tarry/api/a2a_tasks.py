@@ -10,11 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import json
+import mimetypes
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
-from a2a.helpers import get_data_parts, get_message_text, new_data_part, new_text_part
+from a2a.helpers import (
+    get_data_parts,
+    get_message_text,
+    new_data_part,
+    new_raw_part,
+    new_text_part,
+)
 from a2a.types import (
     Artifact,
     InvalidParamsError,
@@ -188,18 +196,52 @@ def ended_status(run_id: str, result: RunResult) -> TaskStatus:
     return TaskStatus(state=TaskState.TASK_STATE_COMPLETED)
 
 
-def artifacts_of(run_id: str, result: RunResult) -> list[Artifact]:
-    """An ended run's output as its artifact: structured (a data part) where it is JSON,
-    as a run with an `output_schema` answers, else its text."""
-    if result.phase is not Phase.COMPLETED or not result.output:
+MAX_FILE_BYTES = 1024 * 1024
+"""The largest file of a run's workspace that goes in its artifacts: a task's answer is
+no file server (a bigger one is left out: the workspace holds it)."""
+MAX_FILES = 32
+"""The most files of a run's workspace its artifacts carry."""
+
+
+def artifacts_of(run_id: str, result: RunResult, workspace_root: Path | None) -> list[Artifact]:
+    """An ended run's artifacts: its output, structured (a data part) where it is JSON, as
+    a run with an `output_schema` answers, else its text; and the files it left in its
+    workspace (`workspace_root / run_id`), when this machine has them."""
+    if result.phase is not Phase.COMPLETED:
         return []
-    structured = _arguments(result.output)
-    part = (
-        new_data_part(structured)
-        if isinstance(structured, dict | list)
-        else new_text_part(result.output)
-    )
-    return [Artifact(artifact_id=f"{run_id}-output", name="output", parts=[part])]
+    artifacts = []
+    if result.output:
+        structured = _arguments(result.output)
+        part = (
+            new_data_part(structured)
+            if isinstance(structured, dict | list)
+            else new_text_part(result.output)
+        )
+        artifacts.append(Artifact(artifact_id=f"{run_id}-output", name="output", parts=[part]))
+    if workspace_root is not None and (files := _files(workspace_root / run_id)):
+        artifacts.append(Artifact(artifact_id=f"{run_id}-files", name="files", parts=files))
+    return artifacts
+
+
+def _files(workspace: Path) -> list[Part]:
+    """The workspace's files as parts (name, type, bytes), in path order: those inside
+    it only (a link out of it is not the run's file), up to `MAX_FILES` of at most
+    `MAX_FILE_BYTES` each."""
+    if not workspace.is_dir():
+        return []
+    inside = workspace.resolve()
+    parts: list[Part] = []
+    for path in sorted(workspace.rglob("*")):
+        if len(parts) == MAX_FILES:
+            break
+        if path.is_symlink() or not path.is_file() or not path.resolve().is_relative_to(inside):
+            continue
+        if path.stat().st_size > MAX_FILE_BYTES:
+            continue
+        name = path.relative_to(workspace).as_posix()
+        media_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        parts.append(new_raw_part(path.read_bytes(), media_type=media_type, filename=name))
+    return parts
 
 
 def history_of(run_id: str, transcript: list[ChatMessage]) -> list[Message]:
