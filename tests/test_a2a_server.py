@@ -20,6 +20,7 @@ from a2a.helpers import get_artifact_text, get_data_parts, get_message_text
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
+    InvalidRequestError,
     ListTasksRequest,
     Message,
     Part,
@@ -41,7 +42,7 @@ from tests.deadline import deadline
 from tests.http_api import Api
 from tests.test_http_api import WRITE
 from tests.test_http_api_people import as_
-from tests.test_owners import ALICE, BOB, CONFIG, people_api
+from tests.test_owners import ALICE, BOB, CAROL, CONFIG, DAVE, alices_run, people_api
 
 AGENTS = """
 [agents.writer]
@@ -199,6 +200,24 @@ async def test_bob_cannot_get_stream_cancel_or_resubscribe_to_alices_task(api: A
     ]
 
 
+async def test_a_reader_cannot_answer_a_task_and_a_named_approver_decides_its_call(
+    api: Api,
+) -> None:
+    run_id = await alices_run(api)  # shared with carol to read; dave approves call w1
+    async with a2a_as(api, CAROL) as carol, a2a_as(api, DAVE) as dave:
+        seen = await carol.get_task(GetTaskRequest(id=run_id))
+        with pytest.raises(InvalidRequestError, match="may read run"):
+            await streamed(carol, text_message("go on", task_id=run_id))
+        decided = await streamed(dave, decision(run_id, decision="approve", call_id="w1"))
+
+    assert seen.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert get_message_text(decided[-1].status_update.status.message) == "written"
+    trail = await api.agent.tarry.audit(run=run_id)
+    assert [(r.act, r.by, r.door) for r in trail.records if r.act is not Act.START] == [
+        (Act.DECISION, "dave", Door.A2A)
+    ]
+
+
 async def test_a_task_its_owner_cancels_is_canceled(api: Api) -> None:
     async with a2a_as(api, ALICE) as alice:
         task_id = await waiting_task(api, alice)
@@ -225,3 +244,36 @@ async def test_the_card_names_the_sign_in_the_server_requires_and_is_read_withou
     assert [skill["id"] for skill in card["skills"]] == ["writer", "tool:write_file"]
     assert unsigned.status_code == 401
     assert unknown.status_code == 404
+
+
+async def test_a_subscriber_follows_its_task_to_the_stop_point_the_answer_leads_to(
+    api: Api,
+) -> None:
+    async with a2a_as(api, ALICE) as alice:
+        task_id = await waiting_task(api, alice)
+        subscription = alice.subscribe(SubscribeToTaskRequest(id=task_id))
+        first = await anext(subscription)
+        await streamed(alice, text_message("Friday", task_id=task_id))
+        async with asyncio.timeout(deadline(30)):
+            rest = [event async for event in subscription]
+
+    assert first.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert last_state(rest) == TaskState.TASK_STATE_COMPLETED
+
+
+async def test_a_message_sent_again_with_its_id_starts_no_second_task_and_enters_once(
+    api: Api,
+) -> None:
+    api.agent.model.add(say("Which launch date?"))
+    request = text_message("plan the launch")
+    async with a2a_as(api, ALICE) as alice:
+        first = await streamed(alice, request)
+        again = await streamed(alice, request)
+        task = await alice.get_task(GetTaskRequest(id=first[0].task.id))
+    api.run(task.id)
+
+    assert again[0].task.id == task.id
+    assert last_state(again) == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert [get_message_text(m) for m in task.history if m.role == Role.ROLE_USER] == [
+        "plan the launch"
+    ]

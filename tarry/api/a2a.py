@@ -91,14 +91,6 @@ CANCEL_PATIENCE = 10.0
 """Seconds a cancel waits for the stopped run to end, to answer it as canceled; a run
 still ending then is answered as it stands."""
 
-_TERMINAL = frozenset(
-    {
-        TaskState.TASK_STATE_COMPLETED,
-        TaskState.TASK_STATE_FAILED,
-        TaskState.TASK_STATE_CANCELED,
-        TaskState.TASK_STATE_REJECTED,
-    }
-)
 _CALL = "tarry.call"
 """Where the call context keeps who asks, and of which agent (`A2aCall`)."""
 
@@ -293,15 +285,18 @@ class RunsAsTasks(RequestHandler):
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        """The task as it stands, then, unless it has ended, until its next stop point."""
+        """The task as it stands, then, unless it has ended, until its next stop point:
+        followed from the state it was read at, so that no stop point falls between."""
         call = call_of(context)
         async with a2a_errors():
             await call.check(params.id, Need.READ)
-            current = await task(call, params.id, words=False)
-            yield current
-            if current.status.state in _TERMINAL:
+            run = call.tarry.get(params.id)
+            running = (await run.describe()).status is WorkflowExecutionStatus.RUNNING
+            state = await run.state() if running else None
+            if state is None or state.phase.ended:
+                yield await task(call, params.id, words=False)
                 return
-            state = await call.tarry.get(params.id).state()
+            yield task_of(params.id, open_status(params.id, state))
             async for event in _until_stop(call, params.id, state.events):
                 yield event
 
