@@ -20,6 +20,7 @@ from a2a.helpers import get_artifact_text, get_data_parts, get_message_text
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
+    InvalidParamsError,
     InvalidRequestError,
     ListTasksRequest,
     Message,
@@ -227,6 +228,14 @@ async def test_a_task_its_owner_cancels_is_canceled(api: Api) -> None:
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
     assert "stopped by alice" in get_message_text(canceled.status.message)
     assert task_id in [t.id for t in listed.tasks]
+
+
+async def test_a_list_filtered_by_status_is_refused_rather_than_answered_unfiltered(
+    api: Api,
+) -> None:
+    async with a2a_as(api, ALICE) as alice:
+        with pytest.raises(InvalidParamsError, match="context_id only"):
+            await alice.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_COMPLETED))
 
 
 async def test_the_card_names_the_sign_in_the_server_requires_and_is_read_without_it(

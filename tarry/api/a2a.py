@@ -220,8 +220,14 @@ class RunsAsTasks(RequestHandler):
         self, params: ListTasksRequest, context: ServerCallContext
     ) -> ListTasksResponse:
         """The runs the caller may read, newest first, a page at a time (a context is one
-        run: with `context_id`, that one)."""
+        run: with `context_id`, that one). Filters by status or time are refused, not
+        ignored: a list that ignored them would answer another question."""
         call = call_of(context)
+        if params.HasField("status_timestamp_after") or params.status:
+            raise InvalidParamsError(
+                message="ListTasks filters by context_id only: leave out status and"
+                " status_timestamp_after, and filter the page"
+            )
         async with a2a_errors():
             if params.context_id:
                 await call.check(params.context_id, Need.READ)
