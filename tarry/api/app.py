@@ -1,7 +1,8 @@
 """The HTTP API as an ASGI app: `create_app(tarry, settings)`.
 
 Routes: `/v1/runs...` (`tarry.api.runs`), `/v1/schedules...` (`tarry.api.schedules`),
-`/v1/agui` (`tarry.api.agui`), `/v1/wait-kinds` (`tarry.api.waits`), `/v1/me`
+`/v1/agui` (`tarry.api.agui`), `/a2a` (`tarry.api.a2a`: A2A, with its agent cards),
+`/v1/wait-kinds` (`tarry.api.waits`), `/v1/me`
 (`tarry.api.me`), `/v1/actions/{token}`
 (`tarry.api.actions`), `/healthz`, `/openapi.json` and `/docs`; the web inbox
 (`tarry/api/inbox/`: static HTML, CSS and JavaScript, no build step) at `/`. Every route
@@ -29,6 +30,7 @@ from fastapi.staticfiles import StaticFiles
 from temporalio.service import RPCError
 
 from tarry.api import runs
+from tarry.api.a2a import a2a_routes
 from tarry.api.access import AccessGuard, AllowedHosts, SecurityHeaders, page_policy
 from tarry.api.actions import actions_router
 from tarry.api.agui import agui_router
@@ -79,6 +81,7 @@ def create_app(
     app.openapi = _api_document  # type: ignore[method-assign]  # FastAPI's way to set one
     AppParts.of(tarry, settings).install(app)
     install_error_handlers(app)
+    app.router.routes.extend(a2a_routes())  # the protocol's own: not in the OpenAPI document
     if inbox_dir is not None:
         # What no route takes, so that every route wins over a file of the same path and
         # a wrong method on a route's path is its 405 (with `Allow`), not the files' own.

@@ -30,6 +30,7 @@ __all__ = [
     "bearer_guard",
     "caller_of",
     "refusal_before_the_body",
+    "signed_in",
 ]
 
 _bearer = HTTPBearer(
@@ -48,6 +49,12 @@ async def bearer_guard(
     token = None if credentials is None else credentials.credentials
     client = None if request.client is None else request.client.host
     request.state.caller = await parts_of(request).sign_in.caller(token, client, request.headers)
+
+
+async def signed_in(request: Request) -> None:
+    """`bearer_guard` for a route FastAPI does not guard: a protocol's own endpoint
+    (`tarry.api.a2a`), or a request whose body FastAPI could not read."""
+    await bearer_guard(request, await _bearer(request))
 
 
 DOOR_HEADER = "X-Tarry-Door"
@@ -90,7 +97,7 @@ async def refusal_before_the_body(request: Request) -> TarryError | None:
     if not guarded:
         return None
     try:
-        await bearer_guard(request, await _bearer(request))
+        await signed_in(request)
     except TarryError as e:
         return e
     return None

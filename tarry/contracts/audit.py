@@ -51,6 +51,8 @@ class Door(StrEnum):
     MCP = "mcp"
     LINK = "link"
     """A notification's action link."""
+    A2A = "a2a"
+    """The API's A2A endpoints (`tarry.api.a2a`): an agent, or a person's A2A client."""
     RULE = "rule"
     """The run itself: an approval rule, a remembered decision, a deadline's default, or
     a lead run starting its sub-agent."""
