@@ -6,6 +6,7 @@ over real HTTP; the workers are processes a test can kill."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -38,7 +39,9 @@ from pydantic import SecretStr
 from starlette.applications import Starlette
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
+from temporalio.testing import ActivityEnvironment
 
+from activities.a2a_remote import RemoteAgents
 from tarry.api.app import create_app
 from tarry.api.server import ApiServer
 from tarry.client import RunHandle
@@ -319,3 +322,27 @@ async def test_stopping_the_lead_cancels_the_remote_task(temporal: Client, tmp_p
             await s.remote.cancelled.wait()
 
     assert s.remote.cancelled.is_set()
+
+
+async def test_a_send_retried_after_its_message_got_there_does_not_send_it_again() -> None:
+    remote = AskingOnce()
+    async with remote_agent(remote) as card:
+        agents = RemoteAgents({}, "http://127.0.0.1:9", None)
+        message = RemoteMessage(
+            agent="researcher",
+            card=card,
+            message_id="lead:researcher-1#1",
+            text="Write the report.",
+            call="lead:researcher-1",
+            run_id="lead",
+        )
+        first = ActivityEnvironment()
+        sent = await first.run(agents.send, message)
+        retried = ActivityEnvironment()
+        retried.info = dataclasses.replace(retried.info, attempt=2)
+        again = await retried.run(agents.send, message)
+        remote.release.set()
+        await agents.aclose()
+
+    assert again.task_id == sent.task_id
+    assert remote.messages == ["lead:researcher-1#1"]
