@@ -225,6 +225,7 @@ async def test_a_lead_survives_a_worker_killed_while_its_remote_agent_works(
         s.remote.release.set()  # it asks while no worker runs: the push waits in history
         await s.rig.worker()
         state = await asked(lead)
+        view = (await s.api.get(f"/v1/runs/{lead.id}")).json()
         answer = await s.api.post(f"/v1/runs/{lead.id}/messages", json={"text": "Q3"})
         result = await finished(lead)
         transcript = await lead.transcript()
@@ -232,6 +233,8 @@ async def test_a_lead_survives_a_worker_killed_while_its_remote_agent_works(
 
     assert state.question == QUESTION
     assert state.waiting_on == f"{lead.id}:researcher-1"
+    assert (view["waiting_for"], view["question"]) == ("remote", QUESTION)
+    assert view["children"] == []  # a remote call is no run to link to
     assert answer.status_code == 202, answer.text  # taken; the lead goes on with it
     assert result.phase is Phase.COMPLETED
     assert result.output == "Here is the report."
