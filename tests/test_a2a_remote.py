@@ -36,6 +36,8 @@ from a2a.types.a2a_pb2 import (
     TaskStatus,
 )
 from pydantic import SecretStr
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from starlette.applications import Starlette
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
@@ -49,10 +51,12 @@ from tarry.contracts import Mode, Phase, RunState, WaitingFor
 from tarry.contracts.a2a import A2A_PUSH_SIGNAL, A2A_SEND_ACTIVITY, RemoteMessage, RemoteTask
 from tarry.core.a2a_push import PUSH_TOKEN_HEADER, push_path
 from tarry.testing.scripted_model import ScriptedModel, call, say
+from tests.browser import chromium, needs_chromium
 from tests.conftest import tool_result
 from tests.deadline import TIMEOUT
 from tests.faults import CRASH_TIMEOUTS, CrashRig, finished
 from tests.http_api import Access, api_client
+from tests.test_inbox import first, until
 
 ACTION_KEY = "a2a-remote-test-action-key-0123456789abcdef"
 QUESTION = "Which quarter?"
@@ -140,6 +144,8 @@ class Stack:
 
     rig: CrashRig
     api: httpx.AsyncClient
+    url: str
+    """The API's, and its inbox's."""
     remote: AskingOnce
     model: ScriptedModel
 
@@ -165,7 +171,7 @@ async def stack(temporal: Client, tmp_path: Path) -> AsyncIterator[Stack]:
             update={"tarry_action_key": SecretStr(ACTION_KEY)}
         )
         async with (
-            ApiServer(create_app(rig.tarry, settings, None), "127.0.0.1", 0) as server,
+            ApiServer(create_app(rig.tarry, settings), "127.0.0.1", 0) as server,
             api_client(server.url) as api,
         ):
             config = tmp_path / "tarry.toml"
@@ -176,7 +182,7 @@ async def stack(temporal: Client, tmp_path: Path) -> AsyncIterator[Stack]:
                 TARRY_ACTION_KEY=ACTION_KEY,
             )
             try:
-                yield Stack(rig, api, remote, model)
+                yield Stack(rig, api, server.url, remote, model)
             finally:
                 await rig.close()
 
@@ -349,3 +355,27 @@ async def test_a_send_retried_after_its_message_got_there_does_not_send_it_again
 
     assert again.task_id == sent.task_id
     assert remote.messages == ["lead:researcher-1#1"]
+
+
+@needs_chromium
+async def test_the_person_answers_the_remote_s_question_in_the_lead_s_inbox_page(
+    temporal: Client, tmp_path: Path
+) -> None:
+    async with stack(temporal, tmp_path) as s:
+        await s.rig.worker()
+        lead = await s.start()
+        s.remote.release.set()
+        await asked(lead)
+        with chromium() as browser:
+            await asyncio.to_thread(browser.get, f"{s.url}/#/runs/{lead.id}")
+            line = await until(lambda: first(browser, "#run-tree .waiting-on"), "the question")
+            asks = line.text
+            box = browser.find_element(By.ID, "reply-text")
+            await asyncio.to_thread(box.send_keys, "Q3", Keys.ENTER)
+            result = await finished(lead)
+
+    assert asks == (
+        f"Its remote agent {lead.id}:researcher-1 asks: {QUESTION} Your reply is its answer."
+    )
+    assert result.output == "Here is the report."
+    assert s.remote.messages[-1] == f"{lead.id}:researcher-1#2"
