@@ -47,7 +47,7 @@ from activities.a2a_remote import RemoteAgents
 from tarry.api.app import create_app
 from tarry.api.server import ApiServer
 from tarry.client import RunHandle
-from tarry.contracts import Mode, Phase, RunState, WaitingFor
+from tarry.contracts import Mode, Phase, RunState, Timeouts, WaitingFor
 from tarry.contracts.a2a import A2A_PUSH_SIGNAL, A2A_SEND_ACTIVITY, RemoteMessage, RemoteTask
 from tarry.core.a2a_push import PUSH_TOKEN_HEADER, push_path
 from tarry.testing.scripted_model import ScriptedModel, call, say
@@ -149,21 +149,22 @@ class Stack:
     remote: AskingOnce
     model: ScriptedModel
 
-    async def start(self) -> RunHandle:
+    async def start(self, timeouts: Timeouts = NO_POLL) -> RunHandle:
         self.model.add_conversation(
             "Get me the report.",
             call("agent__researcher", {"task": "Write the report."}, id="a1"),
             say("Here is the report."),
         )
         return await self.rig.start(
-            "Get me the report.", agents=["researcher"], mode=Mode.TASK, timeouts=NO_POLL
+            "Get me the report.", agents=["researcher"], mode=Mode.TASK, timeouts=timeouts
         )
 
 
 @asynccontextmanager
-async def stack(temporal: Client, tmp_path: Path) -> AsyncIterator[Stack]:
-    """The remote agent, Tarry's API (with the action key the pushes' tokens come
-    from) and a rig of workers whose config names the remote as `researcher`."""
+async def stack(temporal: Client, tmp_path: Path, *, pushes: bool = True) -> AsyncIterator[Stack]:
+    """The remote agent, Tarry's API (with the action key the pushes' tokens come from;
+    without `pushes`, none: the calls poll) and a rig of workers whose config names the
+    remote as `researcher`."""
     remote = AskingOnce()
     async with remote_agent(remote) as card, ScriptedModel() as model:
         rig = CrashRig(temporal, model.base_url, tmp_path / "workspaces", tmp_path / "logs")
@@ -176,11 +177,9 @@ async def stack(temporal: Client, tmp_path: Path) -> AsyncIterator[Stack]:
         ):
             config = tmp_path / "tarry.toml"
             config.write_text(f'[agents.researcher]\ndescription = "Reports."\na2a = "{card}"\n')
-            rig.env.update(
-                TARRY_CONFIG=str(config),
-                TARRY_PUBLIC_URL=server.url,
-                TARRY_ACTION_KEY=ACTION_KEY,
-            )
+            rig.env.update(TARRY_CONFIG=str(config), TARRY_PUBLIC_URL=server.url)
+            if pushes:
+                rig.env["TARRY_ACTION_KEY"] = ACTION_KEY
             try:
                 yield Stack(rig, api, server.url, remote, model)
             finally:
@@ -288,6 +287,24 @@ async def test_the_remote_s_signed_pushes_end_its_waits_without_polling(
     assert result.phase is Phase.COMPLETED
     assert timers_fired(history) == 0  # no poll came due: the pushes ended each wait
     assert pushes(history)
+
+
+async def test_without_pushes_the_lead_polls_the_remote_task_on_a_slow_timer(
+    temporal: Client, tmp_path: Path
+) -> None:
+    polling = CRASH_TIMEOUTS.model_copy(update={"remote_poll": timedelta(seconds=1)})
+    async with stack(temporal, tmp_path, pushes=False) as s:
+        await s.rig.worker()
+        lead = await s.start(polling)
+        s.remote.release.set()
+        await asked(lead)
+        await s.api.post(f"/v1/runs/{lead.id}/messages", json={"text": "Q3"})
+        result = await finished(lead)
+        history = await temporal.get_workflow_handle(lead.id).fetch_history()
+
+    assert result.output == "Here is the report."
+    assert pushes(history) == []
+    assert timers_fired(history) >= 1  # a poll came due and found the question
 
 
 async def test_a_forged_push_is_refused_and_the_run_not_told(
