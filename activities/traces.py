@@ -189,6 +189,26 @@ def tool_ended(span: Span | None, result: ToolResult) -> None:
     span.set_attributes(attributes)
 
 
+def remote_call(
+    agent: str, operation: str, task_id: str | None, message_id: str | None = None
+) -> AbstractContextManager[Span | None]:
+    """The span of one request to a remote A2A agent (`send`, `get`, `cancel`), with the
+    remote task's id (none yet for a task's first message)."""
+    if _recorder is None:
+        return nullcontext()
+    attributes: Attributes = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": agent,
+        "tarry.a2a.operation": operation,
+        **_common(),
+    }
+    if task_id is not None:
+        attributes["tarry.a2a.task_id"] = task_id
+    if message_id is not None:
+        attributes["tarry.a2a.message_id"] = message_id
+    return _opened(_recorder, f"invoke_agent {agent} {operation}", attributes)
+
+
 def guardrail(request: GuardRequest) -> AbstractContextManager[Span | None]:
     """The span of one check of a text against guardrails: where they look and their
     names; `guarded` adds what they did. Never the text, even with content traced: a

@@ -755,6 +755,7 @@ async def test_the_openapi_document_describes_every_route(api: Api) -> None:
         "/v1/usage",
         "/v1/oauth/connect/{run_id}/{server}",
         "/v1/oauth/callback",
+        "/v1/a2a/push/{run_id}/{call}",
         "/v1/connections",
         "/v1/connections/{server}",
         "/v1/me",

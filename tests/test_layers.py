@@ -86,11 +86,13 @@ OPTIONAL = re.compile(
     r"activities\.mcp_\w+|activities\.guardrail_pii|workers\.tracing|workers\.trace_content"
     r"|tarry\.search\.postgres"
     r"|tarry\.connections\.oauth"
+    r"|activities\.a2a_remote|tarry\.core\.a2a_tasks"
 )
 """Library modules that need an extra, loaded only by a worker configured to need it (the
 PostgreSQL search store: only by a process whose `TARRY_SEARCH_INDEX` is a URL;
 `tarry.connections.oauth` loads the `mcp` extra's OAuth models inside the flows that need
-them, which only a deployment with an OAuth MCP server runs)."""
+them, which only a deployment with an OAuth MCP server runs; the remote A2A agents'
+activities and what they read of a task, only by a worker whose config names one)."""
 CLI_MODULE_LINES = 350
 """The most lines a module of the command line may have: one module per command group,
 not every command in one file."""

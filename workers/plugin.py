@@ -29,6 +29,7 @@ import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
@@ -65,11 +66,18 @@ from workflows.eval_run import EvalRunWorkflow
 from workflows.ledger import SpendLedger
 from workflows.run_slots import RunSlots
 
-__all__ = ["BUILTIN_TOOLS", "McpExtraMissing", "TarryPlugin"]
+if TYPE_CHECKING:
+    from activities.a2a_remote import RemoteAgents
+
+__all__ = ["BUILTIN_TOOLS", "A2aExtraMissing", "McpExtraMissing", "TarryPlugin"]
 
 
 class McpExtraMissing(Exception):
     """MCP servers are configured, and the `mcp` extra that talks to them is missing."""
+
+
+class A2aExtraMissing(Exception):
+    """Remote A2A agents are configured, and the `a2a` extra that talks to them is missing."""
 
 
 class TarryPlugin(SimplePlugin):
@@ -111,6 +119,8 @@ class TarryPlugin(SimplePlugin):
         plugin configures."""
         self._notifier = Notifier(self.settings, self._http)
         self._guardrails = GuardrailChecks(self._profiles, self._http, guardrail_functions)
+        agents = self.settings.agents() if agents is None else agents
+        self._remotes = _remote_agents(agents, self.settings)
         self.tools = ToolHost(
             self.settings.tarry_workspace_root,
             tools,
@@ -119,7 +129,7 @@ class TarryPlugin(SimplePlugin):
             self._profiles,
             self.settings.tarry_read_file_max_bytes,
             workspace_template,
-            self.settings.agents() if agents is None else agents,
+            agents,
             self._notifier.events,
             self.settings.guardrails(),
             {name: p.context_budget for name, p in self._profiles.items()},
@@ -182,6 +192,7 @@ class TarryPlugin(SimplePlugin):
             slots.acquire,
             slots.release,
             *self.tools.activities(),
+            *(self._remotes.activities() if self._remotes else []),
             *([self._indexer.index_messages] if self._indexer else []),
             *(self._memories.activities() if self._memories else []),
         ]
@@ -212,6 +223,8 @@ class TarryPlugin(SimplePlugin):
         stdio servers), and sends the spans not sent yet; call once the workers have
         stopped."""
         await self._http.aclose()
+        if self._remotes is not None:
+            await self._remotes.aclose()
         if self._stores is not None:
             await self._stores.aclose()
         for source in self._sources:
@@ -291,6 +304,22 @@ def _grants(
     if key is None or not (needed or any(s.auth == "oauth" for s in servers.values())):
         return Grants(None)
     return Grants(ConnectionStore(settings.tarry_connections_db, key.get_secret_value()))
+
+
+def _remote_agents(agents: Mapping[str, AgentSpec], settings: TarrySettings) -> RemoteAgents | None:
+    """The remote A2A agents' activities, from the `a2a` extra: a worker whose agents are
+    all local never imports it."""
+    remote = [name for name, spec in agents.items() if spec.a2a is not None]
+    if not remote:
+        return None
+    try:
+        from activities.a2a_remote import RemoteAgents
+    except ImportError as e:
+        raise A2aExtraMissing(
+            f"remote A2A agents are configured ({', '.join(remote)}) but the a2a extra is "
+            f"missing ({e.name} cannot be imported); install it with: pip install 'tarry[a2a]'"
+        ) from e
+    return RemoteAgents(settings.a2a_headers(), settings.public_url(), settings.action_key())
 
 
 @functools.cache

@@ -55,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
         UserInput,
         reply_problem,
     )
+    from tarry.contracts.a2a import A2A_PUSH_SIGNAL, RemoteTask
     from tarry.contracts.compatibility import (  # patch ids, and when each goes
         CATALOGUE_AT_START,
     )
@@ -70,6 +71,7 @@ with workflow.unsafe.imports_passed_through():
         output,
         pages,
         pins,
+        remote_agents,
         search_index,
         slots,
         stages,
@@ -200,6 +202,12 @@ class AgentRunWorkflow:
     def agent_status(self, report: AgentReport) -> None:
         """A sub-agent's run says what it waits for now (`agents.delegate` follows it)."""
         agents.take_report(self._m, report)
+
+    @workflow.signal(name=A2A_PUSH_SIGNAL)
+    def a2a_push(self, news: RemoteTask) -> None:
+        """A remote agent's task changed, says its push (checked by the API): the wait
+        for it acts on the news (`remote_agents`)."""
+        remote_agents.take_push(self._m, news)
 
     @workflow.signal
     def parent_budget(self, raised: BudgetRaise) -> None:

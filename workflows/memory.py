@@ -337,9 +337,10 @@ class RunMemory(BaseModel):
             forked_from=self.forked_from,
             on_reply_while_running=self.requests.reply_policy,
             parent=self.agents.parent,
-            waiting_on=next(iter(self.agents.waiting), None),
+            waiting_on=next(iter(self.agents.waiting), None) or self.agents.asking(),
             pinned=[p.index for p in self.pins],
             auth_needed=self.auth_needed,
+            question=(asking := self.agents.asking()) and self.agents.remote[asking].question,
         )
 
     def result(self) -> RunResult:

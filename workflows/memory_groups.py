@@ -33,6 +33,7 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.contracts._omit import when_empty, when_none
+from tarry.contracts.a2a import RemoteTask
 from tarry.contracts.compatibility import REPLY_IDS_WINDOW
 from tarry.contracts.guardrails import Guardrail
 from tarry.contracts.ledger import Spend
@@ -170,6 +171,20 @@ class SlotMark(BaseModel):
     """The slots said one is its now (`SLOT_FREE_SIGNAL`): ask again."""
 
 
+class RemoteCall(BaseModel):
+    """A call of a remote A2A agent under way (`workflows.remote_agents`)."""
+
+    agent: str
+    task_id: str | None = None
+    context_id: str | None = None
+    question: str | None = None
+    """Its question while the remote task waits for an answer (`input-required`)."""
+    asked_at: int = 0
+    """The inbox's `seq` when it asked: the first reply after it is the answer."""
+    news: RemoteTask | None = None
+    """The latest push (`A2A_PUSH_SIGNAL`) not yet acted on."""
+
+
 class Delegations(BaseModel):
     """The sub-agents a run may delegate to, and its children that run now."""
 
@@ -190,6 +205,13 @@ class Delegations(BaseModel):
     """The `seq` of this child's latest report to its parent."""
     reported_waiting: WaitingFor | None = None
     """What this child last told its parent it waits for."""
+    remote: dict[str, RemoteCall] = Field(default={}, exclude_if=when_empty)
+    """The run's calls of remote A2A agents under way, by id (`LEAD:NAME-N`). Left out
+    while none, so a run without them hands over as it did."""
+
+    def asking(self) -> str | None:
+        """The first remote call whose question waits for a person's answer."""
+        return next((id for id, call in self.remote.items() if call.question is not None), None)
 
 
 class Requests(BaseModel):

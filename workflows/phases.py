@@ -76,14 +76,16 @@ class Phases:
 
     def follow(self) -> None:
         """While tool calls run: waits for a person as long as a gated call is undecided
-        or a sub-agent waits for one, and goes back to `Running` once neither does."""
+        or a sub-agent waits for one (a local one, or a remote one's question), and goes
+        back to `Running` once none does."""
         m = self._m
-        if m.phase is Phase.RUNNING and m.agents.waiting:
+        if m.phase is Phase.RUNNING and (m.agents.waiting or m.agents.asking()):
             self.wait()
         elif (
             m.phase is Phase.WAITING_USER
             and not m.undecided()
             and not m.agents.waiting
+            and not m.agents.asking()
             and not m.auth_needed
             and not m.requests.stop
         ):

@@ -37,7 +37,14 @@ from tarry.contracts import (
 )
 from tarry.contracts.compatibility import CATALOGUE_LOCAL, PATCHES
 from tarry.core.ownership import RunAccess
-from workflows import agents, approval_rules, auth_waits, notifications, search_index
+from workflows import (
+    agents,
+    approval_rules,
+    auth_waits,
+    notifications,
+    remote_agents,
+    search_index,
+)
 from workflows.details import tool_summary
 from workflows.memory import RunMemory, WorkflowInput, call_fingerprint
 from workflows.model_calls import error_of
@@ -129,6 +136,8 @@ async def execute(step: ToolStep) -> ToolResult:
     call, tool, arguments, decision = step.call, step.tool, step.arguments, step.decision
     name = call.function.name
     if (agent := agents.agent_of(memory, name)) is not None:
+        if remote_agents.is_remote(memory, agent):
+            return await remote_agents.delegate(step.run, agent, arguments)
         return await agents.delegate(memory, input, agent, arguments, step.run.phases.follow)
     # A sub-agent works in its lead's workspace: what it writes, the lead can read.
     workspace = memory.agents.parent or workflow.info().workflow_id

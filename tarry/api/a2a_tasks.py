@@ -162,6 +162,9 @@ def _waiting_parts(state: RunState) -> list[Part]:
         servers = ", ".join(need.server for need in state.auth_needed)
         words = f"waiting for a person to connect their account to {servers} (the inbox's link)"
         return [new_text_part(words), new_data_part({"waiting_for": waits})]
+    if waits is WaitingFor.REMOTE and state.question:
+        # A remote agent this run delegated to asks: the reply to this task answers it.
+        return [new_text_part(state.question), new_data_part({"waiting_for": waits})]
     question = state.last_assistant_text or f"the run waits for {waits or 'a reply'}"
     return [new_text_part(question)]
 

@@ -31,6 +31,7 @@ from temporalio.service import RPCError
 
 from tarry.api import runs
 from tarry.api.a2a import a2a_routes
+from tarry.api.a2a_push import a2a_push_router
 from tarry.api.access import AccessGuard, AllowedHosts, SecurityHeaders, page_policy
 from tarry.api.actions import actions_router
 from tarry.api.agui import agui_router
@@ -145,6 +146,7 @@ def _api() -> APIRouter:
     api.include_router(_docs_router())  # the API's description: no data, the same everywhere
     api.include_router(actions_router())  # the link's token is its own guard
     api.include_router(callback_router())  # the flow's state is its own guard
+    api.include_router(a2a_push_router())  # the call's push token is its own guard
     api.add_api_route(
         "/healthz",
         _healthz,

@@ -75,7 +75,7 @@ from tarry.api.rights import (
     run_guard,
 )
 from tarry.client import RunHandle, Tarry, TarryError
-from tarry.client.run_list import RunRow, find_children, find_runs
+from tarry.client.run_list import RunRow, child_waited_on, find_children, find_runs
 from tarry.contracts import (
     DECIDED_WAITS,
     ErrorCode,
@@ -544,7 +544,7 @@ async def _view(
 ) -> RunView:
     """The run as the API answers it: its state, the sub-agents it started, and whether
     `caller` may change it (its previews checked for staleness in `workspace_root`)."""
-    children = await find_children(tarry.client, run_id, state.waiting_on)
+    children = await find_children(tarry.client, run_id, child_waited_on(state))
     return RunView.of_run(run_id, state, caller, children, may_write, workspace_root)
 
 

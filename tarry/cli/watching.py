@@ -62,7 +62,7 @@ def status(run_id: RunId, as_json: AsJson = False) -> None:
 
     With no worker to answer, shows what Temporal itself last recorded of the run (its
     phase, turns, profile) and says which task queue needs one, exiting 1."""
-    from tarry.client.run_list import RunRow, find_children
+    from tarry.client.run_list import RunRow, child_waited_on, find_children
 
     check_id(run_id)
 
@@ -77,7 +77,7 @@ def status(run_id: RunId, as_json: AsJson = False) -> None:
                 view = row.model_dump(mode="json") | {"children": children}
                 output(view, as_json, _row_text(row, children))
             raise
-        return state, await find_children(tarry.client, run_id, state.waiting_on)
+        return state, await find_children(tarry.client, run_id, child_waited_on(state))
 
     state, children = with_tarry(where)
     if as_json:

@@ -57,6 +57,7 @@ from tarry.contracts import (
     UserInput,
     reply_problem,
 )
+from tarry.contracts.a2a import A2A_PUSH_SIGNAL, RemoteTask
 from tarry.contracts.events import EVENTS_TOPIC, EventKind, RunEvent
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
@@ -253,6 +254,12 @@ class RunHandle:
         signal = Connected(server=server, person=person, **self._acting().model_dump())
         async with self._errors():
             await self._handle.signal("connected", signal)
+
+    async def remote_news(self, news: RemoteTask) -> None:
+        """Tells the run of news of its remote A2A agent's task (the `a2a_push` signal,
+        the API's push route's): the call waiting for it acts on it."""
+        async with self._errors():
+            await self._handle.signal(A2A_PUSH_SIGNAL, news)
 
     def _acting(self) -> Acting:
         """Who sends what carries nothing else: this handle's caller, and their door."""

@@ -26,6 +26,7 @@ from tarry.contracts import (
     WORKFLOW_TYPE,
     ErrorCode,
     Phase,
+    RunState,
     WaitingFor,
     run_id_problem,
 )
@@ -201,6 +202,12 @@ async def find_runs(
     await executions.fetch_next_page()
     rows = [await RunRow.of(e) for e in executions.current_page or []]
     return RunPage(rows=rows, next_page_token=executions.next_page_token)
+
+
+def child_waited_on(state: RunState) -> str | None:
+    """The sub-agent run `state` says the run waits on: `waiting_on` while it waits for a
+    local agent, not a remote agent's call (no run: `waiting_for: "remote"`)."""
+    return state.waiting_on if state.waiting_for is WaitingFor.AGENT else None
 
 
 async def find_children(client: Client, run_id: str, waiting_on: str | None = None) -> list[str]:

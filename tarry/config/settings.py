@@ -493,7 +493,15 @@ class TarrySettings(BaseSettings):
 
     def agents(self) -> dict[str, AgentSpec]:
         """The config file's `[agents.NAME]` tables: the sub-agents runs may delegate to."""
-        return dict(self._file.agents)
+        return {name: table.spec() for name, table in self._file.agents.items()}
+
+    def a2a_headers(self) -> dict[str, dict[str, str]]:
+        """The headers of each remote agent's requests (`[agents.NAME] a2a_headers`)."""
+        return {
+            name: {key: value.get_secret_value() for key, value in table.a2a_headers.items()}
+            for name, table in self._file.agents.items()
+            if table.a2a is not None
+        }
 
 
 def load_settings() -> TarrySettings:

@@ -274,9 +274,18 @@ class OAuthProvider(OAuthClient):
 
 class AgentTable(AgentSpec):
     """A sub-agent, `[agents.NAME]`: a run whose `agents` names it may hand it tasks
-    (the tool `agent__NAME`), each a child run with these settings."""
+    (the tool `agent__NAME`), each a child run with these settings, or with `a2a` a task
+    of that remote agent."""
 
     model_config = ConfigDict(extra="forbid")
+
+    a2a_headers: dict[str, SecretStr] = Field(default={})
+    """Headers each request to the remote agent carries (`Authorization = "Bearer ..."`):
+    the worker's alone, never in a run's history (`spec` leaves them out)."""
+
+    def spec(self) -> AgentSpec:
+        """The agent as a run resolves it: its settings, without the worker's secrets."""
+        return AgentSpec.model_validate(self.model_dump(exclude={"a2a_headers"}))
 
 
 class NotifyTarget(BaseModel):

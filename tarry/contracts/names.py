@@ -155,6 +155,9 @@ class WaitingFor(StrEnum):
     """A tool call needs a person's grant to an MCP server (or an OAuth provider a tool
     uses) they have not given, or that stopped working (`auth_needed` names the server
     and the person): their connect link lets the call run."""
+    REMOTE = "remote"
+    """A remote A2A agent this run delegated to asks a question (`question` holds it,
+    `waiting_on` names the call): a reply to this run is its answer, sent to that agent."""
 
 
 DECIDED_WAITS = frozenset({WaitingFor.APPROVAL, WaitingFor.GUARDRAIL})
@@ -453,6 +456,10 @@ class ErrorCode(StrEnum):
     ACTION_LINK_INVALID = "ACTION_LINK_INVALID"
     """An action link whose token was not signed with this API's action key (altered,
     or made for another deployment), or an API with no action key: nothing is decided."""
+    A2A_PUSH_REFUSED = "A2A_PUSH_REFUSED"
+    """A push notification to `/v1/a2a/push/...` without the token the worker gave that
+    remote call (forged, or for another run or call), or to an API with no action key:
+    the run is not told."""
     ACTION_LINK_EXPIRED = "ACTION_LINK_EXPIRED"
     """An action link used after its call's approval deadline (or the link's lifetime,
     `TARRY_ACTION_LINK_TTL`): nothing is decided."""

@@ -97,6 +97,14 @@ class Sampling(BaseModel):
 # --- Workflow input, result and messages -----------------------------------
 
 
+REMOTE_POLL = timedelta(minutes=5)
+
+
+def _every_five_minutes(poll: timedelta) -> bool:
+    """Left out at its default: a run's input from before it is written as it was."""
+    return poll == REMOTE_POLL
+
+
 class Timeouts(Closed):
     """How long each step may take. JSON takes seconds (`30`) or ISO 8601 (`"PT30S"`)."""
 
@@ -112,6 +120,9 @@ class Timeouts(Closed):
     asks: it fails once the window has passed, as runs did before."""
     tool: timedelta = timedelta(minutes=2)
     """One attempt of one tool call."""
+    remote_poll: timedelta = Field(default=REMOTE_POLL, exclude_if=_every_five_minutes)
+    """How often a remote A2A agent's task is asked how it stands, should its push
+    notifications not come (`workflows.remote_agents`)."""
 
 
 class Budget(Closed):
@@ -302,6 +313,10 @@ class AgentSpec(BaseModel):
     memory_scope: str | None = Field(default=None, exclude_if=when_none)
     """The child run's memory scope, `agent:NAME` for memories of the agent's own, shared
     by everyone whose runs delegate to it; null: the lead's."""
+    a2a: str | None = Field(default=None, exclude_if=when_none, pattern=r"^https?://")
+    """A remote A2A agent's card URL: the agent is that remote agent, each call a task of
+    its (`workflows.remote_agents`), and the settings of a child run do not apply. Its
+    credentials are the worker's (`[agents.NAME] a2a_headers`), never in a run's history."""
 
     @field_validator("output_schema")
     @classmethod
@@ -433,13 +448,17 @@ class RunState(BaseModel):
     """The run that delegated to this one (`agent__NAME`); null: a run of its own."""
     waiting_on: str | None = Field(default=None, exclude_if=when_none)
     """With `waiting_for: "agent"`: the sub-agent's run that waits for a person; answer
-    that run (by this id) and this one goes on."""
+    that run (by this id) and this one goes on. With `waiting_for: "remote"`: the remote
+    agent's call (`LEAD:NAME-N`) whose question a reply to this run answers."""
     pinned: list[int] = Field(default=[], exclude_if=when_empty)
     """The transcript indexes of the messages pinned in the model's window, in order
     (`tarry.contracts.pins`)."""
     auth_needed: list[AuthNeed] = Field(default=[], exclude_if=when_empty)
     """With `waiting_for: "auth"`: the grants the run waits for, each a person to connect
     to a server at its `connect` link."""
+    question: str | None = Field(default=None, exclude_if=when_none)
+    """With `waiting_for: "remote"`: the remote agent's question (`waiting_on` names its
+    call); a reply to this run answers it."""
 
 
 class RunResult(BaseModel):

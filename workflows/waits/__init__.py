@@ -30,6 +30,7 @@ from workflows.waits import (
     input,
     model,
     paused,
+    remote,
     slot,
 )
 from workflows.waits.wait import Wait
@@ -42,6 +43,7 @@ WAITS: tuple[Wait, ...] = (
     approval.WAIT,
     auth.WAIT,
     agent.WAIT,
+    remote.WAIT,
     model.WAIT,
     slot.WAIT,
     budget.WAIT,

@@ -768,7 +768,7 @@ async function connectTo(server, button) {
 
 // The run's place in a tree of sub-agents, each run a link to its page: the lead a
 // sub-agent works for, the sub-agent the run waits on (answered there), and every
-// sub-agent it started. The API's answers list a run's `children`, the event stream's
+// sub-agent it started, or the remote agent's question it waits on. The API's answers list a run's `children`, the event stream's
 // states do not: the last list read stays.
 function showTree(state) {
   if (state.children) current.children = state.children;
@@ -776,6 +776,11 @@ function showTree(state) {
   if (state.parent) lines.push(["lead", "Sub-agent of ", [state.parent], ""]);
   if (state.phase === "WaitingUser" && state.waiting_for === "agent" && state.waiting_on) {
     lines.push(["waiting-on", "Waiting for its sub-agent ", [state.waiting_on], ": answer it there."]);
+  }
+  if (state.phase === "WaitingUser" && state.waiting_for === "remote" && state.waiting_on) {
+    // A remote agent's call is no run of this API: named, not linked. The reply box answers it.
+    const asks = `Its remote agent ${state.waiting_on} asks: ${state.question || "(no question given)"}`;
+    lines.push(["waiting-on", asks, [], " Your reply is its answer."]);
   }
   if (current.children.length) lines.push(["children", "Sub-agents: ", current.children, ""]);
   // Drawn again only when it changes, so a link keeps the pointer and the focus on it.

@@ -18,13 +18,14 @@ from tarry.contracts.waits import (
     input,
     model,
     paused,
+    remote,
     slot,
 )
 from tarry.contracts.waits.kind import Ending, WaitKind
 
 __all__ = ["KINDS", "MODULES", "WAIT_KINDS", "Ending", "WaitKind", "wait_kind"]
 
-MODULES = (input, approval, guardrail, budget, model, agent, paused, slot, auth)
+MODULES = (input, approval, guardrail, budget, model, agent, paused, slot, auth, remote)
 """Each kind's module, whose docstring says what the wait is and whose `KIND` is its
 record, in the order the doors list them."""
 KINDS: tuple[WaitKind, ...] = tuple(module.KIND for module in MODULES)

@@ -1,0 +1,105 @@
+"""Remote A2A agents as sub-agents: what a run's remote calls carry across the worker's
+activities (`activities.a2a_remote`) and the API's push route (`tarry.api.a2a_push`).
+
+An agent whose `[agents.NAME]` names an `a2a` card URL runs as a task of that remote
+agent, not as a child run (`workflows.remote_agents`). Nothing here holds a secret: the
+remote's credentials stay in the worker's config, and the push token is derived by the
+worker and the API from their action key, never written to history.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from tarry.contracts._omit import when_none
+
+__all__ = [
+    "A2A_CANCEL_ACTIVITY",
+    "A2A_PUSH_SIGNAL",
+    "A2A_SEND_ACTIVITY",
+    "A2A_TASK_ACTIVITY",
+    "RemoteMessage",
+    "RemoteState",
+    "RemoteTask",
+    "RemoteTaskRef",
+]
+
+A2A_SEND_ACTIVITY = "a2a_send"
+"""Sends one message to a remote agent (`RemoteMessage`), answering its task."""
+A2A_TASK_ACTIVITY = "a2a_task"
+"""Gets a remote task as it stands (`RemoteTaskRef`): the polling fallback."""
+A2A_CANCEL_ACTIVITY = "a2a_cancel"
+"""Cancels a remote task (`RemoteTaskRef`): the lead was stopped."""
+A2A_PUSH_SIGNAL = "a2a_push"
+"""The signal the API's push route sends a run with a remote task's news (`RemoteTask`)."""
+
+
+class RemoteState(StrEnum):
+    """A remote task's state, as A2A names it (without its `TASK_STATE_` prefix)."""
+
+    SUBMITTED = "submitted"
+    WORKING = "working"
+    INPUT_REQUIRED = "input_required"
+    AUTH_REQUIRED = "auth_required"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELED = "canceled"
+    REJECTED = "rejected"
+
+    @property
+    def ended(self) -> bool:
+        return self in _ENDED
+
+    @property
+    def asks(self) -> bool:
+        """The remote waits for an answer from its caller."""
+        return self in (RemoteState.INPUT_REQUIRED, RemoteState.AUTH_REQUIRED)
+
+
+_ENDED = frozenset(
+    {RemoteState.COMPLETED, RemoteState.FAILED, RemoteState.CANCELED, RemoteState.REJECTED}
+)
+
+
+class RemoteTaskRef(BaseModel):
+    """A remote agent's task: whom to ask (the agent's name, which the worker's config
+    maps to its card and credentials) and which task."""
+
+    agent: str
+    card: str
+    """The agent card's URL (`AgentSpec.a2a`), as the run resolved it at its start."""
+    task_id: str
+
+
+class RemoteMessage(BaseModel):
+    """One message to a remote agent: a task's first, or an answer to its question."""
+
+    agent: str
+    card: str
+    message_id: str
+    """Derived from the run, the call and the message's count: an activity retried after
+    its worker died sends the same id, which the remote may use to drop the second."""
+    text: str
+    call: str
+    """The remote call's id in the run (`LEAD:NAME-N`): the push route's address."""
+    run_id: str
+    task_id: str | None = Field(default=None, exclude_if=when_none)
+    """The task the message answers; null: the first message, which starts one."""
+    context_id: str | None = Field(default=None, exclude_if=when_none)
+
+
+class RemoteTask(BaseModel):
+    """A remote task as it stands: the send's answer, a poll's, or a push's."""
+
+    task_id: str
+    context_id: str | None = None
+    state: RemoteState
+    text: str | None = None
+    """Its status message's text (its question, or why it failed), else, once completed,
+    its artifacts' text: what the lead reads."""
+    tokens: int | None = Field(default=None, exclude_if=when_none)
+    """The tokens the remote reports it spent (its `usage` metadata), where it says."""
+    call: str | None = Field(default=None, exclude_if=when_none)
+    """With a push: the remote call it is news of (`RemoteMessage.call`)."""

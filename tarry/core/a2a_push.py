@@ -1,0 +1,36 @@
+"""The address and token of a remote A2A agent's push notifications to a run: the worker
+gives both to the remote with the call's first message, the API's push route checks the
+token. Both derive it from the action key they share, so no token is stored anywhere:
+not in the run's history, not in a table."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from urllib.parse import quote
+
+from pydantic import SecretStr
+
+__all__ = ["PUSH_TOKEN_HEADER", "push_path", "push_token", "valid_push_token"]
+
+PUSH_TOKEN_HEADER = "X-A2A-Notification-Token"
+"""The header A2A's push notifications carry the token in (the a2a-sdk's sender's)."""
+
+
+def push_path(run_id: str, call: str) -> str:
+    """The API's path a remote call's pushes go to (`tarry.api.a2a_push`)."""
+    return f"/v1/a2a/push/{quote(run_id, safe='')}/{quote(call, safe='')}"
+
+
+def push_token(key: SecretStr, run_id: str, call: str) -> str:
+    """The token of `call`'s pushes: it names the run and the call, so a token one remote
+    was given signals no other run or call."""
+    claim = f"a2a-push\n{run_id}\n{call}".encode()
+    return hmac.new(key.get_secret_value().encode(), claim, hashlib.sha256).hexdigest()
+
+
+def valid_push_token(key: SecretStr | None, run_id: str, call: str, token: str | None) -> bool:
+    """Whether `token` is the push token of `call` (never, without a key or a token)."""
+    if key is None or token is None:
+        return False
+    return hmac.compare_digest(push_token(key, run_id, call), token)
