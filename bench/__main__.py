@@ -4,8 +4,8 @@ the targets they show.
 scripts/bench                 everything, at full size (over an hour on 2 cores)
 scripts/bench --quick         small sizes, a few minutes
 scripts/bench --only turns    one benchmark: turns, starts, reply, busy, long, parked, stream,
-                              startup, cache, stream-stall, guardrails, caps, search; cold:
-                              only the parked runs' cold line
+                              startup, cache, stream-stall, guardrails, caps, search, peers;
+                              cold: only the parked runs' cold line
 
 Tarry's rows use the shipped settings; set `TARRY_WORKFLOW_CACHE` (or any `TARRY_*`
 worker setting) in the environment to measure others.
@@ -26,6 +26,7 @@ from bench import (
     guardrails,
     long_run,
     parked_runs,
+    peers,
     prompt_cache,
     reply_latency,
     search,
@@ -43,14 +44,14 @@ from tarry.temporal.entrypoint import run_main
 
 SECTIONS = (
     "turns", "starts", "reply", "busy", "long", "parked", "cold", "stream", "startup", "cache",
-    "stream-stall", "guardrails", "caps", "search",
+    "stream-stall", "guardrails", "caps", "search", "peers",
 )  # fmt: skip
 """The five results in their order (`turns` with what a start adds to its first
 exchange, `parked` with its cold line, which `cold` runs alone), then the stream's
 history, start-up (`tarry dev`'s, then a command's), the input a long run pays for with
 prompt caching, and how long one streamed answer holds the worker's loop, what guardrails
-add to a turn, what a daily cap does (its ledger), and what search indexing adds to a turn
-and how fast a search answers."""
+add to a turn, what a daily cap does (its ledger), what search indexing adds to a turn
+and how fast a search answers, and the peers a team would pick instead, side by side."""
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -81,6 +82,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="long run with this workflow cache and hand-over every TURNS turns "
         "(default: the shipped settings, then cache 0 with the shipped hand-over)",
     )
+    parser.add_argument("--peer-rounds", type=int, help="interleaved rounds of the peers (3)")
     args = parser.parse_args(argv)
     quick = args.quick
     args.turns = args.turns or (5 if quick else 50)
@@ -97,6 +99,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.caps_turns = 5 if quick else 30
     args.search_turns = 5 if quick else 30
     args.search_messages = 2_000 if quick else 100_000
+    args.peer_rounds = args.peer_rounds or (1 if quick else 3)
+    args.peer_replies = 3 if quick else 20
+    args.peer_busy_replies = 2 if quick else 3
     args.parked = args.parked or (200 if quick else 10_000)
     args.samples = args.samples or (20 if quick else 200)
     args.cold_replies = args.cold_replies or (50 if quick else 1_000)
@@ -161,6 +166,14 @@ async def main(args: argparse.Namespace) -> int:
         if "search" in args.only:
             searched = await search.run(args.search_turns, args.search_messages, root)
             found += targets.search(searched)
+        if "peers" in args.only:
+            await peers.run(
+                args.peer_rounds,
+                args.peer_replies,
+                args.busy_runs,
+                args.peer_busy_replies,
+                root / "peers",
+            )
     if found:
         console.print(targets.render(found))
     return 0

@@ -15,6 +15,7 @@ from bench import (
     guardrails,
     long_run,
     parked_runs,
+    peers,
     prompt_cache,
     reply_latency,
     search,
@@ -25,6 +26,7 @@ from bench import (
     throughput,
     turn_overhead,
 )
+from bench.__main__ import parse
 from bench.rig import CONFIGS, console
 from tests.search_stores import empty
 
@@ -212,3 +214,39 @@ async def test_quick_search_times_turns_with_and_without_an_index_and_searches_e
         "lexical search p99 at 500 (PostgreSQL)": result.lexical["PostgreSQL"].p99 * 1000,
         "hybrid search p99 at 200 (PostgreSQL)": result.hybrid["PostgreSQL"].p99 * 1000,
     }
+
+
+PEERS = (
+    "Tarry",
+    "Temporal floor",
+    "pydantic-ai on Temporal",
+    "LangGraph, interrupt(), SQLite",
+    "LangGraph, interrupt(), Postgres",
+    "pydantic-ai on DBOS",
+)
+"""Every way `--only peers` names, at the start of its label."""
+
+
+async def test_quick_peers_name_every_peer_with_a_ratio_or_a_reason_in_every_row(
+    tmp_path: Path,
+) -> None:
+    args = parse(["--quick", "--only", "peers"])
+    with console.capture() as captured:
+        results = await peers.run(args.peer_rounds, args.peer_replies, 3, 1, tmp_path)
+
+    labels = [figures.way.label for figures in results]
+    assert all(any(label.startswith(peer) for label in labels) for peer in PEERS), labels
+    for figures in results:
+        way = figures.way
+        assert not figures.failure, f"{way.label}: {figures.failure}"
+        row = peers.cells(figures, results)
+        if way.serve is None:  # not installed here, or PGlite missing: the note says so
+            assert way.note, way.label
+            assert set(row) == {"n/a"}, way.label
+        else:
+            assert all(re.fullmatch(r"[\d,]+\.\d", c) for c in row[::2]), (way.label, row)
+            assert all(re.fullmatch(r"\d+\.\d\dx", c) for c in row[1::2]), (way.label, row)
+        assert way.killed, way.label
+        assert way.parked, way.label
+    assert {f.way.setting for f in results if f.way.floor} == {peers.DEFAULTS, peers.BEST}
+    assert "The peers:" in captured.get()
