@@ -171,11 +171,12 @@ def _temporal_ways() -> list[Way]:
 
 
 def _langgraph_ways(root: Path, postgres: str | None) -> list[Way]:
+    sqlite = "LangGraph, interrupt(), SQLite checkpointer"
+    label = "LangGraph, interrupt(), Postgres checkpointer (PGlite)"
     try:
         from bench import peer_langgraph
-    except ImportError as e:
-        return [_not_installed("LangGraph", e)]
-    sqlite = "LangGraph, interrupt(), SQLite checkpointer"
+    except ImportError as e:  # a row for each checkpointer all the same, saying why
+        return [_not_installed(sqlite, e), _not_installed(label, e)]
     ways = [
         Way(sqlite, DEFAULTS, peer_langgraph.sqlite(root / "langgraph.sqlite"),
             killed=LANGGRAPH_KILLED, parked=LANGGRAPH_PARKED, note='durability="async"'),
@@ -183,7 +184,6 @@ def _langgraph_ways(root: Path, postgres: str | None) -> list[Way]:
             killed=LANGGRAPH_KILLED, parked=LANGGRAPH_PARKED,
             note='durability="exit": saved only where the graph stops'),
     ]  # fmt: skip
-    label = "LangGraph, interrupt(), Postgres checkpointer (PGlite)"
     if postgres is None:
         reason = pglite_missing() or "PGlite did not start"
         return [*ways, Way(label, DEFAULTS, None, note=reason)]
