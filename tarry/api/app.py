@@ -1,7 +1,8 @@
 """The HTTP API as an ASGI app: `create_app(tarry, settings)`.
 
 Routes: `/v1/runs...` (`tarry.api.runs`), `/v1/schedules...` (`tarry.api.schedules`),
-`/v1/agui` (`tarry.api.agui`), `/a2a` (`tarry.api.a2a`: A2A, with its agent cards),
+`/v1/agui` (`tarry.api.agui`), `/a2a` (`tarry.api.a2a`: A2A, with its agent cards, where
+the `a2a` extra is installed),
 `/v1/wait-kinds` (`tarry.api.waits`), `/v1/me`
 (`tarry.api.me`), `/v1/actions/{token}`
 (`tarry.api.actions`), `/healthz`, `/openapi.json` and `/docs`; the web inbox
@@ -19,6 +20,7 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from functools import cache
 from http import HTTPStatus
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +32,6 @@ from fastapi.staticfiles import StaticFiles
 from temporalio.service import RPCError
 
 from tarry.api import runs
-from tarry.api.a2a import a2a_routes
-from tarry.api.a2a_push import a2a_push_router
 from tarry.api.access import AccessGuard, AllowedHosts, SecurityHeaders, page_policy
 from tarry.api.actions import actions_router
 from tarry.api.agui import agui_router
@@ -59,6 +59,10 @@ __all__ = ["HEALTH_TIMEOUT", "INBOX_DIR", "create_app"]
 INBOX_DIR = Path(__file__).parent / "inbox"
 """The web inbox's files, served at `/`."""
 
+A2A_INSTALLED = find_spec("a2a") is not None
+"""Whether the `a2a` extra is installed (`pip install 'tarry[a2a]'`): without it the API
+serves no `/a2a` and takes no remote agent's pushes (a lead then polls its remote task)."""
+
 HEALTH_TIMEOUT = timedelta(seconds=2)
 """How long `/healthz` waits for Temporal before it says it cannot reach it."""
 
@@ -82,7 +86,10 @@ def create_app(
     app.openapi = _api_document  # type: ignore[method-assign]  # FastAPI's way to set one
     AppParts.of(tarry, settings).install(app)
     install_error_handlers(app)
-    app.router.routes.extend(a2a_routes())  # the protocol's own: not in the OpenAPI document
+    if A2A_INSTALLED:
+        from tarry.api.a2a import a2a_routes
+
+        app.router.routes.extend(a2a_routes())  # the protocol's own: not in the OpenAPI document
     if inbox_dir is not None:
         # What no route takes, so that every route wins over a file of the same path and
         # a wrong method on a route's path is its 405 (with `Allow`), not the files' own.
@@ -146,7 +153,10 @@ def _api() -> APIRouter:
     api.include_router(_docs_router())  # the API's description: no data, the same everywhere
     api.include_router(actions_router())  # the link's token is its own guard
     api.include_router(callback_router())  # the flow's state is its own guard
-    api.include_router(a2a_push_router())  # the call's push token is its own guard
+    if A2A_INSTALLED:
+        from tarry.api.a2a_push import a2a_push_router
+
+        api.include_router(a2a_push_router())  # the call's push token is its own guard
     api.add_api_route(
         "/healthz",
         _healthz,

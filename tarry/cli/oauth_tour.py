@@ -41,10 +41,11 @@ lists tools with lasts a day of touring."""
 
 def serve_oauth_tour(data_dir: Path) -> Coroutine[Any, Any, int]:
     """`serve_dev` with the tour's servers up beside it, and its config and key in use."""
-    try:
-        import mcp.server.auth  # noqa: F401  (the worker's MCP client needs the extra too)
+    try:  # the worker's MCP client needs them too
+        import mcp.server.auth  # noqa: F401
+        import oidc_provider_mock  # noqa: F401
     except ModuleNotFoundError as e:
-        fail(f"--tour oauth needs the mcp extra ({e.name} is missing): pip install 'tarry[mcp]'")
+        fail(f"--tour oauth needs its extra ({e.name} is missing): pip install 'tarry[oauth-tour]'")
     data_dir = data_dir.resolve()
     stack = settings_or_exit()  # the stack's own ports, which the MCP server must leave free
     use_tour_config("oauth", data_dir / CONFIG_FILE)
