@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -64,12 +65,28 @@ class Played:
         return found
 
 
-def guide_tour(name: str) -> tuple[str, list[str]]:
-    """The guide's "Try it offline" section: its `tarry dev` line and its commands."""
+def guide_stacks(name: str) -> tuple[list[str], list[str]]:
+    """The guide's "Try it offline" section: its `tarry dev` lines, a terminal each, and
+    its commands."""
     text = (ROOT / tour.TOURS[name]).read_text()
     section = re.split(r"^## ", text.split(SECTION, 1)[1], maxsplit=1, flags=re.MULTILINE)[0]
-    (stack,), commands = shell_commands(section)
+    *stacks, commands = shell_commands(section)
+    return [line for block in stacks for line in block], commands
+
+
+def guide_tour(name: str) -> tuple[str, list[str]]:
+    """The guide's one `tarry dev` line and its commands."""
+    (stack,), commands = guide_stacks(name)
     return stack, commands
+
+
+def without_settings(line: str) -> str:
+    """A stack's line without the variables it sets first (its ports): a test gives each
+    stack free ports of its own."""
+    words = shlex.split(line, comments=True)
+    while "=" in words[0]:
+        words.pop(0)
+    return shlex.join(words)
 
 
 Before = Callable[[str, Dev], Awaitable[None]]
@@ -102,9 +119,9 @@ async def play(
 
 def test_every_tour_has_its_script_and_a_guide_that_plays_it() -> None:
     for name in tour.TOURS:
-        stack, commands = guide_tour(name)
+        stacks, commands = guide_stacks(name)
 
-        assert _command(stack) == f"tarry dev --tour {name}"
+        assert all(without_settings(s).startswith(f"tarry dev --tour {name}") for s in stacks)
         assert tour.script(name).conversations  # its file exists and is a script
         assert commands[0].startswith("RUN=$(tarry start ")
 
@@ -285,7 +302,7 @@ async def test_the_caps_tour_waits_at_alices_cap_until_an_admin_raises_it(
 
 @pytest.mark.parametrize("name", sorted(tour.TOURS))
 def test_a_tours_script_answers_its_first_prompt(name: str) -> None:
-    _, commands = guide_tour(name)
+    _, commands = guide_stacks(name)
     prompts = [c.prompt for c in tour.script(name).conversations]
 
     assert any(f'"{prompt}"' in commands[0] for prompt in prompts)
@@ -362,3 +379,39 @@ async def test_the_oauth_tour_runs_the_call_as_alice_once_connected_and_waits_ag
     assert "Revoked" in played.step("tarry connections revoke").output
     assert played.states[run].waiting_for is WaitingFor.AUTH  # the next call, once revoked
     assert "Tour       oauth: docs/guides/acting-as-a-person.md, 'Try it offline'" in played.banner
+
+
+REMOTE_API_IN_GUIDE = "http://127.0.0.1:8245"
+"""The remote stack's API as the A2A guide gives it (`TARRY_API_PORT=8245`)."""
+
+
+async def test_the_a2a_tour_delegates_to_the_other_stacks_researcher_and_finishes_with_its_answer(
+    tmp_path: Path,
+) -> None:
+    (remote_stack, lead_stack), commands = guide_stacks("a2a")
+    bin_dir = Path(sys.executable).parent
+    homes = {name: tmp_path / name for name in ("remote", "lead")}
+    for home in homes.values():
+        home.mkdir()
+    async with tarry_dev(homes["remote"], bin_dir, without_settings(remote_stack)) as remote:
+        lead_command = lead_stack.replace(REMOTE_API_IN_GUIDE, remote.api)
+        async with tarry_dev(homes["lead"], bin_dir, lead_command) as lead:
+            ran = [(c, *await shell(c, lead.env, homes["lead"])) for c in commands]
+            run = lead.env["RUN"]
+            state = await lead.tarry.get(run).state()
+            transcript = await lead.tarry.get(run).transcript()
+        async with httpx.AsyncClient(base_url=remote.api, timeout=COMMAND_TIMEOUT) as api:
+            [remote_run] = (await api.get("/v1/runs")).json()["runs"]
+        remote_transcript = await remote.tarry.get(remote_run["id"]).transcript()
+    said = {c.split()[1]: output for c, _, output in ran if c.startswith("tarry ")}
+    results = [m.content or "" for m in transcript if m.role == "tool"]
+
+    assert all(code == 0 for _, code, _ in ran), ran
+    assert state.phase is Phase.COMPLETED
+    assert tool_calls(transcript) == ["agent__researcher", "finish"]
+    assert "Nobody: notes.md says" in results[0]  # the remote stack's researcher's answer
+    assert tool_calls(remote_transcript) == ["read_file"]  # it ran there, on its notes
+    assert Phase(remote_run["phase"]) is Phase.COMPLETED
+    assert "phase     Completed" in said["status"]
+    assert "← Nobody: notes.md says" in said["show"]  # the remote's answer, as the call's
+    assert "Tour       a2a: docs/guides/a2a.md, 'Try it offline'" in lead.banner

@@ -78,6 +78,7 @@ from tarry.api.runs import existing
 from tarry.client import Tarry
 from tarry.client.run_list import find_runs
 from tarry.contracts import WORKFLOW_TYPE, AgentSpec, Door, ErrorCode, RunInput
+from tarry.contracts.checks import reserved_id_problem, run_id_problem
 from tarry.contracts.events import EventKind
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
@@ -230,8 +231,9 @@ class RunsAsTasks(RequestHandler):
             )
         async with a2a_errors():
             if params.context_id:
-                await call.check(params.context_id, Need.READ)
-                found = await task(call, params.context_id, words=False)
+                run_id = context_run_id(call.caller, params.context_id)
+                await call.check(run_id, Need.READ)
+                found = await task(call, run_id, words=False)
                 return ListTasksResponse(tasks=[found], page_size=1, total_size=1)
             page = await find_runs(
                 call.parts.tarry.client,
@@ -357,7 +359,11 @@ async def _deliver(call: A2aCall, message: Message, *, wait: bool) -> str:
         run_id = message.task_id
         await call.check(run_id, Need.WRITE)
     else:
-        run_id = message.context_id or idempotent_run_id(call.caller, f"a2a {message.message_id}")
+        run_id = (
+            context_run_id(call.caller, message.context_id)
+            if message.context_id
+            else idempotent_run_id(call.caller, f"a2a {message.message_id}")
+        )
         call.parts.quotas.admit_start(call.caller.user)
         start = call.start_input()
 
@@ -369,9 +375,20 @@ async def _deliver(call: A2aCall, message: Message, *, wait: bool) -> str:
     return run_id
 
 
+def context_run_id(caller: Caller, context_id: str) -> str:
+    """The run a context names: the context's id itself when a person may start a run
+    under it, else one made from the sender and it, the same for every message to that
+    context. Another agent's context id can be an id no person may take: a Tarry lead's
+    call is `LEAD:NAME-N`, a sub-agent's id, which only that lead starts a run under."""
+    if run_id_problem(context_id) is None and reserved_id_problem(context_id) is None:
+        return context_id
+    return idempotent_run_id(caller, f"a2a context {context_id}")
+
+
 async def _offset_before(call: A2aCall, message: Message) -> int:
     """Where the run's events stand before `message` reaches it: its answer follows."""
-    run_id = message.task_id or message.context_id
+    context = message.context_id and context_run_id(call.caller, message.context_id)
+    run_id = message.task_id or context
     run = await existing(call.parts.tarry, run_id) if run_id else None
     if run is None:
         return 0

@@ -37,6 +37,13 @@ def dev(
             help="Also play a guide's offline tour (its commands are in that guide).",
         ),
     ] = None,
+    remote: Annotated[
+        str | None,
+        typer.Option(
+            metavar="CARD_URL",
+            help="With --tour a2a: the card of the other stack's agent, this stack's researcher.",
+        ),
+    ] = None,
 ) -> None:
     """Run all a run needs on this machine until Ctrl-C: Temporal, a model and a worker.
 
@@ -51,7 +58,11 @@ def dev(
         from tarry.cli.oauth_tour import serve_oauth_tour
 
         raise typer.Exit(run_command(serve_oauth_tour(data_dir)))
-    if guide_tour is not None and (path := tour.config(guide_tour)) is not None:
+    if remote is not None and guide_tour != "a2a":
+        fail("--remote names the A2A tour's remote agent: use it with --tour a2a", exit_code=2)
+    if remote is not None:
+        use_tour_config("a2a", tour.remote_config(remote, data_dir))
+    elif guide_tour is not None and (path := tour.config(guide_tour)) is not None:
         use_tour_config(guide_tour, path)
     raise typer.Exit(run_command(serve_dev(settings_or_exit(), data_dir, guide_tour)))
 

@@ -3,6 +3,7 @@ pin its messages in the model's window, pause, stop and resume it."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -49,13 +50,23 @@ from tarry.cli.run_options import (
     ToolsOption,
     run_input,
 )
-from tarry.contracts import ApprovalDefault, Mode, Phase, ReplyPolicy, RunState
+from tarry.contracts import ApprovalDefault, Mode, Phase, ReplyPolicy, RunState, Timeouts
 from tarry.contracts.memories import MemoryAccess
 
 if TYPE_CHECKING:
     from tarry.client import RunHandle, Tarry
 
 commands = typer.Typer()
+
+RemotePollOption = Annotated[
+    float | None,
+    typer.Option(
+        "--remote-poll",
+        min=0.1,
+        help="Seconds between asks of a remote A2A agent's task how it stands, for a remote"
+        " that pushes no news (300 by default).",
+    ),
+]
 
 
 @commands.command(rich_help_panel=Panel.RUNS)
@@ -84,6 +95,7 @@ def start(
     ] = None,
     tool_choice: ToolChoiceOption = None,
     on_reply_while_running: ReplyPolicyOption = ReplyPolicy.QUEUE,
+    remote_poll: RemotePollOption = None,
     as_json: AsJson = False,
 ) -> None:
     """Start a run and print its id; the run goes on without this command."""
@@ -110,6 +122,9 @@ def start(
         memory=memory,
         memory_scope=memory_scope,
     )
+    if remote_poll is not None:
+        polled = Timeouts(remote_poll=timedelta(seconds=remote_poll))
+        input = input.model_copy(update={"timeouts": polled})
     check_id(run_id)
 
     async def begin(tarry: Tarry) -> str:

@@ -12,11 +12,14 @@ guardrails, daily caps, OAuth), each played with `tarry dev --tour NAME`, are sc
 beside it, `NAME.json`; a tour that needs the workers' config (the teams tour's sub-agent,
 the guardrails tour's guardrails, the caps tour's `[limits]`) has its `NAME.toml` too. The
 OAuth tour's config names servers it starts itself, on ports known once they listen:
-`tarry.cli.oauth_tour` writes it.
+`tarry.cli.oauth_tour` writes it. The A2A tour is two stacks: the remote one serves
+`a2a.toml`'s researcher; the lead's (`--remote CARD`) has a config written naming that
+card (`remote_config`).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tarry.testing.script import Conversation, Script
@@ -36,6 +39,7 @@ TOURS = {
     "guardrails": "docs/guides/guardrails.md",
     "caps": "docs/guides/budgets.md",
     "oauth": "docs/guides/acting-as-a-person.md",
+    "a2a": "docs/guides/a2a.md",
 }
 """The guides' tours, each the offline model's with `tarry dev --tour NAME`, and the
 guide whose "Try it offline" section gives its commands."""
@@ -63,6 +67,21 @@ def config(name: str) -> Path | None:
     """The config file (`TARRY_CONFIG`) the guide's tour `name` needs, if any."""
     path = HERE / f"{name}.toml"
     return path if path.is_file() else None
+
+
+def remote_config(card: str, data_dir: Path) -> Path:
+    """The lead stack's config of the A2A tour, written into its data directory: its
+    `researcher` is the remote agent whose card is at `card` (`tarry dev --remote`)."""
+    path = data_dir.resolve() / "a2a-tour.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "# The A2A tour's lead (`tarry dev --tour a2a --remote CARD`): written by tarry dev.\n"
+        "[agents.researcher]\n"
+        'description = "Finds facts in the team\'s files, on another stack, over A2A."\n'
+        f"a2a = {json.dumps(card)}\n",
+        encoding="utf-8",
+    )
+    return path
 
 
 def conversation() -> Conversation:
