@@ -10,6 +10,7 @@ so the commands that talk to runs start without loading a worker or a model serv
 from __future__ import annotations
 
 import os
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Annotated
 
@@ -60,6 +61,8 @@ def dev(
         raise typer.Exit(run_command(serve_oauth_tour(data_dir)))
     if remote is not None and guide_tour != "a2a":
         fail("--remote names the A2A tour's remote agent: use it with --tour a2a", exit_code=2)
+    if guide_tour == "a2a" and find_spec("a2a") is None:
+        fail("--tour a2a needs the a2a extra (a2a-sdk is missing): pip install 'tarry[a2a]'")
     if remote is not None:
         use_tour_config("a2a", tour.remote_config(remote, data_dir))
     elif guide_tour is not None and (path := tour.config(guide_tour)) is not None:
