@@ -68,6 +68,11 @@ async def test_without_a_token_every_route_but_healthz_and_the_docs_is_401(api: 
     )
     assert callback.status_code == 403
     assert ErrorCode.CONNECT_REFUSED in callback.text
+    # A remote A2A agent's push carries its call's token, which is its guard: without it,
+    # the run is not told.
+    push = answers.pop(("POST", "/v1/a2a/push/run-x/{call}"))
+    assert push.status_code == 403
+    assert ErrorCode.A2A_PUSH_REFUSED in push.text
     assert len(answers) >= 11
     for route, response in answers.items():
         assert response.status_code == 401, route
@@ -86,7 +91,7 @@ async def test_without_a_token_a_body_that_is_no_json_is_401_not_422(api: Api) -
             content=b"{bad",
         )
         for method, path in routes()
-        if method == "POST" and not path.startswith("/v1/actions/")
+        if method == "POST" and not path.startswith(("/v1/actions/", "/v1/a2a/push/"))
     }
 
     assert len(answers) >= 8

@@ -153,9 +153,18 @@ CONNECT = "/v1/oauth/connect/{run_id}/{server}"
 reader or an admin of the run is refused it (`CONNECT_REFUSED`, `tests/test_oauth.py`)."""
 
 
+PUSH = "/v1/a2a/push/{run_id}/{call}"
+"""A remote A2A agent's push: its call's token (the workers' HMAC) is its guard, not a
+person's rights, so it refuses everyone without it alike (`tests/test_a2a_remote.py`)."""
+
+
 def at(path: str, run_id: str) -> str:
-    """`path` with `run_id`, and a server for a connect's."""
-    return path.format(run_id=run_id, server="tickets")
+    """`path` with `run_id`, a server for a connect's and a call for a push's."""
+    return path.format(run_id=run_id, server="tickets", call="LEAD:researcher-1")
+
+
+def pushed_without_its_token(response: httpx.Response) -> bool:
+    return error_of(response) == (403, ErrorCode.A2A_PUSH_REFUSED)
 
 
 async def test_another_user_s_private_run_is_404_on_every_route_that_names_it(api: Api) -> None:
@@ -163,6 +172,9 @@ async def test_another_user_s_private_run_is_404_on_every_route_that_names_it(ap
 
     for method, path in await routes(api, "run_id"):
         response = await ask(api, method, at(path, run_id), BOB)
+        if path == PUSH:
+            assert pushed_without_its_token(response), response.text
+            continue
         assert error_of(response) == (404, ErrorCode.RUN_NOT_FOUND), (method, path)
         unknown = await ask(api, method, at(path, "run-nobody-has"), BOB)
         assert response.json()["error"]["message"] == unknown.json()["error"]["message"].replace(
@@ -179,6 +191,8 @@ async def test_a_read_share_reads_every_route_and_is_403_on_every_change(api: Ap
         response = await ask(api, method, at(path, run_id), CAROL)
         if path == CONNECT:
             assert error_of(response) == (403, ErrorCode.CONNECT_REFUSED), method
+        elif path == PUSH:
+            assert pushed_without_its_token(response), response.text
         elif method in READS:
             assert response.status_code == 200, (method, path, response.text)
         else:
@@ -207,6 +221,8 @@ async def test_an_admin_is_refused_on_no_route_that_names_a_run(api: Api) -> Non
         response = await ask(api, method, at(path, run_id), ERIN)
         if path == CONNECT:
             assert error_of(response) == (403, ErrorCode.CONNECT_REFUSED), method
+        elif path == PUSH:
+            assert pushed_without_its_token(response), response.text
         elif response.status_code in (403, 404):
             refusals[(method, path)] = response.text
     assert refusals == {}
