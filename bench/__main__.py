@@ -3,7 +3,7 @@ the targets they show.
 
 scripts/bench                 everything, at full size (over an hour on 2 cores)
 scripts/bench --quick         small sizes, a few minutes
-scripts/bench --only turns    one benchmark: turns, starts, reply, busy, long, parked, stream,
+scripts/bench --only turns    one benchmark: turns, reply, busy, long, parked, stream,
                               startup, cache, stream-stall, guardrails, caps, search, peers;
                               cold: only the parked runs' cold line
 
@@ -31,7 +31,6 @@ from bench import (
     reply_latency,
     search,
     spend_caps,
-    starts,
     startup,
     stream_history,
     stream_stall,
@@ -43,15 +42,15 @@ from bench.rig import console
 from tarry.temporal.entrypoint import run_main
 
 SECTIONS = (
-    "turns", "starts", "reply", "busy", "long", "parked", "cold", "stream", "startup", "cache",
+    "turns", "reply", "busy", "long", "parked", "cold", "stream", "startup", "cache",
     "stream-stall", "guardrails", "caps", "search", "peers",
 )  # fmt: skip
-"""The five results in their order (`turns` with what a start adds to its first
-exchange, `parked` with its cold line, which `cold` runs alone), then the stream's
-history, start-up (`tarry dev`'s, then a command's), the input a long run pays for with
-prompt caching, and how long one streamed answer holds the worker's loop, what guardrails
-add to a turn, what a daily cap does (its ledger), what search indexing adds to a turn
-and how fast a search answers, and the peers a team would pick instead, side by side."""
+"""The five results in their order (`parked` with its cold line, which `cold` runs
+alone), then the stream's history, start-up (`tarry dev`'s, then a command's), the input
+a long run pays for with prompt caching, and how long one streamed answer holds the
+worker's loop, what guardrails add to a turn, what a daily cap does (its ledger), what
+search indexing adds to a turn and how fast a search answers, and the peers a team would
+pick instead, side by side."""
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,7 +58,6 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small sizes everywhere")
     parser.add_argument("--only", choices=SECTIONS, action="append", help="run only these")
     parser.add_argument("--turns", type=int, help="turns of the turn-overhead conversation (50)")
-    parser.add_argument("--starts", type=int, help="rounds of start plus first exchange (30)")
     parser.add_argument("--replies", type=int, help="replies timed to a waiting run (100)")
     parser.add_argument("--busy-runs", type=int, help="runs active at once (100)")
     parser.add_argument("--busy-turns", type=int, help="replies to each active run (20)")
@@ -86,7 +84,6 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     quick = args.quick
     args.turns = args.turns or (5 if quick else 50)
-    args.starts = args.starts or (3 if quick else 30)
     args.replies = args.replies or (10 if quick else 100)
     args.busy_runs = args.busy_runs or (10 if quick else 100)
     args.busy_turns = args.busy_turns or (3 if quick else 20)
@@ -131,8 +128,6 @@ async def main(args: argparse.Namespace) -> int:
         root = Path(tmp)
         if "turns" in args.only:
             found += targets.turns(await turn_overhead.run(args.turns, root / "workspaces"))
-        if "starts" in args.only:
-            found += targets.start_exchange(await starts.run(args.starts, root))
         if "reply" in args.only:
             found += targets.reply(await reply_latency.run(args.replies, root))
         if "busy" in args.only:

@@ -9,15 +9,7 @@ from dataclasses import dataclass
 
 from rich.table import Table
 
-from bench import (
-    cold_replies,
-    long_run,
-    parked_runs,
-    reply_latency,
-    starts,
-    throughput,
-    turn_overhead,
-)
+from bench import cold_replies, long_run, parked_runs, reply_latency, throughput, turn_overhead
 from bench import guardrails as guardrails_bench
 from bench import search as search_bench
 from bench import spend_caps as spend_caps_bench
@@ -80,14 +72,6 @@ def turns(results: Mapping[str, Sequence[turn_overhead.Outcome]]) -> list[Target
             ),
         ]
     return found
-
-
-def start_exchange(results: Sequence[starts.Starts]) -> list[Target]:
-    """Issue 62's: a start plus its first exchange costs at most 1.2x the floor's."""
-    return [
-        Target(f"start + first exchange x Temporal's floor ({r.config} config)", r.ratio, 1.2)
-        for r in results
-    ]
 
 
 def long(results: Sequence[long_run.LongRun]) -> list[Target]:

@@ -391,11 +391,7 @@ async def activity_attempts(client: Client, run_id: str) -> list[Attempt]:
 
 async def local_activities(client: Client, run_id: str) -> list[str]:
     """The activity type of each local activity the run's history records (a marker each)."""
-    return local_activity_types(await client.get_workflow_handle(run_id).fetch_history())
-
-
-def local_activity_types(history: WorkflowHistory) -> list[str]:
-    """The activity type of each local activity `history` records (a marker each)."""
+    history = await client.get_workflow_handle(run_id).fetch_history()
     names = []
     for e in history.events:
         marker = e.marker_recorded_event_attributes

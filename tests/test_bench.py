@@ -20,7 +20,6 @@ from bench import (
     reply_latency,
     search,
     spend_caps,
-    starts,
     stream_stall,
     targets,
     throughput,
@@ -45,18 +44,6 @@ async def test_quick_turn_overhead_prints_a_row_for_each_way(tmp_path: Path) -> 
     for way in turn_overhead.ways():
         assert printed.count(way) == len(CONFIGS)
     assert len(targets.turns(results)) == 3 * len(CONFIGS)
-
-
-async def test_quick_starts_times_every_round_of_tarry_and_the_floor_under_each_config(
-    tmp_path: Path,
-) -> None:
-    with console.capture() as captured:
-        results = await starts.run(2, tmp_path)
-
-    assert [r.config for r in results] == list(CONFIGS)
-    assert all(len(r.tarry) == len(r.floor) == 2 for r in results)
-    assert all(config in captured.get() for config in CONFIGS)
-    assert len(targets.start_exchange(results)) == len(CONFIGS)
 
 
 async def test_quick_reply_latency_times_every_reply_of_every_way(tmp_path: Path) -> None:

@@ -112,10 +112,6 @@ def asked_patches() -> dict[str, set[str]]:
                     # `workflows.waits` asks for the patch of each kind of wait that has one.
                     asked[called].update(w.patch.id for w in WAITS if w.patch is not None)
                     continue
-                if [ast.unparse(a) for a in arguments] == ["patch.id"]:
-                    # `tool_calls` asks every entry once more, up front, in a run's first
-                    # task: each must still be asked where its branch is.
-                    continue
                 asked[called].update(_asked_id(a, where) for a in arguments)
     return asked
 

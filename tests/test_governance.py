@@ -59,9 +59,14 @@ async def test_a_profiles_model_calls_go_to_its_own_task_queue(
         await plugin.aclose()
 
     assert state.last_assistant_text == "Nothing here."
-    assert await scheduled_queues(agent, run.id) == [("call_llm", models), ("call_llm", models)]
-    # The catalogue and a quick tool run inside the run's own workflow task, on its own worker.
-    assert await local_activities(temporal, run.id) == ["tool_catalogue", "list_files"]
+    own = agent.tarry.task_queue
+    assert await scheduled_queues(agent, run.id) == [
+        ("tool_catalogue", own),
+        ("call_llm", models),
+        ("call_llm", models),
+    ]
+    # A quick tool runs inside the run's own workflow task, on its own worker.
+    assert await local_activities(temporal, run.id) == ["list_files"]
 
 
 async def test_switching_a_run_to_a_profile_with_its_own_queue_moves_its_calls_there(

@@ -64,7 +64,7 @@ async def test_history_names_every_step_and_summarises_it(agent: Agent) -> None:
     steps = [step(e) for e in json.loads(out)["events"] if step(e) is not None]
     # The quick read-only tools ran as local activities: a marker each, summarised alike.
     assert steps == [
-        ("local activity", "tool_catalogue", "the run's tools"),
+        ("activity", "tool_catalogue", "the run's tools"),
         ("activity", "call_llm", "turn 1 · default"),
         ("local activity", "list_files", "list_files"),
         ("activity", "call_llm", "turn 2 · default"),

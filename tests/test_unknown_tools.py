@@ -8,9 +8,10 @@ import asyncio
 import uuid
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 
 from tarry.client import Tarry, TarryError
+from tarry.client.starting import CHECK_ID_PREFIX
 from tarry.contracts import WORKFLOW_TYPE, ErrorCode, Phase, RunInput, RunResult
 from tarry.testing.scripted_model import say
 from tests.cli import Cli
@@ -158,36 +159,26 @@ async def test_a_refused_start_leaves_no_run_in_tarry_list_or_the_api(
     assert missing.value.code is ErrorCode.RUN_NOT_FOUND
 
 
-async def workflows_on(temporal: Client, task_queue: str, listed: str) -> list[str]:
-    """The ids of every workflow of `task_queue`, once run `listed` is among them."""
+async def check_of(temporal: Client, run_id: str) -> WorkflowExecutionDescription:
+    """The `CatalogueCheck` a client asked before it started `run_id`, once listed."""
+    query = f"WorkflowType = 'CatalogueCheck' AND WorkflowId STARTS_WITH '{CHECK_ID_PREFIX}'"
     async with asyncio.timeout(TIMEOUT):
         while True:
-            ids = [w.id async for w in temporal.list_workflows(f"TaskQueue = '{task_queue}'")]
-            if listed in ids:
-                return ids
+            async for listed in temporal.list_workflows(query):
+                described = await temporal.get_workflow_handle(listed.id).describe()
+                if repr(run_id) in (await described.static_summary() or ""):
+                    return described
             await asyncio.sleep(0.1)
 
 
-async def test_a_checked_start_starts_its_run_and_no_other_workflow(
+async def test_the_check_before_a_start_says_in_the_temporal_ui_that_it_is_not_a_run(
     agent: Agent, temporal: Client
 ) -> None:
     agent.model.add(say("hi"))
     run = await agent.start("hello", require_approval=["write_file"])  # names a tool: checked
 
-    assert await workflows_on(temporal, agent.tarry.task_queue, run.id) == [run.id]
+    check = await check_of(temporal, run.id)
 
-
-async def test_a_refused_start_leaves_no_workflow_and_its_id_free_at_once(
-    agent: Agent, temporal: Client
-) -> None:
-    agent.model.add(say("started"))
-    run_id = f"run-typo-{uuid.uuid4().hex[:6]}"
-
-    with pytest.raises(TarryError):
-        await agent.start("hello", run_id=run_id, tools=["raed_file"])
-    run = await agent.start("hello", run_id=run_id, tools=["read_file"])
-
-    assert await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
-    assert await workflows_on(temporal, agent.tarry.task_queue, run_id) == [run_id]
-    executions = [w async for w in temporal.list_workflows(f"WorkflowId = '{run_id}'")]
-    assert [w.status for w in executions] == [WorkflowExecutionStatus.RUNNING]
+    summary = await check.static_summary()
+    assert summary == f"Tarry's internal check, not a run: may {run.id!r} start?"
+    assert "This workflow is that check, not a run" in (await check.static_details() or "")

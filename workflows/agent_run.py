@@ -28,7 +28,6 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from tarry.contracts import (
         AUDIT_QUERY,
-        STARTED_UPDATE,
         TEMPORAL_UI,
         WORKFLOW_TYPE,
         Acting,
@@ -305,11 +304,11 @@ class AgentRunWorkflow:
         if problem := self._m.ended_problem() or model.switch_problem(self._m, switch):
             raise problem
 
-    @workflow.update(name=STARTED_UPDATE)
+    @workflow.update
     async def started(self) -> RunState:
-        """The state once the run has its tools, or the refusal of a name its worker lacks
-        (`TOOL_NOT_FOUND`, `LLM_UNKNOWN_PROFILE`, ...). A client starts a run that names
-        tools, agents or a profile with it, in the same call, and deletes a refused run."""
+        """The state once the run has its tools, or `TOOL_NOT_FOUND` when it names one the
+        worker lacks. Clients before `CatalogueCheck` ask it after a start; today's ask
+        the worker before they start a run (`workflows.catalogue_check`)."""
         m = self._m
         await workflow.wait_condition(lambda: m.catalogue.tools is not None or m.phase.ended)
         if m.catalogue.tools is None and m.error is not None:

@@ -1,9 +1,5 @@
 """`CatalogueCheck`: asks a worker, before a run starts, whether it would refuse it.
 
-Kept for clients from before issue 62 (the `catalogue-check-workflow` shim): today's start
-the run itself with the `started` update, which answers the same refusal, and delete a
-refused run (`tarry.client.starting.start_checked`), so a start costs one workflow.
-
 A run resolves its tools, agents and model profile from its worker's configuration at
 its start (`tool_calls.resolve`), and a name the worker lacks fails it. Only a worker
 knows its configuration, and Temporal reaches a worker only through a workflow, so the

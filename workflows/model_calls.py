@@ -161,14 +161,13 @@ async def _call_model(
     return response
 
 
-def error_of(e: ActivityError | ApplicationError, *, default: ErrorCode) -> ErrorInfo:
-    """The code and message of the failure behind an activity error, or of a local
-    activity's own error (which reaches the workflow unwrapped).
+def error_of(e: ActivityError, *, default: ErrorCode) -> ErrorInfo:
+    """The code and message of the failure behind an activity error.
 
     A retry window that runs out surfaces as a timeout whose cause is the last
     attempt's failure, so our own coded error is looked for down the whole chain."""
     timed_out = False
-    cause: BaseException | None = e.cause if isinstance(e, ActivityError) else e
+    cause: BaseException | None = e.cause
     while cause is not None:
         if isinstance(cause, ApplicationError) and cause.type in _CODES:
             return ErrorInfo(code=ErrorCode(cause.type), message=cause.message)

@@ -35,7 +35,6 @@ from tarry.contracts import (
     ToolInvocation,
     ToolResult,
 )
-from tarry.contracts.compatibility import CATALOGUE_LOCAL, PATCHES
 from tarry.core.ownership import RunAccess
 from workflows import (
     agents,
@@ -62,26 +61,17 @@ _TOOL_ONCE = RetryPolicy(maximum_attempts=1)
 async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
     """Resolves the run's tools from the worker's registry, once per run (a run handed
     over has them already); the error instead when the run names a tool the worker does
-    not have (`TOOL_NOT_FOUND`), which refuses the run: so does a sub-agent on a profile
-    outside the owner's limits (`MODEL_NOT_ALLOWED`), whose start the client waits on
-    (`tarry.client.starting.start_checked`)."""
+    not have (`TOOL_NOT_FOUND`), which refuses the run."""
     request = CatalogueRequest.of(input)
-    request.models = input.models
-    # Inside the run's first workflow task: no activity task to schedule and hand back.
-    # The worker that runs the run's workflow tasks has the config the answer comes from.
-    local = workflow.patched(CATALOGUE_LOCAL.id)
-    if local:
-        _ask_every_patch()
-    run_activity = workflow.execute_local_activity if local else workflow.execute_activity
     try:
-        catalogue = await run_activity(
+        catalogue = await workflow.execute_activity(
             TOOL_CATALOGUE_ACTIVITY,
             request,
             result_type=Catalogue,
             start_to_close_timeout=input.timeouts.tool,
             summary="the run's tools",
         )
-    except (ActivityError, ApplicationError) as e:  # a local activity's comes unwrapped
+    except ActivityError as e:
         return error_of(e, default=ErrorCode.TOOL_NOT_FOUND)
     memory.catalogue.tools, memory.catalogue.model_queue = catalogue.tools, catalogue.model_queue
     memory.catalogue.profiles = catalogue.profiles
@@ -95,20 +85,6 @@ async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
     # a new one, sending the conversation and the tools whole once.
     memory.conversation.context = None
     return None
-
-
-def _ask_every_patch() -> None:
-    """Asks every patch of the ledger, as the ledger says (`patched`, or `deprecate_patch`
-    once deprecated), before the catalogue's local activity. A patch first asked after a
-    local activity in the same workflow task does not replay: sdk-core meets its marker
-    before the code asks for it and calls that nondeterminism. The run's first task goes
-    on to its first model call, which asks several. Asked live, a patch answers True, as
-    it would later (the answer is kept): only where its marker stands changes."""
-    for patch in PATCHES:
-        if patch.deprecated:
-            workflow.deprecate_patch(patch.id)
-        else:
-            workflow.patched(patch.id)
 
 
 def answered(call: ToolCall, tools: dict[str, ToolDefinition]) -> ToolResult | None:

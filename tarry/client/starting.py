@@ -9,22 +9,19 @@ this room needs neither of theirs.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, TypedDict
+from datetime import timedelta
+from typing import Any
 
-from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
     WorkflowExecutionDescription,
     WorkflowFailureError,
     WorkflowHandle,
-    WorkflowUpdateFailedError,
 )
 from temporalio.common import (
     SearchAttributePair,
@@ -32,19 +29,20 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from tarry.client.delivery import NOT_READY_PATIENCE, Delivery, await_poller, polling_pauses
+from tarry.client.delivery import NOT_READY_PATIENCE, Delivery, await_poller
 from tarry.client.temporal_errors import translated_errors
 from tarry.contracts import (
+    CATALOGUE_CHECK_WORKFLOW,
     RESUMED_SIGNAL,
     START_KEY_ATTRIBUTE,
-    STARTED_UPDATE,
     SUMMARY_MEMO,
     WORKFLOW_TYPE,
     Acting,
+    CatalogueRequest,
     ErrorCode,
+    ErrorInfo,
     Fork,
     RunInput,
     RunResult,
@@ -67,8 +65,7 @@ __all__ = [
     "RunWorkflow",
     "admitted",
     "checked_id",
-    "served",
-    "start_checked",
+    "refuse_unknown_names",
     "start_resumption",
     "start_run",
     "start_with_message",
@@ -106,31 +103,28 @@ async def start_run(
     input = admitted(caller, input)
     named_profile = input.model != RunInput.model_fields["model"].default
     asks = input.tools is not None or input.require_approval or input.agents or named_profile
-    # A store the workers may lack is asked about too.
-    checked = bool(asks or input.memory_access is not MemoryAccess.OFF)
-    if checked:
-        checked = await served(client, task_queue, run_id)
+    if asks or input.memory_access is not MemoryAccess.OFF:  # a store the workers may lack
+        await refuse_unknown_names(client, task_queue, input, run_id, caller)
     # The workflow's own input: a fork's origin and first messages are not `RunInput`'s.
     payload = workflow_input(caller, input)
     if fork is not None:
         payload = {**as_dict(payload), "fork": fork.model_dump(mode="json")}
     summary = summary_of(input.prompt)
-    start = StartOptions(
-        id=run_id,
-        task_queue=task_queue,
-        result_type=RunResult,
-        id_reuse_policy=ID_REUSE,
-        # The UI's run list shows this, so runs can be told apart at a glance.
-        static_summary=summary,
-        # `tarry list` reads it here: list results carry a memo, not the summary.
-        memo={**(memo or {}), SUMMARY_MEMO: summary},
-        search_attributes=with_start_key(access_attributes(caller.user, input), start_key),
-    )
     async with slot_at_the_door(client, task_queue, run_cap(caller), run_id):
         try:
-            if checked:
-                return await start_checked(client, payload, start)
-            return await client.start_workflow(WORKFLOW_TYPE, payload, **start)
+            return await client.start_workflow(
+                WORKFLOW_TYPE,
+                payload,
+                id=run_id,
+                task_queue=task_queue,
+                result_type=RunResult,
+                id_reuse_policy=ID_REUSE,
+                # The UI's run list shows this, so runs can be told apart at a glance.
+                static_summary=summary,
+                # `tarry list` reads it here: list results carry a memo, not the summary.
+                memo={**(memo or {}), SUMMARY_MEMO: summary},
+                search_attributes=with_start_key(access_attributes(caller.user, input), start_key),
+            )
         except WorkflowAlreadyStartedError:
             raise TarryError(
                 ErrorCode.RUN_EXISTS,
@@ -229,101 +223,59 @@ def with_start_key(
     return attributes.updated(SearchAttributePair(START_KEY_ATTRIBUTE, start_key))
 
 
-class StartOptions(TypedDict):
-    """What a run's start gives Temporal beside its workflow type and input."""
-
-    id: str
-    task_queue: str
-    result_type: type[RunResult]
-    id_reuse_policy: WorkflowIDReusePolicy
-    static_summary: str
-    memo: dict[str, Any]
-    search_attributes: TypedSearchAttributes
-
-
-REFUSALS = frozenset(
-    {
-        ErrorCode.TOOL_NOT_FOUND,
-        ErrorCode.LLM_UNKNOWN_PROFILE,
-        ErrorCode.MODEL_NOT_ALLOWED,
-        ErrorCode.SEARCH_UNAVAILABLE,
-    }
+CHECK_ID_PREFIX = "tarry-internal-catalogue-check-"
+"""The workflow id of a client's `CatalogueCheck` begins so: the Temporal UI lists it
+beside the runs, and its id says at a glance that it is none."""
+CHECK_DETAILS = (
+    "Tarry asks a worker, before it starts run {run_id!r}, whether the worker has every"
+    " tool, agent and model profile the run names, so that a typo refuses the start rather"
+    " than failing a run. This workflow is that check, not a run: `tarry list`, the API and"
+    " the inbox list runs only. To list runs alone here, query `WorkflowType = 'AgentRun'`."
 )
-"""The codes a run refuses its start with, when its worker lacks a name it gives."""
+"""The check's details in the Temporal UI (its User Metadata)."""
 
 
-async def served(client: Client, task_queue: str, run_id: str) -> bool:
-    """Whether a worker polls `task_queue` (within `WORKER_GRACE`), so a start can wait
-    for its answer; says in a warning when none does: the run refuses itself then, once a
-    worker takes it."""
+async def refuse_unknown_names(
+    client: Client, task_queue: str, input: RunInput, run_id: str, caller: Caller
+) -> None:
+    """Raises `TOOL_NOT_FOUND` or `LLM_UNKNOWN_PROFILE` when the workers have no tool,
+    agent or model profile of a name `input` gives, `MODEL_NOT_ALLOWED` when one of
+    its agents runs on a profile outside `caller`'s limits, and `SEARCH_UNAVAILABLE` when
+    it has memory tools and they keep no memory store, before anything starts: their own
+    answer, through a short `CatalogueCheck` workflow (not a run, so a refused start
+    leaves no failed run in `tarry list` or the inbox), waited for as long as a worker
+    polls. With none for `WORKER_GRACE`, or one that does not answer in
+    `NOT_READY_PATIENCE` (older than this client), says so in a warning: the run
+    refuses them itself once a worker takes it."""
+    request = CatalogueRequest.of(input)
+    if caller.limits is not None and caller.limits.models is not None:
+        request.models = list(caller.limits.models)
     try:
         await await_poller(client, task_queue, run_id)
+        refusal: ErrorInfo | None = await client.execute_workflow(
+            CATALOGUE_CHECK_WORKFLOW,
+            request,
+            id=f"{CHECK_ID_PREFIX}{uuid.uuid4().hex}",
+            task_queue=task_queue,
+            result_type=ErrorInfo | None,  # type: ignore[arg-type]
+            execution_timeout=timedelta(seconds=NOT_READY_PATIENCE),
+            static_summary=f"Tarry's internal check, not a run: may {run_id!r} start?",
+            static_details=CHECK_DETAILS.format(run_id=run_id),
+        )
     except TarryError as e:
         _log.warning("%s; the run checks its tools when a worker takes it", e.message)
-        return False
-    return True
-
-
-async def start_checked(client: Client, payload: object, start: StartOptions) -> RunWorkflow:
-    """Starts the run and waits, in the same call, for its `started` update: the run's
-    first step resolves its tools, agents and model profile (`tool_calls.resolve`) and
-    refuses a name its worker lacks. A refused run is deleted before its refusal is
-    raised (`TOOL_NOT_FOUND`, `LLM_UNKNOWN_PROFILE`, `MODEL_NOT_ALLOWED`,
-    `SEARCH_UNAVAILABLE`): no failed run is left in `tarry list` or the inbox, nor any
-    workflow in Temporal's. One workflow per start, where a separate check cost one more
-    (issue 62). A worker that does not answer in `NOT_READY_PATIENCE` is said in a
-    warning: the run goes on and refuses itself."""
-    run_id = start["id"]
-    operation: WithStartWorkflowOperation[Any, RunResult] = WithStartWorkflowOperation(
-        WORKFLOW_TYPE, payload, id_conflict_policy=WorkflowIDConflictPolicy.FAIL, **start
-    )
-    try:
-        async with asyncio.timeout(NOT_READY_PATIENCE):
-            await client.execute_update_with_start_workflow(
-                STARTED_UPDATE, start_workflow_operation=operation, result_type=RunState
-            )
-    except WorkflowUpdateFailedError as e:
-        cause = e.cause
-        if not isinstance(cause, ApplicationError) or cause.type not in REFUSALS:
-            _log.warning("run %r did not say whether it has its tools: %s", run_id, cause)
-            return await operation.workflow_handle()
-        await forgotten(client, await operation.workflow_handle())
-        raise TarryError(ErrorCode(cause.type), cause.message) from None
-    except TimeoutError:
+        return
+    except WorkflowFailureError as e:
         _log.warning(
-            "no worker answered in %gs whether run %r may start; it checks its tools when"
-            " a worker takes it",
-            NOT_READY_PATIENCE,
+            "no worker of task queue %r checked the names of run %r (%s); the run checks"
+            " its tools when a worker takes it",
+            task_queue,
             run_id,
+            e.cause,
         )
-        return client.get_workflow_handle(run_id, result_type=RunResult)
-    except Exception:
-        # A failed start leaves its error in the operation as well: read there, or
-        # asyncio reports it as never retrieved.
-        with contextlib.suppress(Exception):
-            await operation.workflow_handle()
-        raise
-    return await operation.workflow_handle()
-
-
-async def forgotten(client: Client, run: RunWorkflow) -> None:
-    """Deletes the refused run `run` once it has ended (its slot given back, if it asked
-    for one), and waits until Temporal no longer finds it, so its id is free again."""
-    with contextlib.suppress(WorkflowFailureError):
-        await run.result()
-    execution = WorkflowExecution(workflow_id=run.id, run_id=run.result_run_id or "")
-    await client.workflow_service.delete_workflow_execution(
-        DeleteWorkflowExecutionRequest(namespace=client.namespace, workflow_execution=execution)
-    )
-    async with asyncio.timeout(NOT_READY_PATIENCE):
-        for pause in polling_pauses():
-            try:
-                await run.describe()
-            except RPCError as e:
-                if e.status is RPCStatusCode.NOT_FOUND:
-                    return
-                raise
-            await asyncio.sleep(pause)
+        return
+    if refusal is not None:
+        raise TarryError(refusal.code, refusal.message)
 
 
 def admitted(caller: Caller, input: RunInput) -> RunInput:

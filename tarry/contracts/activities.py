@@ -80,8 +80,8 @@ class CatalogueRequest(BaseModel):
     """The sub-agents the run may delegate to (`RunInput.agents`)."""
     models: list[str] | None = Field(default=None, exclude_if=when_none)
     """The model profiles (globs) the person starting the run may use (`[limits]`): a
-    sub-agent on another is refused, `MODEL_NOT_ALLOWED`. Null: any (a run whose
-    starter has no limits, or one recorded before the run checked them itself)."""
+    sub-agent on another is refused, `MODEL_NOT_ALLOWED`. Null: any (a run's own
+    request, which the client checked before it started)."""
     memory: MemoryAccess = Field(
         default=MemoryAccess.OFF, exclude_if=lambda v: v is MemoryAccess.OFF
     )

@@ -22,7 +22,6 @@ __all__ = [
     "AUDIT_HAND_OVER",
     "CALL_PREVIEWS",
     "CATALOGUE_AT_START",
-    "CATALOGUE_LOCAL",
     "COST_ATTRIBUTE",
     "HAND_OVER",
     "NOTIFICATIONS",
@@ -229,14 +228,6 @@ CALL_PREVIEWS = Patch(
     since=date(2026, 12, 6),
     retire=date(2027, 1, 5),
 )
-CATALOGUE_LOCAL = Patch(
-    "tool-catalogue-local",
-    "A run resolves its catalogue as a local activity, inside its first workflow task (a "
-    "marker in history), instead of an activity task: a start costs the server one round "
-    "trip fewer, and a refusal reaches the client that waits on the `started` update sooner.",
-    since=date(2026, 12, 7),
-    retire=date(2027, 1, 6),
-)
 
 PATCHES = (
     HAND_OVER,
@@ -257,7 +248,6 @@ PATCHES = (
     RULES_TEXT_LIMIT,
     PAUSED_WAIT,
     CALL_PREVIEWS,
-    CATALOGUE_LOCAL,
 )
 """Every id the workflows ask for, in the order they landed."""
 
@@ -335,18 +325,13 @@ SHIMS = (
         retire=date(2026, 12, 27),
     ),
     Shim(
-        "catalogue-check-workflow",
-        "The `CatalogueCheck` workflow and its `catalogue_check` activity, which clients from "
-        "before issue 62 run before a start to ask a worker whether it would refuse the run's "
-        "names; today's start the run with the `started` update and delete a refused one.",
-        where=(
-            "workflows/catalogue_check.py: class CatalogueCheckWorkflow",
-            "workers/plugin.py: CatalogueCheckWorkflow,",
-            "activities/tool_calls.py: async def _check_activity(",
-            "tarry/contracts/names.py: CATALOGUE_CHECK_WORKFLOW = ",
-        ),
-        since=date(2026, 12, 7),
-        retire=date(2027, 1, 6),
+        "started-update",
+        "The `started` update, which clients from before the catalogue check ask after a start "
+        "to learn that the run has its tools (or `TOOL_NOT_FOUND`). Recorded histories that "
+        "called it go with it.",
+        where=("workflows/agent_run.py: async def started(",),
+        since=date(2026, 11, 27),
+        retire=date(2026, 12, 27),
     ),
 )
 """Every shim, in the order its shape was replaced."""

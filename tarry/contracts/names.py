@@ -29,7 +29,6 @@ __all__ = [
     "PHASE_ATTRIBUTE",
     "READERS_ATTRIBUTE",
     "SEARCH_ATTRIBUTES",
-    "STARTED_UPDATE",
     "START_KEY_ATTRIBUTE",
     "SUMMARY_MEMO",
     "TEMPORAL_UI",
@@ -54,14 +53,10 @@ WORKFLOW_TYPE = "AgentRun"
 DEFAULT_TASK_QUEUE = "tarry"
 LLM_ACTIVITY = "call_llm"
 TOOL_CATALOGUE_ACTIVITY = "tool_catalogue"
-STARTED_UPDATE = "started"
-"""The update a client starts a run with when it names tools, agents or a model profile:
-answered once the run has resolved them (its `tool_catalogue` activity), or with the
-refusal of a name its worker lacks, after which the client deletes the run."""
 CATALOGUE_CHECK_WORKFLOW = "CatalogueCheck"
 """A short workflow, not a run, that asks a worker whether it would refuse a run's tools,
-agents or model profile (the `catalogue_check` activity): clients from before issue 62
-asked it before they started a run (the `catalogue-check-workflow` shim)."""
+agents or model profile (the `catalogue_check` activity): the client asks it before it
+starts a run, so a refused start leaves nothing behind in `tarry list`."""
 CATALOGUE_CHECK_ACTIVITY = "catalogue_check"
 PAGE_ACTIVITY = "store_transcript_page"
 """The activity that moves a run's older messages into a page in the payload store."""
