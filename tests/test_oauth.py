@@ -19,6 +19,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from tarry.client import RunHandle
 from tarry.connections.store import ConnectionStore, Grant
 from tarry.contracts import ErrorCode, Phase
 from tarry.testing.scripted_model import call, say
@@ -98,6 +99,20 @@ async def connect(setup: Setup, run_id: str, person: str = "alice", token: str =
 
 def whoami_run(agent: Agent) -> None:
     agent.model.add(call("secure__whoami", {}), say("done"))
+
+
+async def alice_connected(setup: Setup) -> tuple[RunHandle, Grant]:
+    """A run whose call waited for alice's grant, once she connected and it answered: the
+    run, and the grant she gave."""
+    whoami_run(setup.agent)
+    run_id = await setup.api.start("who am I there?")
+    await waiting_for_auth(setup.api, run_id)
+    await connect(setup, run_id)
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    grant = await setup.store.grant("alice", "secure")
+    assert grant is not None
+    return run, grant
 
 
 async def test_a_call_needing_alice_s_grant_waits_for_auth_then_runs_as_alice(
@@ -227,14 +242,7 @@ async def test_a_replayed_callback_is_refused(setup: Setup) -> None:
 
 
 async def test_an_expired_grant_is_refreshed_before_the_call(setup: Setup) -> None:
-    whoami_run(setup.agent)
-    run_id = await setup.api.start("who am I there?")
-    await waiting_for_auth(setup.api, run_id)
-    await connect(setup, run_id)
-    run = setup.agent.tarry.get(run_id)
-    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
-    grant = await setup.store.grant("alice", "secure")
-    assert grant is not None
+    run, grant = await alice_connected(setup)
     # Parked long enough for the access token to expire (its expiry moved into the past).
     await setup.store.save("alice", "secure", Grant(**{**grant.__dict__, "expires_at": 1.0}))
 
@@ -271,20 +279,13 @@ async def test_the_token_appears_nowhere_in_history_logs_notifications_or_api_an
     setup: Setup, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)  # the worker's, the API's and the clients' own
-    whoami_run(setup.agent)
-    run_id = await setup.api.start("who am I there?")
-    await waiting_for_auth(setup.api, run_id)
-    await connect(setup, run_id)
-    run = setup.agent.tarry.get(run_id)
-    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
-    grant = await setup.store.grant("alice", "secure")
-    assert grant is not None
+    run, grant = await alice_connected(setup)
     assert grant.refresh_token is not None
 
-    history = await setup.agent.tarry.client.get_workflow_handle(run_id).fetch_history()
+    history = await setup.agent.tarry.client.get_workflow_handle(run.id).fetch_history()
     answers = [
         (await setup.api.http.get(path)).text
-        for path in (f"/v1/runs/{run_id}", f"/v1/runs/{run_id}/transcript")
+        for path in (f"/v1/runs/{run.id}", f"/v1/runs/{run.id}/transcript")
     ]
     # The authorization server's own logs (it runs in the test's process) tell its tokens.
     ours = [r for r in caplog.records if not r.name.startswith(PROVIDER_LOGGERS)]
@@ -320,14 +321,7 @@ async def test_alice_lists_and_revokes_her_connection_and_the_next_call_waits_fo
 
 @pytest.mark.parametrize("traced", [True])
 async def test_the_trace_names_whose_grant_a_call_took_and_holds_no_token(setup: Setup) -> None:
-    whoami_run(setup.agent)
-    run_id = await setup.api.start("who am I there?")
-    await waiting_for_auth(setup.api, run_id)
-    await connect(setup, run_id)
-    run = setup.agent.tarry.get(run_id)
-    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
-    grant = await setup.store.grant("alice", "secure")
-    assert grant is not None
+    _, grant = await alice_connected(setup)
 
     await setup.agent.stop_worker()  # its spans are sent as it stops
 
@@ -448,14 +442,7 @@ async def revoke_in_the_page(browser: WebDriver, person: str) -> None:
 async def test_alice_revokes_her_connection_on_the_connections_page_and_the_next_call_waits(
     setup: Setup, browser: WebDriver
 ) -> None:
-    whoami_run(setup.agent)
-    run_id = await setup.api.start("who am I there?")
-    await waiting_for_auth(setup.api, run_id)
-    await connect(setup, run_id)
-    run = setup.agent.tarry.get(run_id)
-    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
-    grant = await setup.store.grant("alice", "secure")
-    assert grant is not None
+    run, grant = await alice_connected(setup)
     await open_connections(browser, setup.api, ALICE)
 
     row = await until(lambda: first(browser, "#connection-list .connection"), "her connection")
@@ -469,7 +456,7 @@ async def test_alice_revokes_her_connection_on_the_connections_page_and_the_next
     assert await setup.store.grant("alice", "secure") is None
     setup.agent.model.add(call("secure__whoami", {}), say("again"))
     await run.reply("and now?")
-    state = await waiting_for_auth(setup.api, run_id)
+    state = await waiting_for_auth(setup.api, run.id)
     assert [need["person"] for need in state["auth_needed"]] == ["alice"]
 
 
