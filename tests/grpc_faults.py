@@ -42,6 +42,7 @@ __all__ = [
 _SERVICE = "/temporal.api.workflowservice.v1.WorkflowService"
 DESCRIBE_TASK_QUEUE = f"{_SERVICE}/DescribeTaskQueue"
 START_WORKFLOW_EXECUTION = f"{_SERVICE}/StartWorkflowExecution"
+DESCRIBE_WORKFLOW_EXECUTION = f"{_SERVICE}/DescribeWorkflowExecution"
 EXECUTE_MULTI_OPERATION = f"{_SERVICE}/ExecuteMultiOperation"
 """An update with start, in one call."""
 GET_WORKFLOW_EXECUTION_HISTORY = f"{_SERVICE}/GetWorkflowExecutionHistory"

@@ -7,8 +7,10 @@ before his delivery would find no run, and let him through into hers. Here a pro
 the wire (`tests/grpc_faults.py`) holds bob's delivery until alice's run has started,
 so the race is the same every time: at each door that starts a run on a first message
 (`?start=true`, AG-UI), bob's words never enter her run, and he is shown nothing of
-it. Ids anyone can tell in advance (a schedule's, a sub-agent's, an Idempotency-Key's)
-are nobody's to take first (`tests/test_owners.py` has the key's)."""
+it. MCP starts no run on a first message: there, bob's start under her id is refused as
+taken, and his reply is checked against the run that has the id when it is asked. Ids
+anyone can tell in advance (a schedule's, a sub-agent's, an Idempotency-Key's) are
+nobody's to take first (`tests/test_owners.py` has the key's)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from mcp import Client as McpClient
 from temporalio.client import Client
 
 from tarry.api import ApiServer, create_app
@@ -33,6 +36,7 @@ from tarry.testing.scripted_model import say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.grpc_faults import (
+    DESCRIBE_WORKFLOW_EXECUTION,
     EXECUTE_MULTI_OPERATION,
     START_WORKFLOW_EXECUTION,
     HoldingProxy,
@@ -41,7 +45,9 @@ from tests.grpc_faults import (
 from tests.http_api import api_client
 from tests.test_http_api import error_of
 from tests.test_http_api_people import as_
-from tests.test_owners import ALICE, BOB, people_api, with_people
+from tests.test_oidc import tarry_mcp_http
+from tests.test_owners import ALICE, BOB, CONFIG, people_api, with_people
+from tests.test_owners_doors import code_of, mcp_as
 
 SECRET = "alice's private answer 7f3c"
 """What alice's run answers: bob must never see it."""
@@ -49,9 +55,8 @@ SECRET = "alice's private answer 7f3c"
 
 @dataclass
 class Race:
-    """The API, its Temporal calls through `proxy`; alice's run starts beside it."""
+    """A door's Temporal calls through `proxy`; alice's run starts beside it."""
 
-    http: httpx.AsyncClient
     proxy: HoldingProxy
     agent: Agent
 
@@ -73,19 +78,43 @@ class Race:
 
 
 @asynccontextmanager
-async def race(agent: Agent, method: str) -> AsyncIterator[Race]:
+async def held(agent: Agent, method: str) -> AsyncIterator[Race]:
+    """A proxy to `agent`'s server holding its first call of `method`."""
+    target = agent.tarry.client.service_client.config.target_host
+    async with holding_proxy(target, method) as proxy:
+        yield Race(proxy, agent)
+
+
+@asynccontextmanager
+async def race(agent: Agent, method: str) -> AsyncIterator[tuple[Race, httpx.AsyncClient]]:
     """The people's API (`tests.test_owners`), its first call of `method` held."""
     client = agent.tarry.client
-    async with holding_proxy(client.service_client.config.target_host, method) as proxy:
+    async with held(agent, method) as r:
         through = await Client.connect(
-            proxy.address, namespace=client.namespace, data_converter=client.data_converter
+            r.proxy.address, namespace=client.namespace, data_converter=client.data_converter
         )
         tarry = Tarry(through, agent.tarry.task_queue)
         async with (
             ApiServer(create_app(tarry, load_settings()), "127.0.0.1", 0) as server,
             api_client(server.url, timeout=deadline(60)) as http,
         ):
-            yield Race(http, proxy, agent)
+            yield r, http
+
+
+@asynccontextmanager
+async def mcp_race(
+    agent: Agent, method: str, payload_store: Path, tmp_path: Path
+) -> AsyncIterator[tuple[Race, McpClient]]:
+    """`tarry mcp --http` with the people's config, its first call of `method` held;
+    a client of it signed in as bob."""
+    async with (
+        held(agent, method) as r,
+        tarry_mcp_http(
+            agent, payload_store, tmp_path, CONFIG, TEMPORAL_ADDRESS=r.proxy.address
+        ) as url,
+        mcp_as(url, BOB) as client,
+    ):
+        yield r, client
 
 
 @pytest.fixture(autouse=True)
@@ -101,9 +130,9 @@ async def test_a_first_message_raced_by_another_person_s_start_never_enters_thei
     agent: Agent,
 ) -> None:
     run_id = free_id()
-    async with race(agent, EXECUTE_MULTI_OPERATION) as r, asyncio.TaskGroup() as group:
+    async with race(agent, EXECUTE_MULTI_OPERATION) as (r, http), asyncio.TaskGroup() as group:
         group.create_task(r.alice_takes(run_id))
-        response = await r.http.post(
+        response = await http.post(
             f"/v1/runs/{run_id}/messages",
             params={"start": True, "wait": True},
             json={"text": "bob was here"},
@@ -121,9 +150,9 @@ async def test_a_first_message_raced_by_the_sender_s_own_start_enters_their_run(
     agent: Agent,
 ) -> None:
     run_id = free_id()
-    async with race(agent, EXECUTE_MULTI_OPERATION) as r, asyncio.TaskGroup() as group:
+    async with race(agent, EXECUTE_MULTI_OPERATION) as (r, http), asyncio.TaskGroup() as group:
         group.create_task(r.alice_takes(run_id, "noted"))
-        response = await r.http.post(
+        response = await http.post(
             f"/v1/runs/{run_id}/messages",
             params={"start": True, "wait": True},
             json={"text": "and one more thing"},
@@ -149,9 +178,9 @@ async def test_an_ag_ui_thread_raced_by_another_person_s_start_streams_nothing_o
         "context": [],
         "forwardedProps": {},
     }
-    async with race(agent, START_WORKFLOW_EXECUTION) as r, asyncio.TaskGroup() as group:
+    async with race(agent, START_WORKFLOW_EXECUTION) as (r, http), asyncio.TaskGroup() as group:
         group.create_task(r.alice_takes(thread))
-        response = await r.http.post("/v1/agui", json=body, headers=as_(BOB))
+        response = await http.post("/v1/agui", json=body, headers=as_(BOB))
 
     assert response.status_code == 200  # the stream had begun: its error is an event
     events = [json.loads(line[5:]) for line in response.text.splitlines() if line[:5] == "data:"]
@@ -159,6 +188,38 @@ async def test_an_ag_ui_thread_raced_by_another_person_s_start_streams_nothing_o
     assert events[-1]["code"] == ErrorCode.RUN_NOT_FOUND
     assert SECRET not in response.text
     assert "bob was here" not in await r.alice_s_transcript(thread)
+
+
+async def test_an_mcp_start_raced_by_another_person_s_start_is_refused_as_taken(
+    agent: Agent, payload_store: Path, tmp_path: Path
+) -> None:
+    run_id = free_id()
+    async with (
+        mcp_race(agent, START_WORKFLOW_EXECUTION, payload_store, tmp_path) as (r, mcp),
+        asyncio.TaskGroup() as group,
+    ):
+        group.create_task(r.alice_takes(run_id))
+        answer = await mcp.call_tool("start_run", {"prompt": "bob was here", "run_id": run_id})
+
+    assert code_of(answer) == ErrorCode.RUN_EXISTS
+    assert SECRET not in answer.model_dump_json()
+    assert "bob was here" not in await r.alice_s_transcript(run_id)
+
+
+async def test_an_mcp_reply_raced_by_another_person_s_start_never_enters_their_run(
+    agent: Agent, payload_store: Path, tmp_path: Path
+) -> None:
+    run_id = free_id()
+    async with (
+        mcp_race(agent, DESCRIBE_WORKFLOW_EXECUTION, payload_store, tmp_path) as (r, mcp),
+        asyncio.TaskGroup() as group,
+    ):
+        group.create_task(r.alice_takes(run_id))
+        answer = await mcp.call_tool("reply", {"run_id": run_id, "text": "bob was here"})
+
+    assert code_of(answer) == ErrorCode.RUN_NOT_FOUND
+    assert SECRET not in answer.model_dump_json()
+    assert "bob was here" not in await r.alice_s_transcript(run_id)
 
 
 @pytest.mark.parametrize(
