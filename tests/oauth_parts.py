@@ -19,9 +19,10 @@ import pytest
 from aiohttp import web
 from cryptography.fernet import Fernet
 
+from tarry.client import RunHandle
 from tarry.config.settings import TarrySettings, load_settings
 from tarry.connections.store import ConnectionStore
-from tarry.contracts import WaitingFor
+from tarry.contracts import Phase, WaitingFor
 from tarry.testing import oauth_servers
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
@@ -202,3 +203,24 @@ async def pending_call(api: Api, run_id: str) -> str:
                 call_id: str = state["pending_approvals"][0]["call_id"]
                 return call_id
             await asyncio.sleep(0.1)
+
+
+async def approved_and_connected_by_bob(setup: Setup, tool: str, server: str) -> RunHandle:
+    """Alice's run whose call of `tool` only bob may approve, once bob approved it, was
+    asked for his own grant to `server` (an approved call acts as its approver) and gave
+    it: the run, at its next stop."""
+    run_id = await setup.api.start(
+        "who approved?", require_approval=[tool], approvers={"*": ["bob"]}
+    )
+    call_id = await pending_call(setup.api, run_id)
+    decided = await setup.api.http.post(
+        f"/v1/runs/{run_id}/approvals", json={"call_id": call_id, "approved": True},
+        headers=as_(BOB),
+    )  # fmt: skip
+    assert decided.status_code == 200, decided.text
+    state = await waiting_for_auth(setup.api, run_id)
+    assert [need["person"] for need in state["auth_needed"]] == ["bob"]
+    await connect(setup, run_id, server, "bob", BOB)
+    run = setup.agent.tarry.get(run_id)
+    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    return run

@@ -35,8 +35,8 @@ from tests.oauth_parts import (
     Parts,
     Provider,
     Setup,
+    approved_and_connected_by_bob,
     free_port,
-    pending_call,
     stack,
     waiting_for_auth,
 )
@@ -140,28 +140,13 @@ async def test_with_approver_the_call_runs_with_the_approving_person_s_grant(
     setup: Setup,
 ) -> None:
     whoami_run(setup.agent)
-    run_id = await setup.api.start(
-        "who am I there?", require_approval=["secure__whoami"], approvers={"*": ["bob"]}
-    )
-    call_id = await pending_call(setup.api, run_id)
-
-    decided = await setup.api.http.post(
-        f"/v1/runs/{run_id}/approvals", json={"call_id": call_id, "approved": True},
-        headers=as_(BOB),
-    )  # fmt: skip
-
-    assert decided.status_code == 200, decided.text
-    state = await waiting_for_auth(setup.api, run_id)
-    assert [need["person"] for need in state["auth_needed"]] == ["bob"]
-    await connect(setup, run_id, "bob", BOB)
-    run = setup.agent.tarry.get(run_id)
-    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    run = await approved_and_connected_by_bob(setup, "secure__whoami", "secure")
     (message,) = tool_messages(await run.transcript())
     assert '"acting as bob"' in message.content
     summaries = [s for kind, s in await activity_summaries(setup.agent, run) if kind == "mcp_tool"]
     assert len(summaries) == 2  # the call that found no grant, and the one that ran
     assert all("(as bob)" in summary for summary in summaries)
-    trail = await setup.agent.tarry.audit(run=run_id)
+    trail = await setup.agent.tarry.audit(run=run.id)
     acts = [(r.act, r.by) for r in trail.records]
     assert ("decision", "bob") in acts
     assert ("connect", "bob") in acts

@@ -26,8 +26,8 @@ from tests.oauth_parts import (
     PROVIDER_LOGGERS,
     Parts,
     Setup,
+    approved_and_connected_by_bob,
     connect,
-    pending_call,
     stack,
     waiting_for_auth,
 )
@@ -35,7 +35,6 @@ from tests.oauth_parts import otlp as otlp  # the fixtures
 from tests.oauth_parts import parts as parts
 from tests.oauth_parts import provider as provider
 from tests.oauth_parts import traced as traced
-from tests.test_http_api_people import BOB, as_
 from tests.test_mcp_tools import activity_summaries, tool_messages
 from tests.test_notifications import receiver as receiver  # the fixture
 from workers.plugin import TarryPlugin
@@ -142,26 +141,11 @@ async def test_with_approver_the_tool_calls_the_api_with_the_approving_person_s_
     setup: Setup,
 ) -> None:
     setup.agent.model.add(call("whoami_approved", {}), say("done"))
-    run_id = await setup.api.start(
-        "who approved?", require_approval=["whoami_approved"], approvers={"*": ["bob"]}
-    )
-    call_id = await pending_call(setup.api, run_id)
-
-    decided = await setup.api.http.post(
-        f"/v1/runs/{run_id}/approvals", json={"call_id": call_id, "approved": True},
-        headers=as_(BOB),
-    )  # fmt: skip
-
-    assert decided.status_code == 200, decided.text
-    state = await waiting_for_auth(setup.api, run_id)
-    assert [need["person"] for need in state["auth_needed"]] == ["bob"]
-    await connect(setup, run_id, PROVIDER, "bob", BOB)
-    run = setup.agent.tarry.get(run_id)
-    await run.wait_for({Phase.WAITING_USER}, TIMEOUT)
+    run = await approved_and_connected_by_bob(setup, "whoami_approved", PROVIDER)
     (message,) = tool_messages(await run.transcript())
     assert '"acting as bob"' in message.content
     assert message.acting_for == "bob"
-    trail = await setup.agent.tarry.audit(run=run_id)
+    trail = await setup.agent.tarry.audit(run=run.id)
     acts = [(r.act, r.by) for r in trail.records]
     assert ("decision", "bob") in acts
     assert ("connect", "bob") in acts
