@@ -67,9 +67,8 @@ async def delegate(run: RunScope, name: str, arguments: str) -> ToolResult:
     m.agents.started += 1
     call_id = child_id(workflow.info().workflow_id, name, m.agents.started)
     call = m.agents.remote[call_id] = RemoteCall(agent=name)
+    # The call stays in memory once ended: the run's tree lists it (`RunState.remote_calls`).
     outcome = await _converse(run, call_id, call, task)
-    # Not in a `finally`: a run evicted from the cache closes this coroutine.
-    m.agents.remote.pop(call_id, None)
     if isinstance(outcome, ToolResult):
         return outcome
     if outcome.tokens:
@@ -133,10 +132,11 @@ async def _send(
             summary=shorten(f"{call.agent}: {text}", 200),
         )
     except ActivityError as e:
+        call.state = RemoteState.FAILED
         return ToolResult.failure(
             ErrorCode.AGENT_FAILED, f"remote agent {call.agent} ({call_id}): {e.cause or e}"
         )
-    call.task_id, call.context_id = got.task_id, got.context_id
+    call.task_id, call.context_id, call.state = got.task_id, got.context_id, got.state
     return got
 
 
@@ -175,6 +175,7 @@ async def _task(run: RunScope, call: RemoteCall) -> RemoteTask:
         retry_policy=_REMOTE_RETRY,
         summary=f"{call.agent}: task {call.task_id}",
     )
+    call.state = task.state
     return task
 
 
@@ -187,13 +188,14 @@ async def _answer(run: RunScope, call: RemoteCall, question: str) -> str | None:
     run.phases.follow()
 
     def answered() -> bool:
-        return m.requests.stop or any(q.seq > call.asked_at for q in m.inbox.queued)
+        return m.requests.stop or m.inbox.first_after(call.asked_at) is not None
 
     await workflow.wait_condition(answered)
     call.question = None
     if m.requests.stop:
         return None
-    reply = next(q for q in m.inbox.queued if q.seq > call.asked_at)
+    reply = m.inbox.first_after(call.asked_at)
+    assert reply is not None
     m.inbox.queued.remove(reply)
     run.phases.follow()
     return reply.input.text
@@ -213,6 +215,7 @@ async def _cancel(run: RunScope, call: RemoteCall) -> ToolResult:
             )
         except ActivityError as e:
             workflow.logger.warning("remote task %s not cancelled: %s", call.task_id, e)
+    call.state = RemoteState.CANCELED
     return ToolResult.failure(
         ErrorCode.AGENT_FAILED, f"remote agent {call.agent}: the run stopped, its task cancelled"
     )
@@ -229,7 +232,7 @@ def take_push(memory: RunMemory, news: RemoteTask) -> None:
     """The `a2a_push` signal: news of a remote call's task, for its wait to act on; news
     of a call that has ended, or of another task, changes nothing."""
     call = memory.agents.remote.get(news.call or "")
-    if call is None or (call.task_id is not None and call.task_id != news.task_id):
+    if call is None or call.ended() or call.task_id not in (None, news.task_id):
         workflow.logger.info("push for a remote call not under way: ignored")
         return
     call.news = news

@@ -20,6 +20,7 @@ __all__ = [
     "A2A_PUSH_SIGNAL",
     "A2A_SEND_ACTIVITY",
     "A2A_TASK_ACTIVITY",
+    "RemoteCallInfo",
     "RemoteMessage",
     "RemoteState",
     "RemoteTask",
@@ -103,3 +104,21 @@ class RemoteTask(BaseModel):
     """The tokens the remote reports it spent (its `usage` metadata), where it says."""
     call: str | None = Field(default=None, exclude_if=when_none)
     """With a push: the remote call it is news of (`RemoteMessage.call`)."""
+
+
+class RemoteCallInfo(BaseModel):
+    """A call of a remote agent, as the lead's state lists it in its tree (`RunState.
+    remote_calls`): no run of this deployment's to link to, so its agent, its remote task
+    and how that task stands."""
+
+    call: str
+    """The call's id in the lead, `LEAD:NAME-N`."""
+    agent: str
+    task_id: str | None = None
+    """The remote task's id; null until the remote took the call's first message."""
+    state: RemoteState | None = None
+    """How its task last stood, as the lead heard; null until the remote took it."""
+
+    def line(self) -> str:
+        """One line of it: `researcher LEAD:researcher-1 task T input_required`."""
+        return f"{self.agent} {self.call} task {self.task_id or '-'} {self.state or 'sending'}"

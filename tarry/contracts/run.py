@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tarry.contracts._closed import NOT_A_BOOLEAN, Closed
 from tarry.contracts._omit import when_empty, when_none, when_queue
+from tarry.contracts.a2a import RemoteCallInfo
 from tarry.contracts.approval_rules import ApprovalRule
 from tarry.contracts.audit import Acting, AuditRecord, Door
 from tarry.contracts.guardrails import Guardrail
@@ -459,6 +460,9 @@ class RunState(BaseModel):
     question: str | None = Field(default=None, exclude_if=when_none)
     """With `waiting_for: "remote"`: the remote agent's question (`waiting_on` names its
     call); a reply to this run answers it."""
+    remote_calls: list[RemoteCallInfo] = Field(default=[], exclude_if=when_empty)
+    """The run's calls of remote A2A agents, under way or ended, oldest first: its
+    sub-agents that are no runs of this deployment (`children` lists those that are)."""
 
 
 class RunResult(BaseModel):
