@@ -190,10 +190,12 @@ class Exchange:
 
 
 @asynccontextmanager
-async def stack(temporal: Client, tmp_path: Path, *, pushes: bool = True) -> AsyncIterator[Stack]:
+async def stack(
+    temporal: Client, tmp_path: Path, *, pushes: bool = True, answers: str = "person"
+) -> AsyncIterator[Stack]:
     """The remote agent, Tarry's API (with the action key the pushes' tokens come from;
     without `pushes`, none: the calls poll) and a rig of workers whose config names the
-    remote as `researcher`."""
+    remote as `researcher`, its questions answered by `answers` (`a2a_answers`)."""
     remote = AskingOnce()
     async with remote_agent(remote) as card, ScriptedModel() as model:
         rig = CrashRig(temporal, model.base_url, tmp_path / "workspaces", tmp_path / "logs")
@@ -205,7 +207,10 @@ async def stack(temporal: Client, tmp_path: Path, *, pushes: bool = True) -> Asy
             api_client(server.url) as api,
         ):
             config = tmp_path / "tarry.toml"
-            config.write_text(f'[agents.researcher]\ndescription = "Reports."\na2a = "{card}"\n')
+            config.write_text(
+                f'[agents.researcher]\ndescription = "Reports."\na2a = "{card}"\n'
+                f'a2a_answers = "{answers}"\n'
+            )
             rig.env.update(TARRY_CONFIG=str(config), TARRY_PUBLIC_URL=server.url)
             if pushes:
                 rig.env["TARRY_ACTION_KEY"] = ACTION_KEY
@@ -460,6 +465,33 @@ def exported_spans(otlp: OtlpReceiver) -> list[dict[str, Any]]:
                     for span in scope.spans
                 ]
     return spans
+
+
+async def test_the_lead_s_model_answers_the_remote_s_question_when_the_agent_allows_it(
+    temporal: Client, tmp_path: Path
+) -> None:
+    async with stack(temporal, tmp_path, answers="model") as s:
+        await s.rig.worker()
+        s.model.add(
+            call("agent__researcher", {"task": "Write the report."}, id="a1"),
+            say("Q3"),  # asked aside: the remote's question is the call's interim result
+            say("Here is the report."),
+        )
+        lead = await s.rig.start(
+            "Get me the report.", agents=["researcher"], mode=Mode.TASK, timeouts=NO_POLL
+        )
+        s.remote.release.set()
+        result = await finished(lead)  # no person replied
+        transcript = await lead.transcript()
+
+    aside = s.model.requests[1].body["messages"]
+    assert aside[-1]["role"] == "tool"
+    assert aside[-1]["tool_call_id"] == "a1"
+    assert QUESTION in aside[-1]["content"]
+    assert s.remote.messages == [f"{lead.id}:researcher-1#1", f"{lead.id}:researcher-1#2"]
+    [delegated] = [m for m in transcript if m.tool_call_id == "a1"]
+    assert tool_result(delegated)["data"] == "The report for Q3."  # the model's answer went
+    assert result.output == "Here is the report."
 
 
 async def test_stopping_the_lead_cancels_the_remote_task(temporal: Client, tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ __all__ = [
     "A2A_PUSH_SIGNAL",
     "A2A_SEND_ACTIVITY",
     "A2A_TASK_ACTIVITY",
+    "RemoteAnswerer",
     "RemoteCallInfo",
     "RemoteMessage",
     "RemoteState",
@@ -62,6 +63,16 @@ class RemoteState(StrEnum):
 _ENDED = frozenset(
     {RemoteState.COMPLETED, RemoteState.FAILED, RemoteState.CANCELED, RemoteState.REJECTED}
 )
+
+
+class RemoteAnswerer(StrEnum):
+    """Who answers a remote agent's question (`[agents.NAME] a2a_answers`)."""
+
+    PERSON = "person"
+    """The lead waits for a person's reply (`waiting_for: "remote"`)."""
+    MODEL = "model"
+    """The lead's model answers at once, from the lead's conversation; a person only if
+    it answers with no text."""
 
 
 class RemoteTaskRef(BaseModel):
