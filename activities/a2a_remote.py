@@ -86,32 +86,38 @@ class RemoteAgents:
 
         client = await self._client(message.agent, message.card)
         context_id = message.context_id or message.call
-        with traces.remote_call(message.agent, "send", message.task_id, message.message_id):
-            if activity.info().attempt > 1:
-                listed = await _refused_for_good(
-                    client.list_tasks(ListTasksRequest(context_id=context_id, history_length=50))
-                )
-                for task in listed.tasks:
-                    if any(m.message_id == message.message_id for m in task.history):
-                        return remote_task(task)  # it got there: not sent twice
-            configuration = SendMessageConfiguration(return_immediately=True)
-            if message.task_id is None and self._key is not None:
-                push = TaskPushNotificationConfig(
-                    url=self._public_url + push_path(message.run_id, message.call),
-                    token=push_token(self._key, message.run_id, message.call),
-                )
-                configuration.task_push_notification_config.CopyFrom(push)
-            request = SendMessageRequest(
-                message=Message(
-                    message_id=message.message_id,
-                    role=Role.ROLE_USER,
-                    parts=[Part(text=message.text)],
-                    task_id=message.task_id or "",
-                    context_id=context_id,
-                ),
-                configuration=configuration,
+        with traces.remote_call(message.agent, "send", message.task_id, message.message_id) as span:
+            task = await self._sent(client, message, context_id)
+            traces.remote_task_named(span, task.task_id)
+        return task
+
+    async def _sent(self, client: Client, message: RemoteMessage, context_id: str) -> RemoteTask:
+        """`message` sent, unless an earlier attempt's got there: its task as it stands."""
+        if activity.info().attempt > 1:
+            listed = await _refused_for_good(
+                client.list_tasks(ListTasksRequest(context_id=context_id, history_length=50))
             )
-            answers = [answer async for answer in _streamed_for_good(client, request)]
+            for task in listed.tasks:
+                if any(m.message_id == message.message_id for m in task.history):
+                    return remote_task(task)  # it got there: not sent twice
+        configuration = SendMessageConfiguration(return_immediately=True)
+        if message.task_id is None and self._key is not None:
+            push = TaskPushNotificationConfig(
+                url=self._public_url + push_path(message.run_id, message.call),
+                token=push_token(self._key, message.run_id, message.call),
+            )
+            configuration.task_push_notification_config.CopyFrom(push)
+        request = SendMessageRequest(
+            message=Message(
+                message_id=message.message_id,
+                role=Role.ROLE_USER,
+                parts=[Part(text=message.text)],
+                task_id=message.task_id or "",
+                context_id=context_id,
+            ),
+            configuration=configuration,
+        )
+        answers = [answer async for answer in _streamed_for_good(client, request)]
         last = answers[-1] if answers else None
         if last is not None and last.HasField("task"):
             return remote_task(last.task)

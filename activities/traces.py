@@ -34,6 +34,8 @@ __all__ = [
     "http_status",
     "notification",
     "notified",
+    "remote_call",
+    "remote_task_named",
     "tool_call",
     "tool_ended",
     "use",
@@ -207,6 +209,13 @@ def remote_call(
     if message_id is not None:
         attributes["tarry.a2a.message_id"] = message_id
     return _opened(_recorder, f"invoke_agent {agent} {operation}", attributes)
+
+
+def remote_task_named(span: Span | None, task_id: str) -> None:
+    """The remote task's id on a `remote_call` span opened before the remote named it
+    (a task's first message): every request's span carries the id it is about."""
+    if span is not None:
+        span.set_attributes({"tarry.a2a.task_id": task_id})
 
 
 def guardrail(request: GuardRequest) -> AbstractContextManager[Span | None]:

@@ -35,6 +35,7 @@ from a2a.types.a2a_pb2 import (
     TaskState,
     TaskStatus,
 )
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from pydantic import SecretStr
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -47,15 +48,18 @@ from activities.a2a_remote import RemoteAgents
 from tarry.api.app import create_app
 from tarry.api.server import ApiServer
 from tarry.client import RunHandle
-from tarry.contracts import Mode, Phase, RunState, Timeouts, WaitingFor
+from tarry.contracts import Budget, Mode, Phase, RunResult, RunState, Timeouts, WaitingFor
 from tarry.contracts.a2a import A2A_PUSH_SIGNAL, A2A_SEND_ACTIVITY, RemoteMessage, RemoteTask
 from tarry.core.a2a_push import PUSH_TOKEN_HEADER, push_path
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.browser import chromium, needs_chromium
+from tests.cli import cli_env, invoke
 from tests.conftest import tool_result
 from tests.deadline import TIMEOUT
 from tests.faults import CRASH_TIMEOUTS, CrashRig, finished
 from tests.http_api import Access, api_client
+from tests.oauth_parts import OtlpReceiver
+from tests.oauth_parts import otlp as otlp  # the fixture
 from tests.test_inbox import first, until
 
 ACTION_KEY = "a2a-remote-test-action-key-0123456789abcdef"
@@ -74,6 +78,8 @@ class AskingOnce(AgentExecutor):
     messages: list[str] = field(default_factory=list)
     """The ids of the messages it received, in order."""
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    tokens: int | None = None
+    """The tokens it reports it spent, in its completed task's `usage` metadata."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         assert context.message is not None
@@ -92,7 +98,8 @@ class AskingOnce(AgentExecutor):
             await task.requires_input(task.new_agent_message([Part(text=QUESTION)]))
             return
         await task.add_artifact([Part(text=f"The report for {context.get_user_input()}.")])
-        await task.complete()
+        usage = {"usage": {"total_tokens": self.tokens}} if self.tokens else None
+        await task.update_status(TaskState.TASK_STATE_COMPLETED, metadata=usage)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         assert context.task_id is not None
@@ -149,22 +156,46 @@ class Stack:
     remote: AskingOnce
     model: ScriptedModel
 
-    async def start(self, timeouts: Timeouts = NO_POLL) -> RunHandle:
+    async def start(self, timeouts: Timeouts = NO_POLL, **input: Any) -> RunHandle:
         self.model.add_conversation(
             "Get me the report.",
             call("agent__researcher", {"task": "Write the report."}, id="a1"),
             say("Here is the report."),
         )
         return await self.rig.start(
-            "Get me the report.", agents=["researcher"], mode=Mode.TASK, timeouts=timeouts
+            "Get me the report.", agents=["researcher"], mode=Mode.TASK, timeouts=timeouts, **input
         )
+
+    async def answered(self, timeouts: Timeouts = NO_POLL) -> Exchange:
+        """The whole exchange: the lead starts, the remote is let work and asks, the
+        person answers "Q3" on the API, and the lead finishes."""
+        lead = await self.start(timeouts)
+        self.remote.release.set()
+        asking = await asked(lead)
+        await self.api.post(f"/v1/runs/{lead.id}/messages", json={"text": "Q3"})
+        result = await finished(lead)
+        history = await self.rig.client.get_workflow_handle(lead.id).fetch_history()
+        return Exchange(lead, asking, result, history)
+
+
+@dataclass
+class Exchange:
+    """A lead's exchange with the remote, once it finished (`Stack.answered`)."""
+
+    lead: RunHandle
+    asking: RunState
+    """The lead's state while the remote's question waited for the person."""
+    result: RunResult
+    history: WorkflowHistory
 
 
 @asynccontextmanager
-async def stack(temporal: Client, tmp_path: Path, *, pushes: bool = True) -> AsyncIterator[Stack]:
+async def stack(
+    temporal: Client, tmp_path: Path, *, pushes: bool = True, answers: str = "person"
+) -> AsyncIterator[Stack]:
     """The remote agent, Tarry's API (with the action key the pushes' tokens come from;
     without `pushes`, none: the calls poll) and a rig of workers whose config names the
-    remote as `researcher`."""
+    remote as `researcher`, its questions answered by `answers` (`a2a_answers`)."""
     remote = AskingOnce()
     async with remote_agent(remote) as card, ScriptedModel() as model:
         rig = CrashRig(temporal, model.base_url, tmp_path / "workspaces", tmp_path / "logs")
@@ -176,7 +207,10 @@ async def stack(temporal: Client, tmp_path: Path, *, pushes: bool = True) -> Asy
             api_client(server.url) as api,
         ):
             config = tmp_path / "tarry.toml"
-            config.write_text(f'[agents.researcher]\ndescription = "Reports."\na2a = "{card}"\n')
+            config.write_text(
+                f'[agents.researcher]\ndescription = "Reports."\na2a = "{card}"\n'
+                f'a2a_answers = "{answers}"\n'
+            )
             rig.env.update(TARRY_CONFIG=str(config), TARRY_PUBLIC_URL=server.url)
             if pushes:
                 rig.env["TARRY_ACTION_KEY"] = ACTION_KEY
@@ -254,21 +288,16 @@ async def test_history_shows_one_send_per_message_to_the_remote(
 ) -> None:
     async with stack(temporal, tmp_path) as s:
         await s.rig.worker()
-        lead = await s.start()
-        s.remote.release.set()
-        await asked(lead)
-        await s.api.post(f"/v1/runs/{lead.id}/messages", json={"text": "Q3"})
-        await finished(lead)
-        history = await temporal.get_workflow_handle(lead.id).fetch_history()
+        done = await s.answered()
 
     converter = temporal.data_converter
     sent = [
         (await converter.decode(payloads.payloads, [RemoteMessage]))[0]
-        for payloads in scheduled(history, A2A_SEND_ACTIVITY)
+        for payloads in scheduled(done.history, A2A_SEND_ACTIVITY)
     ]
     assert [(m.message_id, m.text) for m in sent] == [
-        (f"{lead.id}:researcher-1#1", "Write the report."),
-        (f"{lead.id}:researcher-1#2", "Q3"),
+        (f"{done.lead.id}:researcher-1#1", "Write the report."),
+        (f"{done.lead.id}:researcher-1#2", "Q3"),
     ]
 
 
@@ -277,16 +306,11 @@ async def test_the_remote_s_signed_pushes_end_its_waits_without_polling(
 ) -> None:
     async with stack(temporal, tmp_path) as s:
         await s.rig.worker()
-        lead = await s.start()
-        s.remote.release.set()
-        await asked(lead)
-        await s.api.post(f"/v1/runs/{lead.id}/messages", json={"text": "Q3"})
-        result = await finished(lead)
-        history = await temporal.get_workflow_handle(lead.id).fetch_history()
+        done = await s.answered()
 
-    assert result.phase is Phase.COMPLETED
-    assert timers_fired(history) == 0  # no poll came due: the pushes ended each wait
-    assert pushes(history)
+    assert done.result.phase is Phase.COMPLETED
+    assert timers_fired(done.history) == 0  # no poll came due: the pushes ended each wait
+    assert pushes(done.history)
 
 
 async def test_without_pushes_the_lead_polls_the_remote_task_on_a_slow_timer(
@@ -295,16 +319,11 @@ async def test_without_pushes_the_lead_polls_the_remote_task_on_a_slow_timer(
     polling = CRASH_TIMEOUTS.model_copy(update={"remote_poll": timedelta(seconds=1)})
     async with stack(temporal, tmp_path, pushes=False) as s:
         await s.rig.worker()
-        lead = await s.start(polling)
-        s.remote.release.set()
-        await asked(lead)
-        await s.api.post(f"/v1/runs/{lead.id}/messages", json={"text": "Q3"})
-        result = await finished(lead)
-        history = await temporal.get_workflow_handle(lead.id).fetch_history()
+        done = await s.answered(polling)
 
-    assert result.output == "Here is the report."
-    assert pushes(history) == []
-    assert timers_fired(history) >= 1  # a poll came due and found the question
+    assert done.result.output == "Here is the report."
+    assert pushes(done.history) == []
+    assert timers_fired(done.history) >= 1  # a poll came due and found the question
 
 
 async def test_a_forged_push_is_refused_and_the_run_not_told(
@@ -334,6 +353,145 @@ async def test_a_forged_push_is_refused_and_the_run_not_told(
     assert state.phase is Phase.RUNNING
     told = [(await converter.decode(p.payloads, [RemoteTask]))[0] for p in pushes(history)]
     assert "forged" not in [news.task_id for news in told]
+
+
+async def test_the_lead_s_run_view_lists_its_remote_call_with_its_task_and_state(
+    temporal: Client, tmp_path: Path
+) -> None:
+    async with stack(temporal, tmp_path) as s:
+        await s.rig.worker()
+        lead = await s.start()
+        s.remote.release.set()
+        await asked(lead)
+        asking = (await s.api.get(f"/v1/runs/{lead.id}")).json()
+        await s.api.post(f"/v1/runs/{lead.id}/messages", json={"text": "Q3"})
+        await finished(lead)
+        ended = (await s.api.get(f"/v1/runs/{lead.id}")).json()
+
+    [call] = asking["remote_calls"]
+    assert (call["call"], call["agent"]) == (f"{lead.id}:researcher-1", "researcher")
+    assert call["task_id"]  # the remote's own id for the task
+    assert call["state"] == "input_required"
+    assert ended["remote_calls"] == [call | {"state": "completed"}]  # listed once it ended
+    assert ended["children"] == []  # a remote call is no run of this deployment
+
+
+async def test_status_shows_the_lead_s_remote_call_among_its_sub_agents(
+    temporal: Client, tmp_path: Path
+) -> None:
+    async with stack(temporal, tmp_path) as s:
+        await s.rig.worker()
+        lead = await s.start()
+        s.remote.release.set()
+        state = await asked(lead)
+        env = cli_env(temporal.service_client.config.target_host, s.rig.task_queue)
+        status = await asyncio.to_thread(invoke, env, ("status", lead.id), "")
+        await lead.stop()
+        await finished(lead)
+
+    [call] = state.remote_calls
+    assert status.code == 0, status
+    rows = dict(line.split("  ", 1) for line in status.out.splitlines() if "  " in line)
+    assert rows["remote agents"].strip() == (
+        f"researcher {lead.id}:researcher-1 task {call.task_id} input_required"
+    )
+
+
+async def test_the_remote_s_reported_tokens_count_in_the_lead_s_budget_which_holds_at_its_cap(
+    temporal: Client, tmp_path: Path
+) -> None:
+    async with stack(temporal, tmp_path) as s:
+        s.remote.tokens = 5000
+        await s.rig.worker()
+        lead = await s.start(budget=Budget(max_total_tokens=1000))
+        s.remote.release.set()
+        await asked(lead)
+        await s.api.post(f"/v1/runs/{lead.id}/messages", json={"text": "Q3"})
+        async with asyncio.timeout(TIMEOUT):
+            while (state := await lead.state()).waiting_for is not WaitingFor.BUDGET:
+                await asyncio.sleep(0.2)
+        asked_model = len(s.model.requests)
+        await lead.stop()
+        await finished(lead)
+
+    assert state.usage.total_tokens > 5000  # the lead's model call and the remote's tokens
+    assert state.warning == "BUDGET_EXCEEDED"
+    assert asked_model == 1  # over its cap after the call: the model is not asked again
+
+
+async def test_the_lead_s_audit_trail_names_the_remote_call_the_person_answered(
+    temporal: Client, tmp_path: Path
+) -> None:
+    async with stack(temporal, tmp_path) as s:
+        await s.rig.worker()
+        done = await s.answered()
+        trail = (await s.api.get("/v1/audit", params={"run": done.lead.id})).json()
+
+    replies = [r for r in trail["records"] if r["act"] == "reply"]
+    assert [r["what"] for r in replies] == [
+        "reply 2 (2 characters): the answer to remote agent researcher's question"
+        f" ({done.lead.id}:researcher-1)"
+    ]
+
+
+async def test_the_trace_has_a_span_per_request_to_the_remote_with_its_task_id(
+    temporal: Client, tmp_path: Path, otlp: OtlpReceiver
+) -> None:
+    async with stack(temporal, tmp_path) as s:
+        s.rig.env.update(TARRY_TRACING="1", OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=otlp.url)
+        await s.rig.worker()
+        done = await s.answered()
+    # The workers stopped with the stack: they sent the spans they held as they stopped.
+
+    [call] = done.asking.remote_calls
+    remote = [span for span in exported_spans(otlp) if "tarry.a2a.operation" in span]
+    sent = {
+        span.get("tarry.a2a.message_id") for span in remote if span["tarry.a2a.operation"] == "send"
+    }
+    assert sent == {f"{done.lead.id}:researcher-1#1", f"{done.lead.id}:researcher-1#2"}
+    assert {span["tarry.a2a.task_id"] for span in remote} == {call.task_id}  # the first's too
+    assert {span["gen_ai.agent.name"] for span in remote} == {"researcher"}
+
+
+def exported_spans(otlp: OtlpReceiver) -> list[dict[str, Any]]:
+    """The attributes of each span the workers exported to `otlp`."""
+    spans = []
+    for body in otlp.bodies:
+        request = ExportTraceServiceRequest.FromString(body)
+        for resource in request.resource_spans:
+            for scope in resource.scope_spans:
+                spans += [
+                    {a.key: a.value.string_value or a.value.int_value for a in span.attributes}
+                    for span in scope.spans
+                ]
+    return spans
+
+
+async def test_the_lead_s_model_answers_the_remote_s_question_when_the_agent_allows_it(
+    temporal: Client, tmp_path: Path
+) -> None:
+    async with stack(temporal, tmp_path, answers="model") as s:
+        await s.rig.worker()
+        s.model.add(
+            call("agent__researcher", {"task": "Write the report."}, id="a1"),
+            say("Q3"),  # asked aside: the remote's question is the call's interim result
+            say("Here is the report."),
+        )
+        lead = await s.rig.start(
+            "Get me the report.", agents=["researcher"], mode=Mode.TASK, timeouts=NO_POLL
+        )
+        s.remote.release.set()
+        result = await finished(lead)  # no person replied
+        transcript = await lead.transcript()
+
+    aside = s.model.requests[1].body["messages"]
+    assert aside[-1]["role"] == "tool"
+    assert aside[-1]["tool_call_id"] == "a1"
+    assert QUESTION in aside[-1]["content"]
+    assert s.remote.messages == [f"{lead.id}:researcher-1#1", f"{lead.id}:researcher-1#2"]
+    [delegated] = [m for m in transcript if m.tool_call_id == "a1"]
+    assert tool_result(delegated)["data"] == "The report for Q3."  # the model's answer went
+    assert result.output == "Here is the report."
 
 
 async def test_stopping_the_lead_cancels_the_remote_task(temporal: Client, tmp_path: Path) -> None:
@@ -375,7 +533,7 @@ async def test_a_send_retried_after_its_message_got_there_does_not_send_it_again
 
 
 @needs_chromium
-async def test_the_person_answers_the_remote_s_question_in_the_lead_s_inbox_page(
+async def test_the_lead_s_inbox_page_lists_the_remote_call_and_its_question_answers_it(
     temporal: Client, tmp_path: Path
 ) -> None:
     async with stack(temporal, tmp_path) as s:
@@ -387,12 +545,17 @@ async def test_the_person_answers_the_remote_s_question_in_the_lead_s_inbox_page
             await asyncio.to_thread(browser.get, f"{s.url}/#/runs/{lead.id}")
             line = await until(lambda: first(browser, "#run-tree .waiting-on"), "the question")
             asks = line.text
+            listed = browser.find_element(By.CSS_SELECTOR, "#run-tree .remote-call").text
+            task_id = (await lead.state()).remote_calls[0].task_id
             box = browser.find_element(By.ID, "reply-text")
             await asyncio.to_thread(box.send_keys, "Q3", Keys.ENTER)
             result = await finished(lead)
 
     assert asks == (
         f"Its remote agent {lead.id}:researcher-1 asks: {QUESTION} Your reply is its answer."
+    )
+    assert listed == (
+        f"Remote agent researcher: {lead.id}:researcher-1 (task {task_id}, input_required)"
     )
     assert result.output == "Here is the report."
     assert s.remote.messages[-1] == f"{lead.id}:researcher-1#2"

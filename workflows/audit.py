@@ -141,8 +141,16 @@ def carried_on(memory: RunMemory) -> RunMemory:
 
 
 def replied(memory: RunMemory, input: UserInput, seq: int) -> None:
-    """A reply the inbox queued as `seq` (not a retry of one it has)."""
-    record(memory, Act.REPLY, input, f"reply {seq} ({len(input.text)} characters)")
+    """A reply the inbox queued as `seq` (not a retry of one it has); the one that
+    answers a remote agent's question names its call, the remote sub-agent's trace in
+    the lead's trail."""
+    what = f"reply {seq} ({len(input.text)} characters)"
+    if (asking := memory.agents.asking()) is not None:
+        call = memory.agents.remote[asking]
+        answer = memory.inbox.first_after(call.asked_at)
+        if answer is not None and answer.seq == seq:
+            what += f": the answer to remote agent {call.agent}'s question ({asking})"
+    record(memory, Act.REPLY, input, what)
 
 
 def paused(memory: RunMemory, request: PauseRequest | None) -> None:

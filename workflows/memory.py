@@ -341,6 +341,7 @@ class RunMemory(BaseModel):
             pinned=[p.index for p in self.pins],
             auth_needed=self.auth_needed,
             question=(asking := self.agents.asking()) and self.agents.remote[asking].question,
+            remote_calls=self.agents.remote_calls(),
         )
 
     def result(self) -> RunResult:

@@ -33,7 +33,7 @@ from tarry.contracts import (
     WaitingFor,
 )
 from tarry.contracts._omit import when_empty, when_none
-from tarry.contracts.a2a import RemoteTask
+from tarry.contracts.a2a import RemoteCallInfo, RemoteState, RemoteTask
 from tarry.contracts.compatibility import REPLY_IDS_WINDOW
 from tarry.contracts.guardrails import Guardrail
 from tarry.contracts.ledger import Spend
@@ -172,17 +172,22 @@ class SlotMark(BaseModel):
 
 
 class RemoteCall(BaseModel):
-    """A call of a remote A2A agent under way (`workflows.remote_agents`)."""
+    """A call of a remote A2A agent, under way or ended (`workflows.remote_agents`)."""
 
     agent: str
     task_id: str | None = None
     context_id: str | None = None
+    state: RemoteState | None = Field(default=None, exclude_if=when_none)
+    """How its task last stood, as the lead heard; null until the remote took it."""
     question: str | None = None
     """Its question while the remote task waits for an answer (`input-required`)."""
     asked_at: int = 0
     """The inbox's `seq` when it asked: the first reply after it is the answer."""
     news: RemoteTask | None = None
     """The latest push (`A2A_PUSH_SIGNAL`) not yet acted on."""
+
+    def ended(self) -> bool:
+        return self.state is not None and self.state.ended
 
 
 class Delegations(BaseModel):
@@ -206,12 +211,20 @@ class Delegations(BaseModel):
     reported_waiting: WaitingFor | None = None
     """What this child last told its parent it waits for."""
     remote: dict[str, RemoteCall] = Field(default={}, exclude_if=when_empty)
-    """The run's calls of remote A2A agents under way, by id (`LEAD:NAME-N`). Left out
-    while none, so a run without them hands over as it did."""
+    """The run's calls of remote A2A agents, under way or ended, by id (`LEAD:NAME-N`):
+    its tree's remote sub-agents (`RunState.remote_calls`). Left out while none, so a run
+    without them hands over as it did."""
 
     def asking(self) -> str | None:
         """The first remote call whose question waits for a person's answer."""
         return next((id for id, call in self.remote.items() if call.question is not None), None)
+
+    def remote_calls(self) -> list[RemoteCallInfo]:
+        """The run's remote calls as its state lists them, oldest first."""
+        return [
+            RemoteCallInfo(call=id, agent=call.agent, task_id=call.task_id, state=call.state)
+            for id, call in self.remote.items()
+        ]
 
 
 class Requests(BaseModel):
@@ -269,6 +282,11 @@ class Inbox(BaseModel):
             self._forget_old_ids()
         self.queued.append(QueuedInput(seq=self.received, input=input))
         return Receipt(self.received, new=True)
+
+    def first_after(self, seq: int) -> QueuedInput | None:
+        """The first reply queued after `seq`: the answer to a remote agent's question
+        asked at `seq` (`RemoteCall.asked_at`)."""
+        return next((q for q in self.queued if q.seq > seq), None)
 
     def _forget_old_ids(self) -> None:
         """Keeps the ids of the latest `REPLY_IDS_KEPT` replies (a memory handed over by a

@@ -19,6 +19,7 @@ from temporalio.exceptions import TimeoutError as TimeoutFailure
 
 from tarry.contracts import (
     LLM_ACTIVITY,
+    ChatMessage,
     ErrorCode,
     ErrorInfo,
     LlmRequest,
@@ -100,6 +101,34 @@ async def ask(run: RunScope) -> LlmResponse | ErrorInfo | None:
                 # another profile, a reply) rather than the run failing.
                 m.model_failure = error
             return error
+
+
+async def ask_aside(run: RunScope, messages: list[ChatMessage]) -> LlmResponse | None:
+    """The run's model asked beside its turns (a remote agent's question for it to
+    answer, `workflows.remote_agents`): `messages` whole, with the run's system prompt
+    and tools, its words held back from the turn's stream, its usage the run's. None:
+    the call failed, or a stop cut it short; the caller falls back on a person."""
+    m, input = run.memory, run.input
+    own = m.requests.model or input.model
+    request = LlmRequest(
+        profile=own,
+        system=input.system,
+        messages=messages,
+        turn=m.conversation.turn,
+        tool_definitions=m.catalogue.tools,
+        sampling=input.sampling,
+        hold_words=True,
+        private=input.sensitive,
+    )
+    queue = m.catalogue.queue_of(own)
+    try:
+        answer = await _call_model(request, input, queue, lambda: m.requests.stop)
+    except ActivityError as e:
+        workflow.logger.warning("the model asked aside did not answer: %s", e.cause or e)
+        return None
+    count_usage(own, answer)
+    m.conversation.usage += answer.usage
+    return answer
 
 
 def _cut(memory: RunMemory) -> bool:

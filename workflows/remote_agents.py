@@ -10,13 +10,16 @@ The lead delegates to it as to a local sub-agent, and the call is as durable as 
   it; without one, the run asks the task how it stands every `Timeouts.remote_poll`.
 - A remote task that asks (`input-required`) makes the lead wait for a person
   (`waiting_for: "remote"`, its `question`); their next reply to the lead is the answer,
-  sent to the remote as the task's next message.
+  sent to the remote as the task's next message. An agent whose definition lets the
+  lead's model answer (`a2a_answers = "model"`) has it answered by that model instead,
+  asked aside with the question as the call's interim result.
 - A stop of the lead cancels the remote task.
 - One budget: the tokens the remote reports it spent count in the lead's usage.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from pydantic import ValidationError
@@ -24,17 +27,19 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from tarry.contracts import AgentArguments, ErrorCode, ToolResult, Usage
+from tarry.contracts import AgentArguments, ChatMessage, ErrorCode, ToolResult, Usage
 from tarry.contracts.a2a import (
     A2A_CANCEL_ACTIVITY,
     A2A_SEND_ACTIVITY,
     A2A_TASK_ACTIVITY,
+    RemoteAnswerer,
     RemoteMessage,
     RemoteState,
     RemoteTask,
     RemoteTaskRef,
 )
 from tarry.core.text import shorten
+from workflows import model_calls
 from workflows.agents import child_id
 from workflows.memory import RunMemory
 from workflows.memory_groups import RemoteCall
@@ -49,6 +54,8 @@ _REMOTE_RETRY = RetryPolicy(
 answer that says the message was refused (non-retryable)."""
 _REMOTE_PATIENCE = timedelta(days=1)
 """How long one message or poll keeps trying a remote that is out before the call fails."""
+UNDER_WAY = "(under way)"
+"""The interim result, for the lead's model asked aside, of its answer's other calls."""
 
 
 def is_remote(memory: RunMemory, name: str) -> bool:
@@ -56,9 +63,9 @@ def is_remote(memory: RunMemory, name: str) -> bool:
     return memory.agents.specs[name].a2a is not None
 
 
-async def delegate(run: RunScope, name: str, arguments: str) -> ToolResult:
+async def delegate(run: RunScope, name: str, arguments: str, tool_call_id: str) -> ToolResult:
     """Hands the task `arguments` names to the remote agent `name` and answers with
-    its result, once its task has ended."""
+    its result, once its task has ended (`tool_call_id`: the lead's call of it)."""
     m = run.memory
     try:
         task = AgentArguments.model_validate_json(arguments).task
@@ -67,9 +74,8 @@ async def delegate(run: RunScope, name: str, arguments: str) -> ToolResult:
     m.agents.started += 1
     call_id = child_id(workflow.info().workflow_id, name, m.agents.started)
     call = m.agents.remote[call_id] = RemoteCall(agent=name)
-    outcome = await _converse(run, call_id, call, task)
-    # Not in a `finally`: a run evicted from the cache closes this coroutine.
-    m.agents.remote.pop(call_id, None)
+    # The call stays in memory once ended: the run's tree lists it (`RunState.remote_calls`).
+    outcome = await _converse(run, Asked(call_id, call, task, tool_call_id))
     if isinstance(outcome, ToolResult):
         return outcome
     if outcome.tokens:
@@ -84,12 +90,23 @@ async def delegate(run: RunScope, name: str, arguments: str) -> ToolResult:
     return ToolResult.success(outcome.text or "")
 
 
-async def _converse(
-    run: RunScope, call_id: str, call: RemoteCall, task: str
-) -> RemoteTask | ToolResult:
+@dataclass(frozen=True)
+class Asked:
+    """A call of a remote agent, as the lead made it."""
+
+    call_id: str
+    """Its id in the lead, `LEAD:NAME-N`."""
+    call: RemoteCall
+    task: str
+    tool_call_id: str
+    """The lead's model's call of `agent__NAME` it runs."""
+
+
+async def _converse(run: RunScope, asked: Asked) -> RemoteTask | ToolResult:
     """Sends the task, then each answer to the remote's questions, until its task ends
     (its last state) or the lead is stopped (a failed result, the task cancelled)."""
-    text, sent = task, 0
+    call_id, call = asked.call_id, asked.call
+    text, sent = asked.task, 0
     while True:
         sent += 1
         answered = await _send(run, call_id, call, text, sent)
@@ -100,7 +117,8 @@ async def _converse(
             return await _cancel(run, call)
         if latest.state.ended:
             return latest
-        answer = await _answer(run, call, latest.text or "(the remote agent asks for input)")
+        question = latest.text or "(the remote agent asks for input)"
+        answer = await _model_answer(run, asked, question) or await _answer(run, call, question)
         if answer is None:
             return await _cancel(run, call)
         text = answer
@@ -133,10 +151,11 @@ async def _send(
             summary=shorten(f"{call.agent}: {text}", 200),
         )
     except ActivityError as e:
+        call.state = RemoteState.FAILED
         return ToolResult.failure(
             ErrorCode.AGENT_FAILED, f"remote agent {call.agent} ({call_id}): {e.cause or e}"
         )
-    call.task_id, call.context_id = got.task_id, got.context_id
+    call.task_id, call.context_id, call.state = got.task_id, got.context_id, got.state
     return got
 
 
@@ -175,7 +194,39 @@ async def _task(run: RunScope, call: RemoteCall) -> RemoteTask:
         retry_policy=_REMOTE_RETRY,
         summary=f"{call.agent}: task {call.task_id}",
     )
+    call.state = task.state
     return task
+
+
+async def _model_answer(run: RunScope, asked: Asked, question: str) -> str | None:
+    """The lead's model's answer to the remote's question, if the agent's definition
+    lets it answer (`a2a_answers = "model"`): the question is the call's interim result
+    in the lead's conversation, the other calls of that answer still under way. None:
+    a person answers (not allowed, the model failed, or it answered with no text)."""
+    m = run.memory
+    if m.agents.specs[asked.call.agent].a2a_answers is not RemoteAnswerer.MODEL:
+        return None
+    kept = m.conversation.messages_from(m.conversation.paged)
+    holding = [
+        i for i, k in enumerate(kept) if any(c.id == asked.tool_call_id for c in k.tool_calls or [])
+    ]
+    if not holding:  # the answer that made the call is no longer in memory: a person answers
+        return None
+    at = holding[-1]
+    interim = [
+        ChatMessage(role="tool", tool_call_id=c.id, content=UNDER_WAY)
+        if c.id != asked.tool_call_id
+        else ChatMessage(
+            role="tool",
+            tool_call_id=c.id,
+            content=f"The remote agent {asked.call.agent} asks: {question}\n"
+            "Answer it in your next message: its text alone goes to the agent as its answer.",
+        )
+        for c in kept[at].tool_calls or []
+    ]
+    answer = await model_calls.ask_aside(run, [*kept[: at + 1], *interim])
+    said = (answer.message.content or "").strip() if answer is not None else ""
+    return said or None
 
 
 async def _answer(run: RunScope, call: RemoteCall, question: str) -> str | None:
@@ -187,13 +238,14 @@ async def _answer(run: RunScope, call: RemoteCall, question: str) -> str | None:
     run.phases.follow()
 
     def answered() -> bool:
-        return m.requests.stop or any(q.seq > call.asked_at for q in m.inbox.queued)
+        return m.requests.stop or m.inbox.first_after(call.asked_at) is not None
 
     await workflow.wait_condition(answered)
     call.question = None
     if m.requests.stop:
         return None
-    reply = next(q for q in m.inbox.queued if q.seq > call.asked_at)
+    reply = m.inbox.first_after(call.asked_at)
+    assert reply is not None
     m.inbox.queued.remove(reply)
     run.phases.follow()
     return reply.input.text
@@ -213,6 +265,7 @@ async def _cancel(run: RunScope, call: RemoteCall) -> ToolResult:
             )
         except ActivityError as e:
             workflow.logger.warning("remote task %s not cancelled: %s", call.task_id, e)
+    call.state = RemoteState.CANCELED
     return ToolResult.failure(
         ErrorCode.AGENT_FAILED, f"remote agent {call.agent}: the run stopped, its task cancelled"
     )
@@ -229,7 +282,7 @@ def take_push(memory: RunMemory, news: RemoteTask) -> None:
     """The `a2a_push` signal: news of a remote call's task, for its wait to act on; news
     of a call that has ended, or of another task, changes nothing."""
     call = memory.agents.remote.get(news.call or "")
-    if call is None or (call.task_id is not None and call.task_id != news.task_id):
+    if call is None or call.ended() or call.task_id not in (None, news.task_id):
         workflow.logger.info("push for a remote call not under way: ignored")
         return
     call.news = news

@@ -113,7 +113,7 @@ async def execute(step: ToolStep) -> ToolResult:
     name = call.function.name
     if (agent := agents.agent_of(memory, name)) is not None:
         if remote_agents.is_remote(memory, agent):
-            return await remote_agents.delegate(step.run, agent, arguments)
+            return await remote_agents.delegate(step.run, agent, arguments, call.id)
         return await agents.delegate(memory, input, agent, arguments, step.run.phases.follow)
     # A sub-agent works in its lead's workspace: what it writes, the lead can read.
     workspace = memory.agents.parent or workflow.info().workflow_id

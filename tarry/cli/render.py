@@ -180,8 +180,8 @@ def print_messages(console: Console, messages: list[ChatMessage]) -> None:
 
 def state_text(run_id: str, state: RunState, children: list[str] | None = None) -> Text:
     """Where a run stands, as `tarry status` and the chat's `/status` show it, with the
-    sub-agent runs it started (`children`), if asked for. Print it with `soft_wrap=True`:
-    a row folded at the screen's width would split a call id."""
+    sub-agent runs it started (`children`), if asked for, and its remote agents' calls.
+    Print it with `soft_wrap=True`: a row folded at the screen's width would split an id."""
     usage = state.usage
     error = f"{state.error.code}: {state.error.message}" if state.error else "-"
     rows = {"run": run_id, "phase": str(state.phase)}
@@ -193,6 +193,8 @@ def state_text(run_id: str, state: RunState, children: list[str] | None = None) 
         rows["agent of"] = state.parent
     if children:
         rows["sub-agents"] = "\n".join(children)
+    if state.remote_calls:
+        rows["remote agents"] = "\n".join(call.line() for call in state.remote_calls)
     if state.model:
         rows["profile"] = state.model
     rows |= {

@@ -20,6 +20,8 @@ __all__ = [
     "A2A_PUSH_SIGNAL",
     "A2A_SEND_ACTIVITY",
     "A2A_TASK_ACTIVITY",
+    "RemoteAnswerer",
+    "RemoteCallInfo",
     "RemoteMessage",
     "RemoteState",
     "RemoteTask",
@@ -63,6 +65,16 @@ _ENDED = frozenset(
 )
 
 
+class RemoteAnswerer(StrEnum):
+    """Who answers a remote agent's question (`[agents.NAME] a2a_answers`)."""
+
+    PERSON = "person"
+    """The lead waits for a person's reply (`waiting_for: "remote"`)."""
+    MODEL = "model"
+    """The lead's model answers at once, from the lead's conversation; a person only if
+    it answers with no text."""
+
+
 class RemoteTaskRef(BaseModel):
     """A remote agent's task: whom to ask (the agent's name, which the worker's config
     maps to its card and credentials) and which task."""
@@ -103,3 +115,21 @@ class RemoteTask(BaseModel):
     """The tokens the remote reports it spent (its `usage` metadata), where it says."""
     call: str | None = Field(default=None, exclude_if=when_none)
     """With a push: the remote call it is news of (`RemoteMessage.call`)."""
+
+
+class RemoteCallInfo(BaseModel):
+    """A call of a remote agent, as the lead's state lists it in its tree (`RunState.
+    remote_calls`): no run of this deployment's to link to, so its agent, its remote task
+    and how that task stands."""
+
+    call: str
+    """The call's id in the lead, `LEAD:NAME-N`."""
+    agent: str
+    task_id: str | None = None
+    """The remote task's id; null until the remote took the call's first message."""
+    state: RemoteState | None = None
+    """How its task last stood, as the lead heard; null until the remote took it."""
+
+    def line(self) -> str:
+        """One line of it: `researcher LEAD:researcher-1 task T input_required`."""
+        return f"{self.agent} {self.call} task {self.task_id or '-'} {self.state or 'sending'}"

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tarry.contracts._closed import NOT_A_BOOLEAN, Closed
 from tarry.contracts._omit import when_empty, when_none, when_queue
+from tarry.contracts.a2a import RemoteAnswerer, RemoteCallInfo
 from tarry.contracts.approval_rules import ApprovalRule
 from tarry.contracts.audit import Acting, AuditRecord, Door
 from tarry.contracts.guardrails import Guardrail
@@ -47,6 +48,10 @@ __all__ = [
 
 def _off(access: MemoryAccess) -> bool:
     return access is MemoryAccess.OFF
+
+
+def _by_a_person(answerer: RemoteAnswerer) -> bool:
+    return answerer is RemoteAnswerer.PERSON
 
 
 def _scope(scope: str | None) -> str | None:
@@ -317,6 +322,9 @@ class AgentSpec(BaseModel):
     """A remote A2A agent's card URL: the agent is that remote agent, each call a task of
     its (`workflows.remote_agents`), and the settings of a child run do not apply. Its
     credentials are the worker's (`[agents.NAME] a2a_headers`), never in a run's history."""
+    a2a_answers: RemoteAnswerer = Field(default=RemoteAnswerer.PERSON, exclude_if=_by_a_person)
+    """Who answers the remote agent's questions (`input-required`): `person`, the lead
+    waits for a reply; `model`, the lead's model answers. Left out while `person`."""
 
     @field_validator("output_schema")
     @classmethod
@@ -459,6 +467,9 @@ class RunState(BaseModel):
     question: str | None = Field(default=None, exclude_if=when_none)
     """With `waiting_for: "remote"`: the remote agent's question (`waiting_on` names its
     call); a reply to this run answers it."""
+    remote_calls: list[RemoteCallInfo] = Field(default=[], exclude_if=when_empty)
+    """The run's calls of remote A2A agents, under way or ended, oldest first: its
+    sub-agents that are no runs of this deployment (`children` lists those that are)."""
 
 
 class RunResult(BaseModel):

@@ -694,9 +694,9 @@ async function pollState(view) {
 function statusOf(state) {
   if (!state) return "";
   const { phase, waiting_for, turn, usage, error, warning, stop_reason, stopped_by, paused_by } = state;
-  const { budget, budget_raised_by, model, parent, waiting_on, children } = state;
+  const { budget, budget_raised_by, model, parent, waiting_on, children, remote_calls } = state;
   const shown = [phase, waiting_for, turn, usage, error, warning, stop_reason, stopped_by, paused_by, budget, budget_raised_by, model];
-  shown.push(parent, waiting_on, children);
+  shown.push(parent, waiting_on, children, remote_calls);
   return JSON.stringify(shown, (key, value) => (value === null ? undefined : value));
 }
 
@@ -768,8 +768,9 @@ async function connectTo(server, button) {
 
 // The run's place in a tree of sub-agents, each run a link to its page: the lead a
 // sub-agent works for, the sub-agent the run waits on (answered there), and every
-// sub-agent it started, or the remote agent's question it waits on. The API's answers list a run's `children`, the event stream's
-// states do not: the last list read stays.
+// sub-agent it started, the remote agent's question it waits on, and every call of a remote
+// agent (no run here: named, with its task and state). The API's answers list a run's
+// `children`, the event stream's states do not: the last list read stays.
 function showTree(state) {
   if (state.children) current.children = state.children;
   const lines = [];
@@ -783,6 +784,10 @@ function showTree(state) {
     lines.push(["waiting-on", asks, [], " Your reply is its answer."]);
   }
   if (current.children.length) lines.push(["children", "Sub-agents: ", current.children, ""]);
+  for (const call of state.remote_calls || []) {
+    const task = `task ${call.task_id || "-"}, ${call.state || "sending"}`;
+    lines.push(["remote-call", `Remote agent ${call.agent}: ${call.call} (${task})`, [], ""]);
+  }
   // Drawn again only when it changes, so a link keeps the pointer and the focus on it.
   const drawn = JSON.stringify(lines);
   if (drawn === current.treeDrawn) return;
