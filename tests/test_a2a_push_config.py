@@ -22,6 +22,7 @@ import pytest
 from a2a.client import Client
 from a2a.helpers import get_message_text
 from a2a.types import (
+    CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
     GetTaskPushNotificationConfigRequest,
     InvalidParamsError,
@@ -36,6 +37,7 @@ from google.protobuf.json_format import ParseDict
 from pydantic import SecretStr
 
 from tarry.api.a2a_configs import stored
+from tarry.contracts.a2a_configs import MAX_PUSH_CONFIGS
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
@@ -201,6 +203,36 @@ async def test_the_receiver_is_pushed_the_task_when_its_run_asks_and_when_it_com
     assert [p.headers["X-A2A-Notification-Token"] for p in pushes] == [TOKEN, TOKEN]
     assert all(signed_with(TOKEN, p) for p in pushes)
     assert len({p.headers["Tarry-Event-Id"] for p in pushes}) == 2
+
+
+async def test_a_task_its_owner_cancels_is_pushed_as_canceled(api: Api, receiver: Receiver) -> None:
+    async with a2a_as(api, ALICE) as alice:
+        task_id = await asking_task(api, alice)
+        await alice.create_task_push_notification_config(push_config(task_id, receiver.url))
+        await alice.cancel_task(CancelTaskRequest(id=task_id))
+        [push] = await receiver.until(1)
+
+    status = push.update.status_update.status
+    assert status.state == TaskState.TASK_STATE_CANCELED
+    assert "Stopped by alice" in get_message_text(status.message)
+
+
+async def test_a_task_keeps_at_most_its_cap_of_push_configs(api: Api, receiver: Receiver) -> None:
+    async with a2a_as(api, ALICE) as alice:
+        task_id = await asking_task(api, alice)
+        for n in range(MAX_PUSH_CONFIGS):
+            await alice.create_task_push_notification_config(
+                push_config(task_id, receiver.url, id=f"hook-{n}")
+            )
+        with pytest.raises(InvalidParamsError, match="delete one first"):
+            await alice.create_task_push_notification_config(
+                push_config(task_id, receiver.url, id="one-more")
+            )
+        again = await alice.create_task_push_notification_config(
+            push_config(task_id, receiver.url, id="hook-0")
+        )
+
+    assert again.id == "hook-0"
 
 
 async def test_a_push_config_s_token_never_enters_history_in_the_clear(
