@@ -37,6 +37,7 @@ from google.protobuf.json_format import ParseDict
 from pydantic import SecretStr
 
 from tarry.api.a2a_configs import stored
+from tarry.contracts import Act, Door
 from tarry.contracts.a2a_configs import MAX_PUSH_CONFIGS
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
@@ -309,6 +310,24 @@ async def test_a_deleted_push_config_is_gone_and_pushed_nothing(
     assert list(listed.configs) == []
     assert "a2a_task_push" not in await api.agent.history_json(run)
     assert receiver.pushes == []
+
+
+async def test_setting_and_deleting_a_push_config_are_audited_as_the_person_at_the_a2a_door(
+    api: Api, receiver: Receiver
+) -> None:
+    async with a2a_as(api, ALICE) as alice:
+        task_id = await asking_task(api, alice)
+        await alice.create_task_push_notification_config(push_config(task_id, receiver.url))
+        await alice.delete_task_push_notification_config(
+            DeleteTaskPushNotificationConfigRequest(task_id=task_id, id="hook")
+        )
+
+    trail = await api.agent.tarry.audit(run=task_id)
+    pushes = (Act.PUSH_CONFIG, Act.PUSH_CONFIG_DELETE)
+    assert [(r.act, r.by, r.door, r.what) for r in trail.records if r.act in pushes] == [
+        (Act.PUSH_CONFIG, "alice", Door.A2A, "push config 'hook' set"),
+        (Act.PUSH_CONFIG_DELETE, "alice", Door.A2A, "push config 'hook' deleted"),
+    ]
 
 
 async def test_a_push_config_needs_an_http_url(api: Api) -> None:

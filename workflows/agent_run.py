@@ -380,21 +380,21 @@ class AgentRunWorkflow:
             raise problem
 
     @workflow.update
-    def set_push_config(self, config: PushConfig) -> RunState:
+    def set_push_config(self, config: PushConfig, acting: Acting) -> RunState:
         """Pushes the run's A2A task's news to `config.url` from its next stop point on
         (`workflows.notifications`); replaces its owner's config of the same id."""
-        self._m.push_configs = [*a2a_configs.without(self._m, config.id, config.owner), config]
+        a2a_configs.put(self._m, config, acting)
         return self.state()
 
     @set_push_config.validator
-    def _validate_set_push_config(self, config: PushConfig) -> None:
+    def _validate_set_push_config(self, config: PushConfig, acting: Acting) -> None:
         if problem := self._m.ended_problem() or a2a_configs.set_problem(self._m, config):
             raise problem
 
     @workflow.update
-    def delete_push_config(self, ref: PushConfigRef) -> RunState:
+    def delete_push_config(self, ref: PushConfigRef, acting: Acting) -> RunState:
         """Pushes no more to its owner's config `ref.id` (none such: nothing changes)."""
-        self._m.push_configs = a2a_configs.without(self._m, ref.id, ref.owner)
+        a2a_configs.delete(self._m, ref, acting)
         return self.state()
 
     @workflow.query

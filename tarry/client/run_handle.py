@@ -265,11 +265,12 @@ class RunHandle:
     async def set_push_config(self, config: PushConfig) -> None:
         """Has the run push its A2A task's news to `config` at its stop points (the
         `set_push_config` update); replaces `config.owner`'s config of the same id."""
-        await self._delivery.update("set_push_config", config)
+        await self._delivery.update("set_push_config", config, self._acting())
 
     async def delete_push_config(self, owner: str, id: str) -> None:
         """Drops `owner`'s push config `id` (the `delete_push_config` update)."""
-        await self._delivery.update("delete_push_config", PushConfigRef(id=id, owner=owner))
+        ref = PushConfigRef(id=id, owner=owner)
+        await self._delivery.update("delete_push_config", ref, self._acting())
 
     async def push_configs(self) -> list[PushConfig]:
         """The push configs the run's clients set, their tokens sealed."""
