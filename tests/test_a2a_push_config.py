@@ -69,9 +69,14 @@ class Receiver:
 
     pushes: list[Push] = field(default_factory=list)
     url: str = ""
+    down: int = 0
+    """How many POSTs to answer 503 first, as a receiver that is down."""
 
     async def take(self, request: web.Request) -> web.Response:
         self.pushes.append(Push(dict(request.headers), await request.read()))
+        if self.down:
+            self.down -= 1
+            return web.Response(status=503)
         return web.Response(status=204)
 
     async def until(self, count: int) -> list[Push]:
@@ -204,6 +209,20 @@ async def test_the_receiver_is_pushed_the_task_when_its_run_asks_and_when_it_com
     assert [p.headers["X-A2A-Notification-Token"] for p in pushes] == [TOKEN, TOKEN]
     assert all(signed_with(TOKEN, p) for p in pushes)
     assert len({p.headers["Tarry-Event-Id"] for p in pushes}) == 2
+
+
+async def test_a_push_whose_receiver_is_down_is_tried_again_with_the_same_event_id(
+    api: Api, receiver: Receiver
+) -> None:
+    async with a2a_as(api, ALICE) as alice:
+        task_id = await asking_task(api, alice, "At what time?")
+        await alice.create_task_push_notification_config(push_config(task_id, receiver.url))
+        receiver.down = 1
+        await streamed(alice, text_message("Friday", task_id=task_id))
+        refused, taken = await receiver.until(2)
+
+    assert refused.headers["Tarry-Event-Id"] == taken.headers["Tarry-Event-Id"]
+    assert taken.update.status_update.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
 
 
 async def test_a_task_its_owner_cancels_is_pushed_as_canceled(api: Api, receiver: Receiver) -> None:
