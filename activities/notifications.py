@@ -21,7 +21,7 @@ import hashlib
 import hmac
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote
@@ -43,7 +43,16 @@ from tarry.contracts import (
 from tarry.core.action_links import Action, sign
 from tarry.core.ownership import RunAccess
 
-__all__ = ["EVENT_ID_HEADER", "SIGNATURE_HEADER", "Notifier", "signature"]
+__all__ = [
+    "EVENT_ID_HEADER",
+    "SIGNATURE_HEADER",
+    "Notifier",
+    "Refused",
+    "check_answer",
+    "failure_of",
+    "heartbeating",
+    "signature",
+]
 
 EVENT_ID_HEADER = "Tarry-Event-Id"
 SIGNATURE_HEADER = "Tarry-Signature"
@@ -67,8 +76,35 @@ def signature(secret: str, body: bytes, t: int) -> str:
     return f"t={t},v1={mac}"
 
 
-class _Refused(Exception):
+class Refused(Exception):
     """A receiver's answer that another attempt would get again."""
+
+
+def check_answer(status: int, where: str) -> None:
+    """Raises for a receiver's answer that is no success: `httpx.HTTPError` for one
+    another attempt may change (5xx, 408, 429), `Refused` for any other."""
+    if status < 300:
+        return
+    if status >= 500 or status in _RETRIED:
+        raise httpx.HTTPError(f"{where} answered {status}")
+    raise Refused(f"{where} refused it with {status}")
+
+
+def failure_of(outcomes: Sequence[object]) -> ApplicationError | None:
+    """The attempt's failure, from its posts' outcomes: retried unless every receiver that
+    failed refused (`NOTIFY_FAILED`); None when all took it. An error of another kind
+    than a receiver's answer is raised as it is."""
+    failures = [o for o in outcomes if isinstance(o, BaseException)]
+    if not failures:
+        return None
+    for failure in failures:
+        if not isinstance(failure, (Refused, httpx.HTTPError)):
+            raise failure
+    return ApplicationError(
+        "; ".join(str(f) or type(f).__name__ for f in failures),
+        type=ErrorCode.NOTIFY_FAILED,
+        non_retryable=all(isinstance(f, Refused) for f in failures),
+    )
 
 
 class Notifier:
@@ -103,22 +139,14 @@ class Notifier:
             taken.add(_key(target))
 
         with traces.notification(notification) as span:
-            async with _heartbeating(taken):
+            async with heartbeating(taken):
                 outcomes = await asyncio.gather(
                     *(deliver(i, t) for i, t in waiting), return_exceptions=True
                 )
-            failures = [o for o in outcomes if isinstance(o, BaseException)]
-            traces.notified(span, len(waiting), len(failures))
-        if not failures:
-            return
-        for failure in failures:
-            if not isinstance(failure, (_Refused, httpx.HTTPError)):
-                raise failure
-        raise ApplicationError(
-            "; ".join(str(f) or type(f).__name__ for f in failures),
-            type=ErrorCode.NOTIFY_FAILED,
-            non_retryable=all(isinstance(f, _Refused) for f in failures),
-        )
+            failed = [o for o in outcomes if isinstance(o, BaseException)]
+            traces.notified(span, len(waiting), len(failed))
+        if failure := failure_of(outcomes):
+            raise failure
 
     async def _post(self, notification: Notification, index: int, target: NotifyTarget) -> None:
         payload = self.payload(notification, target)
@@ -139,12 +167,7 @@ class Notifier:
             )
         except httpx.HTTPError as e:
             raise httpx.HTTPError(f"{where} did not answer: {type(e).__name__}") from None
-        status = response.status_code
-        if status < 300:
-            return
-        if status >= 500 or status in _RETRIED:
-            raise httpx.HTTPError(f"{where} answered {status}")
-        raise _Refused(f"{where} refused it with {status}")
+        check_answer(response.status_code, where)
 
     def payload(self, notification: Notification, target: NotifyTarget) -> dict[str, Any]:
         """The JSON a receiver of `target` gets (one who may read the run): the stop
@@ -227,7 +250,7 @@ def _key(target: NotifyTarget) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _heartbeating(taken: set[str]) -> AsyncIterator[None]:
+async def heartbeating(taken: set[str]) -> AsyncIterator[None]:
     """Heartbeats the entries that took the notification, every second, while the body runs."""
 
     async def beat() -> None:

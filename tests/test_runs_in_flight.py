@@ -48,6 +48,7 @@ from tarry.contracts import (
     TranscriptPageIndexRef,
     UserInput,
 )
+from tarry.contracts.a2a_configs import PushConfig
 from tarry.contracts.compatibility import PATCHES
 from tarry.contracts.guardrails import Guardrail
 from tarry.testing.scripted_model import call, say
@@ -142,6 +143,11 @@ def asked_queued_and_failed() -> dict[str, Any]:
                 "slot": SlotMark(held=True).model_dump(mode="json"),
                 "auth_needed": [
                     AuthNeed(server="tickets", person="ann", call_id="c-1").model_dump(mode="json")
+                ],
+                "push_configs": [
+                    PushConfig(id="hook", url="https://hooks.example/a2a", owner="ann").model_dump(
+                        mode="json", exclude_none=True
+                    )
                 ],
             }
         )
@@ -254,9 +260,10 @@ def test_the_previous_builds_worker_reads_a_hand_over_written_by_this_one() -> N
     # model none), whether it indexes its messages for search and how far (it does not),
     # and its slot among its owner's runs (it releases none: the slot is freed once the
     # run has closed, by the next start that meets the cap, `workflows.run_slots`), and
-    # the calls that wait for a person to connect (it has no OAuth servers).
+    # the calls that wait for a person to connect (it has no OAuth servers), and where
+    # the run pushes its A2A task's news (it pushes none).
     unknown = {"wait", "started", "guardrails", "spend", "context_budgets", "pins"}
-    unknown |= {"search_index", "indexed", "slot", "auth_needed"}
+    unknown |= {"search_index", "indexed", "slot", "auth_needed", "push_configs"}
     assert read.memory.model_dump(mode="json") == {
         k: v for k, v in flat.items() if k not in unknown
     }

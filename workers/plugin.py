@@ -39,6 +39,7 @@ from temporalio.worker import Worker, WorkerConfig, WorkerDeploymentConfig, Work
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities import slots
+from activities.a2a_pushes import TaskPusher
 from activities.context import ContextStore
 from activities.grants import Grants
 from activities.guardrail_checks import GuardrailChecks, GuardrailFunction
@@ -118,6 +119,7 @@ class TarryPlugin(SimplePlugin):
         """One connection pool for the model calls and notifications of every worker the
         plugin configures."""
         self._notifier = Notifier(self.settings, self._http)
+        self._pusher = TaskPusher(self.settings.action_key(), self._http)
         self._guardrails = GuardrailChecks(self._profiles, self._http, guardrail_functions)
         agents = self.settings.agents() if agents is None else agents
         self._remotes = _remote_agents(agents, self.settings)
@@ -186,6 +188,7 @@ class TarryPlugin(SimplePlugin):
             pages.store_transcript_page,
             pages.store_transcript_page_index,
             self._notifier.notify,
+            self._pusher.push_task,
             self._guardrails.check_guardrails,
             spend.reserve_spend,
             spend.settle_spend,

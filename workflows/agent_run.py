@@ -55,12 +55,14 @@ with workflow.unsafe.imports_passed_through():
         reply_problem,
     )
     from tarry.contracts.a2a import A2A_PUSH_SIGNAL, RemoteTask
+    from tarry.contracts.a2a_configs import PushConfig, PushConfigRef
     from tarry.contracts.compatibility import (  # patch ids, and when each goes
         CATALOGUE_AT_START,
     )
     from tarry.contracts.ledger import SPEND_ROOM_SIGNAL
     from tarry.contracts.slots import SLOT_FREE_SIGNAL
     from workflows import (
+        a2a_configs,
         agents,
         approvals,
         audit,
@@ -376,6 +378,29 @@ class AgentRunWorkflow:
     def _validate_unpin(self, request: PinRequest) -> None:
         if problem := pins.unpin_problem(self._m, request):
             raise problem
+
+    @workflow.update
+    def set_push_config(self, config: PushConfig, acting: Acting) -> RunState:
+        """Pushes the run's A2A task's news to `config.url` from its next stop point on
+        (`workflows.notifications`); replaces its owner's config of the same id."""
+        a2a_configs.put(self._m, config, acting)
+        return self.state()
+
+    @set_push_config.validator
+    def _validate_set_push_config(self, config: PushConfig, acting: Acting) -> None:
+        if problem := self._m.ended_problem() or a2a_configs.set_problem(self._m, config):
+            raise problem
+
+    @workflow.update
+    def delete_push_config(self, ref: PushConfigRef, acting: Acting) -> RunState:
+        """Pushes no more to its owner's config `ref.id` (none such: nothing changes)."""
+        a2a_configs.delete(self._m, ref, acting)
+        return self.state()
+
+    @workflow.query
+    def push_configs(self) -> list[PushConfig]:
+        """The push configs the run's clients set, their tokens sealed."""
+        return self._m.push_configs
 
     @workflow.query
     def state(self) -> RunState:

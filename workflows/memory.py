@@ -49,6 +49,7 @@ from tarry.contracts import (
     reply_problem,
 )
 from tarry.contracts._omit import when_empty, when_none
+from tarry.contracts.a2a_configs import PushConfig
 from tarry.contracts.compatibility import UNIQUE_CALL_IDS
 from tarry.contracts.ledger import DailyCaps
 from tarry.contracts.slots import RunCap
@@ -98,13 +99,13 @@ _WRITTEN_FLAT = (
     "stop_requested", "stops", "guards", "approvals", "events", "budget", "model_failure",
     "retry_requested", "model", "forked_from", "agents", "reply_policy", "remembered", "audit",
     "wait", "started", "guardrails", "spend", "context_budgets", "pins", "search_index",
-    "indexed", "slot", "auth_needed",
+    "indexed", "slot", "auth_needed", "push_configs",
 )  # fmt: skip
 """The memory's fields as the build before the groups wrote them, in its order: the shape
 every hand-over is written in, for a worker of that build to read (see `_flat`); and
-`wait`, `started`, `spend`, `pins`, `indexed`, `slot`, `auth_needed` and the catalogue's
-`guardrails`, `context_budgets` and `search_index`, added since, which that build leaves
-aside as it does any field it does not know."""
+`wait`, `started`, `spend`, `pins`, `indexed`, `slot`, `auth_needed`, `push_configs` and
+the catalogue's `guardrails`, `context_budgets` and `search_index`, added since, which that
+build leaves aside as it does any field it does not know."""
 _WRITTEN_AT = {"inbox": ("inbox", "queued")} | {
     name: _GROUP_OF[name] for name in _WRITTEN_FLAT if name in _GROUP_OF
 }
@@ -161,6 +162,9 @@ class RunMemory(BaseModel):
     auth_needed: list[AuthNeed] = Field(default=[], exclude_if=when_empty)
     """The tool calls waiting for a person to connect their account (`workflows.auth_waits`),
     handed over with the rest."""
+    push_configs: list[PushConfig] = Field(default=[], exclude_if=when_empty)
+    """Where the run pushes its A2A task's news at each stop point (`workflows.
+    notifications`), as its clients set them, handed over with the rest."""
     audit: list[AuditRecord] = []
     """The audit records of this segment of the run's chain (`workflows.audit`): each
     hand-over passes them on in its own argument and starts the next segment empty."""

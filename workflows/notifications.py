@@ -1,6 +1,8 @@
 """Notifications: a run tells the receivers of the worker's `[[notify]]` entries of its
 stop points (waiting for input, an approval or its budget; ended), one `notify`
-activity per stop point, retried with backoff while a receiver is down.
+activity per stop point, retried with backoff while a receiver is down. The push configs
+A2A clients set on the run's task (`RunMemory.push_configs`) are told alike, one
+`a2a_task_push` activity per stop point.
 
 The workflow cannot read the configuration: it learns with its tool catalogue, at its
 start, which events some entry wants (`learn`), and schedules an activity only for those,
@@ -32,7 +34,10 @@ from tarry.contracts import (
     Notification,
     NotifyEvent,
     PendingApproval,
+    Phase,
+    WaitingFor,
 )
+from tarry.contracts.a2a_configs import A2A_TASK_PUSH_ACTIVITY, TaskPush
 from tarry.contracts.compatibility import NOTIFICATIONS
 from tarry.contracts.guardrails import held_line
 from tarry.contracts.previews import Preview
@@ -68,6 +73,24 @@ def event_of(memory: RunMemory) -> NotifyEvent | None:
         return NotifyEvent.ENDED
     waiting = waits.recorded(memory)
     return None if waiting is None else wait_kind(waiting).notify
+
+
+def task_state(memory: RunMemory) -> str | None:
+    """The A2A task state a stop point is, as `tarry.api.a2a_tasks` answers a task: failed,
+    canceled (a person stopped it), completed; auth-required, input-required. None for a
+    run queued behind its owner's other runs: its task still works."""
+    if memory.phase is Phase.FAILED:
+        return "TASK_STATE_FAILED"
+    if memory.phase.ended:
+        requests = memory.requests
+        stopped = requests.stopped_by is not None or requests.stop_reason is not None
+        return "TASK_STATE_CANCELED" if stopped else "TASK_STATE_COMPLETED"
+    waiting = waits.recorded(memory)
+    if waiting is WaitingFor.SLOT:
+        return None
+    if waiting is WaitingFor.AUTH:
+        return "TASK_STATE_AUTH_REQUIRED"
+    return "TASK_STATE_INPUT_REQUIRED"
 
 
 def summary_of(memory: RunMemory, event: NotifyEvent) -> str:
@@ -133,7 +156,12 @@ class Outbox:
         return bool(self._sending)
 
     def stop_point(self, memory: RunMemory) -> None:
-        """Schedules the notification of the stop point the run just reached, if wanted."""
+        """Schedules what the stop point the run just reached tells: its notification,
+        if some receiver wants it, and its A2A task's push, if a client set a config."""
+        self._notify(memory)
+        self._push(memory)
+
+    def _notify(self, memory: RunMemory) -> None:
         event = event_of(memory)
         if event is None or event not in memory.catalogue.notify_events:
             return
@@ -154,7 +182,25 @@ class Outbox:
             readers=sorted(access.readers),
             writers=sorted(access.writers),
         )
-        task = asyncio.create_task(self._send(notification))
+        self._start(NOTIFY_ACTIVITY, notification, notification.id, f"notify: {event}")
+
+    def _push(self, memory: RunMemory) -> None:
+        """The run's task status to each push config's URL (`activities.a2a_pushes`): a
+        run no client set one on records nothing of pushes in its history."""
+        if not memory.push_configs or (state := task_state(memory)) is None:
+            return
+        run_id = workflow.info().workflow_id
+        push = TaskPush(
+            id=f"{run_id}/{memory.stops}",
+            run_id=run_id,
+            state=state,
+            text=summary_of(memory, event_of(memory) or NotifyEvent.WAITING_FOR_INPUT),
+            configs=list(memory.push_configs),
+        )
+        self._start(A2A_TASK_PUSH_ACTIVITY, push, push.id, f"a2a push: {state}")
+
+    def _start(self, activity: str, arg: Notification | TaskPush, id: str, summary: str) -> None:
+        task = asyncio.create_task(self._send(activity, arg, id, summary))
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
@@ -163,16 +209,18 @@ class Outbox:
         if self._sending:
             await workflow.wait_condition(lambda: not self._sending)
 
-    async def _send(self, notification: Notification) -> None:
+    async def _send(
+        self, activity: str, arg: Notification | TaskPush, id: str, summary: str
+    ) -> None:
         try:
             await workflow.execute_activity(
-                NOTIFY_ACTIVITY,
-                notification,
+                activity,
+                arg,
                 start_to_close_timeout=ATTEMPT,
                 heartbeat_timeout=HEARTBEAT,
                 schedule_to_close_timeout=RETRY_WINDOW,
                 retry_policy=_RETRY,
-                summary=f"notify: {notification.event}",
+                summary=summary,
             )
         except ActivityError as e:  # a notification never fails the run it is about
-            workflow.logger.warning("notification %s given up: %s", notification.id, e.cause or e)
+            workflow.logger.warning("notification %s given up: %s", id, e.cause or e)

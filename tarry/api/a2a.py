@@ -40,7 +40,6 @@ from a2a.types import (
     ListTasksRequest,
     ListTasksResponse,
     Message,
-    PushNotificationNotSupportedError,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
@@ -59,6 +58,7 @@ from starlette.routing import BaseRoute, Route
 from temporalio.client import WorkflowExecutionStatus
 
 from tarry.api.a2a_card import agent_card
+from tarry.api.a2a_configs import config_of, find_config, shown, stored
 from tarry.api.a2a_tasks import (
     a2a_errors,
     artifacts_of,
@@ -311,22 +311,41 @@ class RunsAsTasks(RequestHandler):
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError
+        """Has the task's run push its news to `params.url` (`tarry.api.a2a_configs`)."""
+        call = call_of(context)
+        async with a2a_errors():
+            await call.check(params.task_id, Need.READ)
+            config = stored(params, call.caller.user, call.parts.settings.action_key())
+            await call.tarry.get(params.task_id).set_push_config(config)
+        return shown(params.task_id, config)
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError
+        call = call_of(context)
+        async with a2a_errors():
+            await call.check(params.task_id, Need.READ)
+            run = call.tarry.get(params.task_id)
+            return shown(params.task_id, await find_config(run, call.caller.user, params.id))
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        raise PushNotificationNotSupportedError
+        call = call_of(context)
+        async with a2a_errors():
+            await call.check(params.task_id, Need.READ)
+            configs = await config_of(call.tarry.get(params.task_id), call.caller.user)
+        return ListTaskPushNotificationConfigsResponse(
+            configs=[shown(params.task_id, c) for c in configs]
+        )
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        raise PushNotificationNotSupportedError
+        call = call_of(context)
+        async with a2a_errors():
+            await call.check(params.task_id, Need.READ)
+            await call.tarry.get(params.task_id).delete_push_config(call.caller.user, params.id)
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext

@@ -55,7 +55,7 @@ def agent_card(url: str, name: str | None, spec: AgentSpec | None, sign_in: Sign
             )
         ],
         version=importlib.metadata.version("tarry"),
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True),
         security_schemes=schemes,
         security_requirements=requirements,
         default_input_modes=_MODES,

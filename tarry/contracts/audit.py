@@ -82,6 +82,10 @@ class Act(StrEnum):
     """A message pinned in the model's window (`what` names it), or unpinned: `unpin`."""
     UNPIN = "unpin"
     RESUME = "resume"
+    PUSH_CONFIG = "push_config"
+    """An A2A client set a push config on the run's task (`what` names it), or deleted one:
+    `push_config_delete`."""
+    PUSH_CONFIG_DELETE = "push_config_delete"
     """An ended run goes on (`RunHandle.resume`): the first record of the run it starts."""
     GUARDRAIL = "guardrail"
     """A guardrail redacted or blocked a text, by the run itself (`by`: `guardrail NAME`,
