@@ -32,6 +32,10 @@ from workflows.memory import WorkflowInput
 WAITING = {Phase.WAITING_USER}
 KiB = 1024
 MiB = 1024 * KiB
+PIECES = 8
+"""The events a scripted answer streams in: this file is about what a run keeps, not
+how an answer streams (tests/test_streaming.py), and the default's 2,000 events of a
+32 KiB answer cost its 1,000-turn chat most of its worker's CPU in parsing them."""
 
 
 def text(label: str, size: int) -> str:
@@ -41,7 +45,7 @@ def text(label: str, size: int) -> str:
 
 async def chat(agent: Agent, run: RunHandle, replies: list[str], answers: list[str]) -> None:
     """Sends each reply through the client, once the run waits, and checks each answer."""
-    agent.model.add(*(say(a) for a in answers))
+    agent.model.add(*(say(a, max_pieces=PIECES) for a in answers))
     for reply, answer in zip(replies, answers, strict=True):
         state = await run.send(reply)
         assert state.last_assistant_text == answer

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import importlib.metadata
 import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import timedelta
@@ -211,6 +212,8 @@ class TarryPlugin(SimplePlugin):
             config["max_task_queue_activities_per_second"] = rate
         if (deployment := _deployment_config(s)) is not None:
             config["deployment_config"] = deployment
+        elif not config.get("build_id"):
+            config["build_id"] = unversioned_build_id()
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
@@ -252,6 +255,15 @@ def _deployment_config(settings: TarrySettings) -> WorkerDeploymentConfig | None
         use_worker_versioning=True,
         default_versioning_behavior=VersioningBehavior.PINNED,
     )
+
+
+def unversioned_build_id() -> str:
+    """The build an unversioned worker reports to the server: Tarry's release. Without
+    one the SDK hashes the bytecode of every loaded module, reading each from disk (and
+    compiling what has no cache, such as a test's rewritten modules): over a second of
+    CPU at each worker's start, for an id that only labels its pollers and task
+    completions. A versioned worker names its build itself (`TARRY_BUILD_ID`)."""
+    return f"tarry-{importlib.metadata.version('tarry')}"
 
 
 def workflows_passed_through(runner: WorkflowRunner | None) -> WorkflowRunner:
