@@ -13,6 +13,11 @@ that extra only when its config names a remote agent, and this activity is every
 worker's. The token is sealed in the run's history; it is opened here, with the action
 key the API sealed it under (`tarry.core.a2a_push`). Retries and heartbeats are the
 notifications': a config that took the push is not sent it again.
+
+Anyone who may read a task may set a URL, so a worker posts only to public addresses
+(`activities.public_http`, given as `http` by `workers.plugin`) unless its deployment
+allows private ones (`TARRY_A2A_PUSH_PRIVATE`): a config whose host resolves to another
+is refused, not tried again, and its push for that stop point dropped.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from activities.notifications import (
     heartbeating,
     signature,
 )
+from activities.public_http import PrivateAddress
 from tarry.contracts.a2a_configs import A2A_TASK_PUSH_ACTIVITY, PushConfig, TaskPush
 from tarry.core.a2a_push import PUSH_TOKEN_HEADER, open_token
 
@@ -97,6 +103,12 @@ class TaskPusher:
             )
         except httpx.HTTPError as e:
             raise httpx.HTTPError(f"{where} did not answer: {type(e).__name__}") from None
+        except PrivateAddress as e:
+            activity.logger.warning("%s is not pushed to: %s", where, e)
+            raise Refused(
+                f"{where} is not pushed to: {e}; a deployment whose receivers are on its"
+                " own network sets TARRY_A2A_PUSH_PRIVATE=1 for its workers"
+            ) from None
         check_answer(response.status_code, where)
 
     def _open(self, config: PushConfig) -> str:

@@ -2,7 +2,11 @@
 and deletes a task's push config over real HTTP to `tarry serve`'s app; the run keeps
 the config (an API restart keeps it) and, at its stop points, posts the task's status to
 a small receiver on a free port, with the config's token, signed under it. Another
-user's task is "task not found" here as at every method."""
+user's task is "task not found" here as at every method.
+
+The receiver is on loopback, where a deployment's workers do not push unless it lets
+them (`TARRY_A2A_PUSH_PRIVATE`): the tests' deployment does, but for the tests of that
+guard itself."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import base64
 import hashlib
 import hmac
 import json
+import socket
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -39,6 +44,7 @@ from pydantic import SecretStr
 from tarry.api.a2a_configs import stored
 from tarry.contracts import Act, Door
 from tarry.contracts.a2a_configs import MAX_PUSH_CONFIGS
+from tarry.core.addresses import is_public
 from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
@@ -103,22 +109,56 @@ async def receiver() -> AsyncIterator[Receiver]:
         await runner.cleanup()
 
 
-@pytest.fixture
-async def pushing(agent_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Agent:
+async def pushing_agent(
+    agent_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, private: bool
+) -> Agent:
     """An agent whose worker opens push tokens with the action key the API seals them
-    under, and the API's people (alice, bob, ...) and key for `people_api`."""
-    made: Agent = await agent_factory(worker_settings={"tarry_action_key": SecretStr(ACTION_KEY)})
+    under, and the API's people (alice, bob, ...) and key for `people_api`; its worker
+    and API let push configs name private addresses if `private`."""
+    made: Agent = await agent_factory(
+        worker_settings={
+            "tarry_action_key": SecretStr(ACTION_KEY),
+            "tarry_a2a_push_private": private,
+        }
+    )
     config = tmp_path / "tarry.toml"
     config.write_text(CONFIG)
     monkeypatch.setenv("TARRY_CONFIG", str(config))
     monkeypatch.setenv("TARRY_ACTION_KEY", ACTION_KEY)
+    monkeypatch.setenv("TARRY_A2A_PUSH_PRIVATE", "1" if private else "0")
     return made
+
+
+@pytest.fixture
+async def pushing(agent_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Agent:
+    """A deployment that pushes to receivers on its own network, as the tests' is."""
+    return await pushing_agent(agent_factory, tmp_path, monkeypatch, private=True)
 
 
 @pytest.fixture
 async def api(pushing: Agent) -> AsyncIterator[Api]:
     async with people_api(pushing) as served:
         yield served
+
+
+@pytest.fixture
+async def guarded_api(
+    agent_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Api]:
+    """The API of a deployment that pushes only to public addresses, as by default."""
+    agent = await pushing_agent(agent_factory, tmp_path, monkeypatch, private=False)
+    async with people_api(agent) as served:
+        yield served
+
+
+def loopback_name() -> str:
+    """A host name (not `localhost`) that resolves to loopback: the machine's own, which
+    /etc/hosts names."""
+    name = socket.gethostname()
+    found = {str(info[4][0]) for info in socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)}
+    assert found, name
+    assert all(a.startswith("127.") for a in found), (name, found)
+    return name
 
 
 async def asking_task(api: Api, client: Client, *questions: str) -> str:
@@ -358,11 +398,73 @@ async def test_a_push_config_needs_an_http_url(api: Api) -> None:
             )
 
 
+async def test_a_push_config_to_a_private_address_is_refused_at_the_door(
+    guarded_api: Api, receiver: Receiver
+) -> None:
+    private = [
+        receiver.url,
+        "http://localhost:8080/pushes",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.0.0.7/pushes",
+        "https://[::1]/pushes",
+    ]
+    async with a2a_as(guarded_api, ALICE) as alice:
+        task_id = await asking_task(guarded_api, alice)
+        for url in private:
+            with pytest.raises(InvalidParamsError, match="not a public address"):
+                await alice.create_task_push_notification_config(push_config(task_id, url))
+        listed = await alice.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task_id)
+        )
+
+    assert list(listed.configs) == []
+
+
+async def test_a_push_whose_host_resolves_to_a_private_address_is_not_sent(
+    guarded_api: Api, receiver: Receiver
+) -> None:
+    url = receiver.url.replace("127.0.0.1", loopback_name())
+    async with a2a_as(guarded_api, ALICE) as alice:
+        task_id = await asking_task(guarded_api, alice)
+        taken = await alice.create_task_push_notification_config(push_config(task_id, url))
+        await streamed(alice, text_message("Friday", task_id=task_id))
+    run = guarded_api.run(task_id)
+    result = await run.result()
+    history = await guarded_api.agent.history_json(run)
+
+    assert taken.url == url  # a name passes the door: the worker resolves it
+    assert result.output == "launch on Friday at noon"
+    assert receiver.pushes == []
+    assert "push config 'hook' of alice is not pushed to" in history
+    assert "not a public address" in history
+
+
 async def test_the_card_says_push_notifications_are_offered(api: Api) -> None:
     async with httpx.AsyncClient(base_url=api.url, timeout=deadline(30)) as anyone:
         card = (await anyone.get("/a2a/.well-known/agent-card.json")).json()
 
     assert card["capabilities"]["pushNotifications"] is True
+
+
+@pytest.mark.parametrize(
+    ("address", "public"),
+    [
+        ("93.184.216.34", True),
+        ("2606:2800:220:1::1", True),
+        ("127.0.0.1", False),
+        ("10.1.2.3", False),
+        ("100.64.0.1", False),  # shared (carrier-grade NAT)
+        ("169.254.169.254", False),  # the clouds' metadata service
+        ("224.0.0.1", False),
+        ("0.0.0.0", False),
+        ("::1", False),
+        ("fe80::1%eth0", False),
+        ("::ffff:127.0.0.1", False),  # IPv4 in IPv6 is judged as itself
+        ("64:ff9b::a9fe:a9fe", False),  # NAT64's 169.254.169.254
+    ],
+)
+def test_only_a_global_unicast_address_is_public(address: str, public: bool) -> None:
+    assert is_public(address) is public
 
 
 def test_a_config_id_defaults_to_the_task_s_as_the_sdk_s_stores_do() -> None:

@@ -49,6 +49,7 @@ from activities.memories import MemoryTools
 from activities.model_calls import ModelClient
 from activities.notifications import Notifier
 from activities.pages import PageWriter
+from activities.public_http import public_only_client
 from activities.response_cache import ResponseCache
 from activities.search_index import Indexer
 from activities.tool_calls import BUILTIN_TOOLS, Tool, ToolHost, ToolSource
@@ -120,7 +121,14 @@ class TarryPlugin(SimplePlugin):
         """One connection pool for the model calls and notifications of every worker the
         plugin configures."""
         self._notifier = Notifier(self.settings, self._http)
-        self._pusher = TaskPusher(self.settings.action_key(), self._http)
+        self._push_http = (
+            self._http
+            if self.settings.tarry_a2a_push_private
+            else public_only_client(verify=_system_tls())
+        )
+        """Where A2A push configs' URLs, which any reader of a task sets, are posted:
+        public addresses only, unless the deployment allows its own network."""
+        self._pusher = TaskPusher(self.settings.action_key(), self._push_http)
         self._guardrails = GuardrailChecks(self._profiles, self._http, guardrail_functions)
         agents = self.settings.agents() if agents is None else agents
         self._remotes = _remote_agents(agents, self.settings)
@@ -229,6 +237,7 @@ class TarryPlugin(SimplePlugin):
         stdio servers), and sends the spans not sent yet; call once the workers have
         stopped."""
         await self._http.aclose()
+        await self._push_http.aclose()
         if self._remotes is not None:
             await self._remotes.aclose()
         if self._stores is not None:

@@ -315,7 +315,13 @@ class RunsAsTasks(RequestHandler):
         call = call_of(context)
         async with a2a_errors():
             await call.check(params.task_id, Need.READ)
-            config = stored(params, call.caller.user, call.parts.settings.action_key())
+            settings = call.parts.settings
+            config = stored(
+                params,
+                call.caller.user,
+                settings.action_key(),
+                private=settings.tarry_a2a_push_private,
+            )
             await call.tarry.get(params.task_id).set_push_config(config)
         return shown(params.task_id, config)
 

@@ -213,6 +213,11 @@ class TarrySettings(BaseSettings):
     tarry_action_link_ttl: float = Field(default=DEFAULT_ACTION_LINK_TTL, gt=0)
     """Seconds an action link works for a call without an approval deadline (a call with
     one: until then)."""
+    tarry_a2a_push_private: bool = False
+    """Let A2A push configs (which anyone who may read a task sets) name private addresses:
+    loopback, the deployment's network, link-local ones. Off, a worker posts only to
+    hosts that resolve to public addresses, and the API refuses a config naming a private
+    address or `localhost`; on, for a deployment whose receivers are on its own network."""
     tarry_user: str | None = None
     """Who the CLI and `tarry mcp` act as, recorded in the runs; unset: `cli:$USER`."""
     tarry_api_cors_origins: Annotated[list[str], NoDecode] = []
