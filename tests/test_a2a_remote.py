@@ -49,7 +49,13 @@ from tarry.api.app import create_app
 from tarry.api.server import ApiServer
 from tarry.client import RunHandle
 from tarry.contracts import Budget, Mode, Phase, RunResult, RunState, Timeouts, WaitingFor
-from tarry.contracts.a2a import A2A_PUSH_SIGNAL, A2A_SEND_ACTIVITY, RemoteMessage, RemoteTask
+from tarry.contracts.a2a import (
+    A2A_PUSH_SIGNAL,
+    A2A_SEND_ACTIVITY,
+    RemoteMessage,
+    RemoteState,
+    RemoteTask,
+)
 from tarry.core.a2a_push import PUSH_TOKEN_HEADER, push_path
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.browser import chromium, needs_chromium
@@ -61,6 +67,7 @@ from tests.http_api import Access, api_client
 from tests.oauth_parts import OtlpReceiver
 from tests.oauth_parts import otlp as otlp  # the fixture
 from tests.test_inbox import first, until
+from workflows.memory_groups import REMOTE_CALLS_KEPT, Delegations, RemoteCall
 
 ACTION_KEY = "a2a-remote-test-action-key-0123456789abcdef"
 QUESTION = "Which quarter?"
@@ -559,3 +566,19 @@ async def test_the_lead_s_inbox_page_lists_the_remote_call_and_its_question_answ
     )
     assert result.output == "Here is the report."
     assert s.remote.messages[-1] == f"{lead.id}:researcher-1#2"
+
+
+def test_a_lead_keeps_its_latest_ended_remote_calls_and_every_one_under_way() -> None:
+    agents = Delegations()
+    for n in range(REMOTE_CALLS_KEPT + 10):
+        agents.remote[f"lead:researcher-{n}"] = RemoteCall(
+            agent="researcher", state=RemoteState.COMPLETED
+        )
+    agents.remote["lead:researcher-under-way"] = RemoteCall(agent="researcher")
+
+    agents.forget_ended()
+
+    assert list(agents.remote) == [
+        *(f"lead:researcher-{n}" for n in range(10, REMOTE_CALLS_KEPT + 10)),
+        "lead:researcher-under-way",
+    ]

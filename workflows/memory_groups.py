@@ -171,6 +171,10 @@ class SlotMark(BaseModel):
     """The slots said one is its now (`SLOT_FREE_SIGNAL`): ask again."""
 
 
+REMOTE_CALLS_KEPT = 50
+"""The ended remote calls a run keeps to list in its tree (`RunState.remote_calls`)."""
+
+
 class RemoteCall(BaseModel):
     """A call of a remote A2A agent, under way or ended (`workflows.remote_agents`)."""
 
@@ -218,6 +222,13 @@ class Delegations(BaseModel):
     def asking(self) -> str | None:
         """The first remote call whose question waits for a person's answer."""
         return next((id for id, call in self.remote.items() if call.question is not None), None)
+
+    def forget_ended(self) -> None:
+        """Keeps the latest `REMOTE_CALLS_KEPT` ended remote calls, and every call under
+        way: a run that delegates all its life hands over a memory of bounded size."""
+        ended = [id for id, call in self.remote.items() if call.ended()]
+        for id in ended[: max(0, len(ended) - REMOTE_CALLS_KEPT)]:
+            del self.remote[id]
 
     def remote_calls(self) -> list[RemoteCallInfo]:
         """The run's remote calls as its state lists them, oldest first."""

@@ -74,8 +74,10 @@ async def delegate(run: RunScope, name: str, arguments: str, tool_call_id: str) 
     m.agents.started += 1
     call_id = child_id(workflow.info().workflow_id, name, m.agents.started)
     call = m.agents.remote[call_id] = RemoteCall(agent=name)
-    # The call stays in memory once ended: the run's tree lists it (`RunState.remote_calls`).
+    # The call stays in memory once ended, the latest ones only: the run's tree lists
+    # them (`RunState.remote_calls`).
     outcome = await _converse(run, Asked(call_id, call, task, tool_call_id))
+    m.agents.forget_ended()
     if isinstance(outcome, ToolResult):
         return outcome
     if outcome.tokens:
