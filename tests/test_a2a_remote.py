@@ -426,6 +426,21 @@ async def test_the_remote_s_reported_tokens_count_in_the_lead_s_budget_which_hol
     assert asked_model == 1  # over its cap after the call: the model is not asked again
 
 
+async def test_the_lead_s_timeline_shows_each_request_to_the_remote_with_its_task(
+    temporal: Client, tmp_path: Path
+) -> None:
+    async with stack(temporal, tmp_path) as s:
+        await s.rig.worker()
+        done = await s.answered()
+        timeline = (await s.api.get(f"/v1/runs/{done.lead.id}/timeline")).json()
+
+    [call] = done.asking.remote_calls
+    remote = [span for span in timeline["spans"] if span["kind"] == "agent"]
+    assert {span["task_id"] for span in remote} == {call.task_id}
+    assert {"researcher: Write the report.", "researcher: Q3"} <= {s["name"] for s in remote}
+    assert {span["status"] for span in remote} == {"ok"}
+
+
 async def test_the_lead_s_audit_trail_names_the_remote_call_the_person_answered(
     temporal: Client, tmp_path: Path
 ) -> None:

@@ -11,7 +11,9 @@ history holds what the timeline needs, so no trace store and no worker are asked
 - a wait for a person runs from the `TarryWaitingFor` search attribute being set to it
   being unset or changed; who answered is the last person acting on the run meanwhile
   (a signal's or an update's `by`);
-- a sub-agent is a child workflow, its tokens and cost those of its result.
+- a sub-agent is a child workflow, its tokens and cost those of its result; a remote
+  A2A agent's requests are activities, each with the task it went to (the tokens the
+  remote reports are in the lead's usage: a push may be what heard them).
 
 The segments are found backwards from the newest: each one's start names the one it
 continues. `GET /v1/runs/{id}/timeline`, `tarry show RUN --timeline` and the inbox read it.
@@ -59,6 +61,13 @@ from tarry.contracts import (
     Usage,
     WaitingFor,
 )
+from tarry.contracts.a2a import (
+    A2A_CANCEL_ACTIVITY,
+    A2A_SEND_ACTIVITY,
+    A2A_TASK_ACTIVITY,
+    RemoteTask,
+    RemoteTaskRef,
+)
 from tarry.contracts.guardrails import GUARDRAILS_ACTIVITY, Guarded, GuardRequest
 from tarry.contracts.previews import PREVIEW_ACTIVITY
 
@@ -76,6 +85,8 @@ _HOUSEKEEPING = frozenset(
 )
 """Activities that are the run's own bookkeeping, not a call of the model or a tool (a
 gated call's preview, made as the run starts to wait for its decision)."""
+_REMOTE_REQUESTS = frozenset({A2A_SEND_ACTIVITY, A2A_TASK_ACTIVITY, A2A_CANCEL_ACTIVITY})
+"""A remote A2A agent's requests: a remote sub-agent's spans."""
 _LOCAL_ACTIVITY_MARKER = "core_local_activity"
 _CLOSE_EVENTS = frozenset(
     {
@@ -117,6 +128,7 @@ class _Span:
     waiting_for: WaitingFor | None = None
     by: str | None = None
     run_id: str | None = None
+    task_id: str | None = None
     guardrails: list[str] | None = None
     verdict: str | None = None
 
@@ -160,6 +172,8 @@ class _Chain:
             activity = event.activity_task_scheduled_event_attributes.activity_type.name
             if activity == GUARDRAILS_ACTIVITY:
                 self._add(await self._check(event, at), event.event_id)
+            elif activity in _REMOTE_REQUESTS:
+                self._add(await self._remote_request(event, activity, at), event.event_id)
             elif activity not in _HOUSEKEEPING:
                 span_kind = SpanKind.MODEL if activity == LLM_ACTIVITY else SpanKind.TOOL
                 name = await self._summary(event) or activity
@@ -207,6 +221,16 @@ class _Chain:
         name = f"{request.point}: {', '.join(names)}"
         return _Span(SpanKind.GUARDRAIL, name, at, guardrails=names)
 
+    async def _remote_request(self, event: HistoryEvent, activity: str, at: datetime) -> _Span:
+        """A request to a remote A2A agent's span, with the task it goes to: a poll's or
+        a cancel's names it, a message's answer does (`_activity_ended`)."""
+        span = _Span(SpanKind.AGENT, await self._summary(event) or activity, at)
+        if activity != A2A_SEND_ACTIVITY:
+            payloads = event.activity_task_scheduled_event_attributes.input.payloads
+            [ref] = await self.converter.decode(payloads[:1], [RemoteTaskRef])
+            span.task_id = ref.task_id
+        return span
+
     async def _activity_ended(self, event: HistoryEvent, kind: str, at: datetime) -> None:
         attributes = getattr(event, kind)
         span = self.calls.pop(attributes.scheduled_event_id, None)
@@ -222,6 +246,9 @@ class _Chain:
         elif span.kind is SpanKind.GUARDRAIL:
             [guarded] = await self.converter.decode(payloads[:1], [Guarded])
             span.verdict = guarded.verdict
+        elif span.kind is SpanKind.AGENT and payloads:  # a remote request; a cancel has none
+            [task] = await self.converter.decode(payloads[:1], [RemoteTask])
+            span.task_id = task.task_id
 
     async def _child_ended(self, event: HistoryEvent, kind: str, at: datetime) -> None:
         attributes = getattr(event, kind)
@@ -406,6 +433,7 @@ def _timeline_span(span: _Span, started_at: datetime, now: datetime) -> Timeline
         waiting_for=span.waiting_for,
         by=span.by,
         run_id=span.run_id,
+        task_id=span.task_id,
         guardrails=span.guardrails,
         verdict=span.verdict,
     )

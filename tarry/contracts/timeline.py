@@ -1,11 +1,12 @@
 """A run's timeline: where its time went, as spans on one time axis.
 
 Model calls, tool calls, guardrail checks, waits for a person (input, an approval, a
-budget, a failing model, a sub-agent's person) and sub-agents, each with its start, its
-duration, and the tokens and cost of a model call or a sub-agent. `tarry.client.timeline`
-builds it from the run's Temporal history across its continue-as-new chain, so it needs
-no trace store; `GET /v1/runs/{id}/timeline`, `tarry show RUN --timeline` and the inbox's
-run page show it. Built on request, never stored: no run's history holds one.
+budget, a failing model, a sub-agent's person) and sub-agents, local or remote, each
+with its start, its duration, and the tokens and cost of a model call or a sub-agent.
+`tarry.client.timeline` builds it from the run's Temporal history across its
+continue-as-new chain, so it needs no trace store; `GET /v1/runs/{id}/timeline`, `tarry
+show RUN --timeline` and the inbox's run page show it. Built on request, never stored: no
+run's history holds one.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ class SpanKind(StrEnum):
     WAIT = "wait"
     """The run waited for a person (`TimelineSpan.waiting_for` says for what)."""
     AGENT = "agent"
-    """A sub-agent's run (`TimelineSpan.run_id`), from its start to its end."""
+    """A sub-agent's run (`TimelineSpan.run_id`), from its start to its end; or a
+    request to a remote A2A agent (`TimelineSpan.task_id`): a message sent, a poll of its
+    task, its cancelling."""
     GUARDRAIL = "guardrail"
     """A text checked against guardrails (`TimelineSpan.guardrails`, `verdict`)."""
 
@@ -71,7 +74,7 @@ class TimelineSpan(BaseModel):
     attempts: int = Field(default=1, ge=1)
     """A call's attempts (more than one: it was retried)."""
     tokens: int | None = Field(default=None, exclude_if=when_none)
-    """A model call's tokens, or all of a sub-agent's."""
+    """A model call's tokens, or all of a local sub-agent's."""
     cost_usd: float | None = Field(default=None, exclude_if=when_none)
     """Estimated from the profile's prices (`Usage.cost_usd`); null without them."""
     cached: bool = Field(default=False, exclude_if=lambda v: not v)
@@ -82,6 +85,8 @@ class TimelineSpan(BaseModel):
     """Who answered a wait: the last person who acted on the run while it waited."""
     run_id: str | None = Field(default=None, exclude_if=when_none)
     """A sub-agent's run id."""
+    task_id: str | None = Field(default=None, exclude_if=when_none)
+    """A remote A2A agent's task, that the request went to or started."""
     guardrails: list[str] | None = Field(default=None, exclude_if=when_none)
     """The guardrails a check applied, in order, by name."""
     verdict: str | None = Field(default=None, exclude_if=when_none)
