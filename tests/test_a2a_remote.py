@@ -173,12 +173,19 @@ class Stack:
             "Get me the report.", agents=["researcher"], mode=Mode.TASK, timeouts=timeouts, **input
         )
 
+    async def asking(
+        self, timeouts: Timeouts = NO_POLL, **input: Any
+    ) -> tuple[RunHandle, RunState]:
+        """The lead, started, once the remote was let work and asks: the lead, and its
+        state while the question waits for a person."""
+        lead = await self.start(timeouts, **input)
+        self.remote.release.set()
+        return lead, await asked(lead)
+
     async def answered(self, timeouts: Timeouts = NO_POLL) -> Exchange:
         """The whole exchange: the lead starts, the remote is let work and asks, the
         person answers "Q3" on the API, and the lead finishes."""
-        lead = await self.start(timeouts)
-        self.remote.release.set()
-        asking = await asked(lead)
+        lead, asking = await self.asking(timeouts)
         await self.api.post(f"/v1/runs/{lead.id}/messages", json={"text": "Q3"})
         result = await finished(lead)
         history = await self.rig.client.get_workflow_handle(lead.id).fetch_history()
@@ -367,9 +374,7 @@ async def test_the_lead_s_run_view_lists_its_remote_call_with_its_task_and_state
 ) -> None:
     async with stack(temporal, tmp_path) as s:
         await s.rig.worker()
-        lead = await s.start()
-        s.remote.release.set()
-        await asked(lead)
+        lead, _ = await s.asking()
         asking = (await s.api.get(f"/v1/runs/{lead.id}")).json()
         await s.api.post(f"/v1/runs/{lead.id}/messages", json={"text": "Q3"})
         await finished(lead)
@@ -388,9 +393,7 @@ async def test_status_shows_the_lead_s_remote_call_among_its_sub_agents(
 ) -> None:
     async with stack(temporal, tmp_path) as s:
         await s.rig.worker()
-        lead = await s.start()
-        s.remote.release.set()
-        state = await asked(lead)
+        lead, state = await s.asking()
         env = cli_env(temporal.service_client.config.target_host, s.rig.task_queue)
         status = await asyncio.to_thread(invoke, env, ("status", lead.id), "")
         await lead.stop()
@@ -410,9 +413,7 @@ async def test_the_remote_s_reported_tokens_count_in_the_lead_s_budget_which_hol
     async with stack(temporal, tmp_path) as s:
         s.remote.tokens = 5000
         await s.rig.worker()
-        lead = await s.start(budget=Budget(max_total_tokens=1000))
-        s.remote.release.set()
-        await asked(lead)
+        lead, _ = await s.asking(budget=Budget(max_total_tokens=1000))
         await s.api.post(f"/v1/runs/{lead.id}/messages", json={"text": "Q3"})
         async with asyncio.timeout(TIMEOUT):
             while (state := await lead.state()).waiting_for is not WaitingFor.BUDGET:
@@ -519,9 +520,7 @@ async def test_the_lead_s_model_answers_the_remote_s_question_when_the_agent_all
 async def test_stopping_the_lead_cancels_the_remote_task(temporal: Client, tmp_path: Path) -> None:
     async with stack(temporal, tmp_path) as s:
         await s.rig.worker()
-        lead = await s.start()
-        s.remote.release.set()
-        await asked(lead)
+        lead, _ = await s.asking()
         await lead.stop()
         await finished(lead)
         async with asyncio.timeout(TIMEOUT):
@@ -560,9 +559,7 @@ async def test_the_lead_s_inbox_page_lists_the_remote_call_and_its_question_answ
 ) -> None:
     async with stack(temporal, tmp_path) as s:
         await s.rig.worker()
-        lead = await s.start()
-        s.remote.release.set()
-        await asked(lead)
+        lead, _ = await s.asking()
         with chromium() as browser:
             await asyncio.to_thread(browser.get, f"{s.url}/#/runs/{lead.id}")
             line = await until(lambda: first(browser, "#run-tree .waiting-on"), "the question")
