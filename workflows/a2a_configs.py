@@ -1,15 +1,53 @@
-"""The push configs of a run's A2A task (`RunMemory.push_configs`): which the `set` and
-`delete` updates keep, how many, and their audit records. The pushes themselves go out
-at the run's stop points with its notifications (`workflows.notifications`)."""
+"""The push configs of a run's A2A task (`RunMemory.push_configs`): the updates that set
+and delete them and the query that reads them, which the run registers as it is made
+(`install`), how many it keeps, and their audit records. The pushes themselves go out at
+the run's stop points with its notifications (`workflows.notifications`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from tarry.contracts import Act, Acting, ErrorCode
-from tarry.contracts.a2a_configs import MAX_PUSH_CONFIGS, PushConfig, PushConfigRef
+from tarry.contracts import Act, Acting, ErrorCode, RunState
+from tarry.contracts.a2a_configs import (
+    DELETE_PUSH_CONFIG_UPDATE,
+    MAX_PUSH_CONFIGS,
+    PUSH_CONFIGS_QUERY,
+    SET_PUSH_CONFIG_UPDATE,
+    PushConfig,
+    PushConfigRef,
+)
 from workflows import audit
 from workflows.memory import RunMemory
+
+
+def install(memory: RunMemory, state: Callable[[], RunState]) -> None:
+    """Registers the run's push-config handlers, each update answering the run's `state`:
+    called as the run is made, before its first activation's updates are delivered."""
+
+    def set_config(config: PushConfig, acting: Acting) -> RunState:
+        """Pushes the run's A2A task's news to `config.url` from its next stop point on;
+        replaces its owner's config of the same id."""
+        put(memory, config, acting)
+        return state()
+
+    def refused(config: PushConfig, acting: Acting) -> None:
+        if problem := memory.ended_problem() or set_problem(memory, config):
+            raise problem
+
+    def delete_config(ref: PushConfigRef, acting: Acting) -> RunState:
+        """Pushes no more to its owner's config `ref.id` (none such: nothing changes)."""
+        delete(memory, ref, acting)
+        return state()
+
+    def configs() -> list[PushConfig]:
+        return memory.push_configs
+
+    workflow.set_update_handler(SET_PUSH_CONFIG_UPDATE, set_config, validator=refused)
+    workflow.set_update_handler(DELETE_PUSH_CONFIG_UPDATE, delete_config)
+    workflow.set_query_handler(PUSH_CONFIGS_QUERY, configs)
 
 
 def put(memory: RunMemory, config: PushConfig, acting: Acting) -> None:

@@ -55,7 +55,6 @@ with workflow.unsafe.imports_passed_through():
         reply_problem,
     )
     from tarry.contracts.a2a import A2A_PUSH_SIGNAL, RemoteTask
-    from tarry.contracts.a2a_configs import PushConfig, PushConfigRef
     from tarry.contracts.compatibility import (  # patch ids, and when each goes
         CATALOGUE_AT_START,
     )
@@ -106,6 +105,7 @@ class AgentRunWorkflow:
         self._m.events.state = None  # the stream holds it; the next hand-over takes it again
         self._phases = Phases(self._m, input, self._stream)
         self._scope = RunScope(self._m, input, self._stream, self._phases)
+        a2a_configs.install(self._m, self.state)
 
     @workflow.run
     async def run(self, input: WorkflowInput) -> RunResult:
@@ -378,29 +378,6 @@ class AgentRunWorkflow:
     def _validate_unpin(self, request: PinRequest) -> None:
         if problem := pins.unpin_problem(self._m, request):
             raise problem
-
-    @workflow.update
-    def set_push_config(self, config: PushConfig, acting: Acting) -> RunState:
-        """Pushes the run's A2A task's news to `config.url` from its next stop point on
-        (`workflows.notifications`); replaces its owner's config of the same id."""
-        a2a_configs.put(self._m, config, acting)
-        return self.state()
-
-    @set_push_config.validator
-    def _validate_set_push_config(self, config: PushConfig, acting: Acting) -> None:
-        if problem := self._m.ended_problem() or a2a_configs.set_problem(self._m, config):
-            raise problem
-
-    @workflow.update
-    def delete_push_config(self, ref: PushConfigRef, acting: Acting) -> RunState:
-        """Pushes no more to its owner's config `ref.id` (none such: nothing changes)."""
-        a2a_configs.delete(self._m, ref, acting)
-        return self.state()
-
-    @workflow.query
-    def push_configs(self) -> list[PushConfig]:
-        """The push configs the run's clients set, their tokens sealed."""
-        return self._m.push_configs
 
     @workflow.query
     def state(self) -> RunState:

@@ -58,7 +58,13 @@ from tarry.contracts import (
     reply_problem,
 )
 from tarry.contracts.a2a import A2A_PUSH_SIGNAL, RemoteTask
-from tarry.contracts.a2a_configs import PushConfig, PushConfigRef
+from tarry.contracts.a2a_configs import (
+    DELETE_PUSH_CONFIG_UPDATE,
+    PUSH_CONFIGS_QUERY,
+    SET_PUSH_CONFIG_UPDATE,
+    PushConfig,
+    PushConfigRef,
+)
 from tarry.contracts.events import EVENTS_TOPIC, EventKind, RunEvent
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
@@ -265,16 +271,16 @@ class RunHandle:
     async def set_push_config(self, config: PushConfig) -> None:
         """Has the run push its A2A task's news to `config` at its stop points (the
         `set_push_config` update); replaces `config.owner`'s config of the same id."""
-        await self._delivery.update("set_push_config", config, self._acting())
+        await self._delivery.update(SET_PUSH_CONFIG_UPDATE, config, self._acting())
 
     async def delete_push_config(self, owner: str, id: str) -> None:
         """Drops `owner`'s push config `id` (the `delete_push_config` update)."""
         ref = PushConfigRef(id=id, owner=owner)
-        await self._delivery.update("delete_push_config", ref, self._acting())
+        await self._delivery.update(DELETE_PUSH_CONFIG_UPDATE, ref, self._acting())
 
     async def push_configs(self) -> list[PushConfig]:
         """The push configs the run's clients set, their tokens sealed."""
-        return await self._delivery.query("push_configs", list[PushConfig])
+        return await self._delivery.query(PUSH_CONFIGS_QUERY, list[PushConfig])
 
     def _acting(self) -> Acting:
         """Who sends what carries nothing else: this handle's caller, and their door."""

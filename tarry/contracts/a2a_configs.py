@@ -14,9 +14,24 @@ from pydantic import BaseModel, Field
 
 from tarry.contracts._omit import when_none
 
-__all__ = ["A2A_TASK_PUSH_ACTIVITY", "MAX_PUSH_CONFIGS", "PushConfig", "PushConfigRef", "TaskPush"]
+__all__ = [
+    "A2A_TASK_PUSH_ACTIVITY",
+    "DELETE_PUSH_CONFIG_UPDATE",
+    "MAX_PUSH_CONFIGS",
+    "PUSH_CONFIGS_QUERY",
+    "SET_PUSH_CONFIG_UPDATE",
+    "PushConfig",
+    "PushConfigRef",
+    "TaskPush",
+]
 
 A2A_TASK_PUSH_ACTIVITY = "a2a_task_push"
+SET_PUSH_CONFIG_UPDATE = "set_push_config"
+"""The run's update that keeps a push config (`workflows.a2a_configs`)."""
+DELETE_PUSH_CONFIG_UPDATE = "delete_push_config"
+"""The run's update that drops one of its owner's push configs."""
+PUSH_CONFIGS_QUERY = "push_configs"
+"""The run's query of its push configs, their tokens sealed."""
 """Posts a run's task status to the URL of each push config it has (`TaskPush`)."""
 MAX_PUSH_CONFIGS = 10
 """The most push configs one run keeps: each stop point posts to every one."""
