@@ -5,8 +5,6 @@ the run's stop points with its notifications (`workflows.notifications`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
@@ -21,11 +19,16 @@ from tarry.contracts.a2a_configs import (
 )
 from workflows import audit
 from workflows.memory import RunMemory
+from workflows.stage import RunScope
 
 
-def install(memory: RunMemory, state: Callable[[], RunState]) -> None:
-    """Registers the run's push-config handlers, each update answering the run's `state`:
-    called as the run is made, before its first activation's updates are delivered."""
+def install(run: RunScope) -> None:
+    """Registers the run's push-config updates, each answering the run's state, and its
+    query."""
+    memory = run.memory
+
+    def state() -> RunState:
+        return run.stream.state_of(memory)
 
     def set_config(config: PushConfig, acting: Acting) -> RunState:
         """Pushes the run's A2A task's news to `config.url` from its next stop point on;

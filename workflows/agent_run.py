@@ -35,14 +35,12 @@ with workflow.unsafe.imports_passed_through():
         AuditRecord,
         BudgetRaise,
         ChatMessage,
-        Connected,
         Decision,
         ErrorCode,
         ErrorInfo,
         Mode,
         PauseRequest,
         Phase,
-        PinRequest,
         RunInput,
         RunResult,
         RunState,
@@ -54,24 +52,18 @@ with workflow.unsafe.imports_passed_through():
         UserInput,
         reply_problem,
     )
-    from tarry.contracts.a2a import A2A_PUSH_SIGNAL, RemoteTask
     from tarry.contracts.compatibility import (  # patch ids, and when each goes
         CATALOGUE_AT_START,
     )
-    from tarry.contracts.ledger import SPEND_ROOM_SIGNAL
-    from tarry.contracts.slots import SLOT_FREE_SIGNAL
     from workflows import (
-        a2a_configs,
         agents,
         approvals,
         audit,
-        auth_waits,
         budgets,
         hand_over,
+        handlers,
         output,
         pages,
-        pins,
-        remote_agents,
         search_index,
         slots,
         stages,
@@ -105,7 +97,7 @@ class AgentRunWorkflow:
         self._m.events.state = None  # the stream holds it; the next hand-over takes it again
         self._phases = Phases(self._m, input, self._stream)
         self._scope = RunScope(self._m, input, self._stream, self._phases)
-        a2a_configs.install(self._m, self.state)
+        handlers.install(self._scope)
 
     @workflow.run
     async def run(self, input: WorkflowInput) -> RunResult:
@@ -195,40 +187,9 @@ class AgentRunWorkflow:
         approvals.record(self._m, decision, "signal", workflow.now())
 
     @workflow.signal
-    def connected(self, signal: Connected) -> None:
-        """A person connected the account a tool call waits for (`auth_waits`)."""
-        auth_waits.record(self._m, signal)
-
-    @workflow.signal
     def agent_status(self, report: AgentReport) -> None:
         """A sub-agent's run says what it waits for now (`agents.delegate` follows it)."""
         agents.take_report(self._m, report)
-
-    @workflow.signal(name=A2A_PUSH_SIGNAL)
-    def a2a_push(self, news: RemoteTask) -> None:
-        """A remote agent's task changed, says its push (checked by the API): the wait
-        for it acts on the news (`remote_agents`)."""
-        remote_agents.take_push(self._m, news)
-
-    @workflow.signal
-    def parent_budget(self, raised: BudgetRaise) -> None:
-        """The parent's budget was raised: this sub-agent may spend what it has left."""
-        if budgets.raise_problem(self._m, raised) is None:
-            budgets.record(self._m, raised)
-
-    @workflow.signal(name=SPEND_ROOM_SIGNAL)
-    def spend_room(self) -> None:
-        """The owner's ledger may have room for the call this run waits to make
-        (`workflows.spend`): it asks again."""
-        if self._m.spend is not None:
-            self._m.spend.room = True
-
-    @workflow.signal(name=SLOT_FREE_SIGNAL)
-    def slot_free(self) -> None:
-        """The owner's slots gave this queued run a slot (`workflows.slots`): it asks
-        again, granted."""
-        if self._m.slot is not None:
-            self._m.slot.free = True
 
     @workflow.signal
     def wake(self) -> None:
@@ -355,28 +316,6 @@ class AgentRunWorkflow:
     @set_reply_policy.validator
     def _validate_set_reply_policy(self, change: audit.PolicyArg) -> None:
         if problem := self._m.ended_problem():
-            raise problem
-
-    @workflow.update
-    def pin(self, request: PinRequest) -> RunState:
-        """Keeps a message in the model's window from the next call on (`workflows.pins`)."""
-        pins.pin(self._m, request)
-        return self.state()
-
-    @pin.validator
-    def _validate_pin(self, request: PinRequest) -> None:
-        if problem := pins.pin_problem(self._m, self._input, request):
-            raise problem
-
-    @workflow.update
-    def unpin(self, request: PinRequest) -> RunState:
-        """Lets a pinned message leave the model's window as the others do."""
-        pins.unpin(self._m, request)
-        return self.state()
-
-    @unpin.validator
-    def _validate_unpin(self, request: PinRequest) -> None:
-        if problem := pins.unpin_problem(self._m, request):
             raise problem
 
     @workflow.query

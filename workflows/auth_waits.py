@@ -54,3 +54,13 @@ def record(memory: RunMemory, signal: Connected) -> None:
         return
     memory.auth_needed = [n for n in memory.auth_needed if n not in waiting]
     audit.record(memory, Act.CONNECT, signal, f"{signal.person} connected {signal.server}")
+
+
+def install(run: RunScope) -> None:
+    """Registers the `connected` signal: a person connected the account a tool call
+    waits for."""
+
+    def connected(signal: Connected) -> None:
+        record(run.memory, signal)
+
+    workflow.set_signal_handler("connected", connected)

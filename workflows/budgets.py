@@ -10,6 +10,7 @@ pauses, so its commands are exactly those of a run from before budgets.
 
 from __future__ import annotations
 
+from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from tarry.contracts import TEMPORAL_UI, Budget, BudgetRaise, ErrorCode, Phase, Usage
@@ -89,3 +90,14 @@ def record(memory: RunMemory, raised: BudgetRaise) -> bool:
 
 def _invalid(message: str) -> ApplicationError:
     return ApplicationError(message, type=ErrorCode.BUDGET_INVALID)
+
+
+def install(run: RunScope) -> None:
+    """Registers the `parent_budget` signal: the lead's budget was raised, so this
+    sub-agent may spend what it has left."""
+
+    def parent_budget(raised: BudgetRaise) -> None:
+        if raise_problem(run.memory, raised) is None:
+            record(run.memory, raised)
+
+    workflow.set_signal_handler("parent_budget", parent_budget)

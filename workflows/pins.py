@@ -11,6 +11,7 @@ always leave room for its newest messages and its memory stays bounded.
 
 from __future__ import annotations
 
+from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from tarry.contracts import (
@@ -18,11 +19,13 @@ from tarry.contracts import (
     ErrorCode,
     PinnedMessage,
     PinRequest,
+    RunState,
     estimate_tokens,
 )
 from workflows import audit
 from workflows.memory import RunMemory, WorkflowInput
 from workflows.pages import HAND_OVER_BYTES
+from workflows.stage import RunScope
 
 PINS_BYTES = HAND_OVER_BYTES // 4
 """The most JSON a run's pins hold: the hand-over carries them besides the window."""
@@ -116,3 +119,29 @@ def _message_at(memory: RunMemory, request: PinRequest) -> PinnedMessage | Appli
             type=ErrorCode.PIN_INVALID,
         )
     return pinned
+
+
+def install(run: RunScope) -> None:
+    """Registers the run's `pin` and `unpin` updates, each answering the run's state."""
+    m = run.memory
+
+    def pin_message(request: PinRequest) -> RunState:
+        """Keeps a message in the model's window from the next call on."""
+        pin(m, request)
+        return run.stream.state_of(m)
+
+    def pin_refused(request: PinRequest) -> None:
+        if problem := pin_problem(m, run.input, request):
+            raise problem
+
+    def unpin_message(request: PinRequest) -> RunState:
+        """Lets a pinned message leave the model's window as the others do."""
+        unpin(m, request)
+        return run.stream.state_of(m)
+
+    def unpin_refused(request: PinRequest) -> None:
+        if problem := unpin_problem(m, request):
+            raise problem
+
+    workflow.set_update_handler("pin", pin_message, validator=pin_refused)
+    workflow.set_update_handler("unpin", unpin_message, validator=unpin_refused)

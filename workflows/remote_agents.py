@@ -30,6 +30,7 @@ from temporalio.exceptions import ActivityError
 from tarry.contracts import AgentArguments, ChatMessage, ErrorCode, ToolResult, Usage
 from tarry.contracts.a2a import (
     A2A_CANCEL_ACTIVITY,
+    A2A_PUSH_SIGNAL,
     A2A_SEND_ACTIVITY,
     A2A_TASK_ACTIVITY,
     RemoteAnswerer,
@@ -288,3 +289,13 @@ def take_push(memory: RunMemory, news: RemoteTask) -> None:
         workflow.logger.info("push for a remote call not under way: ignored")
         return
     call.news = news
+
+
+def install(run: RunScope) -> None:
+    """Registers the `a2a_push` signal: a remote agent's task changed, says its push
+    (checked by the API), for the call's wait to act on."""
+
+    def a2a_push(news: RemoteTask) -> None:
+        take_push(run.memory, news)
+
+    workflow.set_signal_handler(A2A_PUSH_SIGNAL, a2a_push)

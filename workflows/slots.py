@@ -25,6 +25,7 @@ from tarry.contracts import ErrorCode, ErrorInfo, Phase
 from tarry.contracts.slots import (
     ACQUIRE_ACTIVITY,
     RELEASE_ACTIVITY,
+    SLOT_FREE_SIGNAL,
     SlotAnswer,
     SlotRelease,
     SlotRequest,
@@ -115,3 +116,14 @@ async def release(memory: RunMemory, input: WorkflowInput) -> None:
 
 
 SLOTS = SlotHold()
+
+
+def install(run: RunScope) -> None:
+    """Registers the slot-free signal: the owner's slots gave this queued run a slot, so
+    it asks again, granted."""
+
+    def slot_free() -> None:
+        if run.memory.slot is not None:
+            run.memory.slot.free = True
+
+    workflow.set_signal_handler(SLOT_FREE_SIGNAL, slot_free)

@@ -23,6 +23,7 @@ from tarry.contracts import ErrorCode, ErrorInfo, LlmResponse, Phase
 from tarry.contracts.ledger import (
     RESERVE_ACTIVITY,
     SETTLE_ACTIVITY,
+    SPEND_ROOM_SIGNAL,
     ReserveAnswer,
     ReserveRequest,
     Settlement,
@@ -140,3 +141,14 @@ async def _reserved(run: RunScope, request: ReserveRequest) -> ReserveAnswer | N
 
 
 SPEND = SpendCap()
+
+
+def install(run: RunScope) -> None:
+    """Registers the spend-room signal: the owner's ledger may have room for the call
+    this run waits to make, so it asks again."""
+
+    def spend_room() -> None:
+        if run.memory.spend is not None:
+            run.memory.spend.room = True
+
+    workflow.set_signal_handler(SPEND_ROOM_SIGNAL, spend_room)
