@@ -412,6 +412,7 @@ async def test_the_a2a_tour_delegates_to_the_other_stacks_researcher_and_finishe
     assert "Nobody: notes.md says" in results[0]  # the remote stack's researcher's answer
     assert tool_calls(remote_transcript) == ["read_file"]  # it ran there, on its notes
     assert Phase(remote_run["phase"]) is Phase.COMPLETED
-    assert "phase     Completed" in said["status"]
+    assert re.search(r"^phase +Completed$", said["status"], re.M), said["status"]
+    assert re.search(r"^remote agents +researcher ", said["status"], re.M), said["status"]
     assert "← Nobody: notes.md says" in said["show"]  # the remote's answer, as the call's
     assert "Tour       a2a: docs/guides/a2a.md, 'Try it offline'" in lead.banner
