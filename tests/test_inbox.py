@@ -671,7 +671,10 @@ async def test_a_person_raises_a_spent_budget_and_the_run_goes_on(
 
 
 async def choose(browser: WebDriver, select_id: str, value: str) -> None:
-    option = browser.find_element(By.CSS_SELECTOR, f'#{select_id} option[value="{value}"]')
+    """Picks `value` of the select `select_id`, from a thread: a page still loading holds
+    selenium's calls until the API, served on this loop, has answered it."""
+    selector = f'#{select_id} option[value="{value}"]'
+    option = await asyncio.to_thread(browser.find_element, By.CSS_SELECTOR, selector)
     await asyncio.to_thread(option.click)
 
 
