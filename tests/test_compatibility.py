@@ -17,6 +17,7 @@ import pytest
 
 from tarry.contracts import compatibility
 from tarry.contracts.compatibility import PATCHES, SHIMS, Patch, Shim
+from tests.python_source import parsed
 from workflows.waits import WAITS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,7 +101,7 @@ def asked_patches() -> dict[str, set[str]]:
     ids, and the source of any argument that is not an entry's `.id`."""
     asked: dict[str, set[str]] = {"patched": set(), "deprecate_patch": set()}
     for path in sorted((ROOT / "workflows").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path.read_text())):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func

@@ -25,6 +25,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.python_source import parsed
+
 TESTS = Path(__file__).resolve().parent
 SCALER = "deadline"
 
@@ -84,7 +86,7 @@ def _default_bounds(arguments: ast.arguments) -> Iterator[ast.expr]:
 def bare_bounds(source: str) -> list[int]:
     """The lines of `source` where a wait is bounded by a bare number, or by none."""
     bare: set[int] = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parsed(source)):
         bounds: list[ast.expr | None] = []
         if isinstance(node, ast.Call):
             bounds = list(_call_bounds(node))

@@ -44,6 +44,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tests.deadline import deadline
+from tests.python_source import parsed
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -137,7 +138,7 @@ def imports(root: Path, path: Path) -> Iterator[tuple[int, str]]:
     function (a lazy import is an import too) or under `TYPE_CHECKING`."""
     module = _module_name(root, path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parsed(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name
@@ -357,7 +358,7 @@ def modules_without_all(root: Path) -> list[str]:
         and not any(
             isinstance(node, ast.Assign)
             and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
-            for node in ast.parse(path.read_text()).body
+            for node in parsed(path.read_text()).body
         )
     ]
 

@@ -9,6 +9,7 @@ import tomllib
 from pathlib import Path
 
 from tests.conftest import END_TO_END, REPLAY, TIERS
+from tests.python_source import parsed
 
 TESTS = Path(__file__).parent
 
@@ -33,7 +34,7 @@ def _exists(file: str, name: str = "") -> bool:
     path = TESTS / file
     if not path.is_file():
         return False
-    tree = ast.parse(path.read_text())
+    tree = parsed(path.read_text())
     defined = {
         node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
     }
