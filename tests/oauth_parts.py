@@ -27,6 +27,7 @@ from tarry.testing import oauth_servers
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.http_api import Access, Api, served
+from tests.local_http import serving_app
 from tests.test_http_api_people import ALICE, BOB, CAROL, as_
 from tests.test_notifications import Receiver, entry
 
@@ -97,14 +98,9 @@ async def otlp() -> AsyncIterator[OtlpReceiver]:
     receiver = OtlpReceiver()
     app = web.Application()
     app.router.add_post("/v1/traces", receiver.take)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    receiver.url = f"http://{host}:{port}/v1/traces"
-    yield receiver
-    await runner.cleanup()
+    async with serving_app(app) as url:
+        receiver.url = f"{url}/v1/traces"
+        yield receiver
 
 
 @pytest.fixture

@@ -49,6 +49,7 @@ from tarry.testing.scripted_model import call, say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.http_api import Api
+from tests.local_http import serving_app
 from tests.test_a2a_server import a2a_as, last_state, streamed, text_message
 from tests.test_owners import ALICE, BOB, CONFIG, people_api
 
@@ -97,16 +98,9 @@ async def receiver() -> AsyncIterator[Receiver]:
     made = Receiver()
     app = web.Application()
     app.router.add_post("/pushes", made.take)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    made.url = f"http://{host}:{port}/pushes"
-    try:
+    async with serving_app(app) as url:
+        made.url = f"{url}/pushes"
         yield made
-    finally:
-        await runner.cleanup()
 
 
 async def pushing_agent(

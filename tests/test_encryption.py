@@ -16,7 +16,6 @@ from typing import Any
 
 import httpx
 import pytest
-from aiohttp import web
 from google.protobuf import json_format
 from pydantic import SecretStr
 from temporalio.api.common.v1 import Payloads
@@ -34,6 +33,7 @@ from tarry.temporal.codec import EncryptionCodec, new_key
 from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import CANARY_KEY, FAST_TIMEOUTS, temporal_cli, tool_result
 from tests.deadline import TIMEOUT, deadline
+from tests.local_http import serving_app
 from workers.plugin import TarryPlugin
 from workflows.agent_run import AgentRunWorkflow
 
@@ -119,11 +119,8 @@ async def shown(encrypted: EncryptedRun) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 async def codec_server(encrypted: EncryptedRun) -> AsyncIterator[str]:
     """The codec server on a free port of 127.0.0.1; its base URL."""
-    runner = web.AppRunner(codec_app(encrypted.codec, DEFAULT_ORIGIN))
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    await runner.cleanup()
+    async with serving_app(codec_app(encrypted.codec, DEFAULT_ORIGIN)) as url:
+        yield url
 
 
 def payloads_in(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:

@@ -37,6 +37,7 @@ from tarry.testing.scripted_model import ScriptedModel, call, say
 from tests.conftest import Agent
 from tests.deadline import TIMEOUT, deadline
 from tests.faults import LOCAL_USER, CrashRig
+from tests.local_http import serving_app
 from tests.test_cli_approvals import decision_of, until_state
 
 SECRET = "receiver-secret-0123456789"
@@ -106,17 +107,12 @@ async def listening(receiver: Receiver) -> AsyncIterator[Receiver]:
     """`receiver` served on a free port of 127.0.0.1 (its `url`)."""
     app = web.Application()
     app.router.add_post("/hook", receiver.take)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    receiver.url = f"http://{host}:{port}/hook"
-    try:
-        yield receiver
-    finally:
-        receiver._release.set()
-        await runner.cleanup()
+    async with serving_app(app) as url:
+        receiver.url = f"{url}/hook"
+        try:
+            yield receiver
+        finally:
+            receiver._release.set()
 
 
 @pytest.fixture

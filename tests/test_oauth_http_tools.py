@@ -22,6 +22,7 @@ from tarry.contracts import Phase
 from tarry.core.grants import ToolGrant
 from tarry.testing.scripted_model import call, say
 from tests.deadline import TIMEOUT
+from tests.local_http import serving_app
 from tests.oauth_parts import (
     PROVIDER_LOGGERS,
     Parts,
@@ -59,13 +60,8 @@ async def directory(parts: Parts) -> AsyncIterator[str]:
 
     app = web.Application()
     app.router.add_get("/me", me)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    yield f"http://{host}:{port}"
-    await runner.cleanup()
+    async with serving_app(app) as url:
+        yield url
 
 
 def directory_tools(api: str) -> list[Tool]:
