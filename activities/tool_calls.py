@@ -206,6 +206,9 @@ class ToolHost:
         self._root = workspace_root
         self._template = workspace_template
         self._tools: dict[str, Tool] = {}
+        self._definitions: dict[str, ToolDefinition] = {}
+        """Each registered tool's definition, made once: its JSON schema took most of the
+        time of every run's `tool_catalogue` activity when it was made for each run."""
         self._sources = sources
         self._model_queues = dict(model_queues or {})
         self._profiles = None if profiles is None else sorted(profiles)
@@ -231,6 +234,7 @@ class ToolHost:
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
+        self._definitions[tool.name] = tool.definition()
 
     @property
     def names(self) -> list[str]:
@@ -246,7 +250,7 @@ class ToolHost:
         allowed, gated = request.tools, request.require_approval
         offered = [
             t
-            for t in [*(t.definition() for t in self._tools.values()), *listed]
+            for t in [*self._definitions.values(), *listed]
             if allowed is None or t.name in allowed
         ]
         return [
