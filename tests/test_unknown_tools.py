@@ -6,13 +6,26 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.converter import DataConverter
+from temporalio.testing import WorkflowEnvironment
 
 from tarry.client import Tarry, TarryError
 from tarry.client.starting import CHECK_ID_PREFIX
-from tarry.contracts import WORKFLOW_TYPE, ErrorCode, Phase, RunInput, RunResult
+from tarry.contracts import (
+    CATALOGUE_CHECK_ACTIVITY,
+    SEARCH_ATTRIBUTES,
+    WORKFLOW_TYPE,
+    ErrorCode,
+    Phase,
+    RunInput,
+    RunResult,
+)
+from tarry.temporal.servers import dev_server_args, find_binary
 from tarry.testing.scripted_model import say
 from tests.cli import Cli
 from tests.conftest import FAST_TIMEOUTS, Agent
@@ -134,10 +147,11 @@ async def test_a_start_naming_tools_with_no_worker_says_so_and_leaves_the_check_
 
 
 @pytest.mark.parametrize(("options", "error"), REFUSED_STARTS.values(), ids=REFUSED_STARTS.keys())
-async def test_a_refused_start_leaves_no_run_in_tarry_list_or_the_api(
+async def test_a_refused_start_leaves_no_run_and_no_workflow_behind(
     agent: Agent, options: tuple[str, ...], error: str
 ) -> None:
-    """Refused before anything starts: no failed run for a person to find and clear away."""
+    """Refused before anything starts: no failed run for a person to find and clear away,
+    in `tarry list`, the API or among the task queue's workflows."""
     cli = Cli.of(agent)
     agent.model.add(say("listed"))
     refused_id, listed_id = (f"run-{name}-{uuid.uuid4().hex[:6]}" for name in ("refused", "ok"))
@@ -150,24 +164,33 @@ async def test_a_refused_start_leaves_no_run_in_tarry_list_or_the_api(
         await until_listed(api, "waiting_for=input", listed_id)
         response = await api.http.get(f"/v1/runs?phase={Phase.FAILED.value}&limit=1000")
 
+    queue = f"TaskQueue = '{agent.tarry.task_queue}'"
+    workflows = [listed.id async for listed in agent.tarry.client.list_workflows(queue)]
+
     refused.assert_one_error_line(error)
     assert refused.code == 1
     assert refused_id not in failed
     assert refused_id not in [row["id"] for row in response.json()["runs"]]
+    assert workflows == [listed_id]
     with pytest.raises(TarryError) as missing:
         await agent.tarry.get(refused_id).describe()
     assert missing.value.code is ErrorCode.RUN_NOT_FOUND
 
 
-async def check_of(temporal: Client, run_id: str) -> WorkflowExecutionDescription:
-    """The `CatalogueCheck` a client asked before it started `run_id`, once listed."""
-    query = f"WorkflowType = 'CatalogueCheck' AND WorkflowId STARTS_WITH '{CHECK_ID_PREFIX}'"
+async def summary_of_check(temporal: Client, run_id: str) -> str:
+    """The summary of the catalogue check a client asked before it started `run_id`, once
+    listed: the Temporal UI shows it."""
+    query = f"ActivityType = '{CATALOGUE_CHECK_ACTIVITY}'"
     async with asyncio.timeout(TIMEOUT):
         while True:
-            async for listed in temporal.list_workflows(query):
-                described = await temporal.get_workflow_handle(listed.id).describe()
-                if repr(run_id) in (await described.static_summary() or ""):
-                    return described
+            async for listed in temporal.list_activities(query):
+                if not listed.activity_id.startswith(CHECK_ID_PREFIX):
+                    continue
+                described = await temporal.get_activity_handle(listed.activity_id).describe()
+                summary = described.raw_info.user_metadata.summary
+                texts: list[str] = await temporal.data_converter.decode([summary], [str])
+                if repr(run_id) in texts[0]:
+                    return texts[0]
             await asyncio.sleep(0.1)
 
 
@@ -177,8 +200,41 @@ async def test_the_check_before_a_start_says_in_the_temporal_ui_that_it_is_not_a
     agent.model.add(say("hi"))
     run = await agent.start("hello", require_approval=["write_file"])  # names a tool: checked
 
-    check = await check_of(temporal, run.id)
+    summary = await summary_of_check(temporal, run.id)
 
-    summary = await check.static_summary()
     assert summary == f"Tarry's internal check, not a run: may {run.id!r} start?"
-    assert "This workflow is that check, not a run" in (await check.static_details() or "")
+
+
+@pytest.fixture
+async def no_standalone_activities(converter: DataConverter) -> AsyncIterator[Client]:
+    """A dev server that runs no standalone activities, as an older server does."""
+    async with await WorkflowEnvironment.start_local(
+        data_converter=converter,
+        dev_server_existing_path=str(find_binary("temporal")),
+        dev_server_extra_args=[
+            *dev_server_args(),
+            *("--dynamic-config-value", "activity.enableStandalone=false"),
+        ],
+        search_attributes=SEARCH_ATTRIBUTES,
+    ) as env:
+        yield env.client
+
+
+async def test_a_server_without_standalone_activities_checks_in_a_workflow_that_is_no_run(
+    no_standalone_activities: Client, agent_factory: Any
+) -> None:
+    # The server is started first, so that it stops after the agent's worker.
+    agent: Agent = await agent_factory(client=no_standalone_activities)
+    agent.model.add(say("hi"))
+
+    with pytest.raises(TarryError) as refused:
+        await agent.start("hello", tools=["raed_file"])
+    run = await agent.start("hello", tools=["read_file"])
+
+    assert refused.value.code is ErrorCode.TOOL_NOT_FOUND
+    assert (await run.wait_for({Phase.WAITING_USER})).phase is Phase.WAITING_USER
+    queue = f"TaskQueue = '{agent.tarry.task_queue}' AND WorkflowType = 'CatalogueCheck'"
+    async with asyncio.timeout(TIMEOUT):
+        while len(checks := [c async for c in no_standalone_activities.list_workflows(queue)]) < 2:
+            await asyncio.sleep(0.1)
+    assert all(check.id.startswith(CHECK_ID_PREFIX) for check in checks)

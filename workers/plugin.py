@@ -2,8 +2,9 @@
 
 The SDK's own integrations (`temporalio.contrib.openai_agents.OpenAIAgentsPlugin`,
 pydantic-ai's `PydanticAIPlugin`) wire a worker this way, and so does Tarry: the
-`AgentRun` workflow (and `CatalogueCheck`, which a client asks before it starts one, and
-`AuditAct`, the trail of schedules and evals),
+`AgentRun` workflow (and `CatalogueCheck`, through which a client asks before it starts
+one on a server without standalone activities, and `AuditAct`, the trail of schedules and
+evals),
 the model activity with its stored conversations, the tools (and the MCP servers' in
 the worker's config), the notifications of its `[[notify]]`
 entries, the worker settings Tarry ships with (cache, pollers, sticky timeout), the

@@ -270,8 +270,8 @@ class AgentRunWorkflow:
     @workflow.update
     async def started(self) -> RunState:
         """The state once the run has its tools, or `TOOL_NOT_FOUND` when it names one the
-        worker lacks. Clients before `CatalogueCheck` ask it after a start; today's ask
-        the worker before they start a run (`workflows.catalogue_check`)."""
+        worker lacks. Clients before the catalogue check ask it after a start; today's ask
+        the worker's `catalogue_check` activity before they start a run."""
         m = self._m
         await workflow.wait_condition(lambda: m.catalogue.tools is not None or m.phase.ended)
         if m.catalogue.tools is None and m.error is not None:

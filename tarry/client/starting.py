@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.client import (
+    ActivityFailureError,
     Client,
     WithStartWorkflowOperation,
     WorkflowExecutionDescription,
@@ -30,10 +31,12 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.client.delivery import NOT_READY_PATIENCE, Delivery, await_poller
 from tarry.client.temporal_errors import translated_errors
 from tarry.contracts import (
+    CATALOGUE_CHECK_ACTIVITY,
     CATALOGUE_CHECK_WORKFLOW,
     RESUMED_SIGNAL,
     START_KEY_ATTRIBUTE,
@@ -64,6 +67,7 @@ __all__ = [
     "LIMITS_CARRIED",
     "RunWorkflow",
     "admitted",
+    "asked_the_workers",
     "checked_id",
     "refuse_unknown_names",
     "start_resumption",
@@ -224,15 +228,18 @@ def with_start_key(
 
 
 CHECK_ID_PREFIX = "tarry-internal-catalogue-check-"
-"""The workflow id of a client's `CatalogueCheck` begins so: the Temporal UI lists it
-beside the runs, and its id says at a glance that it is none."""
+"""The id of a client's catalogue check begins so: the Temporal UI lists it (among
+standalone activities, or as a `CatalogueCheck` workflow beside the runs), and its id
+says at a glance that it is no run."""
+CHECK_SUMMARY = "Tarry's internal check, not a run: may {run_id!r} start?"
+"""The check's summary in the Temporal UI."""
 CHECK_DETAILS = (
     "Tarry asks a worker, before it starts run {run_id!r}, whether the worker has every"
     " tool, agent and model profile the run names, so that a typo refuses the start rather"
     " than failing a run. This workflow is that check, not a run: `tarry list`, the API and"
     " the inbox list runs only. To list runs alone here, query `WorkflowType = 'AgentRun'`."
 )
-"""The check's details in the Temporal UI (its User Metadata)."""
+"""The `CatalogueCheck` workflow's details in the Temporal UI (its User Metadata)."""
 
 
 async def refuse_unknown_names(
@@ -242,30 +249,19 @@ async def refuse_unknown_names(
     agent or model profile of a name `input` gives, `MODEL_NOT_ALLOWED` when one of
     its agents runs on a profile outside `caller`'s limits, and `SEARCH_UNAVAILABLE` when
     it has memory tools and they keep no memory store, before anything starts: their own
-    answer, through a short `CatalogueCheck` workflow (not a run, so a refused start
-    leaves no failed run in `tarry list` or the inbox), waited for as long as a worker
-    polls. With none for `WORKER_GRACE`, or one that does not answer in
+    answer (`asked_the_workers`), so a refused start leaves no run and no workflow behind.
+    With no worker polling for `WORKER_GRACE`, or one that does not answer in
     `NOT_READY_PATIENCE` (older than this client), says so in a warning: the run
     refuses them itself once a worker takes it."""
     request = CatalogueRequest.of(input)
     if caller.limits is not None and caller.limits.models is not None:
         request.models = list(caller.limits.models)
     try:
-        await await_poller(client, task_queue, run_id)
-        refusal: ErrorInfo | None = await client.execute_workflow(
-            CATALOGUE_CHECK_WORKFLOW,
-            request,
-            id=f"{CHECK_ID_PREFIX}{uuid.uuid4().hex}",
-            task_queue=task_queue,
-            result_type=ErrorInfo | None,  # type: ignore[arg-type]
-            execution_timeout=timedelta(seconds=NOT_READY_PATIENCE),
-            static_summary=f"Tarry's internal check, not a run: may {run_id!r} start?",
-            static_details=CHECK_DETAILS.format(run_id=run_id),
-        )
+        refusal = await asked_the_workers(client, task_queue, request, run_id)
     except TarryError as e:
         _log.warning("%s; the run checks its tools when a worker takes it", e.message)
         return
-    except WorkflowFailureError as e:
+    except (ActivityFailureError, WorkflowFailureError) as e:
         _log.warning(
             "no worker of task queue %r checked the names of run %r (%s); the run checks"
             " its tools when a worker takes it",
@@ -276,6 +272,47 @@ async def refuse_unknown_names(
         return
     if refusal is not None:
         raise TarryError(refusal.code, refusal.message)
+
+
+async def asked_the_workers(
+    client: Client, task_queue: str, request: CatalogueRequest, run_id: str
+) -> ErrorInfo | None:
+    """Why a worker of `task_queue` would refuse a run asking for `request`, or None.
+
+    Only a worker knows its configuration, so its `catalogue_check` activity answers. The
+    client runs it as a standalone activity (no workflow: one task, half the cost of a
+    workflow running it, and nothing in the list of workflows). A server that runs no
+    standalone activities (an older one, or one with `activity.enableStandalone`
+    off) answers UNIMPLEMENTED; the activity then runs in a short `CatalogueCheck`
+    workflow. Raises `RUN_NOT_SERVED` when no worker polls the queue (`await_poller`)."""
+    await await_poller(client, task_queue, run_id)
+    check_id = f"{CHECK_ID_PREFIX}{uuid.uuid4().hex}"
+    try:
+        answer: ErrorInfo | None = await client.execute_activity(
+            CATALOGUE_CHECK_ACTIVITY,
+            request,
+            id=check_id,
+            task_queue=task_queue,
+            result_type=ErrorInfo | None,  # type: ignore[arg-type]
+            # A busy worker, or one that fails it (older than this client: it has none).
+            schedule_to_close_timeout=timedelta(seconds=NOT_READY_PATIENCE),
+            summary=CHECK_SUMMARY.format(run_id=run_id),
+        )
+        return answer
+    except RPCError as e:
+        if e.status is not RPCStatusCode.UNIMPLEMENTED:
+            raise
+    refusal: ErrorInfo | None = await client.execute_workflow(
+        CATALOGUE_CHECK_WORKFLOW,
+        request,
+        id=check_id,
+        task_queue=task_queue,
+        result_type=ErrorInfo | None,  # type: ignore[arg-type]
+        execution_timeout=timedelta(seconds=NOT_READY_PATIENCE),
+        static_summary=CHECK_SUMMARY.format(run_id=run_id),
+        static_details=CHECK_DETAILS.format(run_id=run_id),
+    )
+    return refusal
 
 
 def admitted(caller: Caller, input: RunInput) -> RunInput:

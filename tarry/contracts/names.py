@@ -53,11 +53,13 @@ WORKFLOW_TYPE = "AgentRun"
 DEFAULT_TASK_QUEUE = "tarry"
 LLM_ACTIVITY = "call_llm"
 TOOL_CATALOGUE_ACTIVITY = "tool_catalogue"
-CATALOGUE_CHECK_WORKFLOW = "CatalogueCheck"
-"""A short workflow, not a run, that asks a worker whether it would refuse a run's tools,
-agents or model profile (the `catalogue_check` activity): the client asks it before it
-starts a run, so a refused start leaves nothing behind in `tarry list`."""
 CATALOGUE_CHECK_ACTIVITY = "catalogue_check"
+"""Asks a worker whether it would refuse a run's tools, agents or model profile: the client
+runs it before it starts a run, as a standalone activity, so a refused start leaves no run
+and no workflow behind (`tarry.client.starting.asked_the_workers`)."""
+CATALOGUE_CHECK_WORKFLOW = "CatalogueCheck"
+"""A short workflow, not a run, that runs `catalogue_check` for a client on a server without
+standalone activities."""
 PAGE_ACTIVITY = "store_transcript_page"
 """The activity that moves a run's older messages into a page in the payload store."""
 PAGE_INDEX_ACTIVITY = "store_transcript_page_index"
