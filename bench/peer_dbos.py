@@ -12,7 +12,9 @@ this module only where it may be missing and say so.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
@@ -107,6 +109,10 @@ async def _serve(
         yield open_chat
     finally:
         DBOS.destroy(destroy_registry=False)
+        # DBOS's launch made its own executor this loop's default one, and destroy shut it
+        # down: every later `asyncio.to_thread` here (the next round's Temporal workers
+        # storing payloads) would fail with "cannot schedule new futures after shutdown".
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor())
 
 
 def on(database_url: str, polling: float | None = None) -> Serve:

@@ -15,6 +15,8 @@ row is divided by the floor at the same setting.
 
 Figures, each way measured in turn within a round and the rounds repeated (so a machine
 whose load drifts weighs on every way alike), medians over all rounds:
+- start: a new chat opened with its first message until the chat waits again (for a team
+  that starts a run per ticket or per message, what each one costs);
 - per exchange: a reply sent to a waiting chat until the chat waits again;
 - reply to model: the reply sent until the model receives the request it causes;
 - busy: `chats` chats at once, each sent `busy_exchanges` replies one after another: wall
@@ -56,7 +58,7 @@ from bench.rig import (
     tarry_worker,
 )
 from tarry.cli.processes import free_port
-from tarry.contracts import Phase, RunInput
+from tarry.contracts import RunInput
 from tarry.testing.scripted_model import ScriptedModel
 
 WARM_UP = 2
@@ -92,6 +94,7 @@ class Way:
 @dataclass
 class Figures:
     way: Way
+    start: list[float] = field(default_factory=list)
     exchange: list[float] = field(default_factory=list)
     to_model: list[float] = field(default_factory=list)
     busy: list[float] = field(default_factory=list)
@@ -103,9 +106,10 @@ class Figures:
         return statistics.median(samples) if samples else None
 
     @property
-    def medians(self) -> tuple[float | None, float | None, float | None]:
-        """Per exchange, reply to model, busy per exchange."""
-        return self._median(self.exchange), self._median(self.to_model), self._median(self.busy)
+    def medians(self) -> tuple[float | None, ...]:
+        """Start, per exchange, reply to model, busy per exchange."""
+        samples = (self.start, self.exchange, self.to_model, self.busy)
+        return tuple(self._median(s) for s in samples)
 
 
 # --- The ways ---------------------------------------------------------------------
@@ -116,8 +120,8 @@ async def _tarry(server: Server, base_url: str, _tools: ToolHost) -> AsyncIterat
     async with tarry_worker(server, base_url, server.storage.parent / "workspaces") as worker:
 
         async def open_chat() -> tuple[Reply, Close]:
+            # A message sent before the run first waits is queued for that wait.
             run = await worker.tarry.start(RunInput(tools=["list_files"]))
-            await run.wait_for({Phase.WAITING_USER})
             return run.send, run.stop
 
         yield open_chat
@@ -217,7 +221,8 @@ async def _round(
     way: Way, figures: Figures, server: Server, model: ScriptedModel, tools: ToolHost,
     replies: int, chats: int, busy_exchanges: int,
 ) -> None:  # fmt: skip
-    """One round of `way`: `replies` timed replies to one chat, then the busy chats."""
+    """One round of `way`: `replies` timed replies to one chat, `replies` chats started
+    one after another, each timed to its first answer, then the busy chats."""
     assert way.serve is not None
     async with way.serve(server, model.base_url, tools) as open_chat:
         reply, close = await open_chat()
@@ -229,6 +234,13 @@ async def _round(
                 figures.exchange.append(time.monotonic() - sent)
                 figures.to_model.append(model.requests[before].arrived - sent)
         await close()
+        for n in range(WARM_UP + replies):
+            sent = time.monotonic()
+            reply, close = await open_chat()
+            await reply(OPENING)
+            if n >= WARM_UP:
+                figures.start.append(time.monotonic() - sent)
+            await close()
         opened = await asyncio.gather(*(open_chat() for _ in range(chats)))
 
         async def talk(reply: Reply) -> None:
@@ -290,11 +302,12 @@ async def run(
 
 
 def cells(figures: Figures, results: Sequence[Figures]) -> list[str]:
-    """A row's six figures: per exchange, reply to model and busy, each in ms and as a ratio
-    to the floor at the row's setting ("n/a" where the way did not run: its note says why)."""
+    """A row's eight figures: start, per exchange, reply to model and busy, each in ms and as
+    a ratio to the floor at the row's setting ("n/a" where the way did not run: its note
+    says why)."""
     floors = {f.way.setting: f for f in results if f.way.floor}
     floor = floors.get(figures.way.setting)
-    reference = floor.medians if floor else (None, None, None)
+    reference = floor.medians if floor else (None,) * len(figures.medians)
     row = []
     for value, ref in zip(figures.medians, reference, strict=True):
         row += [ms(value), ratio(value, ref)]
@@ -306,9 +319,11 @@ def render(
 ) -> Table:
     t = table(
         f"The peers: a reply to a waiting chat, model -> list_files -> model; medians of "
-        f"{rounds} interleaved rounds of {replies} replies to one chat, then {chats} chats at "
-        f"once, {busy_exchanges} replies each. x floor: to the floor at the same setting",
-        "way", "setting", "ms/exchange", "x floor", "reply → model ms", "x floor",
+        f"{rounds} interleaved rounds of {replies} replies to one chat, {replies} chats "
+        f"started with their first message, then {chats} chats at once, {busy_exchanges} "
+        f"replies each. x floor: to the floor at the same setting",
+        "way", "setting", "start + exchange ms", "x floor", "ms/exchange", "x floor",
+        "reply → model ms", "x floor",
         "busy ms/exchange", "x floor", "killed mid-call", "waits weeks, no process", "note",
     )  # fmt: skip
     for figures in results:
