@@ -4,11 +4,11 @@ server without standalone activities.
 A run resolves its tools, agents and model profile from its worker's configuration at
 its start (`tool_calls.resolve`), and a name the worker lacks fails it. Only a worker
 knows its configuration, so the client asks its `catalogue_check` activity first: as a
-standalone activity where the server runs them, else through
-this workflow, which runs it on the run's task queue and answers with the refusal, if
-any. It is not a run (`tarry list`, the API and the inbox list `AgentRun`s only), so a
-start refused here leaves no failed run behind, and its activity answers the refusal as
-a value, so no worker logs a failure for a typo.
+standalone activity where the server runs them, else through this workflow, which runs
+it on the run's task queue and answers with the refusal, if any. It is not a run (`tarry
+list`, the API and the inbox list `AgentRun`s only), so a start refused here leaves no
+failed run behind, and its activity answers the refusal as a value, so no worker logs a
+failure for a typo.
 """
 
 from __future__ import annotations
