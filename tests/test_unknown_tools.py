@@ -232,7 +232,7 @@ async def test_a_server_without_standalone_activities_checks_in_a_workflow_that_
     run = await agent.start("hello", tools=["read_file"])
 
     assert refused.value.code is ErrorCode.TOOL_NOT_FOUND
-    assert (await run.wait_for({Phase.WAITING_USER})).phase is Phase.WAITING_USER
+    assert (await run.wait_for({Phase.WAITING_USER}, TIMEOUT)).phase is Phase.WAITING_USER
     queue = f"TaskQueue = '{agent.tarry.task_queue}' AND WorkflowType = 'CatalogueCheck'"
     async with asyncio.timeout(TIMEOUT):
         while len(checks := [c async for c in no_standalone_activities.list_workflows(queue)]) < 2:

@@ -22,7 +22,9 @@ subclassing it as its documentation says to:
   same on every replay and worker, and handed to the next run of its chain at a
   hand-over and to its sub-agents by the SDK. Its root is an `invoke_agent` span, sent as
   the run ends, from its start (`workflows.traces.ended`). Tarry's internal workflows (a
-  client's catalogue check before a start) get a context that is never sampled: no trace.
+  client's catalogue check before a start) get a context that is never sampled, and an
+  activity no workflow started (the same check, as a standalone activity) no span: no
+  trace.
 - Spans that last: the SDK's completed spans from workflow code begin when they end; a
   wait for a person says when it began (`workflows.traces.STARTED_NS`).
 """
@@ -47,11 +49,16 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import Decision
 from opentelemetry.trace import SpanKind, Status, StatusCode
-from temporalio import workflow
+from temporalio import activity, workflow
 from temporalio.contrib.opentelemetry import TracingInterceptor, TracingWorkflowInboundInterceptor
 from temporalio.contrib.opentelemetry._interceptor import _CompletedWorkflowSpanParams
 from temporalio.exceptions import ApplicationError
-from temporalio.worker import HandleQueryInput, WorkflowInterceptorClassInput
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    HandleQueryInput,
+    WorkflowInterceptorClassInput,
+)
 
 from activities import traces
 from tarry.config.settings import TarrySettings
@@ -118,6 +125,9 @@ class RunTracing(TracingInterceptor):
         exit, the provider sends them by itself)."""
         traces.use(None)
         self._provider.shutdown()
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _RunActivities(super().intercept_activity(next), next)
 
     def workflow_interceptor_class(
         self, input: WorkflowInterceptorClassInput
@@ -188,6 +198,21 @@ class RunTracing(TracingInterceptor):
         )
         span.end(end_time=params.time_ns)
         return None
+
+
+class _RunActivities(ActivityInboundInterceptor):
+    """The SDK's activity spans, for the activities of workflows only: an activity that no
+    workflow started (a client's catalogue check before a start, as a standalone activity)
+    would begin a trace of its own beside the runs', from a client that does not trace."""
+
+    def __init__(self, traced: ActivityInboundInterceptor, untraced: ActivityInboundInterceptor):
+        super().__init__(traced)
+        self._untraced = untraced
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        if activity.info().workflow_id:
+            return await self.next.execute_activity(input)
+        return await self._untraced.execute_activity(input)
 
 
 class _RunInterceptor(TracingWorkflowInboundInterceptor):
