@@ -87,6 +87,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--start-rate", type=float, help="starts a second at most, for --steps (no limit)"
     )
     parser.add_argument(
+        "--steps-dir",
+        type=Path,
+        help="where --steps keeps its server's database and logs, kept after the run "
+        "(default: a temporary directory)",
+    )
+    parser.add_argument(
         "--ahead",
         type=int,
         help=f"runs started and not yet waiting, at most, for --steps ({parked_steps.AHEAD}; "
@@ -186,7 +192,7 @@ async def main(args: argparse.Namespace) -> int:
                 args.steps,
                 args.samples,
                 args.settle,
-                root / "steps",
+                args.steps_dir or root / "steps",
                 budget=args.steps_budget,
                 concurrency=args.start_concurrency or parked_runs.START_CONCURRENCY,
                 connections=args.connections or parked_steps.CONNECTIONS,

@@ -34,6 +34,7 @@ from bench.cold_replies import timed_replies
 from bench.parked_runs import (
     SLOW,
     START_CONCURRENCY,
+    Storm,
     settled,
     start_all,
     task_troubles,
@@ -60,23 +61,25 @@ from tarry.testing.scripted_model import ScriptedModel
 SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
 """The dev server's SQLite file in write-ahead-log mode, synced at its checkpoints rather
 than at every commit (`start-dev --sqlite-pragma`): at its defaults every commit waits
-for the disk, and runs parked at 10 a second here instead of 22 (measured on 600 runs)."""
+for the disk, and 2,000 runs parked at 14.2 a second here instead of 30.8 (the
+performance guide, "100,000 parked runs")."""
 CONNECTIONS = 1
 """Client connections the starts share out."""
 RATE: float | None = None
 """Starts a second at most (None: as fast as the server answers them)."""
 AHEAD = 500
 """Runs started and not yet waiting, at most: a start waits until the server counts
-enough of the runs before it waiting. The worker parks runs at a rate of its own (22 a
-second here, whether the starts go out at 25 or 95 a second); without this bound,
-starts get minutes ahead of it, and a run stopped by its budget would still have those
-minutes of runs to park before its last checkpoint."""
+enough of the runs before it waiting. The worker and the server park runs at a rate of
+their own (2,000 runs: 30.8 a second here, whether the starts went out at 40 or 102 a
+second, 30.0 over 4 connections 100 calls at a time); without this bound the starts get
+minutes ahead of them, and a run stopped by its budget would still have those minutes
+of runs to park before its last checkpoint."""
 PATIENCE = 120.0
 """Seconds the runs started may go without one more of them reaching its wait before the
 run stops: they no longer park."""
 POLL = 5.0
 """Seconds between two counts of the waiting runs, once a step's starts are out."""
-POLL_AHEAD = 1.0
+POLL_AHEAD = 2.0
 """Seconds between two counts of the waiting runs while starts are held back."""
 
 
@@ -159,6 +162,42 @@ async def run(
             replied: set[int] = set()
             picks = random.Random(seed)
             started = 0
+
+            pid = worker.process.pid
+
+            async def measure(storm: Storm, step_began: float) -> Checkpoint:
+                """Once the runs started wait and the worker is idle: memory, then
+                `samples` timed replies to runs not replied to before."""
+                waiting, parked_at = await parked(server.client, queue, storm.started)
+                await settled(pid, settle)
+                pool = uncached_pool(storm.started, samples)
+                fresh = [i for i in range(pool) if i not in replied]
+                picked = picks.sample(fresh, min(samples, len(fresh)))
+                replied.update(picked)
+                ids = [f"parked-{i}" for i in picked]
+                worker_mib = rss_mib(pid)
+                assert server.process.process is not None
+                server_mib = rss_mib(server.process.process.pid)
+                latencies, timed_out, failed = await timed_replies(server.client, doors[0], ids)
+                # Every task of their histories, less those while they answered.
+                all_timed_out, all_failed = await task_troubles(server.client, ids)
+                return Checkpoint(
+                    started=storm.started,
+                    waiting=waiting,
+                    step=storm.count,
+                    start_seconds=storm.seconds,
+                    park_seconds=max(parked_at - step_began, storm.seconds),
+                    worker_mib=worker_mib,
+                    server_mib=server_mib,
+                    db_mib=db_mib(server),
+                    latencies=latencies,
+                    timed_out_tasks=timed_out,
+                    failed_tasks=failed,
+                    parking_timed_out=all_timed_out - timed_out,
+                    parking_failed=all_failed - failed,
+                    load=os.getloadavg()[0],
+                )
+
             for target in result.steps:
 
                 async def start(workflow_id: str) -> None:
@@ -183,39 +222,16 @@ async def run(
                     result.stopped = f"a start failed: {storm.error}"
                 elif started < target:
                     result.stopped = f"the budget ran out at {started:,} of {target:,} runs"
-                waiting, parked_at = await parked(server.client, queue, started)
-                if waiting < started and result.stopped is None:
+                try:
+                    point = await measure(storm, step_began)
+                except Exception as e:  # the server or the worker gave out: the table stands
+                    result.stopped = f"its checkpoint failed: {type(e).__name__}: {e}"
+                    break
+                if point.waiting < started and result.stopped is None:
                     result.stopped = (
-                        f"{started - waiting:,} runs started did not reach their wait within "
-                        f"{PATIENCE:g} s"
+                        f"{started - point.waiting:,} runs started did not reach their wait "
+                        f"within {PATIENCE:g} s"
                     )
-                await settled(worker.process.pid, settle)
-                pool = [i for i in range(uncached_pool(started, samples)) if i not in replied]
-                picked = picks.sample(pool, min(samples, len(pool)))
-                replied.update(picked)
-                ids = [f"parked-{i}" for i in picked]
-                worker_mib = rss_mib(worker.process.pid)
-                assert server.process.process is not None
-                server_mib = rss_mib(server.process.process.pid)
-                latencies, timed_out, failed = await timed_replies(server.client, doors[0], ids)
-                # Every task of their histories, less those while they answered.
-                all_timed_out, all_failed = await task_troubles(server.client, ids)
-                point = Checkpoint(
-                    started=started,
-                    waiting=waiting,
-                    step=storm.count,
-                    start_seconds=storm.seconds,
-                    park_seconds=max(parked_at - step_began, storm.seconds),
-                    worker_mib=worker_mib,
-                    server_mib=server_mib,
-                    db_mib=db_mib(server),
-                    latencies=latencies,
-                    timed_out_tasks=timed_out,
-                    failed_tasks=failed,
-                    parking_timed_out=all_timed_out - timed_out,
-                    parking_failed=all_failed - failed,
-                    load=os.getloadavg()[0],
-                )
                 result.checkpoints.append(point)
                 console.print(line(point), soft_wrap=True)
                 if result.stopped is not None:
