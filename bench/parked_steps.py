@@ -144,8 +144,9 @@ async def run(
     measurement takes have passed, and measures where it got. Prints a line a checkpoint
     as it is measured, then the table."""
     began = time.monotonic()
-    # Kept for the last checkpoint: its settle, its replies at a second each at worst.
-    until = None if budget is None else began + budget - settle - samples - 2 * PATIENCE
+    # Kept for the last checkpoint: its runs' wait for the last of them to park (at most
+    # `PATIENCE`), its settle, its replies at a second each at worst.
+    until = None if budget is None else began + budget - PATIENCE - settle - samples
     result = Result(sorted(steps), samples, concurrency, connections, rate, ahead, tuple(pragmas))
     result.load_at_start = os.getloadavg()[0]
     async with (
