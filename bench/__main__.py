@@ -6,6 +6,9 @@ scripts/bench --quick         small sizes, a few minutes
 scripts/bench --only turns    one benchmark: turns, reply, busy, long, parked, stream,
                               startup, cache, stream-stall, guardrails, caps, search, peers;
                               cold: only the parked runs' cold line
+scripts/bench --only parked --steps 10000,25000,50000,100000
+                              parked runs in steps on one server and one worker, a row
+                              at each checkpoint (issue 62), instead of the parked rows
 
 Tarry's rows use the shipped settings; set `TARRY_WORKFLOW_CACHE` (or any `TARRY_*`
 worker setting) in the environment to measure others.
@@ -26,6 +29,7 @@ from bench import (
     guardrails,
     long_run,
     parked_runs,
+    parked_steps,
     peers,
     prompt_cache,
     reply_latency,
@@ -65,6 +69,46 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--samples", type=int, help="replies timed to parked runs (200)")
     parser.add_argument("--settle", type=float, help="seconds parked runs rest before replies (30)")
     parser.add_argument("--tail", action="store_true", help="add the parked-runs tail experiments")
+    parser.add_argument(
+        "--steps",
+        type=lambda text: [int(n) for n in text.split(",")],
+        help="parked runs in steps on one server and one worker, measured at each of these "
+        "counts (e.g. 10000,25000,50000,100000), instead of the parked rows and cold line",
+    )
+    parser.add_argument(
+        "--steps-budget", type=float, help="seconds the steps may take; then the last one (none)"
+    )
+    parser.add_argument(
+        "--start-concurrency",
+        type=int,
+        help=f"start calls at once, for --steps ({parked_runs.START_CONCURRENCY})",
+    )
+    parser.add_argument(
+        "--start-rate", type=float, help="starts a second at most, for --steps (no limit)"
+    )
+    parser.add_argument(
+        "--steps-dir",
+        type=Path,
+        help="where --steps keeps its server's database and logs, kept after the run "
+        "(default: a temporary directory)",
+    )
+    parser.add_argument(
+        "--ahead",
+        type=int,
+        help=f"runs started and not yet waiting, at most, for --steps ({parked_steps.AHEAD}; "
+        "0: no bound)",
+    )
+    parser.add_argument(
+        "--sqlite-pragma",
+        action="append",
+        help="the dev server's SQLite pragmas, for --steps (repeatable; default: "
+        f"{' '.join(parked_steps.SQLITE_PRAGMAS)}; 'none': the server's own)",
+    )
+    parser.add_argument(
+        "--connections",
+        type=int,
+        help=f"client connections the starts share, for --steps ({parked_steps.CONNECTIONS})",
+    )
     parser.add_argument(
         "--cold-replies", type=int, help="replies timed warm, after a restart, a deploy (1000)"
     )
@@ -113,6 +157,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def pragmas(given: list[str] | None) -> tuple[str, ...]:
+    if given is None:
+        return parked_steps.SQLITE_PRAGMAS
+    return tuple(p for p in given if p != "none")
+
+
 def machine() -> str:
     memory = psutil.virtual_memory().total / 2**30
     return (
@@ -137,12 +187,26 @@ async def main(args: argparse.Namespace) -> int:
             big = [long_run.BIG_MESSAGES]
             runs += await long_run.run(args.big_turns, args.long_budget, root / "big", big)
             found += targets.long(runs)
-        if "parked" in args.only:
+        if "parked" in args.only and args.steps:
+            stepped = await parked_steps.run(
+                args.steps,
+                args.samples,
+                args.settle,
+                args.steps_dir or root / "steps",
+                budget=args.steps_budget,
+                concurrency=args.start_concurrency or parked_runs.START_CONCURRENCY,
+                connections=args.connections or parked_steps.CONNECTIONS,
+                rate=args.start_rate or parked_steps.RATE,
+                pragmas=pragmas(args.sqlite_pragma),
+                ahead=parked_steps.AHEAD if args.ahead is None else args.ahead,
+            )
+            found += targets.stepped(stepped)
+        elif "parked" in args.only:
             parked = await parked_runs.run(
                 args.parked, args.samples, args.settle, root, tail=args.tail
             )
             found += targets.parked(args.parked, parked)
-        if "parked" in args.only or "cold" in args.only:
+        if "cold" in args.only or ("parked" in args.only and not args.steps):
             cold = cold_replies.run(args.parked, args.cold_replies, args.settle, root / "cold")
             found += targets.cold(await cold)
         if "stream" in args.only:

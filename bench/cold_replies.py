@@ -110,20 +110,20 @@ async def run(parked: int, replies: int, settle: float, root: Path, seed: int = 
             async def start(workflow_id: str) -> None:
                 await tarry.start(RunInput(), run_id=workflow_id)
 
-            await start_all(parked, start)
+            (await start_all(parked, start)).checked()
             assert worker.process is not None
             await settled(worker.process.pid, settle)
             pool = warm_pool(parked)
             warm_ids = [f"parked-{i}" for i in picks.sample(pool, min(replies, len(pool)))]
             warm = Line(
                 f"warm: in the worker's cache ({shipped_label()})",
-                *await _replies(client, tarry, warm_ids),
+                *await timed_replies(client, tarry, warm_ids),
             )
             await worker.stop()
             await worker.start()  # a new process: its workflow cache is empty
             cold_ids = [f"parked-{i}" for i in picks.sample(range(parked), replies)]
             cold = Line(
-                "cold: after the worker restarted", *await _replies(client, tarry, cold_ids)
+                "cold: after the worker restarted", *await timed_replies(client, tarry, cold_ids)
             )
             await new_worker.start()
             await make_current(client, deployment, NEW)
@@ -131,7 +131,7 @@ async def run(parked: int, replies: int, settle: float, root: Path, seed: int = 
             deploy_ids = [f"parked-{i}" for i in picks.sample(rest, min(replies, len(rest)))]
             deployed = Line(
                 f"deploy: {NEW} made current, answered on {OLD}, then on to {NEW}",
-                *await _replies(client, tarry, deploy_ids),
+                *await timed_replies(client, tarry, deploy_ids),
             )
             moved = await _on_build(server, deploy_ids, NEW)
         finally:
@@ -211,7 +211,7 @@ def _last(
     return default
 
 
-async def _replies(
+async def timed_replies(
     client: Client, tarry: Tarry, ids: Sequence[str]
 ) -> tuple[list[float], int, int]:
     """One reply to each run in turn, timed from `send` to the run's next stop point;

@@ -103,28 +103,84 @@ def variants(parked: int, tail: bool) -> list[Variant]:
     return rows
 
 
-async def start_all(n: int, start: Callable[[str], Awaitable[None]]) -> float:
-    gate = asyncio.Semaphore(START_CONCURRENCY)
+async def start_all(
+    n: int,
+    start: Callable[[str], Awaitable[None]],
+    *,
+    first: int = 0,
+    concurrency: int = START_CONCURRENCY,
+    rate: float | None = None,
+    until: float | None = None,
+    admit: Callable[[int], Awaitable[None]] | None = None,
+) -> Storm:
+    """Starts runs `parked-{first}` to `parked-{n - 1}`, `concurrency` calls at a time and
+    at most `rate` a second (None: as fast as they return), in id order, each once
+    `admit(i)` (if given) lets it; stops starting at the monotonic time `until`, or at
+    the first start that fails. Which ran, and for how long, is in the `Storm`."""
+    storm = Storm(first, first)
+    began = time.monotonic()
+    issued = first
 
-    async def one(i: int) -> None:
-        async with gate:
-            await start(f"parked-{i}")
+    async def caller() -> None:
+        nonlocal issued
+        while issued < n and storm.error is None and (until is None or time.monotonic() < until):
+            i = issued
+            issued += 1
+            if rate is not None:
+                await asyncio.sleep(began + (i - first) / rate - time.monotonic())
+            if admit is not None:
+                await admit(i)
+            try:
+                await start(f"parked-{i}")
+            except Exception as e:  # the server refused or failed: the storm stops here
+                storm.error = storm.error or f"parked-{i}: {type(e).__name__}: {e}"
+                return
+            storm.started += 1
 
-    began = time.perf_counter()
-    await asyncio.gather(*(one(i) for i in range(n)))
-    return time.perf_counter() - began
+    await asyncio.gather(*(caller() for _ in range(concurrency)))
+    storm.seconds = time.monotonic() - began
+    return storm
 
 
-async def settled(pid: int, settle: float) -> None:
+@dataclass
+class Storm:
+    """What `start_all` did: runs `parked-{first}` on, `started` of them (not in id
+    order where one failed), in `seconds`; `error` names the start that failed."""
+
+    first: int
+    started: int
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def count(self) -> int:
+        return self.started - self.first
+
+    def checked(self) -> Storm:
+        """The storm, where every start went through; else `RuntimeError` naming the
+        start that failed."""
+        if self.error is not None:
+            raise RuntimeError(self.error)
+        return self
+
+
+async def settled(pid: int, settle: float) -> float:
     """Waits until the worker has been idle (under 5 % of a core) for two seconds in a
-    row, then `settle` seconds more: the runs have all reached their wait."""
+    row, then `settle` seconds more: the runs have all reached their wait. Returns the
+    monotonic time the idle stretch began."""
     worker = psutil.Process(pid)
     worker.cpu_percent()
     quiet = 0
+    quiet_since = time.monotonic()
     while quiet < 2:
         await asyncio.sleep(1.0)
-        quiet = quiet + 1 if worker.cpu_percent() < 5.0 else 0
+        if worker.cpu_percent() < 5.0:
+            quiet_since = quiet_since if quiet else time.monotonic() - 1.0
+            quiet += 1
+        else:
+            quiet = 0
     await asyncio.sleep(settle)
+    return quiet_since
 
 
 async def task_troubles(
@@ -167,7 +223,7 @@ async def measure(
                         ParkedWorkflow.run, id=workflow_id, task_queue=queue
                     )
 
-            started = await start_all(parked, start)
+            started = (await start_all(parked, start)).checked().seconds
             assert worker.process is not None
             assert server.process.process is not None
             await settled(worker.process.pid, settle)

@@ -59,8 +59,18 @@ async def dev_server(config: Sequence[str], data_dir: Path | None = None) -> Asy
         process = DevServer(root, extra_args=config)
         async with process:
             storage = root / "payloads"
-            settings = TarrySettings(temporal_address=process.address, tarry_storage_dir=storage)
-            yield Server(process, await connect_temporal(settings), storage)
+            yield Server(process, await _connect(process, storage), storage)
+
+
+async def connect(server: Server) -> Client:
+    """Another connection to the server, with the same data converter and payload store
+    as `server.client`."""
+    return await _connect(server.process, server.storage)
+
+
+async def _connect(process: DevServer, storage: Path) -> Client:
+    settings = TarrySettings(temporal_address=process.address, tarry_storage_dir=storage)
+    return await connect_temporal(settings)
 
 
 @dataclass(frozen=True)

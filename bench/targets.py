@@ -9,7 +9,15 @@ from dataclasses import dataclass
 
 from rich.table import Table
 
-from bench import cold_replies, long_run, parked_runs, reply_latency, throughput, turn_overhead
+from bench import (
+    cold_replies,
+    long_run,
+    parked_runs,
+    parked_steps,
+    reply_latency,
+    throughput,
+    turn_overhead,
+)
 from bench import guardrails as guardrails_bench
 from bench import search as search_bench
 from bench import spend_caps as spend_caps_bench
@@ -133,6 +141,24 @@ def parked(count: int, results: Sequence[parked_runs.Result]) -> list[Target]:
         Target(
             f"reply p99 with {count:,} parked runs",
             percentile(shipped.latencies, 99) * 1000,
+            500,
+            "ms",
+        ),
+    ]
+
+
+def stepped(result: parked_steps.Result) -> list[Target]:
+    """The parked-runs targets at the last checkpoint the steps reached."""
+    if not result.checkpoints:
+        return []
+    last = result.checkpoints[-1]
+    return [
+        Target(
+            f"worker memory with {last.started:,} parked runs", last.worker_mib, GB_IN_MIB, "MiB"
+        ),
+        Target(
+            f"reply p99 with {last.started:,} parked runs",
+            percentile(last.latencies, 99) * 1000,
             500,
             "ms",
         ),

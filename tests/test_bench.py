@@ -15,6 +15,7 @@ from bench import (
     guardrails,
     long_run,
     parked_runs,
+    parked_steps,
     peers,
     prompt_cache,
     reply_latency,
@@ -92,6 +93,34 @@ async def test_quick_parked_runs_answer_replies_on_every_row(tmp_path: Path) -> 
         assert r.worker_mib > 0
         assert r.variant.label in captured.get()
     assert all(target.measured is not None for target in targets.parked(10, results))
+
+
+async def test_quick_parked_steps_print_a_row_of_figures_at_each_checkpoint(
+    tmp_path: Path,
+) -> None:
+    with console.capture() as captured:
+        result = await parked_steps.run([20, 40], 3, 0.0, tmp_path, ahead=10)
+    assert result.stopped is None
+    assert [(p.started, p.waiting, p.step) for p in result.checkpoints] == [
+        (20, 20, 20),
+        (40, 40, 20),
+    ]
+    printed = captured.get()
+    # A line as each checkpoint is measured, then the table: a row each, in order.
+    assert all(f"checkpoint {n} started" in printed for n in (20, 40)), printed
+    rows = [r for r in printed.splitlines() if re.match(r"│ \d", r)]
+    assert len(rows) == 2, printed
+    number, decimal = r"[\d,]+", r"[\d,]+\.\d"
+    for row, size in zip(rows, ("20", "40"), strict=True):
+        # parked, waiting, step; starts/s, parked/s; worker, server, db MiB; p50, p99,
+        # max ms; replies over 1 s, WFT timed out, failed; while parking; load.
+        cells = [c.strip() for c in row.split("│")[1:-1]]
+        assert len(cells) == 16, row
+        assert cells[0] == cells[1] == size, row
+        assert all(re.fullmatch(number, c) for c in cells[2:3] + cells[5:8] + cells[11:14]), row
+        assert all(re.fullmatch(decimal, c) for c in cells[3:5] + cells[8:11] + cells[15:]), row
+        assert re.fullmatch(r"\d+ / \d+", cells[14]), row
+    assert [t.measured is not None for t in targets.stepped(result)] == [True, True]
 
 
 async def test_quick_cold_replies_answer_every_reply_before_and_after_a_restart_and_a_deploy(
