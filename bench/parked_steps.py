@@ -109,6 +109,17 @@ class Checkpoint:
     load: float
     """The machine's load average over the last minute, when the replies were done."""
 
+    @property
+    def rates(self) -> tuple[float, float]:
+        """The step's starts and parked runs a second."""
+        return self.step / self.start_seconds, self.step / self.park_seconds
+
+    @property
+    def replies(self) -> tuple[float, float, float]:
+        """The replies' p50, p99 and max, in seconds."""
+        p50, p99, top = (percentile(self.latencies, p) for p in (50, 99, 100))
+        return p50, p99, top
+
 
 @dataclass
 class Result:
@@ -292,11 +303,10 @@ def db_mib(server: Server) -> float:
 
 def line(point: Checkpoint) -> str:
     """The checkpoint in one line, printed as soon as it is measured."""
-    p50, p99, top = (percentile(point.latencies, p) for p in (50, 99, 100))
+    (starts, parks), (p50, p99, top) = point.rates, point.replies
     return (
         f"checkpoint {point.started:,} started, {point.waiting:,} waiting: "
-        f"{point.step / point.start_seconds:,.1f} starts/s, "
-        f"{point.step / point.park_seconds:,.1f} parked/s; worker {point.worker_mib:,.0f} MiB, "
+        f"{starts:,.1f} starts/s, {parks:,.1f} parked/s; worker {point.worker_mib:,.0f} MiB, "
         f"server {point.server_mib:,.0f} MiB, db {point.db_mib:,.0f} MiB; "
         f"reply p50 {ms(p50)} p99 {ms(p99)} max {ms(top)} ms; "
         f"WFT timed out {point.timed_out_tasks}, failed {point.failed_tasks} while answering, "
@@ -326,13 +336,13 @@ def render(result: Result) -> Table:
         "WFT failed", "parking", "load",
     )  # fmt: skip
     for point in result.checkpoints:
-        p50, p99, top = (percentile(point.latencies, p) for p in (50, 99, 100))
+        (starts, parks), (p50, p99, top) = point.rates, point.replies
         t.add_row(
             f"{point.started:,}",
             f"{point.waiting:,}",
             f"{point.step:,}",
-            f"{point.step / point.start_seconds:,.1f}",
-            f"{point.step / point.park_seconds:,.1f}",
+            f"{starts:,.1f}",
+            f"{parks:,.1f}",
             f"{point.worker_mib:,.0f}",
             f"{point.server_mib:,.0f}",
             f"{point.db_mib:,.0f}",
