@@ -33,12 +33,14 @@ from activities.workspaces import make_workspace
 from tarry.contracts import (
     AGENT_TOOL_PREFIX,
     CATALOGUE_CHECK_ACTIVITY,
+    CHECKED_CATALOGUE_ACTIVITY,
     FINISH_TOOL,
     TOOL_CATALOGUE_ACTIVITY,
     AgentArguments,
     AgentSpec,
     Catalogue,
     CatalogueRequest,
+    CheckedCatalogue,
     ErrorCode,
     ErrorInfo,
     FinishArguments,
@@ -47,6 +49,7 @@ from tarry.contracts import (
     ToolInvocation,
     ToolResult,
 )
+from tarry.contracts.activities import FOLDED_CATALOGUE_LIMIT
 from tarry.contracts.guardrails import Guardrail
 from tarry.contracts.memories import (
     MEMORY_TOOLS,
@@ -303,10 +306,11 @@ class ToolHost:
 
     def activities(self) -> list[Callable[..., Any]]:
         """One activity per registered tool, named after it, `tool_catalogue`, the
-        client's check of a run's names before it starts one, and the sources' activities."""
+        client's checks of a run's names before it starts one, and the sources' activities."""
         return [
             self._catalogue_activity,
             self._check_activity,
+            self._checked_catalogue_activity,
             self._preview_activity,
             *(self._activity(name) for name in self._tools),
             *(fn for source in self._sources for fn in source.activities()),
@@ -325,17 +329,38 @@ class ToolHost:
         listings = await self._listings()
         if refusal := self._refusal(request, listings):
             raise ApplicationError(refusal.message, type=refusal.code, non_retryable=True)
-        listed = [t for listing in listings for t in listing.tools]
-        agents = {name: self._agents[name] for name in request.agents}
-        tools = self.catalogue(request, [*listed, *map(_agent_tool, agents.items())])
+        catalogue = self._resolved(request, listings)
         # A workflow from before `Catalogue` reads a bare list: the compatibility ledger's
         # `catalogue-as-a-list`, which goes on its date.
-        if request.profile is None:
-            return tools
+        return catalogue.tools if request.profile is None else catalogue
+
+    @activity.defn(name=CATALOGUE_CHECK_ACTIVITY)
+    async def _check_activity(self, request: CatalogueRequest) -> ErrorInfo | None:
+        """Why this worker would refuse a run that asks for `request`, as a value: the
+        client asks before it starts the run, and a refusal is its answer, not a failed
+        activity in the worker's log."""
+        return self._refusal(request, await self._listings())
+
+    @activity.defn(name=CHECKED_CATALOGUE_ACTIVITY)
+    async def _checked_catalogue_activity(self, request: CatalogueRequest) -> CheckedCatalogue:
+        """`catalogue_check`'s answer, or the catalogue the run would resolve, which the
+        client starts the run with: one task for both the check and the run's tools."""
+        listings = await self._listings()
+        if refusal := self._refusal(request, listings):
+            return CheckedCatalogue(refusal=refusal)
+        catalogue = self._resolved(request, listings)
+        if len(catalogue.model_dump_json()) > FOLDED_CATALOGUE_LIMIT:
+            return CheckedCatalogue()
+        return CheckedCatalogue(catalogue=catalogue)
+
+    def _resolved(self, request: CatalogueRequest, listings: list[ToolListing]) -> Catalogue:
+        """What a run asking for `request` keeps of this worker's configuration."""
+        listed = [t for listing in listings for t in listing.tools]
+        agents = {name: self._agents[name] for name in request.agents}
         profiles = {name: self._model_queues.get(name) for name in self._profiles or ()}
         return Catalogue(
-            tools=tools,
-            model_queue=self._model_queues.get(request.profile),
+            tools=self.catalogue(request, [*listed, *map(_agent_tool, agents.items())]),
+            model_queue=self._model_queues.get(request.profile or ""),
             profiles=profiles,
             agents=agents,
             notify_events=self._notify_events,
@@ -344,13 +369,6 @@ class ToolHost:
             context_budgets=self._context_budgets,
             search_index=self.search_index,
         )
-
-    @activity.defn(name=CATALOGUE_CHECK_ACTIVITY)
-    async def _check_activity(self, request: CatalogueRequest) -> ErrorInfo | None:
-        """Why this worker would refuse a run that asks for `request`, as a value: the
-        client asks before it starts the run, and a refusal is its answer, not a failed
-        activity in the worker's log."""
-        return self._refusal(request, await self._listings())
 
     @activity.defn(name=PREVIEW_ACTIVITY)
     async def _preview_activity(self, request: PreviewRequest) -> dict[str, Preview]:

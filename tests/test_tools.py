@@ -32,6 +32,7 @@ from activities.tool_calls import (
 from tarry.config.settings import TarrySettings
 from tarry.contracts import (
     CATALOGUE_CHECK_ACTIVITY,
+    CHECKED_CATALOGUE_ACTIVITY,
     FINISH_TOOL,
     TOOL_CATALOGUE_ACTIVITY,
     CatalogueRequest,
@@ -231,6 +232,7 @@ def test_each_tool_is_an_activity_named_after_it_beside_the_catalogue_its_check_
     expected = [
         TOOL_CATALOGUE_ACTIVITY,
         CATALOGUE_CHECK_ACTIVITY,
+        CHECKED_CATALOGUE_ACTIVITY,
         PREVIEW_ACTIVITY,
         *(t.name for t in BUILTIN_TOOLS),
     ]

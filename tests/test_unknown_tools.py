@@ -17,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 from tarry.client import Tarry, TarryError
 from tarry.client.starting import CHECK_ID_PREFIX
 from tarry.contracts import (
-    CATALOGUE_CHECK_ACTIVITY,
+    CHECKED_CATALOGUE_ACTIVITY,
     SEARCH_ATTRIBUTES,
     WORKFLOW_TYPE,
     ErrorCode,
@@ -180,7 +180,7 @@ async def test_a_refused_start_leaves_no_run_and_no_workflow_behind(
 async def summary_of_check(temporal: Client, run_id: str) -> str:
     """The summary of the catalogue check a client asked before it started `run_id`, once
     listed: the Temporal UI shows it."""
-    query = f"ActivityType = '{CATALOGUE_CHECK_ACTIVITY}'"
+    query = f"ActivityType = '{CHECKED_CATALOGUE_ACTIVITY}'"
     async with asyncio.timeout(TIMEOUT):
         while True:
             async for listed in temporal.list_activities(query):

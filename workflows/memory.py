@@ -29,6 +29,7 @@ from temporalio.exceptions import ApplicationError
 from tarry.contracts import (
     AuditRecord,
     AuthNeed,
+    Catalogue,
     ChatMessage,
     ErrorCode,
     ErrorInfo,
@@ -438,6 +439,11 @@ class WorkflowInput(RunInput):
     audit: list[AuditRecord] = Field(default=[], exclude_if=lambda v: not v)
     """In a hand-over: the audit records of the segment it closes (`workflows.audit`),
     which the run keeps in its history only, not in its memory."""
+    catalogue: Catalogue | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The worker's catalogue for this run, as the client's check before the start
+    answered it (`checked_catalogue`): the run keeps it and asks no worker again. Not part
+    of `RunInput`, so no caller names their own tools or guardrails. Null: the run
+    resolves its catalogue itself (`workflows.tool_calls.resolve`)."""
 
     @model_validator(mode="wrap")
     @classmethod
@@ -457,7 +463,7 @@ class WorkflowInput(RunInput):
 
     def run_input(self) -> RunInput:
         """The input as its caller sent it, without what the workflow adds."""
-        exclude = {"memory", "fork", "parent", "audit", "spend", "slots", "models"}
+        exclude = {"memory", "fork", "parent", "audit", "spend", "slots", "models", "catalogue"}
         return RunInput.model_validate(self.model_dump(exclude=exclude))
 
 

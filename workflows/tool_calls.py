@@ -61,18 +61,29 @@ _TOOL_ONCE = RetryPolicy(maximum_attempts=1)
 async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
     """Resolves the run's tools from the worker's registry, once per run (a run handed
     over has them already); the error instead when the run names a tool the worker does
-    not have (`TOOL_NOT_FOUND`), which refuses the run."""
-    request = CatalogueRequest.of(input)
+    not have (`TOOL_NOT_FOUND`), which refuses the run. A run whose client's check answered
+    the catalogue (`WorkflowInput.catalogue`) keeps that one: no activity."""
+    if input.catalogue is not None:
+        learn(memory, input.catalogue)
+        # Moved into memory: a hand-over or a resumption of this run need not carry it.
+        input.catalogue = None
+        return None
     try:
         catalogue = await workflow.execute_activity(
             TOOL_CATALOGUE_ACTIVITY,
-            request,
+            CatalogueRequest.of(input),
             result_type=Catalogue,
             start_to_close_timeout=input.timeouts.tool,
             summary="the run's tools",
         )
     except ActivityError as e:
         return error_of(e, default=ErrorCode.TOOL_NOT_FOUND)
+    learn(memory, catalogue)
+    return None
+
+
+def learn(memory: RunMemory, catalogue: Catalogue) -> None:
+    """Keeps what the run needs of the worker's `catalogue`."""
     memory.catalogue.tools, memory.catalogue.model_queue = catalogue.tools, catalogue.model_queue
     memory.catalogue.profiles = catalogue.profiles
     memory.catalogue.payload_limit = catalogue.payload_limit
@@ -84,7 +95,6 @@ async def resolve(memory: RunMemory, input: WorkflowInput) -> ErrorInfo | None:
     # A conversation stored before the catalogue lacks the tools: the next call starts
     # a new one, sending the conversation and the tools whole once.
     memory.conversation.context = None
-    return None
 
 
 def answered(call: ToolCall, tools: dict[str, ToolDefinition]) -> ToolResult | None:

@@ -25,12 +25,13 @@ from temporalio.client import (
     WorkflowHandle,
 )
 from temporalio.common import (
+    RetryPolicy,
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from tarry.client.delivery import NOT_READY_PATIENCE, Delivery, await_poller
@@ -38,12 +39,15 @@ from tarry.client.temporal_errors import translated_errors
 from tarry.contracts import (
     CATALOGUE_CHECK_ACTIVITY,
     CATALOGUE_CHECK_WORKFLOW,
+    CHECKED_CATALOGUE_ACTIVITY,
     RESUMED_SIGNAL,
     START_KEY_ATTRIBUTE,
     SUMMARY_MEMO,
     WORKFLOW_TYPE,
     Acting,
+    Catalogue,
     CatalogueRequest,
+    CheckedCatalogue,
     ErrorCode,
     ErrorInfo,
     Fork,
@@ -107,12 +111,16 @@ async def start_run(
     input = admitted(caller, input)
     named_profile = input.model != RunInput.model_fields["model"].default
     asks = input.tools is not None or input.require_approval or input.agents or named_profile
+    catalogue: Catalogue | None = None
     if asks or input.memory_access is not MemoryAccess.OFF:  # a store the workers may lack
-        await refuse_unknown_names(client, task_queue, input, run_id, caller)
-    # The workflow's own input: a fork's origin and first messages are not `RunInput`'s.
+        catalogue = await refuse_unknown_names(client, task_queue, input, run_id, caller)
+    # The workflow's own input: a fork's origin and first messages, and the catalogue the
+    # workers answered, are not `RunInput`'s.
     payload = workflow_input(caller, input)
     if fork is not None:
         payload = {**as_dict(payload), "fork": fork.model_dump(mode="json")}
+    if catalogue is not None:
+        payload = {**as_dict(payload), "catalogue": catalogue.model_dump(mode="json")}
     summary = summary_of(input.prompt)
     async with slot_at_the_door(client, task_queue, run_cap(caller), run_id):
         try:
@@ -244,23 +252,24 @@ CHECK_DETAILS = (
 
 async def refuse_unknown_names(
     client: Client, task_queue: str, input: RunInput, run_id: str, caller: Caller
-) -> None:
+) -> Catalogue | None:
     """Raises `TOOL_NOT_FOUND` or `LLM_UNKNOWN_PROFILE` when the workers have no tool,
     agent or model profile of a name `input` gives, `MODEL_NOT_ALLOWED` when one of
     its agents runs on a profile outside `caller`'s limits, and `SEARCH_UNAVAILABLE` when
     it has memory tools and they keep no memory store, before anything starts: their own
     answer (`asked_the_workers`), so a refused start leaves no run and no workflow behind.
-    With no worker polling for `WORKER_GRACE`, or one that does not answer in
+    Answers the catalogue the run would resolve, when the workers gave it, to start the
+    run with. With no worker polling for `WORKER_GRACE`, or one that does not answer in
     `NOT_READY_PATIENCE` (older than this client), says so in a warning: the run
     refuses them itself once a worker takes it."""
     request = CatalogueRequest.of(input)
     if caller.limits is not None and caller.limits.models is not None:
         request.models = list(caller.limits.models)
     try:
-        refusal = await asked_the_workers(client, task_queue, request, run_id)
+        answer = await asked_the_workers(client, task_queue, request, run_id)
     except TarryError as e:
         _log.warning("%s; the run checks its tools when a worker takes it", e.message)
-        return
+        return None
     except (ActivityFailureError, WorkflowFailureError) as e:
         _log.warning(
             "no worker of task queue %r checked the names of run %r (%s); the run checks"
@@ -269,43 +278,70 @@ async def refuse_unknown_names(
             run_id,
             e.cause,
         )
-        return
-    if refusal is not None:
-        raise TarryError(refusal.code, refusal.message)
+        return None
+    if answer.refusal is not None:
+        raise TarryError(answer.refusal.code, answer.refusal.message)
+    return answer.catalogue
 
 
 async def asked_the_workers(
     client: Client, task_queue: str, request: CatalogueRequest, run_id: str
-) -> ErrorInfo | None:
-    """Why a worker of `task_queue` would refuse a run asking for `request`, or None.
+) -> CheckedCatalogue:
+    """Why a worker of `task_queue` would refuse a run asking for `request`, or the
+    catalogue the run would resolve.
 
-    Only a worker knows its configuration, so its `catalogue_check` activity answers. The
+    Only a worker knows its configuration, so its `checked_catalogue` activity answers. The
     client runs it as a standalone activity (no workflow: one task, half the cost of a
-    workflow running it, and nothing in the list of workflows). A server that runs no
-    standalone activities (an older one, or one with `activity.enableStandalone`
-    off) answers UNIMPLEMENTED; the activity then runs in a short `CatalogueCheck`
-    workflow. Raises `RUN_NOT_SERVED` when no worker polls the queue (`await_poller`)."""
+    workflow running it, and nothing in the list of workflows). A worker older than this
+    client has no `checked_catalogue`: its `catalogue_check` answers, with no catalogue. A
+    server that runs no standalone activities (an older one, or one with
+    `activity.enableStandalone` off) answers UNIMPLEMENTED; `catalogue_check` then runs in
+    a short `CatalogueCheck` workflow. Raises `RUN_NOT_SERVED` when no worker polls the
+    queue (`await_poller`)."""
     await await_poller(client, task_queue, run_id)
-    check_id = f"{CHECK_ID_PREFIX}{uuid.uuid4().hex}"
+    summary = CHECK_SUMMARY.format(run_id=run_id)
     try:
-        answer: ErrorInfo | None = await client.execute_activity(
-            CATALOGUE_CHECK_ACTIVITY,
+        answer: CheckedCatalogue = await client.execute_activity(
+            CHECKED_CATALOGUE_ACTIVITY,
             request,
-            id=check_id,
+            id=f"{CHECK_ID_PREFIX}{uuid.uuid4().hex}",
             task_queue=task_queue,
-            result_type=ErrorInfo | None,  # type: ignore[arg-type]
+            result_type=CheckedCatalogue,
             # A busy worker, or one that fails it (older than this client: it has none).
             schedule_to_close_timeout=timedelta(seconds=NOT_READY_PATIENCE),
-            summary=CHECK_SUMMARY.format(run_id=run_id),
+            # Not retried on a worker that lacks it: `catalogue_check` is asked at once.
+            retry_policy=RetryPolicy(non_retryable_error_types=[NOT_REGISTERED]),
+            summary=summary,
         )
         return answer
     except RPCError as e:
         if e.status is not RPCStatusCode.UNIMPLEMENTED:
             raise
+        return CheckedCatalogue(
+            refusal=await _checked_in_a_workflow(client, task_queue, request, run_id)
+        )
+    except ActivityFailureError as e:
+        if not _not_registered(e):
+            raise
+    refusal: ErrorInfo | None = await client.execute_activity(
+        CATALOGUE_CHECK_ACTIVITY,
+        request,
+        id=f"{CHECK_ID_PREFIX}{uuid.uuid4().hex}",
+        task_queue=task_queue,
+        result_type=ErrorInfo | None,  # type: ignore[arg-type]
+        schedule_to_close_timeout=timedelta(seconds=NOT_READY_PATIENCE),
+        summary=summary,
+    )
+    return CheckedCatalogue(refusal=refusal)
+
+
+async def _checked_in_a_workflow(
+    client: Client, task_queue: str, request: CatalogueRequest, run_id: str
+) -> ErrorInfo | None:
     refusal: ErrorInfo | None = await client.execute_workflow(
         CATALOGUE_CHECK_WORKFLOW,
         request,
-        id=check_id,
+        id=f"{CHECK_ID_PREFIX}{uuid.uuid4().hex}",
         task_queue=task_queue,
         result_type=ErrorInfo | None,  # type: ignore[arg-type]
         execution_timeout=timedelta(seconds=NOT_READY_PATIENCE),
@@ -313,6 +349,16 @@ async def asked_the_workers(
         static_details=CHECK_DETAILS.format(run_id=run_id),
     )
     return refusal
+
+
+NOT_REGISTERED = "NotFoundError"
+"""The error type of an activity task whose activity the worker does not register (the
+SDK's): a worker older than the activity."""
+
+
+def _not_registered(error: ActivityFailureError) -> bool:
+    cause = error.cause
+    return isinstance(cause, ApplicationError) and cause.type == NOT_REGISTERED
 
 
 def admitted(caller: Caller, input: RunInput) -> RunInput:

@@ -17,8 +17,10 @@ from tarry.contracts.pins import PinnedMessage
 from tarry.contracts.run import AgentSpec, AuthNeed, RunInput, Sampling
 
 __all__ = [
+    "FOLDED_CATALOGUE_LIMIT",
     "Catalogue",
     "CatalogueRequest",
+    "CheckedCatalogue",
     "ContextRef",
     "FinishArguments",
     "LlmRequest",
@@ -138,6 +140,23 @@ class Catalogue(BaseModel):
     def _from_bare_list(cls, data: Any) -> Any:
         """Answers recorded before `Catalogue` are the bare list of tools."""
         return {"tools": data} if isinstance(data, list) else data
+
+
+class CheckedCatalogue(BaseModel):
+    """The `checked_catalogue` activity's answer to a client about to start a run: why the
+    worker would refuse the run, or the catalogue the run would resolve, which the client
+    starts it with (`WorkflowInput.catalogue`) so that the run does not ask again."""
+
+    refusal: ErrorInfo | None = None
+    catalogue: Catalogue | None = None
+    """Null with no refusal: the run resolves its catalogue itself (one too large to
+    carry in a start request, `FOLDED_CATALOGUE_LIMIT`)."""
+
+
+FOLDED_CATALOGUE_LIMIT = 64 * 1024
+"""The largest catalogue, in bytes of JSON, that a worker answers a client's check with:
+what it answers goes into the run's start request as it is. A larger one (an MCP server
+with many tools) stays with the worker, and the run resolves it in an activity."""
 
 
 class ContextRef(BaseModel):

@@ -277,7 +277,7 @@ SHIMS = (
         "A catalogue request without a model profile (from a workflow before `Catalogue`) is "
         "answered with the bare list of tools.",
         where=(
-            "activities/tool_calls.py: if request.profile is None:",
+            "activities/tool_calls.py: catalogue.tools if request.profile is None",
             "tarry/contracts/activities.py: from before `Catalogue`): the answer is the bare list",
         ),
         since=date(2026, 11, 25),
@@ -332,6 +332,17 @@ SHIMS = (
         where=("workflows/agent_run.py: async def started(",),
         since=date(2026, 11, 27),
         retire=date(2026, 12, 27),
+    ),
+    Shim(
+        "catalogue-check-for-older-workers",
+        "A worker from before `checked_catalogue` is asked its `catalogue_check` instead, at "
+        "once: the start is checked all the same, and its run resolves its own tools.",
+        where=(
+            "tarry/client/starting.py: if not _not_registered(e):",
+            "tarry/client/starting.py: NOT_REGISTERED = ",
+        ),
+        since=date(2026, 12, 7),
+        retire=date(2027, 1, 6),
     ),
 )
 """Every shim, in the order its shape was replaced."""

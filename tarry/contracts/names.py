@@ -13,6 +13,7 @@ __all__ = [
     "AGENT_TOOL_PREFIX",
     "CATALOGUE_CHECK_ACTIVITY",
     "CATALOGUE_CHECK_WORKFLOW",
+    "CHECKED_CATALOGUE_ACTIVITY",
     "COST_ATTRIBUTE",
     "DECIDED_WAITS",
     "DEFAULT_TASK_QUEUE",
@@ -57,6 +58,10 @@ CATALOGUE_CHECK_ACTIVITY = "catalogue_check"
 """Asks a worker whether it would refuse a run's tools, agents or model profile: the client
 runs it before it starts a run, as a standalone activity, so a refused start leaves no run
 and no workflow behind (`tarry.client.starting.asked_the_workers`)."""
+CHECKED_CATALOGUE_ACTIVITY = "checked_catalogue"
+"""`catalogue_check` with the catalogue the run would resolve in the answer: the client
+runs it as `catalogue_check` is run and starts the run with that catalogue, so the run
+resolves nothing of its own (`tarry.contracts.CheckedCatalogue`)."""
 CATALOGUE_CHECK_WORKFLOW = "CatalogueCheck"
 """A short workflow, not a run, that runs `catalogue_check` for a client on a server without
 standalone activities."""
