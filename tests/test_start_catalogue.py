@@ -4,7 +4,9 @@ answer (issue 62). What the run may use is the workers' as before."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,8 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.tool_calls import ToolHost, tool
+from activities.tool_calls import BUILTIN_TOOLS, ToolHost, tool
+from tarry.client.delivery import await_poller
 from tarry.client.starting import asked_the_workers
 from tarry.contracts import (
     CHECKED_CATALOGUE_ACTIVITY,
@@ -94,3 +97,74 @@ async def test_a_worker_older_than_the_client_still_answers_its_check(
     assert refused.refusal is not None
     assert refused.refusal.code is ErrorCode.TOOL_NOT_FOUND
     assert allowed == CheckedCatalogue()
+
+
+# --- Answers kept for the next start ----------------------------------------------------
+
+READ_FILE = CatalogueRequest(tools=["read_file"])
+
+
+def worker(
+    temporal: Client, queue: str, identity: str, root: Path, lacks: Sequence[str] = ()
+) -> Worker:
+    """A worker of `queue` answering checks as `identity`, without the built-in tools `lacks`."""
+    host = ToolHost(root, tools=[t for t in BUILTIN_TOOLS if t.name not in lacks])
+    return Worker(
+        temporal,
+        task_queue=queue,
+        activities=host.activities(),
+        workflows=[CatalogueCheckWorkflow],
+        identity=identity,
+        build_id="checked-starts",
+    )
+
+
+async def polling(temporal: Client, queue: str, identity: str) -> None:
+    """Once the server lists `identity` among `queue`'s pollers."""
+    async with asyncio.timeout(TIMEOUT):
+        while not any(
+            w.startswith(f"{identity}@") for w in await await_poller(temporal, queue, "")
+        ):
+            await asyncio.sleep(0.1)
+
+
+async def test_a_start_the_same_workers_allowed_is_not_asked_of_them_again(
+    temporal: Client, tmp_path: Path
+) -> None:
+    """Shown by a worker that lost `read_file` but polls under the same identity and
+    build: the answer the worker gave before stands."""
+    queue = f"kept-{uuid.uuid4().hex[:8]}"
+    async with worker(temporal, queue, "worker-1", tmp_path):
+        first = await asked_the_workers(temporal, queue, READ_FILE, "run-1")
+    async with worker(temporal, queue, "worker-1", tmp_path, lacks=["read_file"]):
+        second = await asked_the_workers(temporal, queue, READ_FILE, "run-2")
+
+    assert first.refusal is None
+    assert second == first
+
+
+async def test_a_start_is_asked_again_once_another_worker_polls(
+    temporal: Client, tmp_path: Path
+) -> None:
+    queue = f"kept-{uuid.uuid4().hex[:8]}"
+    async with worker(temporal, queue, "worker-1", tmp_path):
+        first = await asked_the_workers(temporal, queue, READ_FILE, "run-1")
+    async with worker(temporal, queue, "worker-2", tmp_path, lacks=["read_file"]):
+        await polling(temporal, queue, "worker-2")
+        second = await asked_the_workers(temporal, queue, READ_FILE, "run-2")
+
+    assert first.refusal is None
+    assert second.refusal is not None
+    assert second.refusal.code is ErrorCode.TOOL_NOT_FOUND
+
+
+async def test_a_refused_start_is_asked_again(temporal: Client, tmp_path: Path) -> None:
+    queue = f"kept-{uuid.uuid4().hex[:8]}"
+    async with worker(temporal, queue, "worker-1", tmp_path, lacks=["read_file"]):
+        refused = await asked_the_workers(temporal, queue, READ_FILE, "run-1")
+    async with worker(temporal, queue, "worker-1", tmp_path):
+        allowed = await asked_the_workers(temporal, queue, READ_FILE, "run-2")
+
+    assert refused.refusal is not None
+    assert allowed.refusal is None
+    assert allowed.catalogue is not None

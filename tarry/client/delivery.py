@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.taskqueue.v1 import PollerInfo, TaskQueue
 from temporalio.api.workflowservice.v1 import (
     DescribeTaskQueueRequest,
     DescribeWorkflowExecutionResponse,
@@ -220,11 +220,12 @@ class Delivery:
         self._served_until = loop.time() + SERVED_FOR
 
 
-async def await_poller(client: Client, queue: str, run_id: str) -> None:
-    """Raises `RUN_NOT_SERVED` when no worker polls task queue `queue`. A worker that has
-    just started (or a busy one) may not have polled yet: it is looked for again for
-    `WORKER_GRACE` before saying there is none. An answer that says nothing of the pollers
-    (`_SAYS_NOTHING`, from a busy server) is asked again within the same time."""
+async def await_poller(client: Client, queue: str, run_id: str) -> frozenset[str]:
+    """The workers polling task queue `queue` (`worker_of`), or `RUN_NOT_SERVED` when
+    none does. A worker that has just started (or a busy one) may not have polled yet: it
+    is looked for again for `WORKER_GRACE` before saying there is none. An answer that
+    says nothing of the pollers (`_SAYS_NOTHING`, from a busy server) is asked again within
+    the same time. Empty from a server that cannot tell."""
     loop = asyncio.get_running_loop()
     request = DescribeTaskQueueRequest(
         namespace=client.namespace,
@@ -237,12 +238,12 @@ async def await_poller(client: Client, queue: str, run_id: str) -> None:
             pollers = await client.workflow_service.describe_task_queue(request)
         except RPCError as e:
             if e.status is RPCStatusCode.UNIMPLEMENTED:
-                return  # a server that cannot tell (the time-skipping test server): ask the run
+                return frozenset()  # a server that cannot tell (time-skipping): ask the run
             if e.status not in _SAYS_NOTHING or loop.time() > give_up:
                 raise
         else:
             if pollers.pollers:
-                return
+                return frozenset(map(worker_of, pollers.pollers))
             if loop.time() > give_up:
                 raise TarryError(
                     ErrorCode.RUN_NOT_SERVED,
@@ -250,6 +251,13 @@ async def await_poller(client: Client, queue: str, run_id: str) -> None:
                     f" start one with `tarry worker` (TARRY_TASK_QUEUE={queue}) or `tarry dev`",
                 )
         await asyncio.sleep(0.25)
+
+
+def worker_of(poller: PollerInfo) -> str:
+    """A polling worker, as its identity and build: a worker restarted or deployed anew
+    is another (unless it was given the same identity and build)."""
+    build = poller.deployment_options.build_id or poller.worker_version_capabilities.build_id
+    return f"{poller.identity}@{build}"
 
 
 def polling_pauses(first: float = 0.05, longest: float = 0.5) -> Iterator[float]:

@@ -34,6 +34,7 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from tarry.client.checked_starts import checked_starts
 from tarry.client.delivery import NOT_READY_PATIENCE, Delivery, await_poller
 from tarry.client.temporal_errors import translated_errors
 from tarry.contracts import (
@@ -297,8 +298,19 @@ async def asked_the_workers(
     server that runs no standalone activities (an older one, or one with
     `activity.enableStandalone` off) answers UNIMPLEMENTED; `catalogue_check` then runs in
     a short `CatalogueCheck` workflow. Raises `RUN_NOT_SERVED` when no worker polls the
-    queue (`await_poller`)."""
-    await await_poller(client, task_queue, run_id)
+    queue (`await_poller`). An answer that lets the run start is kept, and the same
+    workers are not asked the same again for a while (`tarry.client.checked_starts`)."""
+    workers = await await_poller(client, task_queue, run_id)
+    kept = checked_starts(client)
+    if (answer := kept.get(task_queue, request, workers)) is None:
+        answer = await _asked(client, task_queue, request, run_id)
+        kept.keep(task_queue, request, workers, answer)
+    return answer
+
+
+async def _asked(
+    client: Client, task_queue: str, request: CatalogueRequest, run_id: str
+) -> CheckedCatalogue:
     summary = CHECK_SUMMARY.format(run_id=run_id)
     try:
         answer: CheckedCatalogue = await client.execute_activity(
