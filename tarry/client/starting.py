@@ -311,7 +311,10 @@ async def asked_the_workers(
 async def _asked(
     client: Client, task_queue: str, request: CatalogueRequest, run_id: str
 ) -> CheckedCatalogue:
+    """A worker's `checked_catalogue`, or the `catalogue_check` of a worker or a server
+    that cannot run it (`asked_the_workers`)."""
     summary = CHECK_SUMMARY.format(run_id=run_id)
+    refusal: ErrorInfo | None
     try:
         answer: CheckedCatalogue = await client.execute_activity(
             CHECKED_CATALOGUE_ACTIVITY,
@@ -319,8 +322,7 @@ async def _asked(
             id=f"{CHECK_ID_PREFIX}{uuid.uuid4().hex}",
             task_queue=task_queue,
             result_type=CheckedCatalogue,
-            # A busy worker, or one that fails it (older than this client: it has none).
-            schedule_to_close_timeout=timedelta(seconds=NOT_READY_PATIENCE),
+            schedule_to_close_timeout=timedelta(seconds=NOT_READY_PATIENCE),  # a busy worker
             # Not retried on a worker that lacks it: `catalogue_check` is asked at once.
             retry_policy=RetryPolicy(non_retryable_error_types=[NOT_REGISTERED]),
             summary=summary,
@@ -329,21 +331,20 @@ async def _asked(
     except RPCError as e:
         if e.status is not RPCStatusCode.UNIMPLEMENTED:
             raise
-        return CheckedCatalogue(
-            refusal=await _checked_in_a_workflow(client, task_queue, request, run_id)
-        )
+        refusal = await _checked_in_a_workflow(client, task_queue, request, run_id)
     except ActivityFailureError as e:
         if not _not_registered(e):
             raise
-    refusal: ErrorInfo | None = await client.execute_activity(
-        CATALOGUE_CHECK_ACTIVITY,
-        request,
-        id=f"{CHECK_ID_PREFIX}{uuid.uuid4().hex}",
-        task_queue=task_queue,
-        result_type=ErrorInfo | None,  # type: ignore[arg-type]
-        schedule_to_close_timeout=timedelta(seconds=NOT_READY_PATIENCE),
-        summary=summary,
-    )
+        refusal = await client.execute_activity(
+            CATALOGUE_CHECK_ACTIVITY,
+            request,
+            id=f"{CHECK_ID_PREFIX}{uuid.uuid4().hex}",
+            task_queue=task_queue,
+            result_type=ErrorInfo | None,  # type: ignore[arg-type]
+            # A busy worker, or one that fails it (older than the check: it has none).
+            schedule_to_close_timeout=timedelta(seconds=NOT_READY_PATIENCE),
+            summary=summary,
+        )
     return CheckedCatalogue(refusal=refusal)
 
 
