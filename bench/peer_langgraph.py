@@ -30,6 +30,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.types import Command, Durability, interrupt
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
+from psycopg import AsyncConnection
 
 from activities.tool_calls import ToolHost
 from bench.peer_chat import Close, OpenChat, Reply, Serve, list_files_in
@@ -127,6 +128,12 @@ async def _sqlite(path: Path) -> AsyncIterator[BaseCheckpointSaver[Any]]:
 @asynccontextmanager
 async def _postgres(url: str) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     async with AsyncPostgresSaver.from_conn_string(url) as saver:
+        # PGlite serves every connection from its one backend, which keeps the statements an
+        # earlier connection prepared; psycopg names each connection's alike (`_pg3_0`), so a
+        # later round's collided (DuplicatePreparedStatement). Reset the session first, as a
+        # pooler does between its clients.
+        assert isinstance(saver.conn, AsyncConnection)  # from_conn_string's own
+        await saver.conn.execute("DISCARD ALL", prepare=False)
         await saver.setup()
         yield saver
 
