@@ -55,9 +55,10 @@ DEFAULT_TASK_QUEUE = "tarry"
 LLM_ACTIVITY = "call_llm"
 TOOL_CATALOGUE_ACTIVITY = "tool_catalogue"
 CATALOGUE_CHECK_ACTIVITY = "catalogue_check"
-"""Asks a worker whether it would refuse a run's tools, agents or model profile: the client
-runs it before it starts a run, as a standalone activity, so a refused start leaves no run
-and no workflow behind (`tarry.client.starting.asked_the_workers`)."""
+"""Asks a worker whether it would refuse a run's tools, agents or model profile, before a
+client starts the run, so a refused start leaves no run and no workflow behind
+(`tarry.client.starting.asked_the_workers`). Today's clients ask `checked_catalogue`, and
+this one only of a worker from before it, or in a `CatalogueCheck` workflow."""
 CHECKED_CATALOGUE_ACTIVITY = "checked_catalogue"
 """`catalogue_check` with the catalogue the run would resolve in the answer: the client
 runs it as `catalogue_check` is run and starts the run with that catalogue, so the run
