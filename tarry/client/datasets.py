@@ -23,6 +23,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from temporalio.api.enums.v1 import EventType
@@ -362,7 +363,14 @@ async def run_record(client: Client, run_id: str) -> RunRecord:
         scheduled: dict[int, HistoryEvent] = {}
         started: dict[int, HistoryEvent] = {}
         for event in history.events:
-            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+                # A start the client checked carries the run's catalogue (no activity).
+                payloads = event.workflow_execution_started_event_attributes.input.payloads
+                with contextlib.suppress(ValidationError, ValueError, TypeError, LookupError):
+                    [input] = await converter.decode(payloads, [dict[str, Any]])
+                    if input.get("catalogue") is not None:
+                        record.catalogue = Catalogue.model_validate(input["catalogue"]).tools
+            elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
                 scheduled[event.event_id] = event
             elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
                 started[event.activity_task_started_event_attributes.scheduled_event_id] = event
