@@ -1,12 +1,12 @@
 """MCP servers as tools: their tools join a run's catalogue as `SERVER__TOOL`, and each
 call runs as the `mcp_tool` activity.
 
-What a server says is read once per run, by the `tool_catalogue` activity at its start,
-and the run keeps it: replay and later turns never ask the server what it offers. Its
-annotations decide how a call is treated: `readOnlyHint` or `idempotentHint` make a call
-safe to retry; without either it runs at most once; `destructiveHint` makes it wait for
-a person's decision (unless the server's config says `destructive_needs_approval =
-false`).
+What a server says is read once per run, by the client's check before its start
+(`checked_catalogue`) or by the run's `tool_catalogue` activity, and the run keeps it:
+replay and later turns never ask the server what it offers. Its annotations decide how a
+call is treated: `readOnlyHint` or `idempotentHint` make a call safe to retry; without
+either it runs at most once; `destructiveHint` makes it wait for a person's decision
+(unless the server's config says `destructive_needs_approval = false`).
 
 Needs the `mcp` extra; `workers.plugin` imports this only for a worker configured with
 MCP servers.
