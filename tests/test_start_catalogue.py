@@ -1,6 +1,7 @@
 """A start that the client checked with the workers carries the catalogue they answered:
 the run resolves nothing of its own, one activity fewer between a start and its first
-answer (issue 62). What the run may use is the workers' as before."""
+answer (issue 62). What the run may use is the workers' as before. A client keeps an answer
+that let a run start, and asks the same workers the same again only after a while."""
 
 from __future__ import annotations
 
