@@ -4,8 +4,9 @@ server answers now and then, or with its refusal of an update it did not admit
 (`failing_proxy`), or held until the test lets them go on (`holding_proxy`); or that
 count one method's calls, to tell what a client asked the server for (`counting_proxy`).
 
-A dev server on a loaded machine has answered `DescribeTaskQueue` with `CANCELLED`
-("operation was canceled"), an answer that says nothing of the task queue; and a call
+A dev server on a loaded machine has answered `DescribeTaskQueue` and
+`TerminateWorkflowExecution` with `CANCELLED` ("operation was canceled"), an answer that
+says nothing of the task queue or the run; and a call
 can reach the server a moment after another person's, whatever order their requests
 came in. Nothing in a test can make the real server do either on cue; the proxy does it
 on the wire, where the client cannot tell the difference."""
@@ -29,6 +30,7 @@ __all__ = [
     "EXECUTE_MULTI_OPERATION",
     "GET_WORKFLOW_EXECUTION_HISTORY",
     "START_WORKFLOW_EXECUTION",
+    "TERMINATE_WORKFLOW_EXECUTION",
     "UNADMITTED_WITH_START",
     "CountingProxy",
     "FailingProxy",
@@ -46,6 +48,7 @@ DESCRIBE_WORKFLOW_EXECUTION = f"{_SERVICE}/DescribeWorkflowExecution"
 EXECUTE_MULTI_OPERATION = f"{_SERVICE}/ExecuteMultiOperation"
 """An update with start, in one call."""
 GET_WORKFLOW_EXECUTION_HISTORY = f"{_SERVICE}/GetWorkflowExecutionHistory"
+TERMINATE_WORKFLOW_EXECUTION = f"{_SERVICE}/TerminateWorkflowExecution"
 _DETAILS = "grpc-status-details-bin"
 """The trailer that carries an error's details."""
 

@@ -20,6 +20,7 @@ from tarry.temporal.codec import new_key
 from tests.cli import Cli, until_listed
 from tests.conftest import Agent
 from tests.deadline import deadline
+from tests.grpc_faults import TERMINATE_WORKFLOW_EXECUTION, failing_proxy
 from tests.http_api import serving
 from tests.test_http_api_auth import routes
 from tests.test_large_payloads import storing_client
@@ -153,6 +154,23 @@ async def test_stop_ends_a_run_whose_task_keeps_failing_and_names_who_stopped_it
     assert terminated.reason.startswith(f"stopped by {stopper}. ")
     [stop] = await temporal.data_converter.decode(terminated.details.payloads, [StopRequest])
     assert (stop.by, stop.door, stop.reason) == (run.caller.user, "cli", "it keeps failing")
+
+
+async def test_a_stop_whose_termination_the_server_cancelled_asks_again_and_ends_the_run(
+    stuck: tuple[Agent, RunHandle], temporal: Client
+) -> None:
+    agent, run = stuck
+    target = temporal.service_client.config.target_host
+
+    async with failing_proxy(target, TERMINATE_WORKFLOW_EXECUTION, times=1) as proxy:
+        through = await Client.connect(
+            proxy.address, namespace=temporal.namespace, data_converter=temporal.data_converter
+        )
+        await Tarry(through, agent.tarry.task_queue).get(run.id).stop("it keeps failing")
+
+    assert proxy.failed == 1
+    described = await temporal.get_workflow_handle(run.id).describe()
+    assert described.status is WorkflowExecutionStatus.TERMINATED
 
 
 async def test_over_http_a_stop_ends_a_run_whose_task_keeps_failing(

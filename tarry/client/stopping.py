@@ -36,6 +36,12 @@ STOP_GRACE = 5.0
 """Seconds a run whose workflow task was failing when it was stopped has to end on its
 own before the stop terminates it."""
 
+_TERMINATE_ATTEMPTS = 3
+"""How often a stop asks to terminate: a busy dev server has answered the call with
+`CANCELLED` ("operation was canceled"), which says neither that the run ended nor that
+it did not. Asking again is safe: once the run has ended, the server answers
+`NOT_FOUND`."""
+
 _NOBODY = "temporal-ui"
 """Who and which door a stop names when it names none (the audit trail's word)."""
 
@@ -58,12 +64,15 @@ async def stop_run(
         # The stop itself, its reason with it, as a payload: encrypted like the signal.
         details=Payloads(payloads=await client.data_converter.encode([request])),
     )
-    try:
-        await client.workflow_service.terminate_workflow_execution(request_to_end)
-    except RPCError as e:
-        if e.status is not RPCStatusCode.NOT_FOUND:
-            raise
-        # It ended by itself after the grace, as the stop asked.
+    for attempt in range(1, _TERMINATE_ATTEMPTS + 1):
+        try:
+            await client.workflow_service.terminate_workflow_execution(request_to_end)
+            return
+        except RPCError as e:
+            if e.status is RPCStatusCode.NOT_FOUND:
+                return  # It ended (by itself, or by the call before this one), as asked.
+            if e.status is not RPCStatusCode.CANCELLED or attempt == _TERMINATE_ATTEMPTS:
+                raise
 
 
 def stopper(request: StopRequest) -> str:
