@@ -73,9 +73,10 @@ from tarry.api.a2a_tasks import (
 from tarry.api.auth import signed_in
 from tarry.api.keyed_starts import idempotent_run_id
 from tarry.api.parts import AppParts, parts_of
-from tarry.api.rights import Need, check_decision, check_run
+from tarry.api.rights import Need
 from tarry.api.runs import existing
 from tarry.client import Tarry
+from tarry.client.rights import check_decision, check_run
 from tarry.client.run_list import find_runs
 from tarry.contracts import WORKFLOW_TYPE, AgentSpec, Door, ErrorCode, RunInput
 from tarry.contracts.checks import reserved_id_problem, run_id_problem

@@ -26,8 +26,9 @@ from fastapi.responses import HTMLResponse
 
 from tarry.api.errors import status_of
 from tarry.api.parts import PolicyOf, SettingsOf, TarryOf
-from tarry.api.rights import Need, check_decision, check_run
+from tarry.api.rights import Need
 from tarry.client import Tarry, TarryError
+from tarry.client.rights import check_decision, check_run
 from tarry.config.settings import TarrySettings
 from tarry.contracts import Door, ErrorCode, RunState
 from tarry.contracts.guardrails import held_line

@@ -49,9 +49,10 @@ from tarry.api.errors import INTERNAL, INTERNAL_MESSAGE, ErrorBody
 from tarry.api.feeds import Feeds
 from tarry.api.models import RunId
 from tarry.api.parts import FeedsOf, PolicyOf, TarryOf
-from tarry.api.rights import STARTING, Need, check_run
+from tarry.api.rights import STARTING, Need
 from tarry.api.runs import existing
 from tarry.client import Admission, Tarry, TarryError
+from tarry.client.rights import check_run
 from tarry.contracts import (
     DECIDED_WAITS,
     WORKFLOW_TYPE,

@@ -16,8 +16,9 @@ from tarry.api.auth import caller_of
 from tarry.api.errors import READ, error_answers
 from tarry.api.models import RunId
 from tarry.api.parts import PolicyOf, TarryOf
-from tarry.api.rights import Need, check_run
+from tarry.api.rights import Need
 from tarry.client.audit import AUDIT_LIMIT
+from tarry.client.rights import check_run
 from tarry.contracts import AuditTrail
 
 __all__ = ["audit_router"]

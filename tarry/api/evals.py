@@ -9,8 +9,9 @@ from tarry.api.auth import CallerOf
 from tarry.api.errors import READ, error_answers
 from tarry.api.models import RunId
 from tarry.api.parts import PolicyOf, TarryOf
-from tarry.api.rights import Need, check_run
+from tarry.api.rights import Need
 from tarry.client.evals import eval_report
+from tarry.client.rights import check_run
 from tarry.contracts import ErrorCode, EvalReport
 from tarry.core.errors import TarryError
 

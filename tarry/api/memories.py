@@ -2,8 +2,9 @@
 the people whose they are: a caller lists, reads, edits and deletes their own scope's
 memories and their groups' (admins: all); another's answer 404, as if there were none.
 
-A run's `memory_scope` is checked by the same rule when the run starts here
-(`refuse_foreign_scope`): no one starts a run that reads or writes another's memories.
+A run's `memory_scope` is checked by the same rule when the run starts, at every door
+(`tarry.search.memory_store.refuse_foreign_scope`): no one starts a run that reads or
+writes another's memories.
 """
 
 from __future__ import annotations
@@ -17,14 +18,10 @@ from pydantic import BaseModel
 from tarry.api.auth import CallerOf
 from tarry.api.errors import AUTH, error_answers
 from tarry.api.parts import PartsOf
-from tarry.contracts import ErrorCode, RunInput
 from tarry.contracts.memories import Memory, MemoryEdit
-from tarry.core.errors import TarryError
-from tarry.core.identities import Caller
-from tarry.core.ownership import Policy
 from tarry.search.memory_store import memory_scopes, visible
 
-__all__ = ["MemoryList", "memories_router", "refuse_foreign_scope"]
+__all__ = ["MemoryList", "memories_router"]
 
 MemoryId = Annotated[str, Path(min_length=1, max_length=200)]
 
@@ -32,18 +29,6 @@ MemoryId = Annotated[str, Path(min_length=1, max_length=200)]
 class MemoryList(BaseModel):
     memories: list[Memory]
     """Newest first; with `q`, best first."""
-
-
-def refuse_foreign_scope(policy: Policy, caller: Caller, input: RunInput) -> None:
-    """403 `NOT_ALLOWED` for a run whose `memory_scope` is not the caller's own or one of
-    their groups' (an admin may name any); no scope is the caller's own."""
-    scope, scopes = input.memory_scope, memory_scopes(policy, caller)
-    if scope is not None and scopes is not None and scope not in scopes:
-        raise TarryError(
-            ErrorCode.NOT_ALLOWED,
-            f"memory_scope {scope!r} is not yours: name your own, or a group of yours"
-            f" ({', '.join(sorted(scopes))}), or leave it out for your own",
-        )
 
 
 def memories_router() -> APIRouter:

@@ -23,7 +23,7 @@ from tarry.api.auth import CallerOf
 from tarry.api.errors import AUTH, error_answers, status_of
 from tarry.api.models import RunId
 from tarry.api.parts import AppParts, PartsOf
-from tarry.api.rights import check_run
+from tarry.client.rights import check_run
 from tarry.config.tables import OAuthClient
 from tarry.connections import oauth
 from tarry.connections.oauth import Endpoints

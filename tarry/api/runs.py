@@ -42,7 +42,6 @@ from tarry.api.keyed_starts import (
     retried_start,
     start_request,
 )
-from tarry.api.memories import refuse_foreign_scope
 from tarry.api.models import (
     Accepted,
     BudgetRequest,
@@ -65,16 +64,9 @@ from tarry.api.models import (
 )
 from tarry.api.parts import FeedsOf, PartsOf, PolicyOf, SettingsOf
 from tarry.api.quotas import CountedStream
-from tarry.api.rights import (
-    STARTING,
-    Need,
-    check_decision,
-    check_run,
-    may_decide_in,
-    may_write,
-    run_guard,
-)
+from tarry.api.rights import STARTING, Need, may_write, run_guard
 from tarry.client import RunHandle, Tarry, TarryError
+from tarry.client.rights import check_decision, check_run, may_decide_in
 from tarry.client.run_list import RunRow, child_waited_on, find_children, find_runs
 from tarry.contracts import (
     DECIDED_WAITS,
@@ -88,6 +80,7 @@ from tarry.contracts import (
 )
 from tarry.core.identities import Caller
 from tarry.core.ownership import Policy, RunAccess
+from tarry.search.memory_store import refuse_foreign_scope
 
 __all__ = ["existing", "router"]
 

@@ -10,7 +10,6 @@ from fastapi import APIRouter, Depends, Response
 from tarry.api.access import BODY_REQUIRED, JSON_ONLY
 from tarry.api.auth import CallerOf
 from tarry.api.errors import AUTH, READ, WRITE, error_answers
-from tarry.api.memories import refuse_foreign_scope
 from tarry.api.models import (
     Accepted,
     EmptyRequest,
@@ -22,6 +21,7 @@ from tarry.api.models import (
 from tarry.api.parts import PolicyOf, TarryOf
 from tarry.api.rights import schedule_guard
 from tarry.client.schedules import ScheduleView
+from tarry.search.memory_store import refuse_foreign_scope
 
 __all__ = ["schedules_router"]
 

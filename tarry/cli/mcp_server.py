@@ -24,10 +24,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from tarry.api.memories import refuse_foreign_scope
-from tarry.api.rights import Need, check_decision, check_run
 from tarry.cli.mcp_answers import answer, close_arguments, json_of
 from tarry.client import Tarry
+from tarry.client.rights import check_decision, check_run
 from tarry.client.run_list import find_runs
 from tarry.contracts import (
     WORKFLOW_TYPE,
@@ -35,6 +34,7 @@ from tarry.contracts import (
     ApprovalRule,
     Door,
     Mode,
+    Need,
     Phase,
     RunInput,
     WaitingFor,
@@ -44,6 +44,7 @@ from tarry.contracts.memories import MemoryAccess
 from tarry.core.identities import Caller
 from tarry.core.ownership import Policy
 from tarry.search import Readable, SearchQuery, StoreOpener
+from tarry.search.memory_store import refuse_foreign_scope
 
 __all__ = ["build_server"]
 

@@ -12,19 +12,31 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 
-from tarry.contracts import ErrorCode
+from tarry.contracts import ErrorCode, RunInput
 from tarry.contracts.memories import Memory, NewMemory
 from tarry.core.errors import TarryError
 from tarry.core.identities import Caller
 from tarry.core.ownership import Policy, principals
 
-__all__ = ["MemoryStore", "memory_scopes", "visible"]
+__all__ = ["MemoryStore", "memory_scopes", "refuse_foreign_scope", "visible"]
 
 
 def memory_scopes(policy: Policy, caller: Caller) -> frozenset[str] | None:
     """The scopes whose memories `caller` may list, read, edit and delete: their own and
     their groups'; None: every scope (an admin, or a deployment of one person)."""
     return None if policy.sees_all(caller) else frozenset(principals(caller))
+
+
+def refuse_foreign_scope(policy: Policy, caller: Caller, input: RunInput) -> None:
+    """403 `NOT_ALLOWED` for a run whose `memory_scope` is not the caller's own or one of
+    their groups' (an admin may name any); no scope is the caller's own."""
+    scope, scopes = input.memory_scope, memory_scopes(policy, caller)
+    if scope is not None and scopes is not None and scope not in scopes:
+        raise TarryError(
+            ErrorCode.NOT_ALLOWED,
+            f"memory_scope {scope!r} is not yours: name your own, or a group of yours"
+            f" ({', '.join(sorted(scopes))}), or leave it out for your own",
+        )
 
 
 def visible(memory: Memory | None, memory_id: str, scopes: frozenset[str] | None) -> Memory:
