@@ -102,6 +102,7 @@ END_TO_END = {
     "test_compose.py",
     "test_config_errors.py",
     "test_connection.py",
+    "test_cpu_report.py",
     "test_demo.py",
     "test_devstack.py",
     "test_doc_examples.py",
