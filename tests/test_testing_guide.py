@@ -29,7 +29,7 @@ def unused_plugins() -> list[str]:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     options = shlex.split(pyproject["tool"]["pytest"]["ini_options"]["addopts"])
     names = [name for flag, name in itertools.pairwise(options) if flag == "-p"]
-    return [option for name in names for option in ("-p", name)]
+    return [option for name in names if name.startswith("no:") for option in ("-p", name)]
 
 
 def test_the_guide_shows_the_example_file_whole() -> None:
