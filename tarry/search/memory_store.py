@@ -28,8 +28,9 @@ def memory_scopes(policy: Policy, caller: Caller) -> frozenset[str] | None:
 
 
 def refuse_foreign_scope(policy: Policy, caller: Caller, input: RunInput) -> None:
-    """403 `NOT_ALLOWED` for a run whose `memory_scope` is not the caller's own or one of
-    their groups' (an admin may name any); no scope is the caller's own."""
+    """`NOT_ALLOWED` (403 over HTTP) for a run whose `memory_scope` is not the caller's
+    own or one of their groups' (an admin may name any); no scope is the caller's own.
+    Every door that starts runs asks it: the API, `tarry mcp`, schedules."""
     scope, scopes = input.memory_scope, memory_scopes(policy, caller)
     if scope is not None and scopes is not None and scope not in scopes:
         raise TarryError(
